@@ -1,0 +1,21 @@
+--[[
+  The metering read: a user's total in one points system and the most recent awards, in one
+  call (GET /v1/users/{id}/points/{key}). Read-only.
+
+  KEYS[1] user state hash {t:s}:u:<userId>
+  ARGV[1] key prefix {t:s}:
+  ARGV[2] user id
+  ARGV[3] points system key
+  ARGV[4] number of awards wanted (1..100)
+
+  Reply
+    {0}                          unknown user
+    {1, total, award...}         award = "seq|ms|awarded|totalAfter|triggerKey", newest first
+]]
+local rcall = redis.call
+local vals = rcall('HMGET', KEYS[1], 'ct', 'p:' .. ARGV[3])
+if not vals[1] then return { 0 } end
+local reply = { 1, tonumber(vals[2]) or 0 }
+local awards = rcall('LRANGE', ARGV[1] .. 'aw:' .. ARGV[3] .. ':' .. ARGV[2], 0, tonumber(ARGV[4]) - 1)
+for i = 1, #awards do reply[#reply + 1] = awards[i] end
+return reply

@@ -1,0 +1,95 @@
+import { randomUUID } from "node:crypto";
+import typia from "typia";
+import type { Clock } from "../clock.js";
+import { MAX_EVENT_VALUE, toMicro } from "../domain/decimal.js";
+import { fail } from "../domain/errors.js";
+import { viewStreak } from "../domain/streak.js";
+import type { ApiRequest, ApiReply } from "../http/router.js";
+import type { TenantContext, Tenants } from "../tenants.js";
+import type { RecordedEvent } from "../store/tenant-store.js";
+import { isCleanText, parseJson, validated } from "./body.js";
+import { pointsMapJson } from "./points-json.js";
+import { userProfileFields, type UserInput } from "./user-input.js";
+import { achievementJson, metricTotalJson } from "./wire.js";
+
+/** Body of POST /v1/metrics/{key}/event (spec: Record a metric event; trophy-compat §3.2). */
+interface EventBody {
+  user: UserInput;
+  value: number;
+  attributes?: Record<string, string> | null;
+}
+
+const validateEventBody = typia.createValidateEquals<EventBody>();
+const MAX_IDEMPOTENCY_KEY = 255;
+
+/** Refuses values JSON can carry but no total should (1e400 parses as Infinity): 422, not 400. */
+function checkValue(raw: unknown): void {
+  if (typeof raw !== "object" || raw === null) return;
+  const value = (raw as { value?: unknown }).value;
+  if (typeof value !== "number") return;
+  if (!Number.isFinite(value)) fail("INVALID_VALUE", "value must be a finite number");
+  if (Math.abs(value) > MAX_EVENT_VALUE) fail("INVALID_VALUE", `value must be between -${MAX_EVENT_VALUE} and ${MAX_EVENT_VALUE}`);
+}
+
+export function recordEventHandler(tenants: Tenants, clock: Clock) {
+  return async (req: ApiRequest): Promise<ApiReply> => {
+    const context = tenants.authenticate(req.apiKey);
+    const { tenant, store } = context;
+    const metricKey = req.params[0]!;
+    const metric = tenant.metricByKey.get(metricKey);
+    if (!metric) fail("METRIC_NOT_FOUND", `Metric not found: ${metricKey}`);
+    const raw = parseJson(req.body);
+    checkValue(raw);
+    const body = validated(raw, validateEventBody);
+    const profile = userProfileFields(body.user, NO_ATTRIBUTES);
+    if (body.attributes != null) {
+      const unknown = Object.keys(body.attributes);
+      if (unknown.length > 0) fail("INVALID_ATTRIBUTES", `Invalid attribute keys: ${unknown.join(", ")}`);
+    }
+    const idempotencyKey = req.idempotencyKey;
+    if (idempotencyKey !== null && (idempotencyKey.length > MAX_IDEMPOTENCY_KEY || !isCleanText(idempotencyKey))) {
+      fail("INVALID_BODY", `Idempotency-Key must be at most ${MAX_IDEMPOTENCY_KEY} characters without control characters`);
+    }
+    const now = clock.now();
+    const recorded = await store.recordEvent({
+      metricKey,
+      userId: body.user.id,
+      now,
+      eventId: randomUUID(),
+      idempotencyKey,
+      valueMicro: toMicro(body.value),
+      tz: body.user.tz ?? null,
+      profile,
+    });
+    return eventReply(context, metric.id, body.user.id, now, recorded, idempotencyKey);
+  };
+}
+
+const NO_ATTRIBUTES: ReadonlySet<string> = new Set();
+
+export function eventReply(
+  context: TenantContext,
+  metricId: string,
+  userId: string,
+  now: number,
+  recorded: RecordedEvent,
+  idempotencyKey: string | null,
+): ApiReply {
+  const { tenant } = context;
+  const { outcome } = recorded;
+  const processed = outcome.kind === "processed";
+  const body: Record<string, unknown> = {
+    metricId,
+    eventId: outcome.eventId,
+    total: metricTotalJson(outcome.totalMicro),
+    achievements: processed ? outcome.achievements.map((key) => achievementJson(tenant, tenant.achievementByKey.get(key)!, now)) : [],
+    currentStreak: { ...viewStreak(tenant.streak, outcome.streak, recorded.nowPeriod), extended: processed && outcome.extended },
+    points: processed ? pointsMapJson(tenant, userId, outcome.points) : {},
+    leaderboards: {},
+  };
+  if (idempotencyKey !== null) {
+    body.idempotencyKey = idempotencyKey;
+    body.idempotentReplayed = !processed;
+  }
+  return { status: processed ? 201 : 202, body };
+}

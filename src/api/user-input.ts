@@ -1,0 +1,63 @@
+import type { tags } from "typia";
+import { fail } from "../domain/errors.js";
+import { isValidZone } from "../domain/periods.js";
+import { isCleanText } from "./body.js";
+
+/**
+ * The user as sent with an event, an identification or a completion (trophy-compat §3.1
+ * UpsertedUser). Optional fields may be absent or null; null means "not sent" (the SDK sends
+ * null for an optional field the caller set to undefined), never "clear the stored value".
+ */
+export interface UserInput {
+  id: string;
+  email?: (string & tags.MaxLength<320>) | null;
+  name?: (string & tags.MaxLength<200>) | null;
+  tz?: (string & tags.MaxLength<64>) | null;
+  deviceTokens?: ((string & tags.MinLength<1> & tags.MaxLength<512>)[] & tags.MaxItems<100>) | null;
+  subscribeToEmails?: boolean | null;
+  attributes?: Record<string, string> | null;
+}
+
+export const MAX_USER_ID_LENGTH = 255;
+
+/** Ids appear in URLs and Redis keys: 1-255 characters, no control characters, valid Unicode. */
+export function checkUserId(id: string, where = "user.id"): void {
+  if (id.length === 0 || id.length > MAX_USER_ID_LENGTH || !isCleanText(id) || id.trim() !== id) {
+    fail("INVALID_BODY", `${where} must be 1-${MAX_USER_ID_LENGTH} characters without control characters or surrounding spaces`);
+  }
+}
+
+const EMAIL = /^[^\s@]+@[^\s@]+$/;
+
+/**
+ * Semantic checks and the state-hash fields the upsert writes (lua/event-3.lua ARGV 12+).
+ * `declaredAttributes` are the user attribute keys the tenant declares; any other key is refused
+ * with the message trophy-compat §5.2 shows.
+ */
+export function userProfileFields(user: UserInput, declaredAttributes: ReadonlySet<string>): [string, string][] {
+  checkUserId(user.id);
+  const fields: [string, string][] = [];
+  if (user.email != null) {
+    if (!EMAIL.test(user.email) || !isCleanText(user.email)) fail("INVALID_VALUE", "user.email is not an email address");
+    fields.push(["em", user.email]);
+  }
+  if (user.name != null) {
+    if (!isCleanText(user.name)) fail("INVALID_VALUE", "user.name contains control characters");
+    fields.push(["nm", user.name]);
+  }
+  if (user.tz != null) {
+    if (!isValidZone(user.tz)) fail("INVALID_TIMEZONE", `Unknown IANA time zone: ${JSON.stringify(user.tz)}`);
+    fields.push(["tz", user.tz]);
+  }
+  if (user.subscribeToEmails != null) fields.push(["se", user.subscribeToEmails ? "1" : "0"]);
+  if (user.deviceTokens != null) fields.push(["dt", JSON.stringify(user.deviceTokens)]);
+  if (user.attributes != null) {
+    const unknown = Object.keys(user.attributes).filter((k) => !declaredAttributes.has(k));
+    if (unknown.length > 0) fail("INVALID_ATTRIBUTES", `Invalid attribute keys: ${unknown.join(", ")}`);
+    for (const [k, v] of Object.entries(user.attributes)) {
+      if (v.length > 1000 || !isCleanText(v)) fail("INVALID_VALUE", `user.attributes.${k} must be at most 1000 characters without control characters`);
+      fields.push([`ua:${k}`, v]);
+    }
+  }
+  return fields;
+}

@@ -1,0 +1,73 @@
+import uWS from "uWebSockets.js";
+import type { Redis } from "ioredis";
+import type { Logger } from "pino";
+import type { Clock } from "./clock.js";
+import type { CompiledTenant } from "./config/compiled.js";
+import { getClockHandler, setClockHandler } from "./api/admin-clock.js";
+import { recordEventHandler } from "./api/events.js";
+import { healthHandler } from "./api/health.js";
+import { levelsHandler, pointsSystemHandler, userPointsHandler } from "./api/points.js";
+import { Router } from "./http/router.js";
+import { Tenants } from "./tenants.js";
+
+export interface AppOptions {
+  tenants: CompiledTenant[];
+  redis: Redis;
+  clock: Clock;
+  logger: Logger;
+  host?: string;
+  /** 0 picks a free port. */
+  port: number;
+  maxBodyBytes?: number;
+}
+
+export interface RunningApp {
+  port: number;
+  tenants: Tenants;
+  close(): void;
+}
+
+/** STACK.md §2: the trufflesuite build silently falls back to a slow JS server; refuse to run on it. */
+export function assertNativeUws(): void {
+  if (typeof (uWS as unknown as { getParts?: unknown }).getParts !== "function") {
+    throw new Error("uWebSockets.js native binary not loaded (JS fallback active): Laurel needs Node 20 on linux-x64 glibc");
+  }
+}
+
+export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
+
+/** The HTTP service: every route of the API on one uWS app. */
+export async function startApp(opts: AppOptions): Promise<RunningApp> {
+  assertNativeUws();
+  const tenants = await Tenants.create(opts.redis, opts.tenants, opts.clock.now());
+  const app = uWS.App();
+  const router = new Router(app, { maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, logger: opts.logger });
+
+  const recordEvent = recordEventHandler(tenants, opts.clock);
+  router.add("post", "/v1/metrics/:key/event", 1, recordEvent);
+  router.add("post", "/api/metrics/:key/event", 1, recordEvent);
+  router.add("get", "/v1/users/:id/points/:key", 2, userPointsHandler(tenants));
+  router.add("get", "/v1/points/:key", 1, pointsSystemHandler(tenants));
+  router.add("get", "/v1/points/:key/levels", 1, levelsHandler(tenants));
+  router.add("post", "/admin/v1/clock", 0, setClockHandler(tenants, opts.clock));
+  router.add("get", "/admin/v1/clock", 0, getClockHandler(tenants, opts.clock));
+  router.add("get", "/healthz", 0, healthHandler(opts.redis, opts.clock));
+  router.fallback();
+
+  const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) => {
+    app.listen(opts.host ?? "0.0.0.0", opts.port, (socket) => {
+      if (socket) resolve(socket);
+      else reject(new Error(`cannot listen on ${opts.host ?? "0.0.0.0"}:${opts.port}`));
+    });
+  });
+  const port = uWS.us_socket_local_port(listenSocket as unknown as uWS.us_socket);
+  return {
+    port,
+    tenants,
+    close() {
+      uWS.us_listen_socket_close(listenSocket);
+      // Present at runtime though missing from this build's types (STACK.md §2): closes open connections too.
+      (app as unknown as { close?: () => void }).close?.();
+    },
+  };
+}

@@ -1,0 +1,53 @@
+import { readFileSync } from "node:fs";
+import typia from "typia";
+import { parse as parseYaml } from "yaml";
+import { compileConfig, ConfigError } from "./compile.js";
+import type { CompiledTenant } from "./compiled.js";
+import type { ConfigFile } from "./types.js";
+
+const validateConfig = typia.createValidateEquals<ConfigFile>();
+
+/** Keys that ship in config/demo.yaml; a production start with any of them is refused. */
+export const DEMO_KEYS = ["demo-key", "demo-admin-key"];
+
+/**
+ * Reads, validates and compiles a tenant file. Throws ConfigError naming the path of the first
+ * bad field (typia's `$input.tenants[0].metrics[1].key` notation), so a bad file stops the start
+ * with a message an operator can act on.
+ */
+export function loadConfigText(text: string, source: string, env: NodeJS.ProcessEnv = process.env): CompiledTenant[] {
+  let raw: unknown;
+  try {
+    raw = source.endsWith(".json") ? JSON.parse(text) : parseYaml(text);
+  } catch (err) {
+    throw new ConfigError("$input", `${source} is not valid ${source.endsWith(".json") ? "JSON" : "YAML"}: ${(err as Error).message}`);
+  }
+  const result = validateConfig(raw);
+  if (!result.success) {
+    const first = result.errors[0]!;
+    const more = result.errors.length > 1 ? ` (and ${result.errors.length - 1} more)` : "";
+    throw new ConfigError(first.path, `expected ${first.expected}, got ${JSON.stringify(first.value) ?? "undefined"}${more}`);
+  }
+  if (env.NODE_ENV === "production") {
+    result.data.tenants.forEach((t, i) => {
+      for (const kind of ["apiKeys", "adminKeys"] as const) {
+        t[kind].forEach((k, j) => {
+          if (typeof k === "string" && DEMO_KEYS.includes(k)) {
+            throw new ConfigError(`$input.tenants[${i}].${kind}[${j}]`, "the demo keys are refused when NODE_ENV=production");
+          }
+        });
+      }
+    });
+  }
+  return compileConfig(result.data);
+}
+
+export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.env): CompiledTenant[] {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    throw new ConfigError("$input", `cannot read ${path}: ${(err as Error).message}`);
+  }
+  return loadConfigText(text, path, env);
+}

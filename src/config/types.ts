@@ -1,0 +1,116 @@
+import type { tags } from "typia";
+
+/**
+ * The tenant file (YAML or JSON), as written by operators. Validated with typia at start; a
+ * bad file stops the start with the path of the bad field (see load.ts). Field docs here are
+ * the configuration reference the README repeats.
+ */
+
+/** Keys of metrics, systems, triggers, levels and achievements: they appear in URLs and in Redis keys. */
+export type Key = string & tags.Pattern<"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$">;
+export type TenantId = string & tags.Pattern<"^[a-z0-9][a-z0-9_-]{0,31}$">;
+export type Name = string & tags.MinLength<1> & tags.MaxLength<200>;
+export type Description = string & tags.MaxLength<2000>;
+export type Url = string & tags.MaxLength<2000>;
+/** Points per award: a non-zero integer; negative deducts (spec rule 2). */
+export type PointsAmount = number & tags.Type<"int32"> & tags.Minimum<-1000000000> & tags.Maximum<1000000000>;
+
+/** An API key: the plain key (fine for development), or its SHA-256 hex digest for production files. */
+export type ApiKeyConfig = (string & tags.MinLength<8> & tags.MaxLength<256>) | { sha256: string & tags.Pattern<"^[0-9a-f]{64}$"> };
+
+export interface ConfigFile {
+  tenants: TenantConfig[] & tags.MinItems<1>;
+}
+
+export interface TenantConfig {
+  /** Lowercase id; part of every Redis key of the tenant. */
+  id: TenantId;
+  name?: Name;
+  /** Keys for the application API (X-API-KEY). */
+  apiKeys: ApiKeyConfig[] & tags.MinItems<1>;
+  /** Keys for /admin/v1 (boosts, streak freezes and restores, the manual clock). */
+  adminKeys: ApiKeyConfig[] & tags.MinItems<1>;
+  /** Number of user shards; fixed for the life of the tenant's data (default 16). */
+  shards?: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<1024>;
+  metrics: MetricConfig[] & tags.MinItems<1>;
+  points?: PointsSystemConfig[];
+  achievements?: AchievementConfig[];
+  streak?: StreakConfig;
+}
+
+export interface MetricConfig {
+  key: Key;
+  name: Name;
+  description?: Description;
+  /** Unit label, e.g. "km" (shown in wrapped). */
+  units?: string & tags.MaxLength<50>;
+}
+
+export interface PointsSystemConfig {
+  key: Key;
+  name: Name;
+  description?: Description;
+  badgeUrl?: Url;
+  /** Per-user cap on the total (spec rule 5); omit for no maximum. */
+  maxPoints?: number & tags.Type<"int64"> & tags.Minimum<1> & tags.Maximum<1000000000000000>;
+  triggers: TriggerConfig[];
+  /** A user has a level when their total strictly exceeds its points (spec: Level). */
+  levels?: LevelConfig[];
+}
+
+export type TriggerConfig = MetricTriggerConfig | UserCreationTriggerConfig;
+
+interface TriggerBase {
+  /** Stable key: the trigger's id derives from it, so keep it when editing the trigger. */
+  key: Key;
+  points: PointsAmount;
+}
+
+/** `points` for every `threshold` units of `metric` (spec rule 1). */
+export interface MetricTriggerConfig extends TriggerBase {
+  type: "metric";
+  metric: Key;
+  threshold: number & tags.ExclusiveMinimum<0> & tags.Maximum<1000000000>;
+}
+
+/** `points` once, when the user is first identified (by an event, identify, create or completion). */
+export interface UserCreationTriggerConfig extends TriggerBase {
+  type: "user_creation";
+}
+
+export interface LevelConfig {
+  key: Key;
+  name: Name;
+  description?: Description;
+  badgeUrl?: Url;
+  points: number & tags.Type<"int64"> & tags.Minimum<0> & tags.Maximum<1000000000000000>;
+}
+
+export type AchievementConfig = MetricAchievementConfig;
+
+interface AchievementBase {
+  key: Key;
+  name: Name;
+  description?: Description;
+  badgeUrl?: Url;
+}
+
+/** Completed once, when the user's total of `metric` reaches `value`. */
+export interface MetricAchievementConfig extends AchievementBase {
+  type: "metric";
+  metric: Key;
+  value: number & tags.Minimum<-1000000000> & tags.Maximum<1000000000>;
+}
+
+export interface StreakConfig {
+  frequency: "daily" | "weekly" | "monthly";
+  /** The streak is extended in a period when the user's value of these metrics in the period reaches the threshold. */
+  metrics: StreakMetricConfig[] & tags.MinItems<1>;
+  /** With several metrics: all must reach their threshold (default), or any one. */
+  mode?: "all" | "any";
+}
+
+export interface StreakMetricConfig {
+  metric: Key;
+  threshold: number & tags.ExclusiveMinimum<0> & tags.Maximum<1000000000>;
+}

@@ -1,0 +1,46 @@
+/**
+ * Every error Laurel answers with, declared once (in the manner of fastify's lib/errors.js).
+ * The wire body is always `{"error": "<message>"}`; the status decides which typed error the
+ * official SDK raises (trophy-compat §1.5, §2.3). Nothing is written when one of these is thrown:
+ * request validation runs before the store is called, and the Lua scripts check before they write.
+ */
+export const ErrorCodes = {
+  MALFORMED_JSON: { status: 400, message: "Malformed JSON body" },
+  INVALID_BODY: { status: 400, message: "Invalid request body" },
+  INVALID_PATH: { status: 400, message: "Invalid path parameter" },
+  INVALID_QUERY: { status: 400, message: "Invalid query parameter" },
+  UNAUTHORIZED: { status: 401, message: "Missing or invalid API key" },
+  NOT_FOUND: { status: 404, message: "Not found" },
+  METRIC_NOT_FOUND: { status: 404, message: "Metric not found" },
+  POINTS_SYSTEM_NOT_FOUND: { status: 404, message: "Points system not found" },
+  USER_NOT_FOUND: { status: 404, message: "User not found" },
+  METHOD_NOT_ALLOWED: { status: 405, message: "Method not allowed" },
+  BODY_TOO_LARGE: { status: 413, message: "Request body too large" },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, message: "Content-Type must be application/json" },
+  INVALID_VALUE: { status: 422, message: "Invalid value" },
+  INVALID_TIMEZONE: { status: 422, message: "Unknown IANA time zone" },
+  INVALID_ATTRIBUTES: { status: 422, message: "Invalid attribute keys" },
+  OUT_OF_RANGE: { status: 422, message: "Parameter out of range" },
+  TOTAL_OUT_OF_RANGE: { status: 422, message: "Metric total would leave the supported range" },
+  CLOCK_NOT_MANUAL: { status: 404, message: "Not found" },
+  INTERNAL: { status: 500, message: "Internal server error" },
+  UNAVAILABLE: { status: 503, message: "Service unavailable" },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type ErrorCode = keyof typeof ErrorCodes;
+
+export class LaurelError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+
+  /** `detail` replaces the default message when the caller can say more precisely what was wrong. */
+  constructor(code: ErrorCode, detail?: string) {
+    super(detail ?? ErrorCodes[code].message);
+    this.code = code;
+    this.status = ErrorCodes[code].status;
+  }
+}
+
+export function fail(code: ErrorCode, detail?: string): never {
+  throw new LaurelError(code, detail);
+}

@@ -1,0 +1,42 @@
+import { createHash } from "node:crypto";
+
+/**
+ * Stable ids (DESIGN: "Stable ids derive from tenant and key (UUIDv5)"). A restart, a second
+ * process or a config reload gives every metric, system, trigger, level and achievement the same
+ * id, because the id is a pure function of the tenant id and the object's key.
+ */
+
+/** The root namespace of Laurel; fixed forever, changing it would change every id. */
+const LAUREL_NAMESPACE = "6f1d1a5e-2b7c-5c3e-9a41-5b2f0c7d8e90";
+
+function uuidBytes(uuid: string): Buffer {
+  return Buffer.from(uuid.replace(/-/g, ""), "hex");
+}
+
+function formatUuid(bytes: Buffer): string {
+  const h = bytes.toString("hex");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}
+
+/** RFC 9562 UUID version 5 (SHA-1, name-based). */
+export function uuidV5(name: string, namespace: string): string {
+  const hash = createHash("sha1").update(uuidBytes(namespace)).update(name, "utf8").digest();
+  const bytes = hash.subarray(0, 16);
+  bytes[6] = (bytes[6]! & 0x0f) | 0x50;
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  return formatUuid(Buffer.from(bytes));
+}
+
+export function tenantNamespace(tenantId: string): string {
+  return uuidV5(`tenant:${tenantId}`, LAUREL_NAMESPACE);
+}
+
+/** The id of a configured object: `kind` is e.g. "metric", `path` its key (or sys/key). */
+export function stableId(namespace: string, kind: string, path: string): string {
+  return uuidV5(`${kind}:${path}`, namespace);
+}
+
+/** Award ids: one per (user, system, sequence number); the sequence lives in the user's state. */
+export function awardId(namespace: string, userId: string, systemKey: string, seq: number): string {
+  return uuidV5(`award:${systemKey}:${seq}:${userId}`, namespace);
+}

@@ -1,0 +1,56 @@
+/**
+ * What an event did, as the store (decoding the Lua reply) and the reference model (computing it
+ * in TypeScript) both report it. The HTTP layer turns an outcome into the wire response; the
+ * property tests require the two producers to agree.
+ */
+export interface AwardRecord {
+  /** Per user and system, 1, 2, 3...; the award id derives from it. */
+  seq: number;
+  ms: number;
+  awarded: number;
+  /** The user's total in the system after this award. */
+  total: number;
+  triggerKey: string;
+}
+
+export interface PointsChange {
+  systemKey: string;
+  added: number;
+  total: number;
+  /** Total before the event (the level change is derived from before and total). */
+  before: number;
+  /** Chronological. */
+  awards: AwardRecord[];
+}
+
+/** The stored streak; what a reader shows at a given moment is derived (domain/streak.ts). */
+export interface StreakState {
+  length: number;
+  startPeriod: number | null;
+  lastPeriod: number | null;
+}
+
+export interface ProcessedEvent {
+  kind: "processed";
+  eventId: string;
+  totalMicro: number;
+  streak: StreakState;
+  extended: boolean;
+  achievements: string[];
+  points: PointsChange[];
+  created: boolean;
+}
+
+export interface ReplayedEvent {
+  kind: "replay";
+  eventId: string;
+  totalMicro: number;
+  streak: StreakState;
+}
+
+export type EventOutcome = ProcessedEvent | ReplayedEvent;
+
+export function parseAwardRecord(text: string): AwardRecord {
+  const [seq, ms, awarded, total, ...rest] = text.split("|");
+  return { seq: Number(seq), ms: Number(ms), awarded: Number(awarded), total: Number(total), triggerKey: rest.join("|") };
+}

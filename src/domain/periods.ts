@@ -1,0 +1,94 @@
+import { IANAZone } from "luxon";
+
+/**
+ * Calendar arithmetic for streaks and daily buckets. Everything is on the user's local
+ * calendar (spec: "streaks follow this local clock, including when the user changes zone").
+ *
+ * A local calendar date is represented by its day index: days since 1970-01-01 of that date,
+ * independent of any zone. Periods are integers too:
+ *   daily   → the day index;
+ *   weekly  → ISO weeks (Monday to Sunday): floor((day + 3) / 7), week 0 starts Mon 1969-12-29;
+ *   monthly → (year - 1970) * 12 + (month - 1).
+ * Integers compare and subtract cheaply in Lua, and no DST rule can make a day 23 or 25 hours
+ * long here: a DST change moves the offset, and the offset only decides which date "now" is.
+ */
+export type Frequency = "daily" | "weekly" | "monthly";
+
+const DAY_MS = 86_400_000;
+const zoneCache = new Map<string, IANAZone | null>();
+
+/** The IANA zone for a name, or null when the name is unknown. Cached: zone construction is slow. */
+export function zoneFor(name: string): IANAZone | null {
+  let zone = zoneCache.get(name);
+  if (zone === undefined) {
+    zone = name.length <= 64 && IANAZone.isValidZone(name) ? IANAZone.create(name) : null;
+    if (zoneCache.size > 10_000) zoneCache.clear();
+    zoneCache.set(name, zone);
+  }
+  return zone;
+}
+
+export function isValidZone(name: string): boolean {
+  return zoneFor(name) !== null;
+}
+
+/** Day index of the local date of instant `ms` in `zone` (defaults to UTC for unknown zones). */
+export function localDayIndex(ms: number, zoneName: string): number {
+  const zone = zoneFor(zoneName);
+  const offsetMin = zone ? zone.offset(ms) : 0;
+  return Math.floor((ms + offsetMin * 60_000) / DAY_MS);
+}
+
+/** Civil date of a day index: proleptic Gregorian, via the UTC calendar (no zone involved). */
+export function dayToDate(day: number): { y: number; m: number; d: number } {
+  const date = new Date(day * DAY_MS);
+  return { y: date.getUTCFullYear(), m: date.getUTCMonth() + 1, d: date.getUTCDate() };
+}
+
+export function dateToDay(y: number, m: number, d: number): number {
+  return Math.floor(Date.UTC(y, m - 1, d) / DAY_MS);
+}
+
+export function formatDay(day: number): string {
+  return new Date(day * DAY_MS).toISOString().slice(0, 10);
+}
+
+/** Parses YYYY-MM-DD strictly (a real calendar date) to a day index, or null. */
+export function parseDay(text: string): number | null {
+  const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text);
+  if (!match) return null;
+  const [y, m, d] = [Number(match[1]), Number(match[2]), Number(match[3])];
+  const day = dateToDay(y, m, d);
+  const back = dayToDate(day);
+  return back.y === y && back.m === m && back.d === d ? day : null;
+}
+
+export function periodOfDay(day: number, frequency: Frequency): number {
+  switch (frequency) {
+    case "daily":
+      return day;
+    case "weekly":
+      return Math.floor((day + 3) / 7);
+    case "monthly": {
+      const { y, m } = dayToDate(day);
+      return (y - 1970) * 12 + (m - 1);
+    }
+  }
+}
+
+/** First day index of a period. */
+export function periodStartDay(period: number, frequency: Frequency): number {
+  switch (frequency) {
+    case "daily":
+      return period;
+    case "weekly":
+      return period * 7 - 3;
+    case "monthly":
+      return dateToDay(1970 + Math.floor(period / 12), (((period % 12) + 12) % 12) + 1, 1);
+  }
+}
+
+/** Last day index of a period (inclusive). */
+export function periodEndDay(period: number, frequency: Frequency): number {
+  return periodStartDay(period + 1, frequency) - 1;
+}

@@ -1,0 +1,86 @@
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { createServer } from "node:net";
+import { Redis } from "ioredis";
+
+/**
+ * When REDIS_URL is unset, Laurel runs its own redis-server as a child process with its data
+ * under the project (data/redis, AOF on, fsync every second), so a new user can start with one
+ * command. Production should point REDIS_URL at a managed Redis.
+ */
+export interface EmbeddedRedis {
+  url: string;
+  stop(): Promise<void>;
+}
+
+export const INSTALL_HINT =
+  "redis-server was not found on PATH. Install it (Debian/Ubuntu: sudo apt-get install -y redis-server; macOS: brew install redis) or set REDIS_URL to a running Redis 7.";
+
+export function redisServerAvailable(): boolean {
+  return spawnSync("redis-server", ["--version"], { stdio: "ignore" }).status === 0;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boolean; port?: number }): Promise<EmbeddedRedis> {
+  if (!redisServerAvailable()) throw new Error(INSTALL_HINT);
+  mkdirSync(opts.dir, { recursive: true });
+  const port = opts.port ?? (await freePort());
+  const args = [
+    "--port", String(port),
+    "--bind", "127.0.0.1",
+    "--dir", opts.dir,
+    "--save", "",
+    "--appendonly", opts.appendOnly === false ? "no" : "yes",
+    "--appendfsync", "everysec",
+    "--daemonize", "no",
+    "--loglevel", "warning",
+  ];
+  const child: ChildProcess = spawn("redis-server", args, { stdio: ["ignore", "ignore", "inherit"] });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const url = `redis://127.0.0.1:${port}`;
+  const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  probe.on("error", () => undefined);
+  try {
+    for (let attempt = 0; ; attempt++) {
+      if (child.exitCode !== null) throw new Error(`redis-server exited with code ${child.exitCode}`);
+      try {
+        await probe.connect();
+        await probe.ping();
+        // AOF loading answers LOADING to commands; wait until the data set is in memory.
+        const info = await probe.info("persistence");
+        if (/loading:0/.test(info)) break;
+      } catch {
+        probe.disconnect();
+      }
+      if (attempt > 300) throw new Error("redis-server did not become ready in 30 s");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    probe.disconnect();
+  }
+  const stopOnExit = (): void => {
+    child.kill("SIGTERM");
+  };
+  process.once("exit", stopOnExit);
+  return {
+    url,
+    async stop() {
+      process.removeListener("exit", stopOnExit);
+      if (child.exitCode === null) {
+        child.kill("SIGTERM");
+        await exited;
+      }
+    },
+  };
+}

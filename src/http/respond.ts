@@ -1,0 +1,34 @@
+import type { HttpResponse } from "uWebSockets.js";
+
+const STATUS_TEXT: Record<number, string> = {
+  200: "200 OK",
+  201: "201 Created",
+  202: "202 Accepted",
+  400: "400 Bad Request",
+  401: "401 Unauthorized",
+  404: "404 Not Found",
+  405: "405 Method Not Allowed",
+  413: "413 Payload Too Large",
+  415: "415 Unsupported Media Type",
+  422: "422 Unprocessable Entity",
+  500: "500 Internal Server Error",
+  503: "503 Service Unavailable",
+};
+
+/**
+ * Writes a whole JSON response inside one cork: status first (uWS sends 200 on its own when a
+ * header comes first), then headers, then the body. `closeConnection` is for answers given
+ * before the body was read (413), where the rest of the upload must not be parsed as a request.
+ */
+export function sendJson(res: HttpResponse, status: number, json: string, closeConnection = false): void {
+  res.cork(() => {
+    res.writeStatus(STATUS_TEXT[status] ?? `${status} Status`);
+    res.writeHeader("content-type", "application/json");
+    if (closeConnection) res.writeHeader("connection", "close");
+    res.end(json, closeConnection);
+  });
+}
+
+export function errorJson(message: string): string {
+  return JSON.stringify({ error: message });
+}

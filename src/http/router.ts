@@ -1,0 +1,121 @@
+import type { HttpRequest, HttpResponse, TemplatedApp } from "uWebSockets.js";
+import type { Logger } from "pino";
+import { LaurelError } from "../domain/errors.js";
+import { readBody } from "./body.js";
+import { errorJson, sendJson } from "./respond.js";
+
+/** What a handler sees: everything read synchronously from uWS before the first await. */
+export interface ApiRequest {
+  /** Path parameters, percent-decoded. */
+  params: string[];
+  query: URLSearchParams;
+  apiKey: string;
+  idempotencyKey: string | null;
+  body: Buffer | null;
+}
+
+export interface ApiReply {
+  status: number;
+  body: unknown;
+}
+
+export type Handler = (req: ApiRequest) => Promise<ApiReply> | ApiReply;
+
+export interface RouterOptions {
+  maxBodyBytes: number;
+  logger: Logger;
+}
+
+type Method = "get" | "post" | "put" | "patch" | "del";
+
+function decodeParam(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new LaurelError("INVALID_PATH", "Malformed percent-encoding in path");
+  }
+}
+
+const BODY_METHODS = new Set<Method>(["post", "put", "patch"]);
+const JSON_TYPE = /^application\/(?:[a-z0-9.+-]*\+)?json\s*(?:;|$)/i;
+
+/**
+ * Registers a route on uWS with the lifetime rules of docs/index.d.ts applied once, here:
+ * onAborted before anything async, request data copied synchronously, one corked write, and
+ * every error turned into `{"error": ...}` with its status.
+ */
+export class Router {
+  constructor(private readonly app: TemplatedApp, private readonly opts: RouterOptions) {}
+
+  add(method: Method, pattern: string, paramCount: number, handler: Handler): void {
+    const withBody = BODY_METHODS.has(method);
+    this.app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
+      let aborted = false;
+      res.onAborted(() => {
+        aborted = true;
+      });
+      const finish = (status: number, json: string, close = false): void => {
+        if (!aborted) sendJson(res, status, json, close);
+      };
+      const fail = (err: unknown): void => {
+        if (err instanceof LaurelError) finish(err.status, errorJson(err.message));
+        else {
+          this.opts.logger.error({ err, path: pattern }, "request failed");
+          finish(500, errorJson("Internal server error"));
+        }
+      };
+      let request: ApiRequest;
+      try {
+        const params: string[] = [];
+        for (let i = 0; i < paramCount; i++) params.push(decodeParam(req.getParameter(i)));
+        request = {
+          params,
+          query: new URLSearchParams(req.getQuery() ?? ""),
+          apiKey: req.getHeader("x-api-key"),
+          idempotencyKey: withBody ? req.getHeader("idempotency-key") || null : null,
+          body: null,
+        };
+      } catch (err) {
+        fail(err);
+        return;
+      }
+      const run = (): void => {
+        try {
+          Promise.resolve(handler(request)).then((reply) => finish(reply.status, JSON.stringify(reply.body)), fail);
+        } catch (err) {
+          fail(err);
+        }
+      };
+      if (!withBody) {
+        run();
+        return;
+      }
+      const contentType = req.getHeader("content-type");
+      if (contentType !== "" && !JSON_TYPE.test(contentType)) {
+        finish(415, errorJson("Content-Type must be application/json"), true);
+        return;
+      }
+      const declared = Number(req.getHeader("content-length") || "0");
+      if (declared > this.opts.maxBodyBytes) {
+        finish(413, errorJson(`Request body larger than ${this.opts.maxBodyBytes} bytes`), true);
+        return;
+      }
+      readBody(
+        res,
+        this.opts.maxBodyBytes,
+        (body) => {
+          request.body = body;
+          run();
+        },
+        () => finish(413, errorJson(`Request body larger than ${this.opts.maxBodyBytes} bytes`), true),
+      );
+    });
+  }
+
+  /** Answers every unmatched path with a JSON 404. */
+  fallback(): void {
+    this.app.any("/*", (res) => {
+      sendJson(res, 404, errorJson("Not found"));
+    });
+  }
+}

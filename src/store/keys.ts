@@ -1,0 +1,59 @@
+/**
+ * The only place Redis key names are built (in the manner of BullMQ's queue-keys.ts).
+ *
+ * Every key of a user carries the hash tag {<tenant>:<shard>}, so one user's keys, the shard's
+ * counters and the shard's stream share a Redis Cluster slot and the event script stays atomic
+ * on Cluster. Tenant-wide keys use {<tenant>}. Tenants never share a key: the tenant id is in
+ * every tag, and it matches ^[a-z0-9][a-z0-9_-]*$ so it cannot contain a brace or a colon.
+ *
+ * Layout (fields are documented where they are written: lua/event-3.lua):
+ *   {t:s}:u:<user>          hash  the user's whole state (profile, totals, streak, idempotency keys)
+ *   {t:s}:agg               hash  shard counters: users, ac:<achievement>, lv:<system>:<level>
+ *   {t:s}:x                 stream the shard's event records
+ *   {t:s}:pz:<system>       zset  users by points total
+ *   {t:s}:aw:<system>:<user> list the user's recent awards in a system, newest first
+ *   {t}:meta                hash  first-seen and last-changed times of configured objects
+ */
+
+/** FNV-1a over the UTF-8 bytes of the user id: stable across processes and languages. */
+export function shardOf(userId: string, shards: number): number {
+  let hash = 0x811c9dc5;
+  const bytes = Buffer.from(userId, "utf8");
+  for (let i = 0; i < bytes.length; i++) {
+    hash ^= bytes[i]!;
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0) % shards;
+}
+
+export class TenantKeys {
+  constructor(readonly tenantId: string) {}
+
+  prefix(shard: number): string {
+    return `{${this.tenantId}:${shard}}:`;
+  }
+
+  user(shard: number, userId: string): string {
+    return `${this.prefix(shard)}u:${userId}`;
+  }
+
+  agg(shard: number): string {
+    return `${this.prefix(shard)}agg`;
+  }
+
+  stream(shard: number): string {
+    return `${this.prefix(shard)}x`;
+  }
+
+  pointsZset(shard: number, systemKey: string): string {
+    return `${this.prefix(shard)}pz:${systemKey}`;
+  }
+
+  awards(shard: number, systemKey: string, userId: string): string {
+    return `${this.prefix(shard)}aw:${systemKey}:${userId}`;
+  }
+
+  meta(): string {
+    return `{${this.tenantId}}:meta`;
+  }
+}

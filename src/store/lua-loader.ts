@@ -1,0 +1,89 @@
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/**
+ * Loads lua/<name>-<numKeys>.lua, inlining `-- @include "file"` lines once each (in the manner
+ * of BullMQ's script-loader) and replacing the `--@rules` line with a literal rules table.
+ * The number of KEYS comes from the file name, so a wrapper and its script cannot disagree.
+ */
+const LUA_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "../../lua");
+
+export interface LuaSource {
+  name: string;
+  numKeys: number;
+  text: string;
+  sha: string;
+}
+
+const INCLUDE = /^--\s*@include\s+"([^"]+)"\s*$/;
+const fileCache = new Map<string, string>();
+
+function readLua(path: string): string {
+  let text = fileCache.get(path);
+  if (text === undefined) {
+    text = readFileSync(path, "utf8");
+    fileCache.set(path, text);
+  }
+  return text;
+}
+
+function inline(path: string, seen: Set<string>, stack: string[]): string {
+  if (stack.includes(path)) throw new Error(`lua include cycle: ${[...stack, path].join(" -> ")}`);
+  const lines = readLua(path).split("\n");
+  const out: string[] = [];
+  lines.forEach((line, i) => {
+    const match = INCLUDE.exec(line.trim());
+    if (!match) {
+      out.push(line);
+      return;
+    }
+    const target = join(LUA_DIR, match[1]!);
+    if (seen.has(target)) throw new Error(`${path}:${i + 1}: "${match[1]}" is included twice`);
+    seen.add(target);
+    out.push(inline(target, seen, [...stack, path]));
+  });
+  return out.join("\n");
+}
+
+export function loadLua(name: string, rules?: unknown): LuaSource {
+  const match = /^(.*)-(\d+)$/.exec(name);
+  if (!match) throw new Error(`lua script name must be <name>-<numKeys>: ${name}`);
+  let text = inline(join(LUA_DIR, `${name}.lua`), new Set(), []);
+  if (text.includes("--@rules")) {
+    if (rules === undefined) throw new Error(`${name}.lua needs rules`);
+    text = text.replace("--@rules", `local R = ${toLuaLiteral(rules)}`);
+  }
+  return { name, numKeys: Number(match[2]), text, sha: createHash("sha1").update(text).digest("hex") };
+}
+
+/** A JSON-like value as a Lua table constructor. Integers only: rules carry no fractions. */
+export function toLuaLiteral(value: unknown): string {
+  if (value === null || value === undefined || value === false) return "false";
+  if (value === true) return "true";
+  if (typeof value === "number") {
+    if (!Number.isFinite(value)) throw new Error(`cannot encode ${value} in Lua rules`);
+    return Number.isInteger(value) ? value.toFixed(0) : String(value);
+  }
+  if (typeof value === "string") return luaString(value);
+  if (Array.isArray(value)) return `{${value.map(toLuaLiteral).join(",")}}`;
+  if (typeof value === "object") {
+    const parts = Object.entries(value as Record<string, unknown>).map(([k, v]) =>
+      /^[A-Za-z_][A-Za-z0-9_]*$/.test(k) ? `${k}=${toLuaLiteral(v)}` : `[${luaString(k)}]=${toLuaLiteral(v)}`,
+    );
+    return `{${parts.join(",")}}`;
+  }
+  throw new Error(`cannot encode ${typeof value} in Lua rules`);
+}
+
+function luaString(s: string): string {
+  let out = '"';
+  for (const byte of Buffer.from(s, "utf8")) {
+    if (byte === 0x22) out += '\\"';
+    else if (byte === 0x5c) out += "\\\\";
+    else if (byte >= 0x20 && byte < 0x7f) out += String.fromCharCode(byte);
+    else out += `\\${byte.toString().padStart(3, "0")}`;
+  }
+  return `${out}"`;
+}

@@ -1,0 +1,154 @@
+import type { Redis } from "ioredis";
+import type { CompiledTenant } from "../config/compiled.js";
+import { fail } from "../domain/errors.js";
+import { parseAwardRecord, type AwardRecord, type EventOutcome, type PointsChange, type StreakState } from "../domain/outcome.js";
+import { localDayIndex, periodOfDay } from "../domain/periods.js";
+import { buildEventRules } from "./event-rules.js";
+import { idempotencyField } from "./fields.js";
+import { shardOf, TenantKeys } from "./keys.js";
+import { loadLua, type LuaSource } from "./lua-loader.js";
+import { runScript } from "./redis-script.js";
+
+const readPointsScript = loadLua("readPoints-1");
+
+export interface RecordEventInput {
+  metricKey: string;
+  userId: string;
+  now: number;
+  eventId: string;
+  idempotencyKey: string | null;
+  valueMicro: number;
+  /** Zone sent with the event, already validated. */
+  tz: string | null;
+  /** Profile fields sent with the event, as state-hash field/value pairs. */
+  profile: [string, string][];
+}
+
+export interface RecordedEvent {
+  outcome: EventOutcome;
+  /** The zone the event was evaluated in, and its streak period at `now`. */
+  tz: string;
+  nowPeriod: number;
+}
+
+/**
+ * Zones of users whose events omit `tz`: the event script must know the user's calendar, and
+ * the stored zone is in Redis. Node guesses from this cache; the script checks the guess and
+ * answers -1 with the stored zone when it was wrong, and Node calls once more. Bounded, so
+ * it is a cache and never a source of truth.
+ */
+class ZoneCache {
+  private readonly map = new Map<string, string>();
+  constructor(private readonly max = 100_000) {}
+  get(key: string): string | undefined {
+    return this.map.get(key);
+  }
+  set(key: string, zone: string): void {
+    if (this.map.size >= this.max) this.map.clear();
+    this.map.set(key, zone);
+  }
+}
+
+/** Every script call of one tenant, with its KEYS and ARGV built in one place (BullMQ's scripts.ts). */
+export class TenantStore {
+  readonly keys: TenantKeys;
+  private readonly eventScripts = new Map<string, LuaSource>();
+  private readonly zones = new ZoneCache();
+
+  constructor(readonly redis: Redis, readonly tenant: CompiledTenant) {
+    this.keys = new TenantKeys(tenant.id);
+    for (const metric of tenant.metrics) {
+      this.eventScripts.set(metric.key, loadLua("event-3", buildEventRules(tenant, metric.key)));
+    }
+  }
+
+  scripts(): LuaSource[] {
+    return [...this.eventScripts.values(), readPointsScript];
+  }
+
+  shard(userId: string): number {
+    return shardOf(userId, this.tenant.shards);
+  }
+
+  async recordEvent(input: RecordEventInput): Promise<RecordedEvent> {
+    const script = this.eventScripts.get(input.metricKey);
+    if (!script) fail("METRIC_NOT_FOUND");
+    const shard = this.shard(input.userId);
+    const keys = [this.keys.user(shard, input.userId), this.keys.agg(shard), this.keys.stream(shard)];
+    const zoneKey = `${input.userId}`;
+    let tz = input.tz ?? this.zones.get(zoneKey) ?? "UTC";
+    const frequency = this.tenant.streak?.frequency ?? "daily";
+    const profileArgs = input.profile.flat();
+    for (let attempt = 0; ; attempt++) {
+      const day = localDayIndex(input.now, tz);
+      const nowPeriod = periodOfDay(day, frequency);
+      const head = `${input.metricKey}|${input.valueMicro}|${input.eventId}|${day}|${input.now}|${tz}`;
+      const reply = (await runScript(this.redis, script, keys, [
+        this.keys.prefix(shard),
+        input.userId,
+        input.now,
+        input.eventId,
+        input.idempotencyKey === null ? "" : idempotencyField(input.metricKey, input.idempotencyKey),
+        input.valueMicro,
+        input.tz ?? "",
+        tz,
+        nowPeriod,
+        head,
+        input.profile.length,
+        ...profileArgs,
+      ])) as unknown[];
+      const status = reply[0] as number;
+      if (status === -1) {
+        // The stored zone differs from the guess: nothing was written; evaluate in the stored zone.
+        if (attempt > 0) throw new Error(`zone of user changed twice during one event`);
+        tz = reply[1] as string;
+        this.zones.set(zoneKey, tz);
+        continue;
+      }
+      if (status === -2) fail("TOTAL_OUT_OF_RANGE");
+      if (tz !== "UTC" || this.zones.get(zoneKey) !== undefined) this.zones.set(zoneKey, tz);
+      return { outcome: decodeEventReply(reply), tz, nowPeriod };
+    }
+  }
+
+  /** The metering read: null for an unknown user. */
+  async readUserPoints(userId: string, systemKey: string, awards: number): Promise<{ total: number; awards: AwardRecord[] } | null> {
+    const shard = this.shard(userId);
+    const reply = (await runScript(this.redis, readPointsScript, [this.keys.user(shard, userId)], [
+      this.keys.prefix(shard),
+      userId,
+      systemKey,
+      awards,
+    ])) as unknown[];
+    if (reply[0] === 0) return null;
+    return { total: reply[1] as number, awards: (reply.slice(2) as string[]).map(parseAwardRecord) };
+  }
+}
+
+function decodeStreak(raw: unknown[]): StreakState {
+  return { length: raw[0] as number, startPeriod: (raw[1] as number | null) ?? null, lastPeriod: (raw[2] as number | null) ?? null };
+}
+
+function decodeEventReply(reply: unknown[]): EventOutcome {
+  const streakRaw = reply[3] as unknown[];
+  if (reply[0] === 2) {
+    return { kind: "replay", eventId: reply[1] as string, totalMicro: reply[2] as number, streak: decodeStreak(streakRaw) };
+  }
+  const points: PointsChange[] = (reply[5] as unknown[][]).map((entry) => ({
+    systemKey: entry[0] as string,
+    added: entry[1] as number,
+    total: entry[2] as number,
+    before: entry[3] as number,
+    awards: (entry.slice(4) as string[]).map(parseAwardRecord),
+  }));
+  return {
+    kind: "processed",
+    eventId: reply[1] as string,
+    totalMicro: reply[2] as number,
+    streak: decodeStreak(streakRaw),
+    extended: streakRaw[3] === 1,
+    achievements: reply[4] as string[],
+    points,
+    created: reply[6] === 1,
+  };
+}

@@ -1,0 +1,66 @@
+import { timingSafeEqual } from "node:crypto";
+import type { Redis } from "ioredis";
+import type { CompiledTenant } from "./config/compiled.js";
+import { hashApiKey } from "./config/compile.js";
+import { fail } from "./domain/errors.js";
+import { syncObjectTimes, type ObjectTimes } from "./store/object-times.js";
+import { preloadScripts } from "./store/redis-script.js";
+import { TenantStore } from "./store/tenant-store.js";
+
+export interface TenantContext {
+  tenant: CompiledTenant;
+  store: TenantStore;
+  times: ObjectTimes;
+}
+
+interface KeyEntry {
+  hash: Buffer;
+  context: TenantContext;
+  admin: boolean;
+}
+
+/**
+ * The tenants of this process and the keys that reach them. Keys are held only as SHA-256
+ * digests. A presented key is hashed, looked up by digest (a timing difference there reveals
+ * nothing about any key: the digest cannot be inverted), and the digest is then compared in
+ * constant time. An API key never opens admin routes, nor an admin key application routes.
+ */
+export class Tenants {
+  private readonly byHash = new Map<string, KeyEntry>();
+  readonly all: TenantContext[];
+
+  /** Builds the stores, loads every script into Redis and records the config objects' times. */
+  static async create(redis: Redis, tenants: CompiledTenant[], now: number): Promise<Tenants> {
+    const contexts: TenantContext[] = [];
+    for (const tenant of tenants) {
+      const store = new TenantStore(redis, tenant);
+      await preloadScripts(redis, store.scripts());
+      contexts.push({ tenant, store, times: await syncObjectTimes(redis, tenant, now) });
+    }
+    return new Tenants(contexts);
+  }
+
+  private constructor(contexts: TenantContext[]) {
+    this.all = contexts;
+    for (const context of this.all) {
+      for (const hash of context.tenant.apiKeyHashes) this.byHash.set(hash.toString("hex"), { hash, context, admin: false });
+      for (const hash of context.tenant.adminKeyHashes) this.byHash.set(hash.toString("hex"), { hash, context, admin: true });
+    }
+  }
+
+  private lookup(apiKey: string, admin: boolean): TenantContext {
+    if (apiKey === "" || apiKey.length > 512) fail("UNAUTHORIZED");
+    const hash = hashApiKey(apiKey);
+    const entry = this.byHash.get(hash.toString("hex"));
+    if (!entry || !timingSafeEqual(entry.hash, hash) || entry.admin !== admin) fail("UNAUTHORIZED");
+    return entry.context;
+  }
+
+  authenticate(apiKey: string): TenantContext {
+    return this.lookup(apiKey, false);
+  }
+
+  authenticateAdmin(apiKey: string): TenantContext {
+    return this.lookup(apiKey, true);
+  }
+}

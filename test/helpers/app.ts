@@ -1,0 +1,111 @@
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { Redis } from "ioredis";
+import { pino } from "pino";
+import { inject } from "vitest";
+import { startApp, type RunningApp } from "../../src/app.js";
+import { ManualClock, SystemClock, type Clock } from "../../src/clock.js";
+import type { CompiledTenant } from "../../src/config/compiled.js";
+import { loadConfigText } from "../../src/config/load.js";
+
+export const DEMO_YAML = readFileSync(new URL("../../config/demo.yaml", import.meta.url), "utf8");
+
+/** A tenant id no other test uses, so tests can share the run's Redis. */
+export function uniqueTenantId(prefix = "t"): string {
+  return `${prefix}${randomBytes(5).toString("hex")}`;
+}
+
+/** The demo config under a fresh tenant id (keys stay demo-key / demo-admin-key). */
+export function demoConfig(tenantId = uniqueTenantId()): { yaml: string; tenantId: string } {
+  return { yaml: DEMO_YAML.replace(/^(\s*- id: )demo$/m, `$1${tenantId}`), tenantId };
+}
+
+export interface TestApp {
+  url: string;
+  app: RunningApp;
+  redis: Redis;
+  clock: Clock;
+  tenants: CompiledTenant[];
+  apiKey: string;
+  adminKey: string;
+  /** JSON request helper: returns status and parsed body. */
+  call(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; body: any }>;
+  /** Sets the manual clock through the admin API. */
+  setClock(iso: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface TestAppOptions {
+  yaml?: string;
+  manualClock?: boolean | string;
+  redisUrl?: string;
+  maxBodyBytes?: number;
+}
+
+export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> {
+  const yaml = opts.yaml ?? demoConfig().yaml;
+  const tenants = loadConfigText(yaml, "test.yaml", {});
+  const redis = new Redis(opts.redisUrl ?? inject("redisUrl"), { maxRetriesPerRequest: 1 });
+  const clock: Clock = opts.manualClock
+    ? new ManualClock(typeof opts.manualClock === "string" ? Date.parse(opts.manualClock) : Date.parse("2026-03-02T12:00:00Z"))
+    : new SystemClock();
+  const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
+  const app = await startApp({ tenants, redis, clock, logger, host: "127.0.0.1", port: 0, maxBodyBytes: opts.maxBodyBytes });
+  const url = `http://127.0.0.1:${app.port}`;
+  const call: TestApp["call"] = async (method, path, body, headers = {}) => {
+    const init: RequestInit = { method, headers: { "x-api-key": "demo-key", ...headers } };
+    if (body !== undefined) {
+      init.body = typeof body === "string" ? body : JSON.stringify(body);
+      (init.headers as Record<string, string>)["content-type"] ??= "application/json";
+    }
+    const res = await fetch(url + path, init);
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      /* keep the text */
+    }
+    return { status: res.status, body: parsed };
+  };
+  return {
+    url,
+    app,
+    redis,
+    clock,
+    tenants,
+    apiKey: "demo-key",
+    adminKey: "demo-admin-key",
+    call,
+    async setClock(iso: string) {
+      const res = await call("POST", "/admin/v1/clock", { now: iso }, { "x-api-key": "demo-admin-key" });
+      if (res.status !== 200) throw new Error(`clock: ${res.status} ${JSON.stringify(res.body)}`);
+    },
+    async close() {
+      app.close();
+      await redis.quit();
+    },
+  };
+}
+
+/** Every key of a tenant with its value, for "nothing changed" assertions. */
+export async function dumpTenant(redis: Redis, tenantId: string): Promise<Record<string, unknown>> {
+  const keys: string[] = [];
+  let cursor = "0";
+  do {
+    const [next, batch] = await redis.scan(cursor, "MATCH", `{${tenantId}*`, "COUNT", 1000);
+    cursor = next;
+    keys.push(...batch);
+  } while (cursor !== "0");
+  const out: Record<string, unknown> = {};
+  for (const key of keys.sort()) {
+    const type = await redis.type(key);
+    if (type === "hash") out[key] = await redis.hgetall(key);
+    else if (type === "list") out[key] = await redis.lrange(key, 0, -1);
+    else if (type === "zset") out[key] = await redis.zrange(key, 0, -1, "WITHSCORES");
+    else if (type === "stream") out[key] = (await redis.xrange(key, "-", "+")).length;
+    else if (type === "string") out[key] = await redis.get(key);
+    else out[key] = type;
+  }
+  return out;
+}
