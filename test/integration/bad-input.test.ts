@@ -1,0 +1,389 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEMO_YAML, demoConfig, dumpTenant, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+
+/**
+ * Hostile and careless clients. Every refusal must carry exactly `{"error": "<message>"}` (the
+ * SDK turns any other body into a ParseError, trophy-compat §1.5) and must write nothing: each
+ * case compares a dump of the tenant's keys before and after.
+ */
+
+let t: TestApp;
+let tenantId: string;
+
+beforeAll(async () => {
+  const config = demoConfig();
+  tenantId = config.tenantId;
+  t = await startTestApp({ yaml: config.yaml, manualClock: "2026-03-02T12:00:00Z" });
+  // An existing user, so that a partial write to a known user would show in the dump too.
+  const seed = await event({ user: { id: "seed", tz: "Europe/Paris" }, value: 1 });
+  expect(seed.status).toBe(201);
+  expect(Object.keys(await dumpTenant(t.redis, tenantId)).some((key) => key.endsWith(":u:seed"))).toBe(true);
+});
+afterAll(async () => t.close());
+
+interface Reply {
+  status: number;
+  body: unknown;
+}
+
+/** fetch with nothing added: no default key, no default content type. */
+async function raw(url: string, init: RequestInit & { duplex?: "half" } = {}): Promise<Reply> {
+  const res = await fetch(url, init);
+  const text = await res.text();
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    /* keep the text: the assertion on the body shape will show it */
+  }
+  return { status: res.status, body };
+}
+
+function event(body: unknown, headers: Record<string, string> = {}, metric = "lessons"): Promise<Reply> {
+  return t.call("POST", `/v1/metrics/${metric}/event`, body, headers);
+}
+
+function expectErrorBody(reply: Reply, status: number): string {
+  expect(reply.status, JSON.stringify(reply.body)).toBe(status);
+  expect(reply.body).toEqual({ error: expect.any(String) });
+  const message = (reply.body as { error: string }).error;
+  expect(message.trim().length).toBeGreaterThan(0);
+  return message;
+}
+
+/** Runs a request that must be refused with `status`, and checks the tenant's data is untouched. */
+async function refused(status: number, send: () => Promise<Reply>, app: TestApp = t, tenant = tenantId): Promise<string> {
+  const before = await dumpTenant(app.redis, tenant);
+  expect(Object.keys(before).length).toBeGreaterThan(0);
+  const reply = await send();
+  const message = expectErrorBody(reply, status);
+  expect(await dumpTenant(app.redis, tenant)).toEqual(before);
+  return message;
+}
+
+describe("malformed bodies (400)", () => {
+  it.each([
+    ["truncated JSON", '{"user": {"id": "seed"}, "value": '],
+    ["trailing garbage", '{"user": {"id": "seed"}, "value": 1} x'],
+    ["single quotes", "{'user': {'id': 'seed'}, 'value': 1}"],
+    ["an empty body", ""],
+    ["whitespace only", "   "],
+    ["a JSON array", JSON.stringify([{ user: { id: "seed" }, value: 1 }])],
+    ["a JSON string", JSON.stringify("hello")],
+    ["JSON null", "null"],
+    ["a JSON number", "1"],
+  ])("refuses %s", async (_name, body) => {
+    await refused(400, () => event(body));
+  });
+
+  it("refuses a POST with no body and no content type", async () => {
+    await refused(400, () => raw(`${t.url}/v1/metrics/lessons/event`, { method: "POST", headers: { "x-api-key": t.apiKey } }));
+  });
+
+  it.each([
+    ["value as a string", { user: { id: "seed" }, value: "1" }],
+    ["value missing", { user: { id: "seed" } }],
+    ["value null", { user: { id: "seed" }, value: null }],
+    ["value a boolean", { user: { id: "seed" }, value: true }],
+    ["user missing", { value: 1 }],
+    ["user a string", { user: "seed", value: 1 }],
+    ["user.id missing", { user: { email: "a@example.com" }, value: 1 }],
+    ["user.id a number", { user: { id: 42 }, value: 1 }],
+    ["user.id null", { user: { id: null }, value: 1 }],
+    ["user.id empty", { user: { id: "" }, value: 1 }],
+    ["user.id of 300 characters", { user: { id: "u".repeat(300) }, value: 1 }],
+    ["user.id with a control character", { user: { id: "se\u0001ed" }, value: 1 }],
+    ["user.id with a newline", { user: { id: "seed\n" }, value: 1 }],
+    ["user.id with a lone surrogate", { user: { id: "seed\ud800" }, value: 1 }],
+    ["user.id with surrounding spaces", { user: { id: " seed " }, value: 1 }],
+    ["an unknown top-level key", { user: { id: "seed" }, value: 1, extra: true }],
+    ["an unknown user key (timezone instead of tz)", { user: { id: "seed", timezone: "UTC" }, value: 1 }],
+    ["attributes that are not strings", { user: { id: "seed" }, value: 1, attributes: { source: 1 } }],
+    ["deviceTokens that is not an array", { user: { id: "seed", deviceTokens: "tok" }, value: 1 }],
+  ])("refuses %s", async (_name, body) => {
+    await refused(400, () => event(body));
+  });
+
+  it("names the offending field", async () => {
+    expect(await refused(400, () => event({ user: { id: "seed" }, value: "1" }))).toMatch(/value/);
+    expect(await refused(400, () => event({ user: { id: "seed", timezone: "UTC" }, value: 1 }))).toMatch(/timezone/);
+  });
+
+  it("refuses an Idempotency-Key of 300 characters or with a control character", async () => {
+    await refused(400, () => event({ user: { id: "seed" }, value: 1 }, { "idempotency-key": "k".repeat(300) }));
+    await refused(400, () => event({ user: { id: "seed" }, value: 1 }, { "idempotency-key": "a\tb" }));
+  });
+});
+
+describe("well-formed but unacceptable values (422)", () => {
+  it("refuses 1e400, which JSON.parse turns into Infinity", async () => {
+    await refused(422, () => event('{"user": {"id": "seed"}, "value": 1e400}'));
+    await refused(422, () => event('{"user": {"id": "seed"}, "value": -1e400}'));
+  });
+
+  it.each([1e9 + 1, -1e9 - 1, 5e12, Number.MAX_VALUE])("refuses |value| > 1e9: %d", async (value) => {
+    await refused(422, () => event({ user: { id: "seed" }, value }));
+  });
+
+  it("refuses an unknown IANA zone", async () => {
+    await refused(422, () => event({ user: { id: "seed", tz: "Mars/Olympus" }, value: 1 }));
+    await refused(422, () => event({ user: { id: "newcomer", tz: "Mars/Olympus" }, value: 1 }));
+  });
+
+  it("refuses unknown user attribute keys with the hosted API's message", async () => {
+    const message = await refused(422, () => event({ user: { id: "seed", attributes: { plan: "pro" } }, value: 1 }));
+    expect(message.startsWith("Invalid attribute keys:")).toBe(true);
+    expect(message).toContain("plan");
+  });
+
+  it("refuses unknown event attribute keys", async () => {
+    const message = await refused(422, () => event({ user: { id: "seed" }, value: 1, attributes: { source: "web" } }));
+    expect(message.startsWith("Invalid attribute keys:")).toBe(true);
+    expect(message).toContain("source");
+  });
+
+  it.each(["not-an-email", "two@@example.com", "spaces in@example.com", ""])("refuses the email %j", async (email) => {
+    await refused(422, () => event({ user: { id: "newcomer", email }, value: 1 }));
+  });
+
+  it("does not store the Idempotency-Key of a refused event", async () => {
+    await refused(422, () => event({ user: { id: "idem-user", tz: "Mars/Olympus" }, value: 1 }, { "idempotency-key": "once" }));
+    const ok = await event({ user: { id: "idem-user" }, value: 1 }, { "idempotency-key": "once" });
+    expect(ok.status).toBe(201);
+    expect(ok.body).toMatchObject({ total: 1, idempotentReplayed: false });
+  });
+
+  it("refuses the event that would take a metric total past 9e9, writing nothing", async () => {
+    const user = { id: "whale" };
+    for (let i = 1; i <= 9; i++) {
+      const ok = await event({ user, value: 1e9 });
+      expect(ok.status).toBe(201);
+      expect((ok.body as { total: number }).total).toBe(i * 1e9);
+    }
+    await refused(422, () => event({ user, value: 1e9 }));
+    await refused(422, () => event({ user, value: 1 }));
+    // The bound holds in the negative direction too.
+    const minnow = { id: "minnow" };
+    for (let i = 1; i <= 9; i++) expect((await event({ user: minnow, value: -1e9 })).status).toBe(201);
+    await refused(422, () => event({ user: minnow, value: -0.5 }));
+    // Still usable below the bound: the refused events left the total where it was.
+    const back = await event({ user, value: -1 });
+    expect(back.status).toBe(201);
+    expect((back.body as { total: number }).total).toBe(9e9 - 1);
+  });
+});
+
+describe("authentication (401)", () => {
+  const body = JSON.stringify({ user: { id: "seed" }, value: 1 });
+  const post = (headers: Record<string, string>) =>
+    raw(`${t.url}/v1/metrics/lessons/event`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+
+  it("refuses a missing X-API-KEY", async () => {
+    await refused(401, () => post({}));
+    await refused(401, () => raw(`${t.url}/v1/users/seed/points/xp`));
+  });
+
+  it("refuses an empty or wrong key", async () => {
+    await refused(401, () => post({ "x-api-key": "" }));
+    await refused(401, () => post({ "x-api-key": "demo-key-wrong" }));
+    await refused(401, () => post({ "x-api-key": "x".repeat(600) }));
+    await refused(401, () => t.call("GET", "/v1/points/xp", undefined, { "x-api-key": "nope-nope" }));
+  });
+
+  it("refuses the admin key on application routes", async () => {
+    await refused(401, () => post({ "x-api-key": t.adminKey }));
+    await refused(401, () => t.call("GET", "/v1/users/seed/points/xp", undefined, { "x-api-key": t.adminKey }));
+  });
+
+  it("refuses the application key on /admin/v1/clock", async () => {
+    await refused(401, () => t.call("GET", "/admin/v1/clock"));
+    await refused(401, () => t.call("POST", "/admin/v1/clock", { now: "2030-01-01T00:00:00Z" }));
+    // The clock did not move.
+    expect(new Date(t.clock.now()).toISOString()).toBe("2026-03-02T12:00:00.000Z");
+  });
+
+  it("checks the key before revealing whether a metric or user exists", async () => {
+    await refused(401, () => t.call("POST", "/v1/metrics/no-such-metric/event", { user: { id: "seed" }, value: 1 }, { "x-api-key": "wrong-key" }));
+    await refused(401, () => t.call("GET", "/v1/users/nobody/points/xp", undefined, { "x-api-key": "wrong-key" }));
+  });
+});
+
+describe("unknown things (404)", () => {
+  it("refuses an unknown metric", async () => {
+    await refused(404, () => event({ user: { id: "seed" }, value: 1 }, {}, "no-such-metric"));
+  });
+
+  it("refuses an unknown points system or user on the points read", async () => {
+    await refused(404, () => t.call("GET", "/v1/users/seed/points/no-such-system"));
+    await refused(404, () => t.call("GET", "/v1/users/nobody/points/xp"));
+    await refused(404, () => t.call("GET", "/v1/points/no-such-system"));
+  });
+
+  it("answers unknown routes with a JSON 404", async () => {
+    await refused(404, () => t.call("GET", "/v1/no-such-route"));
+    await refused(404, () => t.call("POST", "/v2/metrics/lessons/event", { user: { id: "seed" }, value: 1 }));
+    await refused(404, () => raw(`${t.url}/`));
+  });
+});
+
+describe("path parameters (400)", () => {
+  it.each([
+    ["malformed percent-encoding", "/v1/users/%E0%A4%A/points/xp"],
+    ["an encoded control character", "/v1/users/se%01ed/points/xp"],
+    ["an encoded lone surrogate half", "/v1/users/%ED%A0%80/points/xp"],
+    ["a 300-character id", `/v1/users/${"u".repeat(300)}/points/xp`],
+  ])("refuses a user id with %s", async (_name, path) => {
+    await refused(400, () => t.call("GET", path));
+  });
+
+  it("refuses a malformed metric key in the event path", async () => {
+    await refused(400, () => t.call("POST", "/v1/metrics/%ZZ/event", { user: { id: "seed" }, value: 1 }));
+  });
+});
+
+describe("query parameters", () => {
+  it.each(["0", "101", "-1", "1000000"])("refuses awards=%s with 422", async (awards) => {
+    await refused(422, () => t.call("GET", `/v1/users/seed/points/xp?awards=${awards}`));
+  });
+
+  it.each(["abc", "1.5", "1e2", "0x10"])("refuses awards=%s with 400", async (awards) => {
+    await refused(400, () => t.call("GET", `/v1/users/seed/points/xp?awards=${awards}`));
+  });
+
+  it("accepts the bounds", async () => {
+    for (const awards of [1, 100]) expect((await t.call("GET", `/v1/users/seed/points/xp?awards=${awards}`)).status).toBe(200);
+  });
+});
+
+describe("transport limits", () => {
+  it("refuses a form-encoded body with 415", async () => {
+    await refused(415, () =>
+      raw(`${t.url}/v1/metrics/lessons/event`, {
+        method: "POST",
+        headers: { "x-api-key": t.apiKey, "content-type": "application/x-www-form-urlencoded" },
+        body: "user[id]=seed&value=1",
+      }),
+    );
+    await refused(415, () => event({ user: { id: "seed" }, value: 1 }, { "content-type": "text/plain" }));
+  });
+
+  describe("with maxBodyBytes 1024", () => {
+    let small: TestApp;
+    let smallTenant: string;
+    beforeAll(async () => {
+      const config = demoConfig();
+      smallTenant = config.tenantId;
+      small = await startTestApp({ yaml: config.yaml, maxBodyBytes: 1024 });
+      expect((await small.call("POST", "/v1/metrics/lessons/event", { user: { id: "seed" }, value: 1 })).status).toBe(201);
+    });
+    afterAll(async () => small.close());
+
+    // A 2 KB body that would be a valid event (and be written) if the limit let it through.
+    const bigBody = () => JSON.stringify({ user: { id: "seed", deviceTokens: Array.from({ length: 4 }, (_, i) => `${i}`.repeat(500)) }, value: 1 });
+
+    it("refuses a 2 KB body announced by content-length with 413", async () => {
+      expect(Buffer.byteLength(bigBody())).toBeGreaterThan(2000);
+      await refused(413, () => small.call("POST", "/v1/metrics/lessons/event", bigBody()), small, smallTenant);
+    });
+
+    it("refuses a 2 KB chunked body without content-length with 413", async () => {
+      const bytes = Buffer.from(bigBody());
+      const stream = new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (let i = 0; i < bytes.length; i += 512) controller.enqueue(bytes.subarray(i, i + 512));
+          controller.close();
+        },
+      });
+      await refused(
+        413,
+        () =>
+          raw(`${small.url}/v1/metrics/lessons/event`, {
+            method: "POST",
+            headers: { "x-api-key": small.apiKey, "content-type": "application/json" },
+            body: stream,
+            duplex: "half",
+          }),
+        small,
+        smallTenant,
+      );
+    });
+
+    it("still accepts a body under the limit, chunked or not", async () => {
+      const ok = await small.call("POST", "/v1/metrics/lessons/event", { user: { id: "seed" }, value: 1 });
+      expect(ok.status).toBe(201);
+      const bytes = Buffer.from(JSON.stringify({ user: { id: "seed" }, value: 1 }));
+      const chunked = await raw(`${small.url}/v1/metrics/lessons/event`, {
+        method: "POST",
+        headers: { "x-api-key": small.apiKey, "content-type": "application/json" },
+        body: new ReadableStream<Uint8Array>({
+          start(controller) {
+            controller.enqueue(bytes.subarray(0, 10));
+            controller.enqueue(bytes.subarray(10));
+            controller.close();
+          },
+        }),
+        duplex: "half",
+      });
+      expect(chunked.status).toBe(201);
+      expect(chunked.body).toMatchObject({ total: 3 });
+    });
+  });
+});
+
+describe("tenant isolation", () => {
+  let app: TestApp;
+  const a = { id: uniqueTenantId("a"), apiKey: "tenant-a-api-key", adminKey: "tenant-a-admin-key" };
+  const b = { id: uniqueTenantId("b"), apiKey: "tenant-b-api-key", adminKey: "tenant-b-admin-key" };
+
+  /** The demo tenant under another id and other keys. */
+  function tenantYaml(tenant: typeof a): string {
+    const body = DEMO_YAML.slice(DEMO_YAML.indexOf("  - id: demo"));
+    return body
+      .replace(/^(\s*- id: )demo$/m, `$1${tenant.id}`)
+      .replace("apiKeys: [demo-key]", `apiKeys: [${tenant.apiKey}]`)
+      .replace("adminKeys: [demo-admin-key]", `adminKeys: [${tenant.adminKey}]`);
+  }
+
+  beforeAll(async () => {
+    const yaml = `tenants:\n${tenantYaml(a)}${tenantYaml(b)}`;
+    app = await startTestApp({ yaml });
+    expect(app.tenants.map((x) => x.id)).toEqual([a.id, b.id]);
+  });
+  afterAll(async () => app.close());
+
+  const post = (key: string, userId: string, value: number) =>
+    app.call("POST", "/v1/metrics/lessons/event", { user: { id: userId }, value }, { "x-api-key": key });
+  const points = (key: string, userId: string) => app.call("GET", `/v1/users/${userId}/points/xp`, undefined, { "x-api-key": key });
+
+  it("keeps the same user id apart in two tenants of one app", async () => {
+    const beforeB = await dumpTenant(app.redis, b.id);
+    expect((await post(a.apiKey, "shared", 3)).body).toMatchObject({ total: 3 });
+    // Tenant A's write touched none of tenant B's keys.
+    expect(await dumpTenant(app.redis, b.id)).toEqual(beforeB);
+
+    const firstB = await post(b.apiKey, "shared", 5);
+    expect(firstB.status).toBe(201);
+    // A new user in B: B's own first-identification award, B's own total.
+    expect(firstB.body).toMatchObject({ total: 5, points: { energy: { added: 100 }, xp: { total: 50 } } });
+
+    expect((await post(a.apiKey, "shared", 1)).body).toMatchObject({ total: 4 });
+    expect((await points(a.apiKey, "shared")).body).toMatchObject({ total: 40 });
+    expect((await points(b.apiKey, "shared")).body).toMatchObject({ total: 50 });
+
+    // No key of either tenant leaks into the other's key space.
+    for (const key of Object.keys(await dumpTenant(app.redis, a.id))) expect(key).not.toContain(b.id);
+    for (const key of Object.keys(await dumpTenant(app.redis, b.id))) expect(key).not.toContain(a.id);
+  });
+
+  it("does not let tenant A's key read tenant B's users", async () => {
+    expect((await post(b.apiKey, "only-in-b", 2)).status).toBe(201);
+    await refused(404, () => points(a.apiKey, "only-in-b"), app, a.id);
+    expect((await points(b.apiKey, "only-in-b")).body).toMatchObject({ total: 20 });
+  });
+
+  it("does not let one tenant's admin key act as the other's or as an API key", async () => {
+    await refused(401, () => post(a.adminKey, "shared", 1), app, a.id);
+    await refused(401, () => post(b.adminKey, "shared", 1), app, b.id);
+    await refused(401, () => post("demo-key", "shared", 1), app, a.id);
+  });
+});
