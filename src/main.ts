@@ -14,6 +14,7 @@ import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
  *   REDIS_URL       Redis to use; unset → an embedded redis-server with data in ./data/redis
  *   LAUREL_CONFIG   tenant file (default config/demo.yaml)
  *   LAUREL_CLOCK    "manual" enables POST /admin/v1/clock; default: the system clock
+ *   LAUREL_DATA_DIR where the embedded redis-server keeps its AOF (default ./data/redis)
  *   LOG_LEVEL       pino level (default info)
  */
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -33,17 +34,18 @@ async function main(): Promise<void> {
   }
   const clock: Clock = process.env.LAUREL_CLOCK === "manual" ? new ManualClock() : new SystemClock();
 
+  const dataDir = resolve(process.env.LAUREL_DATA_DIR ?? resolve(ROOT, "data/redis"));
   let embedded: EmbeddedRedis | null = null;
   let redisUrl = process.env.REDIS_URL;
   if (!redisUrl) {
     try {
-      embedded = await startEmbeddedRedis({ dir: resolve(ROOT, "data/redis") });
+      embedded = await startEmbeddedRedis({ dir: dataDir });
     } catch (err) {
       logger.fatal((err as Error).message);
       process.exit(1);
     }
     redisUrl = embedded.url;
-    logger.info({ redis: redisUrl, dir: "data/redis" }, "started embedded redis-server (AOF on)");
+    logger.info({ redis: redisUrl, dir: dataDir }, "started embedded redis-server (AOF on)");
   }
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 3, enableAutoPipelining: process.env.LAUREL_AUTOPIPELINE === "1" });
 

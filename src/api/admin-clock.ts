@@ -1,6 +1,7 @@
 import typia from "typia";
 import { ManualClock, type Clock } from "../clock.js";
 import { fail } from "../domain/errors.js";
+import { parseDay } from "../domain/periods.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import type { Tenants } from "../tenants.js";
 import { parseJson, validated } from "./body.js";
@@ -22,7 +23,8 @@ export function setClockHandler(tenants: Tenants, clock: Clock) {
     if (!(clock instanceof ManualClock)) fail("CLOCK_NOT_MANUAL");
     tenants.authenticateAdmin(req.apiKey);
     const body = validated(parseJson(req.body), validateClockBody);
-    const ms = ISO_INSTANT.test(body.now) ? Date.parse(body.now) : NaN;
+    // Date.parse is lenient (2026-02-30 becomes 2 March); the calendar date must exist.
+    const ms = ISO_INSTANT.test(body.now) && parseDay(body.now.slice(0, 10)) !== null ? Date.parse(body.now) : NaN;
     if (!Number.isFinite(ms)) fail("INVALID_VALUE", "now must be an ISO 8601 instant with a zone, e.g. 2026-03-29T01:30:00Z");
     clock.set(ms);
     return { status: 200, body: { now: new Date(ms).toISOString() } };

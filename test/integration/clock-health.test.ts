@@ -1,0 +1,46 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../helpers/app.js";
+
+describe("manual clock (LAUREL_CLOCK=manual)", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ manualClock: "2026-03-02T12:00:00Z" });
+  });
+  afterAll(async () => t.close());
+
+  it("sets and reads the service time with the admin key", async () => {
+    const set = await t.call("POST", "/admin/v1/clock", { now: "2026-07-01T08:30:00+02:00" }, { "x-api-key": t.adminKey });
+    expect(set).toEqual({ status: 200, body: { now: "2026-07-01T06:30:00.000Z" } });
+    expect((await t.call("GET", "/admin/v1/clock", undefined, { "x-api-key": t.adminKey })).body).toEqual({ now: "2026-07-01T06:30:00.000Z" });
+    const event = await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "clocked" }, value: 1 });
+    expect(event.body.achievements[0].achievedAt).toBe("2026-07-01T06:30:00.000Z");
+    expect(event.body.points.xp.awards[0].date).toBe("2026-07-01T06:30:00.000Z");
+  });
+
+  it("refuses instants without a zone, nonsense and wrong keys", async () => {
+    for (const now of ["2026-07-01T08:30:00", "yesterday", "2026-02-30T00:00:00Z", ""]) {
+      const res = await t.call("POST", "/admin/v1/clock", { now }, { "x-api-key": t.adminKey });
+      expect(res.status, now).toBe(422);
+      expect(typeof res.body.error).toBe("string");
+    }
+    expect((await t.call("POST", "/admin/v1/clock", { now: 5 }, { "x-api-key": t.adminKey })).status).toBe(400);
+    expect((await t.call("POST", "/admin/v1/clock", { now: "2026-07-01T00:00:00Z" }, { "x-api-key": "nope" })).status).toBe(401);
+    expect((await t.call("GET", "/admin/v1/clock", undefined, { "x-api-key": t.adminKey })).body.now).toBe("2026-07-01T06:30:00.000Z");
+  });
+});
+
+describe("system clock", () => {
+  it("has no clock endpoint (404) and a health check", async () => {
+    const t = await startTestApp();
+    try {
+      const res = await t.call("POST", "/admin/v1/clock", { now: "2026-07-01T00:00:00Z" }, { "x-api-key": t.adminKey });
+      expect(res.status).toBe(404);
+      expect(res.body).toEqual({ error: "Not found" });
+      const health = await t.call("GET", "/healthz", undefined, {});
+      expect(health.status).toBe(200);
+      expect(health.body).toMatchObject({ status: "ok", redis: "ok" });
+    } finally {
+      await t.close();
+    }
+  });
+});

@@ -1,0 +1,62 @@
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { inject } from "vitest";
+import { startTestApp, type TestApp } from "../helpers/app.js";
+
+/**
+ * DESIGN: "ONE EVALSHA on the user's shard". MONITOR on a second connection records every
+ * command the service sends while one event (and one metering read) is processed.
+ */
+let t: TestApp;
+beforeAll(async () => {
+  t = await startTestApp({ manualClock: "2026-03-02T12:00:00Z" });
+});
+afterAll(async () => t.close());
+
+async function commandsDuring(action: () => Promise<unknown>): Promise<string[][]> {
+  const monitor = await new Redis(inject("redisUrl")).monitor();
+  const seen: { args: string[]; source: string }[] = [];
+  monitor.on("monitor", (_time: string, args: string[], source: string) => seen.push({ args, source }));
+  // A marker before and after brackets exactly the commands of the action, without sleeping.
+  const marker = new Redis(inject("redisUrl"));
+  const begin = `laurel-test-begin-${Math.random()}`;
+  const end = `laurel-test-end-${Math.random()}`;
+  await marker.echo(begin);
+  await action();
+  await marker.echo(end);
+  await new Promise<void>((resolve) => {
+    const check = () => (seen.some((a) => a.args[1] === end) ? resolve() : setImmediate(check));
+    check();
+  });
+  monitor.disconnect();
+  marker.disconnect();
+  const from = seen.findIndex((a) => a.args[1] === begin);
+  const to = seen.findIndex((a) => a.args[1] === end);
+  // Inside the window; MONITOR also prints each command a script runs, with source "lua".
+  const window = seen.slice(from + 1, to);
+  lastLuaCalls = window.filter((a) => a.source === "lua").map((a) => a.args[0]!.toLowerCase());
+  return window.filter((a) => a.source !== "lua").map((a) => a.args);
+}
+let lastLuaCalls: string[] = [];
+
+describe("one Redis command per request", () => {
+  it("an event is exactly one EVALSHA", async () => {
+    await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "warm", tz: "UTC" }, value: 1 });
+    const commands = await commandsDuring(() =>
+      t.call("POST", "/v1/metrics/lessons/event", { user: { id: "mon", tz: "Europe/Berlin", email: "m@example.com" }, value: 3 }, { "idempotency-key": "x" }),
+    );
+    expect(commands.map((c) => c[0]!.toLowerCase())).toEqual(["evalsha"]);
+  });
+
+  it("a returning user's lesson event runs few commands inside the script (STACK.md: each costs ~4 µs)", async () => {
+    await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "steady", tz: "UTC" }, value: 1 });
+    await commandsDuring(() => t.call("POST", "/v1/metrics/lessons/event", { user: { id: "steady", tz: "UTC" }, value: 1 }));
+    // HMGET state, ZADD points, LPUSH award, HSET state, XADD record.
+    expect(lastLuaCalls).toEqual(["hmget", "zadd", "lpush", "hset", "xadd"]);
+  });
+
+  it("the metering read is exactly one EVALSHA", async () => {
+    const commands = await commandsDuring(() => t.call("GET", "/v1/users/mon/points/xp?awards=5"));
+    expect(commands.map((c) => c[0]!.toLowerCase())).toEqual(["evalsha"]);
+  });
+});

@@ -1,0 +1,90 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { freePort } from "../../src/embedded-redis.js";
+import { DEMO_YAML } from "../helpers/app.js";
+
+/**
+ * The built service as a user starts it: `node dist/main.js` (npm test builds first). Without
+ * REDIS_URL it runs its own redis-server with AOF; a bad config or demo keys in production stop it.
+ */
+const MAIN = new URL("../../dist/main.js", import.meta.url).pathname;
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "laurel-start-"));
+  dirs.push(dir);
+  return dir;
+}
+
+function run(env: Record<string, string>): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+  const { REDIS_URL: _omit, ...base } = process.env;
+  const child = spawn(process.execPath, [MAIN], { env: { ...base, LOG_LEVEL: "info", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  child.stdout!.on("data", (d) => (out += d));
+  child.stderr!.on("data", (d) => (out += d));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return { child, output: () => out, exited };
+}
+
+async function waitFor(predicate: () => boolean, what: string, exited: Promise<number | null>): Promise<void> {
+  let done = false;
+  void exited.then(() => (done = true));
+  for (let i = 0; i < 600 && !predicate(); i++) {
+    if (done) throw new Error(`process exited before ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  if (!predicate()) throw new Error(`timed out waiting for ${what}`);
+}
+
+describe("node dist/main.js", () => {
+  it("starts with an embedded redis-server (AOF on), serves the demo tenant, and keeps data across a restart", async () => {
+    expect(existsSync(MAIN)).toBe(true);
+    const dataDir = tempDir();
+    const port = await freePort();
+    const env = { PORT: String(port), LAUREL_DATA_DIR: dataDir };
+    const first = run(env);
+    await waitFor(() => first.output().includes("laurel listening"), "listening", first.exited);
+    const post = await fetch(`http://127.0.0.1:${port}/v1/metrics/lessons/event`, {
+      method: "POST",
+      headers: { "x-api-key": "demo-key", "content-type": "application/json" },
+      body: JSON.stringify({ user: { id: "persisted", tz: "UTC" }, value: 2 }),
+    });
+    expect(post.status).toBe(201);
+    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    first.child.kill("SIGTERM");
+    expect(await first.exited).toBe(0);
+    expect(existsSync(join(dataDir, "appendonlydir"))).toBe(true);
+
+    const second = run(env);
+    await waitFor(() => second.output().includes("laurel listening"), "listening again", second.exited);
+    const read = await fetch(`http://127.0.0.1:${port}/v1/users/persisted/points/xp`, { headers: { "x-api-key": "demo-key" } });
+    expect(((await read.json()) as { total: number }).total).toBe(20);
+    second.child.kill("SIGTERM");
+    expect(await second.exited).toBe(0);
+  });
+
+  it("stops with a message naming the bad field of an invalid config", async () => {
+    const dir = tempDir();
+    const path = join(dir, "bad.yaml");
+    writeFileSync(path, DEMO_YAML.replace("threshold: 1\n            points: 10", "threshold: -1\n            points: 10"));
+    const proc = run({ LAUREL_CONFIG: path, REDIS_URL: "redis://127.0.0.1:1" });
+    expect(await proc.exited).toBe(1);
+    expect(proc.output()).toContain("$input.tenants[0].points[0].triggers[0].threshold");
+  });
+
+  it("says how to install redis-server when it is missing and REDIS_URL is unset", async () => {
+    const proc = run({ PATH: "/nonexistent", LAUREL_DATA_DIR: tempDir() });
+    expect(await proc.exited).toBe(1);
+    expect(proc.output()).toContain("apt-get install -y redis-server");
+  });
+
+  it("refuses the demo keys when NODE_ENV=production", async () => {
+    const proc = run({ NODE_ENV: "production", REDIS_URL: "redis://127.0.0.1:1" });
+    expect(await proc.exited).toBe(1);
+    expect(proc.output()).toMatch(/apiKeys\[0\].*demo keys are refused/);
+  });
+});

@@ -1,0 +1,106 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { demoConfig, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+
+/**
+ * Streaks on the user's local calendar (spec: Streak; DESIGN: Time), moved by the manual clock.
+ */
+function streakYaml(frequency: "daily" | "weekly" | "monthly"): string {
+  return demoConfig(uniqueTenantId()).yaml.replace("frequency: daily", `frequency: ${frequency}`);
+}
+
+describe("daily streaks", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ manualClock: "2026-03-02T12:00:00Z" });
+  });
+  afterAll(async () => t.close());
+
+  const lesson = (user: Record<string, unknown>, value = 1) => t.call("POST", "/v1/metrics/lessons/event", { user, value });
+
+  it("extends once per local day, breaks after a missed day", async () => {
+    const u = { id: "daily", tz: "UTC" };
+    await t.setClock("2026-03-02T08:00:00Z");
+    expect((await lesson(u)).body.currentStreak).toMatchObject({ length: 1, extended: true, started: "2026-03-02", expires: "2026-03-03" });
+    expect((await lesson(u)).body.currentStreak).toMatchObject({ length: 1, extended: false });
+    await t.setClock("2026-03-03T23:59:00Z");
+    expect((await lesson(u)).body.currentStreak).toMatchObject({ length: 2, extended: true, started: "2026-03-02", periodStart: "2026-03-03", expires: "2026-03-04" });
+    // 4 March missed: on 5 March the streak has already been lost; an event not meeting the threshold shows 0.
+    await t.setClock("2026-03-05T10:00:00Z");
+    expect((await t.call("POST", "/v1/metrics/api-calls/event", { user: u, value: 1 })).body.currentStreak).toMatchObject({ length: 0, started: null, expires: null, extended: false });
+    expect((await lesson(u)).body.currentStreak).toMatchObject({ length: 1, started: "2026-03-05", extended: true });
+  });
+
+  it("accumulates decimal values within the period until the threshold is met", async () => {
+    const u = { id: "partial", tz: "UTC" };
+    await t.setClock("2026-03-10T08:00:00Z");
+    expect((await lesson(u, 0.4)).body.currentStreak).toMatchObject({ length: 0, extended: false });
+    expect((await lesson(u, 0.6)).body.currentStreak).toMatchObject({ length: 1, extended: true });
+    // The next day starts from zero again.
+    await t.setClock("2026-03-11T08:00:00Z");
+    expect((await lesson(u, 0.5)).body.currentStreak).toMatchObject({ length: 1, extended: false, expires: "2026-03-11" });
+  });
+
+  it("follows the local calendar across a DST change (America/New_York, 8 March 2026)", async () => {
+    const u = { id: "dst", tz: "America/New_York" };
+    // 23:30 local on 7 March (EST, UTC-5) = 04:30Z on 8 March.
+    await t.setClock("2026-03-08T04:30:00Z");
+    expect((await lesson(u)).body.currentStreak).toMatchObject({ length: 1, periodStart: "2026-03-07" });
+    // 8 March is 23 hours long locally; 23:30 EDT (UTC-4) = 03:30Z on 9 March.
+    await t.setClock("2026-03-09T03:30:00Z");
+    expect((await lesson(u)).body.currentStreak).toMatchObject({ length: 2, periodStart: "2026-03-08", extended: true });
+    // 00:10 EDT on 9 March.
+    await t.setClock("2026-03-09T04:10:00Z");
+    expect((await lesson(u)).body.currentStreak).toMatchObject({ length: 3, periodStart: "2026-03-09", extended: true });
+  });
+
+  it("keeps the streak on the new local calendar after a zone change, and remembers the zone", async () => {
+    await t.setClock("2026-03-20T10:00:00Z"); // 19:00 in Tokyo, 20 March
+    expect((await lesson({ id: "traveller", tz: "Asia/Tokyo" })).body.currentStreak).toMatchObject({ length: 1, periodStart: "2026-03-20" });
+    // Flies to Los Angeles: 21 March 10:00Z is 03:00 PDT on 21 March, the next local day.
+    await t.setClock("2026-03-21T10:00:00Z");
+    expect((await lesson({ id: "traveller", tz: "America/Los_Angeles" })).body.currentStreak).toMatchObject({ length: 2, periodStart: "2026-03-21" });
+    // Later events omit tz: the stored zone (Los Angeles) applies. 22 March 05:00Z is 22:00 on 21 March in LA.
+    await t.setClock("2026-03-22T05:00:00Z");
+    expect((await lesson({ id: "traveller" })).body.currentStreak).toMatchObject({ length: 2, periodStart: "2026-03-21", extended: false });
+  });
+
+  it("a zone change that moves the calendar back does not break or double-extend the streak", async () => {
+    await t.setClock("2026-03-25T20:00:00Z"); // 26 March 05:00 in Tokyo
+    expect((await lesson({ id: "westward", tz: "Asia/Tokyo" })).body.currentStreak).toMatchObject({ length: 1, periodStart: "2026-03-26" });
+    await t.setClock("2026-03-25T21:00:00Z"); // still 25 March in New York
+    const back = (await lesson({ id: "westward", tz: "America/New_York" })).body.currentStreak;
+    expect(back).toMatchObject({ length: 1, extended: false, periodStart: "2026-03-25" });
+  });
+});
+
+describe("weekly and monthly streaks", () => {
+  it("weekly: ISO weeks (Monday to Sunday) in the user's zone", async () => {
+    const t = await startTestApp({ yaml: streakYaml("weekly"), manualClock: "2026-03-02T12:00:00Z" });
+    try {
+      const u = { id: "w", tz: "Europe/Paris" };
+      await t.setClock("2026-03-08T22:30:00Z"); // Sunday 23:30 in Paris
+      const first = (await t.call("POST", "/v1/metrics/lessons/event", { user: u, value: 1 })).body.currentStreak;
+      expect(first).toMatchObject({ length: 1, frequency: "weekly", periodStart: "2026-03-02", periodEnd: "2026-03-08", expires: "2026-03-15" });
+      await t.setClock("2026-03-08T23:30:00Z"); // Monday 00:30 in Paris: the next week
+      const second = (await t.call("POST", "/v1/metrics/lessons/event", { user: u, value: 1 })).body.currentStreak;
+      expect(second).toMatchObject({ length: 2, periodStart: "2026-03-09", periodEnd: "2026-03-15", expires: "2026-03-22", extended: true });
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("monthly: calendar months, a skipped month breaks the streak", async () => {
+    const t = await startTestApp({ yaml: streakYaml("monthly"), manualClock: "2026-01-31T12:00:00Z" });
+    try {
+      const u = { id: "m", tz: "UTC" };
+      const send = () => t.call("POST", "/v1/metrics/lessons/event", { user: u, value: 1 });
+      expect((await send()).body.currentStreak).toMatchObject({ length: 1, periodStart: "2026-01-01", periodEnd: "2026-01-31", expires: "2026-02-28" });
+      await t.setClock("2026-02-01T00:00:00Z");
+      expect((await send()).body.currentStreak).toMatchObject({ length: 2, periodStart: "2026-02-01", periodEnd: "2026-02-28", expires: "2026-03-31" });
+      await t.setClock("2026-04-02T00:00:00Z");
+      expect((await send()).body.currentStreak).toMatchObject({ length: 1, started: "2026-04-01" });
+    } finally {
+      await t.close();
+    }
+  });
+});

@@ -1,0 +1,68 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError } from "../../src/config/compile.js";
+import { loadConfigText } from "../../src/config/load.js";
+import { buildEventRules } from "../../src/store/event-rules.js";
+import { toLuaLiteral } from "../../src/store/lua-loader.js";
+import { DEMO_YAML } from "../helpers/app.js";
+
+function errorOf(yaml: string, env: NodeJS.ProcessEnv = {}): ConfigError {
+  try {
+    loadConfigText(yaml, "x.yaml", env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err;
+    throw err;
+  }
+  throw new Error("expected a ConfigError");
+}
+
+describe("config", () => {
+  it("compiles the demo tenant exactly as the quick start promises", () => {
+    const [demo] = loadConfigText(DEMO_YAML, "demo.yaml", {});
+    expect(demo!.id).toBe("demo");
+    expect(demo!.metrics.map((m) => [m.key, m.name])).toEqual([["lessons", "Lessons completed"], ["api-calls", "API calls"]]);
+    const xp = demo!.systemByKey.get("xp")!;
+    expect(xp).toMatchObject({ name: "XP", maxPoints: null });
+    expect(xp.triggers).toEqual([expect.objectContaining({ type: "metric", metric: "lessons", threshold: 1, points: 10 })]);
+    expect(xp.levels.map((l) => [l.key, l.points])).toEqual([["bronze", 50], ["silver", 200], ["gold", 1000]]);
+    const energy = demo!.systemByKey.get("energy")!;
+    expect(energy).toMatchObject({ name: "Energy", maxPoints: 100 });
+    expect(energy.triggers.map((t) => [t.type, t.points])).toEqual([["user_creation", 100], ["metric", -1]]);
+    expect(demo!.achievements.map((a) => [a.key, a.metric, a.value])).toEqual([["first-lesson", "lessons", 1], ["ten-lessons", "lessons", 10]]);
+    expect(demo!.streak).toEqual({ frequency: "daily", mode: "all", metrics: [{ metric: "lessons", thresholdMicro: 1_000_000 }] });
+  });
+
+  it("names the path of a field with the wrong type", () => {
+    expect(errorOf(DEMO_YAML.replace("maxPoints: 100", "maxPoints: lots")).path).toBe("$input.tenants[0].points[1].maxPoints");
+    expect(errorOf(DEMO_YAML.replace("key: lessons\n", "key: 'has space'\n")).path).toBe("$input.tenants[0].metrics[0].key");
+    expect(errorOf(DEMO_YAML.replace("frequency: daily", "frequency: hourly")).path).toBe("$input.tenants[0].streak.frequency");
+    expect(errorOf(DEMO_YAML.replace("    streak:", "    unknownThing: 1\n    streak:")).path).toBe("$input.tenants[0].unknownThing");
+  });
+
+  it("names the path of a semantic error", () => {
+    expect(errorOf(DEMO_YAML.replace("metric: api-calls\n            threshold", "metric: nope\n            threshold")).path).toBe("$input.tenants[0].points[1].triggers[1].metric");
+    expect(errorOf(DEMO_YAML.replace("key: ten-lessons", "key: first-lesson")).path).toBe("$input.tenants[0].achievements[1].key");
+    expect(errorOf(DEMO_YAML.replace("points: 200", "points: 50")).path).toBe("$input.tenants[0].points[0].levels");
+    expect(errorOf(DEMO_YAML.replace("adminKeys: [demo-admin-key]", "adminKeys: [demo-key]")).path).toBe("$input.tenants[0].adminKeys[0]");
+    expect(errorOf("tenants: [").message).toContain("not valid YAML");
+  });
+
+  it("refuses the demo keys in production", () => {
+    expect(errorOf(DEMO_YAML, { NODE_ENV: "production" }).path).toBe("$input.tenants[0].apiKeys[0]");
+  });
+
+  it("narrows the event rules to what the metric can touch", () => {
+    const [demo] = loadConfigText(DEMO_YAML, "demo.yaml", {});
+    const calls = buildEventRules(demo!, "api-calls");
+    expect(calls.ach).toEqual([]);
+    expect(calls.streak).toBe(false);
+    // xp has no trigger on api-calls and no first-identification trigger.
+    expect(calls.systems.map((s) => s.key)).toEqual(["energy"]);
+    const lessons = buildEventRules(demo!, "lessons");
+    expect(lessons.systems.map((s) => [s.key, s.mt.length, s.uc.length])).toEqual([["xp", 1, 0], ["energy", 0, 1]]);
+  });
+
+  it("encodes rules as a Lua literal", () => {
+    expect(toLuaLiteral({ a: [1, "x\"y"], "b-c": false, d: true })).toBe('{a={1,"x\\"y"},["b-c"]=false,d=true}');
+    expect(toLuaLiteral("é")).toBe('"\\195\\169"');
+  });
+});

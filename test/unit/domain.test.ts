@@ -1,0 +1,80 @@
+import { describe, expect, it } from "vitest";
+import { floorDiv, fromMicro, toMicro } from "../../src/domain/decimal.js";
+import { stableId, tenantNamespace, uuidV5 } from "../../src/domain/ids.js";
+import { levelIndex } from "../../src/domain/levels.js";
+import { dateToDay, formatDay, localDayIndex, parseDay, periodEndDay, periodOfDay, periodStartDay } from "../../src/domain/periods.js";
+
+describe("decimal", () => {
+  it("keeps six decimals exactly and rounds half away from zero beyond them", () => {
+    expect(toMicro(0.1) + toMicro(0.2)).toBe(toMicro(0.3));
+    expect(toMicro(1.0000005)).toBe(1_000_001);
+    expect(toMicro(-1.0000005)).toBe(-1_000_001);
+    expect(toMicro(1.0000004)).toBe(1_000_000);
+    expect(toMicro(1e-7)).toBe(0);
+    expect(toMicro(1e9)).toBe(1e15);
+    expect(fromMicro(300_000)).toBe(0.3);
+  });
+
+  it("floorDiv is exact where the double quotient rounds", () => {
+    expect(floorDiv(7, 2)).toBe(3);
+    expect(floorDiv(2 ** 53 - 1, 3)).toBe(Math.floor((2 ** 53 - 1) / 3));
+    // (9e15 - 1) / 9e15 rounds to 1 in doubles; the true floor is 0.
+    expect(floorDiv(9e15 - 1, 9e15)).toBe(0);
+  });
+});
+
+describe("ids", () => {
+  it("implements UUIDv5 (RFC 9562 test vector)", () => {
+    // uuid v5 of "www.example.com" in the DNS namespace.
+    expect(uuidV5("www.example.com", "6ba7b810-9dad-11d1-80b4-00c04fd430c8")).toBe("2ed6657d-e927-568b-95e1-2665a8aea6a2");
+  });
+
+  it("derives stable, tenant-scoped ids", () => {
+    expect(stableId(tenantNamespace("a"), "metric", "lessons")).toBe(stableId(tenantNamespace("a"), "metric", "lessons"));
+    expect(stableId(tenantNamespace("a"), "metric", "lessons")).not.toBe(stableId(tenantNamespace("b"), "metric", "lessons"));
+    expect(stableId(tenantNamespace("a"), "metric", "lessons")).not.toBe(stableId(tenantNamespace("a"), "achievement", "lessons"));
+  });
+});
+
+describe("levels", () => {
+  it("a total must strictly exceed a threshold", () => {
+    const levels = [{ points: 50 }, { points: 200 }, { points: 1000 }];
+    expect([0, 50, 51, 200, 201, 1000, 1001].map((t) => levelIndex(levels, t))).toEqual([0, 0, 1, 1, 2, 2, 3]);
+  });
+});
+
+describe("periods", () => {
+  it("parses only real calendar dates", () => {
+    expect(parseDay("2024-02-29")).toBe(dateToDay(2024, 2, 29));
+    expect(parseDay("2026-02-29")).toBeNull();
+    expect(parseDay("2026-1-1")).toBeNull();
+    expect(formatDay(parseDay("1999-12-31")!)).toBe("1999-12-31");
+  });
+
+  it("uses ISO weeks, Monday to Sunday", () => {
+    const monday = parseDay("2026-03-02")!;
+    const sunday = parseDay("2026-03-08")!;
+    expect(periodOfDay(monday, "weekly")).toBe(periodOfDay(sunday, "weekly"));
+    expect(periodOfDay(sunday + 1, "weekly")).toBe(periodOfDay(sunday, "weekly") + 1);
+    expect(formatDay(periodStartDay(periodOfDay(sunday, "weekly"), "weekly"))).toBe("2026-03-02");
+    expect(formatDay(periodEndDay(periodOfDay(monday, "weekly"), "weekly"))).toBe("2026-03-08");
+  });
+
+  it("uses calendar months, leap years included", () => {
+    const p = periodOfDay(parseDay("2024-02-15")!, "monthly");
+    expect(formatDay(periodStartDay(p, "monthly"))).toBe("2024-02-01");
+    expect(formatDay(periodEndDay(p, "monthly"))).toBe("2024-02-29");
+    expect(periodOfDay(parseDay("1969-12-31")!, "monthly")).toBe(-1);
+    expect(formatDay(periodStartDay(-1, "monthly"))).toBe("1969-12-01");
+  });
+
+  it("takes the local date from the zone's offset at that instant, DST included", () => {
+    // 2026-03-29 01:30Z: London has just moved to BST (02:30 local), Sydney is on 12:30 AEDT.
+    const ms = Date.parse("2026-03-29T01:30:00Z");
+    expect(formatDay(localDayIndex(ms, "Europe/London"))).toBe("2026-03-29");
+    expect(formatDay(localDayIndex(Date.parse("2026-03-28T23:30:00Z"), "Europe/London"))).toBe("2026-03-28");
+    expect(formatDay(localDayIndex(Date.parse("2026-03-28T23:30:00Z"), "Asia/Tokyo"))).toBe("2026-03-29");
+    expect(formatDay(localDayIndex(Date.parse("2026-03-29T10:30:00Z"), "Pacific/Kiritimati"))).toBe("2026-03-30");
+    expect(formatDay(localDayIndex(Date.parse("2026-03-29T10:30:00Z"), "Pacific/Pago_Pago"))).toBe("2026-03-28");
+  });
+});
