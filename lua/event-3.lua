@@ -31,9 +31,11 @@
   ARGV[7]  zone sent with the event, or ''
   ARGV[8]  zone Node computed the periods for
   ARGV[9]  current streak period index in that zone
-  ARGV[10] stream record head (metric|value|eventId|day|now), built by Node
-  ARGV[11] n, the number of profile fields sent
-  ARGV[12 .. 11+2n] profile field, value pairs (em, nm, tz, se, dt, ua:<attr>)
+  ARGV[10] stream record detail "metric|value|eventId", built by Node
+  ARGV[11] streak deadline: the instant (ms) the streak is lost if extended now, i.e. the
+           start of period nowPeriod+2 in the user's zone
+  ARGV[12] n, the number of profile fields sent
+  ARGV[13 .. 12+2n] profile field, value pairs (em, nm, tz, se, dt, ua:<attr>)
 
   Reply
     {-1, storedZone}                    the zone assumption was wrong; nothing written
@@ -54,8 +56,9 @@ local eventId, idemField = ARGV[4], ARGV[5]
 local value = tonumber(ARGV[6])
 local tzSent, tzAssumed = ARGV[7], ARGV[8]
 local nowPeriod = tonumber(ARGV[9])
-local recordHead = ARGV[10]
-local nProfile = tonumber(ARGV[11])
+local recordDetail = ARGV[10]
+local streakDeadline = tonumber(ARGV[11])
+local nProfile = tonumber(ARGV[12])
 -- @include "includes/math.lua"
 -- @include "includes/state.lua"
 -- @include "includes/points.lua"
@@ -98,7 +101,7 @@ if created then
   set('up', now)
 end
 local profileChanged = false
-for i = 12, 11 + 2 * nProfile, 2 do
+for i = 13, 12 + 2 * nProfile, 2 do
   local f, v = ARGV[i], ARGV[i + 1]
   if S[f] ~= v then
     set(f, v)
@@ -154,7 +157,13 @@ if st then
     end
     set('sl', length)
     set('sp', nowPeriod)
-    if length > (num('sb') or 0) then set('sb', length) end
+    if length > (num('sb') or 0) then
+      set('sb', length)
+      rcall('ZADD', prefix .. 'sb', length, userId)
+    end
+    -- Active streaks by length, and when each is lost (read by rankings and the expiry sweep).
+    rcall('ZADD', prefix .. 'sa', length, userId)
+    rcall('ZADD', prefix .. 'sd', streakDeadline, userId)
     extended = true
   end
 end
@@ -181,6 +190,6 @@ end
 local pointsReply = flushPoints(prefix, aggKey, userId, outParts)
 if extended then outParts[#outParts + 1] = 's:' .. num('sl') end
 flushState(userKey)
-rcall('XADD', streamKey, '*', 'u', userId, 'e', recordHead, 'o', table.concat(outParts, ';'))
+rcall('XADD', streamKey, '*', 'k', 'ev', 'u', userId, 't', now, 'z', S.tz or 'UTC', 'e', recordDetail, 'o', table.concat(outParts, ';'))
 
 return { 1, eventId, newTotal, streakReply(extended), completed, pointsReply, created and 1 or 0 }

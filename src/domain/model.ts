@@ -3,7 +3,7 @@ import { floorDiv, MAX_TOTAL_MICRO } from "./decimal.js";
 import { LaurelError } from "./errors.js";
 import { levelIndex } from "./levels.js";
 import type { AwardRecord, EventOutcome, PointsChange, StreakState } from "./outcome.js";
-import { localDayIndex, periodOfDay } from "./periods.js";
+import { localDayIndex, periodOfDay, streakDeadline } from "./periods.js";
 
 /**
  * The reference model: every rule of the event path in plain TypeScript over in-memory state.
@@ -43,12 +43,24 @@ export interface ModelState {
   completions: Map<string, number>;
   /** "<system>:<level>" → users at that level. */
   levelCounts: Map<string, number>;
+  /** Users with a streak: current length, the instant it is lost, longest ever ({t:s}:sa, sd, sb). */
+  streakActive: Map<string, number>;
+  streakDeadline: Map<string, number>;
+  streakBest: Map<string, number>;
 }
 
 export const AWARDS_KEPT = 100;
 
 export function emptyState(): ModelState {
-  return { users: new Map(), userCount: 0, completions: new Map(), levelCounts: new Map() };
+  return {
+    users: new Map(),
+    userCount: 0,
+    completions: new Map(),
+    levelCounts: new Map(),
+    streakActive: new Map(),
+    streakDeadline: new Map(),
+    streakBest: new Map(),
+  };
 }
 
 export interface ModelEventInput {
@@ -222,7 +234,12 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Mod
         s.startPeriod = nowPeriod;
       }
       s.lastPeriod = nowPeriod;
-      s.best = Math.max(s.best, s.length);
+      if (s.length > s.best) {
+        s.best = s.length;
+        state.streakBest.set(input.userId, s.best);
+      }
+      state.streakActive.set(input.userId, s.length);
+      state.streakDeadline.set(input.userId, streakDeadline(nowPeriod, rule.frequency, tz));
       extended = true;
     }
   }

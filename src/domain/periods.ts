@@ -1,4 +1,4 @@
-import { IANAZone } from "luxon";
+import { DateTime, IANAZone } from "luxon";
 
 /**
  * Calendar arithmetic for streaks and daily buckets. Everything is on the user's local
@@ -91,4 +91,28 @@ export function periodStartDay(period: number, frequency: Frequency): number {
 /** Last day index of a period (inclusive). */
 export function periodEndDay(period: number, frequency: Frequency): number {
   return periodStartDay(period + 1, frequency) - 1;
+}
+
+const instantCache = new Map<string, number>();
+
+/**
+ * The instant (ms) a period begins in a zone: local midnight of its first day. Where a DST
+ * change skips midnight, the first instant of that local day. Cached: luxon is slow per call
+ * and the same (zone, period) repeats for every user in that zone.
+ */
+export function periodStartInstant(period: number, frequency: Frequency, zoneName: string): number {
+  const key = `${zoneName}|${frequency}|${period}`;
+  let ms = instantCache.get(key);
+  if (ms === undefined) {
+    const { y, m, d } = dayToDate(periodStartDay(period, frequency));
+    ms = DateTime.fromObject({ year: y, month: m, day: d }, { zone: zoneFor(zoneName) ?? "UTC" }).toMillis();
+    if (instantCache.size > 50_000) instantCache.clear();
+    instantCache.set(key, ms);
+  }
+  return ms;
+}
+
+/** When a streak last extended in `lastPeriod` is lost: the start of period lastPeriod + 2. */
+export function streakDeadline(lastPeriod: number, frequency: Frequency, zoneName: string): number {
+  return periodStartInstant(lastPeriod + 2, frequency, zoneName);
 }

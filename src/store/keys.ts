@@ -12,6 +12,9 @@
  *   {t:s}:x                 stream the shard's event records
  *   {t:s}:pz:<system>       zset  users by points total
  *   {t:s}:aw:<system>:<user> list the user's recent awards in a system, newest first
+ *   {t:s}:sa                zset  users with a streak, by current length (active when sd is in the future)
+ *   {t:s}:sd                zset  users with a streak, by the instant (ms) it is lost
+ *   {t:s}:sb                zset  users by longest streak ever
  *   {t}:meta                hash  first-seen and last-changed times of configured objects
  */
 

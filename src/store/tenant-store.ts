@@ -2,7 +2,7 @@ import type { Redis } from "ioredis";
 import type { CompiledTenant } from "../config/compiled.js";
 import { fail } from "../domain/errors.js";
 import { parseAwardRecord, type AwardRecord, type EventOutcome, type PointsChange, type StreakState } from "../domain/outcome.js";
-import { localDayIndex, periodOfDay } from "../domain/periods.js";
+import { localDayIndex, periodOfDay, streakDeadline } from "../domain/periods.js";
 import { buildEventRules } from "./event-rules.js";
 import { idempotencyField } from "./fields.js";
 import { shardOf, TenantKeys } from "./keys.js";
@@ -82,7 +82,7 @@ export class TenantStore {
     for (let attempt = 0; ; attempt++) {
       const day = localDayIndex(input.now, tz);
       const nowPeriod = periodOfDay(day, frequency);
-      const head = `${input.metricKey}|${input.valueMicro}|${input.eventId}|${day}|${input.now}|${tz}`;
+      const detail = `${input.metricKey}|${input.valueMicro}|${input.eventId}`;
       const reply = (await runScript(this.redis, script, keys, [
         this.keys.prefix(shard),
         input.userId,
@@ -93,7 +93,8 @@ export class TenantStore {
         input.tz ?? "",
         tz,
         nowPeriod,
-        head,
+        detail,
+        streakDeadline(nowPeriod, frequency, tz),
         input.profile.length,
         ...profileArgs,
       ])) as unknown[];

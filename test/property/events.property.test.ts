@@ -177,6 +177,14 @@ async function runSequence(commands: Command[]): Promise<void> {
     expect(users).toBe(model.userCount);
     expect(Object.fromEntries(completions)).toEqual(Object.fromEntries(model.completions));
     expect(Object.fromEntries(levels)).toEqual(Object.fromEntries([...model.levelCounts].filter(([, n]) => n !== 0)));
+    for (const [suffix, expectedZ] of [["sa", model.streakActive], ["sd", model.streakDeadline], ["sb", model.streakBest]] as const) {
+      const actual: Record<string, number> = {};
+      for (let shard = 0; shard < tenant.shards; shard++) {
+        const z = await t.redis.zrange(`{${tenantId}:${shard}}:${suffix}`, 0, -1, "WITHSCORES");
+        for (let i = 0; i < z.length; i += 2) actual[z[i]!] = Number(z[i + 1]);
+      }
+      expect(actual, suffix).toEqual(Object.fromEntries(expectedZ));
+    }
     for (const system of tenant.systems) {
       const totals: Record<string, number> = {};
       for (let shard = 0; shard < tenant.shards; shard++) {
