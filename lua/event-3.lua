@@ -164,6 +164,10 @@ if st then
     -- Active streaks by length, and when each is lost (read by rankings and the expiry sweep).
     rcall('ZADD', prefix .. 'sa', length, userId)
     rcall('ZADD', prefix .. 'sd', streakDeadline, userId)
+    -- History: one member per extended period, "period:length" (the streak read and restore use it).
+    local historyKey = prefix .. 'sh:' .. userId
+    rcall('ZADD', historyKey, nowPeriod, nowPeriod .. ':' .. length)
+    if nowPeriod % 64 == 0 then rcall('ZREMRANGEBYSCORE', historyKey, '-inf', nowPeriod - R.historyKept) end
     extended = true
   end
 end

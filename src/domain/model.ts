@@ -3,6 +3,7 @@ import { floorDiv, MAX_TOTAL_MICRO } from "./decimal.js";
 import { LaurelError } from "./errors.js";
 import { levelIndex } from "./levels.js";
 import type { AwardRecord, EventOutcome, PointsChange, StreakState } from "./outcome.js";
+import { STREAK_HISTORY_KEPT } from "./streak.js";
 import { localDayIndex, periodOfDay, streakDeadline } from "./periods.js";
 
 /**
@@ -47,6 +48,8 @@ export interface ModelState {
   streakActive: Map<string, number>;
   streakDeadline: Map<string, number>;
   streakBest: Map<string, number>;
+  /** Per user: extended period → length ({t:s}:sh:<user>). */
+  streakHistory: Map<string, Map<number, number>>;
 }
 
 export const AWARDS_KEPT = 100;
@@ -60,6 +63,7 @@ export function emptyState(): ModelState {
     streakActive: new Map(),
     streakDeadline: new Map(),
     streakBest: new Map(),
+    streakHistory: new Map(),
   };
 }
 
@@ -240,6 +244,10 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Mod
       }
       state.streakActive.set(input.userId, s.length);
       state.streakDeadline.set(input.userId, streakDeadline(nowPeriod, rule.frequency, tz));
+      const history = state.streakHistory.get(input.userId) ?? new Map<number, number>();
+      history.set(nowPeriod, s.length);
+      if (nowPeriod % 64 === 0) for (const p of history.keys()) if (p <= nowPeriod - STREAK_HISTORY_KEPT) history.delete(p);
+      state.streakHistory.set(input.userId, history);
       extended = true;
     }
   }

@@ -11,6 +11,9 @@ import type { StreakState } from "./outcome.js";
  * when extended in the current period). A zone change that moves the user's calendar back
  * keeps the streak alive (the last period is then ahead of "now").
  */
+/** Streak history periods kept per user: about two years of daily periods, enough for restore windows (trophy-compat §6.6) and wrapped. */
+export const STREAK_HISTORY_KEPT = 800;
+
 export interface StreakView {
   length: number;
   frequency: Frequency;

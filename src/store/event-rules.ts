@@ -1,5 +1,6 @@
 import type { CompiledTenant } from "../config/compiled.js";
 import { MAX_TOTAL_MICRO } from "../domain/decimal.js";
+import { STREAK_HISTORY_KEPT } from "../domain/streak.js";
 import { PROFILE_FIELDS } from "./fields.js";
 
 /**
@@ -12,6 +13,8 @@ export interface EventRules {
   /** State field of the metric total. */
   mf: string;
   maxTotal: number;
+  /** Streak history periods kept ({t:s}:sh:<user>). */
+  historyKept: number;
   /** Every state field the script reads, in HMGET order. */
   fields: string[];
   systems: {
@@ -61,5 +64,5 @@ export function buildEventRules(tenant: CompiledTenant, metricKey: string): Even
     m.forEach((x) => fields.add(x.f));
     streak = { f: streakValueField(metricKey), any: rule.mode === "any", m };
   }
-  return { mf: `m:${metricKey}`, maxTotal: MAX_TOTAL_MICRO, fields: [...fields], systems, ach, streak };
+  return { mf: `m:${metricKey}`, maxTotal: MAX_TOTAL_MICRO, historyKept: STREAK_HISTORY_KEPT, fields: [...fields], systems, ach, streak };
 }

@@ -15,6 +15,7 @@
  *   {t:s}:sa                zset  users with a streak, by current length (active when sd is in the future)
  *   {t:s}:sd                zset  users with a streak, by the instant (ms) it is lost
  *   {t:s}:sb                zset  users by longest streak ever
+ *   {t:s}:sh:<user>         zset  the user's extended periods: score period, member "period:length"
  *   {t}:meta                hash  first-seen and last-changed times of configured objects
  */
 

@@ -185,6 +185,11 @@ async function runSequence(commands: Command[]): Promise<void> {
       }
       expect(actual, suffix).toEqual(Object.fromEntries(expectedZ));
     }
+    for (const [userId, history] of model.streakHistory) {
+      const shard = t.app.tenants.all.find((c) => c.tenant.id === tenantId)!.store.shard(userId);
+      const z = await t.redis.zrange(`{${tenantId}:${shard}}:sh:${userId}`, 0, -1);
+      expect(z, `history of ${userId}`).toEqual([...history].sort((a, b) => a[0] - b[0]).map(([p, l]) => `${p}:${l}`));
+    }
     for (const system of tenant.systems) {
       const totals: Record<string, number> = {};
       for (let shard = 0; shard < tenant.shards; shard++) {
