@@ -1,0 +1,86 @@
+// Child processes of the bench (the service, the baseline): start, wait until ready, stop.
+// Every child is registered before anything can fail, so stopAll() and the exit hook find it.
+import { spawn, spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+
+export class Children {
+  #list = [];
+
+  constructor() {
+    // Last resort when the bench dies without reaching its finally block.
+    process.once("exit", () => {
+      for (const { child } of this.#list) if (running(child)) child.kill("SIGKILL");
+    });
+  }
+
+  /** Spawns `cmd args` and resolves once GET readyUrl answers 200. */
+  async start(name, cmd, args, env, readyUrl, timeoutMs = 20_000) {
+    const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    this.#list.push({ name, child });
+    forwardOutput(name, child);
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (!running(child)) throw new Error(`${name} exited during start (code ${child.exitCode}, signal ${child.signalCode})`);
+      try {
+        const res = await fetch(readyUrl);
+        await res.arrayBuffer();
+        if (res.ok) return { name, pid: child.pid };
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) throw new Error(`${name} not ready at ${readyUrl} after ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /** SIGTERM every child still running, SIGKILL after 5 s. */
+  async stopAll() {
+    await Promise.all(
+      this.#list.map(({ child }) => {
+        if (!running(child)) return undefined;
+        return new Promise((resolve) => {
+          const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+          child.once("exit", () => {
+            clearTimeout(timer);
+            resolve();
+          });
+          child.kill("SIGTERM");
+        });
+      }),
+    );
+  }
+}
+
+/**
+ * Shows a child's first lines of output, prefixed with its name, then only a count: a service
+ * that fails every request logs once per request, which would bury the report.
+ */
+const MAX_LINES = 20;
+function forwardOutput(name, child) {
+  let lines = 0;
+  const onData = (chunk) => {
+    for (const line of chunk.toString("utf8").split("\n")) {
+      if (line === "") continue;
+      lines++;
+      if (lines <= MAX_LINES) process.stderr.write(`[${name}] ${line.slice(0, 500)}\n`);
+    }
+  };
+  child.stdout.on("data", onData);
+  child.stderr.on("data", onData);
+  child.once("exit", () => {
+    if (lines > MAX_LINES) process.stderr.write(`[${name}] ${lines - MAX_LINES} more lines of output not shown\n`);
+  });
+}
+
+function running(child) {
+  return child.exitCode === null && child.signalCode === null;
+}
+
+const CLK_TCK = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout) || 100;
+
+/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat. */
+export function cpuSeconds(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" "); // fields[0] is field 3 (state)
+  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK; // fields 14 utime, 15 stime
+}

@@ -1,0 +1,93 @@
+// Turns the phases into the figures (bench/README.md says what each means) and prints them.
+// The targets are shown beside the figures; they never change the exit code.
+
+export const TARGETS = { usPerEventScript: 40, eventsToCeiling: 0.8, readToBaseline: 0.8, p99Ms: 10 };
+
+/** phases: { baselineEvalsha, events, baselineHget, read }, each a load result plus its delta. */
+export function figures(phases) {
+  const usPerEventScript = phases.events.redis.evalsha?.usPerCall ?? NaN;
+  const scriptCeiling = 1e6 / usPerEventScript;
+  const ceiling = Math.min(phases.baselineEvalsha.rps, scriptCeiling);
+  return {
+    usPerEventScript,
+    scriptCeiling,
+    ceiling,
+    ceilingBoundBy: phases.baselineEvalsha.rps <= scriptCeiling ? "baseline EVALSHA req/s" : "1e6 / µs per script",
+    eventsToCeiling: phases.events.rps / ceiling,
+    readToBaseline: phases.read.rps / phases.baselineHget.rps,
+    eventsP99: phases.events.p99,
+    readP99: phases.read.p99,
+  };
+}
+
+const LABELS = {
+  baselineEvalsha: "baseline POST → EVALSHA (1 call)",
+  events: "events POST /v1/metrics/*/event",
+  baselineHget: "baseline GET → HGET",
+  read: "read GET /v1/users/*/points/energy",
+};
+
+export function print(config, phases, f) {
+  const out = [];
+  out.push("");
+  out.push(`laurel bench: ${config.connections} connections, ${config.warmup} s warm-up + ${config.duration} s per phase, ${config.users} users, tree ${config.tree}`);
+  out.push("");
+  const head = ["phase", "req/s", "p50 ms", "p99 ms", "non-2xx", "errors", "Redis µs/call", "CPU µs/req server/redis", "CPU % server/redis/load"];
+  const rows = Object.entries(LABELS).map(([key, label]) => {
+    const p = phases[key];
+    const cmd = key === "baselineHget" ? p.redis.hget : p.redis.evalsha;
+    const cpu = p.cpuPercent;
+    return [
+      label,
+      fmt(p.rps, 0),
+      String(p.p50),
+      String(p.p99),
+      String(p.non2xx),
+      String(p.errors),
+      cmd ? `${fmt(cmd.usPerCall, 1)} (${key === "baselineHget" ? "hget" : "evalsha"})` : "-",
+      `${fmt(p.cpuUsPerRequest.server, 0)} / ${fmt(p.cpuUsPerRequest.redis, 0)}`,
+      `${fmt(cpu.server, 0)} / ${fmt(cpu.redis, 0)} / ${fmt(cpu.loadGenerator, 0)}`,
+    ];
+  });
+  out.push(...table([head, ...rows]));
+  out.push("");
+  out.push(check("Redis µs per event script", fmt(f.usPerEventScript, 1), f.usPerEventScript <= TARGETS.usPerEventScript, `≤ ${TARGETS.usPerEventScript}`));
+  out.push(`  inside it, µs/call    ${insideScript(phases.events.redis)}`);
+  out.push(`  events ceiling       ${fmt(f.ceiling, 0)} req/s = min(baseline EVALSHA ${fmt(phases.baselineEvalsha.rps, 0)}, 1e6/µs ${fmt(f.scriptCeiling, 0)}); bound by ${f.ceilingBoundBy}`);
+  out.push(check("events ÷ ceiling", fmt(f.eventsToCeiling, 2), f.eventsToCeiling >= TARGETS.eventsToCeiling, `≥ ${TARGETS.eventsToCeiling}`));
+  out.push(check("read ÷ HGET baseline", fmt(f.readToBaseline, 2), f.readToBaseline >= TARGETS.readToBaseline, `≥ ${TARGETS.readToBaseline}`));
+  out.push(check(`events p99 at c${config.connections}`, `${f.eventsP99} ms`, f.eventsP99 <= TARGETS.p99Ms, `≤ ${TARGETS.p99Ms} ms`));
+  out.push(check(`read p99 at c${config.connections}`, `${f.readP99} ms`, f.readP99 <= TARGETS.p99Ms, `≤ ${TARGETS.p99Ms} ms`));
+  out.push("");
+  out.push("CPU µs/req: CPU time of the server process and of redis-server over the phase ÷ requests.");
+  out.push("CPU %: share of one core over the phase: server process, redis-server, this process (autocannon).");
+  out.push("The load generator shares the machine: req/s are lower bounds for a box that only serves.");
+  console.log(out.join("\n"));
+}
+
+/** The commands the event script ran, with their own µs per call (the rest of its time is Lua). */
+function insideScript(commands) {
+  return Object.entries(commands)
+    .filter(([name]) => name !== "evalsha" && name !== "info")
+    .map(([name, c]) => `${name} ${fmt(c.usPerCall, 1)}${perScript(c.calls, commands.evalsha?.calls)}`)
+    .join(", ");
+}
+
+function perScript(calls, scripts) {
+  if (calls === scripts) return "";
+  return calls / scripts >= 0.1 ? ` (×${fmt(calls / scripts, 2)} per script)` : ` (${calls} calls)`;
+}
+
+function check(label, value, ok, target) {
+  return `${ok ? "  ok  " : "  MISS"} ${label.padEnd(26)} ${value.padStart(8)}   target ${target}`;
+}
+
+function fmt(x, digits) {
+  return Number.isFinite(x) ? x.toFixed(digits) : "n/a";
+}
+
+function table(rows) {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  const line = (r) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
+  return [line(rows[0]), widths.map((w) => "-".repeat(w)).join("  "), ...rows.slice(1).map(line)];
+}

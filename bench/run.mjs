@@ -1,0 +1,141 @@
+// npm run bench: the service against a bare uWS + ioredis baseline, measured in the same run on
+// a dedicated redis-server. Reports; never gates (exit 0 whatever the figures; 1 only when the
+// harness itself cannot run). See bench/README.md for the figures and recorded runs.
+//
+// Environment: BENCH_DURATION (s, default 10), BENCH_WARMUP (s, default 3), BENCH_CONNECTIONS
+// (default 100), BENCH_USERS (default 100000), BENCH_JSON (write the figures to this path),
+// LAUREL_AUTOPIPELINE=1 (ioredis auto-pipelining in both servers).
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
+import { Children } from "./processes.mjs";
+import { figures, print, TARGETS } from "./report.mjs";
+import { delta, snapshot } from "./snapshot.mjs";
+import { eventRequests, load, readRequests, seedRequests, userId } from "./workload.mjs";
+
+const num = (name, fallback) => {
+  const value = Number(process.env[name] ?? fallback);
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`);
+  return value;
+};
+const config = {
+  duration: num("BENCH_DURATION", 10),
+  warmup: num("BENCH_WARMUP", 3),
+  connections: num("BENCH_CONNECTIONS", 100),
+  users: num("BENCH_USERS", 100_000),
+  autoPipelining: process.env.LAUREL_AUTOPIPELINE === "1",
+  tree: treeState(),
+};
+
+/** The commit measured, marked dirty when src/, lua/ or config/ differ from it (dist/ is built from the work tree). */
+function treeState() {
+  const git = (...args) => spawnSync("git", args, { encoding: "utf8" }).stdout?.trim() ?? "";
+  const head = git("rev-parse", "--short", "HEAD") || "unknown";
+  return git("status", "--porcelain", "--", "src", "lua", "config") ? `${head}+dirty` : head;
+}
+
+const children = new Children();
+const redisDir = mkdtempSync(join(tmpdir(), "laurel-bench-"));
+let redisServer = null;
+let redis = null;
+
+let cleaning = null;
+/** Idempotent: a signal and the finally block may both call it. */
+function cleanup() {
+  cleaning ??= (async () => {
+    redis?.disconnect();
+    await children.stopAll();
+    await redisServer?.stop();
+    rmSync(redisDir, { recursive: true, force: true });
+  })();
+  return cleaning;
+}
+for (const signal of ["SIGINT", "SIGTERM"]) {
+  process.once(signal, () => void cleanup().finally(() => process.exit(130)));
+}
+
+/** Warm-up, then one measured run with Redis and CPU read before and after. */
+async function phase(name, server, requests) {
+  const url = `http://127.0.0.1:${server.port}`;
+  const opts = { connections: config.connections };
+  process.stdout.write(`${name}: warm-up ${config.warmup} s, measure ${config.duration} s ... `);
+  await load(url, requests, { ...opts, duration: config.warmup });
+  const before = await snapshot(redis, server.pid);
+  const result = await load(url, requests, { ...opts, duration: config.duration });
+  const change = delta(before, await snapshot(redis, server.pid));
+  console.log(`${Math.round(result.rps)} req/s`);
+  const perRequest = (percent) => (percent * 1e4 * change.seconds) / result.requests;
+  return {
+    ...result,
+    redis: change.commands,
+    cpuPercent: change.cpuPercent,
+    cpuUsPerRequest: { server: perRequest(change.cpuPercent.server), redis: perRequest(change.cpuPercent.redis) },
+  };
+}
+
+async function main() {
+  const loadAtStart = loadavg();
+  redisServer = await startEmbeddedRedis({ dir: redisDir, appendOnly: false });
+  redis = new Redis(redisServer.url);
+  const redisVersion = /redis_version:(\S+)/.exec(await redis.info("server"))?.[1];
+
+  const env = { REDIS_URL: redisServer.url, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" };
+  const servicePort = await freePort();
+  const service = await children.start("service", "node", ["dist/main.js"], { ...env, PORT: String(servicePort) }, `http://127.0.0.1:${servicePort}/healthz`);
+  service.port = servicePort;
+  let baselinePort = await freePort();
+  while (baselinePort === servicePort) baselinePort = await freePort();
+  const baseline = await children.start("baseline", "node", ["bench/baseline-server.mjs"], { ...env, PORT: String(baselinePort) }, `http://127.0.0.1:${baselinePort}/ping`);
+  baseline.port = baselinePort;
+
+  // Seed: one lessons event per user, so every user the read phase asks for exists.
+  process.stdout.write(`seed: ${config.users} users ... `);
+  const seed = await load(`http://127.0.0.1:${service.port}`, seedRequests("/v1/metrics/lessons/event"), {
+    connections: Math.min(config.connections, config.users),
+    amount: config.users,
+  });
+  console.log(`${Math.round(seed.rps)} req/s`);
+  if (seed.non2xx > 0 || seed.errors > 0) throw new Error(`seeding failed: ${JSON.stringify(seed.statusCodes)}, ${seed.errors} errors`);
+  const probe = await fetch(`http://127.0.0.1:${service.port}/v1/users/${userId(config.users - 1)}/points/energy?awards=10`, { headers: { "x-api-key": "demo-key" } });
+  if (probe.status !== 200) throw new Error(`read of a seeded user answered ${probe.status}: ${await probe.text()}`);
+
+  // Each service phase runs right after its baseline, so a noisy neighbour skews the pair alike.
+  const phases = {};
+  phases.baselineEvalsha = await phase("baseline EVALSHA", baseline, eventRequests(config.users, { lessons: "/event", apiCalls: "/event" }));
+  phases.events = await phase("events", service, eventRequests(config.users, { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" }));
+  phases.baselineHget = await phase("baseline HGET", baseline, readRequests(config.users, (id) => `/users/${id}`));
+  phases.read = await phase("read", service, readRequests(config.users, (id) => `/v1/users/${id}/points/energy?awards=10`));
+
+  const f = figures(phases);
+  print(config, phases, f);
+  console.log(`load average at start: ${loadAtStart.map((x) => x.toFixed(2)).join(" ")} (other work on the box makes figures noisy)`);
+
+  if (process.env.BENCH_JSON) {
+    const record = {
+      date: new Date().toISOString(),
+      env: Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith("BENCH_") || k === "LAUREL_AUTOPIPELINE")),
+      machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model, node: process.version, redis: redisVersion, loadAverageAtStart: loadAtStart },
+      config,
+      seed,
+      phases,
+      figures: f,
+      targets: TARGETS,
+    };
+    writeFileSync(process.env.BENCH_JSON, `${JSON.stringify(record, null, 2)}\n`);
+    console.log(`figures written to ${process.env.BENCH_JSON}`);
+  }
+}
+
+let exitCode = 0;
+try {
+  await main();
+} catch (err) {
+  console.error(`\nbench failed: ${err instanceof Error ? err.stack : err}`);
+  exitCode = 1;
+} finally {
+  await cleanup();
+}
+process.exit(exitCode);
