@@ -1,19 +1,60 @@
 --[[
-  Awards points to one system (spec: Rules of points calculation, 1, 2, 5, 8).
-  Needs: S/set/num (state.lua), levelIndex (math.lua), `now`.
-  Each system's outcome P[key] = {sys, before, total, added, seq, recs}. An award that changes
-  nothing (a deduction at 0, a grant at maxPoints) is not recorded: `added` is always the change
-  actually applied, and a system appears in the reply only if at least one award changed it.
+  Awards points to one system (spec: Rules of points calculation 1, 2, 5, 6, 7, 8).
+  Needs: S/set/num/matches (state.lua), levelIndex/boosted (math.lua), R, `now`.
+
+  P[i] is the outcome of system R.sys[i] in this request: {before, total, added, seq, recs}.
+  An award that changes nothing (a deduction at 0, a grant at maxPoints) is not recorded;
+  `added` is the change actually applied; a system is in the reply only if an award changed it.
 ]]
 local P, pointsOrder = {}, {}
+local boostCache = {}
 
-local function award(sys, trigKey, amount)
-  local o = P[sys.key]
+local function resetPoints()
+  P, pointsOrder, boostCache = {}, {}, {}
+end
+
+-- The combined boost of a system for this user now (spec rule 6: active boosts multiply),
+-- and the rounding that applies: the most conservative of the active boosts' modes
+-- (down, then nearest, then up), so that stacking can never pay more than any one mode would.
+local ROUNDING_RANK = { down = 1, nearest = 2, up = 3 }
+
+local function boostOf(sysIndex)
+  local cached = boostCache[sysIndex]
+  if cached then return cached[1], cached[2] end
+  local sys = R.sys[sysIndex]
+  local mult, rounding = 1, nil
+  local function apply(m, r)
+    mult = mult * m
+    if rounding == nil or ROUNDING_RANK[r] < ROUNDING_RANK[rounding] then rounding = r end
+  end
+  for _, b in ipairs(sys.boosts) do
+    if b.s <= now and (not b.e or now < b.e) and matches(b.f) then apply(b.m, b.r) end
+  end
+  -- User boosts: "id,multiplier,start,end,rounding;..." in the state field bo:<sys> (admin API).
+  local own = S[sys.bf]
+  if own and own ~= '' then
+    for id, m, s, e, r in string.gmatch(own, '([^,;]+),([^,;]+),([^,;]+),([^,;]*),([^,;]+)') do
+      local start, finish = tonumber(s), tonumber(e)
+      if start <= now and (not finish or now < finish) then apply(tonumber(m), r) end
+    end
+  end
+  rounding = rounding or 'down'
+  boostCache[sysIndex] = { mult, rounding }
+  return mult, rounding
+end
+
+local function award(sysIndex, trigKey, amount)
+  local sys = R.sys[sysIndex]
+  local o = P[sysIndex]
   if not o then
     local t = num('p:' .. sys.key) or 0
     o = { sys = sys, before = t, total = t, added = 0, seq = num('pn:' .. sys.key) or 0, recs = {} }
-    P[sys.key] = o
+    P[sysIndex] = o
     pointsOrder[#pointsOrder + 1] = o
+  end
+  if amount > 0 then
+    local mult, rounding = boostOf(sysIndex)
+    amount = boosted(amount, mult, rounding)
   end
   local total = o.total
   local new
@@ -21,7 +62,7 @@ local function award(sys, trigKey, amount)
     -- maxPoints caps grants; a total already above the cap (the cap was lowered) is kept.
     if total >= sys.cap then new = total else new = math.min(total + amount, sys.cap) end
   else
-    -- A deduction never takes the total below zero.
+    -- A deduction never takes the total below zero (and is never boosted).
     new = total + amount
     if new < 0 then new = 0 end
     if new > total then new = total end
@@ -34,8 +75,15 @@ local function award(sys, trigKey, amount)
   o.recs[#o.recs + 1] = string.format('%d|%d|%d|%d|%s', o.seq, now, applied, new, trigKey)
 end
 
+-- Fires every trigger of a list whose user-attribute filter matches; `times` multiplies points.
+local function fire(triggers, times)
+  for _, t in ipairs(triggers) do
+    if matches(t.f) then award(t.s, t.k, t.pts * (times or 1)) end
+  end
+end
+
 -- Writes every changed system: state fields, level counters, the points zset, the award list.
--- Returns the reply entries and the stream outcome parts.
+-- Returns the reply entries; appends the stream outcome parts.
 local AWARDS_KEPT, AWARDS_SLACK = 100, 20
 
 local function flushPoints(prefix, aggKey, userId, outParts)

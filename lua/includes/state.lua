@@ -1,10 +1,17 @@
 --[[
-  The user's state hash, read once with HMGET and written once with HSET.
-  S holds the values (strings as read, numbers once set); `set` records a field as dirty so
-  that flushState writes each changed field exactly once.
+  The user's state hash ({t:s}:u:<user>), read once with HMGET and written once with HSET.
+  S holds the values (strings as read, numbers once set); `set` marks a field dirty so that
+  flushState writes each changed field exactly once. Batch scripts call loadState per user.
 ]]
 local S = {}
 local dirty, dirtyOrder = {}, {}
+
+local function loadState(userKey, fields, first)
+  S, dirty, dirtyOrder = {}, {}, {}
+  local vals = rcall('HMGET', userKey, first, unpack(fields))
+  for i = 1, #fields do S[fields[i]] = vals[i + 1] end
+  return vals[1]
+end
 
 local function set(field, value)
   S[field] = value
@@ -29,4 +36,13 @@ local function flushState(userKey)
     args[#args + 1] = v
   end
   rcall('HSET', userKey, unpack(args))
+end
+
+-- Attribute filter: flat {field, value, field, value...}; every pair must equal the user's value.
+local function matches(filter)
+  if not filter then return true end
+  for i = 1, #filter, 2 do
+    if S[filter[i]] ~= filter[i + 1] then return false end
+  end
+  return true
 end

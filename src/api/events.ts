@@ -3,13 +3,13 @@ import typia from "typia";
 import type { Clock } from "../clock.js";
 import { MAX_EVENT_VALUE, toMicro } from "../domain/decimal.js";
 import { fail } from "../domain/errors.js";
-import { viewStreak } from "../domain/streak.js";
+import { settledStreak, viewStreak } from "../domain/streak.js";
 import type { ApiRequest, ApiReply } from "../http/router.js";
 import type { TenantContext, Tenants } from "../tenants.js";
 import type { RecordedEvent } from "../store/tenant-store.js";
 import { isCleanText, parseJson, validated } from "./body.js";
 import { pointsMapJson } from "./points-json.js";
-import { userProfileFields, type UserInput } from "./user-input.js";
+import { checkAttributes, userProfileFields, type UserInput } from "./user-input.js";
 import { achievementJson, metricTotalJson } from "./wire.js";
 
 /** Body of POST /v1/metrics/{key}/event (spec: Record a metric event; trophy-compat §3.2). */
@@ -41,11 +41,8 @@ export function recordEventHandler(tenants: Tenants, clock: Clock) {
     const raw = parseJson(req.body);
     checkValue(raw);
     const body = validated(raw, validateEventBody);
-    const profile = userProfileFields(body.user, NO_ATTRIBUTES);
-    if (body.attributes != null) {
-      const unknown = Object.keys(body.attributes);
-      if (unknown.length > 0) fail("INVALID_ATTRIBUTES", `Invalid attribute keys: ${unknown.join(", ")}`);
-    }
+    const profile = userProfileFields(body.user, tenant.userAttributes);
+    const eventAttributes = checkAttributes(body.attributes ?? null, tenant.eventAttributes, "attributes");
     const idempotencyKey = req.idempotencyKey;
     if (idempotencyKey !== null && (idempotencyKey.length > MAX_IDEMPOTENCY_KEY || !isCleanText(idempotencyKey))) {
       fail("INVALID_BODY", `Idempotency-Key must be at most ${MAX_IDEMPOTENCY_KEY} characters without control characters`);
@@ -60,12 +57,11 @@ export function recordEventHandler(tenants: Tenants, clock: Clock) {
       valueMicro: toMicro(body.value),
       tz: body.user.tz ?? null,
       profile,
+      eventAttributes,
     });
     return eventReply(context, metric.id, body.user.id, now, recorded, idempotencyKey);
   };
 }
-
-const NO_ATTRIBUTES: ReadonlySet<string> = new Set();
 
 export function eventReply(
   context: TenantContext,
@@ -83,7 +79,10 @@ export function eventReply(
     eventId: outcome.eventId,
     total: metricTotalJson(outcome.totalMicro),
     achievements: processed ? outcome.achievements.map((key) => achievementJson(tenant, tenant.achievementByKey.get(key)!, now)) : [],
-    currentStreak: { ...viewStreak(tenant.streak, outcome.streak, recorded.nowPeriod), extended: processed && outcome.extended },
+    currentStreak: {
+      ...viewStreak(tenant.streak, settledStreak(tenant, outcome.streak, recorded.nowDay, recorded.nowPeriod), recorded.nowPeriod),
+      extended: processed && outcome.extended,
+    },
     points: processed ? pointsMapJson(tenant, userId, outcome.points) : {},
     leaderboards: {},
   };

@@ -1,6 +1,7 @@
 import type { tags } from "typia";
 import { fail } from "../domain/errors.js";
 import { isValidZone } from "../domain/periods.js";
+import { userAttributeField } from "../store/fields.js";
 import { isCleanText } from "./body.js";
 
 /**
@@ -51,13 +52,25 @@ export function userProfileFields(user: UserInput, declaredAttributes: ReadonlyS
   }
   if (user.subscribeToEmails != null) fields.push(["se", user.subscribeToEmails ? "1" : "0"]);
   if (user.deviceTokens != null) fields.push(["dt", JSON.stringify(user.deviceTokens)]);
-  if (user.attributes != null) {
-    const unknown = Object.keys(user.attributes).filter((k) => !declaredAttributes.has(k));
-    if (unknown.length > 0) fail("INVALID_ATTRIBUTES", `Invalid attribute keys: ${unknown.join(", ")}`);
-    for (const [k, v] of Object.entries(user.attributes)) {
-      if (v.length > 1000 || !isCleanText(v)) fail("INVALID_VALUE", `user.attributes.${k} must be at most 1000 characters without control characters`);
-      fields.push([`ua:${k}`, v]);
-    }
-  }
+  const attributes = checkAttributes(user.attributes ?? null, declaredAttributes, "user.attributes");
+  if (attributes !== null) for (const [k, v] of Object.entries(attributes)) fields.push([userAttributeField(k), v]);
   return fields;
+}
+
+/**
+ * Custom attributes must be declared in the tenant file (trophy-compat §5.2: "Invalid attribute
+ * keys: ..."); values are strings of at most 1000 characters without control characters.
+ */
+export function checkAttributes(
+  attributes: Record<string, string> | null,
+  declared: ReadonlySet<string>,
+  where: string,
+): Record<string, string> | null {
+  if (attributes === null) return null;
+  const unknown = Object.keys(attributes).filter((k) => !declared.has(k));
+  if (unknown.length > 0) fail("INVALID_ATTRIBUTES", `Invalid attribute keys: ${unknown.join(", ")}`);
+  for (const [k, v] of Object.entries(attributes)) {
+    if (v.length > 1000 || !isCleanText(v)) fail("INVALID_VALUE", `${where}.${k} must be at most 1000 characters without control characters`);
+  }
+  return attributes;
 }

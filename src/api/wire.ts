@@ -21,20 +21,35 @@ export function levelJson(level: CompiledLevel) {
   };
 }
 
-/** The trigger as embedded in an award (spec: Trigger; trophy-compat PointsTrigger). */
+/** The trigger as embedded in an award (spec: Trigger; trophy-compat §3.6 PointsTrigger). */
 export function triggerJson(trigger: CompiledTrigger, tenant: CompiledTenant) {
-  const base = { id: trigger.id, key: trigger.key, type: trigger.type, points: trigger.points };
+  const out: Record<string, unknown> = { id: trigger.id, key: trigger.key, type: trigger.type, points: trigger.points };
   switch (trigger.type) {
-    case "metric":
-      return {
-        ...base,
-        metricId: tenant.metricByKey.get(trigger.metric)!.id,
-        metricName: tenant.metricByKey.get(trigger.metric)!.name,
-        metricThreshold: trigger.threshold,
-      };
+    case "metric": {
+      const metric = tenant.metricByKey.get(trigger.metric)!;
+      Object.assign(out, { metricId: metric.id, metricName: metric.name, metricThreshold: trigger.threshold });
+      if (trigger.eventAttributes.length > 0) {
+        out.eventAttributes = pairsJson(trigger.eventAttributes);
+        out.eventAttribute = pairsJson(trigger.eventAttributes)[0];
+      }
+      break;
+    }
+    case "streak":
+      out.streakLengthThreshold = trigger.length;
+      break;
+    case "achievement": {
+      const achievement = tenant.achievementByKey.get(trigger.achievement)!;
+      Object.assign(out, { achievementId: achievement.id, achievementName: achievement.name });
+      break;
+    }
+    case "time":
+      Object.assign(out, { timeUnit: trigger.unit, timeInterval: trigger.interval });
+      break;
     case "user_creation":
-      return base;
+      break;
   }
+  if (trigger.userAttributes.length > 0) out.userAttributes = pairsJson(trigger.userAttributes);
+  return out;
 }
 
 /** PointsTriggerResponse (GET /v1/points/{key}). */
@@ -65,21 +80,40 @@ export function systemHeadJson(system: CompiledSystem) {
   };
 }
 
-/** UserAchievementResponse (trophy-compat §3.4); achievedAt null when not completed. */
+/** [{key, value}] as the wire carries attribute filters (trophy-compat §3.4, §3.6). */
+export const pairsJson = (pairs: [string, string][]) => pairs.map(([key, value]) => ({ key, value }));
+
+/**
+ * UserAchievementResponse (trophy-compat §3.4); achievedAt null when not completed. Composite
+ * achievements carry trigger "achievement" (the hosted API's newer value) and `achievementIds`.
+ */
 export function achievementJson(tenant: CompiledTenant, achievement: CompiledAchievement, achievedAt: number | null) {
-  const metric = tenant.metricByKey.get(achievement.metric)!;
-  return {
+  const out: Record<string, unknown> = {
     id: achievement.id,
     key: achievement.key,
     name: achievement.name,
-    trigger: achievement.type,
+    trigger: achievement.type === "composite" ? "achievement" : achievement.type,
     description: achievement.description,
     badgeUrl: achievement.badgeUrl,
-    metricId: metric.id,
-    metricName: metric.name,
-    metricValue: achievement.value,
-    achievedAt: achievedAt === null ? null : iso(achievedAt),
   };
+  switch (achievement.type) {
+    case "metric": {
+      const metric = tenant.metricByKey.get(achievement.metric)!;
+      Object.assign(out, { metricId: metric.id, metricName: metric.name, metricValue: achievement.value });
+      break;
+    }
+    case "streak":
+      out.streakLength = achievement.length;
+      break;
+    case "composite":
+      out.achievementIds = achievement.prerequisites.map((k) => tenant.achievementByKey.get(k)!.id);
+      break;
+    case "api":
+      break;
+  }
+  if (achievement.userAttributes.length > 0) out.userAttributes = pairsJson(achievement.userAttributes);
+  out.achievedAt = achievedAt === null ? null : iso(achievedAt);
+  return out;
 }
 
 export const metricTotalJson = fromMicro;

@@ -1,9 +1,12 @@
 import { createHash } from "node:crypto";
 import { MAX_POINTS, toMicro } from "../domain/decimal.js";
 import { stableId, tenantNamespace } from "../domain/ids.js";
-import type { ApiKeyConfig, ConfigFile, TenantConfig } from "./types.js";
+import { parseDay } from "../domain/periods.js";
+import type { ApiKeyConfig, AttributeFilter, ConfigFile, TenantConfig } from "./types.js";
 import type {
+  AttributePairs,
   CompiledAchievement,
+  CompiledBoost,
   CompiledLevel,
   CompiledMetric,
   CompiledStreak,
@@ -55,8 +58,26 @@ export function compileConfig(file: ConfigFile): CompiledTenant[] {
   });
 }
 
+/** An Instant of the config (a date means midnight UTC) as ms, or a ConfigError. */
+function instant(text: string, at: string): number {
+  const ms = parseDay(text.slice(0, 10)) === null ? NaN : Date.parse(text.length === 10 ? `${text}T00:00:00Z` : text);
+  if (!Number.isFinite(ms)) throw new ConfigError(at, `"${text}" is not a valid instant`);
+  return ms;
+}
+
+const HOUR_MS = 3_600_000;
+
 export function compileTenant(tenant: TenantConfig, path: string): CompiledTenant {
   const ns = tenantNamespace(tenant.id);
+  const userAttributes = new Set(tenant.attributes?.user ?? []);
+  const eventAttributes = new Set(tenant.attributes?.event ?? []);
+  const pairs = (filter: AttributeFilter | undefined, declared: Set<string>, at: string, kind: string): AttributePairs => {
+    const out = Object.entries(filter ?? {});
+    for (const [k] of out) {
+      if (!declared.has(k)) throw new ConfigError(`${at}.${k}`, `${kind} attribute "${k}" is not declared in attributes.${kind}`);
+    }
+    return out;
+  };
   unique(tenant.metrics, `${path}.metrics`);
   const metrics: CompiledMetric[] = tenant.metrics.map((m) => ({
     key: m.key,
@@ -78,16 +99,33 @@ export function compileTenant(tenant: TenantConfig, path: string): CompiledTenan
     const triggers: CompiledTrigger[] = s.triggers.map((t, ti) => {
       const tp = `${sp}.triggers[${ti}]`;
       if (t.points === 0) throw new ConfigError(`${tp}.points`, "must not be 0");
-      const base = { key: t.key, id: stableId(ns, "trigger", `${s.key}/${t.key}`), systemKey: s.key, points: t.points };
+      const base = {
+        key: t.key,
+        id: stableId(ns, "trigger", `${s.key}/${t.key}`),
+        systemKey: s.key,
+        points: t.points,
+        userAttributes: pairs(t.userAttributes, userAttributes, `${tp}.userAttributes`, "user"),
+      };
       switch (t.type) {
         case "metric": {
           requireMetric(t.metric, `${tp}.metric`);
           const thresholdMicro = toMicro(t.threshold);
           if (thresholdMicro <= 0) throw new ConfigError(`${tp}.threshold`, "must be at least 0.000001");
-          return { ...base, type: "metric", metric: t.metric, threshold: t.threshold, thresholdMicro };
+          const eventPairs = pairs(t.eventAttributes, eventAttributes, `${tp}.eventAttributes`, "event");
+          return { ...base, type: "metric", metric: t.metric, threshold: t.threshold, thresholdMicro, eventAttributes: eventPairs };
         }
         case "user_creation":
           return { ...base, type: "user_creation" };
+        case "streak":
+          if (!tenant.streak) throw new ConfigError(`${tp}.type`, "a streak trigger needs a streak in the tenant");
+          return { ...base, type: "streak", length: t.length };
+        case "achievement":
+          if (!(tenant.achievements ?? []).some((a) => a.key === t.achievement)) {
+            throw new ConfigError(`${tp}.achievement`, `unknown achievement "${t.achievement}"`);
+          }
+          return { ...base, type: "achievement", achievement: t.achievement };
+        case "time":
+          return { ...base, type: "time", unit: t.unit, interval: t.interval, intervalMs: t.interval * (t.unit === "hour" ? HOUR_MS : 24 * HOUR_MS) };
       }
     });
     const levelsConfig = s.levels ?? [];
@@ -107,6 +145,25 @@ export function compileTenant(tenant: TenantConfig, path: string): CompiledTenan
         throw new ConfigError(`${sp}.levels`, `two levels share the threshold ${l.points}`);
       }
     });
+    const boostsConfig = s.boosts ?? [];
+    unique(boostsConfig, `${sp}.boosts`);
+    const boosts: CompiledBoost[] = boostsConfig.map((b, bi) => {
+      const bp = `${sp}.boosts[${bi}]`;
+      const start = instant(b.start, `${bp}.start`);
+      const end = b.end === undefined ? null : instant(b.end, `${bp}.end`);
+      if (end !== null && end <= start) throw new ConfigError(`${bp}.end`, "must be after start");
+      return {
+        key: b.key,
+        id: stableId(ns, "boost", `${s.key}/${b.key}`),
+        systemKey: s.key,
+        name: b.name,
+        multiplier: b.multiplier,
+        start,
+        end,
+        rounding: b.rounding ?? "down",
+        userAttributes: pairs(b.userAttributes, userAttributes, `${bp}.userAttributes`, "user"),
+      };
+    });
     return {
       key: s.key,
       id: stableId(ns, "points", s.key),
@@ -117,25 +174,40 @@ export function compileTenant(tenant: TenantConfig, path: string): CompiledTenan
       cap: s.maxPoints ?? MAX_POINTS,
       triggers,
       levels,
+      boosts,
     };
   });
 
   const achievementsConfig = tenant.achievements ?? [];
   unique(achievementsConfig, `${path}.achievements`);
+  const achievementKeys = new Set(achievementsConfig.map((a) => a.key));
   const achievements: CompiledAchievement[] = achievementsConfig.map((a, ai) => {
-    requireMetric(a.metric, `${path}.achievements[${ai}].metric`);
-    return {
+    const ap = `${path}.achievements[${ai}]`;
+    const base = {
       key: a.key,
       id: stableId(ns, "achievement", a.key),
       name: a.name,
       description: a.description ?? null,
       badgeUrl: a.badgeUrl ?? null,
-      type: "metric",
-      metric: a.metric,
-      value: a.value,
-      valueMicro: toMicro(a.value),
+      userAttributes: pairs(a.userAttributes, userAttributes, `${ap}.userAttributes`, "user"),
     };
+    switch (a.type) {
+      case "metric":
+        requireMetric(a.metric, `${ap}.metric`);
+        return { ...base, type: "metric", metric: a.metric, value: a.value, valueMicro: toMicro(a.value) };
+      case "streak":
+        if (!tenant.streak) throw new ConfigError(`${ap}.type`, "a streak achievement needs a streak in the tenant");
+        return { ...base, type: "streak", length: a.length };
+      case "api":
+        return { ...base, type: "api" };
+      case "composite":
+        a.achievements.forEach((k, ki) => {
+          if (!achievementKeys.has(k) || k === a.key) throw new ConfigError(`${ap}.achievements[${ki}]`, `unknown achievement "${k}"`);
+        });
+        return { ...base, type: "composite", prerequisites: [...new Set(a.achievements)] };
+    }
   });
+  checkCompositeCycles(achievements, `${path}.achievements`);
 
   let streak: CompiledStreak | null = null;
   if (tenant.streak) {
@@ -149,7 +221,14 @@ export function compileTenant(tenant: TenantConfig, path: string): CompiledTenan
       if (thresholdMicro <= 0) throw new ConfigError(`${path}.streak.metrics[${mi}].threshold`, "must be at least 0.000001");
       return { metric: m.metric, thresholdMicro };
     });
-    streak = { frequency: tenant.streak.frequency, metrics: streakMetrics, mode: tenant.streak.mode ?? "all" };
+    const f = tenant.streak.freezes;
+    if (f && (f.initial ?? 0) > f.max) throw new ConfigError(`${path}.streak.freezes.initial`, "must not exceed max");
+    streak = {
+      frequency: tenant.streak.frequency,
+      metrics: streakMetrics,
+      mode: tenant.streak.mode ?? "all",
+      freezes: f ? { initial: f.initial ?? 0, max: f.max, everyDays: f.autoEarn?.everyDays ?? 0, amount: f.autoEarn?.amount ?? 0 } : null,
+    };
   }
 
   return {
@@ -166,5 +245,23 @@ export function compileTenant(tenant: TenantConfig, path: string): CompiledTenan
     achievements,
     achievementByKey: new Map(achievements.map((a) => [a.key, a])),
     streak,
+    userAttributes,
+    eventAttributes,
+    controlPercent: tenant.experiment?.controlPercent ?? 0,
   };
+}
+
+/** Composite achievements must not depend on themselves through other composites. */
+function checkCompositeCycles(achievements: CompiledAchievement[], path: string): void {
+  const byKey = new Map(achievements.map((a) => [a.key, a]));
+  const state = new Map<string, "visiting" | "done">();
+  const visit = (key: string, trail: string[]): void => {
+    if (state.get(key) === "done") return;
+    if (state.get(key) === "visiting") throw new ConfigError(path, `composite achievements form a cycle: ${[...trail, key].join(" -> ")}`);
+    state.set(key, "visiting");
+    const a = byKey.get(key)!;
+    if (a.type === "composite") a.prerequisites.forEach((p) => visit(p, [...trail, key]));
+    state.set(key, "done");
+  };
+  achievements.forEach((a) => visit(a.key, []));
 }

@@ -20,7 +20,15 @@ export interface CompiledTenant {
   achievements: CompiledAchievement[];
   achievementByKey: Map<string, CompiledAchievement>;
   streak: CompiledStreak | null;
+  /** Declared custom attribute keys. */
+  userAttributes: ReadonlySet<string>;
+  eventAttributes: ReadonlySet<string>;
+  /** Percent of users in the experiment's control group (0 = none). */
+  controlPercent: number;
 }
+
+/** Attribute filter pairs, in config order: every pair must match. */
+export type AttributePairs = [string, string][];
 
 export interface CompiledMetric {
   key: string;
@@ -42,6 +50,22 @@ export interface CompiledSystem {
   triggers: CompiledTrigger[];
   /** Ascending by points. */
   levels: CompiledLevel[];
+  boosts: CompiledBoost[];
+}
+
+export type Rounding = "down" | "up" | "nearest";
+
+export interface CompiledBoost {
+  key: string;
+  id: string;
+  systemKey: string;
+  name: string;
+  multiplier: number;
+  /** ms; end exclusive, null = never ends. */
+  start: number;
+  end: number | null;
+  rounding: Rounding;
+  userAttributes: AttributePairs;
 }
 
 interface CompiledTriggerBase {
@@ -49,6 +73,7 @@ interface CompiledTriggerBase {
   id: string;
   systemKey: string;
   points: number;
+  userAttributes: AttributePairs;
 }
 
 export interface CompiledMetricTrigger extends CompiledTriggerBase {
@@ -57,13 +82,36 @@ export interface CompiledMetricTrigger extends CompiledTriggerBase {
   /** The threshold as configured, in units (for the wire). */
   threshold: number;
   thresholdMicro: number;
+  eventAttributes: AttributePairs;
 }
 
 export interface CompiledUserCreationTrigger extends CompiledTriggerBase {
   type: "user_creation";
 }
 
-export type CompiledTrigger = CompiledMetricTrigger | CompiledUserCreationTrigger;
+export interface CompiledStreakTrigger extends CompiledTriggerBase {
+  type: "streak";
+  length: number;
+}
+
+export interface CompiledAchievementTrigger extends CompiledTriggerBase {
+  type: "achievement";
+  achievement: string;
+}
+
+export interface CompiledTimeTrigger extends CompiledTriggerBase {
+  type: "time";
+  unit: "hour" | "day";
+  interval: number;
+  intervalMs: number;
+}
+
+export type CompiledTrigger =
+  | CompiledMetricTrigger
+  | CompiledUserCreationTrigger
+  | CompiledStreakTrigger
+  | CompiledAchievementTrigger
+  | CompiledTimeTrigger;
 
 export interface CompiledLevel {
   key: string;
@@ -74,20 +122,49 @@ export interface CompiledLevel {
   points: number;
 }
 
-export interface CompiledAchievement {
+interface CompiledAchievementBase {
   key: string;
   id: string;
   name: string;
   description: string | null;
   badgeUrl: string | null;
+  userAttributes: AttributePairs;
+}
+
+export interface CompiledMetricAchievement extends CompiledAchievementBase {
   type: "metric";
   metric: string;
   value: number;
   valueMicro: number;
 }
 
+export interface CompiledStreakAchievement extends CompiledAchievementBase {
+  type: "streak";
+  length: number;
+}
+
+export interface CompiledApiAchievement extends CompiledAchievementBase {
+  type: "api";
+}
+
+export interface CompiledCompositeAchievement extends CompiledAchievementBase {
+  type: "composite";
+  prerequisites: string[];
+}
+
+export type CompiledAchievement = CompiledMetricAchievement | CompiledStreakAchievement | CompiledApiAchievement | CompiledCompositeAchievement;
+
 export interface CompiledStreak {
   frequency: Frequency;
   metrics: { metric: string; thresholdMicro: number }[];
   mode: "all" | "any";
+  freezes: CompiledFreezes | null;
+}
+
+export interface CompiledFreezes {
+  initial: number;
+  max: number;
+  /** 0 when freezes are not auto-earned. */
+  everyDays: number;
+  amount: number;
 }

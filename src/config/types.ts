@@ -32,11 +32,21 @@ export interface TenantConfig {
   adminKeys: ApiKeyConfig[] & tags.MinItems<1>;
   /** Number of user shards; fixed for the life of the tenant's data (default 16). */
   shards?: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<1024>;
+  /** Custom attribute keys; any other key sent by a client is refused with 422. */
+  attributes?: {
+    user?: Key[];
+    event?: Key[];
+  };
+  /** A/B experiments: this share of users (by a hash of their id) is in the control group (User.control). */
+  experiment?: { controlPercent: number & tags.Minimum<0> & tags.Maximum<100> };
   metrics: MetricConfig[] & tags.MinItems<1>;
   points?: PointsSystemConfig[];
   achievements?: AchievementConfig[];
   streak?: StreakConfig;
 }
+
+/** Attribute filters: every pair must equal the user's (or event's) attribute. */
+export type AttributeFilter = Record<string, string & tags.MaxLength<1000>>;
 
 export interface MetricConfig {
   key: Key;
@@ -56,14 +66,43 @@ export interface PointsSystemConfig {
   triggers: TriggerConfig[];
   /** A user has a level when their total strictly exceeds its points (spec: Level). */
   levels?: LevelConfig[];
+  /** Global boosts: for every user, or a cohort matched by user attributes. */
+  boosts?: BoostConfig[];
 }
 
-export type TriggerConfig = MetricTriggerConfig | UserCreationTriggerConfig;
+export type Rounding = "down" | "up" | "nearest";
+
+/** An ISO 8601 instant with a zone (2026-11-28T00:00:00Z), or a date (midnight UTC). */
+export type Instant = string & tags.Pattern<"^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?(Z|[+-]\\d{2}:?\\d{2}))?$">;
+
+export type Multiplier = number & tags.ExclusiveMinimum<0> & tags.Maximum<1000>;
+
+export interface BoostConfig {
+  key: Key;
+  name: Name;
+  /** Positive; decimals allowed (spec: Points boost). */
+  multiplier: Multiplier;
+  start: Instant;
+  /** Exclusive; omit for a boost that never ends. */
+  end?: Instant;
+  /** How a decimal result is rounded (spec rule 7); default down. */
+  rounding?: Rounding;
+  userAttributes?: AttributeFilter;
+}
+
+export type TriggerConfig =
+  | MetricTriggerConfig
+  | UserCreationTriggerConfig
+  | StreakTriggerConfig
+  | AchievementTriggerConfig
+  | TimeTriggerConfig;
 
 interface TriggerBase {
   /** Stable key: the trigger's id derives from it, so keep it when editing the trigger. */
   key: Key;
   points: PointsAmount;
+  /** Only users whose attributes match every pair (any trigger kind, trophy-compat §5.5). */
+  userAttributes?: AttributeFilter;
 }
 
 /** `points` for every `threshold` units of `metric` (spec rule 1). */
@@ -71,11 +110,32 @@ export interface MetricTriggerConfig extends TriggerBase {
   type: "metric";
   metric: Key;
   threshold: number & tags.ExclusiveMinimum<0> & tags.Maximum<1000000000>;
+  /** Only events whose attributes match every pair. */
+  eventAttributes?: AttributeFilter;
 }
 
 /** `points` once, when the user is first identified (by an event, identify, create or completion). */
 export interface UserCreationTriggerConfig extends TriggerBase {
   type: "user_creation";
+}
+
+/** `points` each time the streak reaches a multiple of `length` periods. */
+export interface StreakTriggerConfig extends TriggerBase {
+  type: "streak";
+  length: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<100000>;
+}
+
+/** `points` when `achievement` completes (in the same request that completes it). */
+export interface AchievementTriggerConfig extends TriggerBase {
+  type: "achievement";
+  achievement: Key;
+}
+
+/** `points` every `interval` hours or days per user, counted from the user's first identification. */
+export interface TimeTriggerConfig extends TriggerBase {
+  type: "time";
+  unit: "hour" | "day";
+  interval: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<100000>;
 }
 
 export interface LevelConfig {
@@ -86,13 +146,32 @@ export interface LevelConfig {
   points: number & tags.Type<"int64"> & tags.Minimum<0> & tags.Maximum<1000000000000000>;
 }
 
-export type AchievementConfig = MetricAchievementConfig;
+export type AchievementConfig = MetricAchievementConfig | StreakAchievementConfig | ApiAchievementConfig | CompositeAchievementConfig;
 
 interface AchievementBase {
   key: Key;
   name: Name;
   description?: Description;
   badgeUrl?: Url;
+  /** Only users whose attributes match every pair can complete it (and see it in filtered lists). */
+  userAttributes?: AttributeFilter;
+}
+
+/** Completed when the streak reaches `length` periods. */
+export interface StreakAchievementConfig extends AchievementBase {
+  type: "streak";
+  length: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<100000>;
+}
+
+/** Completed by POST /v1/achievements/{key}/complete. */
+export interface ApiAchievementConfig extends AchievementBase {
+  type: "api";
+}
+
+/** Completed when every listed achievement is completed. */
+export interface CompositeAchievementConfig extends AchievementBase {
+  type: "composite";
+  achievements: Key[] & tags.MinItems<1>;
 }
 
 /** Completed once, when the user's total of `metric` reaches `value`. */
@@ -108,6 +187,20 @@ export interface StreakConfig {
   metrics: StreakMetricConfig[] & tags.MinItems<1>;
   /** With several metrics: all must reach their threshold (default), or any one. */
   mode?: "all" | "any";
+  /** Freezes: a missed period consumes one instead of breaking the streak. */
+  freezes?: StreakFreezeConfig;
+}
+
+export interface StreakFreezeConfig {
+  /** Granted at first identification (default 0). */
+  initial?: number & tags.Type<"uint32"> & tags.Maximum<100>;
+  /** The most a user can hold (1-100). */
+  max: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<100>;
+  /** `amount` freezes every `everyDays` days after first identification. */
+  autoEarn?: {
+    everyDays: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<3650>;
+    amount: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<100>;
+  };
 }
 
 export interface StreakMetricConfig {

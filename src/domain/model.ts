@@ -1,39 +1,51 @@
-import type { CompiledSystem, CompiledTenant } from "../config/compiled.js";
+import type { CompiledAchievement, CompiledSystem, CompiledTenant, CompiledTrigger } from "../config/compiled.js";
+import { boostedPoints, combineBoosts, type ActiveBoost, type UserBoost } from "./boosts.js";
 import { floorDiv, MAX_TOTAL_MICRO } from "./decimal.js";
 import { LaurelError } from "./errors.js";
+import { eventFiltersMatch, userFiltersMatch } from "./filters.js";
 import { levelIndex } from "./levels.js";
 import type { AwardRecord, EventOutcome, PointsChange, StreakState } from "./outcome.js";
-import { STREAK_HISTORY_KEPT } from "./streak.js";
 import { localDayIndex, periodOfDay, streakDeadline } from "./periods.js";
+import { settleStreak, STREAK_HISTORY_KEPT, type StreakSettlement } from "./streak.js";
 
 /**
- * The reference model: every rule of the event path in plain TypeScript over in-memory state.
- * It is the test oracle (DESIGN: "Tests you can trust"): property tests drive the same random
+ * The reference model: every rule Laurel applies, in plain TypeScript over in-memory state. It is
+ * the test oracle (DESIGN: "Tests you can trust"): property tests drive the same random
  * sequences through the HTTP API and through this model and require identical results. It reads
- * the whole CompiledTenant, where Lua reads rules narrowed per metric, so the narrowing is checked
- * too. Keep it obvious rather than fast; every rule cites the spec where the spec has it.
+ * the whole CompiledTenant where Lua reads rules narrowed per metric, so the narrowing is checked
+ * too. Keep it obvious rather than fast; each rule names the Lua it mirrors.
  */
 export interface ModelStreak {
+  /** 0 once lost. */
   length: number;
   startPeriod: number | null;
+  /** Last period extended or covered by a freeze. */
   lastPeriod: number | null;
   best: number;
   /** Period whose values are being accumulated, and the per-metric values in it (micro). */
   accPeriod: number | null;
   acc: Map<string, number>;
+  freezes: number | null;
+  grants: number;
 }
 
 export interface ModelUser {
   created: number;
   updated: number;
-  /** Profile fields by state-hash name: em, nm, tz, se, dt, ua:<attr>. */
+  createdDay: number;
+  /** Profile fields by state-hash name: tz, em, nm, se, dt. */
   profile: Map<string, string>;
+  /** Custom attributes by key. */
+  attributes: Map<string, string>;
   metrics: Map<string, number>;
   points: Map<string, { total: number; seq: number }>;
+  /** Per metric trigger ("sys.trig"): high-water mark, and the filtered trigger's own count. */
   highWater: Map<string, number>;
+  triggerCounts: Map<string, number>;
   achievements: Map<string, number>;
   streak: ModelStreak;
   idempotency: Map<string, string>;
+  boosts: Map<string, UserBoost[]>;
   /** Newest first, at most AWARDS_KEPT. */
   awards: Map<string, AwardRecord[]>;
 }
@@ -44,12 +56,14 @@ export interface ModelState {
   completions: Map<string, number>;
   /** "<system>:<level>" → users at that level. */
   levelCounts: Map<string, number>;
-  /** Users with a streak: current length, the instant it is lost, longest ever ({t:s}:sa, sd, sb). */
+  /** Users with a live streak: current length, the instant it is lost, longest ever ({t:s}:sa, sd, sb). */
   streakActive: Map<string, number>;
   streakDeadline: Map<string, number>;
   streakBest: Map<string, number>;
-  /** Per user: extended period → length ({t:s}:sh:<user>). */
-  streakHistory: Map<string, Map<number, number>>;
+  /** Per user: period → history member ({t:s}:sh:<user>), "period:length" or "period:length:f". */
+  streakHistory: Map<string, Map<number, string>>;
+  /** Per time trigger ("sys.trig"): user → next due instant ({t:s}:tt:<sys>.<trig>). */
+  timeDue: Map<string, Map<string, number>>;
 }
 
 export const AWARDS_KEPT = 100;
@@ -64,6 +78,7 @@ export function emptyState(): ModelState {
     streakDeadline: new Map(),
     streakBest: new Map(),
     streakHistory: new Map(),
+    timeDue: new Map(),
   };
 }
 
@@ -75,7 +90,9 @@ export interface ModelEventInput {
   idempotencyKey: string | null;
   valueMicro: number;
   tz: string | null;
+  /** Profile fields sent, as state-hash field/value pairs (ua:<attr> for attributes). */
   profile: [string, string][];
+  eventAttributes: Record<string, string> | null;
 }
 
 export interface ModelEventResult {
@@ -84,36 +101,57 @@ export interface ModelEventResult {
   nowPeriod: number;
 }
 
-function newUser(now: number): ModelUser {
-  return {
-    created: now,
-    updated: now,
-    profile: new Map(),
-    metrics: new Map(),
-    points: new Map(),
-    highWater: new Map(),
-    achievements: new Map(),
-    streak: { length: 0, startPeriod: null, lastPeriod: null, best: 0, accPeriod: null, acc: new Map() },
-    idempotency: new Map(),
-    awards: new Map(),
-  };
-}
-
 function bump(map: Map<string, number>, key: string, by: number): void {
   map.set(key, (map.get(key) ?? 0) + by);
 }
 
-function streakState(user: ModelUser | undefined): StreakState {
-  if (!user) return { length: 0, startPeriod: null, lastPeriod: null };
-  return { length: user.streak.length, startPeriod: user.streak.startPeriod, lastPeriod: user.streak.lastPeriod };
+const triggerId = (t: CompiledTrigger): string => `${t.systemKey}.${t.key}`;
+
+export function streakState(user: ModelUser | undefined): StreakState {
+  if (!user) return { length: 0, startPeriod: null, lastPeriod: null, freezes: null };
+  const s = user.streak;
+  return { length: s.length, startPeriod: s.startPeriod, lastPeriod: s.lastPeriod, freezes: s.freezes };
 }
 
-/** Accumulates awards per system for one request, applying maxPoints and the zero floor. */
-class PointsLedger {
+/**
+ * One request's work on one user (mirrors the locals of a Lua script run): awards per system,
+ * achievements completed, streak outcome. `commit` writes the shard-level effects.
+ */
+class UserRequest {
   private readonly changes = new Map<string, PointsChange & { seq: number }>();
+  private readonly boostCache = new Map<string, { multiplier: number; rounding: ActiveBoost["rounding"] }>();
+  readonly completed: string[] = [];
 
-  constructor(private readonly user: ModelUser, private readonly now: number) {}
+  constructor(
+    readonly tenant: CompiledTenant,
+    readonly state: ModelState,
+    readonly userId: string,
+    readonly user: ModelUser,
+    readonly now: number,
+  ) {}
 
+  matches(pairs: [string, string][]): boolean {
+    return userFiltersMatch(pairs, this.user.attributes);
+  }
+
+  /** lua boostOf: active global boosts matching the user, then the user's own, multiplied. */
+  private boostOf(system: CompiledSystem) {
+    let cached = this.boostCache.get(system.key);
+    if (!cached) {
+      const active: ActiveBoost[] = [];
+      for (const b of system.boosts) {
+        if (b.start <= this.now && (b.end === null || this.now < b.end) && this.matches(b.userAttributes)) active.push(b);
+      }
+      for (const b of this.user.boosts.get(system.key) ?? []) {
+        if (b.start <= this.now && (b.end === null || this.now < b.end)) active.push(b);
+      }
+      cached = combineBoosts(active);
+      this.boostCache.set(system.key, cached);
+    }
+    return cached;
+  }
+
+  /** lua award: boost, then cap or floor; records only a change actually applied. */
   award(system: CompiledSystem, triggerKey: string, amount: number): void {
     let change = this.changes.get(system.key);
     if (!change) {
@@ -121,15 +159,12 @@ class PointsLedger {
       change = { systemKey: system.key, added: 0, total: current.total, before: current.total, awards: [], seq: current.seq };
       this.changes.set(system.key, change);
     }
-    const total = change.total;
-    let next: number;
     if (amount > 0) {
-      // Spec rule 5: maxPoints limits the total; a total above a lowered cap is kept.
-      next = total >= system.cap ? total : Math.min(total + amount, system.cap);
-    } else {
-      // Spec rule 2 and DESIGN: a deduction never takes the total below zero.
-      next = Math.min(Math.max(total + amount, 0), total);
+      const { multiplier, rounding } = this.boostOf(system);
+      amount = boostedPoints(amount, multiplier, rounding);
     }
+    const total = change.total;
+    const next = amount > 0 ? (total >= system.cap ? total : Math.min(total + amount, system.cap)) : Math.min(Math.max(total + amount, 0), total);
     const applied = next - total;
     if (applied === 0) return;
     change.total = next;
@@ -138,22 +173,42 @@ class PointsLedger {
     change.awards.push({ seq: change.seq, ms: this.now, awarded: applied, total: next, triggerKey });
   }
 
-  /** Commits changed systems to the user and the shard counters; returns them in first-award order. */
-  commit(tenant: CompiledTenant, state: ModelState): PointsChange[] {
+  /** lua fire: every trigger whose user filter matches. */
+  fire(triggers: readonly CompiledTrigger[], times = 1): void {
+    for (const t of triggers) {
+      if (this.matches(t.userAttributes)) this.award(this.tenant.systemByKey.get(t.systemKey)!, t.key, t.points * times);
+    }
+  }
+
+  /** lua complete: once, if the user matches; fires achievement triggers, then composites above it. */
+  complete(achievement: CompiledAchievement): boolean {
+    if (this.user.achievements.has(achievement.key) || !this.matches(achievement.userAttributes)) return false;
+    this.user.achievements.set(achievement.key, this.now);
+    this.completed.push(achievement.key);
+    this.fire(triggersOf(this.tenant, (t) => t.type === "achievement" && t.achievement === achievement.key));
+    for (const parent of this.tenant.achievements) {
+      if (parent.type !== "composite" || !parent.prerequisites.includes(achievement.key)) continue;
+      if (!this.user.achievements.has(parent.key) && parent.prerequisites.every((p) => this.user.achievements.has(p))) this.complete(parent);
+    }
+    return true;
+  }
+
+  /** lua flushAchievements + flushPoints: counters, levels, award lists. */
+  commit(): PointsChange[] {
+    for (const key of this.completed) bump(this.state.completions, key, 1);
     const out: PointsChange[] = [];
     for (const change of this.changes.values()) {
       if (change.awards.length === 0) continue;
-      const system = tenant.systemByKey.get(change.systemKey)!;
+      const system = this.tenant.systemByKey.get(change.systemKey)!;
       this.user.points.set(system.key, { total: change.total, seq: change.seq });
       const before = levelIndex(system.levels, change.before);
       const after = levelIndex(system.levels, change.total);
       if (before !== after) {
-        if (before > 0) bump(state.levelCounts, `${system.key}:${system.levels[before - 1]!.key}`, -1);
-        if (after > 0) bump(state.levelCounts, `${system.key}:${system.levels[after - 1]!.key}`, 1);
+        if (before > 0) bump(this.state.levelCounts, `${system.key}:${system.levels[before - 1]!.key}`, -1);
+        if (after > 0) bump(this.state.levelCounts, `${system.key}:${system.levels[after - 1]!.key}`, 1);
       }
       const list = this.user.awards.get(system.key) ?? [];
-      const merged = [...[...change.awards].reverse(), ...list].slice(0, AWARDS_KEPT);
-      this.user.awards.set(system.key, merged);
+      this.user.awards.set(system.key, [...[...change.awards].reverse(), ...list].slice(0, AWARDS_KEPT));
       const { seq: _seq, ...plain } = change;
       out.push(plain);
     }
@@ -161,11 +216,68 @@ class PointsLedger {
   }
 }
 
+function triggersOf(tenant: CompiledTenant, pick: (t: CompiledTrigger) => boolean): CompiledTrigger[] {
+  return tenant.systems.flatMap((s) => s.triggers.filter(pick));
+}
+
+function newUser(now: number, createdDay: number): ModelUser {
+  return {
+    created: now,
+    updated: now,
+    createdDay,
+    profile: new Map(),
+    attributes: new Map(),
+    metrics: new Map(),
+    points: new Map(),
+    highWater: new Map(),
+    triggerCounts: new Map(),
+    achievements: new Map(),
+    streak: { length: 0, startPeriod: null, lastPeriod: null, best: 0, accPeriod: null, acc: new Map(), freezes: null, grants: 0 },
+    idempotency: new Map(),
+    boosts: new Map(),
+    awards: new Map(),
+  };
+}
+
+/** lua applyProfile: returns whether a stored value changed. */
+function applyProfile(user: ModelUser, profile: [string, string][]): boolean {
+  let changed = false;
+  for (const [field, value] of profile) {
+    const isAttribute = field.startsWith("ua:");
+    const map = isAttribute ? user.attributes : user.profile;
+    const key = isAttribute ? field.slice(3) : field;
+    if (map.get(key) !== value) {
+      map.set(key, value);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+/** lua createUser: first identification. */
+function createUser(req: UserRequest, localDay: number): void {
+  const { tenant, state, user, userId, now } = req;
+  user.createdDay = localDay;
+  req.fire(triggersOf(tenant, (t) => t.type === "user_creation"));
+  for (const t of triggersOf(tenant, (t) => t.type === "time")) {
+    if (t.type !== "time") continue;
+    const due = state.timeDue.get(triggerId(t)) ?? new Map<string, number>();
+    due.set(userId, now + t.intervalMs);
+    state.timeDue.set(triggerId(t), due);
+  }
+  if (tenant.streak?.freezes) {
+    user.streak.freezes = tenant.streak.freezes.initial;
+    user.streak.grants = 0;
+  }
+}
+
 export function applyEvent(tenant: CompiledTenant, state: ModelState, input: ModelEventInput): ModelEventResult {
   const existing = state.users.get(input.userId);
   const tz = input.tz ?? existing?.profile.get("tz") ?? "UTC";
-  const frequency = tenant.streak?.frequency ?? "daily";
-  const nowPeriod = periodOfDay(localDayIndex(input.now, tz), frequency);
+  const rule = tenant.streak;
+  const frequency = rule?.frequency ?? "daily";
+  const nowDay = localDayIndex(input.now, tz);
+  const nowPeriod = periodOfDay(nowDay, frequency);
   const oldTotal = existing?.metrics.get(input.metricKey) ?? 0;
 
   // Spec: idempotency rules 1-4; a replay changes nothing and reports the current state.
@@ -180,50 +292,43 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Mod
   if (newTotal > MAX_TOTAL_MICRO || newTotal < -MAX_TOTAL_MICRO) throw new LaurelError("TOTAL_OUT_OF_RANGE");
 
   const created = !existing;
-  const user = existing ?? newUser(input.now);
+  const user = existing ?? newUser(input.now, nowDay);
   if (created) {
     state.users.set(input.userId, user);
     state.userCount += 1;
   }
   if (input.idempotencyKey !== null) user.idempotency.set(`${input.metricKey}:${input.idempotencyKey}`, input.eventId);
+  const req = new UserRequest(tenant, state, input.userId, user, input.now);
+  const profileChanged = applyProfile(user, input.profile);
+  if (created) createUser(req, nowDay);
+  else if (profileChanged) user.updated = input.now;
 
-  let profileChanged = false;
-  for (const [field, value] of input.profile) {
-    if (user.profile.get(field) !== value) {
-      user.profile.set(field, value);
-      profileChanged = true;
-    }
-  }
-  if (profileChanged && !created) user.updated = input.now;
-
-  const ledger = new PointsLedger(user, input.now);
-  // First identification (trophy-compat §5.5 user_creation): once, when the user is created.
-  if (created) {
-    for (const system of tenant.systems) {
-      for (const t of system.triggers) if (t.type === "user_creation") ledger.award(system, t.key, t.points);
-    }
-  }
-
-  // Spec rule 1 and DESIGN: each newly crossed multiple of the threshold above the high-water mark pays once.
+  // Spec rule 1 and DESIGN: each newly crossed multiple above the high-water mark pays once;
+  // a filtered trigger counts only the values of events that pass its filters.
   user.metrics.set(input.metricKey, newTotal);
-  for (const system of tenant.systems) {
-    for (const t of system.triggers) {
-      if (t.type !== "metric" || t.metric !== input.metricKey) continue;
-      const hwKey = `${system.key}.${t.key}`;
-      const hw = user.highWater.get(hwKey) ?? 0;
-      if (newTotal > hw) {
-        user.highWater.set(hwKey, newTotal);
-        const crossings = floorDiv(newTotal, t.thresholdMicro) - floorDiv(hw, t.thresholdMicro);
-        if (crossings > 0) ledger.award(system, t.key, crossings * t.points);
-      }
+  for (const t of triggersOf(tenant, (x) => x.type === "metric" && x.metric === input.metricKey)) {
+    if (t.type !== "metric") continue;
+    if (!eventFiltersMatch(t.eventAttributes, input.eventAttributes) || !req.matches(t.userAttributes)) continue;
+    const id = triggerId(t);
+    let counted = newTotal;
+    if (t.userAttributes.length > 0 || t.eventAttributes.length > 0) {
+      counted = (user.triggerCounts.get(id) ?? 0) + input.valueMicro;
+      user.triggerCounts.set(id, counted);
+    }
+    const hw = user.highWater.get(id) ?? 0;
+    if (counted > hw) {
+      user.highWater.set(id, counted);
+      const crossings = floorDiv(counted, t.thresholdMicro) - floorDiv(hw, t.thresholdMicro);
+      if (crossings > 0) req.award(tenant.systemByKey.get(t.systemKey)!, t.key, crossings * t.points);
     }
   }
 
-  // Streak: the period's values accumulate; the first period in which the threshold is met extends it.
+  // Streak: settle (freezes, loss), then accumulate the period's value and extend once per period.
+  const s = user.streak;
+  const settlement = created ? { consumed: 0, earned: 0, lost: 0, frozen: [] } : settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod);
+  recordSettlement(state, input.userId, s, settlement);
   let extended = false;
-  const rule = tenant.streak;
   if (rule && rule.metrics.some((m) => m.metric === input.metricKey)) {
-    const s = user.streak;
     if (s.accPeriod !== nowPeriod) {
       for (const m of rule.metrics) if (s.acc.has(m.metric)) s.acc.set(m.metric, 0);
       s.accPeriod = nowPeriod;
@@ -244,25 +349,27 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Mod
       }
       state.streakActive.set(input.userId, s.length);
       state.streakDeadline.set(input.userId, streakDeadline(nowPeriod, rule.frequency, tz));
-      const history = state.streakHistory.get(input.userId) ?? new Map<number, number>();
-      history.set(nowPeriod, s.length);
+      const history = state.streakHistory.get(input.userId) ?? new Map<number, string>();
+      history.set(nowPeriod, `${nowPeriod}:${s.length}`);
       if (nowPeriod % 64 === 0) for (const p of history.keys()) if (p <= nowPeriod - STREAK_HISTORY_KEPT) history.delete(p);
       state.streakHistory.set(input.userId, history);
       extended = true;
+      for (const t of triggersOf(tenant, (x) => x.type === "streak")) {
+        if (t.type === "streak" && s.length % t.length === 0 && req.matches(t.userAttributes)) req.award(tenant.systemByKey.get(t.systemKey)!, t.key, t.points);
+      }
+      for (const a of tenant.achievements) if (a.type === "streak" && s.length >= a.length) req.complete(a);
     }
+  }
+  if (!extended && settlement.frozen.length > 0 && settlement.lost === 0 && rule) {
+    state.streakDeadline.set(input.userId, streakDeadline(nowPeriod - 1, rule.frequency, tz));
   }
 
   // Metric achievements: completed once, when the total reaches the value.
-  const achievements: string[] = [];
   for (const a of tenant.achievements) {
-    if (a.type === "metric" && a.metric === input.metricKey && !user.achievements.has(a.key) && newTotal >= a.valueMicro) {
-      user.achievements.set(a.key, input.now);
-      bump(state.completions, a.key, 1);
-      achievements.push(a.key);
-    }
+    if (a.type === "metric" && a.metric === input.metricKey && newTotal >= a.valueMicro) req.complete(a);
   }
 
-  const points = ledger.commit(tenant, state);
+  const points = req.commit();
   return {
     outcome: {
       kind: "processed",
@@ -270,13 +377,27 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Mod
       totalMicro: newTotal,
       streak: streakState(user),
       extended,
-      achievements,
+      achievements: req.completed,
       points,
       created,
     },
     tz,
     nowPeriod,
   };
+}
+
+/** The shard-level effects of a settlement: frozen periods in the history, a lost streak leaves the zsets. */
+function recordSettlement(state: ModelState, userId: string, streak: ModelStreak, settlement: StreakSettlement): void {
+  if (settlement.frozen.length > 0) {
+    const history = state.streakHistory.get(userId) ?? new Map<number, string>();
+    const length = settlement.lost > 0 ? settlement.lost : streak.length;
+    for (const p of settlement.frozen) history.set(p, `${p}:${length}:f`);
+    state.streakHistory.set(userId, history);
+  }
+  if (settlement.lost > 0) {
+    state.streakActive.delete(userId);
+    state.streakDeadline.delete(userId);
+  }
 }
 
 /** The metering read in the model: null for an unknown user. */

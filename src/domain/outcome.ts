@@ -28,6 +28,11 @@ export interface StreakState {
   length: number;
   startPeriod: number | null;
   lastPeriod: number | null;
+  /** Freezes held, null when the tenant has no freezes (or the user predates them). */
+  freezes: number | null;
+  /** Auto-earn grants credited, and the local day of first identification (freeze settlement). */
+  grants?: number;
+  createdDay?: number | null;
 }
 
 export interface ProcessedEvent {

@@ -1,4 +1,4 @@
-import type { CompiledStreak } from "../config/compiled.js";
+import type { CompiledStreak, CompiledTenant } from "../config/compiled.js";
 import { formatDay, periodEndDay, periodStartDay, type Frequency } from "./periods.js";
 import type { StreakState } from "./outcome.js";
 
@@ -21,16 +21,25 @@ export interface StreakView {
   periodStart: string;
   periodEnd: string;
   expires: string | null;
+  /** Present only when the tenant has freezes (trophy-compat §3.3). */
+  freezes?: number;
+  maxFreezes?: number;
+  freezeAutoEarnInterval?: number;
+  freezeAutoEarnAmount?: number;
 }
 
 export function isAlive(state: StreakState, nowPeriod: number): boolean {
   return state.lastPeriod !== null && state.length > 0 && state.lastPeriod >= nowPeriod - 1;
 }
 
+/**
+ * `state` must be settled at `nowPeriod` (settleStreak in model.ts): the event script settles
+ * before it replies, and readers settle a copy (settledStreak) without writing.
+ */
 export function viewStreak(rule: CompiledStreak | null, state: StreakState, nowPeriod: number): StreakView {
   const frequency = rule?.frequency ?? "daily";
   const alive = rule !== null && isAlive(state, nowPeriod);
-  return {
+  const view: StreakView = {
     length: alive ? state.length : 0,
     frequency,
     started: alive && state.startPeriod !== null ? formatDay(periodStartDay(state.startPeriod, frequency)) : null,
@@ -38,4 +47,81 @@ export function viewStreak(rule: CompiledStreak | null, state: StreakState, nowP
     periodEnd: formatDay(periodEndDay(nowPeriod, frequency)),
     expires: alive ? formatDay(periodEndDay(state.lastPeriod! + 1, frequency)) : null,
   };
+  const f = rule?.freezes;
+  if (f) {
+    view.freezes = state.freezes ?? 0;
+    view.maxFreezes = f.max;
+    if (f.everyDays > 0) {
+      view.freezeAutoEarnInterval = f.everyDays;
+      view.freezeAutoEarnAmount = f.amount;
+    }
+  }
+  return view;
 }
+
+/** The parts of a streak that settlement moves. */
+export interface SettlingStreak {
+  length: number;
+  lastPeriod: number | null;
+  freezes: number | null;
+  grants: number;
+}
+
+export interface StreakSettlement {
+  consumed: number;
+  earned: number;
+  lost: number;
+  frozen: number[];
+}
+
+/**
+ * lua settleStreak. In local-day order, credits auto-earned freezes and lets each period that
+ * ended without an extension consume one; with none left the streak is lost (length 0).
+ * Pure on its inputs: the streak read uses it to show the settled state without writing.
+ */
+export function settleStreak(tenant: CompiledTenant, streak: SettlingStreak, createdDay: number | null, nowDay: number, nowPeriod: number): StreakSettlement {
+  const out: StreakSettlement = { consumed: 0, earned: 0, lost: 0, frozen: [] };
+  const rule = tenant.streak;
+  if (!rule) return out;
+  let pending: number | null = streak.length > 0 && streak.lastPeriod !== null && streak.lastPeriod < nowPeriod - 1 ? streak.lastPeriod + 1 : null;
+  const f = rule.freezes;
+  if (f) {
+    let held = streak.freezes ?? 0;
+    let grants = streak.grants;
+    const every = f.everyDays > 0 && createdDay !== null ? f.everyDays : null;
+    for (let guard = 0; guard < 100_000; guard++) {
+      const consumeDay = pending !== null ? periodStartDay(pending + 1, rule.frequency) : null;
+      const nextGrant = every !== null ? createdDay! + (grants + 1) * every : null;
+      if (nextGrant !== null && nextGrant <= nowDay && (consumeDay === null || nextGrant <= consumeDay)) {
+        const due = consumeDay === null ? Math.floor((nowDay - createdDay!) / every!) - grants : 1;
+        const before = held;
+        held = Math.min(f.max, held + due * f.amount);
+        out.earned += held - before;
+        grants += due;
+      } else if (consumeDay !== null && pending !== null) {
+        if (held === 0) break;
+        held -= 1;
+        out.consumed += 1;
+        out.frozen.push(pending);
+        streak.lastPeriod = pending;
+        pending = pending + 1 <= nowPeriod - 1 ? pending + 1 : null;
+      } else break;
+    }
+    streak.freezes = held;
+    streak.grants = grants;
+  }
+  if (streak.length > 0 && streak.lastPeriod !== null && streak.lastPeriod < nowPeriod - 1) {
+    out.lost = streak.length;
+    streak.length = 0;
+  }
+  return out;
+}
+
+
+/** A settled copy of a stored streak at (nowDay, nowPeriod), for readers: writes nothing. */
+export function settledStreak(tenant: CompiledTenant, state: StreakState, nowDay: number, nowPeriod: number): StreakState {
+  const copy = { ...state, grants: state.grants ?? 0 };
+  settleStreak(tenant, copy, state.createdDay ?? null, nowDay, nowPeriod);
+  return copy;
+}
+

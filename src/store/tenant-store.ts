@@ -2,8 +2,9 @@ import type { Redis } from "ioredis";
 import type { CompiledTenant } from "../config/compiled.js";
 import { fail } from "../domain/errors.js";
 import { parseAwardRecord, type AwardRecord, type EventOutcome, type PointsChange, type StreakState } from "../domain/outcome.js";
+import { eventFiltersMatch } from "../domain/filters.js";
 import { localDayIndex, periodOfDay, streakDeadline } from "../domain/periods.js";
-import { buildEventRules } from "./event-rules.js";
+import { buildRules, type BuiltRules } from "./rules.js";
 import { idempotencyField } from "./fields.js";
 import { shardOf, TenantKeys } from "./keys.js";
 import { loadLua, type LuaSource } from "./lua-loader.js";
@@ -22,13 +23,21 @@ export interface RecordEventInput {
   tz: string | null;
   /** Profile fields sent with the event, as state-hash field/value pairs. */
   profile: [string, string][];
+  /** Event attributes, already validated against the tenant's declared keys. */
+  eventAttributes: Record<string, string> | null;
 }
 
 export interface RecordedEvent {
   outcome: EventOutcome;
-  /** The zone the event was evaluated in, and its streak period at `now`. */
+  /** The zone the event was evaluated in, and its local day and streak period at `now`. */
   tz: string;
+  nowDay: number;
   nowPeriod: number;
+}
+
+interface EventScript {
+  script: LuaSource;
+  built: BuiltRules;
 }
 
 /**
@@ -52,18 +61,19 @@ class ZoneCache {
 /** Every script call of one tenant, with its KEYS and ARGV built in one place (BullMQ's scripts.ts). */
 export class TenantStore {
   readonly keys: TenantKeys;
-  private readonly eventScripts = new Map<string, LuaSource>();
+  private readonly eventScripts = new Map<string, EventScript>();
   private readonly zones = new ZoneCache();
 
   constructor(readonly redis: Redis, readonly tenant: CompiledTenant) {
     this.keys = new TenantKeys(tenant.id);
     for (const metric of tenant.metrics) {
-      this.eventScripts.set(metric.key, loadLua("event-3", buildEventRules(tenant, metric.key)));
+      const built = buildRules(tenant, metric.key);
+      this.eventScripts.set(metric.key, { script: loadLua("event-3", built.rules), built });
     }
   }
 
   scripts(): LuaSource[] {
-    return [...this.eventScripts.values(), readPointsScript];
+    return [...[...this.eventScripts.values()].map((e) => e.script), readPointsScript];
   }
 
   shard(userId: string): number {
@@ -71,19 +81,18 @@ export class TenantStore {
   }
 
   async recordEvent(input: RecordEventInput): Promise<RecordedEvent> {
-    const script = this.eventScripts.get(input.metricKey);
-    if (!script) fail("METRIC_NOT_FOUND");
+    const entry = this.eventScripts.get(input.metricKey);
+    if (!entry) fail("METRIC_NOT_FOUND");
     const shard = this.shard(input.userId);
     const keys = [this.keys.user(shard, input.userId), this.keys.agg(shard), this.keys.stream(shard)];
-    const zoneKey = `${input.userId}`;
-    let tz = input.tz ?? this.zones.get(zoneKey) ?? "UTC";
+    let tz = input.tz ?? this.zones.get(input.userId) ?? "UTC";
     const frequency = this.tenant.streak?.frequency ?? "daily";
+    const mask = entry.built.metricTriggers.map((t) => (eventFiltersMatch(t.eventAttributes, input.eventAttributes) ? "1" : "0")).join("");
     const profileArgs = input.profile.flat();
     for (let attempt = 0; ; attempt++) {
-      const day = localDayIndex(input.now, tz);
-      const nowPeriod = periodOfDay(day, frequency);
-      const detail = `${input.metricKey}|${input.valueMicro}|${input.eventId}`;
-      const reply = (await runScript(this.redis, script, keys, [
+      const nowDay = localDayIndex(input.now, tz);
+      const nowPeriod = periodOfDay(nowDay, frequency);
+      const reply = (await runScript(this.redis, entry.script, keys, [
         this.keys.prefix(shard),
         input.userId,
         input.now,
@@ -93,8 +102,11 @@ export class TenantStore {
         input.tz ?? "",
         tz,
         nowPeriod,
-        detail,
+        nowDay,
+        `${input.metricKey}|${input.valueMicro}|${input.eventId}`,
         streakDeadline(nowPeriod, frequency, tz),
+        streakDeadline(nowPeriod - 1, frequency, tz),
+        mask,
         input.profile.length,
         ...profileArgs,
       ])) as unknown[];
@@ -103,12 +115,12 @@ export class TenantStore {
         // The stored zone differs from the guess: nothing was written; evaluate in the stored zone.
         if (attempt > 0) throw new Error(`zone of user changed twice during one event`);
         tz = reply[1] as string;
-        this.zones.set(zoneKey, tz);
+        this.zones.set(input.userId, tz);
         continue;
       }
       if (status === -2) fail("TOTAL_OUT_OF_RANGE");
-      if (tz !== "UTC" || this.zones.get(zoneKey) !== undefined) this.zones.set(zoneKey, tz);
-      return { outcome: decodeEventReply(reply), tz, nowPeriod };
+      if (tz !== "UTC" || this.zones.get(input.userId) !== undefined) this.zones.set(input.userId, tz);
+      return { outcome: decodeEventReply(reply), tz, nowDay, nowPeriod };
     }
   }
 
@@ -126,8 +138,17 @@ export class TenantStore {
   }
 }
 
+/** The script's streak reply: {length, start, last, extended, freezes, grants, createdDay}. */
 function decodeStreak(raw: unknown[]): StreakState {
-  return { length: raw[0] as number, startPeriod: (raw[1] as number | null) ?? null, lastPeriod: (raw[2] as number | null) ?? null };
+  const orNull = (v: unknown): number | null => (v === null || v === undefined ? null : (v as number));
+  return {
+    length: raw[0] as number,
+    startPeriod: orNull(raw[1]),
+    lastPeriod: orNull(raw[2]),
+    freezes: orNull(raw[4]),
+    grants: orNull(raw[5]) ?? 0,
+    createdDay: orNull(raw[6]),
+  };
 }
 
 function decodeEventReply(reply: unknown[]): EventOutcome {

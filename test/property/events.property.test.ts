@@ -148,7 +148,8 @@ async function runSequence(commands: Command[]): Promise<void> {
         idempotencyKey: cmd.idem,
         valueMicro: toMicro(cmd.value),
         tz: cmd.tz,
-        profile: userProfileFields(user as { id: string }, new Set()),
+        profile: userProfileFields(user as { id: string }, tenant.userAttributes),
+        eventAttributes: null,
       });
       expected = eventReply(context, metric.id, cmd.user, now, { ...result }, cmd.idem);
     } catch (err) {
@@ -188,7 +189,7 @@ async function runSequence(commands: Command[]): Promise<void> {
     for (const [userId, history] of model.streakHistory) {
       const shard = t.app.tenants.all.find((c) => c.tenant.id === tenantId)!.store.shard(userId);
       const z = await t.redis.zrange(`{${tenantId}:${shard}}:sh:${userId}`, 0, -1);
-      expect(z, `history of ${userId}`).toEqual([...history].sort((a, b) => a[0] - b[0]).map(([p, l]) => `${p}:${l}`));
+      expect(z, `history of ${userId}`).toEqual([...history].sort((a, b) => a[0] - b[0]).map(([, member]) => member));
     }
     for (const system of tenant.systems) {
       const totals: Record<string, number> = {};

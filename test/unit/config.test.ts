@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "../../src/config/compile.js";
 import { loadConfigText } from "../../src/config/load.js";
-import { buildEventRules } from "../../src/store/event-rules.js";
+import { buildRules } from "../../src/store/rules.js";
 import { toLuaLiteral } from "../../src/store/lua-loader.js";
 import { DEMO_YAML } from "../helpers/app.js";
 
@@ -28,7 +28,7 @@ describe("config", () => {
     expect(energy).toMatchObject({ name: "Energy", maxPoints: 100 });
     expect(energy.triggers.map((t) => [t.type, t.points])).toEqual([["user_creation", 100], ["metric", -1]]);
     expect(demo!.achievements.map((a) => [a.key, a.metric, a.value])).toEqual([["first-lesson", "lessons", 1], ["ten-lessons", "lessons", 10]]);
-    expect(demo!.streak).toEqual({ frequency: "daily", mode: "all", metrics: [{ metric: "lessons", thresholdMicro: 1_000_000 }] });
+    expect(demo!.streak).toEqual({ frequency: "daily", mode: "all", metrics: [{ metric: "lessons", thresholdMicro: 1_000_000 }], freezes: null });
   });
 
   it("names the path of a field with the wrong type", () => {
@@ -52,13 +52,19 @@ describe("config", () => {
 
   it("narrows the event rules to what the metric can touch", () => {
     const [demo] = loadConfigText(DEMO_YAML, "demo.yaml", {});
-    const calls = buildEventRules(demo!, "api-calls");
-    expect(calls.ach).toEqual([]);
-    expect(calls.streak).toBe(false);
+    const calls = buildRules(demo!, "api-calls").rules;
+    expect(calls.ach).toEqual({});
+    expect(calls.streak).toMatchObject({ counts: false });
     // xp has no trigger on api-calls and no first-identification trigger.
-    expect(calls.systems.map((s) => s.key)).toEqual(["energy"]);
-    const lessons = buildEventRules(demo!, "lessons");
-    expect(lessons.systems.map((s) => [s.key, s.mt.length, s.uc.length])).toEqual([["xp", 1, 0], ["energy", 0, 1]]);
+    expect(calls.sys.map((s) => s.key)).toEqual(["energy"]);
+    expect(calls.mt.map((t) => t.k)).toEqual(["api-call"]);
+    const lessons = buildRules(demo!, "lessons").rules;
+    expect(lessons.sys.map((s) => s.key)).toEqual(["xp", "energy"]);
+    expect(lessons.mt.map((t) => [t.s, t.k])).toEqual([[1, "lesson-completed"]]);
+    expect(lessons.uc.map((t) => [t.s, t.k])).toEqual([[2, "welcome"]]);
+    expect(lessons.mach).toEqual(["first-lesson", "ten-lessons"]);
+    expect(lessons.fields).toContain("sv:lessons");
+    expect(calls.fields).not.toContain("sv:lessons");
   });
 
   it("encodes rules as a Lua literal", () => {

@@ -1,0 +1,142 @@
+--[[
+  Streak settlement and extension on the user's calendar (src/domain/streak-rules.ts mirrors it).
+  Needs: S/set/num (state.lua), periodStartDay (math.lua), fire (points.lua),
+  complete (achievements.lua), R, `now`, `prefix`, `userId`.
+
+  State: sl length (0 once lost), ss first period, sp last period extended or covered by a
+  freeze, sq/sv:<metric> the period being accumulated and its values, sb longest,
+  fz freezes held, fg auto-earn grants credited, cd local day of first identification.
+]]
+local streakOut = { consumed = 0, earned = 0, lost = 0, frozen = {} }
+
+-- Brings the streak up to `nowPeriod`: in day order, credits auto-earned freezes (every
+-- `every` days after first identification, capped at `max`) and lets each period that ended
+-- without an extension consume a freeze; with none left the streak is lost (length 0).
+local function settleStreak(nowDay, nowPeriod)
+  local st = R.streak
+  if not st then return end
+  local length = num('sl') or 0
+  local last = num('sp')
+  local fzc = st.fz
+  local pending = nil
+  if length > 0 and last ~= nil and last < nowPeriod - 1 then pending = last + 1 end
+  if fzc then
+    local held, grants, createdDay = num('fz') or 0, num('fg') or 0, num('cd')
+    local heldBefore, grantsBefore = held, grants
+    local every = (fzc.every > 0 and createdDay) and fzc.every or nil
+    local guard = 0
+    while guard < 100000 do
+      guard = guard + 1
+      local consumeDay = pending and periodStartDay(pending + 1, st.freq) or nil
+      local nextGrant = every and (createdDay + (grants + 1) * every) or nil
+      if nextGrant and nextGrant <= nowDay and (not consumeDay or nextGrant <= consumeDay) then
+        if not consumeDay then
+          -- Nothing left to consume: credit every remaining grant at once (the cap is monotone).
+          local due = math.floor((nowDay - createdDay) / every) - grants
+          local before = held
+          held = math.min(fzc.max, held + due * fzc.amt)
+          streakOut.earned = streakOut.earned + held - before
+          grants = grants + due
+        else
+          local before = held
+          held = math.min(fzc.max, held + fzc.amt)
+          streakOut.earned = streakOut.earned + held - before
+          grants = grants + 1
+        end
+      elseif consumeDay then
+        if held > 0 then
+          held = held - 1
+          streakOut.consumed = streakOut.consumed + 1
+          streakOut.frozen[#streakOut.frozen + 1] = pending
+          last = pending
+          pending = (pending + 1 <= nowPeriod - 1) and (pending + 1) or nil
+        else
+          break
+        end
+      else
+        break
+      end
+    end
+    if held ~= heldBefore then set('fz', held) end
+    if grants ~= grantsBefore then set('fg', grants) end
+    if #streakOut.frozen > 0 then
+      set('sp', last)
+      local args = {}
+      for _, p in ipairs(streakOut.frozen) do
+        args[#args + 1] = p
+        args[#args + 1] = p .. ':' .. length .. ':f'
+      end
+      rcall('ZADD', prefix .. 'sh:' .. userId, unpack(args))
+    end
+  end
+  if length > 0 and last ~= nil and last < nowPeriod - 1 then
+    streakOut.lost = length
+    set('sl', 0)
+    rcall('ZREM', prefix .. 'sa', userId)
+    rcall('ZREM', prefix .. 'sd', userId)
+  end
+end
+
+-- Adds this event's value to the period's accumulation and extends the streak the first time
+-- in a period that the threshold is met. `deadlines` = {lost-at if extended now, lost-at if
+-- last covered period is nowPeriod - 1}. Returns whether the streak was extended.
+local function extendStreak(nowPeriod, value, deadlines)
+  local st = R.streak
+  if not st or not st.counts then
+    if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', prefix .. 'sd', deadlines[2], userId) end
+    return false
+  end
+  if num('sq') ~= nowPeriod then
+    for _, m in ipairs(st.m) do
+      if S[m.f] then set(m.f, 0) end
+    end
+    set('sq', nowPeriod)
+  end
+  set(st.f, (num(st.f) or 0) + value)
+  local met = not st.any
+  for _, m in ipairs(st.m) do
+    local reached = (num(m.f) or 0) >= m.th
+    if st.any and reached then met = true end
+    if not st.any and not reached then met = false end
+  end
+  local last = num('sp')
+  if not (met and (last == nil or nowPeriod > last)) then
+    if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', prefix .. 'sd', deadlines[2], userId) end
+    return false
+  end
+  local length = num('sl') or 0
+  if last ~= nil and last == nowPeriod - 1 and length > 0 then
+    length = length + 1
+  else
+    length = 1
+    set('ss', nowPeriod)
+  end
+  set('sl', length)
+  set('sp', nowPeriod)
+  if length > (num('sb') or 0) then
+    set('sb', length)
+    rcall('ZADD', prefix .. 'sb', length, userId)
+  end
+  -- Active streaks by length, and when each is lost (rankings and the expiry sweep read them).
+  rcall('ZADD', prefix .. 'sa', length, userId)
+  rcall('ZADD', prefix .. 'sd', deadlines[1], userId)
+  -- History: one member per extended period, "period:length".
+  local historyKey = prefix .. 'sh:' .. userId
+  rcall('ZADD', historyKey, nowPeriod, nowPeriod .. ':' .. length)
+  if nowPeriod % 64 == 0 then rcall('ZREMRANGEBYSCORE', historyKey, '-inf', nowPeriod - R.historyKept) end
+  -- Streak triggers pay at each multiple of their length; streak achievements complete at theirs.
+  for _, t in ipairs(R.st) do
+    if length % t.n == 0 and matches(t.f) then award(t.s, t.k, t.pts) end
+  end
+  for _, key in ipairs(R.sach) do
+    if length >= R.ach[key].n then complete(key) end
+  end
+  return true
+end
+
+local function streakOutcome(outParts, extended)
+  if streakOut.lost > 0 then outParts[#outParts + 1] = 'sl:' .. streakOut.lost end
+  if streakOut.consumed > 0 then outParts[#outParts + 1] = 'fc:' .. streakOut.consumed end
+  if streakOut.earned > 0 then outParts[#outParts + 1] = 'fe:' .. streakOut.earned end
+  if extended then outParts[#outParts + 1] = 's:' .. num('sl') end
+end

@@ -1,0 +1,32 @@
+--[[
+  User upsert: profile fields, and what first identification does (trophy-compat §5.3, §5.5):
+  user_creation triggers, time-trigger schedules, initial streak freezes.
+  Needs: S/set (state.lua), fire (points.lua), R, `now`, `prefix`, `userId`.
+]]
+
+-- Applies field/value pairs from ARGV[first ..]; returns whether any stored value changed.
+local function applyProfile(first, count)
+  local changed = false
+  for i = first, first + 2 * count - 1, 2 do
+    local f, v = ARGV[i], ARGV[i + 1]
+    if S[f] ~= v then
+      set(f, v)
+      changed = true
+    end
+  end
+  return changed
+end
+
+-- First identification. Profile fields are applied before, so attribute filters see them.
+local function createUser(localDay)
+  set('ct', now)
+  set('up', now)
+  set('cd', localDay)
+  fire(R.uc)
+  -- Time triggers are due one interval after first identification.
+  for _, t in ipairs(R.tt) do rcall('ZADD', prefix .. t.z, now + t.ms, userId) end
+  if R.streak and R.streak.fz then
+    set('fz', R.streak.fz.init)
+    set('fg', 0)
+  end
+end

@@ -1,0 +1,66 @@
+import type { Rounding } from "../config/compiled.js";
+
+/**
+ * Boost arithmetic (spec rules 6 and 7). Mirrors lua/includes/math.lua `boosted` and
+ * lua/includes/points.lua `boostOf`.
+ *
+ * - Active boosts multiply: 2 × 1.5 × 3 = 9.
+ * - Only grants are boosted: a deduction (a metering charge) is never multiplied.
+ * - When stacked boosts disagree on rounding, the most conservative mode wins (down, then
+ *   nearest, then up): stacking never pays more than the stingiest active boost's rule.
+ * - A product that misses an integer by float noise is that integer (10 × 1.1 = 11 under "up").
+ */
+const ROUNDING_RANK: Record<Rounding, number> = { down: 1, nearest: 2, up: 3 };
+
+export interface ActiveBoost {
+  multiplier: number;
+  rounding: Rounding;
+}
+
+export function combineBoosts(boosts: readonly ActiveBoost[]): { multiplier: number; rounding: Rounding } {
+  let multiplier = 1;
+  let rounding: Rounding | null = null;
+  for (const b of boosts) {
+    multiplier *= b.multiplier;
+    if (rounding === null || ROUNDING_RANK[b.rounding] < ROUNDING_RANK[rounding]) rounding = b.rounding;
+  }
+  return { multiplier, rounding: rounding ?? "down" };
+}
+
+export function boostedPoints(amount: number, multiplier: number, rounding: Rounding): number {
+  if (amount <= 0 || multiplier === 1) return amount;
+  const x = amount * multiplier;
+  const nearest = Math.floor(x + 0.5);
+  if (Math.abs(x - nearest) < 1e-9 * Math.max(1, Math.abs(x))) return nearest;
+  if (rounding === "up") return Math.ceil(x);
+  if (rounding === "nearest") return nearest;
+  return Math.floor(x);
+}
+
+/** A window is active from start (inclusive) to end (exclusive), by the service clock. */
+export function boostStatus(start: number, end: number | null, now: number): "scheduled" | "active" | "finished" {
+  if (now < start) return "scheduled";
+  if (end !== null && now >= end) return "finished";
+  return "active";
+}
+
+/** A user boost as kept in the state field bo:<sys>: "id,multiplier,start,end,rounding;...". */
+export interface UserBoost {
+  id: string;
+  multiplier: number;
+  start: number;
+  end: number | null;
+  rounding: Rounding;
+}
+
+export function encodeUserBoosts(boosts: readonly UserBoost[]): string {
+  return boosts.map((b) => `${b.id},${b.multiplier},${b.start},${b.end ?? ""},${b.rounding}`).join(";");
+}
+
+export function decodeUserBoosts(text: string | null | undefined): UserBoost[] {
+  if (!text) return [];
+  return text.split(";").map((entry) => {
+    const [id, m, s, e, r] = entry.split(",");
+    return { id: id!, multiplier: Number(m), start: Number(s), end: e === "" ? null : Number(e), rounding: r as Rounding };
+  });
+}
