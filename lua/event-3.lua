@@ -2,11 +2,12 @@
   Records one metric event for one user, atomically: the whole event path of Laurel in one
   EVALSHA on the user's shard (DESIGN: "The hot path: one Redis round trip per event").
 
-  The loader prepends `local R = {...}`: the tenant's rules narrowed to what an event on this
-  metric can reach (src/store/rules.ts), so nothing is decoded per call.
+  The loader replaces --@rules with `local R = {...}`: the tenant's rules narrowed to what an
+  event on this metric can reach (src/store/rules.ts). Everything above --@body is the library
+  part (built once when loaded as a Redis Function); below it is the call.
 
   Steps
-    1. HMGET every field of the user's state hash the rules read.
+    1. HMGET the user's state (`s`, msgpack), the idempotency field and the profile fields.
     2. Zone check: without a zone in the event, Node computed the calendar for the zone it
        assumed; if the stored zone differs, reply -1 so Node recomputes and calls again.
     3. Idempotency (spec: idempotency rules 1-6): a key already used by this user on this
@@ -39,8 +40,10 @@
   ARGV[12] instant (ms) the streak is lost if extended in the current period
   ARGV[13] instant (ms) the streak is lost if last covered in the previous period
   ARGV[14] event-attribute mask: one '1'/'0' per metric trigger of R.mt (computed in Node)
-  ARGV[15] n, the number of profile fields sent
-  ARGV[16 .. 15+2n] profile field, value pairs (em, nm, tz, se, dt, ua:<attr>)
+  ARGV[15] r, the number of profile fields to read (tz, the declared ua:<attr>, those sent)
+  ARGV[16 .. 15+r] their names
+  ARGV[16+r] n, the number of profile fields sent
+  ARGV[17+r .. 16+r+2n] profile field, value pairs (em, nm, tz, se, dt, ua:<attr>)
 
   Reply
     {-1, storedZone}                    the zone assumption was wrong; nothing written
@@ -53,11 +56,17 @@
       points       = {{systemKey, added, total, before, award...}, ...} systems changed
       award        = "seq|ms|awarded|totalAfter|triggerKey"
 ]]
-local rcall = redis.call
 --@rules
+-- @include "includes/context.lua"
+-- @include "includes/math.lua"
+-- @include "includes/state.lua"
+-- @include "includes/points.lua"
+-- @include "includes/achievements.lua"
+-- @include "includes/user.lua"
+-- @include "includes/streak.lua"
+--@body
+beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
 local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
-local prefix, userId = ARGV[1], ARGV[2]
-local now = tonumber(ARGV[3])
 local eventId, idemField = ARGV[4], ARGV[5]
 local value = tonumber(ARGV[6])
 local tzSent, tzAssumed = ARGV[7], ARGV[8]
@@ -65,16 +74,11 @@ local nowPeriod, nowDay = tonumber(ARGV[9]), tonumber(ARGV[10])
 local recordDetail = ARGV[11]
 local deadlines = { tonumber(ARGV[12]), tonumber(ARGV[13]) }
 local eventMask = ARGV[14]
-local nProfile = tonumber(ARGV[15])
--- @include "includes/math.lua"
--- @include "includes/state.lua"
--- @include "includes/points.lua"
--- @include "includes/achievements.lua"
--- @include "includes/user.lua"
--- @include "includes/streak.lua"
+local nRead = tonumber(ARGV[15])
+local nProfile = tonumber(ARGV[16 + nRead])
 
--- 1. Read. The idempotency field goes first: only the last argument of a call can be unpacked.
-local original = loadState(userKey, R.fields, idemField ~= '' and idemField or 'ct')
+-- 1. Read.
+local original = loadState(userKey, idemField ~= '' and idemField or 's', { unpack(ARGV, 16, 15 + nRead) })
 
 -- The stored streak; readers settle it (replays are answered without settling: no writes).
 local function streakReply(extended)
@@ -82,7 +86,7 @@ local function streakReply(extended)
 end
 
 -- 2. Zone.
-if tzSent == '' and (S.tz or 'UTC') ~= tzAssumed then return { -1, S.tz or 'UTC' } end
+if tzSent == '' and (U.tz or 'UTC') ~= tzAssumed then return { -1, U.tz or 'UTC' } end
 
 local oldTotal = num(R.mf) or 0
 
@@ -96,11 +100,12 @@ local newTotal = oldTotal + value
 if newTotal > R.maxTotal or newTotal < -R.maxTotal then return { -2 } end
 
 -- The key is stored with the event it first recorded (spec: idempotency rule 3).
-if idemField ~= '' then set(idemField, eventId) end
+local extraWrites = {}
+if idemField ~= '' then extraWrites = { idemField, eventId } end
 
 -- 5. User.
 local created = not S.ct
-local profileChanged = applyProfile(16, nProfile)
+local profileChanged = applyProfile(ARGV, 17 + nRead, nProfile)
 if created then
   createUser(nowDay)
 elseif profileChanged then
@@ -142,9 +147,9 @@ if created then
   outParts[#outParts + 1] = 'c'
 end
 flushAchievements(aggKey, outParts)
-local pointsReply = flushPoints(prefix, aggKey, userId, outParts)
+local pointsReply = flushPoints(aggKey, outParts)
 streakOutcome(outParts, extended)
-flushState(userKey)
-rcall('XADD', streamKey, '*', 'k', 'ev', 'u', userId, 't', now, 'z', S.tz or 'UTC', 'e', recordDetail, 'o', table.concat(outParts, ';'))
+flushState(userKey, extraWrites)
+rcall('XADD', streamKey, '*', 'k', 'ev', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', recordDetail, 'o', table.concat(outParts, ';'))
 
 return { 1, eventId, newTotal, streakReply(extended), completed, pointsReply, created and 1 or 0 }

@@ -13,9 +13,10 @@
     {1, total, award...}         award = "seq|ms|awarded|totalAfter|triggerKey", newest first
 ]]
 local rcall = redis.call
-local vals = rcall('HMGET', KEYS[1], 'ct', 'p:' .. ARGV[3])
-if not vals[1] then return { 0 } end
-local reply = { 1, tonumber(vals[2]) or 0 }
+local blob = rcall('HGET', KEYS[1], 's')
+if not blob then return { 0 } end
+local state = cmsgpack.unpack(blob)
+local reply = { 1, state['p:' .. ARGV[3]] or 0 }
 local awards = rcall('LRANGE', ARGV[1] .. 'aw:' .. ARGV[3] .. ':' .. ARGV[2], 0, tonumber(ARGV[4]) - 1)
 for i = 1, #awards do reply[#reply + 1] = awards[i] end
 return reply

@@ -4,8 +4,6 @@
   Needs: S/set/matches (state.lua), fire (points.lua), R, `now`.
   R.ach[key] = {k, f = 'a:<key>', ua = filter|false, pre = {prerequisites}|false, up = {composites using it}|false}
 ]]
-local completed = {}
-
 local function prerequisitesDone(a)
   for _, key in ipairs(a.pre) do
     if not S[R.ach[key].f] then return false end

@@ -6,13 +6,6 @@
   An award that changes nothing (a deduction at 0, a grant at maxPoints) is not recorded;
   `added` is the change actually applied; a system is in the reply only if an award changed it.
 ]]
-local P, pointsOrder = {}, {}
-local boostCache = {}
-
-local function resetPoints()
-  P, pointsOrder, boostCache = {}, {}, {}
-end
-
 -- The combined boost of a system for this user now (spec rule 6: active boosts multiply),
 -- and the rounding that applies: the most conservative of the active boosts' modes
 -- (down, then nearest, then up), so that stacking can never pay more than any one mode would.
@@ -86,7 +79,7 @@ end
 -- Returns the reply entries; appends the stream outcome parts.
 local AWARDS_KEPT, AWARDS_SLACK = 100, 20
 
-local function flushPoints(prefix, aggKey, userId, outParts)
+local function flushPoints(aggKey, outParts)
   local reply = {}
   for i = 1, #pointsOrder do
     local o = pointsOrder[i]

@@ -7,8 +7,6 @@
   freeze, sq/sv:<metric> the period being accumulated and its values, sb longest,
   fz freezes held, fg auto-earn grants credited, cd local day of first identification.
 ]]
-local streakOut = { consumed = 0, earned = 0, lost = 0, frozen = {} }
-
 -- Brings the streak up to `nowPeriod`: in day order, credits auto-earned freezes (every
 -- `every` days after first identification, capped at `max`) and lets each period that ended
 -- without an extension consume a freeze; with none left the streak is lost (length 0).

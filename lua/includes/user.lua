@@ -1,16 +1,16 @@
 --[[
   User upsert: profile fields, and what first identification does (trophy-compat §5.3, §5.5):
   user_creation triggers, time-trigger schedules, initial streak freezes.
-  Needs: S/set (state.lua), fire (points.lua), R, `now`, `prefix`, `userId`.
+  Needs: S/U/set/setProfile (state.lua), fire (points.lua), R, `now`, `prefix`, `userId`.
 ]]
 
--- Applies field/value pairs from ARGV[first ..]; returns whether any stored value changed.
-local function applyProfile(first, count)
+-- Applies field/value pairs from args[first ..]; returns whether any stored value changed.
+local function applyProfile(args, first, count)
   local changed = false
   for i = first, first + 2 * count - 1, 2 do
-    local f, v = ARGV[i], ARGV[i + 1]
-    if S[f] ~= v then
-      set(f, v)
+    local f, v = args[i], args[i + 1]
+    if U[f] ~= v then
+      setProfile(f, v)
       changed = true
     end
   end

@@ -13,11 +13,22 @@ const LUA_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "../../lua");
 export interface LuaSource {
   name: string;
   numKeys: number;
+  /** The EVAL form: the rules literal, then the body. */
   text: string;
   sha: string;
+  /**
+   * The same script as a Redis Function library (FUNCTION LOAD / FCALL): the rules table is
+   * built once when the library loads instead of on every call. Content-addressed, so two
+   * processes with different configs never overwrite each other's library.
+   */
+  library: string;
+  functionName: string;
 }
 
 const INCLUDE = /^--\s*@include\s+"([^"]+)"\s*$/;
+/** Markers, each alone on its line: where the rules literal goes, and where the call begins. */
+const RULES_MARK = /^--@rules$/m;
+const BODY_MARK = /^--@body$/m;
 const fileCache = new Map<string, string>();
 
 function readLua(path: string): string {
@@ -50,12 +61,22 @@ function inline(path: string, seen: Set<string>, stack: string[]): string {
 export function loadLua(name: string, rules?: unknown): LuaSource {
   const match = /^(.*)-(\d+)$/.exec(name);
   if (!match) throw new Error(`lua script name must be <name>-<numKeys>: ${name}`);
-  let text = inline(join(LUA_DIR, `${name}.lua`), new Set(), []);
-  if (text.includes("--@rules")) {
+  const body = inline(join(LUA_DIR, `${name}.lua`), new Set(), []);
+  let rulesLine = "";
+  if (RULES_MARK.test(body)) {
     if (rules === undefined) throw new Error(`${name}.lua needs rules`);
-    text = text.replace("--@rules", `local R = ${toLuaLiteral(rules)}`);
+    rulesLine = `local R = ${toLuaLiteral(rules)}`;
   }
-  return { name, numKeys: Number(match[2]), text, sha: createHash("sha1").update(text).digest("hex") };
+  const source = body.replace(RULES_MARK, rulesLine);
+  // Above the body mark: helpers and rules (a Function library builds them once); below: the call.
+  const mark = BODY_MARK.exec(source);
+  const prelude = mark ? source.slice(0, mark.index) : "";
+  const call = mark ? source.slice(mark.index + mark[0].length) : source;
+  const text = `${prelude}${call}`;
+  const sha = createHash("sha1").update(text).digest("hex");
+  const functionName = `laurel_${sha.slice(0, 20)}`;
+  const library = [`#!lua name=${functionName}`, prelude, `redis.register_function('${functionName}', function(KEYS, ARGV)`, call, "end)"].join("\n");
+  return { name, numKeys: Number(match[2]), text, sha, library, functionName };
 }
 
 /** A JSON-like value as a Lua table constructor. Integers only: rules carry no fractions. */

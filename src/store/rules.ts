@@ -1,7 +1,7 @@
 import type { AttributePairs, CompiledMetricTrigger, CompiledSystem, CompiledTenant, CompiledTrigger } from "../config/compiled.js";
 import { MAX_TOTAL_MICRO } from "../domain/decimal.js";
 import { STREAK_HISTORY_KEPT } from "../domain/streak.js";
-import { PROFILE_FIELDS, userAttributeField } from "./fields.js";
+import { userAttributeField } from "./fields.js";
 
 /**
  * The rules a Lua script runs, as a table literal built into the script (`local R = {...}`):
@@ -25,8 +25,6 @@ export interface LuaRules {
   mf: string | false;
   maxTotal: number;
   historyKept: number;
-  /** Every state field the script reads, in HMGET order. */
-  fields: string[];
   sys: {
     key: string;
     cap: number;
@@ -65,7 +63,6 @@ export const triggerCountField = (t: CompiledTrigger): string => `tc:${t.systemK
 export const streakValueField = (metricKey: string): string => `sv:${metricKey}`;
 export const userBoostField = (systemKey: string): string => `bo:${systemKey}`;
 export const timeTriggerZset = (t: CompiledTrigger): string => `tt:${t.systemKey}.${t.key}`;
-export const STREAK_FIELDS = ["sl", "ss", "sp", "sq", "sb", "fz", "fg"] as const;
 
 function luaFilter(pairs: AttributePairs): LuaFilter {
   return pairs.length === 0 ? false : pairs.flatMap(([k, v]) => [userAttributeField(k), v]);
@@ -80,11 +77,12 @@ export interface BuiltRules {
   rules: LuaRules;
   /** The metric triggers of R.mt, in order: Node computes their event-attribute mask. */
   metricTriggers: CompiledMetricTrigger[];
+  /** Profile fields every call reads: the zone and the declared attributes (filters). */
+  profileFields: string[];
 }
 
 /** Rules for an event on `metricKey`, or for the whole tenant when metricKey is null. */
 export function buildRules(tenant: CompiledTenant, metricKey: string | null): BuiltRules {
-  const fields = new Set<string>([...PROFILE_FIELDS, ...[...tenant.userAttributes].map(userAttributeField)]);
   const streakRule = tenant.streak;
   const countsForStreak = streakRule !== null && (metricKey === null || streakRule.metrics.some((m) => m.metric === metricKey));
 
@@ -130,7 +128,6 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
     mf: metricKey === null ? false : `m:${metricKey}`,
     maxTotal: MAX_TOTAL_MICRO,
     historyKept: STREAK_HISTORY_KEPT,
-    fields: [],
     sys: systems.map((s) => ({
       key: s.key,
       cap: s.cap,
@@ -166,18 +163,9 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
       v: a.type === "metric" ? a.valueMicro : false,
       n: a.type === "streak" ? a.length : false,
     };
-    fields.add(`a:${a.key}`);
   }
-  if (metricKey !== null) fields.add(`m:${metricKey}`);
-  for (const t of rules.mt) {
-    fields.add(t.hw);
-    if (t.tc) fields.add(t.tc);
-  }
-  for (const s of systems) fields.add(`p:${s.key}`).add(`pn:${s.key}`).add(userBoostField(s.key));
   if (streakRule) {
-    STREAK_FIELDS.forEach((f) => fields.add(f));
     const m = streakRule.metrics.map((x) => ({ f: streakValueField(x.metric), th: x.thresholdMicro }));
-    if (countsForStreak) m.forEach((x) => fields.add(x.f));
     const fz = streakRule.freezes;
     rules.streak = {
       freq: streakRule.frequency,
@@ -188,6 +176,5 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
       fz: fz ? { init: fz.initial, max: fz.max, every: fz.everyDays, amt: fz.amount } : false,
     };
   }
-  rules.fields = [...fields];
-  return { rules, metricTriggers };
+  return { rules, metricTriggers, profileFields: ["tz", ...[...tenant.userAttributes].map(userAttributeField)] };
 }

@@ -89,6 +89,8 @@ export class TenantStore {
     const frequency = this.tenant.streak?.frequency ?? "daily";
     const mask = entry.built.metricTriggers.map((t) => (eventFiltersMatch(t.eventAttributes, input.eventAttributes) ? "1" : "0")).join("");
     const profileArgs = input.profile.flat();
+    const readFields = [...entry.built.profileFields];
+    for (const [field] of input.profile) if (!readFields.includes(field)) readFields.push(field);
     for (let attempt = 0; ; attempt++) {
       const nowDay = localDayIndex(input.now, tz);
       const nowPeriod = periodOfDay(nowDay, frequency);
@@ -107,6 +109,8 @@ export class TenantStore {
         streakDeadline(nowPeriod, frequency, tz),
         streakDeadline(nowPeriod - 1, frequency, tz),
         mask,
+        readFields.length,
+        ...readFields,
         input.profile.length,
         ...profileArgs,
       ])) as unknown[];

@@ -1,6 +1,7 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
+import { setScriptMode } from "../../src/store/redis-script.js";
 import { startTestApp, type TestApp } from "../helpers/app.js";
 
 /**
@@ -8,10 +9,6 @@ import { startTestApp, type TestApp } from "../helpers/app.js";
  * command the service sends while one event (and one metering read) is processed.
  */
 let t: TestApp;
-beforeAll(async () => {
-  t = await startTestApp({ manualClock: "2026-03-02T12:00:00Z" });
-});
-afterAll(async () => t.close());
 
 async function commandsDuring(action: () => Promise<unknown>): Promise<string[][]> {
   const monitor = await new Redis(inject("redisUrl")).monitor();
@@ -39,13 +36,25 @@ async function commandsDuring(action: () => Promise<unknown>): Promise<string[][
 }
 let lastLuaCalls: string[] = [];
 
-describe("one Redis command per request", () => {
-  it("an event is exactly one EVALSHA", async () => {
+describe.each([
+  ["function", "fcall"],
+  ["eval", "evalsha"],
+] as const)("one Redis command per request (LAUREL_LUA=%s)", (mode, command) => {
+  beforeAll(async () => {
+    setScriptMode(mode);
+    t = await startTestApp({ manualClock: "2026-03-02T12:00:00Z" });
+  });
+  afterAll(async () => {
+    await t.close();
+    setScriptMode("function");
+  });
+
+  it(`an event is exactly one ${command.toUpperCase()}`, async () => {
     await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "warm", tz: "UTC" }, value: 1 });
     const commands = await commandsDuring(() =>
       t.call("POST", "/v1/metrics/lessons/event", { user: { id: "mon", tz: "Europe/Berlin", email: "m@example.com" }, value: 3 }, { "idempotency-key": "x" }),
     );
-    expect(commands.map((c) => c[0]!.toLowerCase())).toEqual(["evalsha"]);
+    expect(commands.map((c) => c[0]!.toLowerCase())).toEqual([command]);
   });
 
   it("a returning user's lesson event runs few commands inside the script (STACK.md: each costs ~4 µs)", async () => {
@@ -55,8 +64,8 @@ describe("one Redis command per request", () => {
     expect(lastLuaCalls).toEqual(["hmget", "zadd", "lpush", "hset", "xadd"]);
   });
 
-  it("the metering read is exactly one EVALSHA", async () => {
+  it(`the metering read is exactly one ${command.toUpperCase()}`, async () => {
     const commands = await commandsDuring(() => t.call("GET", "/v1/users/mon/points/xp?awards=5"));
-    expect(commands.map((c) => c[0]!.toLowerCase())).toEqual(["evalsha"]);
+    expect(commands.map((c) => c[0]!.toLowerCase())).toEqual([command]);
   });
 });

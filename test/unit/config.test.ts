@@ -63,8 +63,8 @@ describe("config", () => {
     expect(lessons.mt.map((t) => [t.s, t.k])).toEqual([[1, "lesson-completed"]]);
     expect(lessons.uc.map((t) => [t.s, t.k])).toEqual([[2, "welcome"]]);
     expect(lessons.mach).toEqual(["first-lesson", "ten-lessons"]);
-    expect(lessons.fields).toContain("sv:lessons");
-    expect(calls.fields).not.toContain("sv:lessons");
+    expect(lessons.streak).toMatchObject({ counts: true, f: "sv:lessons" });
+    expect(calls.streak).toMatchObject({ counts: false, f: false });
   });
 
   it("encodes rules as a Lua literal", () => {
