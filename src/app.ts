@@ -6,7 +6,20 @@ import type { CompiledTenant } from "./config/compiled.js";
 import { getClockHandler, setClockHandler } from "./api/admin-clock.js";
 import { recordEventHandler } from "./api/events.js";
 import { healthHandler } from "./api/health.js";
+import { grantFreezesHandler, restoreStreaksHandler } from "./api/admin-streaks.js";
+import { createBoostHandler, endBoostHandler, globalBoostsHandler, listUserBoostsHandler, userBoostsHandler } from "./api/boosts.js";
+import { completeAchievementHandler } from "./api/complete.js";
 import { levelsHandler, pointsSystemHandler, userPointsHandler } from "./api/points.js";
+import {
+  createUserHandler,
+  getPreferencesHandler,
+  getUserHandler,
+  identifyUserHandler,
+  patchPreferencesHandler,
+  updateUserHandler,
+} from "./api/users.js";
+import { ManualClock } from "./clock.js";
+import { TimeTriggers } from "./jobs/time-triggers.js";
 import { Router } from "./http/router.js";
 import { Tenants } from "./tenants.js";
 
@@ -19,12 +32,14 @@ export interface AppOptions {
   /** 0 picks a free port. */
   port: number;
   maxBodyBytes?: number;
+  /** Run the background workers (time triggers) in this process; default true. */
+  jobs?: boolean;
 }
 
 export interface RunningApp {
   port: number;
   tenants: Tenants;
-  close(): void;
+  close(): Promise<void>;
 }
 
 /** STACK.md §2: the trufflesuite build silently falls back to a slow JS server; refuse to run on it. */
@@ -40,6 +55,10 @@ export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
 export async function startApp(opts: AppOptions): Promise<RunningApp> {
   assertNativeUws();
   const tenants = await Tenants.create(opts.redis, opts.tenants, opts.clock.now());
+  const { host: redisHost, port: redisPort, username, password, db } = opts.redis.options;
+  const connection = { host: redisHost, port: redisPort, username, password, db };
+  const timeTriggers = opts.jobs === false ? null : await TimeTriggers.start({ connection, tenants, clock: opts.clock, logger: opts.logger });
+  if (timeTriggers && opts.clock instanceof ManualClock) opts.clock.onChange(() => timeTriggers.runAll());
   const app = uWS.App();
   const router = new Router(app, { maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, logger: opts.logger });
 
@@ -49,6 +68,20 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   router.add("get", "/v1/users/:id/points/:key", 2, userPointsHandler(tenants));
   router.add("get", "/v1/points/:key", 1, pointsSystemHandler(tenants));
   router.add("get", "/v1/points/:key/levels", 1, levelsHandler(tenants));
+  router.add("get", "/v1/points/:key/boosts", 1, globalBoostsHandler(tenants, opts.clock));
+  router.add("get", "/v1/users/:id/points/:key/boosts", 2, userBoostsHandler(tenants, opts.clock));
+  router.add("post", "/v1/users", 0, createUserHandler(tenants, opts.clock));
+  router.add("get", "/v1/users/:id", 1, getUserHandler(tenants));
+  router.add("put", "/v1/users/:id", 1, identifyUserHandler(tenants, opts.clock));
+  router.add("patch", "/v1/users/:id", 1, updateUserHandler(tenants, opts.clock));
+  router.add("get", "/v1/users/:id/preferences", 1, getPreferencesHandler(tenants));
+  router.add("patch", "/v1/users/:id/preferences", 1, patchPreferencesHandler(tenants, opts.clock));
+  router.add("post", "/v1/achievements/:key/complete", 1, completeAchievementHandler(tenants, opts.clock));
+  router.add("post", "/admin/v1/points/:key/boosts", 1, createBoostHandler(tenants, opts.clock));
+  router.add("get", "/admin/v1/points/:key/boosts", 1, listUserBoostsHandler(tenants, opts.clock));
+  router.add("del", "/admin/v1/points/:key/boosts/:id", 2, endBoostHandler(tenants, opts.clock));
+  router.add("post", "/admin/v1/streaks/freezes", 0, grantFreezesHandler(tenants, opts.clock));
+  router.add("post", "/admin/v1/streaks/restore", 0, restoreStreaksHandler(tenants, opts.clock));
   router.add("post", "/admin/v1/clock", 0, setClockHandler(tenants, opts.clock));
   router.add("get", "/admin/v1/clock", 0, getClockHandler(tenants, opts.clock));
   router.add("get", "/healthz", 0, healthHandler(opts.redis, opts.clock));
@@ -64,10 +97,11 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   return {
     port,
     tenants,
-    close() {
+    async close() {
       uWS.us_listen_socket_close(listenSocket);
       // Present at runtime though missing from this build's types (STACK.md §2): closes open connections too.
       (app as unknown as { close?: () => void }).close?.();
+      await timeTriggers?.close();
     },
   };
 }

@@ -15,7 +15,7 @@ export class SystemClock implements Clock {
   }
 }
 
-type Listener = (now: number, previous: number) => void;
+type Listener = (now: number, previous: number) => Promise<void> | void;
 
 export class ManualClock implements Clock {
   readonly manual = true;
@@ -30,10 +30,11 @@ export class ManualClock implements Clock {
     return this.current;
   }
 
-  set(ms: number): void {
+  /** Moves the clock, then runs the work that became due (listeners) and waits for it. */
+  async set(ms: number): Promise<void> {
     const previous = this.current;
     this.current = ms;
-    for (const listener of this.listeners) listener(ms, previous);
+    for (const listener of this.listeners) await listener(ms, previous);
   }
 
   /** Called after every set; background work that is due by the service clock subscribes here. */

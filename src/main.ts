@@ -58,7 +58,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, "stopping");
-    app.close();
+    await app.close();
     await redis.quit().catch(() => undefined);
     await embedded?.stop();
     process.exit(0);

@@ -32,11 +32,30 @@ export function isValidZone(name: string): boolean {
   return zoneFor(name) !== null;
 }
 
+const QUARTER_HOUR_MS = 900_000;
+const offsetCache = new Map<string, number>();
+
+/**
+ * A zone's UTC offset (minutes) at an instant. luxon's lookup formats a date through Intl
+ * (several µs, the largest Node cost per event in the first bench); offsets only change on the
+ * quarter hour (DST and zone changes happen at such instants), so they are cached per quarter hour.
+ */
+function offsetMinutes(zoneName: string, ms: number): number {
+  const bucket = Math.floor(ms / QUARTER_HOUR_MS);
+  const key = `${zoneName}|${bucket}`;
+  let offset = offsetCache.get(key);
+  if (offset === undefined) {
+    const zone = zoneFor(zoneName);
+    offset = zone ? zone.offset(bucket * QUARTER_HOUR_MS) : 0;
+    if (offsetCache.size > 100_000) offsetCache.clear();
+    offsetCache.set(key, offset);
+  }
+  return offset;
+}
+
 /** Day index of the local date of instant `ms` in `zone` (defaults to UTC for unknown zones). */
 export function localDayIndex(ms: number, zoneName: string): number {
-  const zone = zoneFor(zoneName);
-  const offsetMin = zone ? zone.offset(ms) : 0;
-  return Math.floor((ms + offsetMin * 60_000) / DAY_MS);
+  return Math.floor((ms + offsetMinutes(zoneName, ms) * 60_000) / DAY_MS);
 }
 
 /** Civil date of a day index: proleptic Gregorian, via the UTC calendar (no zone involved). */

@@ -2,16 +2,21 @@
  * The record every state-changing script appends to its shard's stream ({t:s}:x), in the same
  * atomic call as the change: the single source for what is materialised later (daily buckets,
  * outbound events). Fields:
- *   k  kind: "ev" (metric event)
+ *   k  kind: "ev" metric event, "us" identify/create/update, "ac" achievement completed by API,
+ *      "tt" time trigger paid, "sa" admin streak operation
  *   u  user id
  *   t  the service time of the change, ms
  *   z  the user's zone at the time
- *   e  kind detail; for "ev": "<metric>|<value micro>|<eventId>"
+ *   e  kind detail; "ev": "<metric>|<value micro>|<eventId>"; "us": the mode; "ac": the
+ *      achievement; "tt": the trigger key; "sa": "freeze" or "restore"
  *   o  outcome parts, ";"-separated:
  *        c                                  the user was created
  *        a:<achievement>                    achievement completed
  *        p:<sys>:<added>:<total>:<lvBefore>:<lvAfter>   points changed (level indexes, 0 = none)
  *        s:<length>                         streak extended to length
+ *        sl:<length>                        streak of that length lost
+ *        fc:<n>, fe:<n>, fa:<n>             freezes consumed, auto-earned, granted by an admin
+ *        sr:<length>                        streak restored to length by an admin
  */
 export interface StreamPointsPart {
   systemKey: string;
@@ -32,6 +37,11 @@ export interface StreamRecord {
   achievements: string[];
   points: StreamPointsPart[];
   streakLength: number | null;
+  streakLost: number | null;
+  freezesConsumed: number;
+  freezesEarned: number;
+  freezesGranted: number;
+  streakRestored: number | null;
 }
 
 /** Decodes one stream entry as ioredis returns it: [id, [field, value, field, value...]]. */
@@ -49,11 +59,21 @@ export function decodeStreamRecord(id: string, flat: string[]): StreamRecord {
     achievements: [],
     points: [],
     streakLength: null,
+    streakLost: null,
+    freezesConsumed: 0,
+    freezesEarned: 0,
+    freezesGranted: 0,
+    streakRestored: null,
   };
   for (const part of (fields.o ?? "").split(";")) {
     if (part === "c") record.created = true;
     else if (part.startsWith("a:")) record.achievements.push(part.slice(2));
     else if (part.startsWith("s:")) record.streakLength = Number(part.slice(2));
+    else if (part.startsWith("sl:")) record.streakLost = Number(part.slice(3));
+    else if (part.startsWith("sr:")) record.streakRestored = Number(part.slice(3));
+    else if (part.startsWith("fc:")) record.freezesConsumed = Number(part.slice(3));
+    else if (part.startsWith("fe:")) record.freezesEarned = Number(part.slice(3));
+    else if (part.startsWith("fa:")) record.freezesGranted = Number(part.slice(3));
     else if (part.startsWith("p:")) {
       // System keys cannot contain ":" (config Key pattern), so the split is unambiguous.
       const [, systemKey, added, total, before, after] = part.split(":");

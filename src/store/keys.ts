@@ -16,7 +16,17 @@
  *   {t:s}:sd                zset  users with a streak, by the instant (ms) it is lost
  *   {t:s}:sb                zset  users by longest streak ever
  *   {t:s}:sh:<user>         zset  the user's extended periods: score period, member "period:length"
+ *                                  (":f" when a freeze covered the period)
+ *   {t:s}:tt:<sys>.<trig>   zset  users by the instant a time trigger next pays them
+ *   {t:s}:ub                hash  every user boost of the shard: id → JSON record (admin listing)
  *   {t}:meta                hash  first-seen and last-changed times of configured objects
+ *
+ * Written by the stream worker (src/jobs/stream-worker.ts), never by the event path:
+ *   {t:s}:b:<series>:<user> zset  daily buckets of one user in one series ("m:<metric>" or
+ *                                  "p:<system>"): score local day index, member
+ *                                  "day|count|change|totalAfter" (src/domain/buckets.ts)
+ *   {t:s}:xw                hash  consumer group → last stream id applied (the watermark)
+ *   {t:s}:sx                hash  user → instant (ms) of the last streak extension
  */
 
 /** FNV-1a over the UTF-8 bytes of the user id: stable across processes and languages. */
@@ -55,6 +65,39 @@ export class TenantKeys {
 
   awards(shard: number, systemKey: string, userId: string): string {
     return `${this.prefix(shard)}aw:${systemKey}:${userId}`;
+  }
+
+  userBoosts(shard: number): string {
+    return `${this.prefix(shard)}ub`;
+  }
+
+  /** Daily buckets of one user in one series (src/domain/buckets.ts seriesOf*). */
+  buckets(shard: number, series: string, userId: string): string {
+    return `${this.prefix(shard)}b:${series}:${userId}`;
+  }
+
+  watermarks(shard: number): string {
+    return `${this.prefix(shard)}xw`;
+  }
+
+  lastExtended(shard: number): string {
+    return `${this.prefix(shard)}sx`;
+  }
+
+  streakActive(shard: number): string {
+    return `${this.prefix(shard)}sa`;
+  }
+
+  streakDeadline(shard: number): string {
+    return `${this.prefix(shard)}sd`;
+  }
+
+  streakBest(shard: number): string {
+    return `${this.prefix(shard)}sb`;
+  }
+
+  streakHistory(shard: number, userId: string): string {
+    return `${this.prefix(shard)}sh:${userId}`;
   }
 
   meta(): string {

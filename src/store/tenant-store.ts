@@ -11,6 +11,9 @@ import { loadLua, type LuaSource } from "./lua-loader.js";
 import { runScript } from "./redis-script.js";
 
 const readPointsScript = loadLua("readPoints-1");
+export const userBoostScript = loadLua("userBoost-2");
+export const readUserScript = loadLua("readUser-1");
+const SHARED_SCRIPTS = [readPointsScript, userBoostScript, readUserScript];
 
 export interface RecordEventInput {
   metricKey: string;
@@ -46,7 +49,7 @@ interface EventScript {
  * answers -1 with the stored zone when it was wrong, and Node calls once more. Bounded, so
  * it is a cache and never a source of truth.
  */
-class ZoneCache {
+export class ZoneCache {
   private readonly map = new Map<string, string>();
   constructor(private readonly max = 100_000) {}
   get(key: string): string | undefined {
@@ -62,10 +65,21 @@ class ZoneCache {
 export class TenantStore {
   readonly keys: TenantKeys;
   private readonly eventScripts = new Map<string, EventScript>();
-  private readonly zones = new ZoneCache();
+  readonly zones = new ZoneCache();
+  /** Scripts that run with the whole tenant's rules (identify, completion, time ticks, admin). */
+  readonly tenantScripts: Record<"user" | "complete" | "timeTick" | "streakAdmin", LuaSource>;
+  readonly tenantRules: BuiltRules;
 
   constructor(readonly redis: Redis, readonly tenant: CompiledTenant) {
     this.keys = new TenantKeys(tenant.id);
+    this.tenantRules = buildRules(tenant, null);
+    const rules = this.tenantRules.rules;
+    this.tenantScripts = {
+      user: loadLua("user-3", rules),
+      complete: loadLua("complete-3", rules),
+      timeTick: loadLua("timeTick-2", rules),
+      streakAdmin: loadLua("streakAdmin-3", rules),
+    };
     for (const metric of tenant.metrics) {
       const built = buildRules(tenant, metric.key);
       this.eventScripts.set(metric.key, { script: loadLua("event-3", built.rules), built });
@@ -73,7 +87,7 @@ export class TenantStore {
   }
 
   scripts(): LuaSource[] {
-    return [...[...this.eventScripts.values()].map((e) => e.script), readPointsScript];
+    return [...[...this.eventScripts.values()].map((e) => e.script), ...Object.values(this.tenantScripts), ...SHARED_SCRIPTS];
   }
 
   shard(userId: string): number {
@@ -143,7 +157,7 @@ export class TenantStore {
 }
 
 /** The script's streak reply: {length, start, last, extended, freezes, grants, createdDay}. */
-function decodeStreak(raw: unknown[]): StreakState {
+export function decodeStreak(raw: unknown[]): StreakState {
   const orNull = (v: unknown): number | null => (v === null || v === undefined ? null : (v as number));
   return {
     length: raw[0] as number,
@@ -155,18 +169,22 @@ function decodeStreak(raw: unknown[]): StreakState {
   };
 }
 
-function decodeEventReply(reply: unknown[]): EventOutcome {
-  const streakRaw = reply[3] as unknown[];
-  if (reply[0] === 2) {
-    return { kind: "replay", eventId: reply[1] as string, totalMicro: reply[2] as number, streak: decodeStreak(streakRaw) };
-  }
-  const points: PointsChange[] = (reply[5] as unknown[][]).map((entry) => ({
+export function decodePoints(raw: unknown[][]): PointsChange[] {
+  return raw.map((entry) => ({
     systemKey: entry[0] as string,
     added: entry[1] as number,
     total: entry[2] as number,
     before: entry[3] as number,
     awards: (entry.slice(4) as string[]).map(parseAwardRecord),
   }));
+}
+
+function decodeEventReply(reply: unknown[]): EventOutcome {
+  const streakRaw = reply[3] as unknown[];
+  if (reply[0] === 2) {
+    return { kind: "replay", eventId: reply[1] as string, totalMicro: reply[2] as number, streak: decodeStreak(streakRaw) };
+  }
+  const points = decodePoints(reply[5] as unknown[][]);
   return {
     kind: "processed",
     eventId: reply[1] as string,

@@ -82,7 +82,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
       if (res.status !== 200) throw new Error(`clock: ${res.status} ${JSON.stringify(res.body)}`);
     },
     async close() {
-      app.close();
+      await app.close();
       await redis.quit();
     },
   };

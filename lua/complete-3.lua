@@ -1,0 +1,59 @@
+--[[
+  Completes an API achievement for one user (POST /v1/achievements/{key}/complete,
+  trophy-compat §2.2 #2, §3.4), upserting the user first. A completion fires the achievement's
+  triggers and may complete composites; completing twice changes nothing.
+
+  KEYS[1] user state hash   {t:s}:u:<userId>
+  KEYS[2] shard counters    {t:s}:agg
+  KEYS[3] shard stream      {t:s}:x
+
+  ARGV[1] key prefix {t:s}:
+  ARGV[2] user id
+  ARGV[3] now, ms
+  ARGV[4] achievement key (an "api" achievement of R.ach)
+  ARGV[5] local day index of now (stored as the day of first identification if the user is new)
+  ARGV[6] r, the number of profile fields to read; ARGV[7 .. 6+r] their names
+  ARGV[7+r] n, the number of profile fields sent; then n field, value pairs
+
+  Reply
+    {2, achievedAt}                                  already completed; nothing written
+    {3}                                              the user's attributes do not match; nothing written
+    {1, achievedAt, completed, points, created}      completed now (completed = keys, in order)
+]]
+--@rules
+-- @include "includes/context.lua"
+-- @include "includes/math.lua"
+-- @include "includes/state.lua"
+-- @include "includes/points.lua"
+-- @include "includes/achievements.lua"
+-- @include "includes/user.lua"
+--@body
+beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
+local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
+local key, localDay = ARGV[4], tonumber(ARGV[5])
+local nRead = tonumber(ARGV[6])
+local nProfile = tonumber(ARGV[7 + nRead])
+
+loadState(userKey, 's', { unpack(ARGV, 7, 6 + nRead) })
+local a = R.ach[key]
+if S[a.f] then return { 2, S[a.f] } end
+
+local created = not S.ct
+local changed = applyProfile(ARGV, 8 + nRead, nProfile)
+-- Eligibility is checked with the attributes this request sends, before anything is written.
+if not matches(a.ua) then return { 3 } end
+
+local outParts = {}
+if created then
+  createUser(localDay)
+  rcall('HINCRBY', aggKey, 'users', 1)
+  outParts[#outParts + 1] = 'c'
+elseif changed then
+  set('up', now)
+end
+complete(key)
+flushAchievements(aggKey, outParts)
+local pointsReply = flushPoints(aggKey, outParts)
+flushState(userKey)
+rcall('XADD', streamKey, '*', 'k', 'ac', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', key, 'o', table.concat(outParts, ';'))
+return { 1, now, completed, pointsReply, created and 1 or 0 }

@@ -1,0 +1,92 @@
+--[[
+  Admin streak operations (trophy-compat §2.2 #25, #26): grant freezes, or restore a lost
+  streak. Both settle the streak first (freezes consumed, streak lost) as an event would.
+
+  KEYS[1] user state hash   {t:s}:u:<userId>
+  KEYS[2] shard counters    {t:s}:agg
+  KEYS[3] shard stream      {t:s}:x
+
+  ARGV[1] key prefix {t:s}:
+  ARGV[2] user id
+  ARGV[3] now, ms
+  ARGV[4] op: "freeze" or "restore"
+  ARGV[5] zone Node computed the calendar for (checked against the stored zone)
+  ARGV[6] current local day index; ARGV[7] current streak period index
+  ARGV[8] instant the streak is lost if last covered in the previous period
+  ARGV[9] instant the streak is lost if extended in the current period
+  ARGV[10] "freeze": how many freezes to grant; "restore": first period of the restore window
+
+  Reply
+    {-1, storedZone}         the zone assumption was wrong; nothing written
+    {0}                      unknown user; nothing written
+    "freeze":  {1, granted, held}      granted may be less than asked (the maximum)
+    "restore": {1, length} restored | {3} no streak in the window | {4} already at that length
+]]
+--@rules
+-- @include "includes/context.lua"
+-- @include "includes/math.lua"
+-- @include "includes/state.lua"
+-- @include "includes/points.lua"
+-- @include "includes/achievements.lua"
+-- @include "includes/streak.lua"
+--@body
+beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
+local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
+local op, tzAssumed = ARGV[4], ARGV[5]
+local nowDay, nowPeriod = tonumber(ARGV[6]), tonumber(ARGV[7])
+local deadlinePrevious, deadlineCurrent = tonumber(ARGV[8]), tonumber(ARGV[9])
+local amount = tonumber(ARGV[10])
+
+loadState(userKey, 's', { 'tz' })
+if not S.ct then return { 0 } end
+if (U.tz or 'UTC') ~= tzAssumed then return { -1, U.tz or 'UTC' } end
+
+settleStreak(nowDay, nowPeriod)
+if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', prefix .. 'sd', deadlinePrevious, userId) end
+
+local outParts = {}
+local reply
+if op == 'freeze' then
+  local held = S.fz or 0
+  local granted = math.max(0, math.min(amount, R.streak.fz.max - held))
+  if granted > 0 then
+    set('fz', held + granted)
+    outParts[#outParts + 1] = 'fa:' .. granted
+  end
+  reply = { 1, granted, held + granted }
+else
+  -- The longest length the streak reached within the window (history: "period:length[:f]").
+  local best = 0
+  for _, member in ipairs(rcall('ZRANGEBYSCORE', prefix .. 'sh:' .. userId, amount, '+inf')) do
+    local length = tonumber(string.match(member, '^[^:]+:(%d+)'))
+    if length > best then best = length end
+  end
+  local length, last = S.sl or 0, S.sp
+  local alive = length > 0 and last ~= nil and last >= nowPeriod - 1
+  if best == 0 then
+    reply = { 3 }
+  elseif alive and length >= best then
+    reply = { 4 }
+  else
+    -- Restored: alive at that length, extendable in the current period (or already extended in it).
+    local newLast = (last ~= nil and last >= nowPeriod) and last or (nowPeriod - 1)
+    set('sl', best)
+    set('ss', newLast - best + 1)
+    set('sp', newLast)
+    if best > (S.sb or 0) then
+      set('sb', best)
+      rcall('ZADD', prefix .. 'sb', best, userId)
+    end
+    rcall('ZADD', prefix .. 'sa', best, userId)
+    rcall('ZADD', prefix .. 'sd', newLast == nowPeriod and deadlineCurrent or deadlinePrevious, userId)
+    outParts[#outParts + 1] = 'sr:' .. best
+    reply = { 1, best }
+  end
+end
+streakOutcome(outParts, false)
+local pointsReply = flushPoints(aggKey, outParts)
+flushState(userKey)
+if #outParts > 0 then
+  rcall('XADD', streamKey, '*', 'k', 'sa', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', op, 'o', table.concat(outParts, ';'))
+end
+return reply

@@ -1,0 +1,58 @@
+--[[
+  Pays one time trigger to the users of one shard who are due (trophy-compat §5.5: "every N
+  hours/days"), at most `limit` users per call; the job calls again while `more` is 1.
+
+  Catch-up rule: a user due at D with interval I is paid, at the tick at `now`, for every
+  interval that has fully elapsed: n = floor((now - D) / I) + 1 intervals, as one award of
+  n x points (boosted by the boosts active at the tick), and is next due at D + n x I. No
+  interval is paid twice (the due time only moves forward) and none is skipped, however long
+  the service was down. A user whose attributes do not match the trigger's filter at the tick
+  is not paid for those intervals.
+
+  KEYS[1] shard counters    {t:s}:agg
+  KEYS[2] shard stream      {t:s}:x
+
+  ARGV[1] key prefix {t:s}:
+  ARGV[2] now, ms
+  ARGV[3] index of the trigger in R.tt
+  ARGV[4] limit, users per call
+  ARGV[5] r, the number of profile fields to read (tz, declared attributes); ARGV[6 .. 5+r]
+
+  Reply {paid, more}
+]]
+--@rules
+-- @include "includes/context.lua"
+-- @include "includes/math.lua"
+-- @include "includes/state.lua"
+-- @include "includes/points.lua"
+--@body
+beginCall(tonumber(ARGV[2]), ARGV[1], '')
+local aggKey, streamKey = KEYS[1], KEYS[2]
+local trigger = R.tt[tonumber(ARGV[3])]
+local limit = tonumber(ARGV[4])
+local readFields = { unpack(ARGV, 6, 5 + tonumber(ARGV[5])) }
+local dueKey = prefix .. trigger.z
+
+local due = rcall('ZRANGEBYSCORE', dueKey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+local paid = 0
+for j = 1, #due, 2 do
+  local user, dueAt = due[j], tonumber(due[j + 1])
+  beginUser(user)
+  local userKey = prefix .. 'u:' .. user
+  loadState(userKey, 's', readFields)
+  if not S.ct then
+    rcall('ZREM', dueKey, user)
+  else
+    local n = math.floor((now - dueAt) / trigger.ms) + 1
+    if matches(trigger.f) then award(trigger.s, trigger.k, n * trigger.pts) end
+    local outParts = {}
+    local pointsReply = flushPoints(aggKey, outParts)
+    if #pointsReply > 0 then
+      paid = paid + 1
+      flushState(userKey)
+      rcall('XADD', streamKey, '*', 'k', 'tt', 'u', user, 't', now, 'z', U.tz or 'UTC', 'e', trigger.k, 'o', table.concat(outParts, ';'))
+    end
+    rcall('ZADD', dueKey, dueAt + n * trigger.ms, user)
+  end
+end
+return { paid, (#due == 2 * limit) and 1 or 0 }

@@ -1,0 +1,48 @@
+import typia from "typia";
+import type { Clock } from "../clock.js";
+import { fail } from "../domain/errors.js";
+import { stableId } from "../domain/ids.js";
+import type { ApiReply, ApiRequest } from "../http/router.js";
+import type { Tenants } from "../tenants.js";
+import { completeAchievement } from "../store/user-store.js";
+import { parseJson, validated } from "./body.js";
+import { pointsMapJson } from "./points-json.js";
+import { userProfileFields, type UserInput } from "./user-input.js";
+import { achievementJson } from "./wire.js";
+
+interface CompleteBody {
+  user: UserInput;
+}
+const validateCompleteBody = typia.createValidateEquals<CompleteBody>();
+
+/**
+ * POST /v1/achievements/{key}/complete (trophy-compat §2.2 #2, §3.4 AchievementCompletionResponse).
+ * Only `type: api` achievements complete this way (422 otherwise; 404 for an unknown key). The
+ * user is upserted like in an event. Completing again answers 200 with the original achievedAt,
+ * the same completionId and `points: {}`, and changes nothing; the first completion answers 201.
+ */
+export function completeAchievementHandler(tenants: Tenants, clock: Clock) {
+  return async (req: ApiRequest): Promise<ApiReply> => {
+    const { tenant, store } = tenants.authenticate(req.apiKey);
+    const key = req.params[0]!;
+    const achievement = tenant.achievementByKey.get(key) ?? fail("ACHIEVEMENT_NOT_FOUND", `Achievement not found: ${key}`);
+    if (achievement.type !== "api") fail("INVALID_VALUE", `Achievement ${key} is completed by its ${achievement.type === "composite" ? "prerequisites" : achievement.type}, not by the API`);
+    const body = validated(parseJson(req.body), validateCompleteBody);
+    const profile = userProfileFields(body.user, tenant.userAttributes);
+    const result = await completeAchievement(store, body.user.id, key, profile, clock.now());
+    if (result.status === "ineligible") fail("INVALID_VALUE", `User ${body.user.id} does not have the attributes achievement ${key} requires`);
+    const completionId = stableId(tenant.ns, "completion", `${key}/${body.user.id}`);
+    return {
+      status: result.status === "completed" ? 201 : 200,
+      body: {
+        completionId,
+        achievement: achievementJson(tenant, achievement, result.achievedAt),
+        points: result.status === "completed" ? pointsMapJson(tenant, body.user.id, result.points) : {},
+        // Composites this completion unlocked, beyond the achievement itself (a Laurel extra).
+        achievements: result.status === "completed"
+          ? result.completed.map((k) => achievementJson(tenant, tenant.achievementByKey.get(k)!, result.achievedAt))
+          : [],
+      },
+    };
+  };
+}

@@ -1,0 +1,130 @@
+import { createHash } from "node:crypto";
+import typia, { type tags } from "typia";
+import type { CompiledTenant } from "../config/compiled.js";
+import { fail } from "../domain/errors.js";
+import type { ApiReply, ApiRequest } from "../http/router.js";
+import type { Tenants } from "../tenants.js";
+import { readUser, upsertUser, type UpsertMode, type UserProfile } from "../store/user-store.js";
+import { parseJson, validated } from "./body.js";
+import { checkUserId, userProfileFields, type UserInput } from "./user-input.js";
+import { iso } from "./wire.js";
+
+/**
+ * Users (trophy-compat §2.2 #4-#9, §3.1, §3.10): create, identify (an upsert), get, update,
+ * and notification preferences. Identify and create fire first identification like an event.
+ */
+type UpdatedUser = Omit<UserInput, "id">;
+const validateUpserted = typia.createValidateEquals<UserInput>();
+const validateUpdated = typia.createValidateEquals<UpdatedUser>();
+
+export const NOTIFICATION_TYPES = ["achievement_completed", "recap", "reactivation", "streak_reminder"] as const;
+type Channel = "email" | "push";
+interface PreferencesBody {
+  notifications?: {
+    achievement_completed?: (Channel[] & tags.MaxItems<2>) | null;
+    recap?: (Channel[] & tags.MaxItems<2>) | null;
+    reactivation?: (Channel[] & tags.MaxItems<2>) | null;
+    streak_reminder?: (Channel[] & tags.MaxItems<2>) | null;
+  } | null;
+}
+const validatePreferences = typia.createValidateEquals<PreferencesBody>();
+
+/** Whether a user is in the experiment's control group: a stable hash of tenant and user id. */
+export function inControlGroup(tenant: CompiledTenant, userId: string): boolean {
+  if (tenant.controlPercent <= 0) return false;
+  const bucket = createHash("sha1").update(`${tenant.id}:${userId}`).digest().readUInt32BE(0) % 10_000;
+  return bucket < tenant.controlPercent * 100;
+}
+
+/** User (trophy-compat §3.1). subscribeToEmails defaults to true (trophy-compat §5.3). */
+export function userJson(tenant: CompiledTenant, userId: string, profile: UserProfile) {
+  const f = profile.fields;
+  const attributes: Record<string, string> = {};
+  for (const key of tenant.userAttributes) {
+    const value = f.get(`ua:${key}`);
+    if (value !== undefined) attributes[key] = value;
+  }
+  return {
+    id: userId,
+    email: f.get("em") ?? null,
+    name: f.get("nm") ?? null,
+    tz: f.get("tz") ?? null,
+    deviceTokens: f.has("dt") ? (JSON.parse(f.get("dt")!) as string[]) : null,
+    subscribeToEmails: f.get("se") !== "0",
+    attributes,
+    control: inControlGroup(tenant, userId),
+    created: iso(profile.created),
+    updated: iso(profile.updated),
+  };
+}
+
+/** Stored "type=email,push;recap=" → {notifications: {...}}; a type never set is absent. */
+export function preferencesJson(profile: UserProfile) {
+  const notifications: Record<string, string[]> = {};
+  for (const part of (profile.fields.get("np") ?? "").split(";")) {
+    if (part === "") continue;
+    const [kind, channels] = part.split("=");
+    notifications[kind!] = channels === "" ? [] : channels!.split(",");
+  }
+  return { notifications };
+}
+
+function upsertHandler(tenants: Tenants, clock: { now(): number }, mode: UpsertMode, idFrom: "body" | "path") {
+  return async (req: ApiRequest): Promise<ApiReply> => {
+    const { tenant, store } = tenants.authenticate(req.apiKey);
+    const raw = parseJson(req.body);
+    let user: UserInput;
+    if (idFrom === "body") user = validated(raw, validateUpserted);
+    else {
+      checkUserId(req.params[0]!, "user id");
+      user = { ...validated(raw, validateUpdated), id: req.params[0]! };
+    }
+    const profile = userProfileFields(user, tenant.userAttributes);
+    const result = await upsertUser(store, user.id, mode, profile, clock.now());
+    if (result.status === "missing") fail("USER_NOT_FOUND", `User not found: ${user.id}`);
+    const status = idFrom === "body" && result.status === "created" ? 201 : 200;
+    return { status, body: userJson(tenant, user.id, result.profile!) };
+  };
+}
+
+export const createUserHandler = (tenants: Tenants, clock: { now(): number }) => upsertHandler(tenants, clock, "upsert", "body");
+export const identifyUserHandler = (tenants: Tenants, clock: { now(): number }) => upsertHandler(tenants, clock, "upsert", "path");
+export const updateUserHandler = (tenants: Tenants, clock: { now(): number }) => upsertHandler(tenants, clock, "update", "path");
+
+export function getUserHandler(tenants: Tenants) {
+  return async (req: ApiRequest): Promise<ApiReply> => {
+    const { tenant, store } = tenants.authenticate(req.apiKey);
+    const userId = req.params[0]!;
+    checkUserId(userId, "user id");
+    const found = await readUser(store, userId);
+    if (!found) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+    return { status: 200, body: userJson(tenant, userId, found.profile) };
+  };
+}
+
+export function getPreferencesHandler(tenants: Tenants) {
+  return async (req: ApiRequest): Promise<ApiReply> => {
+    const { store } = tenants.authenticate(req.apiKey);
+    const userId = req.params[0]!;
+    checkUserId(userId, "user id");
+    const found = await readUser(store, userId);
+    if (!found) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+    return { status: 200, body: preferencesJson(found.profile) };
+  };
+}
+
+export function patchPreferencesHandler(tenants: Tenants, clock: { now(): number }) {
+  return async (req: ApiRequest): Promise<ApiReply> => {
+    const { store } = tenants.authenticate(req.apiKey);
+    const userId = req.params[0]!;
+    checkUserId(userId, "user id");
+    const body = validated(parseJson(req.body), validatePreferences);
+    const patch = NOTIFICATION_TYPES.flatMap((kind) => {
+      const channels = body.notifications?.[kind];
+      return channels == null ? [] : [`${kind}=${[...new Set(channels)].join(",")}`];
+    }).join(";");
+    const result = await upsertUser(store, userId, "prefs", [], clock.now(), patch);
+    if (result.status === "missing") fail("USER_NOT_FOUND", `User not found: ${userId}`);
+    return { status: 200, body: preferencesJson(result.profile!) };
+  };
+}

@@ -1,0 +1,40 @@
+import { metricSeries, pointsSeries } from "../domain/buckets.js";
+import { localDayIndex } from "../domain/periods.js";
+import { eventDetail, type StreamRecord } from "../domain/stream-record.js";
+
+/**
+ * What one stream record does to the materialised reads, as lua/applyStream-2.lua takes it.
+ * The local day is computed here, in TypeScript: Lua has no zone data (DESIGN: Time).
+ *
+ *   series op  "m:<metric>" or "p:<system>", change, total after ('' = previous total + change), count
+ *   extension  "x", the instant (ms) of a streak extension, '', 0
+ */
+export interface EntryOps {
+  id: string;
+  userId: string;
+  day: number;
+  ops: [string, number, number | "", number][];
+}
+
+export function opsOf(record: StreamRecord): EntryOps {
+  const ops: EntryOps["ops"] = [];
+  if (record.kind === "ev") {
+    // The record carries the event's value, not the metric total after it: the worker keeps
+    // the running total itself (every event of a user is in its shard's stream, in order).
+    const { metricKey, valueMicro } = eventDetail(record);
+    ops.push([metricSeries(metricKey), valueMicro, "", 1]);
+  }
+  for (const p of record.points) ops.push([pointsSeries(p.systemKey), p.added, p.total, 1]);
+  if (record.streakLength !== null) ops.push(["x", record.ms, "", 0]);
+  return { id: record.id, userId: record.userId, day: localDayIndex(record.ms, record.tz), ops };
+}
+
+/** Flattens entries into the script's ARGV tail: id, user, day, n, then n × (series, change, total, count). */
+export function opsArgs(entries: readonly EntryOps[]): (string | number)[] {
+  const args: (string | number)[] = [];
+  for (const e of entries) {
+    args.push(e.id, e.userId, e.day, e.ops.length);
+    for (const op of e.ops) args.push(...op);
+  }
+  return args;
+}

@@ -1,0 +1,144 @@
+import { Queue, QueueEvents, Worker, type ConnectionOptions } from "bullmq";
+import type { Logger } from "pino";
+import type { Clock } from "../clock.js";
+import { runScript } from "../store/redis-script.js";
+import { userAttributeField } from "../store/fields.js";
+import type { TenantStore } from "../store/tenant-store.js";
+import type { Tenants } from "../tenants.js";
+
+/**
+ * Time triggers (trophy-compat §5.5: "every N hours/days"). One BullMQ job scheduler per
+ * (tenant, trigger), not one job per user: each tick pays the users who are due, found in the
+ * per-shard sorted sets {t:s}:tt:<sys>.<trig> (score = next due instant), in batches of
+ * BATCH users per script call (lua/timeTick-2.lua has the catch-up rule).
+ *
+ * The scheduler ticks every `tickEveryMs` of wall time and pays by the service clock. With the
+ * manual clock, moving the clock runs every trigger at once (runAll), and POST /admin/v1/clock
+ * answers after they finished, so tests and simulations never wait for wall time.
+ */
+export const TIME_QUEUE = "laurel-time";
+const BATCH = 200;
+
+interface TickJob {
+  tenant: string;
+  /** 1-based index into the tenant rules' time triggers (R.tt). */
+  index: number;
+}
+
+/** Pays one trigger on every shard of a tenant; returns the number of users paid. */
+export async function runTimeTrigger(store: TenantStore, index: number, now: number): Promise<number> {
+  const profileFields = ["tz", ...[...store.tenant.userAttributes].map(userAttributeField)];
+  let paid = 0;
+  for (let shard = 0; shard < store.tenant.shards; shard++) {
+    for (let more = true; more; ) {
+      const reply = (await runScript(store.redis, store.tenantScripts.timeTick, [store.keys.agg(shard), store.keys.stream(shard)], [
+        store.keys.prefix(shard),
+        now,
+        index,
+        BATCH,
+        profileFields.length,
+        ...profileFields,
+      ])) as number[];
+      paid += reply[0]!;
+      more = reply[1] === 1;
+    }
+  }
+  return paid;
+}
+
+export interface TimeTriggerOptions {
+  connection: ConnectionOptions;
+  tenants: Tenants;
+  clock: Clock;
+  logger: Logger;
+  tickEveryMs?: number;
+  /** BullMQ key prefix; braces keep each queue in one Cluster slot. */
+  prefix?: string;
+}
+
+/**
+ * One queue per tenant: every process serving a tenant works its queue, and a process never
+ * takes a job for a tenant it does not serve (several configs may share one Redis).
+ */
+class TenantTimeQueue {
+  readonly queue: Queue<TickJob>;
+  readonly worker: Worker<TickJob>;
+  readonly events: QueueEvents;
+
+  constructor(readonly store: TenantStore, private readonly opts: TimeTriggerOptions) {
+    const name = `${TIME_QUEUE}:${store.tenant.id}`;
+    const prefix = opts.prefix ?? "{laurel-jobs}";
+    this.queue = new Queue<TickJob>(name, { connection: opts.connection, prefix });
+    this.events = new QueueEvents(name, { connection: opts.connection, prefix });
+    this.worker = new Worker<TickJob>(name, (job) => this.process(job.data), { connection: opts.connection, prefix, concurrency: 1 });
+    this.worker.on("failed", (job, err) => opts.logger.error({ err, job: job?.data }, "time trigger tick failed"));
+  }
+
+  get triggers(): number {
+    return this.store.tenantRules.rules.tt.length;
+  }
+
+  /** Scheduler ids name the trigger, so renaming a trigger key replaces its scheduler. */
+  schedulerId(index: number): string {
+    return this.store.tenantRules.rules.tt[index - 1]!.z;
+  }
+
+  async start(): Promise<void> {
+    await this.worker.waitUntilReady();
+    await this.events.waitUntilReady();
+    const wanted = new Set<string>();
+    for (let index = 1; index <= this.triggers; index++) {
+      wanted.add(this.schedulerId(index));
+      await this.queue.upsertJobScheduler(this.schedulerId(index), { every: this.opts.tickEveryMs ?? 60_000 }, {
+        name: "tick",
+        data: { tenant: this.store.tenant.id, index },
+      });
+    }
+    for (const scheduler of await this.queue.getJobSchedulers()) {
+      if (!wanted.has(scheduler.key)) await this.queue.removeJobScheduler(scheduler.key);
+    }
+  }
+
+  private async process(job: TickJob): Promise<number> {
+    // A job queued before a config change may name a trigger that no longer exists.
+    if (job.index > this.triggers) return 0;
+    return runTimeTrigger(this.store, job.index, this.opts.clock.now());
+  }
+
+  async runAll(): Promise<void> {
+    const jobs = await Promise.all(
+      Array.from({ length: this.triggers }, (_, i) =>
+        this.queue.add("tick", { tenant: this.store.tenant.id, index: i + 1 }, { removeOnComplete: true, removeOnFail: 100 }),
+      ),
+    );
+    await Promise.all(jobs.map((job) => job.waitUntilFinished(this.events)));
+  }
+
+  async close(): Promise<void> {
+    await this.worker.close();
+    await this.events.close();
+    await this.queue.close();
+  }
+}
+
+export class TimeTriggers {
+  private constructor(private readonly queues: TenantTimeQueue[]) {}
+
+  /** Starts a worker per tenant with time triggers and makes the schedulers match the config. */
+  static async start(opts: TimeTriggerOptions): Promise<TimeTriggers> {
+    const queues = opts.tenants.all
+      .filter((c) => c.store.tenantRules.rules.tt.length > 0)
+      .map((c) => new TenantTimeQueue(c.store, opts));
+    await Promise.all(queues.map((q) => q.start()));
+    return new TimeTriggers(queues);
+  }
+
+  /** Runs every trigger now, through the queues and the workers, and waits for all of them. */
+  async runAll(): Promise<void> {
+    await Promise.all(this.queues.map((q) => q.runAll()));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.queues.map((q) => q.close()));
+  }
+}

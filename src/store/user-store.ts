@@ -1,0 +1,204 @@
+import type { PointsChange } from "../domain/outcome.js";
+import { localDayIndex, periodOfDay, streakDeadline } from "../domain/periods.js";
+import { PROFILE_FIELDS, userAttributeField } from "./fields.js";
+import { runScript } from "./redis-script.js";
+import { decodePoints, readUserScript, userBoostScript, type TenantStore } from "./tenant-store.js";
+
+/**
+ * Every script call about one user other than the event and the metering read: identify,
+ * update, preferences, API completions, user boosts, admin streak operations. KEYS and ARGV are
+ * built here and only here (BullMQ's scripts.ts).
+ */
+export interface UserProfile {
+  created: number;
+  updated: number;
+  /** Profile fields by state-hash name (tz, em, nm, se, dt, np, ua:<attr>); absent when unset. */
+  fields: Map<string, string>;
+}
+
+export interface UpsertResult {
+  status: "created" | "updated" | "missing";
+  profile: UserProfile | null;
+  points: PointsChange[];
+}
+
+export type UpsertMode = "upsert" | "update" | "prefs";
+
+function profileFieldNames(store: TenantStore): string[] {
+  return [...PROFILE_FIELDS, ...[...store.tenant.userAttributes].map(userAttributeField)];
+}
+
+function userKeys(store: TenantStore, userId: string): string[] {
+  const shard = store.shard(userId);
+  return [store.keys.user(shard, userId), store.keys.agg(shard), store.keys.stream(shard)];
+}
+
+export async function upsertUser(
+  store: TenantStore,
+  userId: string,
+  mode: UpsertMode,
+  profile: [string, string][],
+  now: number,
+  prefsPatch = "",
+): Promise<UpsertResult> {
+  const names = profileFieldNames(store);
+  const tz = profile.find(([f]) => f === "tz")?.[1] ?? "UTC";
+  const reply = (await runScript(store.redis, store.tenantScripts.user, userKeys(store, userId), [
+    store.keys.prefix(store.shard(userId)),
+    userId,
+    now,
+    mode,
+    localDayIndex(now, tz),
+    prefsPatch,
+    names.length,
+    ...names,
+    profile.length,
+    ...profile.flat(),
+  ])) as unknown[];
+  if (reply[0] === 0) return { status: "missing", profile: null, points: [] };
+  const fields = new Map<string, string>();
+  [...names, "np"].forEach((name, i) => {
+    const value = reply[4 + i];
+    if (typeof value === "string") fields.set(name, value);
+  });
+  return {
+    status: reply[0] === 1 ? "created" : "updated",
+    profile: { created: reply[1] as number, updated: reply[2] as number, fields },
+    points: decodePoints(reply[3] as unknown[][]),
+  };
+}
+
+/** The user's profile and the asked keys of the hot state, or null for an unknown user. */
+export async function readUser(
+  store: TenantStore,
+  userId: string,
+  stateKeys: string[] = [],
+): Promise<{ profile: UserProfile; state: Map<string, number | string> } | null> {
+  const names = [...profileFieldNames(store), "np"];
+  const shard = store.shard(userId);
+  const reply = (await runScript(store.redis, readUserScript, [store.keys.user(shard, userId)], [
+    names.length,
+    ...names,
+    "ct",
+    "up",
+    ...stateKeys,
+  ])) as unknown[];
+  if (reply[0] === 0) return null;
+  const fields = new Map<string, string>();
+  names.forEach((name, i) => {
+    const value = reply[1 + i];
+    if (typeof value === "string") fields.set(name, value);
+  });
+  const state = new Map<string, number | string>();
+  stateKeys.forEach((key, i) => {
+    const value = reply[1 + names.length + 2 + i];
+    if (value !== null && value !== undefined) state.set(key, value as number | string);
+  });
+  return {
+    profile: { created: reply[1 + names.length] as number, updated: reply[2 + names.length] as number, fields },
+    state,
+  };
+}
+
+export type CompletionResult =
+  | { status: "completed"; achievedAt: number; completed: string[]; points: PointsChange[] }
+  | { status: "already"; achievedAt: number }
+  | { status: "ineligible" };
+
+export async function completeAchievement(
+  store: TenantStore,
+  userId: string,
+  achievementKey: string,
+  profile: [string, string][],
+  now: number,
+): Promise<CompletionResult> {
+  const names = ["tz", ...[...store.tenant.userAttributes].map(userAttributeField)];
+  for (const [field] of profile) if (!names.includes(field)) names.push(field);
+  const tz = profile.find(([f]) => f === "tz")?.[1] ?? "UTC";
+  const reply = (await runScript(store.redis, store.tenantScripts.complete, userKeys(store, userId), [
+    store.keys.prefix(store.shard(userId)),
+    userId,
+    now,
+    achievementKey,
+    localDayIndex(now, tz),
+    names.length,
+    ...names,
+    profile.length,
+    ...profile.flat(),
+  ])) as unknown[];
+  if (reply[0] === 2) return { status: "already", achievedAt: reply[1] as number };
+  if (reply[0] === 3) return { status: "ineligible" };
+  return { status: "completed", achievedAt: reply[1] as number, completed: reply[2] as string[], points: decodePoints(reply[3] as unknown[][]) };
+}
+
+/** Adds or ends a user boost; false when the user (add) or the live boost (end) does not exist. */
+export async function changeUserBoost(
+  store: TenantStore,
+  userId: string,
+  op: "add" | "end",
+  systemKey: string,
+  now: number,
+  boostId: string,
+  entry: string,
+  record: string,
+): Promise<"done" | "no-user" | "not-live"> {
+  const shard = store.shard(userId);
+  const reply = (await runScript(store.redis, userBoostScript, [store.keys.user(shard, userId), store.keys.userBoosts(shard)], [
+    op,
+    `bo:${systemKey}`,
+    now,
+    boostId,
+    entry,
+    record,
+  ])) as unknown[];
+  return reply[0] === 1 ? "done" : reply[0] === 0 ? "no-user" : "not-live";
+}
+
+export type StreakAdminResult =
+  | { status: "missing" }
+  | { status: "frozen"; granted: number; held: number }
+  | { status: "restored"; length: number }
+  | { status: "nothing-to-restore" }
+  | { status: "already-longest" };
+
+/**
+ * Grants freezes or restores a streak. The script must know the user's calendar; the zone is
+ * guessed (cache, else UTC), checked by the script, and the call repeated with the stored zone.
+ */
+export async function streakAdmin(
+  store: TenantStore,
+  userId: string,
+  op: "freeze" | "restore",
+  now: number,
+  amountOrWindow: (frequencyPeriod: number) => number,
+): Promise<StreakAdminResult> {
+  const rule = store.tenant.streak!;
+  let tz = store.zones.get(userId) ?? "UTC";
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const nowDay = localDayIndex(now, tz);
+    const nowPeriod = periodOfDay(nowDay, rule.frequency);
+    const reply = (await runScript(store.redis, store.tenantScripts.streakAdmin, userKeys(store, userId), [
+      store.keys.prefix(store.shard(userId)),
+      userId,
+      now,
+      op,
+      tz,
+      nowDay,
+      nowPeriod,
+      streakDeadline(nowPeriod - 1, rule.frequency, tz),
+      streakDeadline(nowPeriod, rule.frequency, tz),
+      amountOrWindow(nowPeriod),
+    ])) as unknown[];
+    if (reply[0] === -1) {
+      tz = reply[1] as string;
+      store.zones.set(userId, tz);
+      continue;
+    }
+    if (reply[0] === 0) return { status: "missing" };
+    if (op === "freeze") return { status: "frozen", granted: reply[1] as number, held: reply[2] as number };
+    if (reply[0] === 3) return { status: "nothing-to-restore" };
+    if (reply[0] === 4) return { status: "already-longest" };
+    return { status: "restored", length: reply[1] as number };
+  }
+  throw new Error("the user's zone changed during the operation");
+}
