@@ -21,6 +21,9 @@ import {
 import { ManualClock } from "./clock.js";
 import { TimeTriggers } from "./jobs/time-triggers.js";
 import { Router } from "./http/router.js";
+// issue 4 (read endpoints, stream worker lag): begin
+import { registerReadRoutes } from "./api/read-routes.js";
+// issue 4: end
 import { Tenants } from "./tenants.js";
 
 export interface AppOptions {
@@ -85,6 +88,9 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   router.add("post", "/admin/v1/clock", 0, setClockHandler(tenants, opts.clock));
   router.add("get", "/admin/v1/clock", 0, getClockHandler(tenants, opts.clock));
   router.add("get", "/healthz", 0, healthHandler(opts.redis, opts.clock));
+  // issue 4 (read endpoints, stream worker lag): begin
+  registerReadRoutes(router, tenants, opts.clock, opts.redis, opts.tenants);
+  // issue 4: end
   router.fallback();
 
   const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) => {

@@ -1,18 +1,14 @@
-import type { CompiledTenant } from "../config/compiled.js";
 import { fail } from "../domain/errors.js";
 import { levelOf } from "../domain/levels.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import type { Tenants } from "../tenants.js";
+import { systemOf } from "./lookup.js";
 import { intParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
 import { awardJson, levelJson, systemHeadJson, triggerResponseJson } from "./wire.js";
 
 /** Default number of awards in the user points read (trophy-compat §2.2 #15: default 10, 1-100). */
 export const DEFAULT_AWARDS = 10;
-
-function systemOf(tenant: CompiledTenant, key: string) {
-  return tenant.systemByKey.get(key) ?? fail("POINTS_SYSTEM_NOT_FOUND", `Points system not found: ${key}`);
-}
 
 /** GET /v1/users/{id}/points/{key}: the metering gate, one Redis round trip. */
 export function userPointsHandler(tenants: Tenants) {

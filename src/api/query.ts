@@ -1,4 +1,5 @@
 import { fail } from "../domain/errors.js";
+import { parseDay } from "../domain/periods.js";
 
 /**
  * Integer query parameter with a default and inclusive bounds: not an integer → 400,
@@ -11,4 +12,51 @@ export function intParam(query: URLSearchParams, name: string, fallback: number,
   const value = Number(raw);
   if (value < min || value > max) fail("OUT_OF_RANGE", `${name} must be between ${min} and ${max}`);
   return value;
+}
+
+/** A required YYYY-MM-DD parameter, under any of `names` (camelCase first; trophy-compat §2.2 #16 also shows snake_case). */
+export function dayParam(query: URLSearchParams, names: readonly string[]): number {
+  const name = names.find((n) => query.has(n));
+  if (name === undefined) fail("INVALID_QUERY", `${names[0]} is required (YYYY-MM-DD)`);
+  const day = parseDay(query.get(name)!);
+  if (day === null) fail("INVALID_QUERY", `${name} must be a calendar date YYYY-MM-DD`);
+  return day;
+}
+
+/** One of `values`; absent → `fallback` (null: required → 400); anything else → 422. */
+export function enumParam<T extends string>(query: URLSearchParams, name: string, values: readonly T[], fallback: T | null): T {
+  const raw = query.get(name);
+  if (raw === null || raw === "") {
+    if (fallback === null) fail("INVALID_QUERY", `${name} is required: ${values.join(", ")}`);
+    return fallback;
+  }
+  if (!(values as readonly string[]).includes(raw)) fail("OUT_OF_RANGE", `${name} must be one of ${values.join(", ")}`);
+  return raw as T;
+}
+
+/**
+ * `userAttributes=key:value,key2:value2` (trophy-compat §5.3): all pairs must match. A pair
+ * without a key or a value is malformed (400); a key the tenant does not declare is refused
+ * like an unknown attribute of an event (422, "Invalid attribute keys: ...").
+ */
+export function attributeFilterParam(query: URLSearchParams, name: string, declared: ReadonlySet<string>): Map<string, string> | null {
+  const raw = query.get(name);
+  if (raw === null || raw === "") return null;
+  const pairs = new Map<string, string>();
+  for (const part of raw.split(",")) {
+    const colon = part.indexOf(":");
+    if (colon <= 0 || colon === part.length - 1) fail("INVALID_QUERY", `${name} must be key:value pairs separated by commas`);
+    pairs.set(part.slice(0, colon), part.slice(colon + 1));
+  }
+  const unknown = [...pairs.keys()].filter((k) => !declared.has(k));
+  if (unknown.length > 0) fail("INVALID_ATTRIBUTES", `Invalid attribute keys: ${unknown.join(", ")}`);
+  return pairs;
+}
+
+/** Repeated (`ids=a&ids=b`, the SDK's form) or comma-separated (`ids=a,b`, the spec's example); empty items ignored, duplicates kept once. */
+export function listParam(query: URLSearchParams, name: string, max: number): string[] {
+  const items = new Set<string>();
+  for (const value of query.getAll(name)) for (const item of value.split(",")) if (item !== "") items.add(item);
+  if (items.size > max) fail("OUT_OF_RANGE", `${name} takes at most ${max} values`);
+  return [...items];
 }

@@ -25,6 +25,7 @@ export const ErrorCodes = {
   OUT_OF_RANGE: { status: 422, message: "Parameter out of range" },
   FEATURE_DISABLED: { status: 422, message: "Feature not enabled for this tenant" },
   TOTAL_OUT_OF_RANGE: { status: 422, message: "Metric total would leave the supported range" },
+  NO_LEVELS: { status: 422, message: "No levels configured on the points system" },
   CLOCK_NOT_MANUAL: { status: 404, message: "Not found" },
   INTERNAL: { status: 500, message: "Internal server error" },
   UNAVAILABLE: { status: 503, message: "Service unavailable" },

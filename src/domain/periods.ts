@@ -65,7 +65,10 @@ export function dayToDate(day: number): { y: number; m: number; d: number } {
 }
 
 export function dateToDay(y: number, m: number, d: number): number {
-  return Math.floor(Date.UTC(y, m - 1, d) / DAY_MS);
+  // setUTCFullYear, not Date.UTC: Date.UTC reads years 0-99 as 1900-1999 (wrapped accepts year 1).
+  const date = new Date(0);
+  date.setUTCFullYear(y, m - 1, d);
+  return Math.floor(date.getTime() / DAY_MS);
 }
 
 export function formatDay(day: number): string {

@@ -20,10 +20,10 @@ const STATUS_TEXT: Record<number, string> = {
  * header comes first), then headers, then the body. `closeConnection` is for answers given
  * before the body was read (413), where the rest of the upload must not be parsed as a request.
  */
-export function sendJson(res: HttpResponse, status: number, json: string, closeConnection = false): void {
+export function sendJson(res: HttpResponse, status: number, json: string, closeConnection = false, contentType = "application/json"): void {
   res.cork(() => {
     res.writeStatus(STATUS_TEXT[status] ?? `${status} Status`);
-    res.writeHeader("content-type", "application/json");
+    res.writeHeader("content-type", contentType);
     if (closeConnection) res.writeHeader("connection", "close");
     res.end(json, closeConnection);
   });

@@ -17,6 +17,8 @@ export interface ApiRequest {
 export interface ApiReply {
   status: number;
   body: unknown;
+  /** Sends `body` (a string) as is with this type, instead of as JSON (GET /metrics). */
+  contentType?: string;
 }
 
 export type Handler = (req: ApiRequest) => Promise<ApiReply> | ApiReply;
@@ -54,8 +56,8 @@ export class Router {
       res.onAborted(() => {
         aborted = true;
       });
-      const finish = (status: number, json: string, close = false): void => {
-        if (!aborted) sendJson(res, status, json, close);
+      const finish = (status: number, json: string, close = false, contentType?: string): void => {
+        if (!aborted) sendJson(res, status, json, close, contentType);
       };
       const fail = (err: unknown): void => {
         if (err instanceof LaurelError) finish(err.status, errorJson(err.message));
@@ -81,7 +83,10 @@ export class Router {
       }
       const run = (): void => {
         try {
-          Promise.resolve(handler(request)).then((reply) => finish(reply.status, JSON.stringify(reply.body)), fail);
+          Promise.resolve(handler(request)).then(
+            (reply) => (reply.contentType ? finish(reply.status, reply.body as string, false, reply.contentType) : finish(reply.status, JSON.stringify(reply.body))),
+            fail,
+          );
         } catch (err) {
           fail(err);
         }

@@ -38,3 +38,10 @@ export function opsArgs(entries: readonly EntryOps[]): (string | number)[] {
   }
   return args;
 }
+
+/** Orders stream ids "<ms>-<seq>" (lua/stream/ids.lua idCompare): neither strings nor one number compare right. */
+export function compareStreamIds(a: string, b: string): number {
+  const [am, as] = a.split("-").map(Number);
+  const [bm, bs] = b.split("-").map(Number);
+  return am! !== bm! ? Math.sign(am! - bm!) : Math.sign(as! - bs!);
+}

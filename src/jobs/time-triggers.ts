@@ -66,7 +66,7 @@ class TenantTimeQueue {
   readonly events: QueueEvents;
 
   constructor(readonly store: TenantStore, private readonly opts: TimeTriggerOptions) {
-    const name = `${TIME_QUEUE}:${store.tenant.id}`;
+    const name = `${TIME_QUEUE}-${store.tenant.id}`;
     const prefix = opts.prefix ?? "{laurel-jobs}";
     this.queue = new Queue<TickJob>(name, { connection: opts.connection, prefix });
     this.events = new QueueEvents(name, { connection: opts.connection, prefix });

@@ -92,6 +92,11 @@ describe("metrics.event through the SDK", () => {
       periodEnd: "2026-03-02",
       expires: "2026-03-03",
       extended: true,
+      // The demo tenant has streak freezes: the fields of trophy-compat §3.3 appear.
+      freezes: 0,
+      maxFreezes: 2,
+      freezeAutoEarnInterval: 7,
+      freezeAutoEarnAmount: 1,
     });
     expect(res.leaderboards).toEqual({});
 
@@ -244,13 +249,13 @@ describe("SDK error mapping", () => {
     expect(zone.statusCode).toBe(422);
     expectErrorBody(zone);
 
-    const userAttr = await rejection(trophy.metrics.event("lessons", { user: { id: "sdk-zone", attributes: { plan: "pro" } }, value: 1 }));
+    const userAttr = await rejection(trophy.metrics.event("lessons", { user: { id: "sdk-zone", attributes: { tier: "gold" } }, value: 1 }));
     expect(userAttr).toBeInstanceOf(TrophyApi.UnprocessableEntityError);
-    expect(expectErrorBody(userAttr)).toMatch(/^Invalid attribute keys: plan/);
+    expect(expectErrorBody(userAttr)).toMatch(/^Invalid attribute keys: tier/);
 
-    const eventAttr = await rejection(trophy.metrics.event("lessons", { user: { id: "sdk-zone" }, value: 1, attributes: { source: "web" } }));
+    const eventAttr = await rejection(trophy.metrics.event("lessons", { user: { id: "sdk-zone" }, value: 1, attributes: { channel: "web" } }));
     expect(eventAttr).toBeInstanceOf(TrophyApi.UnprocessableEntityError);
-    expect(expectErrorBody(eventAttr)).toMatch(/^Invalid attribute keys: source/);
+    expect(expectErrorBody(eventAttr)).toMatch(/^Invalid attribute keys: channel/);
 
     // None of them created the user.
     const missing = await rejection(trophy.users.points("sdk-zone", "xp"));

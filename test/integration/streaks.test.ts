@@ -4,14 +4,19 @@ import { demoConfig, startTestApp, uniqueTenantId, type TestApp } from "../helpe
 /**
  * Streaks on the user's local calendar (spec: Streak; DESIGN: Time), moved by the manual clock.
  */
-function streakYaml(frequency: "daily" | "weekly" | "monthly"): string {
-  return demoConfig(uniqueTenantId()).yaml.replace("frequency: daily", `frequency: ${frequency}`);
+/** The demo tenant with another frequency and without freezes (freezes have their own tests). */
+export function streakYaml(frequency: "daily" | "weekly" | "monthly"): string {
+  return withoutFreezes(demoConfig(uniqueTenantId()).yaml).replace("frequency: daily", `frequency: ${frequency}`);
+}
+
+function withoutFreezes(yaml: string): string {
+  return yaml.replace(/\n      freezes:\n(        .*\n)+/, "\n");
 }
 
 describe("daily streaks", () => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await startTestApp({ manualClock: "2026-03-02T12:00:00Z" });
+    t = await startTestApp({ yaml: streakYaml("daily"), manualClock: "2026-03-02T12:00:00Z" });
   });
   afterAll(async () => t.close());
 

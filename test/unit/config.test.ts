@@ -27,8 +27,11 @@ describe("config", () => {
     const energy = demo!.systemByKey.get("energy")!;
     expect(energy).toMatchObject({ name: "Energy", maxPoints: 100 });
     expect(energy.triggers.map((t) => [t.type, t.points])).toEqual([["user_creation", 100], ["metric", -1]]);
-    expect(demo!.achievements.map((a) => [a.key, a.metric, a.value])).toEqual([["first-lesson", "lessons", 1], ["ten-lessons", "lessons", 10]]);
-    expect(demo!.streak).toEqual({ frequency: "daily", mode: "all", metrics: [{ metric: "lessons", thresholdMicro: 1_000_000 }], freezes: null });
+    expect(demo!.achievements.slice(0, 2).map((a) => [a.key, a.type === "metric" && a.metric, a.type === "metric" && a.value])).toEqual([
+      ["first-lesson", "lessons", 1],
+      ["ten-lessons", "lessons", 10],
+    ]);
+    expect(demo!.streak).toMatchObject({ frequency: "daily", mode: "all", metrics: [{ metric: "lessons", thresholdMicro: 1_000_000 }] });
   });
 
   it("names the path of a field with the wrong type", () => {
@@ -55,14 +58,18 @@ describe("config", () => {
     const calls = buildRules(demo!, "api-calls").rules;
     expect(calls.ach).toEqual({});
     expect(calls.streak).toMatchObject({ counts: false });
-    // xp has no trigger on api-calls and no first-identification trigger.
-    expect(calls.sys.map((s) => s.key)).toEqual(["energy"]);
+    // xp and coins have no trigger on api-calls and no first-identification trigger; coins'
+    // time trigger is scheduled at first identification.
+    expect(calls.sys.map((s) => s.key)).toEqual(["energy", "coins"]);
     expect(calls.mt.map((t) => t.k)).toEqual(["api-call"]);
     const lessons = buildRules(demo!, "lessons").rules;
-    expect(lessons.sys.map((s) => s.key)).toEqual(["xp", "energy"]);
-    expect(lessons.mt.map((t) => [t.s, t.k])).toEqual([[1, "lesson-completed"]]);
+    expect(lessons.sys.map((s) => s.key)).toEqual(["xp", "energy", "coins"]);
+    expect(lessons.mt.map((t) => [t.s, t.k])).toEqual([[1, "lesson-completed"], [3, "mobile-lesson"]]);
     expect(lessons.uc.map((t) => [t.s, t.k])).toEqual([[2, "welcome"]]);
     expect(lessons.mach).toEqual(["first-lesson", "ten-lessons"]);
+    expect(lessons.sach).toEqual(["week-streak"]);
+    expect(Object.keys(lessons.ach).sort()).toEqual(["dedicated", "first-lesson", "ten-lessons", "week-streak"]);
+    expect(Object.keys(calls.ach)).toEqual([]);
     expect(lessons.streak).toMatchObject({ counts: true, f: "sv:lessons" });
     expect(calls.streak).toMatchObject({ counts: false, f: false });
   });

@@ -1,0 +1,121 @@
+--[[
+  Applies a batch of one shard's stream records to the materialised reads (the stream worker,
+  src/jobs/stream-worker.ts): the daily buckets of each user's metrics and points systems
+  (src/domain/buckets.ts) and the instant of each user's last streak extension.
+
+  Idempotent and in order. A per-shard watermark (the last stream id applied, per consumer
+  group) advances in the same call as the effects, so:
+    - an entry at or below the watermark is skipped (a redelivery, or a crash between this
+      call and XACK, never counts twice);
+    - an entry is applied only if it is the next entry of the stream after the watermark. A
+      batch stops at a gap (an earlier entry is still pending with another consumer): its
+      entries stay unacknowledged and are retried, so no entry is ever skipped either.
+
+  Steps
+    1. HGET the watermark; XRANGE the entries after it (as many as the batch holds).
+    2. For each entry of the batch, in stream order: skip, apply, or stop at a gap.
+       A series' bucket is read once (ZREVRANGE 0 0: the latest bucket) and kept in a table.
+       A record whose local day is before the latest bucket's is counted in the latest bucket
+       (days only move forward in a series; buckets.ts says why).
+    3. Per touched series: ZREM the latest bucket as read, ZADD every new or changed bucket.
+       HSET the extensions; HSET the new watermark.
+
+  KEYS[1] shard stream       {t:s}:x
+  KEYS[2] shard watermarks   {t:s}:xw   (hash: group → last applied id)
+
+  ARGV[1] key prefix {t:s}:
+  ARGV[2] consumer group
+  ARGV[3] n, the number of entries
+  ARGV[4 ..] n entries, ascending by id: id, user id, local day, k, then k ops of 4 values:
+          series ("m:<metric>" | "p:<system>"), change, total after ('' = previous + change), count
+          or "x", the extension instant (ms), '', 0
+
+  Reply {applied, skipped, watermark | false}; entries at or below the watermark may be acked.
+]]
+-- @include "stream/ids.lua"
+--@body
+local rcall = redis.call
+local stream, wmKey = KEYS[1], KEYS[2]
+local prefix, group, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
+
+local wm = rcall('HGET', wmKey, group)
+local following
+if wm then following = rcall('XRANGE', stream, '(' .. wm, '+', 'COUNT', n) else following = rcall('XRANGE', stream, '-', '+', 'COUNT', n) end
+
+-- key → {orig = member as read | nil, done = {finished buckets}, cur = {day, count, change, total}}
+local series, touched = {}, {}
+
+local function bucketOf(key)
+  local b = series[key]
+  if b then return b end
+  b = { done = {} }
+  local latest = rcall('ZREVRANGE', key, 0, 0)[1]
+  if latest then
+    local d, c, ch, t = string.match(latest, '^(-?%d+)|(%d+)|(-?%d+)|(-?%d+)$')
+    b.orig = latest
+    b.cur = { tonumber(d), tonumber(c), tonumber(ch), tonumber(t) }
+  end
+  series[key] = b
+  touched[#touched + 1] = key
+  return b
+end
+
+local function add(key, day, count, change, total)
+  local b = bucketOf(key)
+  local cur = b.cur
+  if cur and day <= cur[1] then
+    cur[2] = cur[2] + count
+    cur[3] = cur[3] + change
+    cur[4] = total or (cur[4] + change)
+  else
+    if cur then b.done[#b.done + 1] = cur end
+    b.cur = { day, count, change, total or ((cur and cur[4] or 0) + change) }
+  end
+end
+
+local applied, skipped, ext = 0, 0, {}
+local nextAt = 1
+local i = 4
+for _ = 1, n do
+  local id, user, day, k = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  local ops = i + 4
+  i = ops + 4 * k
+  if wm and idCompare(id, wm) <= 0 then
+    skipped = skipped + 1
+  elseif following[nextAt] and following[nextAt][1] == id then
+    nextAt = nextAt + 1
+    for o = ops, ops + 4 * (k - 1), 4 do
+      if ARGV[o] == 'x' then
+        ext[#ext + 1] = user
+        ext[#ext + 1] = ARGV[o + 1]
+      else
+        local total = ARGV[o + 2] ~= '' and tonumber(ARGV[o + 2]) or nil
+        add(prefix .. 'b:' .. ARGV[o] .. ':' .. user, day, tonumber(ARGV[o + 3]), tonumber(ARGV[o + 1]), total)
+      end
+    end
+    wm = id
+    applied = applied + 1
+  else
+    break
+  end
+end
+
+local function member(b)
+  return string.format('%d|%d|%d|%d', b[1], b[2], b[3], b[4])
+end
+
+for _, key in ipairs(touched) do
+  local b = series[key]
+  if b.orig then rcall('ZREM', key, b.orig) end
+  local args = {}
+  for _, d in ipairs(b.done) do
+    args[#args + 1] = d[1]
+    args[#args + 1] = member(d)
+  end
+  args[#args + 1] = b.cur[1]
+  args[#args + 1] = member(b.cur)
+  rcall('ZADD', key, unpack(args))
+end
+if #ext > 0 then rcall('HSET', prefix .. 'sx', unpack(ext)) end
+if applied > 0 then rcall('HSET', wmKey, group, wm) end
+return { applied, skipped, wm or false }

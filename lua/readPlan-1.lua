@@ -1,0 +1,54 @@
+--[[
+  The reads of one user-scoped endpoint in one call (event summaries, the user's metrics,
+  achievements, streak and wrapped): a short plan of reads on the user's shard. Read-only.
+
+  KEYS[1] user state hash {t:s}:u:<userId>
+  ARGV    steps, each an op code and its arguments (src/store/read-plan.ts builds them):
+    S n k1..kn            keys of the hot state `s` (msgpack)
+    F n f1..fn            fields of the user hash (profile, attributes)
+    Z key min max limit   ZRANGEBYSCORE key min max LIMIT 0 limit
+    R key max min limit   ZREVRANGEBYSCORE key max min LIMIT 0 limit
+    H key n f1..fn        HMGET of a shard hash
+  Every key in a step carries the user's hash tag {t:s} (src/store/keys.ts builds them).
+
+  Reply {0} unknown user (no hot state) | {1, result of step 1, result of step 2, ...};
+        a missing value is nil
+]]
+--@body
+local rcall = redis.call
+local blob = rcall('HGET', KEYS[1], 's')
+if not blob then return { 0 } end
+local state
+local reply = { 1 }
+local i = 1
+while i <= #ARGV do
+  local op, out = ARGV[i], {}
+  if op == 'S' then
+    state = state or cmsgpack.unpack(blob)
+    local n = tonumber(ARGV[i + 1])
+    for k = 1, n do
+      local v = state[ARGV[i + 1 + k]]
+      if v == nil then v = false end
+      out[k] = v
+    end
+    i = i + 2 + n
+  elseif op == 'F' then
+    local n = tonumber(ARGV[i + 1])
+    if n > 0 then out = rcall('HMGET', KEYS[1], unpack(ARGV, i + 2, i + 1 + n)) end
+    i = i + 2 + n
+  elseif op == 'Z' then
+    out = rcall('ZRANGEBYSCORE', ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], 'LIMIT', 0, ARGV[i + 4])
+    i = i + 5
+  elseif op == 'R' then
+    out = rcall('ZREVRANGEBYSCORE', ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], 'LIMIT', 0, ARGV[i + 4])
+    i = i + 5
+  elseif op == 'H' then
+    local n = tonumber(ARGV[i + 2])
+    out = rcall('HMGET', ARGV[i + 1], unpack(ARGV, i + 3, i + 2 + n))
+    i = i + 3 + n
+  else
+    return redis.error_reply('readPlan: unknown step ' .. tostring(op))
+  end
+  reply[#reply + 1] = out
+end
+return reply

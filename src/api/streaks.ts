@@ -1,0 +1,173 @@
+import type { CompiledTenant } from "../config/compiled.js";
+import type { Clock } from "../clock.js";
+import { fail } from "../domain/errors.js";
+import type { StreakState } from "../domain/outcome.js";
+import { formatDay, localDayIndex, periodEndDay, periodOfDay, periodStartDay } from "../domain/periods.js";
+import { settleStreak, viewStreak, type StreakView } from "../domain/streak.js";
+import type { ApiReply, ApiRequest } from "../http/router.js";
+import { ReadPlan } from "../store/read-plan.js";
+import { readStoreOf, type Stored } from "../store/read-store.js";
+import type { Tenants } from "../tenants.js";
+import { enumParam, intParam, listParam } from "./query.js";
+import { checkUserId } from "./user-input.js";
+import { iso } from "./wire.js";
+
+/**
+ * Streak reads (trophy-compat §2.2 #14, #19, #20; §3.3): a user's streak with its history,
+ * several users' streak lengths, and the tenant's rankings. A stored streak is shown as a
+ * reader sees it now: settled at the user's current period (freezes consumed, a missed period
+ * loses it) without writing, exactly as the event response shows it (domain/streak.ts).
+ */
+
+/** Hot-state keys of the streak (store/fields.ts), in StreakState order. */
+const STREAK_KEYS = ["sl", "ss", "sp", "fz", "fg", "cd"] as const;
+
+function storedStreak(values: readonly Stored[]): StreakState {
+  const n = (i: number) => (values[i] === null || values[i] === undefined ? null : Number(values[i]));
+  return { length: n(0) ?? 0, startPeriod: n(1), lastPeriod: n(2), freezes: n(3), grants: n(4) ?? 0, createdDay: n(5) };
+}
+
+interface StreakNow {
+  view: StreakView;
+  nowPeriod: number;
+  /** Periods a freeze covers as of now, not yet written (settlement happens at the next event). */
+  frozen: number[];
+  /** Length those frozen periods held. */
+  frozenLength: number;
+}
+
+function streakNow(tenant: CompiledTenant, stored: StreakState, tz: string, now: number): StreakNow {
+  const frequency = tenant.streak?.frequency ?? "daily";
+  const nowDay = localDayIndex(now, tz);
+  const nowPeriod = periodOfDay(nowDay, frequency);
+  const settled = { ...stored, grants: stored.grants ?? 0 };
+  const settlement = settleStreak(tenant, settled, stored.createdDay ?? null, nowDay, nowPeriod);
+  return {
+    view: viewStreak(tenant.streak, settled, nowPeriod),
+    nowPeriod,
+    frozen: settlement.frozen,
+    // As the model records a settlement: a streak lost after its freezes ran out held its old length.
+    frozenLength: settlement.lost > 0 ? settlement.lost : settled.length,
+  };
+}
+
+/** trophy-compat §2.2 #14: default 7; Laurel bounds it to 1-100 (O(log n + N) per read). */
+export const DEFAULT_HISTORY_PERIODS = 7;
+export const MAX_HISTORY_PERIODS = 100;
+
+/**
+ * streakHistory: the N periods up to and including the current one, oldest first (as the
+ * hosted API's example), from {t:s}:sh. `usedFreeze` only when the tenant has freezes.
+ * N + 3 members are read newest first: a zone change can leave up to two extended periods
+ * ahead of the current local period.
+ */
+function historyJson(tenant: CompiledTenant, members: readonly string[], current: StreakNow, periods: number) {
+  const frequency = tenant.streak?.frequency ?? "daily";
+  const byPeriod = new Map<number, { length: number; frozen: boolean }>();
+  for (const m of members) {
+    const [period, length, frozen] = m.split(":");
+    byPeriod.set(Number(period), { length: Number(length), frozen: frozen === "f" });
+  }
+  for (const p of current.frozen) byPeriod.set(p, { length: current.frozenLength, frozen: true });
+  const items = [];
+  for (let p = current.nowPeriod - periods + 1; p <= current.nowPeriod; p++) {
+    const held = byPeriod.get(p);
+    const item: Record<string, unknown> = {
+      periodStart: formatDay(periodStartDay(p, frequency)),
+      periodEnd: formatDay(periodEndDay(p, frequency)),
+      length: held?.length ?? 0,
+    };
+    if (tenant.streak?.freezes) item.usedFreeze = held?.frozen ?? false;
+    items.push(item);
+  }
+  return items;
+}
+
+/**
+ * GET /v1/users/{id}/streak?historyPeriods=N. Also `rank` (1 + users with a longer active
+ * streak; null without an active streak, or when a shard holds too many unsettled lost streaks
+ * to tell, store/read-store.ts LOST_STREAK_CAP) and `extended` (the instant of the last
+ * extension while the streak is alive, as the newer hosted API adds; null otherwise).
+ * Cost: one script on the user's shard, then, with an active streak, one per shard for the rank.
+ */
+export function userStreakHandler(tenants: Tenants, clock: Clock) {
+  return async (req: ApiRequest): Promise<ApiReply> => {
+    const { tenant, store } = tenants.authenticate(req.apiKey);
+    const userId = req.params[0]!;
+    checkUserId(userId, "user id");
+    const periods = intParam(req.query, "historyPeriods", DEFAULT_HISTORY_PERIODS, 1, MAX_HISTORY_PERIODS);
+    const read = readStoreOf(store);
+    const shard = read.shard(userId);
+    const plan = new ReadPlan();
+    const state = plan.state(STREAK_KEYS);
+    const zone = plan.fields(["tz"]);
+    const history = plan.revRange(read.keys.streakHistory(shard, userId), "+inf", "-inf", periods + 3);
+    const extendedAt = plan.hash(read.keys.lastExtended(shard), [userId]);
+    const now = clock.now();
+    const result = await read.runPlan(userId, plan);
+    if (result === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+    const current = streakNow(tenant, storedStreak(result[state] as Stored[]), (result[zone]![0] as string | null) ?? "UTC", now);
+    const alive = current.view.length > 0;
+    const extended = result[extendedAt]![0] as string | null;
+    return {
+      status: 200,
+      body: {
+        ...current.view,
+        streakHistory: historyJson(tenant, result[history] as string[], current, periods),
+        rank: alive ? await read.streakRank(current.view.length, now) : null,
+        extended: alive && extended !== null ? iso(Number(extended)) : null,
+      },
+    };
+  };
+}
+
+/** trophy-compat §2.2 #19: at most 100 users. */
+export const MAX_STREAK_USERS = 100;
+
+/**
+ * GET /v1/streaks?userIds=...: BulkStreakResponseItem per distinct requested id, longest first
+ * (ties in request order). An unknown user is listed with length 0, as a user without a streak.
+ * No ids → []. Cost: per shard holding a requested user, one script and one HMGET.
+ */
+export function streaksListHandler(tenants: Tenants, clock: Clock) {
+  return async (req: ApiRequest): Promise<ApiReply> => {
+    const { tenant, store } = tenants.authenticate(req.apiKey);
+    const ids = listParam(req.query, "userIds", MAX_STREAK_USERS);
+    for (const id of ids) checkUserId(id, "userIds");
+    const read = readStoreOf(store);
+    const now = clock.now();
+    const [users, extended] = await Promise.all([read.users(ids, STREAK_KEYS, ["tz"]), read.lastExtended(ids)]);
+    const items = ids.map((userId) => {
+      const user = users.get(userId);
+      const length = user ? streakNow(tenant, storedStreak(user.state), user.fields[0] ?? "UTC", now).view.length : 0;
+      const at = extended.get(userId);
+      return { userId, streakLength: length, extended: length > 0 && at !== undefined ? iso(at) : null };
+    });
+    return { status: 200, body: items.sort((a, b) => b.streakLength - a.streakLength) };
+  };
+}
+
+/**
+ * GET /v1/streaks/rankings?limit&type (trophy-compat §2.2 #20): the top users by active
+ * streak (lost streaks excluded by the service clock) or by longest streak ever. limit 1-100,
+ * default 10; type active (default) or longest. Ties: user id descending. Cost: one call per
+ * shard, merged, then one script per shard holding a ranked user for the names.
+ */
+export function streakRankingsHandler(tenants: Tenants, clock: Clock) {
+  return async (req: ApiRequest): Promise<ApiReply> => {
+    const { store } = tenants.authenticate(req.apiKey);
+    const limit = intParam(req.query, "limit", 10, 1, 100);
+    const type = enumParam(req.query, "type", ["active", "longest"] as const, "active");
+    const read = readStoreOf(store);
+    const top = type === "active" ? (await read.activeStreaks(limit, clock.now())).top : await read.longestStreaks(limit);
+    const names = await read.users(
+      top.map((t) => t.userId),
+      [],
+      ["nm"],
+    );
+    return {
+      status: 200,
+      body: top.map((t) => ({ userId: t.userId, name: names.get(t.userId)?.fields[0] ?? null, streakLength: t.length })),
+    };
+  };
+}

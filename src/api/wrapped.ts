@@ -1,0 +1,152 @@
+import type { CompiledTenant } from "../config/compiled.js";
+import type { Clock } from "../clock.js";
+import { decodeBucket, metricSeries, pointsSeries, type DayBucket } from "../domain/buckets.js";
+import { fromMicro } from "../domain/decimal.js";
+import { fail } from "../domain/errors.js";
+import { dayToDate, formatDay, localDayIndex, periodEndDay, periodStartDay } from "../domain/periods.js";
+import { STREAK_HISTORY_KEPT } from "../domain/streak.js";
+import { longestStreakIn, periodsOf, seriesInPeriod, wrappedPeriods, yearSpan, type DaySpan } from "../domain/wrapped.js";
+import type { ApiReply, ApiRequest } from "../http/router.js";
+import { PROFILE_FIELDS, userAttributeField } from "../store/fields.js";
+import { ReadPlan } from "../store/read-plan.js";
+import { readStoreOf, type ReadStore } from "../store/read-store.js";
+import type { Tenants } from "../tenants.js";
+import { intParam } from "./query.js";
+import { checkUserId } from "./user-input.js";
+import { userJson } from "./users.js";
+import { achievementJson } from "./wire.js";
+
+/**
+ * GET /v1/users/{id}/wrapped?year= (trophy-compat §2.2 #18, §3.8): the user's year in review
+ * on the user's calendar, from the stream worker's daily buckets (domain/wrapped.ts has the
+ * rules). `year` is 1 to the current year in the user's zone, default the current one.
+ * Optional fields are left out: percentiles (they need every user's change) and byAttribute
+ * values (`{}`); `leaderboards` is `{}` until leaderboards exist.
+ * Cost: one script on the user's shard (two when `year` is omitted within 14 hours of a new
+ * year in UTC, where the user's zone decides which year is current).
+ */
+const HOUR_MS = 3_600_000;
+
+const localYear = (now: number, tz: string): number => dayToDate(localDayIndex(now, tz)).y;
+
+async function userZone(read: ReadStore, userId: string): Promise<string> {
+  const plan = new ReadPlan();
+  const zone = plan.fields(["tz"]);
+  const result = await read.runPlan(userId, plan);
+  if (result === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+  return (result[zone]![0] as string | null) ?? "UTC";
+}
+
+interface Series {
+  before: number;
+  buckets: DayBucket[];
+}
+
+function periodJson(tenant: CompiledTenant, span: DaySpan, metrics: Series[], points: Series[], completed: { key: string; ms: number; day: number }[]) {
+  const metricsJson: Record<string, unknown> = {};
+  tenant.metrics.forEach((m, i) => {
+    const s = seriesInPeriod(metrics[i]!.before, metrics[i]!.buckets, span);
+    metricsJson[m.key] = {
+      name: m.name,
+      units: m.units,
+      currentTotal: fromMicro(s.currentTotal),
+      changeThisPeriod: fromMicro(s.changeThisPeriod),
+      percentChange: s.percentChange,
+      byAttribute: {},
+    };
+  });
+  const pointsJson: Record<string, unknown> = {};
+  tenant.systems.forEach((sys, i) => {
+    const s = seriesInPeriod(points[i]!.before, points[i]!.buckets, span);
+    pointsJson[sys.key] = { name: sys.name, description: sys.description, ...s };
+  });
+  return {
+    metrics: metricsJson,
+    points: pointsJson,
+    achievements: completed
+      .filter((c) => c.day >= span.from && c.day <= span.to)
+      .map((c) => achievementJson(tenant, tenant.achievementByKey.get(c.key)!, c.ms)),
+    leaderboards: {},
+  };
+}
+
+export function wrappedHandler(tenants: Tenants, clock: Clock) {
+  return async (req: ApiRequest): Promise<ApiReply> => {
+    const { tenant, store } = tenants.authenticate(req.apiKey);
+    const userId = req.params[0]!;
+    checkUserId(userId, "user id");
+    const now = clock.now();
+    const read = readStoreOf(store);
+    const utcYear = localYear(now, "UTC");
+    let year = intParam(req.query, "year", 0, 1, utcYear + 1);
+    let tz: string | null = null;
+    if (year === 0) {
+      const earliest = localYear(now - 12 * HOUR_MS, "UTC");
+      year = earliest === localYear(now + 14 * HOUR_MS, "UTC") ? earliest : localYear(now, (tz = await userZone(read, userId)));
+    }
+
+    const span = yearSpan(year);
+    const frequency = tenant.streak?.frequency ?? "daily";
+    const streakPeriods = periodsOf(span, frequency);
+    const shard = read.shard(userId);
+    const attributeFields = [...tenant.userAttributes].map(userAttributeField);
+    const profileFields = [...PROFILE_FIELDS, ...attributeFields];
+    const plan = new ReadPlan();
+    const fields = plan.fields(profileFields);
+    const state = plan.state(["ct", "up", ...tenant.achievements.map((a) => `a:${a.key}`)]);
+    const seriesSteps = [...tenant.metrics.map((m) => metricSeries(m.key)), ...tenant.systems.map((s) => pointsSeries(s.key))].map((series) => {
+      const key = read.keys.buckets(shard, series, userId);
+      return [plan.revRange(key, `(${span.from}`, "-inf", 1), plan.range(key, span.from, span.to)] as const;
+    });
+    // The history before the year too: the longest streak of the year may have begun earlier.
+    const history = plan.range(read.keys.streakHistory(shard, userId), streakPeriods.to - STREAK_HISTORY_KEPT, streakPeriods.to);
+    const result = await read.runPlan(userId, plan);
+    if (result === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+
+    const profile = new Map<string, string>();
+    (result[fields] as (string | null)[]).forEach((v, i) => {
+      if (v !== null) profile.set(profileFields[i]!, v);
+    });
+    tz ??= profile.get("tz") ?? "UTC";
+    if (year > localYear(now, tz)) fail("OUT_OF_RANGE", "year must be between 1 and the current year");
+    const [created, updated, ...achievedAt] = result[state] as (number | null)[];
+    const completed = tenant.achievements
+      .map((a, i) => ({ key: a.key, ms: achievedAt[i] ?? null }))
+      .filter((c): c is { key: string; ms: number } => c.ms !== null)
+      .map((c) => ({ ...c, day: localDayIndex(c.ms, tz!) }));
+    const series: Series[] = seriesSteps.map(([before, inYear]) => {
+      const last = result[before]![0] as string | undefined;
+      return { before: last ? decodeBucket(last).total : 0, buckets: (result[inYear] as string[]).map(decodeBucket) };
+    });
+    const metrics = series.slice(0, tenant.metrics.length);
+    const points = series.slice(tenant.metrics.length);
+
+    const periods = wrappedPeriods(year, metrics.map((m) => m.buckets));
+    const period = (s: DaySpan) => periodJson(tenant, s, metrics, points, completed);
+    const longest = longestStreakIn(result[history] as string[], streakPeriods.from, streakPeriods.to);
+    return {
+      status: 200,
+      body: {
+        user: userJson(tenant, userId, { created: created ?? 0, updated: updated ?? 0, fields: profile }),
+        activity: {
+          daysActive: periods.daysActive,
+          weeksActive: periods.weeksActive,
+          monthsActive: periods.monthsActive,
+          mostActiveDay: { date: formatDay(periods.mostActiveDay.from), ...period(periods.mostActiveDay) },
+          mostActiveWeek: { start: formatDay(periods.mostActiveWeek.from), end: formatDay(periods.mostActiveWeek.to), ...period(periods.mostActiveWeek) },
+          mostActiveMonth: { month: periods.mostActiveMonth.month, ...period(periods.mostActiveMonth.span) },
+          entireYear: {
+            ...period(periods.entireYear),
+            longestStreak: {
+              length: longest.length,
+              frequency,
+              periodStart: longest.startPeriod === null ? null : formatDay(periodStartDay(longest.startPeriod, frequency)),
+              periodEnd: longest.endPeriod === null ? null : formatDay(periodEndDay(longest.endPeriod, frequency)),
+              started: longest.startPeriod === null ? null : formatDay(periodStartDay(longest.startPeriod, frequency)),
+            },
+          },
+        },
+      },
+    };
+  };
+}

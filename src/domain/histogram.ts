@@ -1,0 +1,12 @@
+/**
+ * The ranges of the points summary (trophy-compat §2.2 note #21): after the 0..0 range, ten
+ * equal-width ranges from 1 up to the highest total rounded up to a power of ten, at least 10
+ * (highest 0..10 → 1-1 ... 10-10; highest 1000 → 1-100 ... 901-1000; 1001 → 1-1000 ...).
+ * Bounds are inclusive. Integer arithmetic only: a float log10 misplaces exact powers of ten.
+ */
+export function histogramRanges(highest: number): [number, number][] {
+  let top = 10;
+  while (top < highest) top *= 10;
+  const width = top / 10;
+  return Array.from({ length: 10 }, (_, i) => [i * width + 1, (i + 1) * width]);
+}

@@ -1,0 +1,39 @@
+import type { Redis } from "ioredis";
+import type { CompiledTenant } from "../config/compiled.js";
+import { loadLua } from "../store/lua-loader.js";
+import { runScript } from "../store/redis-script.js";
+import { BUCKET_GROUP, shardStreams } from "./stream-worker.js";
+
+const lagScript = loadLua("streamLag-1");
+
+/** How far the stream worker is behind on one shard stream (lua/streamLag-1.lua). */
+export interface StreamLag {
+  tenantId: string;
+  shard: number;
+  /** Entries in the stream: trimmed as the worker acknowledges them. */
+  length: number;
+  /** Delivered to a worker, not yet acknowledged. */
+  pending: number;
+  /** Not yet delivered to any worker; null when Redis cannot tell. */
+  undelivered: number | null;
+  /** Age of the oldest entry not yet processed (by Redis time), 0 when there is none. */
+  oldestAgeMs: number;
+}
+
+/** One script call per shard stream, all in flight at once; read-only. */
+export async function streamLag(redis: Redis, tenants: readonly CompiledTenant[], group = BUCKET_GROUP): Promise<StreamLag[]> {
+  return Promise.all(
+    shardStreams(tenants).map(async (s) => {
+      const [length, pending, lag, oldest, nowMs] = (await runScript(redis, lagScript, [s.key], [group])) as [number, number, number, string | null, number];
+      const oldestMs = oldest === null ? null : Number(oldest.split("-")[0]);
+      return {
+        tenantId: s.tenantId,
+        shard: s.shard,
+        length,
+        pending,
+        undelivered: lag < 0 ? null : lag,
+        oldestAgeMs: oldestMs === null ? 0 : Math.max(0, nowMs - oldestMs),
+      };
+    }),
+  );
+}

@@ -1,0 +1,181 @@
+import type { Redis } from "ioredis";
+import type { CompiledTenant } from "../config/compiled.js";
+import { shardOf, TenantKeys } from "./keys.js";
+import { loadLua } from "./lua-loader.js";
+import { ReadPlan } from "./read-plan.js";
+import { runScript } from "./redis-script.js";
+
+const readUsersScript = loadLua("readUsers-1");
+const histogramScript = loadLua("pointsHistogram-2");
+const streakTopScript = loadLua("streakTop-2");
+const streakRankScript = loadLua("streakRank-2");
+
+/**
+ * Lost streaks awaiting settlement that one shard may hold before a streak read gives up on
+ * exactness (rank null, rankings possibly short): the event script settles a user's streak at
+ * the user's next event, so these are users who stopped coming back (lua/streakRank-2.lua).
+ */
+export const LOST_STREAK_CAP = 1000;
+
+/** A value of a script reply: Lua false and a missing hash field both arrive as null. */
+export type Stored = number | string | null;
+
+export interface UserFields {
+  state: Stored[];
+  fields: (string | null)[];
+}
+
+export interface RankedStreak {
+  userId: string;
+  length: number;
+}
+
+/**
+ * Every cross-user read of one tenant, and the user-scoped read plans: per-shard structures
+ * read with one script (or one command) per shard, all in flight at once, merged here
+ * (DESIGN: "Cross-user reads read S per-shard structures and merge"). Never a scan of users.
+ */
+export class ReadStore {
+  readonly keys: TenantKeys;
+
+  constructor(readonly redis: Redis, readonly tenant: CompiledTenant) {
+    this.keys = new TenantKeys(tenant.id);
+  }
+
+  shard(userId: string): number {
+    return shardOf(userId, this.tenant.shards);
+  }
+
+  private shards(): number[] {
+    return Array.from({ length: this.tenant.shards }, (_, s) => s);
+  }
+
+  /** Runs a plan on the user's shard: null for an unknown user. */
+  runPlan(userId: string, plan: ReadPlan): Promise<unknown[][] | null> {
+    return plan.run(this.redis, this.keys.user(this.shard(userId), userId));
+  }
+
+  /** Shard counters ({t:s}:agg: users, ac:<achievement>, lv:<system>:<level>) summed over shards: S × HMGET. */
+  async counters(fields: readonly string[]): Promise<number[]> {
+    const sums = fields.map(() => 0);
+    if (fields.length === 0) return sums;
+    const perShard = await Promise.all(this.shards().map((s) => this.redis.hmget(this.keys.agg(s), ...fields)));
+    for (const values of perShard) values.forEach((v, i) => (sums[i]! += Number(v ?? 0)));
+    return sums;
+  }
+
+  /** lua/pointsHistogram-2.lua on every shard, summed: users, users with >= 1 point, the highest total, counts per range. */
+  async pointsHistogram(systemKey: string, ranges: readonly [number, number][]) {
+    const perShard = (await Promise.all(
+      this.shards().map((s) => runScript(this.redis, histogramScript, [this.keys.agg(s), this.keys.pointsZset(s, systemKey)], ranges.flat())),
+    )) as number[][];
+    const out = { users: 0, withPoints: 0, max: 0, counts: ranges.map(() => 0) };
+    for (const [users, withPoints, max, ...counts] of perShard) {
+      out.users += users!;
+      out.withPoints += withPoints!;
+      out.max = Math.max(out.max, max!);
+      counts.forEach((c, i) => (out.counts[i]! += c));
+    }
+    return out;
+  }
+
+  /** The `limit` longest active streaks of the tenant; `complete` is false when a shard hit LOST_STREAK_CAP. */
+  async activeStreaks(limit: number, now: number): Promise<{ top: RankedStreak[]; complete: boolean }> {
+    const perShard = (await Promise.all(
+      this.shards().map((s) =>
+        runScript(this.redis, streakTopScript, [this.keys.streakActive(s), this.keys.streakDeadline(s)], [now, limit, limit + LOST_STREAK_CAP]),
+      ),
+    )) as (string | number)[][];
+    const all: RankedStreak[] = [];
+    let complete = true;
+    for (const [done, ...flat] of perShard) {
+      if (done === 0) complete = false;
+      for (let i = 0; i < flat.length; i += 2) all.push({ userId: flat[i] as string, length: flat[i + 1] as number });
+    }
+    return { top: topStreaks(all, limit), complete };
+  }
+
+  /** The `limit` longest streaks ever ({t:s}:sb): S × ZREVRANGE. */
+  async longestStreaks(limit: number): Promise<RankedStreak[]> {
+    const perShard = await Promise.all(this.shards().map((s) => this.redis.zrevrange(this.keys.streakBest(s), 0, limit - 1, "WITHSCORES")));
+    const all: RankedStreak[] = [];
+    for (const flat of perShard) for (let i = 0; i < flat.length; i += 2) all.push({ userId: flat[i]!, length: Number(flat[i + 1]) });
+    return topStreaks(all, limit);
+  }
+
+  /** 1 + active streaks longer than `length`, over all shards; null when a shard cannot tell (LOST_STREAK_CAP). */
+  async streakRank(length: number, now: number): Promise<number | null> {
+    const perShard = (await Promise.all(
+      this.shards().map((s) => runScript(this.redis, streakRankScript, [this.keys.streakActive(s), this.keys.streakDeadline(s)], [now, length, LOST_STREAK_CAP])),
+    )) as number[];
+    return perShard.some((n) => n < 0) ? null : 1 + perShard.reduce((a, b) => a + b, 0);
+  }
+
+  /** State keys and profile fields of several users: one lua/readUsers-1.lua per shard involved. Unknown users map to null. */
+  async users(userIds: readonly string[], stateKeys: readonly string[], fields: readonly string[]): Promise<Map<string, UserFields | null>> {
+    const byShard = groupByShard(userIds, (id) => this.shard(id));
+    const out = new Map<string, UserFields | null>();
+    await Promise.all(
+      [...byShard].map(async ([shard, ids]) => {
+        const reply = (await runScript(this.redis, readUsersScript, [this.keys.agg(shard)], [
+          stateKeys.length,
+          ...stateKeys,
+          fields.length,
+          ...fields,
+          ...ids.map((id) => this.keys.user(shard, id)),
+        ])) as ([Stored[], (string | null)[]] | null)[];
+        ids.forEach((id, i) => {
+          const entry = reply[i];
+          out.set(id, entry ? { state: entry[0], fields: entry[1] } : null);
+        });
+      }),
+    );
+    return out;
+  }
+
+  /** Instant (ms) of each user's last streak extension, as the stream worker recorded it: one HMGET per shard involved. */
+  async lastExtended(userIds: readonly string[]): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    await Promise.all(
+      [...groupByShard(userIds, (id) => this.shard(id))].map(async ([shard, ids]) => {
+        const values = await this.redis.hmget(this.keys.lastExtended(shard), ...ids);
+        ids.forEach((id, i) => {
+          if (values[i] !== null) out.set(id, Number(values[i]));
+        });
+      }),
+    );
+    return out;
+  }
+}
+
+function groupByShard(userIds: readonly string[], shardOfUser: (id: string) => number): Map<number, string[]> {
+  const byShard = new Map<number, string[]>();
+  for (const id of userIds) {
+    const shard = shardOfUser(id);
+    const list = byShard.get(shard) ?? [];
+    list.push(id);
+    byShard.set(shard, list);
+  }
+  return byShard;
+}
+
+/**
+ * Merges per-shard tops: longest first, ties by user id descending in bytes, which is the
+ * order ZREVRANGE gives equal scores, so each shard's top `limit` is exactly its share of the
+ * merged top `limit` (a total order, as nakama's rank cache keeps).
+ */
+export function topStreaks(all: RankedStreak[], limit: number): RankedStreak[] {
+  return all.sort((a, b) => b.length - a.length || Buffer.compare(Buffer.from(b.userId), Buffer.from(a.userId))).slice(0, limit);
+}
+
+const readStores = new WeakMap<object, ReadStore>();
+
+/** The tenant's ReadStore, built once per TenantStore (whose Redis connection it shares). */
+export function readStoreOf(store: { redis: Redis; tenant: CompiledTenant }): ReadStore {
+  let read = readStores.get(store);
+  if (!read) {
+    read = new ReadStore(store.redis, store.tenant);
+    readStores.set(store, read);
+  }
+  return read;
+}
