@@ -1,12 +1,11 @@
-import { dirname, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { resolve } from "node:path";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { startApp } from "./app.js";
+import { loadTenantsOrExit, ROOT } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
-import { ConfigError } from "./config/compile.js";
-import { loadConfigFile } from "./config/load.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
+import { StreamWorker } from "./jobs/stream-worker.js";
 
 /**
  * `node dist/main.js` (what `npm start` runs). Environment:
@@ -15,23 +14,12 @@ import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
  *   LAUREL_CONFIG   tenant file (default config/demo.yaml)
  *   LAUREL_CLOCK    "manual" enables POST /admin/v1/clock; default: the system clock
  *   LAUREL_DATA_DIR where the embedded redis-server keeps its AOF (default ./data/redis)
+ *   LAUREL_WORKER   "off": no stream worker in this process (run `node dist/worker.js` instead)
  *   LOG_LEVEL       pino level (default info)
  */
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-
 async function main(): Promise<void> {
   const logger = pino({ level: process.env.LOG_LEVEL ?? "info" });
-  const configPath = resolve(process.env.LAUREL_CONFIG ?? resolve(ROOT, "config/demo.yaml"));
-  let tenants;
-  try {
-    tenants = loadConfigFile(configPath);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      logger.fatal(`invalid configuration ${configPath}: ${err.message}`);
-      process.exit(1);
-    }
-    throw err;
-  }
+  const tenants = loadTenantsOrExit(logger);
   const clock: Clock = process.env.LAUREL_CLOCK === "manual" ? new ManualClock() : new SystemClock();
 
   const dataDir = resolve(process.env.LAUREL_DATA_DIR ?? resolve(ROOT, "data/redis"));
@@ -52,6 +40,9 @@ async function main(): Promise<void> {
   const port = Number(process.env.PORT ?? 3000);
   const app = await startApp({ tenants, redis, clock, logger, port });
   logger.info({ port: app.port, tenants: tenants.map((t) => t.id), clock: clock.manual ? "manual" : "system" }, "laurel listening");
+  // The stream worker (daily buckets for the event summaries) runs here unless it runs alone.
+  const worker = process.env.LAUREL_WORKER === "off" ? null : new StreamWorker({ redis, tenants, logger });
+  worker?.start();
 
   let stopping = false;
   const stop = async (signal: string): Promise<void> => {
@@ -59,6 +50,7 @@ async function main(): Promise<void> {
     stopping = true;
     logger.info({ signal }, "stopping");
     await app.close();
+    await worker?.stop();
     await redis.quit().catch(() => undefined);
     await embedded?.stop();
     process.exit(0);

@@ -1,0 +1,43 @@
+import { Redis } from "ioredis";
+import { pino } from "pino";
+import { loadTenantsOrExit } from "./boot.js";
+import { StreamWorker } from "./jobs/stream-worker.js";
+
+/**
+ * `node dist/worker.js`: the stream worker as its own process (src/jobs/stream-worker.ts),
+ * for when the service runs with LAUREL_WORKER=off or several workers share the streams (the
+ * consumer group splits the entries; the watermark keeps the effects exact). Environment:
+ *   REDIS_URL       the service's Redis (required: the embedded Redis belongs to the service)
+ *   LAUREL_CONFIG   the same tenant file as the service (default config/demo.yaml)
+ *   LOG_LEVEL       pino level (default info)
+ */
+async function main(): Promise<void> {
+  const logger = pino({ level: process.env.LOG_LEVEL ?? "info" });
+  const tenants = loadTenantsOrExit(logger);
+  const url = process.env.REDIS_URL;
+  if (!url) {
+    logger.fatal("REDIS_URL is required: the worker works on the service's Redis");
+    process.exit(1);
+  }
+  const redis = new Redis(url, { maxRetriesPerRequest: 3 });
+  const worker = new StreamWorker({ redis, tenants, logger });
+  worker.start();
+  logger.info({ tenants: tenants.map((t) => t.id), consumer: worker.consumer }, "laurel stream worker running");
+
+  let stopping = false;
+  const stop = async (signal: string): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, "stopping");
+    await worker.stop();
+    await redis.quit().catch(() => undefined);
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void stop("SIGINT"));
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
