@@ -69,7 +69,7 @@ export interface StreamWorkerOptions {
   recoverEveryMs?: number;
 }
 
-type Entry = [id: string, fields: string[] | null];
+export type Entry = [id: string, fields: string[] | null];
 type ReadReply = [key: string, entries: Entry[]][] | null;
 
 export class StreamWorker {
@@ -214,6 +214,12 @@ export class StreamWorker {
 
   /** Applies one shard's entries (ascending ids), then acknowledges those at or below the watermark. */
   async process(s: ShardStream, entries: Entry[]): Promise<{ applied: number; acked: number }> {
+    const { applied, watermark } = await this.apply(s, entries);
+    return { applied, acked: await this.acknowledge(s, entries, watermark) };
+  }
+
+  /** Step 1, lua/applyStream-2.lua: the effects and the watermark, atomically. Nothing is acknowledged yet. */
+  async apply(s: ShardStream, entries: readonly Entry[]): Promise<{ applied: number; watermark: string | null }> {
     const live = entries.filter((e): e is [string, string[]] => e[1] !== null);
     const ops = live.map(([id, fields]) => opsOf(decodeStreamRecord(id, fields)));
     const [applied, , watermark] = (await runScript(this.opts.redis, applyScript, [s.key, s.watermarks], [s.prefix, this.group, ops.length, ...opsArgs(ops)])) as [
@@ -221,10 +227,23 @@ export class StreamWorker {
       number,
       string | null,
     ];
+    return { applied, watermark };
+  }
+
+  /**
+   * Step 2, lua/ackStream-1.lua: acknowledges the entries at or below the watermark (applied now
+   * or before) and trims the stream. Entries past a gap stay pending and are retried.
+   */
+  async acknowledge(s: ShardStream, entries: readonly Entry[], watermark: string | null): Promise<number> {
     // Entries deleted from the stream while pending carry no fields: nothing to apply, ack them.
     const ackIds = entries.filter(([id, fields]) => fields === null || (watermark !== null && compareStreamIds(id, watermark) <= 0)).map(([id]) => id);
     if (ackIds.length > 0) await runScript(this.opts.redis, ackScript, [s.key], [this.group, ...ackIds]);
     if (ackIds.length < entries.length) this.opts.logger.debug({ stream: s.key, waiting: entries.length - ackIds.length }, "stream worker: gap, entries left pending");
-    return { applied, acked: ackIds.length };
+    return ackIds.length;
+  }
+
+  /** The shard stream a user's records are in (tests, tools). */
+  streamOf(tenantId: string, shard: number): ShardStream {
+    return this.streams.find((s) => s.tenantId === tenantId && s.shard === shard)!;
   }
 }
