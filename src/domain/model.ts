@@ -406,3 +406,145 @@ export function readUserPoints(state: ModelState, userId: string, systemKey: str
   if (!user) return null;
   return { total: user.points.get(systemKey)?.total ?? 0, awards: (user.awards.get(systemKey) ?? []).slice(0, awards) };
 }
+
+/* ---------- Identify, completion, time triggers, admin: the other writers of user state ---------- */
+
+export type ModelUpsertMode = "upsert" | "update" | "prefs";
+
+/** lua/user-3.lua (without preferences, which the model does not need for points). */
+export function applyUpsert(
+  tenant: CompiledTenant,
+  state: ModelState,
+  userId: string,
+  mode: ModelUpsertMode,
+  profile: [string, string][],
+  now: number,
+): { status: "created" | "updated" | "missing"; points: PointsChange[] } {
+  const existing = state.users.get(userId);
+  if (!existing && mode !== "upsert") return { status: "missing", points: [] };
+  const localDay = localDayIndex(now, profile.find(([f]) => f === "tz")?.[1] ?? "UTC");
+  const user = existing ?? newUser(now, localDay);
+  const req = new UserRequest(tenant, state, userId, user, now);
+  const changed = applyProfile(user, profile);
+  if (!existing) {
+    state.users.set(userId, user);
+    state.userCount += 1;
+    createUser(req, localDay);
+  } else if (changed) user.updated = now;
+  return { status: existing ? "updated" : "created", points: req.commit() };
+}
+
+/** lua/complete-3.lua. */
+export function applyComplete(
+  tenant: CompiledTenant,
+  state: ModelState,
+  userId: string,
+  achievementKey: string,
+  profile: [string, string][],
+  now: number,
+): { status: "completed"; completed: string[]; points: PointsChange[] } | { status: "already"; achievedAt: number } | { status: "ineligible" } {
+  const achievement = tenant.achievementByKey.get(achievementKey)!;
+  const existing = state.users.get(userId);
+  const done = existing?.achievements.get(achievementKey);
+  if (done !== undefined) return { status: "already", achievedAt: done };
+  // Eligibility with the attributes this request sends, before anything is written.
+  const attributes = new Map(existing?.attributes ?? []);
+  for (const [field, value] of profile) if (field.startsWith("ua:")) attributes.set(field.slice(3), value);
+  if (!userFiltersMatch(achievement.userAttributes, attributes)) return { status: "ineligible" };
+  const localDay = localDayIndex(now, profile.find(([f]) => f === "tz")?.[1] ?? "UTC");
+  const user = existing ?? newUser(now, localDay);
+  const req = new UserRequest(tenant, state, userId, user, now);
+  const changed = applyProfile(user, profile);
+  if (!existing) {
+    state.users.set(userId, user);
+    state.userCount += 1;
+    createUser(req, localDay);
+  } else if (changed) user.updated = now;
+  req.complete(achievement);
+  return { status: "completed", completed: req.completed, points: req.commit() };
+}
+
+/**
+ * lua/timeTick-2.lua for every time trigger, in config order: each due user is paid every
+ * interval that has fully elapsed, as one award, and is next due one interval after the last.
+ */
+export function applyTimeTicks(tenant: CompiledTenant, state: ModelState, now: number): void {
+  for (const t of triggersOf(tenant, (x) => x.type === "time")) {
+    if (t.type !== "time") continue;
+    const due = state.timeDue.get(triggerId(t));
+    if (!due) continue;
+    for (const [userId, dueAt] of [...due]) {
+      if (dueAt > now) continue;
+      const user = state.users.get(userId)!;
+      const n = Math.floor((now - dueAt) / t.intervalMs) + 1;
+      const req = new UserRequest(tenant, state, userId, user, now);
+      if (req.matches(t.userAttributes)) req.award(tenant.systemByKey.get(t.systemKey)!, t.key, n * t.points);
+      req.commit();
+      due.set(userId, dueAt + n * t.intervalMs);
+    }
+  }
+}
+
+/** lua/userBoost-2.lua: live boosts are kept, finished ones dropped; ending keeps an active one until now. */
+export function applyUserBoost(state: ModelState, userId: string, systemKey: string, op: "add" | "end", boost: UserBoost, now: number): boolean {
+  const user = state.users.get(userId);
+  if (!user) return false;
+  let found = false;
+  const kept: UserBoost[] = [];
+  for (const b of user.boosts.get(systemKey) ?? []) {
+    if (b.end !== null && b.end <= now) continue;
+    if (b.id === boost.id) {
+      found = true;
+      if (b.start <= now) kept.push({ ...b, end: now });
+    } else kept.push(b);
+  }
+  if (op === "add") kept.push(boost);
+  else if (!found) return false;
+  user.boosts.set(systemKey, kept);
+  return true;
+}
+
+/** lua/streakAdmin-3.lua: settle, then grant freezes or restore the streak. */
+export function applyStreakAdmin(
+  tenant: CompiledTenant,
+  state: ModelState,
+  userId: string,
+  op: "freeze" | "restore",
+  amountOrWindowStart: number,
+  now: number,
+): { status: "missing" } | { status: "frozen"; granted: number } | { status: "restored"; length: number } | { status: "nothing-to-restore" } | { status: "already-longest" } {
+  const user = state.users.get(userId);
+  if (!user) return { status: "missing" };
+  const rule = tenant.streak!;
+  const tz = user.profile.get("tz") ?? "UTC";
+  const nowDay = localDayIndex(now, tz);
+  const nowPeriod = periodOfDay(nowDay, rule.frequency);
+  const s = user.streak;
+  const settlement = settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod);
+  recordSettlement(state, userId, s, settlement);
+  if (settlement.frozen.length > 0 && settlement.lost === 0) state.streakDeadline.set(userId, streakDeadline(nowPeriod - 1, rule.frequency, tz));
+  if (op === "freeze") {
+    const held = s.freezes ?? 0;
+    const granted = Math.max(0, Math.min(amountOrWindowStart, rule.freezes!.max - held));
+    if (granted > 0) s.freezes = held + granted;
+    return { status: "frozen", granted };
+  }
+  let best = 0;
+  for (const [period, member] of state.streakHistory.get(userId) ?? []) {
+    if (period >= amountOrWindowStart) best = Math.max(best, Number(member.split(":")[1]));
+  }
+  const alive = s.length > 0 && s.lastPeriod !== null && s.lastPeriod >= nowPeriod - 1;
+  if (best === 0) return { status: "nothing-to-restore" };
+  if (alive && s.length >= best) return { status: "already-longest" };
+  const newLast = s.lastPeriod !== null && s.lastPeriod >= nowPeriod ? s.lastPeriod : nowPeriod - 1;
+  s.length = best;
+  s.startPeriod = newLast - best + 1;
+  s.lastPeriod = newLast;
+  if (best > s.best) {
+    s.best = best;
+    state.streakBest.set(userId, best);
+  }
+  state.streakActive.set(userId, best);
+  state.streakDeadline.set(userId, streakDeadline(newLast === nowPeriod ? nowPeriod : nowPeriod - 1, rule.frequency, tz));
+  return { status: "restored", length: best };
+}

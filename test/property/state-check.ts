@@ -1,0 +1,53 @@
+import { expect } from "vitest";
+import type { CompiledTenant } from "../../src/config/compiled.js";
+import type { ModelState } from "../../src/domain/model.js";
+import type { TestApp } from "../helpers/app.js";
+
+async function zsetAcrossShards(t: TestApp, tenant: CompiledTenant, suffix: string): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (let shard = 0; shard < tenant.shards; shard++) {
+    const z = await t.redis.zrange(`{${tenant.id}:${shard}}:${suffix}`, 0, -1, "WITHSCORES");
+    for (let i = 0; i < z.length; i += 2) out[z[i]!] = Number(z[i + 1]);
+  }
+  return out;
+}
+
+/**
+ * The tenant's stored aggregates equal the model's: shard counters summed (users, completions,
+ * users per level), points zsets, streak zsets and histories, time-trigger schedules.
+ */
+export async function expectStateEqual(t: TestApp, tenant: CompiledTenant, model: ModelState): Promise<void> {
+  let users = 0;
+  const completions = new Map<string, number>();
+  const levels = new Map<string, number>();
+  for (let shard = 0; shard < tenant.shards; shard++) {
+    const agg = await t.redis.hgetall(`{${tenant.id}:${shard}}:agg`);
+    for (const [field, value] of Object.entries(agg)) {
+      if (field === "users") users += Number(value);
+      else if (field.startsWith("ac:")) completions.set(field.slice(3), (completions.get(field.slice(3)) ?? 0) + Number(value));
+      else if (field.startsWith("lv:") && Number(value) !== 0) levels.set(field.slice(3), (levels.get(field.slice(3)) ?? 0) + Number(value));
+    }
+  }
+  expect(users, "users").toBe(model.userCount);
+  expect(Object.fromEntries(completions), "completions").toEqual(Object.fromEntries(model.completions));
+  expect(Object.fromEntries(levels), "levels").toEqual(Object.fromEntries([...model.levelCounts].filter(([, n]) => n !== 0)));
+  for (const [suffix, expected] of [["sa", model.streakActive], ["sd", model.streakDeadline], ["sb", model.streakBest]] as const) {
+    expect(await zsetAcrossShards(t, tenant, suffix), suffix).toEqual(Object.fromEntries(expected));
+  }
+  const store = t.app.tenants.all.find((c) => c.tenant.id === tenant.id)!.store;
+  for (const [userId, history] of model.streakHistory) {
+    const z = await t.redis.zrange(`{${tenant.id}:${store.shard(userId)}}:sh:${userId}`, 0, -1);
+    expect(z, `history of ${userId}`).toEqual([...history].sort((a, b) => a[0] - b[0]).map(([, member]) => member));
+  }
+  for (const system of tenant.systems) {
+    const expected: Record<string, number> = {};
+    for (const [userId, user] of model.users) {
+      const p = user.points.get(system.key);
+      if (p) expected[userId] = p.total;
+    }
+    expect(await zsetAcrossShards(t, tenant, `pz:${system.key}`), `points ${system.key}`).toEqual(expected);
+  }
+  for (const [trigger, due] of model.timeDue) {
+    expect(await zsetAcrossShards(t, tenant, `tt:${trigger}`), `time trigger ${trigger}`).toEqual(Object.fromEntries(due));
+  }
+}
