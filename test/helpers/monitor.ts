@@ -1,0 +1,37 @@
+import { Redis } from "ioredis";
+
+export interface Observed {
+  /** Commands the service sent, in order (name and arguments). */
+  commands: string[][];
+  /** Commands the scripts ran inside Redis (MONITOR shows them with source "lua"), lower-case names. */
+  luaCalls: string[];
+}
+
+/**
+ * Every Redis command sent while `action` runs, seen with MONITOR on a second connection
+ * (ioredis' test/functional/scripting.ts does the same). Markers sent before and after bracket
+ * exactly the action's commands, without sleeping. MONITOR sees every client: give the test
+ * its own redis-server (startTestRedis) so that no other test file's commands fall in the window.
+ */
+export async function commandsDuring(redisUrl: string, action: () => Promise<unknown>): Promise<Observed> {
+  const monitor = await new Redis(redisUrl).monitor();
+  const seen: { args: string[]; source: string }[] = [];
+  monitor.on("monitor", (_time: string, args: string[], source: string) => seen.push({ args, source }));
+  const marker = new Redis(redisUrl);
+  const begin = `laurel-monitor-begin-${Math.random()}`;
+  const end = `laurel-monitor-end-${Math.random()}`;
+  await marker.echo(begin);
+  await action();
+  await marker.echo(end);
+  await new Promise<void>((resolve) => {
+    const check = () => (seen.some((a) => a.args[1] === end) ? resolve() : setImmediate(check));
+    check();
+  });
+  monitor.disconnect();
+  marker.disconnect();
+  const window = seen.slice(seen.findIndex((a) => a.args[1] === begin) + 1, seen.findIndex((a) => a.args[1] === end));
+  return {
+    commands: window.filter((a) => a.source !== "lua").map((a) => a.args),
+    luaCalls: window.filter((a) => a.source === "lua").map((a) => a.args[0]!.toLowerCase()),
+  };
+}
