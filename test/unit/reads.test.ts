@@ -1,0 +1,124 @@
+import { describe, expect, it } from "vitest";
+import { attributeFilterParam, listParam } from "../../src/api/query.js";
+import { decodeBucket, encodeBucket, summarise, type DayBucket } from "../../src/domain/buckets.js";
+import { LaurelError } from "../../src/domain/errors.js";
+import { histogramRanges } from "../../src/domain/histogram.js";
+import { dateToDay, formatDay, parseDay } from "../../src/domain/periods.js";
+import { longestStreakIn, percentChange, wrappedPeriods } from "../../src/domain/wrapped.js";
+import { compareStreamIds, opsOf } from "../../src/jobs/stream-ops.js";
+import { decodeStreamRecord } from "../../src/domain/stream-record.js";
+import { topStreaks } from "../../src/store/read-store.js";
+
+const day = (iso: string) => parseDay(iso)!;
+const bucket = (iso: string, change: number, total: number, count = 1): DayBucket => ({ day: day(iso), count, change, total });
+
+describe("daily buckets and summaries", () => {
+  it("a bucket member round-trips, negative amounts included", () => {
+    const b = { day: 20500, count: 3, change: -2500000, total: -1 };
+    expect(decodeBucket(encodeBucket(b))).toEqual(b);
+  });
+
+  it("summarise: running totals carry over empty periods; changes add up to the range's net change", () => {
+    const before = bucket("2026-02-20", 5, 10);
+    const inRange = [bucket("2026-03-02", 3, 13), bucket("2026-03-09", -1, 12), bucket("2026-04-01", 2, 14)];
+    const weekly = summarise(before, inRange, day("2026-03-04"), day("2026-04-02"), "weekly");
+    expect(weekly[0]).toEqual({ date: "2026-03-02", total: 13, change: 3 });
+    expect(weekly.at(-1)).toEqual({ date: "2026-03-30", total: 14, change: 2 });
+    expect(weekly.reduce((n, i) => n + i.change, 0)).toBe(14 - 10);
+    expect(summarise(null, [], day("2026-01-31"), day("2026-03-01"), "monthly")).toEqual([
+      { date: "2026-01-01", total: 0, change: 0 },
+      { date: "2026-02-01", total: 0, change: 0 },
+      { date: "2026-03-01", total: 0, change: 0 },
+    ]);
+  });
+
+  it("the histogram goes up to the highest total rounded up to a power of ten, at least 10", () => {
+    expect(histogramRanges(0)[9]).toEqual([10, 10]);
+    expect(histogramRanges(1000)).toEqual(Array.from({ length: 10 }, (_, i) => [i * 100 + 1, (i + 1) * 100]));
+    expect(histogramRanges(1001)[0]).toEqual([1, 1000]);
+    expect(histogramRanges(1e15)[9]).toEqual([9e14 + 1, 1e15]);
+  });
+});
+
+describe("wrapped", () => {
+  it("percentChange: against the total before, truncated to one decimal; 100 from nothing", () => {
+    expect(percentChange(12500, 2500)).toBe(20);
+    expect(percentChange(3800, 1200)).toBe(31.5);
+    expect(percentChange(0, 150000)).toBe(100);
+    expect(percentChange(0, 0)).toBe(0);
+    expect(percentChange(-10, 5)).toBe(50);
+  });
+
+  it("the most active day, week and month: most events, ties to the earliest; weeks clipped to the year", () => {
+    const p = wrappedPeriods(2026, [[bucket("2025-12-31", 1, 1, 9), bucket("2026-01-01", 1, 2, 2), bucket("2026-01-02", 1, 3, 2), bucket("2026-03-03", 1, 4, 3)]]);
+    expect(p).toMatchObject({ daysActive: 3, weeksActive: 2, monthsActive: 2 });
+    expect(formatDay(p.mostActiveDay.from)).toBe("2026-03-03");
+    // 1-2 January (Thursday, Friday): the ISO week began on 29 December, clipped to 1 January.
+    expect([formatDay(p.mostActiveWeek.from), formatDay(p.mostActiveWeek.to)]).toEqual(["2026-01-01", "2026-01-04"]);
+    expect(p.mostActiveMonth.month).toBe(0);
+    expect(formatDay(wrappedPeriods(2026, [[bucket("2026-02-01", 1, 1), bucket("2026-01-01", 1, 1)]]).mostActiveDay.from)).toBe("2026-01-01");
+  });
+
+  it("longestStreakIn walks back through frozen periods to where the streak began, even before the year", () => {
+    const history = ["9:1", "10:2", "11:2:f", "12:3", "20:1", "21:2", "22:3"];
+    expect(longestStreakIn(history, 11, 30)).toEqual({ length: 3, startPeriod: 9, endPeriod: 12 });
+    expect(longestStreakIn(history, 13, 30)).toEqual({ length: 3, startPeriod: 20, endPeriod: 22 });
+    expect(longestStreakIn(history, 40, 50)).toEqual({ length: 0, startPeriod: null, endPeriod: null });
+  });
+
+  it("years before 100 are real years (Date.UTC would read them as 19xx)", () => {
+    expect(formatDay(dateToDay(1, 1, 1))).toBe("0001-01-01");
+    expect(parseDay("0099-12-31")).toBe(dateToDay(99, 12, 31));
+  });
+});
+
+describe("stream worker pieces", () => {
+  it("stream ids compare by time, then sequence", () => {
+    expect(compareStreamIds("1700000000000-10", "1700000000000-9")).toBe(1);
+    expect(compareStreamIds("999-0", "1000-0")).toBe(-1);
+    expect(compareStreamIds("5-5", "5-5")).toBe(0);
+  });
+
+  it("a record's ops: the metric change (total kept by the worker), points with their totals, the extension", () => {
+    const record = decodeStreamRecord("1-0", ["k", "ev", "u", "ada", "t", String(Date.parse("2026-03-29T23:30:00Z")), "z", "Europe/London", "e", "lessons|3000000|id", "o", "c;p:xp:30:70:1:2;s:4"]);
+    expect(opsOf(record)).toEqual({
+      id: "1-0",
+      userId: "ada",
+      day: day("2026-03-30"),
+      ops: [
+        ["m:lessons", 3000000, "", 1],
+        ["p:xp", 30, 70, 1],
+        ["x", Date.parse("2026-03-29T23:30:00Z"), "", 0],
+      ],
+    });
+  });
+
+  it("merged tops: longest first, ties by user id descending in bytes", () => {
+    expect(topStreaks([{ userId: "a", length: 2 }, { userId: "é", length: 2 }, { userId: "z", length: 2 }, { userId: "b", length: 3 }], 3).map((s) => s.userId)).toEqual(["b", "é", "z"]);
+  });
+});
+
+describe("query parameters", () => {
+  const q = (s: string) => new URLSearchParams(s);
+  const status = (f: () => unknown) => {
+    try {
+      f();
+      return 200;
+    } catch (err) {
+      return (err as LaurelError).status;
+    }
+  };
+
+  it("userAttributes: key:value pairs, values may hold colons; malformed 400, undeclared 422", () => {
+    const declared = new Set(["plan", "region"]);
+    expect(attributeFilterParam(q("userAttributes=plan:pro,region:us:east"), "userAttributes", declared)).toEqual(new Map([["plan", "pro"], ["region", "us:east"]]));
+    expect(attributeFilterParam(q(""), "userAttributes", declared)).toBeNull();
+    for (const bad of ["plan", "plan:", ":pro", "plan:pro,,region:x"]) expect(status(() => attributeFilterParam(q(`userAttributes=${bad}`), "userAttributes", declared))).toBe(400);
+    expect(status(() => attributeFilterParam(q("userAttributes=tier:1"), "userAttributes", declared))).toBe(422);
+  });
+
+  it("lists: repeated and comma forms, duplicates once, a bound", () => {
+    expect(listParam(q("ids=a,b&ids=c&ids=a&ids="), "ids", 3)).toEqual(["a", "b", "c"]);
+    expect(status(() => listParam(q("ids=a,b,c,d"), "ids", 3))).toBe(422);
+  });
+});
