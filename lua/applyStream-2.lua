@@ -14,11 +14,14 @@
   Steps
     1. HGET the watermark; XRANGE the entries after it (as many as the batch holds).
     2. For each entry of the batch, in stream order: skip, apply, or stop at a gap.
-       A series' bucket is read once (ZREVRANGE 0 0: the latest bucket) and kept in a table.
+       A series' latest month is read once (ZREVRANGE 0 0 WITHSCORES) and kept in a table.
        A record whose local day is before the latest bucket's is counted in the latest bucket
-       (days only move forward in a series; buckets.ts says why).
-    3. Per touched series: ZREM the latest bucket as read, ZADD every new or changed bucket.
+       (days only move forward in a series; src/domain/buckets.ts says why).
+    3. Per touched series: ZREM the latest month as read, ZADD every new or changed month.
        HSET the extensions; HSET the new watermark.
+
+  Bucket layout (src/domain/buckets.ts): zset {t:s}:b:<series>:<user>, one member per month
+  (score = monthly period), member "day:count:change:total;..." with the days ascending.
 
   KEYS[1] shard stream       {t:s}:x
   KEYS[2] shard watermarks   {t:s}:xw   (hash: group → last applied id)
@@ -26,9 +29,9 @@
   ARGV[1] key prefix {t:s}:
   ARGV[2] consumer group
   ARGV[3] n, the number of entries
-  ARGV[4 ..] n entries, ascending by id: id, user id, local day, k, then k ops of 4 values:
-          series ("m:<metric>" | "p:<system>"), change, total after ('' = previous + change), count
-          or "x", the extension instant (ms), '', 0
+  ARGV[4 ..] n entries, ascending by id: id, user id, local day, its month, k, then k ops of 4
+          values: series ("m:<metric>" | "p:<system>"), change, total after ('' = previous +
+          change), count; or "x", the extension instant (ms), '', 0
 
   Reply {applied, skipped, watermark | false}; entries at or below the watermark may be acked.
 ]]
@@ -42,17 +45,25 @@ local wm = rcall('HGET', wmKey, group)
 local following
 if wm then following = rcall('XRANGE', stream, '(' .. wm, '+', 'COUNT', n) else following = rcall('XRANGE', stream, '-', '+', 'COUNT', n) end
 
--- key → {orig = member as read | nil, done = {finished buckets}, cur = {day, count, change, total}}
+-- key → {orig = member as read | nil, month, head = the month's earlier days (string),
+--        cur = {day, count, change, total} the latest day, done = {{month, member}...}}
 local series, touched = {}, {}
+
+local function fmt(b)
+  return string.format('%d:%d:%d:%d', b[1], b[2], b[3], b[4])
+end
 
 local function bucketOf(key)
   local b = series[key]
   if b then return b end
-  b = { done = {} }
-  local latest = rcall('ZREVRANGE', key, 0, 0)[1]
-  if latest then
-    local d, c, ch, t = string.match(latest, '^(-?%d+)|(%d+)|(-?%d+)|(-?%d+)$')
-    b.orig = latest
+  b = { done = {}, head = '' }
+  local latest = rcall('ZREVRANGE', key, 0, 0, 'WITHSCORES')
+  if latest[1] then
+    b.orig, b.month = latest[1], tonumber(latest[2])
+    local head, last = string.match(latest[1], '^(.*);([^;]+)$')
+    if not head then head, last = '', latest[1] end
+    local d, c, ch, t = string.match(last, '^(-?%d+):(%d+):(-?%d+):(-?%d+)$')
+    b.head = head
     b.cur = { tonumber(d), tonumber(c), tonumber(ch), tonumber(t) }
   end
   series[key] = b
@@ -60,25 +71,36 @@ local function bucketOf(key)
   return b
 end
 
-local function add(key, day, count, change, total)
+local function member(b)
+  if b.head == '' then return fmt(b.cur) end
+  return b.head .. ';' .. fmt(b.cur)
+end
+
+local function add(key, day, month, count, change, total)
   local b = bucketOf(key)
   local cur = b.cur
   if cur and day <= cur[1] then
     cur[2] = cur[2] + count
     cur[3] = cur[3] + change
     cur[4] = total or (cur[4] + change)
-  else
-    if cur then b.done[#b.done + 1] = cur end
-    b.cur = { day, count, change, total or ((cur and cur[4] or 0) + change) }
+    return
   end
+  local after = total or ((cur and cur[4] or 0) + change)
+  if cur and month == b.month then
+    b.head = member(b)
+  else
+    if cur then b.done[#b.done + 1] = { b.month, member(b) } end
+    b.head, b.month = '', month
+  end
+  b.cur = { day, count, change, after }
 end
 
 local applied, skipped, ext = 0, 0, {}
 local nextAt = 1
 local i = 4
 for _ = 1, n do
-  local id, user, day, k = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  local ops = i + 4
+  local id, user, day, month, k = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  local ops = i + 5
   i = ops + 4 * k
   if wm and idCompare(id, wm) <= 0 then
     skipped = skipped + 1
@@ -90,7 +112,7 @@ for _ = 1, n do
         ext[#ext + 1] = ARGV[o + 1]
       else
         local total = ARGV[o + 2] ~= '' and tonumber(ARGV[o + 2]) or nil
-        add(prefix .. 'b:' .. ARGV[o] .. ':' .. user, day, tonumber(ARGV[o + 3]), tonumber(ARGV[o + 1]), total)
+        add(prefix .. 'b:' .. ARGV[o] .. ':' .. user, day, month, tonumber(ARGV[o + 3]), tonumber(ARGV[o + 1]), total)
       end
     end
     wm = id
@@ -100,20 +122,16 @@ for _ = 1, n do
   end
 end
 
-local function member(b)
-  return string.format('%d|%d|%d|%d', b[1], b[2], b[3], b[4])
-end
-
 for _, key in ipairs(touched) do
   local b = series[key]
   if b.orig then rcall('ZREM', key, b.orig) end
   local args = {}
   for _, d in ipairs(b.done) do
     args[#args + 1] = d[1]
-    args[#args + 1] = member(d)
+    args[#args + 1] = d[2]
   end
-  args[#args + 1] = b.cur[1]
-  args[#args + 1] = member(b.cur)
+  args[#args + 1] = b.month
+  args[#args + 1] = member(b)
   rcall('ZADD', key, unpack(args))
 end
 if #ext > 0 then rcall('HSET', prefix .. 'sx', unpack(ext)) end

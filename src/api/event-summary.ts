@@ -1,7 +1,8 @@
-import { decodeBucket, metricSeries, pointsSeries, summarise, type Aggregation } from "../domain/buckets.js";
+import { metricSeries, pointsSeries, summarise, type Aggregation } from "../domain/buckets.js";
 import { fromMicro } from "../domain/decimal.js";
 import { fail } from "../domain/errors.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
+import { planBuckets } from "../store/bucket-reads.js";
 import { ReadPlan } from "../store/read-plan.js";
 import { readStoreOf } from "../store/read-store.js";
 import type { TenantContext, Tenants } from "../tenants.js";
@@ -56,12 +57,11 @@ function summaryHandler(tenants: Tenants, target: (context: TenantContext, key: 
     const read = readStoreOf(context.store);
     const bucketsKey = read.keys.buckets(read.shard(userId), series, userId);
     const plan = new ReadPlan();
-    const before = plan.revRange(bucketsKey, `(${from}`, "-inf", 1);
-    const inRange = plan.range(bucketsKey, from, to);
+    const buckets = planBuckets(plan, bucketsKey, from, to);
     const result = await read.runPlan(userId, plan);
     if (result === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
-    const last = result[before]![0] as string | undefined;
-    const items = summarise(last ? decodeBucket(last) : null, (result[inRange] as string[]).map(decodeBucket), from, to, aggregation);
+    const { before, inRange } = buckets(result);
+    const items = summarise(before, inRange, from, to, aggregation);
     return { status: 200, body: items.map((i) => ({ date: i.date, total: toWire(i.total), change: toWire(i.change) })) };
   };
 }

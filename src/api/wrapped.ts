@@ -1,6 +1,6 @@
 import type { CompiledTenant } from "../config/compiled.js";
 import type { Clock } from "../clock.js";
-import { decodeBucket, metricSeries, pointsSeries, type DayBucket } from "../domain/buckets.js";
+import { metricSeries, pointsSeries, type DayBucket } from "../domain/buckets.js";
 import { fromMicro } from "../domain/decimal.js";
 import { fail } from "../domain/errors.js";
 import { dayToDate, formatDay, localDayIndex, periodEndDay, periodStartDay } from "../domain/periods.js";
@@ -8,6 +8,7 @@ import { STREAK_HISTORY_KEPT } from "../domain/streak.js";
 import { longestStreakIn, periodsOf, seriesInPeriod, wrappedPeriods, yearSpan, type DaySpan } from "../domain/wrapped.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import { PROFILE_FIELDS, userAttributeField } from "../store/fields.js";
+import { planBuckets } from "../store/bucket-reads.js";
 import { ReadPlan } from "../store/read-plan.js";
 import { readStoreOf, type ReadStore } from "../store/read-store.js";
 import type { Tenants } from "../tenants.js";
@@ -94,10 +95,9 @@ export function wrappedHandler(tenants: Tenants, clock: Clock) {
     const plan = new ReadPlan();
     const fields = plan.fields(profileFields);
     const state = plan.state(["ct", "up", ...tenant.achievements.map((a) => `a:${a.key}`)]);
-    const seriesSteps = [...tenant.metrics.map((m) => metricSeries(m.key)), ...tenant.systems.map((s) => pointsSeries(s.key))].map((series) => {
-      const key = read.keys.buckets(shard, series, userId);
-      return [plan.revRange(key, `(${span.from}`, "-inf", 1), plan.range(key, span.from, span.to)] as const;
-    });
+    const seriesReads = [...tenant.metrics.map((m) => metricSeries(m.key)), ...tenant.systems.map((s) => pointsSeries(s.key))].map((series) =>
+      planBuckets(plan, read.keys.buckets(shard, series, userId), span.from, span.to),
+    );
     // The history before the year too: the longest streak of the year may have begun earlier.
     const history = plan.range(read.keys.streakHistory(shard, userId), streakPeriods.to - STREAK_HISTORY_KEPT, streakPeriods.to);
     const result = await read.runPlan(userId, plan);
@@ -114,9 +114,9 @@ export function wrappedHandler(tenants: Tenants, clock: Clock) {
       .map((a, i) => ({ key: a.key, ms: achievedAt[i] ?? null }))
       .filter((c): c is { key: string; ms: number } => c.ms !== null)
       .map((c) => ({ ...c, day: localDayIndex(c.ms, tz!) }));
-    const series: Series[] = seriesSteps.map(([before, inYear]) => {
-      const last = result[before]![0] as string | undefined;
-      return { before: last ? decodeBucket(last).total : 0, buckets: (result[inYear] as string[]).map(decodeBucket) };
+    const series: Series[] = seriesReads.map((decode) => {
+      const { before, inRange } = decode(result);
+      return { before: before?.total ?? 0, buckets: inRange };
     });
     const metrics = series.slice(0, tenant.metrics.length);
     const points = series.slice(tenant.metrics.length);

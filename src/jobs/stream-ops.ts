@@ -1,10 +1,10 @@
 import { metricSeries, pointsSeries } from "../domain/buckets.js";
-import { localDayIndex } from "../domain/periods.js";
+import { localDayIndex, periodOfDay } from "../domain/periods.js";
 import { eventDetail, type StreamRecord } from "../domain/stream-record.js";
 
 /**
  * What one stream record does to the materialised reads, as lua/applyStream-2.lua takes it.
- * The local day is computed here, in TypeScript: Lua has no zone data (DESIGN: Time).
+ * The local day and its month are computed here, in TypeScript: Lua has no zone data (DESIGN: Time).
  *
  *   series op  "m:<metric>" or "p:<system>", change, total after ('' = previous total + change), count
  *   extension  "x", the instant (ms) of a streak extension, '', 0
@@ -13,6 +13,8 @@ export interface EntryOps {
   id: string;
   userId: string;
   day: number;
+  /** The monthly period of the day (periods.ts): the bucket zset's score. */
+  month: number;
   ops: [string, number, number | "", number][];
 }
 
@@ -26,14 +28,15 @@ export function opsOf(record: StreamRecord): EntryOps {
   }
   for (const p of record.points) ops.push([pointsSeries(p.systemKey), p.added, p.total, 1]);
   if (record.streakLength !== null) ops.push(["x", record.ms, "", 0]);
-  return { id: record.id, userId: record.userId, day: localDayIndex(record.ms, record.tz), ops };
+  const day = localDayIndex(record.ms, record.tz);
+  return { id: record.id, userId: record.userId, day, month: periodOfDay(day, "monthly"), ops };
 }
 
-/** Flattens entries into the script's ARGV tail: id, user, day, n, then n × (series, change, total, count). */
+/** Flattens entries into the script's ARGV tail: id, user, day, month, n, then n × (series, change, total, count). */
 export function opsArgs(entries: readonly EntryOps[]): (string | number)[] {
   const args: (string | number)[] = [];
   for (const e of entries) {
-    args.push(e.id, e.userId, e.day, e.ops.length);
+    args.push(e.id, e.userId, e.day, e.month, e.ops.length);
     for (const op of e.ops) args.push(...op);
   }
   return args;

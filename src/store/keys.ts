@@ -23,8 +23,9 @@
  *
  * Written by the stream worker (src/jobs/stream-worker.ts), never by the event path:
  *   {t:s}:b:<series>:<user> zset  daily buckets of one user in one series ("m:<metric>" or
- *                                  "p:<system>"): score local day index, member
- *                                  "day|count|change|totalAfter" (src/domain/buckets.ts)
+ *                                  "p:<system>"): one member per month, score the monthly
+ *                                  period, member "day:count:change:totalAfter;..."
+ *                                  (src/domain/buckets.ts)
  *   {t:s}:xw                hash  consumer group → last stream id applied (the watermark)
  *   {t:s}:sx                hash  user → instant (ms) of the last streak extension
  */

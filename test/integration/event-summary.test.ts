@@ -38,36 +38,50 @@ function log(series: string, entry: LoggedChange): void {
   logs.set(series, [...(logs.get(series) ?? []), entry]);
 }
 
-/** Sends one event at `iso` and records, per series, what the response says changed. */
-async function send(at: string, tz: string, metric: string, value: number, sendTz = true): Promise<void> {
+type Sent = [at: string, tz: string, metric: string, value: number, sendTz?: boolean];
+
+/** Sends one event and records, per series, what the response says changed (ada's only). */
+async function send(user: string, [at, tz, metric, value, sendTz = true]: Sent): Promise<void> {
   await t.setClock(at);
-  const res = await t.call("POST", `/v1/metrics/${metric}/event`, { user: sendTz ? { id: "ada", tz } : { id: "ada" }, value });
+  const res = await t.call("POST", `/v1/metrics/${metric}/event`, { user: sendTz ? { id: user, tz } : { id: user }, value });
   expect(res.status).toBe(201);
+  if (user !== "ada") return;
   const ms = Date.parse(at);
   log(`m:${metric}`, { ms, tz, change: value, total: res.body.total });
   for (const [sys, p] of Object.entries(res.body.points as Record<string, { added: number; total: number }>)) log(`p:${sys}`, { ms, tz, change: p.added, total: p.total });
 }
 
-const summary = (kind: "metrics" | "points", key: string, query: string) => t.call("GET", `/v1/users/ada/${kind}/${key}/event-summary?${query}`);
+const summary = (kind: "metrics" | "points", key: string, query: string, user = "ada") => t.call("GET", `/v1/users/${user}/${kind}/${key}/event-summary?${query}`);
+
+const London = "Europe/London";
+const EVENTS: Sent[] = [
+  ["2026-03-27T10:00:00Z", London, "lessons", 1],
+  ["2026-03-27T11:00:00Z", London, "api-calls", 0.5],
+  ["2026-03-28T23:30:00Z", London, "lessons", 2], // 23:30 GMT, Saturday 28
+  ["2026-03-29T00:30:00Z", London, "lessons", 1], // 00:30 GMT, Sunday 29 (BST from 01:00Z)
+  ["2026-03-29T23:30:00Z", London, "lessons", 3], // 00:30 BST, Monday 30: local day ≠ UTC day
+  ["2026-03-29T23:40:00Z", London, "api-calls", 2.25, false],
+  ["2026-03-31T12:00:00Z", London, "lessons", -1],
+  ["2026-04-01T10:00:00Z", "Asia/Tokyo", "lessons", 1], // 19:00 in Tokyo, 1 April
+  ["2026-04-01T20:00:00Z", "Asia/Tokyo", "lessons", 1, false], // 05:00, 2 April
+  // To Los Angeles: 19:00 on 1 April there, a calendar behind the last bucket (2 April).
+  ["2026-04-02T02:00:00Z", "America/Los_Angeles", "lessons", 1],
+  ["2026-04-30T12:00:00Z", "America/Los_Angeles", "api-calls", 1, false],
+  ["2026-05-01T06:59:00Z", "America/Los_Angeles", "lessons", 1, false], // 23:59, 30 April
+  ["2026-05-01T07:00:00Z", "America/Los_Angeles", "lessons", 1, false], // 00:00, 1 May
+];
 
 beforeAll(async () => {
   t = await startTestApp({ yaml: YAML, manualClock: "2026-03-01T00:00:00Z" });
-  const London = "Europe/London";
-  await send("2026-03-27T10:00:00Z", London, "lessons", 1);
-  await send("2026-03-27T11:00:00Z", London, "api-calls", 0.5);
-  await send("2026-03-28T23:30:00Z", London, "lessons", 2); // 23:30 GMT, Saturday 28
-  await send("2026-03-29T00:30:00Z", London, "lessons", 1); // 00:30 GMT, Sunday 29 (BST from 01:00Z)
-  await send("2026-03-29T23:30:00Z", London, "lessons", 3); // 00:30 BST, Monday 30: local day ≠ UTC day
-  await send("2026-03-29T23:40:00Z", London, "api-calls", 2.25, false);
-  await send("2026-03-31T12:00:00Z", London, "lessons", -1);
-  await send("2026-04-01T10:00:00Z", "Asia/Tokyo", "lessons", 1); // 19:00 in Tokyo, 1 April
-  await send("2026-04-01T20:00:00Z", "Asia/Tokyo", "lessons", 1, false); // 05:00, 2 April
-  // To Los Angeles: 19:00 on 1 April there, a calendar behind the last bucket (2 April).
-  await send("2026-04-02T02:00:00Z", "America/Los_Angeles", "lessons", 1);
-  await send("2026-04-30T12:00:00Z", "America/Los_Angeles", "api-calls", 1, false);
-  await send("2026-05-01T06:59:00Z", "America/Los_Angeles", "lessons", 1, false); // 23:59, 30 April
-  await send("2026-05-01T07:00:00Z", "America/Los_Angeles", "lessons", 1, false); // 00:00, 1 May
-  await bucketWorker(t).drain();
+  const worker = bucketWorker(t);
+  // ada's records are applied one batch per event: each batch reads the latest month back.
+  for (const e of EVENTS) {
+    await send("ada", e);
+    await worker.drain();
+  }
+  // bo gets the same events (the clock set back to each instant) applied in ONE batch.
+  for (const e of EVENTS) await send("bo", e);
+  await worker.drain();
 });
 afterAll(async () => t.close());
 
@@ -106,9 +120,11 @@ describe("GET /v1/users/{id}/metrics/{key}/event-summary", () => {
     ] as const) {
       const daily = dailySeries(logs.get(series)!);
       for (const [aggregation, from, to] of cases) {
-        const res = await summary(kind, key, `aggregation=${aggregation}&startDate=${from}&endDate=${to}`);
-        expect(res.status).toBe(200);
-        expect(res.body, `${series} ${aggregation} ${from}..${to}`).toEqual(expectedSummary(daily, aggregation as "daily", from, to));
+        for (const user of ["ada", "bo"]) {
+          const res = await summary(kind, key, `aggregation=${aggregation}&startDate=${from}&endDate=${to}`, user);
+          expect(res.status).toBe(200);
+          expect(res.body, `${user} ${series} ${aggregation} ${from}..${to}`).toEqual(expectedSummary(daily, aggregation as "daily", from, to));
+        }
       }
     }
   });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { attributeFilterParam, listParam } from "../../src/api/query.js";
-import { decodeBucket, encodeBucket, summarise, type DayBucket } from "../../src/domain/buckets.js";
+import { bucketsIn, decodeMonth, encodeMonth, summarise, type DayBucket } from "../../src/domain/buckets.js";
 import { LaurelError } from "../../src/domain/errors.js";
 import { histogramRanges } from "../../src/domain/histogram.js";
 import { dateToDay, formatDay, parseDay } from "../../src/domain/periods.js";
@@ -13,9 +13,20 @@ const day = (iso: string) => parseDay(iso)!;
 const bucket = (iso: string, change: number, total: number, count = 1): DayBucket => ({ day: day(iso), count, change, total });
 
 describe("daily buckets and summaries", () => {
-  it("a bucket member round-trips, negative amounts included", () => {
-    const b = { day: 20500, count: 3, change: -2500000, total: -1 };
-    expect(decodeBucket(encodeBucket(b))).toEqual(b);
+  it("a month member round-trips, negative amounts included", () => {
+    const days = [
+      { day: 20500, count: 3, change: -2500000, total: -1 },
+      { day: 20502, count: 1, change: 7, total: 6 },
+    ];
+    expect(decodeMonth(encodeMonth(days))).toEqual(days);
+  });
+
+  it("bucketsIn: the last bucket before the range may be in the previous month's member or in the first month's", () => {
+    const feb = encodeMonth([bucket("2026-02-03", 1, 1), bucket("2026-02-20", 2, 3)]);
+    const mar = encodeMonth([bucket("2026-03-01", 1, 4), bucket("2026-03-10", 5, 9), bucket("2026-03-31", 1, 10)]);
+    expect(bucketsIn(feb, [mar], day("2026-03-05"), day("2026-03-30"))).toEqual({ before: bucket("2026-03-01", 1, 4), inRange: [bucket("2026-03-10", 5, 9)] });
+    expect(bucketsIn(feb, [mar], day("2026-03-01"), day("2026-03-01")).before).toEqual(bucket("2026-02-20", 2, 3));
+    expect(bucketsIn(null, [], day("2026-03-01"), day("2026-03-02"))).toEqual({ before: null, inRange: [] });
   });
 
   it("summarise: running totals carry over empty periods; changes add up to the range's net change", () => {
@@ -85,6 +96,7 @@ describe("stream worker pieces", () => {
       id: "1-0",
       userId: "ada",
       day: day("2026-03-30"),
+      month: (2026 - 1970) * 12 + 2,
       ops: [
         ["m:lessons", 3000000, "", 1],
         ["p:xp", 30, 70, 1],
