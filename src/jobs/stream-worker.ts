@@ -13,10 +13,11 @@ import { compareStreamIds, opsArgs, opsOf } from "./stream-ops.js";
  * ({t:s}:x) of every tenant, materialising what the hot path does not keep — the daily
  * buckets of the event summaries and wrapped, and the instant of each streak extension.
  *
- * At least once, with idempotent effects: lua/applyStream-2.lua applies a batch and advances
- * the shard's watermark atomically, skipping what is at or below it and stopping at a gap;
- * then lua/ackStream-1.lua acknowledges and trims the stream. A crash anywhere in between
- * leaves the entries pending; they are delivered again and count once.
+ * At least once, with idempotent effects, in stream order: lua/applyStream-2.lua applies a
+ * batch and advances the shard's watermark atomically, skipping what is at or below it and
+ * stopping at a gap (apply() then fills the gap from the stream); lua/ackStream-1.lua then
+ * acknowledges and trims the stream. A crash anywhere in between leaves the entries pending;
+ * they are delivered again (or taken over) and count once.
  *
  * The loop blocks on ONE dedicated connection (XREADGROUP BLOCK over all streams), so it costs
  * nothing while idle. Tests and tools call drain(), which processes everything currently in
@@ -218,8 +219,27 @@ export class StreamWorker {
     return { applied, acked: await this.acknowledge(s, entries, watermark) };
   }
 
-  /** Step 1, lua/applyStream-2.lua: the effects and the watermark, atomically. Nothing is acknowledged yet. */
+  /**
+   * Step 1, lua/applyStream-2.lua: the effects and the watermark, atomically; nothing is
+   * acknowledged yet. When the script stops at a gap (entries before this batch are delivered to
+   * another consumer and not applied yet), the worker reads the stream itself from the watermark
+   * to the batch's last entry and applies that contiguous run: the other consumer's later call
+   * is then a no-op. So several workers never wait on each other.
+   */
   async apply(s: ShardStream, entries: readonly Entry[]): Promise<{ applied: number; watermark: string | null }> {
+    let { applied, watermark } = await this.applyBatch(s, entries);
+    const last = entries.at(-1)?.[0];
+    for (let attempt = 0; attempt < 3 && last !== undefined && (watermark === null || compareStreamIds(watermark, last) < 0); attempt++) {
+      const run = (await this.opts.redis.xrange(s.key, watermark === null ? "-" : `(${watermark}`, last)) as Entry[];
+      if (run.length === 0) break;
+      const more = await this.applyBatch(s, run);
+      applied += more.applied;
+      watermark = more.watermark;
+    }
+    return { applied, watermark };
+  }
+
+  private async applyBatch(s: ShardStream, entries: readonly Entry[]): Promise<{ applied: number; watermark: string | null }> {
     const live = entries.filter((e): e is [string, string[]] => e[1] !== null);
     const ops = live.map(([id, fields]) => opsOf(decodeStreamRecord(id, fields)));
     const [applied, , watermark] = (await runScript(this.opts.redis, applyScript, [s.key, s.watermarks], [s.prefix, this.group, ops.length, ...opsArgs(ops)])) as [
@@ -232,7 +252,7 @@ export class StreamWorker {
 
   /**
    * Step 2, lua/ackStream-1.lua: acknowledges the entries at or below the watermark (applied now
-   * or before) and trims the stream. Entries past a gap stay pending and are retried.
+   * or before) and trims the stream. Anything past the watermark stays pending and is retried.
    */
   async acknowledge(s: ShardStream, entries: readonly Entry[], watermark: string | null): Promise<number> {
     // Entries deleted from the stream while pending carry no fields: nothing to apply, ack them.

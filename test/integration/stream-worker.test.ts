@@ -90,23 +90,38 @@ describe("stream worker", () => {
     expect(await today("again")).toMatchObject({ total: 1, change: 1 });
   });
 
-  it("a worker killed before applying: its batch is taken over, and nothing after it is applied first", async () => {
+  it("a worker killed before applying: the next batch fills the gap from the stream, in order, and the held entries count once", async () => {
     await lesson("order", 1);
     await lesson("order", 2);
-    const dead = bucketWorker(t, { consumer: "dead-before-apply" });
     expect(await readAs("dead-before-apply")).toHaveLength(2);
     await lesson("order", 3);
-    // A second live worker gets only the newer entry: applying it first would put the running
-    // total out of order, so the script stops at the gap and the entry stays pending.
+    // A live worker gets only the newer entry. Applying it alone would put the running total out
+    // of order: the script stops at the gap, and the worker applies the stream from the
+    // watermark instead (the held entries included), then acknowledges only its own entry.
     const other = bucketWorker(t, { consumer: "other" });
     const newer = await readAs("other");
-    expect(await other.process(other.streamOf(tenantId, 0), newer)).toEqual({ applied: 0, acked: 0 });
-    expect(await pendingCount()).toBe(3);
+    expect(await other.process(other.streamOf(tenantId, 0), newer)).toEqual({ applied: 3, acked: 1 });
+    expect(await today("order")).toEqual({ date: "2026-06-01", total: 6, change: 6 });
+    expect(await pendingCount()).toBe(2);
 
-    expect(await bucketWorker(t).drain()).toBe(3);
+    // The dead consumer's entries are taken over, skipped (at or below the watermark) and acknowledged.
+    expect(await bucketWorker(t).drain()).toBe(0);
     expect(await today("order")).toEqual({ date: "2026-06-01", total: 6, change: 6 });
     expect(await pendingCount()).toBe(0);
-    void dead;
+  });
+
+  it("several workers at once split the entries and count each exactly once", async () => {
+    const users = ["p1", "p2", "p3", "p4", "p5"];
+    for (let i = 0; i < 60; i++) await lesson(users[i % users.length]!, 1 + (i % 3));
+    const workers = [1, 2, 3].map(() => bucketWorker(t, { batchSize: 7 }));
+    await Promise.all(workers.map((w) => w.drain()));
+    await bucketWorker(t).drain();
+    for (const [i, user] of users.entries()) {
+      let expected = 0;
+      for (let k = i; k < 60; k += users.length) expected += 1 + (k % 3);
+      expect(await today(user)).toEqual({ date: "2026-06-01", total: expected, change: expected });
+    }
+    expect(await pendingCount()).toBe(0);
   });
 
   it("exports its lag: undelivered, pending and the oldest entry's age, per shard", async () => {
