@@ -21,3 +21,17 @@ export function loadTenantsOrExit(logger: Logger): CompiledTenant[] {
     throw err;
   }
 }
+
+/** On SIGINT or SIGTERM (once): log, run `close`, exit 0. */
+export function stopOnSignals(logger: Logger, close: () => Promise<void>): void {
+  let stopping = false;
+  const stop = async (signal: string): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, "stopping");
+    await close();
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void stop("SIGINT"));
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+}

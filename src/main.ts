@@ -2,7 +2,7 @@ import { resolve } from "node:path";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { startApp } from "./app.js";
-import { loadTenantsOrExit, ROOT } from "./boot.js";
+import { loadTenantsOrExit, ROOT, stopOnSignals } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -44,19 +44,12 @@ async function main(): Promise<void> {
   const worker = process.env.LAUREL_WORKER === "off" ? null : new StreamWorker({ redis, tenants, logger });
   worker?.start();
 
-  let stopping = false;
-  const stop = async (signal: string): Promise<void> => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, "stopping");
+  stopOnSignals(logger, async () => {
     await app.close();
     await worker?.stop();
     await redis.quit().catch(() => undefined);
     await embedded?.stop();
-    process.exit(0);
-  };
-  process.on("SIGINT", () => void stop("SIGINT"));
-  process.on("SIGTERM", () => void stop("SIGTERM"));
+  });
 }
 
 main().catch((err) => {

@@ -1,6 +1,6 @@
 import { Redis } from "ioredis";
 import { pino } from "pino";
-import { loadTenantsOrExit } from "./boot.js";
+import { loadTenantsOrExit, stopOnSignals } from "./boot.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 
 /**
@@ -24,17 +24,10 @@ async function main(): Promise<void> {
   worker.start();
   logger.info({ tenants: tenants.map((t) => t.id), consumer: worker.consumer }, "laurel stream worker running");
 
-  let stopping = false;
-  const stop = async (signal: string): Promise<void> => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, "stopping");
+  stopOnSignals(logger, async () => {
     await worker.stop();
     await redis.quit().catch(() => undefined);
-    process.exit(0);
-  };
-  process.on("SIGINT", () => void stop("SIGINT"));
-  process.on("SIGTERM", () => void stop("SIGTERM"));
+  });
 }
 
 main().catch((err) => {

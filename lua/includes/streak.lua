@@ -49,7 +49,8 @@ local function settleStreak(nowDay, nowPeriod)
           last = pending
           pending = (pending + 1 <= nowPeriod - 1) and (pending + 1) or nil
         else
-          break
+          -- No freeze left: the streak is lost; grants due later are still credited.
+          pending = nil
         end
       else
         break

@@ -110,7 +110,7 @@ const triggerId = (t: CompiledTrigger): string => `${t.systemKey}.${t.key}`;
 export function streakState(user: ModelUser | undefined): StreakState {
   if (!user) return { length: 0, startPeriod: null, lastPeriod: null, freezes: null };
   const s = user.streak;
-  return { length: s.length, startPeriod: s.startPeriod, lastPeriod: s.lastPeriod, freezes: s.freezes };
+  return { length: s.length, startPeriod: s.startPeriod, lastPeriod: s.lastPeriod, freezes: s.freezes, grants: s.grants, createdDay: user.createdDay };
 }
 
 /**

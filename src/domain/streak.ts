@@ -99,7 +99,11 @@ export function settleStreak(tenant: CompiledTenant, streak: SettlingStreak, cre
         out.earned += held - before;
         grants += due;
       } else if (consumeDay !== null && pending !== null) {
-        if (held === 0) break;
+        if (held === 0) {
+          // No freeze left: the streak is lost; grants due later are still credited.
+          pending = null;
+          continue;
+        }
         held -= 1;
         out.consumed += 1;
         out.frozen.push(pending);

@@ -11,9 +11,10 @@ export interface Observed {
  * Every Redis command sent while `action` runs, seen with MONITOR on a second connection
  * (ioredis' test/functional/scripting.ts does the same). Markers sent before and after bracket
  * exactly the action's commands, without sleeping. MONITOR sees every client: give the test
- * its own redis-server (startTestRedis) so that no other test file's commands fall in the window.
+ * its own redis-server (startTestRedis) so that no other test file's commands fall in the window,
+ * or pass `only`, the service's connection, to keep just its commands (and the scripts' ones).
  */
-export async function commandsDuring(redisUrl: string, action: () => Promise<unknown>): Promise<Observed> {
+export async function commandsDuring(redisUrl: string, action: () => Promise<unknown>, only?: Redis): Promise<Observed> {
   const monitor = await new Redis(redisUrl).monitor();
   const seen: { args: string[]; source: string }[] = [];
   monitor.on("monitor", (_time: string, args: string[], source: string) => seen.push({ args, source }));
@@ -29,7 +30,10 @@ export async function commandsDuring(redisUrl: string, action: () => Promise<unk
   });
   monitor.disconnect();
   marker.disconnect();
-  const window = seen.slice(seen.findIndex((a) => a.args[1] === begin) + 1, seen.findIndex((a) => a.args[1] === end));
+  const own = only ? `127.0.0.1:${(only as unknown as { stream: { localPort: number } }).stream.localPort}` : null;
+  const window = seen
+    .slice(seen.findIndex((a) => a.args[1] === begin) + 1, seen.findIndex((a) => a.args[1] === end))
+    .filter((a) => own === null || a.source === own || a.source === "lua");
   return {
     commands: window.filter((a) => a.source !== "lua").map((a) => a.args),
     luaCalls: window.filter((a) => a.source === "lua").map((a) => a.args[0]!.toLowerCase()),

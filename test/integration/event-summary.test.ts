@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
 import { dailySeries, expectedSummary, type LoggedChange } from "../helpers/summary-oracle.js";
 import { bucketWorker } from "../helpers/worker.js";
 
@@ -10,11 +11,9 @@ import { bucketWorker } from "../helpers/worker.js";
  * calendar over the totals the event responses reported.
  */
 const tenantId = uniqueTenantId("sum");
-const YAML = `
-tenants:
-  - id: ${tenantId}
-    apiKeys: [demo-key]
-    adminKeys: [demo-admin-key]
+const YAML = tenantYaml(
+  tenantId,
+  `
     metrics:
       - { key: lessons, name: Lessons }
       - { key: api-calls, name: API calls }
@@ -29,7 +28,8 @@ tenants:
           - { key: welcome, type: user_creation, points: 100 }
           - { key: per-call, type: metric, metric: api-calls, threshold: 1, points: -1 }
     streak: { frequency: daily, metrics: [{ metric: lessons, threshold: 1 }] }
-`;
+`,
+);
 
 let t: TestApp;
 const logs = new Map<string, LoggedChange[]>();

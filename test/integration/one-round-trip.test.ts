@@ -1,8 +1,8 @@
-import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
 import { setScriptMode } from "../../src/store/redis-script.js";
 import { startTestApp, type TestApp } from "../helpers/app.js";
+import { commandsDuring as observe } from "../helpers/monitor.js";
 
 /**
  * DESIGN: "ONE EVALSHA on the user's shard". MONITOR on a second connection records every
@@ -10,31 +10,12 @@ import { startTestApp, type TestApp } from "../helpers/app.js";
  */
 let t: TestApp;
 
+/** The service's commands while `action` runs (test/helpers/monitor.ts); the scripts' own in lastLuaCalls. */
 async function commandsDuring(action: () => Promise<unknown>): Promise<string[][]> {
-  const monitor = await new Redis(inject("redisUrl")).monitor();
-  const seen: { args: string[]; source: string }[] = [];
-  monitor.on("monitor", (_time: string, args: string[], source: string) => seen.push({ args, source }));
-  // A marker before and after brackets exactly the commands of the action, without sleeping.
-  const marker = new Redis(inject("redisUrl"));
-  const begin = `laurel-test-begin-${Math.random()}`;
-  const end = `laurel-test-end-${Math.random()}`;
-  await marker.echo(begin);
-  await action();
-  await marker.echo(end);
-  await new Promise<void>((resolve) => {
-    const check = () => (seen.some((a) => a.args[1] === end) ? resolve() : setImmediate(check));
-    check();
-  });
-  monitor.disconnect();
-  marker.disconnect();
-  const from = seen.findIndex((a) => a.args[1] === begin);
-  const to = seen.findIndex((a) => a.args[1] === end);
-  // Inside the window; MONITOR also prints each command a script runs, with source "lua".
-  // Only the service's own connection (no other client, e.g. a BullMQ worker, may blur the count).
-  const own = `127.0.0.1:${(t.redis as unknown as { stream: { localPort: number } }).stream.localPort}`;
-  const window = seen.slice(from + 1, to).filter((a) => a.source === own || a.source === "lua");
-  lastLuaCalls = window.filter((a) => a.source === "lua").map((a) => a.args[0]!.toLowerCase());
-  return window.filter((a) => a.source !== "lua").map((a) => a.args);
+  // Only the service's own connection: no other client (e.g. a BullMQ worker) may blur the count.
+  const seen = await observe(inject("redisUrl"), action, t.redis);
+  lastLuaCalls = seen.luaCalls;
+  return seen.commands;
 }
 let lastLuaCalls: string[] = [];
 

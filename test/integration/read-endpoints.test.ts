@@ -6,6 +6,7 @@ import { applyEvent, emptyState, streakState, type ModelState } from "../../src/
 import { localDayIndex, periodOfDay } from "../../src/domain/periods.js";
 import { settledStreak, viewStreak } from "../../src/domain/streak.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
 import { bucketWorker } from "../helpers/worker.js";
 
 /**
@@ -14,11 +15,9 @@ import { bucketWorker } from "../helpers/worker.js";
  * model is the oracle for totals, achievements, streaks and the per-shard counters.
  */
 const tenantId = uniqueTenantId("rd");
-const YAML = `
-tenants:
-  - id: ${tenantId}
-    apiKeys: [demo-key]
-    adminKeys: [demo-admin-key]
+const YAML = tenantYaml(
+  tenantId,
+  `
     shards: 4
     attributes: { user: [plan] }
     metrics:
@@ -46,7 +45,8 @@ tenants:
       frequency: daily
       metrics: [{ metric: lessons, threshold: 1 }]
       freezes: { initial: 1, max: 2 }
-`;
+`,
+);
 
 let t: TestApp;
 let model: ModelState;

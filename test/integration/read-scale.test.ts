@@ -6,6 +6,7 @@ import { localDayIndex } from "../../src/domain/periods.js";
 import { shardOf } from "../../src/store/keys.js";
 import { LOST_STREAK_CAP } from "../../src/store/read-store.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
 import { commandsDuring } from "../helpers/monitor.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 
@@ -21,11 +22,9 @@ const SHARDS = 16;
 const NOW = Date.parse("2026-06-15T12:00:00Z");
 const DAY = 86_400_000;
 const tenantId = uniqueTenantId("big");
-const YAML = `
-tenants:
-  - id: ${tenantId}
-    apiKeys: [demo-key]
-    adminKeys: [demo-admin-key]
+const YAML = tenantYaml(
+  tenantId,
+  `
     shards: ${SHARDS}
     metrics: [{ key: lessons, name: Lessons }]
     points:
@@ -41,7 +40,8 @@ tenants:
       - { key: tenth, name: Tenth, type: metric, metric: lessons, value: 10 }
       - { key: hundredth, name: Hundredth, type: metric, metric: lessons, value: 100 }
     streak: { frequency: daily, metrics: [{ metric: lessons, threshold: 1 }] }
-`;
+`,
+);
 
 /** The generator: what user i holds. Deterministic, so the test computes the truth from it. */
 interface Seeded {

@@ -7,6 +7,7 @@ import { inject } from "vitest";
 import { streamLag } from "../../src/jobs/stream-lag.js";
 import { BUCKET_GROUP, type Entry } from "../../src/jobs/stream-worker.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
 import { bucketWorker } from "../helpers/worker.js";
 
 /**
@@ -15,18 +16,17 @@ import { bucketWorker } from "../helpers/worker.js";
  * the tenant is in one stream and the tests can hold a batch in a "crashed" consumer's hands.
  */
 const tenantId = uniqueTenantId("wrk");
-const YAML = `
-tenants:
-  - id: ${tenantId}
-    apiKeys: [demo-key]
-    adminKeys: [demo-admin-key]
+const YAML = tenantYaml(
+  tenantId,
+  `
     shards: 1
     metrics: [{ key: lessons, name: Lessons }]
     points:
       - key: xp
         name: XP
         triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
-`;
+`,
+);
 
 let t: TestApp;
 beforeAll(async () => {
