@@ -50,6 +50,13 @@ describe("users.* reads through the SDK", () => {
     ]);
   });
 
+  it("points changed by a time trigger (a stream record of its own) are in the summary too", async () => {
+    const coins = await t.users.points("sdk-r1", "coins");
+    expect(coins.total).toBeGreaterThan(0);
+    const summary = await t.users.pointsEventSummary("sdk-r1", "coins", { aggregation: "monthly", startDate: "2026-03-01", endDate: "2026-03-31" });
+    expect(summary).toEqual([{ date: "2026-03-01", total: coins.total, change: coins.total }]);
+  });
+
   it("users.achievements with includeIncomplete: completions and rarity", async () => {
     const done = await t.users.achievements("sdk-r1");
     expect(done.map((a) => a.name)).toEqual(["First lesson"]);
