@@ -5,7 +5,7 @@ export const TARGETS = { usPerEventScript: 40, eventsToCeiling: 0.8, readToBasel
 
 /** phases: { baselineEvalsha, events, baselineHget, read }, each a load result plus its delta. */
 export function figures(phases) {
-  const usPerEventScript = phases.events.redis.evalsha?.usPerCall ?? NaN;
+  const usPerEventScript = (phases.events.redis.fcall ?? phases.events.redis.evalsha)?.usPerCall ?? NaN;
   const scriptCeiling = 1e6 / usPerEventScript;
   const ceiling = Math.min(phases.baselineEvalsha.rps, scriptCeiling);
   return {
@@ -17,6 +17,8 @@ export function figures(phases) {
     readToBaseline: phases.read.rps / phases.baselineHget.rps,
     eventsP99: phases.events.p99,
     readP99: phases.read.p99,
+    streakReadToBaseline: phases.streakRead.rps / phases.baselineHget.rps,
+    achievementsReadToBaseline: phases.achievementsRead.rps / phases.baselineHget.rps,
   };
 }
 
@@ -25,6 +27,8 @@ const LABELS = {
   events: "events POST /v1/metrics/*/event",
   baselineHget: "baseline GET → HGET",
   read: "read GET /v1/users/*/points/energy",
+  streakRead: "read GET /v1/users/*/streak",
+  achievementsRead: "read GET /v1/users/*/achievements",
 };
 
 export function print(config, phases, f) {
@@ -35,7 +39,9 @@ export function print(config, phases, f) {
   const head = ["phase", "req/s", "p50 ms", "p99 ms", "non-2xx", "errors", "Redis µs/call", "CPU µs/req server/redis", "CPU % server/redis/load"];
   const rows = Object.entries(LABELS).map(([key, label]) => {
     const p = phases[key];
-    const cmd = key === "baselineHget" ? p.redis.hget : p.redis.evalsha;
+    // The service runs its scripts with FCALL (Redis Functions) unless LAUREL_LUA=eval.
+    const name = key === "baselineHget" ? "hget" : key === "baselineEvalsha" || !p.redis.fcall ? "evalsha" : "fcall";
+    const cmd = p.redis[name];
     const cpu = p.cpuPercent;
     return [
       label,
@@ -44,7 +50,7 @@ export function print(config, phases, f) {
       String(p.p99),
       String(p.non2xx),
       String(p.errors),
-      cmd ? `${fmt(cmd.usPerCall, 1)} (${key === "baselineHget" ? "hget" : "evalsha"})` : "-",
+      cmd ? `${fmt(cmd.usPerCall, 1)} (${name})` : "-",
       `${fmt(p.cpuUsPerRequest.server, 0)} / ${fmt(p.cpuUsPerRequest.redis, 0)}`,
       `${fmt(cpu.server, 0)} / ${fmt(cpu.redis, 0)} / ${fmt(cpu.loadGenerator, 0)}`,
     ];
@@ -58,6 +64,8 @@ export function print(config, phases, f) {
   out.push(check("read ÷ HGET baseline", fmt(f.readToBaseline, 2), f.readToBaseline >= TARGETS.readToBaseline, `≥ ${TARGETS.readToBaseline}`));
   out.push(check(`events p99 at c${config.connections}`, `${f.eventsP99} ms`, f.eventsP99 <= TARGETS.p99Ms, `≤ ${TARGETS.p99Ms} ms`));
   out.push(check(`read p99 at c${config.connections}`, `${f.readP99} ms`, f.readP99 <= TARGETS.p99Ms, `≤ ${TARGETS.p99Ms} ms`));
+  out.push(`  info  streak read ÷ HGET baseline ${fmt(f.streakReadToBaseline, 2)}, p99 ${phases.streakRead.p99} ms (1 + S script calls per read)`);
+  out.push(`  info  achievements read ÷ HGET    ${fmt(f.achievementsReadToBaseline, 2)}, p99 ${phases.achievementsRead.p99} ms (1 script + S HMGET per read)`);
   out.push("");
   out.push("CPU µs/req: CPU time of the server process and of redis-server over the phase ÷ requests.");
   out.push("CPU %: share of one core over the phase: server process, redis-server, this process (autocannon).");
@@ -68,8 +76,8 @@ export function print(config, phases, f) {
 /** The commands the event script ran, with their own µs per call (the rest of its time is Lua). */
 function insideScript(commands) {
   return Object.entries(commands)
-    .filter(([name]) => name !== "evalsha" && name !== "info")
-    .map(([name, c]) => `${name} ${fmt(c.usPerCall, 1)}${perScript(c.calls, commands.evalsha?.calls)}`)
+    .filter(([name]) => name !== "evalsha" && name !== "fcall" && name !== "info")
+    .map(([name, c]) => `${name} ${fmt(c.usPerCall, 1)}${perScript(c.calls, (commands.fcall ?? commands.evalsha)?.calls)}`)
     .join(", ");
 }
 

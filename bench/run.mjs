@@ -10,7 +10,10 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
+import { pino } from "pino";
+import { loadConfigFile } from "../dist/config/load.js";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
+import { StreamWorker } from "../dist/jobs/stream-worker.js";
 import { Children } from "./processes.mjs";
 import { figures, print, TARGETS } from "./report.mjs";
 import { delta, snapshot } from "./snapshot.mjs";
@@ -76,6 +79,20 @@ async function phase(name, server, requests) {
   };
 }
 
+/** One stream worker (in this process) drains every record the phases wrote: its throughput and Redis cost per record. */
+async function drainPhase() {
+  process.stdout.write("stream worker: drain ... ");
+  const tenants = loadConfigFile("config/demo.yaml");
+  const entries = (await Promise.all(Array.from({ length: tenants[0].shards }, (_, s) => redis.xlen(`{demo:${s}}:x`)))).reduce((a, b) => a + b, 0);
+  const worker = new StreamWorker({ redis, tenants, logger: pino({ level: "silent" }) });
+  const before = await snapshot(redis, process.pid);
+  const applied = await worker.drain();
+  const change = delta(before, await snapshot(redis, process.pid));
+  const scripts = change.commands.fcall ?? change.commands.evalsha;
+  console.log(`${applied} of ${entries} records`);
+  return { entries: applied, seconds: change.seconds, redisUsec: scripts?.usec ?? NaN, redisCpuPercent: change.cpuPercent.redis };
+}
+
 async function main() {
   const loadAtStart = loadavg();
   redisServer = await startEmbeddedRedis({ dir: redisDir, appendOnly: false });
@@ -84,7 +101,9 @@ async function main() {
 
   const env = { REDIS_URL: redisServer.url, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" };
   const servicePort = await freePort();
-  const service = await children.start("service", "node", ["dist/main.js"], { ...env, PORT: String(servicePort) }, `http://127.0.0.1:${servicePort}/healthz`);
+  // The stream worker is off in the service so the phases measure the request path alone, as
+  // in the earlier rows; its own cost is measured at the end, draining what the phases wrote.
+  const service = await children.start("service", "node", ["dist/main.js"], { ...env, PORT: String(servicePort), LAUREL_WORKER: "off" }, `http://127.0.0.1:${servicePort}/healthz`);
   service.port = servicePort;
   let baselinePort = await freePort();
   while (baselinePort === servicePort) baselinePort = await freePort();
@@ -108,9 +127,15 @@ async function main() {
   phases.events = await phase("events", service, eventRequests(config.users, { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" }));
   phases.baselineHget = await phase("baseline HGET", baseline, readRequests(config.users, (id) => `/users/${id}`));
   phases.read = await phase("read", service, readRequests(config.users, (id) => `/v1/users/${id}/points/energy?awards=10`));
+  // Issue 4's user reads: the streak (one script on the user's shard, then one per shard for the
+  // rank: every seeded user holds an active streak) and the achievements (one script + S HMGET).
+  phases.streakRead = await phase("streak read", service, readRequests(config.users, (id) => `/v1/users/${id}/streak`));
+  phases.achievementsRead = await phase("achievements read", service, readRequests(config.users, (id) => `/v1/users/${id}/achievements`));
+  const worker = await drainPhase();
 
   const f = figures(phases);
   print(config, phases, f);
+  console.log(`stream worker: drained ${worker.entries} records in ${worker.seconds.toFixed(1)} s = ${Math.round(worker.entries / worker.seconds)} records/s, one worker; Redis µs per record ${(worker.redisUsec / worker.entries).toFixed(1)} (scripts), Redis CPU µs per record ${((worker.redisCpuPercent * 1e4 * worker.seconds) / worker.entries).toFixed(1)}`);
   console.log(`load average at start: ${loadAtStart.map((x) => x.toFixed(2)).join(" ")} (other work on the box makes figures noisy)`);
 
   if (process.env.BENCH_JSON) {
@@ -121,6 +146,7 @@ async function main() {
       config,
       seed,
       phases,
+      worker,
       figures: f,
       targets: TARGETS,
     };

@@ -102,9 +102,9 @@ for _ = 1, n do
   local id, user, day, month, k = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
   local ops = i + 5
   i = ops + 4 * k
-  if wm and idCompare(id, wm) <= 0 then
-    skipped = skipped + 1
-  elseif following[nextAt] and following[nextAt][1] == id then
+  -- The next entry of the stream (the common case) needs no id comparison, which is costly in
+  -- Lua (~5 µs an entry measured); only an entry that is not tells a skip from a gap.
+  if following[nextAt] and following[nextAt][1] == id then
     nextAt = nextAt + 1
     for o = ops, ops + 4 * (k - 1), 4 do
       if ARGV[o] == 'x' then
@@ -117,6 +117,8 @@ for _ = 1, n do
     end
     wm = id
     applied = applied + 1
+  elseif wm and idCompare(id, wm) <= 0 then
+    skipped = skipped + 1
   else
     break
   end

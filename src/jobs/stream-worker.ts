@@ -230,7 +230,7 @@ export class StreamWorker {
     let { applied, watermark } = await this.applyBatch(s, entries);
     const last = entries.at(-1)?.[0];
     for (let attempt = 0; attempt < 3 && last !== undefined && (watermark === null || compareStreamIds(watermark, last) < 0); attempt++) {
-      const run = (await this.opts.redis.xrange(s.key, watermark === null ? "-" : `(${watermark}`, last)) as Entry[];
+      const run = (await this.opts.redis.xrange(s.key, watermark === null ? "-" : `(${watermark}`, last, "COUNT", 2 * this.batchSize)) as Entry[];
       if (run.length === 0) break;
       const more = await this.applyBatch(s, run);
       applied += more.applied;
