@@ -12,8 +12,9 @@
   ARGV[3] now, ms
   ARGV[4] achievement key (an "api" achievement of R.ach)
   ARGV[5] local day index of now (stored as the day of first identification if the user is new)
-  ARGV[6] r, the number of profile fields to read; ARGV[7 .. 6+r] their names
-  ARGV[7+r] n, the number of profile fields sent; then n field, value pairs
+  ARGV[6] current run of each board of R.lb, "3,-,0" ("-": not active)
+  ARGV[7] r, the number of profile fields to read; ARGV[8 .. 7+r] their names
+  ARGV[8+r] n, the number of profile fields sent; then n field, value pairs
 
   Reply
     {2, achievedAt}                                  already completed; nothing written
@@ -27,19 +28,21 @@
 -- @include "includes/points.lua"
 -- @include "includes/achievements.lua"
 -- @include "includes/user.lua"
+-- @include "includes/leaderboards.lua"
 --@body
 beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
 local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
 local key, localDay = ARGV[4], tonumber(ARGV[5])
-local nRead = tonumber(ARGV[6])
-local nProfile = tonumber(ARGV[7 + nRead])
+local runs = parseRuns(ARGV[6])
+local nRead = tonumber(ARGV[7])
+local nProfile = tonumber(ARGV[8 + nRead])
 
-loadState(userKey, 's', { unpack(ARGV, 7, 6 + nRead) })
+loadState(userKey, 's', { unpack(ARGV, 8, 7 + nRead) })
 local a = R.ach[key]
 if S[a.f] then return { 2, S[a.f] } end
 
 local created = not S.ct
-local changed = applyProfile(ARGV, 8 + nRead, nProfile)
+local changed = applyProfile(ARGV, 9 + nRead, nProfile)
 -- Eligibility is checked with the attributes this request sends, before anything is written.
 if not matches(a.ua) then return { 3 } end
 
@@ -53,6 +56,7 @@ elseif changed then
 end
 complete(key)
 flushAchievements(aggKey, outParts)
+updateBoards(runs, 0, nil, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 flushState(userKey)
 rcall('XADD', streamKey, '*', 'k', 'ac', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', key, 'o', table.concat(outParts, ';'))

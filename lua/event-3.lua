@@ -40,21 +40,23 @@
   ARGV[12] instant (ms) the streak is lost if extended in the current period
   ARGV[13] instant (ms) the streak is lost if last covered in the previous period
   ARGV[14] event-attribute mask: one '1'/'0' per metric trigger of R.mt (computed in Node)
-  ARGV[15] r, the number of profile fields to read (tz, the declared ua:<attr>, those sent)
-  ARGV[16 .. 15+r] their names
-  ARGV[16+r] n, the number of profile fields sent
-  ARGV[17+r .. 16+r+2n] profile field, value pairs (em, nm, tz, se, dt, ua:<attr>)
+  ARGV[15] current run of each board of R.lb, "3,-,0" ("-": scheduled or finished)
+  ARGV[16] r, the number of profile fields to read (tz, the declared ua:<attr>, those sent)
+  ARGV[17 .. 16+r] their names
+  ARGV[17+r] n, the number of profile fields sent
+  ARGV[18+r .. 17+r+2n] profile field, value pairs (em, nm, tz, se, dt, ua:<attr>)
 
   Reply
     {-1, storedZone}                    the zone assumption was wrong; nothing written
     {-2}                                the metric total would leave ±maxTotal; nothing written
     {2, eventId, total, streak, {}, {}} replay of an idempotency key; nothing written
-    {1, eventId, total, streak, achievements, points, created}
+    {1, eventId, total, streak, achievements, points, created, boards}
       streak       = {length, startPeriod|false, lastPeriod|false, extended 0/1, freezes|false,
                       grants|false, createdDay|false}
       achievements = {key, ...} completed by this request, in completion order
       points       = {{systemKey, added, total, before, award...}, ...} systems changed
       award        = "seq|ms|awarded|totalAfter|triggerKey"
+      boards       = {{boardKey, run, oldValue|false, newValue, breakdown, oldReachedAt|false}, ...}
 ]]
 --@rules
 -- @include "includes/context.lua"
@@ -64,6 +66,7 @@
 -- @include "includes/achievements.lua"
 -- @include "includes/user.lua"
 -- @include "includes/streak.lua"
+-- @include "includes/leaderboards.lua"
 --@body
 beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
 local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
@@ -74,11 +77,12 @@ local nowPeriod, nowDay = tonumber(ARGV[9]), tonumber(ARGV[10])
 local recordDetail = ARGV[11]
 local deadlines = { tonumber(ARGV[12]), tonumber(ARGV[13]) }
 local eventMask = ARGV[14]
-local nRead = tonumber(ARGV[15])
-local nProfile = tonumber(ARGV[16 + nRead])
+local runs = parseRuns(ARGV[15])
+local nRead = tonumber(ARGV[16])
+local nProfile = tonumber(ARGV[17 + nRead])
 
 -- 1. Read.
-local original = loadState(userKey, idemField ~= '' and idemField or 's', { unpack(ARGV, 16, 15 + nRead) })
+local original = loadState(userKey, idemField ~= '' and idemField or 's', { unpack(ARGV, 17, 16 + nRead) })
 
 -- The stored streak; readers settle it (replays are answered without settling: no writes).
 local function streakReply(extended)
@@ -105,7 +109,7 @@ if idemField ~= '' then extraWrites = { idemField, eventId } end
 
 -- 5. User.
 local created = not S.ct
-local profileChanged = applyProfile(ARGV, 17 + nRead, nProfile)
+local profileChanged = applyProfile(ARGV, 18 + nRead, nProfile)
 if created then
   createUser(nowDay)
 elseif profileChanged then
@@ -147,9 +151,11 @@ if created then
   outParts[#outParts + 1] = 'c'
 end
 flushAchievements(aggKey, outParts)
+local streakChanged = (extended or streakOut.lost > 0) and (S.sl or 0) or nil
+updateBoards(runs, value, streakChanged, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 streakOutcome(outParts, extended)
 flushState(userKey, extraWrites)
 rcall('XADD', streamKey, '*', 'k', 'ev', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', recordDetail, 'o', table.concat(outParts, ';'))
 
-return { 1, eventId, newTotal, streakReply(extended), completed, pointsReply, created and 1 or 0 }
+return { 1, eventId, newTotal, streakReply(extended), completed, pointsReply, created and 1 or 0, boardOut }

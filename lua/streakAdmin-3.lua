@@ -1,6 +1,7 @@
 --[[
-  Admin streak operations (trophy-compat §2.2 #25, #26): grant freezes, or restore a lost
-  streak. Both settle the streak first (freezes consumed, streak lost) as an event would.
+  Streak operations outside events: grant freezes or restore a lost streak (admin, trophy-compat
+  §2.2 #25, #26), or only settle (the expiry sweep: freezes consumed, streak lost, at the moment
+  the deadline passes rather than at the next event). All settle first, as an event would.
 
   KEYS[1] user state hash   {t:s}:u:<userId>
   KEYS[2] shard counters    {t:s}:agg
@@ -9,18 +10,20 @@
   ARGV[1] key prefix {t:s}:
   ARGV[2] user id
   ARGV[3] now, ms
-  ARGV[4] op: "freeze" or "restore"
+  ARGV[4] op: "freeze", "restore" or "settle"
   ARGV[5] zone Node computed the calendar for (checked against the stored zone)
   ARGV[6] current local day index; ARGV[7] current streak period index
   ARGV[8] instant the streak is lost if last covered in the previous period
   ARGV[9] instant the streak is lost if extended in the current period
   ARGV[10] "freeze": how many freezes to grant; "restore": first period of the restore window
+  ARGV[11] current run of each board of R.lb, "3,-,0" ("-": not active)
 
   Reply
     {-1, storedZone}         the zone assumption was wrong; nothing written
     {0}                      unknown user; nothing written
     "freeze":  {1, granted, held}      granted may be less than asked (the maximum)
     "restore": {1, length} restored | {3} no streak in the window | {4} already at that length
+    "settle":  {1, consumed, lost length (0 = not lost)}
 ]]
 --@rules
 -- @include "includes/context.lua"
@@ -29,6 +32,7 @@
 -- @include "includes/points.lua"
 -- @include "includes/achievements.lua"
 -- @include "includes/streak.lua"
+-- @include "includes/leaderboards.lua"
 --@body
 beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
 local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
@@ -36,6 +40,7 @@ local op, tzAssumed = ARGV[4], ARGV[5]
 local nowDay, nowPeriod = tonumber(ARGV[6]), tonumber(ARGV[7])
 local deadlinePrevious, deadlineCurrent = tonumber(ARGV[8]), tonumber(ARGV[9])
 local amount = tonumber(ARGV[10])
+local runs = parseRuns(ARGV[11])
 
 loadState(userKey, 's', { 'tz' })
 if not S.ct then return { 0 } end
@@ -46,7 +51,9 @@ if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', prefix .. 's
 
 local outParts = {}
 local reply
-if op == 'freeze' then
+if op == 'settle' then
+  reply = { 1, streakOut.consumed, streakOut.lost }
+elseif op == 'freeze' then
   local held = S.fz or 0
   local granted = math.max(0, math.min(amount, R.streak.fz.max - held))
   if granted > 0 then
@@ -84,6 +91,8 @@ else
   end
 end
 streakOutcome(outParts, false)
+local restored = reply[1] == 1 and op == 'restore'
+updateBoards(runs, 0, (restored or streakOut.lost > 0) and (S.sl or 0) or nil, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 flushState(userKey)
 if #outParts > 0 then

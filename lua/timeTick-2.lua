@@ -16,7 +16,8 @@
   ARGV[2] now, ms
   ARGV[3] index of the trigger in R.tt
   ARGV[4] limit, users per call
-  ARGV[5] r, the number of profile fields to read (tz, declared attributes); ARGV[6 .. 5+r]
+  ARGV[5] current run of each board of R.lb, "3,-,0" ("-": not active)
+  ARGV[6] r, the number of profile fields to read (tz, declared attributes); ARGV[7 .. 6+r]
 
   Reply {paid, more}
 ]]
@@ -25,12 +26,14 @@
 -- @include "includes/math.lua"
 -- @include "includes/state.lua"
 -- @include "includes/points.lua"
+-- @include "includes/leaderboards.lua"
 --@body
 beginCall(tonumber(ARGV[2]), ARGV[1], '')
 local aggKey, streamKey = KEYS[1], KEYS[2]
 local trigger = R.tt[tonumber(ARGV[3])]
 local limit = tonumber(ARGV[4])
-local readFields = { unpack(ARGV, 6, 5 + tonumber(ARGV[5])) }
+local runs = parseRuns(ARGV[5])
+local readFields = { unpack(ARGV, 7, 6 + tonumber(ARGV[6])) }
 local dueKey = prefix .. trigger.z
 
 local due = rcall('ZRANGEBYSCORE', dueKey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
@@ -46,6 +49,7 @@ for j = 1, #due, 2 do
     local n = math.floor((now - dueAt) / trigger.ms) + 1
     if matches(trigger.f) then award(trigger.s, trigger.k, n * trigger.pts) end
     local outParts = {}
+    updateBoards(runs, 0, nil, outParts)
     local pointsReply = flushPoints(aggKey, outParts)
     if #pointsReply > 0 then
       paid = paid + 1

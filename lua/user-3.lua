@@ -14,8 +14,9 @@
   ARGV[5] local day index of now in the user's zone (stored as the day of first identification)
   ARGV[6] preferences patch for "prefs", else '': "type=channel,channel;type=" (an empty list
           disables the type; a type not in the patch keeps its stored value)
-  ARGV[7] r, the number of profile fields to read; ARGV[8 .. 7+r] their names
-  ARGV[8+r] n, the number of profile fields sent; then n field, value pairs
+  ARGV[7] current run of each board of R.lb, "3,-,0" ("-": not active)
+  ARGV[8] r, the number of profile fields to read; ARGV[9 .. 8+r] their names
+  ARGV[9+r] n, the number of profile fields sent; then n field, value pairs
 
   Reply
     {0}                                             unknown user ("update", "prefs"); nothing written
@@ -29,21 +30,23 @@
 -- @include "includes/state.lua"
 -- @include "includes/points.lua"
 -- @include "includes/user.lua"
+-- @include "includes/leaderboards.lua"
 local NOTIFICATION_TYPES = { 'achievement_completed', 'recap', 'reactivation', 'streak_reminder' }
 --@body
 beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
 local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
 local mode, localDay, prefsPatch = ARGV[4], tonumber(ARGV[5]), ARGV[6]
-local nRead = tonumber(ARGV[7])
-local readFields = { unpack(ARGV, 8, 7 + nRead) }
+local runs = parseRuns(ARGV[7])
+local nRead = tonumber(ARGV[8])
+local readFields = { unpack(ARGV, 9, 8 + nRead) }
 readFields[#readFields + 1] = 'np'
-local nProfile = tonumber(ARGV[8 + nRead])
+local nProfile = tonumber(ARGV[9 + nRead])
 
 loadState(userKey, 's', readFields)
 local created = not S.ct
 if created and mode ~= 'upsert' then return { 0 } end
 
-local changed = applyProfile(ARGV, 9 + nRead, nProfile)
+local changed = applyProfile(ARGV, 10 + nRead, nProfile)
 if mode == 'prefs' then
   -- Each notification type sent replaces that type's channel list; others are kept.
   local prefs = {}
@@ -68,6 +71,7 @@ if created then
 elseif changed then
   set('up', now)
 end
+updateBoards(runs, 0, nil, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 flushState(userKey)
 if #outParts > 0 then

@@ -9,6 +9,7 @@ import { healthHandler } from "./api/health.js";
 import { grantFreezesHandler, restoreStreaksHandler } from "./api/admin-streaks.js";
 import { createBoostHandler, endBoostHandler, globalBoostsHandler, listUserBoostsHandler, userBoostsHandler } from "./api/boosts.js";
 import { completeAchievementHandler } from "./api/complete.js";
+import { getLeaderboardHandler, listLeaderboardsHandler, userLeaderboardHandler } from "./api/leaderboards.js";
 import { levelsHandler, pointsSystemHandler, userPointsHandler } from "./api/points.js";
 import {
   createUserHandler,
@@ -85,6 +86,9 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   router.add("del", "/admin/v1/points/:key/boosts/:id", 2, endBoostHandler(tenants, opts.clock));
   router.add("post", "/admin/v1/streaks/freezes", 0, grantFreezesHandler(tenants, opts.clock));
   router.add("post", "/admin/v1/streaks/restore", 0, restoreStreaksHandler(tenants, opts.clock));
+  router.add("get", "/v1/leaderboards", 0, listLeaderboardsHandler(tenants, opts.clock));
+  router.add("get", "/v1/leaderboards/:key", 1, getLeaderboardHandler(tenants, opts.clock));
+  router.add("get", "/v1/users/:id/leaderboards/:key", 2, userLeaderboardHandler(tenants, opts.clock));
   router.add("post", "/admin/v1/clock", 0, setClockHandler(tenants, opts.clock));
   router.add("get", "/admin/v1/clock", 0, getClockHandler(tenants, opts.clock));
   router.add("get", "/healthz", 0, healthHandler(opts.redis, opts.clock));

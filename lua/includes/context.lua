@@ -8,8 +8,9 @@ local rcall, now, prefix, userId
 local S, U, stateDirty, profileDirty
 -- points.lua: per-system outcome of this call.
 local P, pointsOrder, boostCache
--- achievements.lua, streak.lua: what this call completed, consumed, earned, lost.
-local completed, streakOut
+-- achievements.lua, streak.lua, leaderboards.lua: what this call completed, consumed, earned,
+-- lost, and the board entries it moved.
+local completed, streakOut, boardOut
 
 local function beginUser(user)
   userId = user
@@ -17,6 +18,7 @@ local function beginUser(user)
   P, pointsOrder, boostCache = {}, {}, {}
   completed = {}
   streakOut = { consumed = 0, earned = 0, lost = 0, frozen = {} }
+  boardOut = {}
 end
 
 local function beginCall(nowMs, keyPrefix, user)

@@ -7,6 +7,7 @@ import type {
   AttributePairs,
   CompiledAchievement,
   CompiledBoost,
+  CompiledLeaderboard,
   CompiledLevel,
   CompiledMetric,
   CompiledStreak,
@@ -231,6 +232,50 @@ export function compileTenant(tenant: TenantConfig, path: string): CompiledTenan
     };
   }
 
+  const leaderboardsConfig = tenant.leaderboards ?? [];
+  unique(leaderboardsConfig, `${path}.leaderboards`);
+  const leaderboards: CompiledLeaderboard[] = leaderboardsConfig.map((b, bi) => {
+    const bp = `${path}.leaderboards[${bi}]`;
+    const startDay = parseDay(b.start);
+    if (startDay === null) throw new ConfigError(`${bp}.start`, `"${b.start}" is not a date`);
+    const endDay = b.end === undefined ? null : parseDay(b.end);
+    if (endDay === null && b.end !== undefined) throw new ConfigError(`${bp}.end`, `"${b.end}" is not a date`);
+    if (endDay !== null && endDay <= startDay) throw new ConfigError(`${bp}.end`, "must be after start");
+    if (b.rankBy === "metric") {
+      if (b.metric === undefined) throw new ConfigError(`${bp}.metric`, "rankBy metric needs a metric");
+      requireMetric(b.metric, `${bp}.metric`);
+    }
+    if (b.rankBy === "points" && (b.points === undefined || !systems.some((s) => s.key === b.points))) {
+      throw new ConfigError(`${bp}.points`, `rankBy points needs a points system of this tenant`);
+    }
+    if (b.rankBy === "streak") {
+      if (!tenant.streak) throw new ConfigError(`${bp}.rankBy`, "a streak board needs a streak in the tenant");
+      if (b.runUnit !== undefined) throw new ConfigError(`${bp}.runUnit`, "streak boards are perpetual (trophy-compat §5.6)");
+    }
+    if ((b.runUnit === undefined) !== (b.runInterval === undefined)) {
+      throw new ConfigError(`${bp}.runInterval`, "runUnit and runInterval go together");
+    }
+    if (b.breakdownAttribute !== undefined && !userAttributes.has(b.breakdownAttribute)) {
+      throw new ConfigError(`${bp}.breakdownAttribute`, `user attribute "${b.breakdownAttribute}" is not declared in attributes.user`);
+    }
+    return {
+      key: b.key,
+      id: stableId(ns, "leaderboard", b.key),
+      name: b.name,
+      description: b.description ?? null,
+      rankBy: b.rankBy,
+      metric: b.rankBy === "metric" ? b.metric! : null,
+      points: b.rankBy === "points" ? b.points! : null,
+      startDay,
+      endDay,
+      runUnit: b.runUnit ?? null,
+      runInterval: b.runInterval ?? null,
+      maxParticipants: b.maxParticipants ?? 1000,
+      breakdownAttribute: b.breakdownAttribute ?? null,
+      ranking: b.ranking ?? "competition",
+    };
+  });
+
   return {
     id: tenant.id,
     name: tenant.name ?? tenant.id,
@@ -248,6 +293,8 @@ export function compileTenant(tenant: TenantConfig, path: string): CompiledTenan
     userAttributes,
     eventAttributes,
     controlPercent: tenant.experiment?.controlPercent ?? 0,
+    leaderboards,
+    leaderboardByKey: new Map(leaderboards.map((b) => [b.key, b])),
   };
 }
 

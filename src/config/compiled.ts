@@ -25,6 +25,26 @@ export interface CompiledTenant {
   eventAttributes: ReadonlySet<string>;
   /** Percent of users in the experiment's control group (0 = none). */
   controlPercent: number;
+  leaderboards: CompiledLeaderboard[];
+  leaderboardByKey: Map<string, CompiledLeaderboard>;
+}
+
+export interface CompiledLeaderboard {
+  key: string;
+  id: string;
+  name: string;
+  description: string | null;
+  rankBy: "metric" | "points" | "streak";
+  metric: string | null;
+  points: string | null;
+  /** Day indexes (UTC); end exclusive. */
+  startDay: number;
+  endDay: number | null;
+  runUnit: "day" | "month" | "year" | null;
+  runInterval: number | null;
+  maxParticipants: number;
+  breakdownAttribute: string | null;
+  ranking: "competition" | "dense" | "ordinal";
 }
 
 /** Attribute filter pairs, in config order: every pair must match. */

@@ -43,6 +43,7 @@ export interface TenantConfig {
   points?: PointsSystemConfig[];
   achievements?: AchievementConfig[];
   streak?: StreakConfig;
+  leaderboards?: LeaderboardConfig[];
 }
 
 /** Attribute filters: every pair must equal the user's (or event's) attribute. */
@@ -206,4 +207,35 @@ export interface StreakFreezeConfig {
 export interface StreakMetricConfig {
   metric: Key;
   threshold: number & tags.ExclusiveMinimum<0> & tags.Maximum<1000000000>;
+}
+
+/**
+ * A leaderboard (trophy-compat §3.7, §5.6). Runs are UTC windows: a repeating board's run k covers
+ * [start + k × runInterval runUnit, start + (k + 1) × runInterval runUnit) in UTC; weekly is
+ * `runUnit: day, runInterval: 7`. A perpetual board (no runUnit) has one run from `start`.
+ */
+export interface LeaderboardConfig {
+  key: Key;
+  name: Name;
+  description?: Description;
+  rankBy: "metric" | "points" | "streak";
+  /** With rankBy metric: the metric whose total within the run ranks users. */
+  metric?: Key;
+  /** With rankBy points: the system whose points earned within the run rank users. */
+  points?: Key;
+  /** A date (YYYY-MM-DD, midnight UTC). */
+  start: string & tags.Pattern<"^\\d{4}-\\d{2}-\\d{2}$">;
+  /** Exclusive end date; the board is finished from then on. */
+  end?: string & tags.Pattern<"^\\d{4}-\\d{2}-\\d{2}$">;
+  runUnit?: "day" | "month" | "year";
+  runInterval?: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<3650>;
+  /** Users on the board: the top maxParticipants (default 1000; millions are fine). */
+  maxParticipants?: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<100000000>;
+  /** Split the board by this user attribute (declared in attributes.user). */
+  breakdownAttribute?: Key;
+  /**
+   * Rank numbers for ties (the order is always: higher value first, then first to reach it):
+   * competition 1,2,2,4 (default), dense 1,2,2,3, ordinal 1,2,3,4.
+   */
+  ranking?: "competition" | "dense" | "ordinal";
 }

@@ -37,10 +37,14 @@ export function boostedPoints(amount: number, multiplier: number, rounding: Roun
   return Math.floor(x);
 }
 
-/** A window is active from start (inclusive) to end (exclusive), by the service clock. */
+/**
+ * A window is active from start (inclusive) to end (exclusive), by the service clock. An empty
+ * window (end <= start: a scheduled boost cancelled by DELETE) never runs, so it is finished
+ * at once rather than "scheduled" until its start.
+ */
 export function boostStatus(start: number, end: number | null, now: number): "scheduled" | "active" | "finished" {
+  if (end !== null && (now >= end || end <= start)) return "finished";
   if (now < start) return "scheduled";
-  if (end !== null && now >= end) return "finished";
   return "active";
 }
 

@@ -4,7 +4,8 @@ import { floorDiv, MAX_TOTAL_MICRO } from "./decimal.js";
 import { LaurelError } from "./errors.js";
 import { eventFiltersMatch, userFiltersMatch } from "./filters.js";
 import { levelIndex } from "./levels.js";
-import type { AwardRecord, EventOutcome, PointsChange, StreakState } from "./outcome.js";
+import type { AwardRecord, BoardChange, EventOutcome, PointsChange, StreakState } from "./outcome.js";
+import { activeRun } from "./leaderboards.js";
 import { localDayIndex, periodOfDay, streakDeadline } from "./periods.js";
 import { settleStreak, STREAK_HISTORY_KEPT, type StreakSettlement } from "./streak.js";
 
@@ -46,6 +47,8 @@ export interface ModelUser {
   streak: ModelStreak;
   idempotency: Map<string, string>;
   boosts: Map<string, UserBoost[]>;
+  /** Per board: the user's entry in its latest run (state field lb:<board>). */
+  boards: Map<string, { run: number; value: number; reachedAt: number; breakdown: string }>;
   /** Newest first, at most AWARDS_KEPT. */
   awards: Map<string, AwardRecord[]>;
 }
@@ -64,6 +67,8 @@ export interface ModelState {
   streakHistory: Map<string, Map<number, string>>;
   /** Per time trigger ("sys.trig"): user → next due instant ({t:s}:tt:<sys>.<trig>). */
   timeDue: Map<string, Map<string, number>>;
+  /** Per "<board>:<run>:<breakdown>": user → value and the instant it was reached ({t:s}:lb:...). */
+  boards: Map<string, Map<string, { value: number; reachedAt: number }>>;
 }
 
 export const AWARDS_KEPT = 100;
@@ -79,6 +84,7 @@ export function emptyState(): ModelState {
     streakBest: new Map(),
     streakHistory: new Map(),
     timeDue: new Map(),
+    boards: new Map(),
   };
 }
 
@@ -235,6 +241,7 @@ function newUser(now: number, createdDay: number): ModelUser {
     streak: { length: 0, startPeriod: null, lastPeriod: null, best: 0, accPeriod: null, acc: new Map(), freezes: null, grants: 0 },
     idempotency: new Map(),
     boosts: new Map(),
+    boards: new Map(),
     awards: new Map(),
   };
 }
@@ -370,6 +377,8 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Mod
   }
 
   const points = req.commit();
+  const streakLength = extended || settlement.lost > 0 ? s.length : null;
+  const boards = updateBoards(tenant, state, input.userId, user, input.now, { metricKey: input.metricKey, value: input.valueMicro, points, streakLength });
   return {
     outcome: {
       kind: "processed",
@@ -380,10 +389,54 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Mod
       achievements: req.completed,
       points,
       created,
+      boards,
     },
     tz,
     nowPeriod,
   };
+}
+
+/**
+ * lua updateBoards: moves the user's entry on every active board whose value this request
+ * changed (metric boards by the event's value, points boards by the points added, streak boards
+ * to the new streak length; 0 leaves a streak board). Returns the moves, in board order.
+ */
+export function updateBoards(
+  tenant: CompiledTenant,
+  state: ModelState,
+  userId: string,
+  user: ModelUser,
+  now: number,
+  change: { metricKey: string | null; value: number; points: PointsChange[]; streakLength: number | null },
+): BoardChange[] {
+  const out: BoardChange[] = [];
+  for (const board of tenant.leaderboards) {
+    const run = activeRun(board, now);
+    if (run === null) continue;
+    const breakdown = board.breakdownAttribute === null ? "" : (user.attributes.get(board.breakdownAttribute) ?? "");
+    if (board.breakdownAttribute !== null && breakdown === "") continue;
+    let delta = 0;
+    let absolute: number | null = null;
+    if (board.rankBy === "metric") delta = board.metric === change.metricKey ? change.value : 0;
+    else if (board.rankBy === "points") delta = change.points.find((p) => p.systemKey === board.points)?.added ?? 0;
+    else if (change.streakLength !== null && tenant.streak) absolute = change.streakLength;
+    if (delta === 0 && absolute === null) continue;
+    const entry = user.boards.get(board.key);
+    const current = entry && entry.run === run ? entry : null;
+    const oldValue = current ? current.value : null;
+    const newValue = absolute ?? (oldValue ?? 0) + delta;
+    if (current) state.boards.get(`${board.key}:${run}:${current.breakdown}`)?.delete(userId);
+    if (absolute === 0) user.boards.delete(board.key);
+    else {
+      const id = `${board.key}:${run}:${breakdown}`;
+      const entries = state.boards.get(id) ?? new Map<string, { value: number; reachedAt: number }>();
+      entries.set(userId, { value: newValue, reachedAt: now });
+      state.boards.set(id, entries);
+      user.boards.set(board.key, { run, value: newValue, reachedAt: now, breakdown });
+    }
+    out.push({ boardKey: board.key, run, oldValue, newValue, breakdown, oldReachedAt: current ? current.reachedAt : null });
+  }
+  return out;
 }
 
 /** The shard-level effects of a settlement: frozen periods in the history, a lost streak leaves the zsets. */
@@ -431,7 +484,9 @@ export function applyUpsert(
     state.userCount += 1;
     createUser(req, localDay);
   } else if (changed) user.updated = now;
-  return { status: existing ? "updated" : "created", points: req.commit() };
+  const points = req.commit();
+  updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
+  return { status: existing ? "updated" : "created", points };
 }
 
 /** lua/complete-3.lua. */
@@ -461,7 +516,9 @@ export function applyComplete(
     createUser(req, localDay);
   } else if (changed) user.updated = now;
   req.complete(achievement);
-  return { status: "completed", completed: req.completed, points: req.commit() };
+  const points = req.commit();
+  updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
+  return { status: "completed", completed: req.completed, points };
 }
 
 /**
@@ -479,7 +536,8 @@ export function applyTimeTicks(tenant: CompiledTenant, state: ModelState, now: n
       const n = Math.floor((now - dueAt) / t.intervalMs) + 1;
       const req = new UserRequest(tenant, state, userId, user, now);
       if (req.matches(t.userAttributes)) req.award(tenant.systemByKey.get(t.systemKey)!, t.key, n * t.points);
-      req.commit();
+      const points = req.commit();
+      updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
       due.set(userId, dueAt + n * t.intervalMs);
     }
   }
@@ -523,19 +581,35 @@ export function applyStreakAdmin(
   const settlement = settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod);
   recordSettlement(state, userId, s, settlement);
   if (settlement.frozen.length > 0 && settlement.lost === 0) state.streakDeadline.set(userId, streakDeadline(nowPeriod - 1, rule.frequency, tz));
+  const result = streakAdminOp(state, userId, s, op, amountOrWindowStart, rule, tz, nowPeriod);
+  const restored = result.status === "restored";
+  updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points: [], streakLength: restored || settlement.lost > 0 ? s.length : null });
+  return result;
+}
+
+function streakAdminOp(
+  state: ModelState,
+  userId: string,
+  s: ModelStreak,
+  op: "freeze" | "restore",
+  amountOrWindowStart: number,
+  rule: NonNullable<CompiledTenant["streak"]>,
+  tz: string,
+  nowPeriod: number,
+) {
   if (op === "freeze") {
     const held = s.freezes ?? 0;
     const granted = Math.max(0, Math.min(amountOrWindowStart, rule.freezes!.max - held));
     if (granted > 0) s.freezes = held + granted;
-    return { status: "frozen", granted };
+    return { status: "frozen" as const, granted };
   }
   let best = 0;
   for (const [period, member] of state.streakHistory.get(userId) ?? []) {
     if (period >= amountOrWindowStart) best = Math.max(best, Number(member.split(":")[1]));
   }
   const alive = s.length > 0 && s.lastPeriod !== null && s.lastPeriod >= nowPeriod - 1;
-  if (best === 0) return { status: "nothing-to-restore" };
-  if (alive && s.length >= best) return { status: "already-longest" };
+  if (best === 0) return { status: "nothing-to-restore" as const };
+  if (alive && s.length >= best) return { status: "already-longest" as const };
   const newLast = s.lastPeriod !== null && s.lastPeriod >= nowPeriod ? s.lastPeriod : nowPeriod - 1;
   s.length = best;
   s.startPeriod = newLast - best + 1;
@@ -546,5 +620,5 @@ export function applyStreakAdmin(
   }
   state.streakActive.set(userId, best);
   state.streakDeadline.set(userId, streakDeadline(newLast === nowPeriod ? nowPeriod : nowPeriod - 1, rule.frequency, tz));
-  return { status: "restored", length: best };
+  return { status: "restored" as const, length: best };
 }

@@ -35,6 +35,17 @@ export interface StreakState {
   createdDay?: number | null;
 }
 
+/** A board entry the request moved (a run's value of the user); ranks are computed by readers. */
+export interface BoardChange {
+  boardKey: string;
+  run: number;
+  oldValue: number | null;
+  newValue: number;
+  breakdown: string;
+  /** When the old value was reached (its tie-break), null with no old value. */
+  oldReachedAt: number | null;
+}
+
 export interface ProcessedEvent {
   kind: "processed";
   eventId: string;
@@ -44,6 +55,7 @@ export interface ProcessedEvent {
   achievements: string[];
   points: PointsChange[];
   created: boolean;
+  boards: BoardChange[];
 }
 
 export interface ReplayedEvent {

@@ -1,4 +1,11 @@
-import type { AttributePairs, CompiledMetricTrigger, CompiledSystem, CompiledTenant, CompiledTrigger } from "../config/compiled.js";
+import type {
+  AttributePairs,
+  CompiledLeaderboard,
+  CompiledMetricTrigger,
+  CompiledSystem,
+  CompiledTenant,
+  CompiledTrigger,
+} from "../config/compiled.js";
 import { MAX_TOTAL_MICRO } from "../domain/decimal.js";
 import { STREAK_HISTORY_KEPT } from "../domain/streak.js";
 import { userAttributeField } from "./fields.js";
@@ -46,6 +53,8 @@ export interface LuaRules {
   /** Metric achievements of this metric, and streak achievements, in config order. */
   mach: string[];
   sach: string[];
+  /** Boards this script can move, in tenant order; Node passes each one's current run. */
+  lb: { k: string; by: "metric" | "points" | "streak"; sys: number | false; bd: string | false }[];
   streak:
     | false
     | {
@@ -79,6 +88,8 @@ export interface BuiltRules {
   metricTriggers: CompiledMetricTrigger[];
   /** Profile fields every call reads: the zone and the declared attributes (filters). */
   profileFields: string[];
+  /** The boards of R.lb, in order: Node computes their current runs. */
+  boards: CompiledLeaderboard[];
 }
 
 /** Rules for an event on `metricKey`, or for the whole tenant when metricKey is null. */
@@ -149,8 +160,20 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
     ach: {},
     mach: achievements.filter((a) => a.type === "metric" && a.metric === metricKey).map((a) => a.key),
     sach: countsForStreak ? achievements.filter((a) => a.type === "streak").map((a) => a.key) : [],
+    lb: [],
     streak: false,
   };
+  // Boards this script can move: metric boards of this metric, points boards of a system it pays,
+  // streak boards (any call may extend, lose or restore the streak).
+  const boards = tenant.leaderboards.filter((b) =>
+    b.rankBy === "metric" ? metricKey !== null && b.metric === metricKey : b.rankBy === "points" ? sysIndex.has(b.points!) : streakRule !== null,
+  );
+  rules.lb = boards.map((b) => ({
+    k: b.key,
+    by: b.rankBy,
+    sys: b.rankBy === "points" ? sysIndex.get(b.points!)! : false,
+    bd: b.breakdownAttribute === null ? false : userAttributeField(b.breakdownAttribute),
+  }));
   for (const t of triggers) if (t.type === "achievement") (rules.at[t.achievement] ??= []).push(lua(t));
   for (const a of achievements) {
     const up = composites.filter((c) => c.type === "composite" && c.prerequisites.includes(a.key) && reachable.has(c.key)).map((c) => c.key);
@@ -176,5 +199,5 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
       fz: fz ? { init: fz.initial, max: fz.max, every: fz.everyDays, amt: fz.amount } : false,
     };
   }
-  return { rules, metricTriggers, profileFields: ["tz", ...[...tenant.userAttributes].map(userAttributeField)] };
+  return { rules, metricTriggers, profileFields: ["tz", ...[...tenant.userAttributes].map(userAttributeField)], boards };
 }

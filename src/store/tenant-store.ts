@@ -1,9 +1,10 @@
 import type { Redis } from "ioredis";
 import type { CompiledTenant } from "../config/compiled.js";
 import { fail } from "../domain/errors.js";
-import { parseAwardRecord, type AwardRecord, type EventOutcome, type PointsChange, type StreakState } from "../domain/outcome.js";
+import { parseAwardRecord, type AwardRecord, type BoardChange, type EventOutcome, type PointsChange, type StreakState } from "../domain/outcome.js";
 import { eventFiltersMatch } from "../domain/filters.js";
 import { localDayIndex, periodOfDay, streakDeadline } from "../domain/periods.js";
+import { runsArg } from "../domain/leaderboards.js";
 import { buildRules, type BuiltRules } from "./rules.js";
 import { idempotencyField } from "./fields.js";
 import { shardOf, TenantKeys } from "./keys.js";
@@ -123,6 +124,7 @@ export class TenantStore {
         streakDeadline(nowPeriod, frequency, tz),
         streakDeadline(nowPeriod - 1, frequency, tz),
         mask,
+        runsArg(entry.built.boards, input.now),
         readFields.length,
         ...readFields,
         input.profile.length,
@@ -169,6 +171,18 @@ export function decodeStreak(raw: unknown[]): StreakState {
   };
 }
 
+/** Board entries a script moved: {boardKey, run, oldValue|false, newValue, breakdown, oldReachedAt|false}. */
+export function decodeBoards(raw: unknown[][] | undefined): BoardChange[] {
+  return (raw ?? []).map((entry) => ({
+    boardKey: entry[0] as string,
+    run: entry[1] as number,
+    oldValue: (entry[2] as number | null) ?? null,
+    newValue: entry[3] as number,
+    breakdown: (entry[4] as string | null) ?? "",
+    oldReachedAt: (entry[5] as number | null) ?? null,
+  }));
+}
+
 export function decodePoints(raw: unknown[][]): PointsChange[] {
   return raw.map((entry) => ({
     systemKey: entry[0] as string,
@@ -194,5 +208,6 @@ function decodeEventReply(reply: unknown[]): EventOutcome {
     achievements: reply[4] as string[],
     points,
     created: reply[6] === 1,
+    boards: decodeBoards(reply[7] as unknown[][] | undefined),
   };
 }

@@ -1,6 +1,7 @@
 import type { PointsChange } from "../domain/outcome.js";
 import { localDayIndex, periodOfDay, streakDeadline } from "../domain/periods.js";
 import { PROFILE_FIELDS, userAttributeField } from "./fields.js";
+import { runsArg } from "../domain/leaderboards.js";
 import { runScript } from "./redis-script.js";
 import { decodePoints, readUserScript, userBoostScript, type TenantStore } from "./tenant-store.js";
 
@@ -50,6 +51,7 @@ export async function upsertUser(
     mode,
     localDayIndex(now, tz),
     prefsPatch,
+    runsArg(store.tenantRules.boards, now),
     names.length,
     ...names,
     profile.length,
@@ -121,6 +123,7 @@ export async function completeAchievement(
     now,
     achievementKey,
     localDayIndex(now, tz),
+    runsArg(store.tenantRules.boards, now),
     names.length,
     ...names,
     profile.length,
@@ -159,7 +162,8 @@ export type StreakAdminResult =
   | { status: "frozen"; granted: number; held: number }
   | { status: "restored"; length: number }
   | { status: "nothing-to-restore" }
-  | { status: "already-longest" };
+  | { status: "already-longest" }
+  | { status: "settled"; consumed: number; lost: number };
 
 /**
  * Grants freezes or restores a streak. The script must know the user's calendar; the zone is
@@ -168,7 +172,7 @@ export type StreakAdminResult =
 export async function streakAdmin(
   store: TenantStore,
   userId: string,
-  op: "freeze" | "restore",
+  op: "freeze" | "restore" | "settle",
   now: number,
   amountOrWindow: (frequencyPeriod: number) => number,
 ): Promise<StreakAdminResult> {
@@ -188,6 +192,7 @@ export async function streakAdmin(
       streakDeadline(nowPeriod - 1, rule.frequency, tz),
       streakDeadline(nowPeriod, rule.frequency, tz),
       amountOrWindow(nowPeriod),
+      runsArg(store.tenantRules.boards, now),
     ])) as unknown[];
     if (reply[0] === -1) {
       tz = reply[1] as string;
@@ -195,6 +200,7 @@ export async function streakAdmin(
       continue;
     }
     if (reply[0] === 0) return { status: "missing" };
+    if (op === "settle") return { status: "settled", consumed: reply[1] as number, lost: reply[2] as number };
     if (op === "freeze") return { status: "frozen", granted: reply[1] as number, held: reply[2] as number };
     if (reply[0] === 3) return { status: "nothing-to-restore" };
     if (reply[0] === 4) return { status: "already-longest" };

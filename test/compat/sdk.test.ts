@@ -98,7 +98,9 @@ describe("metrics.event through the SDK", () => {
       freezeAutoEarnInterval: 7,
       freezeAutoEarnAmount: 1,
     });
-    expect(res.leaderboards).toEqual({});
+    // The demo boards the event moved, parsed by the SDK as MetricEventLeaderboardResponse.
+    expect(Object.keys(res.leaderboards).sort()).toEqual(["weekly-lessons", "xp-all-time"]);
+    expect(res.leaderboards["xp-all-time"]).toMatchObject({ key: "xp-all-time", rankBy: "points", rank: 1, threshold: 0, maxParticipants: 1000 });
 
     // The profile fields of the SDK's UpsertedUser reached the store.
     const stored = await storedUser("sdk-ada");

@@ -35,7 +35,9 @@ describe("POST /v1/metrics/{key}/event", () => {
       expires: "2026-03-03",
       extended: true,
     });
-    expect(body.leaderboards).toEqual({});
+    // The demo boards the event moved: the perpetual XP board and the weekly lessons board.
+    expect(Object.keys(body.leaderboards).sort()).toEqual(["weekly-lessons", "xp-all-time"]);
+    expect(body.leaderboards["xp-all-time"]).toMatchObject({ rank: 1, previousRank: null, threshold: 0, rankBy: "points", maxParticipants: 1000 });
     expect(body).not.toHaveProperty("idempotencyKey");
   });
 

@@ -1,0 +1,280 @@
+import type { Clock } from "../clock.js";
+import type { CompiledLeaderboard, CompiledTenant } from "../config/compiled.js";
+import { fromMicro } from "../domain/decimal.js";
+import { fail } from "../domain/errors.js";
+import { activeRun, boardMember, boardStatus, memberUser, runDate, runOfDay, type BoardEntry } from "../domain/leaderboards.js";
+import type { BoardChange } from "../domain/outcome.js";
+import { formatDay, parseDay } from "../domain/periods.js";
+import type { ApiReply, ApiRequest } from "../http/router.js";
+import { boardKeys, countAbove, entriesAround, rankOf, threshold, topEntries, userEntry } from "../store/leaderboard-store.js";
+import type { TenantStore } from "../store/tenant-store.js";
+import type { TenantContext, Tenants } from "../tenants.js";
+import { intParam } from "./query.js";
+import { checkUserId } from "./user-input.js";
+import { iso } from "./wire.js";
+
+/**
+ * Leaderboards (trophy-compat §2.2 #17, #23, #24, §3.7, §5.6). Values on the wire are in the
+ * board's unit: a metric board's total (micro-units inside), points, or streak periods.
+ */
+const HISTORY_KEPT = 100;
+
+function wireValue(board: CompiledLeaderboard, value: number): number {
+  return board.rankBy === "metric" ? fromMicro(value) : value;
+}
+
+/** LeaderboardResponse (trophy-compat §3.7). */
+export function boardJson(tenant: CompiledTenant, board: CompiledLeaderboard) {
+  const out: Record<string, unknown> = {
+    id: board.id,
+    key: board.key,
+    name: board.name,
+    description: board.description,
+    rankBy: board.rankBy,
+    breakdownAttribute: board.breakdownAttribute,
+    start: formatDay(board.startDay),
+    end: board.endDay === null ? null : formatDay(board.endDay),
+    maxParticipants: board.maxParticipants,
+    runUnit: board.runUnit,
+    runInterval: board.runInterval,
+    ranking: board.ranking,
+  };
+  if (board.metric !== null) Object.assign(out, { metricKey: board.metric, metricName: tenant.metricByKey.get(board.metric)!.name });
+  if (board.points !== null) Object.assign(out, { pointsSystemKey: board.points, pointsSystemName: tenant.systemByKey.get(board.points)!.name });
+  return out;
+}
+
+function historyKey(store: TenantStore, board: CompiledLeaderboard, run: number, userId: string): string {
+  return `${store.keys.prefix(store.shard(userId))}lh:${board.key}:${run}:${userId}`;
+}
+
+/**
+ * The `leaderboards` map of an event response (MetricEventLeaderboardResponse): each board the
+ * event moved, with rank, previousRank and threshold. A value below a full board's threshold is
+ * off the board (rank null) and costs no count; otherwise rank costs one ZCOUNT per shard. The
+ * change is also appended to the user's rank history of the run (one LPUSH, awaited, so a read
+ * right after sees it).
+ */
+export async function eventLeaderboards(context: TenantContext, userId: string, changes: BoardChange[], now: number) {
+  const { tenant, store } = context;
+  const out: Record<string, unknown> = {};
+  const history = store.redis.pipeline();
+  for (const change of changes) {
+    const board = tenant.leaderboardByKey.get(change.boardKey)!;
+    const keys = boardKeys(store, board, change.run, change.breakdown);
+    const cut = await threshold(store, board, keys, now);
+    const onBoard = async (value: number | null, member: string): Promise<number | null> => {
+      if (value === null || (cut > 0 && value < cut)) return null;
+      const rank = await rankOf(store, board, keys, value, member);
+      return rank <= board.maxParticipants ? rank : null;
+    };
+    const left = board.rankBy === "streak" && change.newValue === 0;
+    const rank = left ? null : await onBoard(change.newValue, boardMember(now, userId));
+    // The old entry is gone; the new one counts above it when the value rose.
+    let previousRank = change.oldValue === null ? null : await onBoard(change.oldValue, boardMember(change.oldReachedAt ?? now, userId));
+    if (previousRank !== null && change.newValue > change.oldValue! && !left) {
+      const sharing = board.ranking === "dense" ? await sharedValue(store, keys, change.newValue) : false;
+      if (!sharing) previousRank -= 1;
+    }
+    out[board.key] = {
+      ...boardJson(tenant, board),
+      threshold: wireValue(board, cut),
+      rank,
+      previousRank,
+      breakdownAttributeValue: change.breakdown === "" ? null : change.breakdown,
+      run: runDate(board, change.run),
+    };
+    history.lpush(
+      historyKey(store, board, change.run, userId),
+      JSON.stringify({ t: now, pr: previousRank, r: rank, pv: change.oldValue, v: left ? null : change.newValue }),
+    );
+    history.ltrim(historyKey(store, board, change.run, userId), 0, HISTORY_KEPT - 1);
+  }
+  if (changes.length > 0) await history.exec();
+  return out;
+}
+
+/** Whether someone else holds exactly this value (for dense ranks: then it is not a new value above). */
+async function sharedValue(store: TenantStore, keys: string[], value: number): Promise<boolean> {
+  const pipeline = store.redis.pipeline();
+  keys.forEach((k) => pipeline.zcount(k, value, value));
+  const counts = ((await pipeline.exec()) ?? []).map(([, n]) => n as number);
+  return counts.reduce((a, b) => a + b, 0) > 1;
+}
+
+function boardOf(tenant: CompiledTenant, key: string): CompiledLeaderboard {
+  return tenant.leaderboardByKey.get(key) ?? fail("LEADERBOARD_NOT_FOUND", `Leaderboard not found: ${key}`);
+}
+
+function includeFinished(query: URLSearchParams): boolean {
+  const raw = query.get("includeFinished");
+  if (raw === null || raw === "" || raw === "false") return false;
+  if (raw === "true") return true;
+  return fail("INVALID_QUERY", "includeFinished must be true or false");
+}
+
+/** The run a read names (`run=YYYY-MM-DD`, any day of the run), else the current or last one. */
+function selectRun(board: CompiledLeaderboard, query: URLSearchParams, now: number): number | null {
+  const raw = query.get("run");
+  if (raw !== null && raw !== "") {
+    const day = parseDay(raw);
+    if (day === null) fail("INVALID_QUERY", "run must be a date YYYY-MM-DD");
+    const run = runOfDay(board, day);
+    if (run === null) fail("OUT_OF_RANGE", `No run of ${board.key} contains ${raw}`);
+    return run;
+  }
+  const status = boardStatus(board, now);
+  if (status === "scheduled") return null;
+  if (status === "active") return activeRun(board, now);
+  return runOfDay(board, board.endDay! - 1);
+}
+
+/** `userAttributes=attr:value` picks the group of a breakdown board (required there). */
+function selectBreakdown(board: CompiledLeaderboard, query: URLSearchParams): string {
+  const raw = query.get("userAttributes");
+  if (board.breakdownAttribute === null) return "";
+  if (raw === null || raw === "") fail("OUT_OF_RANGE", `Leaderboard ${board.key} is broken down by ${board.breakdownAttribute}: pass userAttributes=${board.breakdownAttribute}:<value>`);
+  for (const pair of raw.split(",")) {
+    const at = pair.indexOf(":");
+    if (at > 0 && pair.slice(0, at) === board.breakdownAttribute) return pair.slice(at + 1);
+  }
+  return fail("OUT_OF_RANGE", `userAttributes must name ${board.breakdownAttribute}`);
+}
+
+async function userNames(store: TenantStore, userIds: string[]): Promise<Map<string, string | null>> {
+  const pipeline = store.redis.pipeline();
+  for (const id of userIds) pipeline.hget(store.keys.user(store.shard(id), id), "nm");
+  const results = (await pipeline.exec()) ?? [];
+  return new Map(userIds.map((id, i) => [id, (results[i]?.[1] as string | null) ?? null]));
+}
+
+/** GET /v1/leaderboards?includeFinished: every board with its status. From memory. */
+export function listLeaderboardsHandler(tenants: Tenants, clock: Clock) {
+  return (req: ApiRequest): ApiReply => {
+    const { tenant } = tenants.authenticate(req.apiKey);
+    const finished = includeFinished(req.query);
+    const now = clock.now();
+    return {
+      status: 200,
+      body: tenant.leaderboards
+        .map((b) => ({ ...boardJson(tenant, b), status: boardStatus(b, now) }))
+        .filter((b) => finished || b.status !== "finished"),
+    };
+  };
+}
+
+/**
+ * GET /v1/leaderboards/{key}?offset&limit&run&userId&userAttributes: a page of the run's
+ * rankings (LeaderboardResponseWithRankings). Only the top maxParticipants are on the board. With
+ * userId, offset counts from that user's position (negative offsets look above: "around me").
+ */
+export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
+  return async (req: ApiRequest): Promise<ApiReply> => {
+    const { tenant, store } = tenants.authenticate(req.apiKey);
+    const board = boardOf(tenant, req.params[0]!);
+    const now = clock.now();
+    const userId = req.query.get("userId");
+    if (userId !== null) checkUserId(userId, "userId");
+    const offset = intParam(req.query, "offset", 0, userId === null ? 0 : -board.maxParticipants, board.maxParticipants);
+    const limit = intParam(req.query, "limit", 10, 0, 100);
+    const run = selectRun(board, req.query, now);
+    const breakdown = selectBreakdown(board, req.query);
+    const head = { ...boardJson(tenant, board), status: boardStatus(board, now), run: run === null ? null : runDate(board, run) };
+    if (run === null || limit === 0) return { status: 200, body: { ...head, rankings: [] } };
+    const keys = boardKeys(store, board, run, breakdown);
+
+    let start: number;
+    let entries: BoardEntry[];
+    if (userId === null) {
+      start = offset;
+      entries = (await topEntries(store, keys, Math.min(offset + limit, board.maxParticipants))).slice(offset);
+    } else {
+      const own = await userEntry(store, board, run, userId);
+      if (!own || own.breakdown !== breakdown) return { status: 200, body: { ...head, rankings: [] } };
+      const position = (await countAbove(store, keys, own.value)) + (await tiesBefore(store, keys, own));
+      start = Math.max(0, position + offset);
+      const ahead = position - start;
+      const around = await entriesAround(store, keys, own.value, own.member, ahead, Math.max(0, start + limit - position));
+      entries = [...around.ahead, ...around.behind].slice(0, limit);
+      entries = entries.filter((_, i) => start + i < board.maxParticipants);
+    }
+    const names = await userNames(store, entries.map((e) => memberUser(e.member)));
+    const ranks = await pageRanks(store, board, keys, entries, start);
+    return {
+      status: 200,
+      body: {
+        ...head,
+        rankings: entries.map((e, i) => ({
+          userId: memberUser(e.member),
+          userName: names.get(memberUser(e.member)) ?? null,
+          rank: ranks[i],
+          value: wireValue(board, e.value),
+        })),
+      },
+    };
+  };
+}
+
+async function tiesBefore(store: TenantStore, keys: string[], own: { value: number; member: string }): Promise<number> {
+  const pipeline = store.redis.pipeline();
+  keys.forEach((k) => pipeline.zrangebyscore(k, own.value, own.value));
+  const lists = ((await pipeline.exec()) ?? []).map(([, l]) => l as string[]);
+  return lists.reduce((n, list) => n + list.filter((m) => m > own.member).length, 0);
+}
+
+/** Rank numbers for a page in board order starting at ordinal position `start`. */
+async function pageRanks(store: TenantStore, board: CompiledLeaderboard, keys: string[], entries: BoardEntry[], start: number): Promise<number[]> {
+  if (entries.length === 0) return [];
+  if (board.ranking === "ordinal") return entries.map((_, i) => start + i + 1);
+  // The first entry's rank needs the board; each later entry either shares the previous value
+  // (same rank) or starts a new value (competition: its position; dense: one more).
+  const first = await rankOf(store, board, keys, entries[0]!.value, entries[0]!.member);
+  const ranks = [first];
+  for (let i = 1; i < entries.length; i++) {
+    const same = entries[i]!.value === entries[i - 1]!.value;
+    ranks.push(same ? ranks[i - 1]! : board.ranking === "dense" ? ranks[i - 1]! + 1 : start + i + 1);
+  }
+  return ranks;
+}
+
+/**
+ * GET /v1/users/{id}/leaderboards/{key}?run&numEvents (UserLeaderboardResponseWithHistory): the
+ * user's rank and value in the run (null when not on the board) and the history of the user's
+ * rank changes, newest first.
+ */
+export function userLeaderboardHandler(tenants: Tenants, clock: Clock) {
+  return async (req: ApiRequest): Promise<ApiReply> => {
+    const { tenant, store } = tenants.authenticate(req.apiKey);
+    const userId = req.params[0]!;
+    checkUserId(userId, "user id");
+    const board = boardOf(tenant, req.params[1]!);
+    const numEvents = intParam(req.query, "numEvents", 10, 0, 100);
+    const now = clock.now();
+    const run = selectRun(board, req.query, now);
+    const head = { ...boardJson(tenant, board), status: boardStatus(board, now), run: run === null ? null : runDate(board, run) };
+    const exists = await store.redis.exists(store.keys.user(store.shard(userId), userId));
+    if (!exists) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+    if (run === null) return { status: 200, body: { ...head, rank: null, value: null, history: [] } };
+    const own = await userEntry(store, board, run, userId);
+    let rank: number | null = null;
+    if (own) {
+      const r = await rankOf(store, board, boardKeys(store, board, run, own.breakdown), own.value, own.member);
+      rank = r <= board.maxParticipants ? r : null;
+    }
+    const raw = numEvents === 0 ? [] : await store.redis.lrange(historyKey(store, board, run, userId), 0, numEvents - 1);
+    const history = raw.map((text) => {
+      const h = JSON.parse(text) as { t: number; pr: number | null; r: number | null; pv: number | null; v: number | null };
+      return {
+        timestamp: iso(h.t),
+        previousRank: h.pr,
+        rank: h.r,
+        previousValue: h.pv === null ? null : wireValue(board, h.pv),
+        value: h.v === null ? null : wireValue(board, h.v),
+      };
+    });
+    return {
+      status: 200,
+      body: { ...head, rank, value: own ? wireValue(board, own.value) : null, breakdownAttributeValue: own?.breakdown || null, history },
+    };
+  };
+}

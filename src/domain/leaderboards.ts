@@ -1,0 +1,121 @@
+import type { CompiledLeaderboard } from "../config/compiled.js";
+import { dateToDay, dayToDate, formatDay } from "./periods.js";
+
+/**
+ * Leaderboard runs, statuses, the total order of participants and rank numbers
+ * (trophy-compat §3.7, §5.6). Pure; the stores and the reference model share it.
+ *
+ * Runs are UTC windows (a documented choice: one window for everyone, no finalisation delay):
+ * run k of a repeating board covers [start + k × interval, start + (k + 1) × interval) where the
+ * interval is runInterval days, months or years; a perpetual board has the single run 0 from
+ * start to end. A run is named by the date of its first day (the `run` query parameter).
+ */
+const DAY_MS = 86_400_000;
+
+function addMonths(day: number, months: number): number {
+  const { y, m, d } = dayToDate(day);
+  const total = y * 12 + (m - 1) + months;
+  const year = Math.floor(total / 12);
+  const month = (total % 12) + 1;
+  // A start on the 31st runs from the last day of shorter months.
+  const last = dayToDate(dateToDay(year, month + 1, 1) - 1).d;
+  return dateToDay(year, month, Math.min(d, last));
+}
+
+/** First day (UTC day index) of run k. */
+export function runStartDay(board: CompiledLeaderboard, run: number): number {
+  if (board.runUnit === null) return board.startDay;
+  const n = run * board.runInterval!;
+  if (board.runUnit === "day") return board.startDay + n;
+  return addMonths(board.startDay, board.runUnit === "month" ? n : 12 * n);
+}
+
+/** First day after run k (exclusive), capped by the board's end. */
+export function runEndDay(board: CompiledLeaderboard, run: number): number | null {
+  const next = board.runUnit === null ? null : runStartDay(board, run + 1);
+  if (board.endDay === null) return next;
+  return next === null ? board.endDay : Math.min(next, board.endDay);
+}
+
+/** The run that contains a UTC day, or null before the start or from the end on. */
+export function runOfDay(board: CompiledLeaderboard, day: number): number | null {
+  if (day < board.startDay || (board.endDay !== null && day >= board.endDay)) return null;
+  if (board.runUnit === null) return 0;
+  if (board.runUnit === "day") return Math.floor((day - board.startDay) / board.runInterval!);
+  // Months and years: estimate, then step to the run whose window holds the day.
+  const monthsPer = board.runUnit === "month" ? board.runInterval! : 12 * board.runInterval!;
+  const { y: sy, m: sm } = dayToDate(board.startDay);
+  const { y, m } = dayToDate(day);
+  let run = Math.max(0, Math.floor(((y - sy) * 12 + (m - sm)) / monthsPer));
+  while (run > 0 && runStartDay(board, run) > day) run -= 1;
+  while (runStartDay(board, run + 1) <= day) run += 1;
+  return run;
+}
+
+export function activeRun(board: CompiledLeaderboard, now: number): number | null {
+  return runOfDay(board, Math.floor(now / DAY_MS));
+}
+
+/** The current run of each board, as the scripts take it: "3,-,0" ("-": scheduled or finished). */
+export function runsArg(boards: readonly CompiledLeaderboard[], now: number): string {
+  return boards.map((b) => activeRun(b, now) ?? "-").join(",");
+}
+
+export type BoardStatus = "scheduled" | "active" | "finished";
+
+export function boardStatus(board: CompiledLeaderboard, now: number): BoardStatus {
+  const day = Math.floor(now / DAY_MS);
+  if (day < board.startDay) return "scheduled";
+  if (board.endDay !== null && day >= board.endDay) return "finished";
+  return "active";
+}
+
+export function runDate(board: CompiledLeaderboard, run: number): string {
+  return formatDay(runStartDay(board, run));
+}
+
+/**
+ * Zset members carry the tie-break: "<13 digits of (MAX - reachedAt ms)>|<userId>". Redis orders
+ * equal scores by member, so ZREVRANGE lists, among equal values, the one who reached the value
+ * first (largest MAX - ms) first; the user id settles a tie within the same millisecond.
+ */
+const MAX_MS = 9_999_999_999_999;
+
+export function boardMember(reachedAt: number, userId: string): string {
+  return `${String(MAX_MS - reachedAt).padStart(13, "0")}|${userId}`;
+}
+
+export function memberUser(member: string): string {
+  return member.slice(14);
+}
+
+export function memberReachedAt(member: string): number {
+  return MAX_MS - Number(member.slice(0, 13));
+}
+
+export interface BoardEntry {
+  member: string;
+  value: number;
+}
+
+/** The board's total order: higher value first, then first to reach it (the member, descending). */
+export function compareEntries(a: BoardEntry, b: BoardEntry): number {
+  if (a.value !== b.value) return b.value - a.value;
+  return a.member < b.member ? 1 : a.member > b.member ? -1 : 0;
+}
+
+/**
+ * Rank numbers of entries already in board order, starting at position `firstPosition`
+ * (0-based ordinal position of entries[0]); `above(value)` counts entries with a strictly higher
+ * value and `distinctAbove(value)` the distinct values above, for the entries' values.
+ */
+export function rankNumber(
+  style: CompiledLeaderboard["ranking"],
+  position: number,
+  strictlyAbove: number,
+  distinctAbove: number,
+): number {
+  if (style === "ordinal") return position + 1;
+  if (style === "dense") return distinctAbove + 1;
+  return strictlyAbove + 1;
+}

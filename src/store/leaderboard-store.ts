@@ -1,0 +1,159 @@
+import type { CompiledLeaderboard } from "../config/compiled.js";
+import { boardMember, compareEntries, type BoardEntry } from "../domain/leaderboards.js";
+import { readUser } from "./user-store.js";
+import type { TenantStore } from "./tenant-store.js";
+
+/**
+ * Cross-shard leaderboard reads. A run's participants live in one sorted set per shard
+ * ({t:s}:lb:<board>:<run>[:<breakdown>]), written by the scripts that change a value; every read
+ * here merges the shards, so each costs O(shards × log n) plus what it returns (a page, the ties
+ * of one value for ordinal ranks, the values above for dense ranks).
+ */
+export function boardKeys(store: TenantStore, board: CompiledLeaderboard, run: number, breakdown: string): string[] {
+  const suffix = breakdown === "" ? "" : `:${breakdown}`;
+  return Array.from({ length: store.tenant.shards }, (_, shard) => `${store.keys.prefix(shard)}lb:${board.key}:${run}${suffix}`);
+}
+
+async function pipelined<T>(store: TenantStore, build: (p: ReturnType<TenantStore["redis"]["pipeline"]>) => void): Promise<T[]> {
+  const pipeline = store.redis.pipeline();
+  build(pipeline);
+  const results = (await pipeline.exec()) ?? [];
+  return results.map(([err, value]) => {
+    if (err) throw err;
+    return value as T;
+  });
+}
+
+/** Participants with a value strictly above `value`. */
+export async function countAbove(store: TenantStore, keys: string[], value: number): Promise<number> {
+  const counts = await pipelined<number>(store, (p) => keys.forEach((k) => p.zcount(k, `(${value}`, "+inf")));
+  return counts.reduce((a, b) => a + b, 0);
+}
+
+export async function participants(store: TenantStore, keys: string[]): Promise<number> {
+  const counts = await pipelined<number>(store, (p) => keys.forEach((k) => p.zcard(k)));
+  return counts.reduce((a, b) => a + b, 0);
+}
+
+/** Entries with exactly `value` ranked before `member` (reached it earlier): O(ties). */
+async function tiesAhead(store: TenantStore, keys: string[], value: number, member: string): Promise<number> {
+  const lists = await pipelined<string[]>(store, (p) => keys.forEach((k) => p.zrangebyscore(k, value, value)));
+  return lists.reduce((n, list) => n + list.filter((m) => m > member).length, 0);
+}
+
+/** Distinct values strictly above `value`: O(participants above). */
+async function distinctAbove(store: TenantStore, keys: string[], value: number): Promise<number> {
+  const lists = await pipelined<string[]>(store, (p) => keys.forEach((k) => p.zrangebyscore(k, `(${value}`, "+inf", "WITHSCORES")));
+  const values = new Set<string>();
+  for (const list of lists) for (let i = 1; i < list.length; i += 2) values.add(list[i]!);
+  return values.size;
+}
+
+/** Rank number of an entry (value, member) by the board's style; the entry itself need not be stored. */
+export async function rankOf(store: TenantStore, board: CompiledLeaderboard, keys: string[], value: number, member: string): Promise<number> {
+  const above = await countAbove(store, keys, value);
+  if (board.ranking === "ordinal") return above + (await tiesAhead(store, keys, value, member)) + 1;
+  if (board.ranking === "dense") return (await distinctAbove(store, keys, value)) + 1;
+  return above + 1;
+}
+
+/** The first `count` entries of the board order, merged from every shard. */
+export async function topEntries(store: TenantStore, keys: string[], count: number): Promise<BoardEntry[]> {
+  if (count <= 0) return [];
+  const lists = await pipelined<string[]>(store, (p) => keys.forEach((k) => p.zrevrange(k, 0, count - 1, "WITHSCORES")));
+  return mergeLists(lists).slice(0, count);
+}
+
+function mergeLists(lists: string[][]): BoardEntry[] {
+  const entries: BoardEntry[] = [];
+  for (const list of lists) for (let i = 0; i < list.length; i += 2) entries.push({ member: list[i]!, value: Number(list[i + 1]) });
+  return entries.sort(compareEntries);
+}
+
+/**
+ * Entries around a position: `before` entries ahead of (value, member) and `after` behind it
+ * (itself included when stored), merged from each shard's neighbours of the value.
+ */
+export async function entriesAround(
+  store: TenantStore,
+  keys: string[],
+  value: number,
+  member: string,
+  before: number,
+  after: number,
+): Promise<{ ahead: BoardEntry[]; behind: BoardEntry[] }> {
+  const lists = await pipelined<string[]>(store, (p) =>
+    keys.forEach((k) => {
+      // Closest above (ascending from the value) and closest at or below (descending from it).
+      p.zrangebyscore(k, value, "+inf", "WITHSCORES", "LIMIT", 0, before + 1);
+      p.zrevrangebyscore(k, value, "-inf", "WITHSCORES", "LIMIT", 0, after + 1);
+    }),
+  );
+  const pivot: BoardEntry = { member, value };
+  const all = new Map<string, BoardEntry>();
+  for (const e of mergeLists(lists)) all.set(e.member, e);
+  const sorted = [...all.values()].sort(compareEntries);
+  return {
+    ahead: sorted.filter((e) => compareEntries(e, pivot) < 0).slice(-before),
+    behind: sorted.filter((e) => compareEntries(e, pivot) >= 0).slice(0, after),
+  };
+}
+
+/**
+ * A user's entry in a run: the state field lb:<board> = {run, value, reachedAt, breakdown} that
+ * the scripts keep next to the zset entry. Null when the user has no value in that run.
+ */
+export async function userEntry(
+  store: TenantStore,
+  board: CompiledLeaderboard,
+  run: number,
+  userId: string,
+): Promise<{ value: number; member: string; breakdown: string } | null> {
+  const found = await readUser(store, userId, [`lb:${board.key}`]);
+  const entry = found?.state.get(`lb:${board.key}`) as unknown as [number, number, number, string] | undefined;
+  if (!entry || entry[0] !== run) return null;
+  return { value: entry[1], member: boardMember(entry[2], userId), breakdown: entry[3] ?? "" };
+}
+
+const thresholdCache = new Map<string, { value: number; at: number }>();
+
+/**
+ * The value needed to enter a full board: the value of the participant at position
+ * maxParticipants; 0 when the board has room. Cached per run for a second (it moves slowly and
+ * costs O(shards × k) for k ≤ 2000, a value search of O(shards × log n) per step beyond).
+ */
+export async function threshold(store: TenantStore, board: CompiledLeaderboard, keys: string[], now: number): Promise<number> {
+  const cacheKey = keys[0]!;
+  const cached = thresholdCache.get(cacheKey);
+  if (cached && now - cached.at < 1000 && now >= cached.at) return cached.value;
+  const k = board.maxParticipants;
+  let value = 0;
+  if ((await participants(store, keys)) >= k) {
+    if (k <= 2000) value = (await topEntries(store, keys, k))[k - 1]!.value;
+    else value = await kthValue(store, keys, k);
+  }
+  if (thresholdCache.size > 10_000) thresholdCache.clear();
+  thresholdCache.set(cacheKey, { value, at: now });
+  return value;
+}
+
+/** The k-th highest value across shards, by bisection on the value (integers). */
+async function kthValue(store: TenantStore, keys: string[], k: number): Promise<number> {
+  const extremes = await pipelined<string[]>(store, (p) =>
+    keys.forEach((key) => {
+      p.zrange(key, 0, 0, "WITHSCORES");
+      p.zrevrange(key, 0, 0, "WITHSCORES");
+    }),
+  );
+  const values = extremes.filter((l) => l.length === 2).map((l) => Number(l[1]));
+  let lo = Math.min(...values);
+  let hi = Math.max(...values);
+  // Largest v with count(>= v) >= k.
+  while (lo < hi) {
+    const mid = Math.floor((lo + hi + 1) / 2);
+    const counts = await pipelined<number>(store, (p) => keys.forEach((key) => p.zcount(key, mid, "+inf")));
+    if (counts.reduce((a, b) => a + b, 0) >= k) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
