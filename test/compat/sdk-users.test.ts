@@ -1,0 +1,338 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TrophyApi, TrophyApiClient, TrophyApiError } from "@trophyso/node";
+import { startTestApp, type TestApp } from "../helpers/app.js";
+
+/**
+ * Issue 3 through the unmodified official SDK (@trophyso/node 1.0.42): users.*, preferences,
+ * achievements.complete and the two admin streak methods (trophy-compat §2.2 #2, #4-#9, #25,
+ * #26; §3.1, §3.4, §3.9, §3.10). Every success body goes through the SDK's response schemas, so
+ * a shape it cannot parse throws a ParseError and fails the test (trophy-compat §1.5, §4); error
+ * bodies must parse as `{error}` to become the typed errors asserted here.
+ */
+
+const NOW = "2026-03-02T12:00:00.000Z";
+
+let t: TestApp;
+let trophy: TrophyApiClient;
+let admin: TrophyApiClient;
+
+const clientWith = (app: TestApp, apiKey: string) =>
+  new TrophyApiClient({ apiKey, environment: { api: `${app.url}/v1`, admin: `${app.url}/admin/v1` } });
+
+beforeAll(async () => {
+  t = await startTestApp({ manualClock: NOW });
+  trophy = clientWith(t, t.apiKey);
+  admin = clientWith(t, t.adminKey);
+});
+afterAll(async () => t.close());
+
+/** Runs a call that must fail and returns the error (a ParseError is not a TrophyApiError: it fails here). */
+async function rejection(call: Promise<unknown>): Promise<TrophyApiError> {
+  const err = await call.then(
+    () => {
+      throw new Error("expected the SDK call to fail");
+    },
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(TrophyApiError);
+  return err as TrophyApiError;
+}
+
+function errorMessage(err: TrophyApiError): string {
+  expect(err.body).toEqual({ error: expect.any(String) });
+  return (err.body as { error: string }).error;
+}
+
+describe("users.create, identify, get, update", () => {
+  it("users.create returns the User with Date created/updated, a boolean control and the attributes", async () => {
+    const user = await trophy.users.create({
+      id: "sdk-u-create",
+      email: "ada@example.com",
+      name: "Ada",
+      tz: "Europe/London",
+      deviceTokens: ["tok-1", "tok-2"],
+      subscribeToEmails: true,
+      attributes: { plan: "pro" },
+    });
+    expect(user).toEqual({
+      id: "sdk-u-create",
+      email: "ada@example.com",
+      name: "Ada",
+      tz: "Europe/London",
+      deviceTokens: ["tok-1", "tok-2"],
+      subscribeToEmails: true,
+      attributes: { plan: "pro" },
+      control: false,
+      created: new Date(NOW),
+      updated: new Date(NOW),
+    });
+    expect(user.created).toBeInstanceOf(Date);
+    expect(user.updated).toBeInstanceOf(Date);
+    expect(typeof user.control).toBe("boolean");
+
+    // users.get reads back exactly what was stored.
+    expect(await trophy.users.get("sdk-u-create")).toEqual(user);
+  });
+
+  it("a user created with only an id has nulls the SDK drops, subscribeToEmails true and attributes {}", async () => {
+    const user = await trophy.users.create({ id: "sdk-u-bare" });
+    expect(user).toEqual({ id: "sdk-u-bare", subscribeToEmails: true, attributes: {}, control: false, created: new Date(NOW), updated: new Date(NOW) });
+  });
+
+  it("first identification by users.identify pays the energy welcome exactly once", async () => {
+    const first = await trophy.users.identify("sdk-u-ident", { name: "Ida", attributes: { plan: "free" } });
+    expect(first).toMatchObject({ id: "sdk-u-ident", name: "Ida", attributes: { plan: "free" }, control: false });
+    expect(first.created).toEqual(new Date(NOW));
+
+    const welcome = await trophy.users.points("sdk-u-ident", "energy");
+    expect(welcome.total).toBe(100);
+    expect(welcome.awards).toHaveLength(1);
+    expect(welcome.awards[0]).toMatchObject({ awarded: 100, total: 100, trigger: { type: "user_creation", points: 100 } });
+
+    // Identified again, then an event: neither is a first identification.
+    const again = await trophy.users.identify("sdk-u-ident", { name: "Ida" });
+    expect(again.attributes).toEqual({ plan: "free" });
+    expect(again.created).toEqual(first.created);
+    const event = await trophy.metrics.event("lessons", { user: { id: "sdk-u-ident" }, value: 1 });
+    expect(Object.keys(event.points).sort()).toEqual(["xp"]);
+
+    const after = await trophy.users.points("sdk-u-ident", "energy");
+    expect(after.total).toBe(100);
+    expect(after.awards).toHaveLength(1);
+    expect(after.awards[0]!.id).toBe(welcome.awards[0]!.id);
+  });
+
+  it("users.create of an existing id updates it (an upsert) without a second welcome", async () => {
+    const user = await trophy.users.create({ id: "sdk-u-ident", email: "ida@example.com" });
+    expect(user).toMatchObject({ id: "sdk-u-ident", name: "Ida", email: "ida@example.com", attributes: { plan: "free" } });
+    const energy = await trophy.users.points("sdk-u-ident", "energy");
+    expect(energy.awards.filter((a) => a.trigger?.type === "user_creation")).toHaveLength(1);
+    // The SDK hides the status; on the wire a create is 201 and an upsert of a known id 200.
+    expect((await t.call("POST", "/v1/users", { id: "sdk-u-wire" })).status).toBe(201);
+    expect((await t.call("POST", "/v1/users", { id: "sdk-u-wire" })).status).toBe(200);
+    expect((await t.call("PUT", "/v1/users/sdk-u-wire-2", {})).status).toBe(200);
+  });
+
+  it("users.update changes the sent fields, keeps the others, and moves only `updated`", async () => {
+    const later = "2026-03-02T13:00:00.000Z";
+    await t.setClock(later);
+    const user = await trophy.users.update("sdk-u-create", { name: "Ada L.", attributes: { plan: "free" } });
+    expect(user).toMatchObject({
+      id: "sdk-u-create",
+      name: "Ada L.",
+      email: "ada@example.com",
+      tz: "Europe/London",
+      deviceTokens: ["tok-1", "tok-2"],
+      attributes: { plan: "free" },
+    });
+    expect(user.created).toEqual(new Date(NOW));
+    expect(user.updated).toEqual(new Date(later));
+    expect(await trophy.users.get("sdk-u-create")).toEqual(user);
+
+    // An update that changes nothing leaves `updated` alone.
+    await t.setClock("2026-03-02T13:30:00.000Z");
+    const same = await trophy.users.update("sdk-u-create", { name: "Ada L." });
+    expect(same.updated).toEqual(new Date(later));
+  });
+
+  it("users.update of an unknown user is a NotFoundError and creates nothing", async () => {
+    const err = await rejection(trophy.users.update("sdk-u-ghost", { name: "Ghost" }));
+    expect(err).toBeInstanceOf(TrophyApi.NotFoundError);
+    expect(err.statusCode).toBe(404);
+    errorMessage(err);
+    // Still unknown afterwards.
+    expect((await rejection(trophy.users.get("sdk-u-ghost"))).statusCode).toBe(404);
+  });
+
+  it("users.get of an unknown user is a plain TrophyApiError 404 (users.get does not map 404, trophy-compat §2.2 #5)", async () => {
+    const err = await rejection(trophy.users.get("sdk-u-nobody"));
+    expect(err.statusCode).toBe(404);
+    expect(err).not.toBeInstanceOf(TrophyApi.NotFoundError);
+    expect(errorMessage(err)).toMatch(/not found/i);
+  });
+
+  it("an undeclared user attribute is an UnprocessableEntityError naming the key", async () => {
+    const err = await rejection(trophy.users.create({ id: "sdk-u-bad-attr", attributes: { plan: "pro", tier: "gold" } }));
+    expect(err).toBeInstanceOf(TrophyApi.UnprocessableEntityError);
+    expect(errorMessage(err)).toBe("Invalid attribute keys: tier");
+    expect((await rejection(trophy.users.get("sdk-u-bad-attr"))).statusCode).toBe(404);
+  });
+});
+
+describe("users.getPreferences and users.updatePreferences", () => {
+  beforeAll(async () => {
+    await trophy.users.identify("sdk-u-prefs", {});
+  });
+
+  it("a user who never set a preference has no notification types", async () => {
+    expect(await trophy.users.getPreferences("sdk-u-prefs")).toEqual({ notifications: {} });
+  });
+
+  it("round-trips through the snake_case wire keys; unset types stay absent", async () => {
+    const updated = await trophy.users.updatePreferences("sdk-u-prefs", {
+      notifications: { achievementCompleted: ["email"], streakReminder: ["push", "email"] },
+    });
+    expect(updated).toEqual({ notifications: { achievementCompleted: ["email"], streakReminder: ["push", "email"] } });
+    expect(await trophy.users.getPreferences("sdk-u-prefs")).toEqual(updated);
+
+    // On the wire the keys are snake_case (trophy-compat §3.10).
+    const wire = await t.call("GET", "/v1/users/sdk-u-prefs/preferences");
+    expect(wire.body).toEqual({ notifications: { achievement_completed: ["email"], streak_reminder: ["push", "email"] } });
+  });
+
+  it("an empty list disables a type; types not sent keep their value", async () => {
+    const updated = await trophy.users.updatePreferences("sdk-u-prefs", { notifications: { recap: [], achievementCompleted: ["push"] } });
+    expect(updated).toEqual({ notifications: { achievementCompleted: ["push"], recap: [], streakReminder: ["push", "email"] } });
+    expect(updated.notifications.reactivation).toBeUndefined();
+    expect(await trophy.users.getPreferences("sdk-u-prefs")).toEqual(updated);
+  });
+
+  it("an update without notifications changes nothing", async () => {
+    const before = await trophy.users.getPreferences("sdk-u-prefs");
+    expect(await trophy.users.updatePreferences("sdk-u-prefs", {})).toEqual(before);
+  });
+
+  it("an unknown user gives NotFoundError on both", async () => {
+    expect(await rejection(trophy.users.getPreferences("sdk-u-nobody"))).toBeInstanceOf(TrophyApi.NotFoundError);
+    const err = await rejection(trophy.users.updatePreferences("sdk-u-nobody", { notifications: { recap: ["email"] } }));
+    expect(err).toBeInstanceOf(TrophyApi.NotFoundError);
+    errorMessage(err);
+  });
+});
+
+describe("achievements.complete", () => {
+  it("completes an API achievement: completionId, Date achievedAt, and the coins profile bonus", async () => {
+    await trophy.users.identify("sdk-u-complete", {});
+    const now = new Date(t.clock.now());
+    const res = await trophy.achievements.complete("complete-profile", { user: { id: "sdk-u-complete" } });
+
+    expect(res.completionId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(res.achievement).toMatchObject({ key: "complete-profile", name: "Profile completed", trigger: "api" });
+    expect(res.achievement.achievedAt).toBeInstanceOf(Date);
+    expect(res.achievement.achievedAt).toEqual(now);
+
+    // The user already existed: only the achievement trigger's system changed.
+    expect(Object.keys(res.points)).toEqual(["coins"]);
+    expect(res.points.coins).toMatchObject({ key: "coins", name: "Coins", total: 50, added: 50 });
+    expect(res.points.coins!.awards).toHaveLength(1);
+    expect(res.points.coins!.awards[0]).toMatchObject({
+      awarded: 50,
+      total: 50,
+      trigger: { type: "achievement", points: 50, achievementName: "Profile completed" },
+    });
+
+    // A second completion: the same completionId and achievedAt, no points, nothing paid.
+    await t.setClock("2026-03-02T14:00:00.000Z");
+    const again = await trophy.achievements.complete("complete-profile", { user: { id: "sdk-u-complete" } });
+    expect(again.completionId).toBe(res.completionId);
+    expect(again.achievement.achievedAt).toEqual(now);
+    expect(again.points).toEqual({});
+    const coins = await trophy.users.points("sdk-u-complete", "coins");
+    expect(coins.total).toBe(50);
+    expect(coins.awards).toHaveLength(1);
+    // On the wire: 201 for the completion, 200 for the repeat.
+    const wire = () => t.call("POST", "/v1/achievements/complete-profile/complete", { user: { id: "sdk-u-complete-wire" } });
+    expect((await wire()).status).toBe(201);
+    expect((await wire()).status).toBe(200);
+  });
+
+  it("a completion that first identifies the user also pays the welcome", async () => {
+    const res = await trophy.achievements.complete("complete-profile", { user: { id: "sdk-u-complete-new", attributes: { plan: "pro" } } });
+    expect(Object.keys(res.points).sort()).toEqual(["coins", "energy"]);
+    expect(res.points.energy).toMatchObject({ added: 100, total: 100 });
+    expect(res.points.coins).toMatchObject({ added: 50, total: 50 });
+    // The user was upserted with its attributes.
+    expect((await trophy.users.get("sdk-u-complete-new")).attributes).toEqual({ plan: "pro" });
+  });
+
+  it("maps an unknown achievement to NotFoundError and a non-API one to UnprocessableEntityError", async () => {
+    expect(await rejection(trophy.achievements.complete("no-such-achievement", { user: { id: "sdk-u-complete" } }))).toBeInstanceOf(TrophyApi.NotFoundError);
+    for (const key of ["first-lesson", "week-streak", "dedicated"]) {
+      const err = await rejection(trophy.achievements.complete(key, { user: { id: "sdk-u-complete" } }));
+      expect(err).toBeInstanceOf(TrophyApi.UnprocessableEntityError);
+      errorMessage(err);
+    }
+  });
+});
+
+describe("admin.streaks.freezes.create", () => {
+  beforeAll(async () => {
+    await trophy.users.identify("sdk-f-a", {});
+    await trophy.users.identify("sdk-f-b", {});
+  });
+
+  it("grants one freeze per entry up to the maximum of 2, with issues for the rest", async () => {
+    const res = await admin.admin.streaks.freezes.create({
+      freezes: [{ userId: "sdk-f-a" }, { userId: "sdk-f-a" }, { userId: "sdk-f-a" }, { userId: "sdk-f-ghost" }, { userId: "sdk-f-b" }],
+    });
+    expect(res.issues).toEqual([
+      expect.objectContaining({ userId: "sdk-f-a", level: "warning", reason: "Would exceed maximum freeze limit" }),
+      expect.objectContaining({ userId: "sdk-f-ghost", level: "error", reason: "User does not exist" }),
+    ]);
+    expect(await trophy.users.streak("sdk-f-a")).toMatchObject({ freezes: 2, maxFreezes: 2 });
+    expect(await trophy.users.streak("sdk-f-b")).toMatchObject({ freezes: 1, maxFreezes: 2 });
+
+    // At the maximum, another grant is a warning and changes nothing; the unknown user stays unknown.
+    const more = await admin.admin.streaks.freezes.create({ freezes: [{ userId: "sdk-f-a" }, { userId: "sdk-f-b" }] });
+    expect(more.issues).toEqual([expect.objectContaining({ userId: "sdk-f-a", level: "warning", reason: "Would exceed maximum freeze limit" })]);
+    expect(await trophy.users.streak("sdk-f-a")).toMatchObject({ freezes: 2 });
+    expect(await trophy.users.streak("sdk-f-b")).toMatchObject({ freezes: 2 });
+    expect((await rejection(trophy.users.get("sdk-f-ghost"))).statusCode).toBe(404);
+  });
+
+  it("needs the admin key: the API key gets UnauthorizedError", async () => {
+    const err = await rejection(trophy.admin.streaks.freezes.create({ freezes: [{ userId: "sdk-f-b" }] }));
+    expect(err).toBeInstanceOf(TrophyApi.UnauthorizedError);
+    errorMessage(err);
+    const restore = await rejection(trophy.admin.streaks.restore({ users: [{ id: "sdk-f-b" }] }));
+    expect(restore).toBeInstanceOf(TrophyApi.UnauthorizedError);
+  });
+});
+
+describe("admin.streaks.restore", () => {
+  // Its own app: this scenario moves the manual clock across days.
+  let r: TestApp;
+  let api: TrophyApiClient;
+  let adm: TrophyApiClient;
+  beforeAll(async () => {
+    r = await startTestApp({ manualClock: "2026-03-02T12:00:00Z" });
+    api = clientWith(r, r.apiKey);
+    adm = clientWith(r, r.adminKey);
+  });
+  afterAll(async () => r.close());
+
+  const lesson = (id: string) => api.metrics.event("lessons", { user: { id, tz: "UTC" }, value: 1 });
+
+  it("restores a lost streak, and reports the users it cannot restore as issues", async () => {
+    // r-lost: three days in a row (2-4 March), then 5 March missed with no freeze to spend.
+    await api.users.identify("r-none", { tz: "UTC" });
+    expect((await lesson("r-lost")).currentStreak.length).toBe(1);
+    await r.setClock("2026-03-03T12:00:00Z");
+    expect((await lesson("r-lost")).currentStreak.length).toBe(2);
+    await r.setClock("2026-03-04T12:00:00Z");
+    expect((await lesson("r-lost")).currentStreak.length).toBe(3);
+    // r-alive: 5 and 6 March, a streak that is still running at its best length.
+    await r.setClock("2026-03-05T12:00:00Z");
+    await lesson("r-alive");
+    await r.setClock("2026-03-06T12:00:00Z");
+    expect((await lesson("r-alive")).currentStreak.length).toBe(2);
+    expect(await api.users.streak("r-lost")).toMatchObject({ length: 0, freezes: 0 });
+
+    const res = await adm.admin.streaks.restore({ users: [{ id: "r-lost" }, { id: "r-alive" }, { id: "r-none" }, { id: "r-ghost" }] });
+    expect(res.restoredUsers).toEqual(["r-lost"]);
+    expect(res.issues).toEqual([
+      expect.objectContaining({ userId: "r-alive", level: "warning", reason: "Streak is already at maximum length" }),
+      expect.objectContaining({ userId: "r-none", level: "warning", reason: "No streak to restore" }),
+      expect.objectContaining({ userId: "r-ghost", level: "error", reason: "User does not exist" }),
+    ]);
+
+    // Back at 3, extendable today: the next lesson makes it 4.
+    expect(await api.users.streak("r-lost")).toMatchObject({ length: 3, started: "2026-03-03" });
+    expect((await lesson("r-lost")).currentStreak).toMatchObject({ length: 4, extended: true, started: "2026-03-03" });
+    expect(await api.users.streak("r-alive")).toMatchObject({ length: 2 });
+
+    // Restoring again: now at its best length.
+    const again = await adm.admin.streaks.restore({ users: [{ id: "r-lost" }] });
+    expect(again).toEqual({ restoredUsers: [], issues: [expect.objectContaining({ userId: "r-lost", level: "warning", reason: "Streak is already at maximum length" })] });
+  });
+});

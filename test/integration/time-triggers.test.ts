@@ -1,0 +1,175 @@
+import { Queue } from "bullmq";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { timeTriggerZset } from "../../src/store/rules.js";
+import { TIME_QUEUE } from "../../src/jobs/time-triggers.js";
+import { demoConfig, startTestApp, type TestApp } from "../helpers/app.js";
+
+/**
+ * Time triggers (trophy-compat §5.5 "every N hours/days"; README: Time triggers) with the real
+ * BullMQ queue and worker of the app and the manual clock: t.setClock answers only after the
+ * ticks that became due went through the queue and the worker, so nothing here waits on wall time.
+ *
+ * The demo's `coins` system has `daily-allowance`: 5 points every day from first identification,
+ * and the `weekend` boost ×1.5 rounding up from 2026-11-28T00:00Z to 2026-11-30T00:00Z.
+ */
+
+const DAY = 86_400_000;
+const T0 = Date.parse("2026-03-02T12:00:00Z");
+const at = (ms: number) => new Date(ms).toISOString();
+
+let t: TestApp;
+let tenantId: string;
+
+beforeAll(async () => {
+  const config = demoConfig();
+  tenantId = config.tenantId;
+  t = await startTestApp({ yaml: config.yaml, manualClock: at(T0) });
+});
+afterAll(async () => t.close());
+
+interface Coins {
+  total: number;
+  awards: { awarded: number; total: number; date: string; trigger: Record<string, unknown> }[];
+}
+
+async function coins(userId: string): Promise<Coins> {
+  const res = await t.call("GET", `/v1/users/${userId}/points/coins?awards=100`);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return res.body;
+}
+
+async function identify(userId: string) {
+  const res = await t.call("PUT", `/v1/users/${userId}`, { tz: "UTC" });
+  expect(res.status).toBe(200);
+}
+
+/** The instant the user is next due for the daily allowance (the per-shard sorted set's score). */
+async function nextDue(userId: string): Promise<number | null> {
+  const { store, tenant } = t.app.tenants.all[0]!;
+  const trigger = tenant.systemByKey.get("coins")!.triggers.find((x) => x.key === "daily-allowance")!;
+  const score = await t.redis.zscore(store.keys.prefix(store.shard(userId)) + timeTriggerZset(trigger), userId);
+  return score === null ? null : Number(score);
+}
+
+describe("the daily allowance by the manual clock", () => {
+  it("pays nothing before a full day has passed since first identification", async () => {
+    await identify("daily");
+    // First identification by an event schedules the user just the same.
+    expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "by-event" }, value: 1 })).status).toBe(201);
+    expect(await nextDue("daily")).toBe(T0 + DAY);
+    expect(await nextDue("by-event")).toBe(T0 + DAY);
+
+    await t.setClock(at(T0 + DAY - 1));
+    expect(await coins("daily")).toMatchObject({ total: 0, awards: [] });
+    expect(await coins("by-event")).toMatchObject({ total: 0, awards: [] });
+  });
+
+  it("pays 5 when exactly one day has passed, as a time award", async () => {
+    await t.setClock(at(T0 + DAY));
+    const c = await coins("daily");
+    expect(c.total).toBe(5);
+    expect(c.awards).toEqual([
+      {
+        id: expect.any(String),
+        awarded: 5,
+        total: 5,
+        date: at(T0 + DAY),
+        trigger: expect.objectContaining({ key: "daily-allowance", type: "time", points: 5, timeUnit: "day", timeInterval: 1 }),
+      },
+    ]);
+    expect((await coins("by-event")).total).toBe(5);
+    expect(await nextDue("daily")).toBe(T0 + 2 * DAY);
+  });
+
+  it("catches up after a jump of 3.5 days: every fully elapsed interval once, in one award", async () => {
+    await t.setClock(at(T0 + 4.5 * DAY));
+    const c = await coins("daily");
+    // Due at T0+2d, +3d and +4d: three intervals, 15 points, one award at the tick.
+    expect(c.total).toBe(20);
+    expect(c.awards.map((a) => [a.awarded, a.total, a.date])).toEqual([
+      [15, 20, at(T0 + 4.5 * DAY)],
+      [5, 5, at(T0 + DAY)],
+    ]);
+    // The schedule stays on the first identification's grid: next due at T0+5d, not T0+5.5d.
+    expect(await nextDue("daily")).toBe(T0 + 5 * DAY);
+  });
+
+  it("never pays an interval twice: moves within the interval pay nothing", async () => {
+    await t.setClock(at(T0 + 4.75 * DAY));
+    await t.setClock(at(T0 + 5 * DAY - 1));
+    expect((await coins("daily")).total).toBe(20);
+    expect(await nextDue("daily")).toBe(T0 + 5 * DAY);
+
+    await t.setClock(at(T0 + 5 * DAY));
+    expect((await coins("daily")).total).toBe(25);
+    // The same instant again (another tick of the same interval) pays nothing more.
+    await t.setClock(at(T0 + 5 * DAY));
+    await t.setClock(at(T0 + 5.5 * DAY));
+    const c = await coins("daily");
+    expect(c.total).toBe(25);
+    expect(c.awards.map((a) => a.awarded)).toEqual([5, 15, 5]);
+    expect(await nextDue("daily")).toBe(T0 + 6 * DAY);
+  });
+
+  it("schedules each user from their own first identification", async () => {
+    await identify("late"); // at T0+5.5d
+    expect(await nextDue("late")).toBe(T0 + 6.5 * DAY);
+    await t.setClock(at(T0 + 6 * DAY));
+    expect((await coins("late")).total).toBe(0);
+    expect((await coins("daily")).total).toBe(30);
+    await t.setClock(at(T0 + 6.5 * DAY));
+    expect((await coins("late")).total).toBe(5);
+    expect((await coins("daily")).total).toBe(30);
+  });
+});
+
+describe("the coins weekend boost on time awards", () => {
+  it("applies ×1.5 rounding up when the tick happens inside the window, to the whole catch-up", async () => {
+    await t.setClock("2026-11-26T06:00:00Z");
+    await identify("wk-catchup"); // due 27 Nov 06:00
+    await t.setClock("2026-11-27T05:00:00Z");
+    await identify("wk-single"); // due 28 Nov 05:00
+    expect((await coins("wk-catchup")).total).toBe(0);
+
+    await t.setClock("2026-11-28T06:00:00Z");
+    // Two intervals (27 and 28 Nov 06:00): 10 points × 1.5 = 15, in one award.
+    const catchup = await coins("wk-catchup");
+    expect(catchup.awards.map((a) => a.awarded)).toEqual([15]);
+    // One interval: 5 × 1.5 = 7.5, rounded up to 8.
+    const single = await coins("wk-single");
+    expect(single.awards.map((a) => a.awarded)).toEqual([8]);
+
+    // A tick after the window is not boosted: 29 and 30 Nov 05:00 pay 2 × 5 = 10.
+    await t.setClock("2026-11-30T06:00:00Z");
+    expect((await coins("wk-single")).awards.map((a) => a.awarded)).toEqual([10, 8]);
+  });
+});
+
+describe("the BullMQ job scheduler", () => {
+  it("is one scheduler per time trigger, not one job per user", async () => {
+    const queue = new Queue(`${TIME_QUEUE}-${tenantId}`, { connection: { host: t.redis.options.host, port: t.redis.options.port }, prefix: "{laurel-jobs}" });
+    try {
+      const expected = [{ key: "tt:coins.daily-allowance", every: 60_000 }];
+      const schedulers = async () => (await queue.getJobSchedulers()).map((s) => ({ key: s.key, every: s.every }));
+      expect(await schedulers()).toEqual(expected);
+      // Jobs not yet done: only ticks of the one trigger (the scheduler's running tick and its
+      // next one), whatever the number of users; never a job per user.
+      const pending = async () =>
+        (await queue.getJobs(["waiting", "delayed", "prioritized", "active"])).map((job) => ({ name: job.name, data: job.data }));
+      const tick = { name: "tick", data: { tenant: tenantId, index: 1 } };
+
+      for (let i = 0; i < 6; i++) await identify(`many-${i}`);
+      expect(await schedulers()).toEqual(expected);
+      const jobs = await pending();
+      expect(jobs.length).toBeLessThanOrEqual(2);
+      for (const job of jobs) expect(job).toEqual(tick);
+
+      // The one scheduler pays all of them at their due instant.
+      await t.setClock(at(t.clock.now() + DAY));
+      for (let i = 0; i < 6; i++) expect((await coins(`many-${i}`)).total).toBe(5);
+      expect(await schedulers()).toEqual(expected);
+    } finally {
+      await queue.close();
+    }
+  });
+});
