@@ -12,7 +12,7 @@
   ARGV[3] now, ms
   ARGV[4] achievement key (an "api" achievement of R.ach)
   ARGV[5] local day index of now (stored as the day of first identification if the user is new)
-  ARGV[6] current run of each board of R.lb, "3,-,0" ("-": not active)
+  ARGV[6] each board of R.lb: "run:threshold", or "-" when scheduled or finished
   ARGV[7] r, the number of profile fields to read; ARGV[8 .. 7+r] their names
   ARGV[8+r] n, the number of profile fields sent; then n field, value pairs
 
@@ -33,7 +33,7 @@
 beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
 local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
 local key, localDay = ARGV[4], tonumber(ARGV[5])
-local runs = parseRuns(ARGV[6])
+local boards = parseBoards(ARGV[6])
 local nRead = tonumber(ARGV[7])
 local nProfile = tonumber(ARGV[8 + nRead])
 
@@ -56,7 +56,7 @@ elseif changed then
 end
 complete(key)
 flushAchievements(aggKey, outParts)
-updateBoards(runs, 0, nil, outParts)
+updateBoards(boards, 0, nil, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 flushState(userKey)
 rcall('XADD', streamKey, '*', 'k', 'ac', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', key, 'o', table.concat(outParts, ';'))

@@ -40,7 +40,7 @@
   ARGV[12] instant (ms) the streak is lost if extended in the current period
   ARGV[13] instant (ms) the streak is lost if last covered in the previous period
   ARGV[14] event-attribute mask: one '1'/'0' per metric trigger of R.mt (computed in Node)
-  ARGV[15] current run of each board of R.lb, "3,-,0" ("-": scheduled or finished)
+  ARGV[15] each board of R.lb: "run:threshold", or "-" when scheduled or finished
   ARGV[16] r, the number of profile fields to read (tz, the declared ua:<attr>, those sent)
   ARGV[17 .. 16+r] their names
   ARGV[17+r] n, the number of profile fields sent
@@ -56,7 +56,8 @@
       achievements = {key, ...} completed by this request, in completion order
       points       = {{systemKey, added, total, before, award...}, ...} systems changed
       award        = "seq|ms|awarded|totalAfter|triggerKey"
-      boards       = {{boardKey, run, oldValue|false, newValue, breakdown, oldReachedAt|false}, ...}
+      boards       = {{boardKey, run, oldValue|false, newValue, breakdown, rank|false,
+                       previousRank|false, threshold}, ...} entries moved, with ranks
 ]]
 --@rules
 -- @include "includes/context.lua"
@@ -77,7 +78,7 @@ local nowPeriod, nowDay = tonumber(ARGV[9]), tonumber(ARGV[10])
 local recordDetail = ARGV[11]
 local deadlines = { tonumber(ARGV[12]), tonumber(ARGV[13]) }
 local eventMask = ARGV[14]
-local runs = parseRuns(ARGV[15])
+local boards = parseBoards(ARGV[15])
 local nRead = tonumber(ARGV[16])
 local nProfile = tonumber(ARGV[17 + nRead])
 
@@ -152,10 +153,10 @@ if created then
 end
 flushAchievements(aggKey, outParts)
 local streakChanged = (extended or streakOut.lost > 0) and (S.sl or 0) or nil
-updateBoards(runs, value, streakChanged, outParts)
+updateBoards(boards, value, streakChanged, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 streakOutcome(outParts, extended)
 flushState(userKey, extraWrites)
-rcall('XADD', streamKey, '*', 'k', 'ev', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', recordDetail, 'o', table.concat(outParts, ';'))
+rcall('XADD', streamKey, '*', 'k', 'ev', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', recordDetail .. string.format('|%d', newTotal), 'o', table.concat(outParts, ';'))
 
 return { 1, eventId, newTotal, streakReply(extended), completed, pointsReply, created and 1 or 0, boardOut }

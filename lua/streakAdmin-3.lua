@@ -16,7 +16,7 @@
   ARGV[8] instant the streak is lost if last covered in the previous period
   ARGV[9] instant the streak is lost if extended in the current period
   ARGV[10] "freeze": how many freezes to grant; "restore": first period of the restore window
-  ARGV[11] current run of each board of R.lb, "3,-,0" ("-": not active)
+  ARGV[11] each board of R.lb: "run:threshold", or "-" when scheduled or finished
 
   Reply
     {-1, storedZone}         the zone assumption was wrong; nothing written
@@ -40,7 +40,7 @@ local op, tzAssumed = ARGV[4], ARGV[5]
 local nowDay, nowPeriod = tonumber(ARGV[6]), tonumber(ARGV[7])
 local deadlinePrevious, deadlineCurrent = tonumber(ARGV[8]), tonumber(ARGV[9])
 local amount = tonumber(ARGV[10])
-local runs = parseRuns(ARGV[11])
+local boards = parseBoards(ARGV[11])
 
 loadState(userKey, 's', { 'tz' })
 if not S.ct then return { 0 } end
@@ -92,7 +92,7 @@ else
 end
 streakOutcome(outParts, false)
 local restored = reply[1] == 1 and op == 'restore'
-updateBoards(runs, 0, (restored or streakOut.lost > 0) and (S.sl or 0) or nil, outParts)
+updateBoards(boards, 0, (restored or streakOut.lost > 0) and (S.sl or 0) or nil, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 flushState(userKey)
 if #outParts > 0 then

@@ -16,7 +16,7 @@
   ARGV[2] now, ms
   ARGV[3] index of the trigger in R.tt
   ARGV[4] limit, users per call
-  ARGV[5] current run of each board of R.lb, "3,-,0" ("-": not active)
+  ARGV[5] each board of R.lb: "run:threshold", or "-" when scheduled or finished
   ARGV[6] r, the number of profile fields to read (tz, declared attributes); ARGV[7 .. 6+r]
 
   Reply {paid, more}
@@ -32,7 +32,7 @@ beginCall(tonumber(ARGV[2]), ARGV[1], '')
 local aggKey, streamKey = KEYS[1], KEYS[2]
 local trigger = R.tt[tonumber(ARGV[3])]
 local limit = tonumber(ARGV[4])
-local runs = parseRuns(ARGV[5])
+local boards = parseBoards(ARGV[5])
 local readFields = { unpack(ARGV, 7, 6 + tonumber(ARGV[6])) }
 local dueKey = prefix .. trigger.z
 
@@ -49,7 +49,7 @@ for j = 1, #due, 2 do
     local n = math.floor((now - dueAt) / trigger.ms) + 1
     if matches(trigger.f) then award(trigger.s, trigger.k, n * trigger.pts) end
     local outParts = {}
-    updateBoards(runs, 0, nil, outParts)
+    updateBoards(boards, 0, nil, outParts)
     local pointsReply = flushPoints(aggKey, outParts)
     if #pointsReply > 0 then
       paid = paid + 1

@@ -38,6 +38,8 @@ export interface AppOptions {
   maxBodyBytes?: number;
   /** Run the background workers (time triggers) in this process; default true. */
   jobs?: boolean;
+  /** How often leaderboard thresholds are recomputed (wall-clock ms); 0: only when the manual clock moves. */
+  thresholdRefreshMs?: number;
 }
 
 export interface RunningApp {
@@ -63,6 +65,17 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   const connection = { host: redisHost, port: redisPort, username, password, db };
   const timeTriggers = opts.jobs === false ? null : await TimeTriggers.start({ connection, tenants, clock: opts.clock, logger: opts.logger });
   if (timeTriggers && opts.clock instanceof ManualClock) opts.clock.onChange(() => timeTriggers.runAll());
+  const refreshThresholds = async (): Promise<void> => {
+    for (const { store } of tenants.all) await store.thresholds.refresh(opts.clock.now());
+  };
+  await refreshThresholds();
+  if (opts.clock instanceof ManualClock) opts.clock.onChange(refreshThresholds);
+  const refreshEvery = opts.thresholdRefreshMs ?? 1000;
+  const refreshTimer =
+    refreshEvery > 0 && tenants.all.some((c) => c.tenant.leaderboards.length > 0)
+      ? setInterval(() => refreshThresholds().catch((err) => opts.logger.error({ err }, "threshold refresh failed")), refreshEvery)
+      : null;
+  refreshTimer?.unref();
   const app = uWS.App();
   const router = new Router(app, { maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, logger: opts.logger });
 
@@ -111,6 +124,7 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
       uWS.us_listen_socket_close(listenSocket);
       // Present at runtime though missing from this build's types (STACK.md §2): closes open connections too.
       (app as unknown as { close?: () => void }).close?.();
+      if (refreshTimer) clearInterval(refreshTimer);
       await timeTriggers?.close();
     },
   };

@@ -1,47 +1,89 @@
 --[[
-  Leaderboards in real time (trophy-compat §3.7, §5.6): the boards this call changes, in the
-  per-shard sorted set of the current run, {t:s}:lb:<board>:<run>[:<breakdown value>].
-  Needs: S/U/set (state.lua), P (points.lua), R, `now`, `prefix`, `userId`.
+  Leaderboards in real time (trophy-compat §3.7, §5.6). Needs: S/U/set (state.lua), P
+  (points.lua), R, `now`, `prefix`, `userId`.
 
+  A run's participants are one sorted set per shard, {t:s}:lb:<board>:<run>[:<breakdown>].
   R.lb[i] = {k, by = 'metric'|'points'|'streak', sys = index into R.sys|false,
-             bd = 'ua:<attr>'|false}; runs[i] is the current run of board i, or false when the
-  board is scheduled or finished (Node computes runs from the service clock, in UTC).
-  The user's entry of each board is kept in S['lb:<board>'] = {run, value, reachedAt, breakdown}.
+             bd = 'ua:<attr>'|false, style = 'competition'|'dense'|'ordinal', max}
+  boards[i] (from Node) = {run, threshold} of board i, or false when the board is scheduled or
+  finished. The user's entry is kept in S['lb:<board>'] = {run, value, reachedAt, breakdown, rank}.
   Values: metric boards the metric's total within the run (micro-units), points boards the
   points earned within the run, streak boards the current streak length (0 leaves the board).
-  Members are "<13 digits of (MAX - reachedAt)>|<userId>": among equal values, Redis orders
-  first the one who reached the value first (src/domain/leaderboards.ts).
+  Members are "<13 digits of (MAX - reachedAt)>|<userId>": among equal values Redis orders first
+  the one who reached the value first (src/domain/leaderboards.ts).
+
+  Ranks for the reply are counted here, over every shard's set of the run: the one place a
+  script reads keys of other shards (standalone Redis; see README, Leaderboards). A value below
+  the board's threshold (the value at position max, refreshed by Node at most a second ago)
+  is off the board and costs no count.
 ]]
 local MAX_MS = 9999999999999
 
--- "3,-,0" → {3, false, 0}: the current run of each board of R.lb ("-": not active).
-local function parseRuns(text)
-  local runs, i = {}, 0
+-- "3:120,-,0:0" → {{3, 120}, false, {0, 0}}
+local function parseBoards(text)
+  local boards, i = {}, 0
   for token in string.gmatch(text, '[^,]+') do
     i = i + 1
-    runs[i] = tonumber(token) or false
+    local run, cut = string.match(token, '^(%d+):(-?[%d.e+]+)$')
+    boards[i] = run and { tonumber(run), tonumber(cut) } or false
   end
-  return runs
+  return boards
 end
 
-local function boardMember(reachedAt)
-  return string.format('%013d|%s', MAX_MS - reachedAt, userId)
+local function boardMember(reachedAt, user)
+  return string.format('%013d|%s', MAX_MS - reachedAt, user)
 end
 
-local function boardKey(board, run, breakdown)
-  local key = prefix .. 'lb:' .. board.k .. ':' .. run
+local function shardBoardKey(shard, board, run, breakdown)
+  local key = '{' .. R.tenant .. ':' .. shard .. '}:lb:' .. board.k .. ':' .. run
   if breakdown ~= '' then key = key .. ':' .. breakdown end
   return key
 end
 
+-- Rank number of (value, member) by the board's style (src/domain/leaderboards.ts rankNumber).
+local function rankOf(board, run, breakdown, value, member)
+  local strictlyAbove = string.format('(%.17g', value)
+  if board.style == 'dense' then
+    local seen, distinct = {}, 0
+    for s = 0, R.shards - 1 do
+      local list = rcall('ZRANGEBYSCORE', shardBoardKey(s, board, run, breakdown), strictlyAbove, '+inf', 'WITHSCORES')
+      for j = 2, #list, 2 do
+        if not seen[list[j]] then
+          seen[list[j]] = true
+          distinct = distinct + 1
+        end
+      end
+    end
+    return distinct + 1
+  end
+  local above = 0
+  for s = 0, R.shards - 1 do
+    above = above + rcall('ZCOUNT', shardBoardKey(s, board, run, breakdown), strictlyAbove, '+inf')
+  end
+  if board.style == 'ordinal' then
+    local exactly = string.format('%.17g', value)
+    for s = 0, R.shards - 1 do
+      for _, m in ipairs(rcall('ZRANGEBYSCORE', shardBoardKey(s, board, run, breakdown), exactly, exactly)) do
+        if m > member then above = above + 1 end
+      end
+    end
+  end
+  return above + 1
+end
+
+local function jsonNumber(n)
+  return n and string.format('%.17g', n) or 'null'
+end
+
 -- metricDelta: the event's value for metric boards of this metric (0 elsewhere);
 -- streakLength: the new streak length when the streak changed (extended, lost, restored), else nil.
-local function updateBoards(runs, metricDelta, streakLength, outParts)
+local function updateBoards(boards, metricDelta, streakLength, outParts)
   for i, board in ipairs(R.lb) do
-    local run = runs[i]
+    local info = boards[i]
     local breakdown = board.bd and (U[board.bd] or '') or ''
     -- A breakdown board ranks only users who have the attribute.
-    if run and not (board.bd and breakdown == '') then
+    if info and not (board.bd and breakdown == '') then
+      local run = info[1]
       local delta, absolute = 0, nil
       if board.by == 'metric' then
         delta = metricDelta
@@ -57,14 +99,27 @@ local function updateBoards(runs, metricDelta, streakLength, outParts)
         local current = (entry and entry[1] == run) and entry or nil
         local old = current and current[2] or nil
         local new = absolute or ((old or 0) + delta)
-        if current then rcall('ZREM', boardKey(board, run, current[4]), boardMember(current[3])) end
+        if current then rcall('ZREM', prefix .. 'lb:' .. board.k .. ':' .. run .. (current[4] ~= '' and (':' .. current[4]) or ''), boardMember(current[3], userId)) end
+        local rank = nil
         if absolute == 0 then
           set(field, nil)
         else
-          rcall('ZADD', boardKey(board, run, breakdown), new, boardMember(now))
-          set(field, { run, new, now, breakdown })
+          local member = boardMember(now, userId)
+          rcall('ZADD', prefix .. 'lb:' .. board.k .. ':' .. run .. (breakdown ~= '' and (':' .. breakdown) or ''), new, member)
+          if not (info[2] > 0 and new < info[2]) then
+            rank = rankOf(board, run, breakdown, new, member)
+            if rank > board.max then rank = nil end
+          end
+          set(field, { run, new, now, breakdown, rank or false })
         end
-        boardOut[#boardOut + 1] = { board.k, run, old or false, new, breakdown, current and current[3] or false }
+        -- previousRank: the rank this user was given at their previous change in this run.
+        local previousRank = current and current[5] or nil
+        if previousRank == false then previousRank = nil end
+        local historyKey = prefix .. 'lh:' .. board.k .. ':' .. run .. ':' .. userId
+        local n = rcall('LPUSH', historyKey, string.format('{"t":%d,"pr":%s,"r":%s,"pv":%s,"v":%s}',
+          now, jsonNumber(previousRank), jsonNumber(rank), jsonNumber(old), absolute == 0 and 'null' or jsonNumber(new)))
+        if n > 120 then rcall('LTRIM', historyKey, 0, 99) end
+        boardOut[#boardOut + 1] = { board.k, run, old or false, new, breakdown, rank or false, previousRank or false, info[2] }
         outParts[#outParts + 1] = string.format('b:%s:%d:%s:%d', board.k, run, old and string.format('%d', old) or '', new)
       end
     end

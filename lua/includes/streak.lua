@@ -112,6 +112,7 @@ local function extendStreak(nowPeriod, value, deadlines)
   end
   set('sl', length)
   set('sp', nowPeriod)
+  set('sxt', now)
   if length > (num('sb') or 0) then
     set('sb', length)
     rcall('ZADD', prefix .. 'sb', length, userId)

@@ -8,7 +8,7 @@ import type { ApiRequest, ApiReply } from "../http/router.js";
 import type { TenantContext, Tenants } from "../tenants.js";
 import type { RecordedEvent } from "../store/tenant-store.js";
 import { isCleanText, parseJson, validated } from "./body.js";
-import { eventLeaderboards } from "./leaderboards.js";
+import { eventLeaderboardsJson } from "./leaderboards.js";
 import { pointsMapJson } from "./points-json.js";
 import { checkAttributes, userProfileFields, type UserInput } from "./user-input.js";
 import { achievementJson, metricTotalJson } from "./wire.js";
@@ -60,9 +60,7 @@ export function recordEventHandler(tenants: Tenants, clock: Clock) {
       profile,
       eventAttributes,
     });
-    const boards = recorded.outcome.kind === "processed" ? recorded.outcome.boards : [];
-    const leaderboards = boards.length === 0 ? {} : await eventLeaderboards(context, body.user.id, boards, now);
-    return eventReply(context, metric.id, body.user.id, now, recorded, idempotencyKey, leaderboards);
+    return eventReply(context, metric.id, body.user.id, now, recorded, idempotencyKey);
   };
 }
 
@@ -73,7 +71,6 @@ export function eventReply(
   now: number,
   recorded: RecordedEvent,
   idempotencyKey: string | null,
-  leaderboards: Record<string, unknown> = {},
 ): ApiReply {
   const { tenant } = context;
   const { outcome } = recorded;
@@ -88,7 +85,7 @@ export function eventReply(
       extended: processed && outcome.extended,
     },
     points: processed ? pointsMapJson(tenant, userId, outcome.points) : {},
-    leaderboards,
+    leaderboards: processed ? eventLeaderboardsJson(tenant, outcome.boards) : {},
   };
   if (idempotencyKey !== null) {
     body.idempotencyKey = idempotencyKey;

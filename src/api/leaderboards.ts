@@ -2,13 +2,13 @@ import type { Clock } from "../clock.js";
 import type { CompiledLeaderboard, CompiledTenant } from "../config/compiled.js";
 import { fromMicro } from "../domain/decimal.js";
 import { fail } from "../domain/errors.js";
-import { activeRun, boardMember, boardStatus, memberUser, runDate, runOfDay, type BoardEntry } from "../domain/leaderboards.js";
+import { activeRun, boardStatus, memberUser, runDate, runOfDay, type BoardEntry } from "../domain/leaderboards.js";
 import type { BoardChange } from "../domain/outcome.js";
 import { formatDay, parseDay } from "../domain/periods.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
-import { boardKeys, countAbove, entriesAround, rankOf, threshold, topEntries, userEntry } from "../store/leaderboard-store.js";
+import { boardKeys, countAbove, entriesAround, rankOf, topEntries, userEntry } from "../store/leaderboard-store.js";
 import type { TenantStore } from "../store/tenant-store.js";
-import type { TenantContext, Tenants } from "../tenants.js";
+import type { Tenants } from "../tenants.js";
 import { intParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
 import { iso } from "./wire.js";
@@ -17,8 +17,6 @@ import { iso } from "./wire.js";
  * Leaderboards (trophy-compat §2.2 #17, #23, #24, §3.7, §5.6). Values on the wire are in the
  * board's unit: a metric board's total (micro-units inside), points, or streak periods.
  */
-const HISTORY_KEPT = 100;
-
 function wireValue(board: CompiledLeaderboard, value: number): number {
   return board.rankBy === "metric" ? fromMicro(value) : value;
 }
@@ -50,56 +48,23 @@ function historyKey(store: TenantStore, board: CompiledLeaderboard, run: number,
 
 /**
  * The `leaderboards` map of an event response (MetricEventLeaderboardResponse): each board the
- * event moved, with rank, previousRank and threshold. A value below a full board's threshold is
- * off the board (rank null) and costs no count; otherwise rank costs one ZCOUNT per shard. The
- * change is also appended to the user's rank history of the run (one LPUSH, awaited, so a read
- * right after sees it).
+ * request moved, with the rank and threshold the script counted (lua/includes/leaderboards.lua)
+ * and previousRank, the rank the user was given at their previous change in the run.
  */
-export async function eventLeaderboards(context: TenantContext, userId: string, changes: BoardChange[], now: number) {
-  const { tenant, store } = context;
+export function eventLeaderboardsJson(tenant: CompiledTenant, changes: readonly BoardChange[]) {
   const out: Record<string, unknown> = {};
-  const history = store.redis.pipeline();
   for (const change of changes) {
     const board = tenant.leaderboardByKey.get(change.boardKey)!;
-    const keys = boardKeys(store, board, change.run, change.breakdown);
-    const cut = await threshold(store, board, keys, now);
-    const onBoard = async (value: number | null, member: string): Promise<number | null> => {
-      if (value === null || (cut > 0 && value < cut)) return null;
-      const rank = await rankOf(store, board, keys, value, member);
-      return rank <= board.maxParticipants ? rank : null;
-    };
-    const left = board.rankBy === "streak" && change.newValue === 0;
-    const rank = left ? null : await onBoard(change.newValue, boardMember(now, userId));
-    // The old entry is gone; the new one counts above it when the value rose.
-    let previousRank = change.oldValue === null ? null : await onBoard(change.oldValue, boardMember(change.oldReachedAt ?? now, userId));
-    if (previousRank !== null && change.newValue > change.oldValue! && !left) {
-      const sharing = board.ranking === "dense" ? await sharedValue(store, keys, change.newValue) : false;
-      if (!sharing) previousRank -= 1;
-    }
     out[board.key] = {
       ...boardJson(tenant, board),
-      threshold: wireValue(board, cut),
-      rank,
-      previousRank,
+      threshold: wireValue(board, change.threshold),
+      rank: change.rank,
+      previousRank: change.previousRank,
       breakdownAttributeValue: change.breakdown === "" ? null : change.breakdown,
       run: runDate(board, change.run),
     };
-    history.lpush(
-      historyKey(store, board, change.run, userId),
-      JSON.stringify({ t: now, pr: previousRank, r: rank, pv: change.oldValue, v: left ? null : change.newValue }),
-    );
-    history.ltrim(historyKey(store, board, change.run, userId), 0, HISTORY_KEPT - 1);
   }
-  if (changes.length > 0) await history.exec();
   return out;
-}
-
-/** Whether someone else holds exactly this value (for dense ranks: then it is not a new value above). */
-async function sharedValue(store: TenantStore, keys: string[], value: number): Promise<boolean> {
-  const pipeline = store.redis.pipeline();
-  keys.forEach((k) => pipeline.zcount(k, value, value));
-  const counts = ((await pipeline.exec()) ?? []).map(([, n]) => n as number);
-  return counts.reduce((a, b) => a + b, 0) > 1;
 }
 
 function boardOf(tenant: CompiledTenant, key: string): CompiledLeaderboard {

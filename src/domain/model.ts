@@ -1,11 +1,11 @@
-import type { CompiledAchievement, CompiledSystem, CompiledTenant, CompiledTrigger } from "../config/compiled.js";
+import type { CompiledAchievement, CompiledLeaderboard, CompiledSystem, CompiledTenant, CompiledTrigger } from "../config/compiled.js";
 import { boostedPoints, combineBoosts, type ActiveBoost, type UserBoost } from "./boosts.js";
 import { floorDiv, MAX_TOTAL_MICRO } from "./decimal.js";
 import { LaurelError } from "./errors.js";
 import { eventFiltersMatch, userFiltersMatch } from "./filters.js";
 import { levelIndex } from "./levels.js";
 import type { AwardRecord, BoardChange, EventOutcome, PointsChange, StreakState } from "./outcome.js";
-import { activeRun } from "./leaderboards.js";
+import { activeRun, boardMember, compareEntries, thresholdOfEntries, type BoardEntry } from "./leaderboards.js";
 import { localDayIndex, periodOfDay, streakDeadline } from "./periods.js";
 import { settleStreak, STREAK_HISTORY_KEPT, type StreakSettlement } from "./streak.js";
 
@@ -48,7 +48,7 @@ export interface ModelUser {
   idempotency: Map<string, string>;
   boosts: Map<string, UserBoost[]>;
   /** Per board: the user's entry in its latest run (state field lb:<board>). */
-  boards: Map<string, { run: number; value: number; reachedAt: number; breakdown: string }>;
+  boards: Map<string, { run: number; value: number; reachedAt: number; breakdown: string; rank: number | null }>;
   /** Newest first, at most AWARDS_KEPT. */
   awards: Map<string, AwardRecord[]>;
 }
@@ -69,6 +69,10 @@ export interface ModelState {
   timeDue: Map<string, Map<string, number>>;
   /** Per "<board>:<run>:<breakdown>": user → value and the instant it was reached ({t:s}:lb:...). */
   boards: Map<string, Map<string, { value: number; reachedAt: number }>>;
+  /** The thresholds the service ranks with, per "<board>:<run>" (refreshThresholds). */
+  thresholds: Map<string, number>;
+  /** Per "<board>:<run>:<user>": rank history, newest first ({t:s}:lh:...). */
+  boardHistory: Map<string, { t: number; pr: number | null; r: number | null; pv: number | null; v: number | null }[]>;
 }
 
 export const AWARDS_KEPT = 100;
@@ -85,6 +89,8 @@ export function emptyState(): ModelState {
     streakHistory: new Map(),
     timeDue: new Map(),
     boards: new Map(),
+    thresholds: new Map(),
+    boardHistory: new Map(),
   };
 }
 
@@ -396,10 +402,38 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Mod
   };
 }
 
+/** Rank number of (value, member) in a group by the board's style: lua rankOf. */
+export function modelRank(board: CompiledLeaderboard, entries: ReadonlyMap<string, { value: number; reachedAt: number }>, value: number, member: string): number {
+  let above = 0;
+  const distinct = new Set<number>();
+  for (const [user, e] of entries) {
+    if (e.value > value) {
+      above += 1;
+      distinct.add(e.value);
+    } else if (board.ranking === "ordinal" && e.value === value && boardMember(e.reachedAt, user) > member) above += 1;
+  }
+  return board.ranking === "dense" ? distinct.size + 1 : above + 1;
+}
+
+/** The entries of a group in board order (value first, then first to reach it). */
+export function modelBoardOrder(entries: ReadonlyMap<string, { value: number; reachedAt: number }>): BoardEntry[] {
+  return [...entries].map(([user, e]) => ({ member: boardMember(e.reachedAt, user), value: e.value })).sort(compareEntries);
+}
+
+/** What ThresholdCache.refresh does: the threshold of each active run without breakdown. */
+export function refreshThresholds(tenant: CompiledTenant, state: ModelState, now: number): void {
+  for (const board of tenant.leaderboards) {
+    const run = activeRun(board, now);
+    if (run === null || board.breakdownAttribute !== null) continue;
+    state.thresholds.set(`${board.key}:${run}`, thresholdOfEntries(board, modelBoardOrder(state.boards.get(`${board.key}:${run}:`) ?? new Map())));
+  }
+}
+
 /**
  * lua updateBoards: moves the user's entry on every active board whose value this request
  * changed (metric boards by the event's value, points boards by the points added, streak boards
- * to the new streak length; 0 leaves a streak board). Returns the moves, in board order.
+ * to the new streak length; 0 leaves a streak board), counts the new rank unless the value is
+ * below the cached threshold, and appends to the user's rank history of the run.
  */
 export function updateBoards(
   tenant: CompiledTenant,
@@ -421,20 +455,31 @@ export function updateBoards(
     else if (board.rankBy === "points") delta = change.points.find((p) => p.systemKey === board.points)?.added ?? 0;
     else if (change.streakLength !== null && tenant.streak) absolute = change.streakLength;
     if (delta === 0 && absolute === null) continue;
+    const cut = board.breakdownAttribute !== null ? 0 : (state.thresholds.get(`${board.key}:${run}`) ?? 0);
     const entry = user.boards.get(board.key);
     const current = entry && entry.run === run ? entry : null;
     const oldValue = current ? current.value : null;
     const newValue = absolute ?? (oldValue ?? 0) + delta;
     if (current) state.boards.get(`${board.key}:${run}:${current.breakdown}`)?.delete(userId);
+    let rank: number | null = null;
     if (absolute === 0) user.boards.delete(board.key);
     else {
       const id = `${board.key}:${run}:${breakdown}`;
       const entries = state.boards.get(id) ?? new Map<string, { value: number; reachedAt: number }>();
       entries.set(userId, { value: newValue, reachedAt: now });
       state.boards.set(id, entries);
-      user.boards.set(board.key, { run, value: newValue, reachedAt: now, breakdown });
+      if (!(cut > 0 && newValue < cut)) {
+        rank = modelRank(board, entries, newValue, boardMember(now, userId));
+        if (rank > board.maxParticipants) rank = null;
+      }
+      user.boards.set(board.key, { run, value: newValue, reachedAt: now, breakdown, rank });
     }
-    out.push({ boardKey: board.key, run, oldValue, newValue, breakdown, oldReachedAt: current ? current.reachedAt : null });
+    const previousRank = current ? current.rank : null;
+    const historyId = `${board.key}:${run}:${userId}`;
+    const history = state.boardHistory.get(historyId) ?? [];
+    history.unshift({ t: now, pr: previousRank, r: rank, pv: oldValue, v: absolute === 0 ? null : newValue });
+    state.boardHistory.set(historyId, history.slice(0, 100));
+    out.push({ boardKey: board.key, run, oldValue, newValue, breakdown, rank, previousRank, threshold: cut });
   }
   return out;
 }

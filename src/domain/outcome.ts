@@ -42,8 +42,11 @@ export interface BoardChange {
   oldValue: number | null;
   newValue: number;
   breakdown: string;
-  /** When the old value was reached (its tie-break), null with no old value. */
-  oldReachedAt: number | null;
+  /** Rank after the change (null: off the board), and the rank given at the user's previous change. */
+  rank: number | null;
+  previousRank: number | null;
+  /** The threshold the script ranked with (the value needed to enter the full board, else 0). */
+  threshold: number;
 }
 
 export interface ProcessedEvent {

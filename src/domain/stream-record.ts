@@ -7,7 +7,7 @@
  *   u  user id
  *   t  the service time of the change, ms
  *   z  the user's zone at the time
- *   e  kind detail; "ev": "<metric>|<value micro>|<eventId>"; "us": the mode; "ac": the
+ *   e  kind detail; "ev": "<metric>|<value micro>|<eventId>|<total micro after>"; "us": the mode; "ac": the
  *      achievement; "tt": the trigger key; "sa": "freeze" or "restore"
  *   o  outcome parts, ";"-separated:
  *        c                                  the user was created
@@ -84,7 +84,7 @@ export function decodeStreamRecord(id: string, flat: string[]): StreamRecord {
 }
 
 /** For kind "ev": the metric, its value in micro-units and the event id. */
-export function eventDetail(record: StreamRecord): { metricKey: string; valueMicro: number; eventId: string } {
-  const [metricKey, value, eventId] = record.detail.split("|");
-  return { metricKey: metricKey!, valueMicro: Number(value), eventId: eventId! };
+export function eventDetail(record: StreamRecord): { metricKey: string; valueMicro: number; eventId: string; totalMicro: number | null } {
+  const [metricKey, value, eventId, total] = record.detail.split("|");
+  return { metricKey: metricKey!, valueMicro: Number(value), eventId: eventId!, totalMicro: total === undefined ? null : Number(total) };
 }

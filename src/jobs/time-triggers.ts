@@ -3,7 +3,6 @@ import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
 import { runScript } from "../store/redis-script.js";
 import { userAttributeField } from "../store/fields.js";
-import { runsArg } from "../domain/leaderboards.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import type { Tenants } from "../tenants.js";
 
@@ -37,7 +36,7 @@ export async function runTimeTrigger(store: TenantStore, index: number, now: num
         now,
         index,
         BATCH,
-        runsArg(store.tenantRules.boards, now),
+        store.boardsArg(store.tenantRules.boards, now),
         profileFields.length,
         ...profileFields,
       ])) as number[];

@@ -20,7 +20,9 @@
  *   a:<ach>           achievement completion time, ms
  *   sl, ss, sp        streak length (0 once lost), first period, last period extended or frozen
  *   sq, sv:<metric>   period being accumulated, and each streak metric's value in it
- *   sb                longest streak ever
+ *   sb                longest streak ever; sxt when the streak was last extended, ms
+ *   lb:<board>        (table) the user's entry of the board's latest run: {run, value, reachedAt,
+ *                     breakdown, rank given at that change}
  *   fz, fg            streak freezes held; auto-earn grants credited so far
  */
 export const PROFILE_FIELDS = ["tz", "em", "nm", "se", "dt"] as const;

@@ -115,26 +115,16 @@ export async function userEntry(
   return { value: entry[1], member: boardMember(entry[2], userId), breakdown: entry[3] ?? "" };
 }
 
-const thresholdCache = new Map<string, { value: number; at: number }>();
-
 /**
  * The value needed to enter a full board: the value of the participant at position
- * maxParticipants; 0 when the board has room. Cached per run for a second (it moves slowly and
- * costs O(shards × k) for k ≤ 2000, a value search of O(shards × log n) per step beyond).
+ * maxParticipants; 0 while the board has room. O(shards × k) for k ≤ 2000, a value bisection of
+ * O(shards × log n) per step beyond. Callers cache it (store/thresholds.ts).
  */
-export async function threshold(store: TenantStore, board: CompiledLeaderboard, keys: string[], now: number): Promise<number> {
-  const cacheKey = keys[0]!;
-  const cached = thresholdCache.get(cacheKey);
-  if (cached && now - cached.at < 1000 && now >= cached.at) return cached.value;
+export async function threshold(store: TenantStore, board: CompiledLeaderboard, keys: string[]): Promise<number> {
   const k = board.maxParticipants;
-  let value = 0;
-  if ((await participants(store, keys)) >= k) {
-    if (k <= 2000) value = (await topEntries(store, keys, k))[k - 1]!.value;
-    else value = await kthValue(store, keys, k);
-  }
-  if (thresholdCache.size > 10_000) thresholdCache.clear();
-  thresholdCache.set(cacheKey, { value, at: now });
-  return value;
+  if ((await participants(store, keys)) < k) return 0;
+  if (k <= 2000) return (await topEntries(store, keys, k))[k - 1]!.value;
+  return kthValue(store, keys, k);
 }
 
 /** The k-th highest value across shards, by bisection on the value (integers). */

@@ -54,7 +54,10 @@ export interface LuaRules {
   mach: string[];
   sach: string[];
   /** Boards this script can move, in tenant order; Node passes each one's current run. */
-  lb: { k: string; by: "metric" | "points" | "streak"; sys: number | false; bd: string | false }[];
+  lb: { k: string; by: "metric" | "points" | "streak"; sys: number | false; bd: string | false; style: string; max: number }[];
+  /** The tenant and its shard count: ranks count every shard's set of a run. */
+  tenant: string;
+  shards: number;
   streak:
     | false
     | {
@@ -161,6 +164,8 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
     mach: achievements.filter((a) => a.type === "metric" && a.metric === metricKey).map((a) => a.key),
     sach: countsForStreak ? achievements.filter((a) => a.type === "streak").map((a) => a.key) : [],
     lb: [],
+    tenant: tenant.id,
+    shards: tenant.shards,
     streak: false,
   };
   // Boards this script can move: metric boards of this metric, points boards of a system it pays,
@@ -173,6 +178,8 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
     by: b.rankBy,
     sys: b.rankBy === "points" ? sysIndex.get(b.points!)! : false,
     bd: b.breakdownAttribute === null ? false : userAttributeField(b.breakdownAttribute),
+    style: b.ranking,
+    max: b.maxParticipants,
   }));
   for (const t of triggers) if (t.type === "achievement") (rules.at[t.achievement] ??= []).push(lua(t));
   for (const a of achievements) {

@@ -4,7 +4,9 @@ import { fail } from "../domain/errors.js";
 import { parseAwardRecord, type AwardRecord, type BoardChange, type EventOutcome, type PointsChange, type StreakState } from "../domain/outcome.js";
 import { eventFiltersMatch } from "../domain/filters.js";
 import { localDayIndex, periodOfDay, streakDeadline } from "../domain/periods.js";
-import { runsArg } from "../domain/leaderboards.js";
+import { boardsArg } from "../domain/leaderboards.js";
+import type { CompiledLeaderboard } from "../config/compiled.js";
+import { ThresholdCache } from "./thresholds.js";
 import { buildRules, type BuiltRules } from "./rules.js";
 import { idempotencyField } from "./fields.js";
 import { shardOf, TenantKeys } from "./keys.js";
@@ -67,12 +69,14 @@ export class TenantStore {
   readonly keys: TenantKeys;
   private readonly eventScripts = new Map<string, EventScript>();
   readonly zones = new ZoneCache();
+  readonly thresholds: ThresholdCache;
   /** Scripts that run with the whole tenant's rules (identify, completion, time ticks, admin). */
   readonly tenantScripts: Record<"user" | "complete" | "timeTick" | "streakAdmin", LuaSource>;
   readonly tenantRules: BuiltRules;
 
   constructor(readonly redis: Redis, readonly tenant: CompiledTenant) {
     this.keys = new TenantKeys(tenant.id);
+    this.thresholds = new ThresholdCache(this);
     this.tenantRules = buildRules(tenant, null);
     const rules = this.tenantRules.rules;
     this.tenantScripts = {
@@ -89,6 +93,11 @@ export class TenantStore {
 
   scripts(): LuaSource[] {
     return [...[...this.eventScripts.values()].map((e) => e.script), ...Object.values(this.tenantScripts), ...SHARED_SCRIPTS];
+  }
+
+  /** The boards argument of a script call: each board's current run and cached threshold. */
+  boardsArg(boards: readonly CompiledLeaderboard[], now: number): string {
+    return boardsArg(boards, now, (board, run) => this.thresholds.get(board, run));
   }
 
   shard(userId: string): number {
@@ -124,7 +133,7 @@ export class TenantStore {
         streakDeadline(nowPeriod, frequency, tz),
         streakDeadline(nowPeriod - 1, frequency, tz),
         mask,
-        runsArg(entry.built.boards, input.now),
+        this.boardsArg(entry.built.boards, input.now),
         readFields.length,
         ...readFields,
         input.profile.length,
@@ -171,7 +180,7 @@ export function decodeStreak(raw: unknown[]): StreakState {
   };
 }
 
-/** Board entries a script moved: {boardKey, run, oldValue|false, newValue, breakdown, oldReachedAt|false}. */
+/** Board entries a script moved: {boardKey, run, oldValue|false, newValue, breakdown, rank|false, previousRank|false, threshold}. */
 export function decodeBoards(raw: unknown[][] | undefined): BoardChange[] {
   return (raw ?? []).map((entry) => ({
     boardKey: entry[0] as string,
@@ -179,7 +188,9 @@ export function decodeBoards(raw: unknown[][] | undefined): BoardChange[] {
     oldValue: (entry[2] as number | null) ?? null,
     newValue: entry[3] as number,
     breakdown: (entry[4] as string | null) ?? "",
-    oldReachedAt: (entry[5] as number | null) ?? null,
+    rank: (entry[5] as number | null) ?? null,
+    previousRank: (entry[6] as number | null) ?? null,
+    threshold: Number(entry[7]),
   }));
 }
 

@@ -1,7 +1,6 @@
 import type { PointsChange } from "../domain/outcome.js";
 import { localDayIndex, periodOfDay, streakDeadline } from "../domain/periods.js";
 import { PROFILE_FIELDS, userAttributeField } from "./fields.js";
-import { runsArg } from "../domain/leaderboards.js";
 import { runScript } from "./redis-script.js";
 import { decodePoints, readUserScript, userBoostScript, type TenantStore } from "./tenant-store.js";
 
@@ -51,7 +50,7 @@ export async function upsertUser(
     mode,
     localDayIndex(now, tz),
     prefsPatch,
-    runsArg(store.tenantRules.boards, now),
+    store.boardsArg(store.tenantRules.boards, now),
     names.length,
     ...names,
     profile.length,
@@ -123,7 +122,7 @@ export async function completeAchievement(
     now,
     achievementKey,
     localDayIndex(now, tz),
-    runsArg(store.tenantRules.boards, now),
+    store.boardsArg(store.tenantRules.boards, now),
     names.length,
     ...names,
     profile.length,
@@ -192,7 +191,7 @@ export async function streakAdmin(
       streakDeadline(nowPeriod - 1, rule.frequency, tz),
       streakDeadline(nowPeriod, rule.frequency, tz),
       amountOrWindow(nowPeriod),
-      runsArg(store.tenantRules.boards, now),
+      store.boardsArg(store.tenantRules.boards, now),
     ])) as unknown[];
     if (reply[0] === -1) {
       tz = reply[1] as string;

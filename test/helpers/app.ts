@@ -42,6 +42,8 @@ export interface TestAppOptions {
   maxBodyBytes?: number;
   /** Run the background workers (time triggers); default true. */
   jobs?: boolean;
+  /** Leaderboard threshold refresh period (ms of wall time); tests default to 0: refreshed when the manual clock moves. */
+  thresholdRefreshMs?: number;
 }
 
 export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> {
@@ -52,7 +54,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     ? new ManualClock(typeof opts.manualClock === "string" ? Date.parse(opts.manualClock) : Date.parse("2026-03-02T12:00:00Z"))
     : new SystemClock();
   const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
-  const app = await startApp({ tenants, redis, clock, logger, host: "127.0.0.1", port: 0, maxBodyBytes: opts.maxBodyBytes, jobs: opts.jobs });
+  const app = await startApp({ tenants, redis, clock, logger, host: "127.0.0.1", port: 0, maxBodyBytes: opts.maxBodyBytes, jobs: opts.jobs, thresholdRefreshMs: opts.thresholdRefreshMs ?? 0 });
   const url = `http://127.0.0.1:${app.port}`;
   const call: TestApp["call"] = async (method, path, body, headers = {}) => {
     const init: RequestInit = { method, headers: { "x-api-key": "demo-key", ...headers } };

@@ -1,7 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
 import { setScriptMode } from "../../src/store/redis-script.js";
-import { startTestApp, type TestApp } from "../helpers/app.js";
+import { demoConfig, startTestApp, type TestApp } from "../helpers/app.js";
+
+function withoutLeaderboards(yaml: string): string {
+  return yaml.replace(/\n    # Added by the leaderboards issue[\s\S]*$/, "\n");
+}
 import { commandsDuring as observe } from "../helpers/monitor.js";
 
 /**
@@ -40,11 +44,22 @@ describe.each([
     expect(commands.map((c) => c[0]!.toLowerCase())).toEqual([command]);
   });
 
-  it("a returning user's lesson event runs few commands inside the script (STACK.md: each costs ~4 µs)", async () => {
+  it("a returning user's lesson event runs few commands inside the script, two boards add theirs", async () => {
     await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "steady", tz: "UTC" }, value: 1 });
     await commandsDuring(() => t.call("POST", "/v1/metrics/lessons/event", { user: { id: "steady", tz: "UTC" }, value: 1 }));
-    // HMGET state, ZADD points, LPUSH award, HSET state, XADD record.
-    expect(lastLuaCalls).toEqual(["hmget", "zadd", "lpush", "hset", "xadd"]);
+    // Per board: move the entry (ZREM, ZADD), count the rank over the 16 shards, log the history.
+    const board = ["zrem", "zadd", ...Array<string>(16).fill("zcount"), "lpush"];
+    // HMGET state, the two demo boards, ZADD points, LPUSH award, HSET state, XADD record.
+    expect(lastLuaCalls).toEqual(["hmget", ...board, ...board, "zadd", "lpush", "hset", "xadd"]);
+    const plain = await startTestApp({ yaml: withoutLeaderboards(demoConfig().yaml), manualClock: "2026-03-02T12:00:00Z", jobs: false });
+    try {
+      await plain.call("POST", "/v1/metrics/lessons/event", { user: { id: "steady", tz: "UTC" }, value: 1 });
+      const seen = await observe(inject("redisUrl"), () => plain.call("POST", "/v1/metrics/lessons/event", { user: { id: "steady", tz: "UTC" }, value: 1 }), plain.redis);
+      // Without boards: HMGET state, ZADD points, LPUSH award, HSET state, XADD record.
+      expect(seen.luaCalls).toEqual(["hmget", "zadd", "lpush", "hset", "xadd"]);
+    } finally {
+      await plain.close();
+    }
   });
 
   it(`the metering read is exactly one ${command.toUpperCase()}`, async () => {

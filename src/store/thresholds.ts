@@ -1,0 +1,30 @@
+import type { CompiledLeaderboard } from "../config/compiled.js";
+import { activeRun } from "../domain/leaderboards.js";
+import { boardKeys, threshold } from "./leaderboard-store.js";
+import type { TenantStore } from "./tenant-store.js";
+
+/**
+ * The threshold of each active run (the value needed to enter the full board), as the scripts
+ * use it: a value below it is off the board and the script skips counting its rank. Computing it
+ * merges every shard, so it is refreshed in the background (every second, and when the manual
+ * clock moves) rather than per event; a script therefore ranks with a threshold at most a second
+ * old. Breakdown boards use 0 (always counted): the group is only known inside the script.
+ */
+export class ThresholdCache {
+  private readonly values = new Map<string, number>();
+
+  constructor(private readonly store: TenantStore) {}
+
+  get(board: CompiledLeaderboard, run: number): number {
+    if (board.breakdownAttribute !== null) return 0;
+    return this.values.get(`${board.key}:${run}`) ?? 0;
+  }
+
+  async refresh(now: number): Promise<void> {
+    for (const board of this.store.tenant.leaderboards) {
+      const run = activeRun(board, now);
+      if (run === null || board.breakdownAttribute !== null) continue;
+      this.values.set(`${board.key}:${run}`, await threshold(this.store, board, boardKeys(this.store, board, run, "")));
+    }
+  }
+}
