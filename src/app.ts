@@ -26,6 +26,10 @@ import { Router } from "./http/router.js";
 import { registerReadRoutes } from "./api/read-routes.js";
 // issue 4: end
 import { Tenants } from "./tenants.js";
+// issue 6 (outbound events): begin
+import { registerWebhookRoutes, withBoostBoundaries } from "./api/webhooks.js";
+import { Webhooks, type WebhookStartOptions } from "./jobs/webhooks/index.js";
+// issue 6: end
 
 export interface AppOptions {
   tenants: CompiledTenant[];
@@ -40,11 +44,19 @@ export interface AppOptions {
   jobs?: boolean;
   /** How often leaderboard thresholds are recomputed (wall-clock ms); 0: only when the manual clock moves. */
   thresholdRefreshMs?: number;
+  // issue 6 (outbound events): begin
+  /** Webhook delivery and timeline settings (tests shorten the backoff and the locks). */
+  webhooks?: WebhookStartOptions["options"];
+  // issue 6: end
 }
 
 export interface RunningApp {
   port: number;
   tenants: Tenants;
+  // issue 6 (outbound events): begin
+  /** Outbound events (null with jobs: false). The stream consumer's loop is started by main.ts. */
+  webhooks: Webhooks | null;
+  // issue 6: end
   close(): Promise<void>;
 }
 
@@ -76,6 +88,14 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
       ? setInterval(() => refreshThresholds().catch((err) => opts.logger.error({ err }, "threshold refresh failed")), refreshEvery)
       : null;
   refreshTimer?.unref();
+  // issue 6 (outbound events): begin
+  const webhooks =
+    opts.jobs === false
+      ? null
+      : await Webhooks.start({ redis: opts.redis, connection, contexts: tenants.all, clock: opts.clock, logger: opts.logger, options: opts.webhooks });
+  // After the time triggers: what they paid (level changes) is delivered too.
+  if (webhooks && opts.clock instanceof ManualClock) opts.clock.onChange(() => webhooks.runDue());
+  // issue 6: end
   const app = uWS.App();
   const router = new Router(app, { maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, logger: opts.logger });
 
@@ -94,9 +114,9 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   router.add("get", "/v1/users/:id/preferences", 1, getPreferencesHandler(tenants));
   router.add("patch", "/v1/users/:id/preferences", 1, patchPreferencesHandler(tenants, opts.clock));
   router.add("post", "/v1/achievements/:key/complete", 1, completeAchievementHandler(tenants, opts.clock));
-  router.add("post", "/admin/v1/points/:key/boosts", 1, createBoostHandler(tenants, opts.clock));
+  router.add("post", "/admin/v1/points/:key/boosts", 1, withBoostBoundaries(createBoostHandler(tenants, opts.clock), tenants, webhooks));
   router.add("get", "/admin/v1/points/:key/boosts", 1, listUserBoostsHandler(tenants, opts.clock));
-  router.add("del", "/admin/v1/points/:key/boosts/:id", 2, endBoostHandler(tenants, opts.clock));
+  router.add("del", "/admin/v1/points/:key/boosts/:id", 2, withBoostBoundaries(endBoostHandler(tenants, opts.clock), tenants, webhooks));
   router.add("post", "/admin/v1/streaks/freezes", 0, grantFreezesHandler(tenants, opts.clock));
   router.add("post", "/admin/v1/streaks/restore", 0, restoreStreaksHandler(tenants, opts.clock));
   router.add("get", "/v1/leaderboards", 0, listLeaderboardsHandler(tenants, opts.clock));
@@ -108,6 +128,9 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   // issue 4 (read endpoints, stream worker lag): begin
   registerReadRoutes(router, tenants, opts.clock, opts.redis, opts.tenants);
   // issue 4: end
+  // issue 6 (outbound events): begin
+  registerWebhookRoutes(router, tenants, webhooks);
+  // issue 6: end
   router.fallback();
 
   const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) => {
@@ -120,12 +143,14 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   return {
     port,
     tenants,
+    webhooks,
     async close() {
       uWS.us_listen_socket_close(listenSocket);
       // Present at runtime though missing from this build's types (STACK.md §2): closes open connections too.
       (app as unknown as { close?: () => void }).close?.();
       if (refreshTimer) clearInterval(refreshTimer);
       await timeTriggers?.close();
+      await webhooks?.close();
     },
   };
 }

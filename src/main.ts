@@ -43,6 +43,10 @@ async function main(): Promise<void> {
   // The stream worker (daily buckets for the event summaries) runs here unless it runs alone.
   const worker = process.env.LAUREL_WORKER === "off" ? null : new StreamWorker({ redis, tenants, logger });
   worker?.start();
+  // issue 6 (outbound events): begin
+  // The webhook consumer goes with the stream worker; deliveries and the timeline run in every service process.
+  if (worker) app.webhooks?.startConsumer();
+  // issue 6: end
 
   stopOnSignals(logger, async () => {
     await app.close();

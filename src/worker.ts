@@ -2,11 +2,17 @@ import { Redis } from "ioredis";
 import { pino } from "pino";
 import { loadTenantsOrExit, stopOnSignals } from "./boot.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
+// issue 6 (outbound events): begin
+import { SystemClock } from "./clock.js";
+import { Webhooks } from "./jobs/webhooks/index.js";
+import { TenantStore } from "./store/tenant-store.js";
+// issue 6: end
 
 /**
  * `node dist/worker.js`: the stream worker as its own process (src/jobs/stream-worker.ts),
  * for when the service runs with LAUREL_WORKER=off or several workers share the streams (the
- * consumer group splits the entries; the watermark keeps the effects exact). Environment:
+ * consumer group splits the entries; the watermark keeps the effects exact). It also runs the
+ * outbound events (src/jobs/webhooks): their consumer group, deliveries and timeline. Environment:
  *   REDIS_URL       the service's Redis (required: the embedded Redis belongs to the service)
  *   LAUREL_CONFIG   the same tenant file as the service (default config/demo.yaml)
  *   LOG_LEVEL       pino level (default info)
@@ -22,10 +28,18 @@ async function main(): Promise<void> {
   const redis = new Redis(url, { maxRetriesPerRequest: 3 });
   const worker = new StreamWorker({ redis, tenants, logger });
   worker.start();
+  // issue 6 (outbound events): begin
+  // The webhook consumer, deliveries and timeline run here too (the queues share the work with the service's).
+  const { host, port, username, password, db } = redis.options;
+  const contexts = tenants.map((tenant) => ({ tenant, store: new TenantStore(redis, tenant) }));
+  const webhooks = await Webhooks.start({ redis, connection: { host, port, username, password, db }, contexts, clock: new SystemClock(), logger });
+  webhooks.startConsumer();
+  // issue 6: end
   logger.info({ tenants: tenants.map((t) => t.id), consumer: worker.consumer }, "laurel stream worker running");
 
   stopOnSignals(logger, async () => {
     await worker.stop();
+    await webhooks.close();
     await redis.quit().catch(() => undefined);
   });
 }

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { MAX_POINTS, toMicro } from "../domain/decimal.js";
 import { stableId, tenantNamespace } from "../domain/ids.js";
 import { parseDay } from "../domain/periods.js";
-import type { ApiKeyConfig, AttributeFilter, ConfigFile, TenantConfig } from "./types.js";
+import type { ApiKeyConfig, AttributeFilter, ConfigFile, TenantConfig, WebhookConfig, WebhookEventType } from "./types.js";
 import type {
   AttributePairs,
   CompiledAchievement,
@@ -14,6 +14,7 @@ import type {
   CompiledSystem,
   CompiledTenant,
   CompiledTrigger,
+  CompiledWebhook,
 } from "./compiled.js";
 
 /** A semantic error in an otherwise well-typed file; `path` uses typia's `$input...` notation. */
@@ -295,6 +296,9 @@ export function compileTenant(tenant: TenantConfig, path: string): CompiledTenan
     controlPercent: tenant.experiment?.controlPercent ?? 0,
     leaderboards,
     leaderboardByKey: new Map(leaderboards.map((b) => [b.key, b])),
+    // issue 6 (outbound events): begin
+    webhooks: compileWebhooks(tenant.webhooks ?? [], `${path}.webhooks`),
+    // issue 6: end
   };
 }
 
@@ -312,3 +316,37 @@ function checkCompositeCycles(achievements: CompiledAchievement[], path: string)
   };
   achievements.forEach((a) => visit(a.key, []));
 }
+
+// issue 6 (outbound events): begin
+/** The types that can be coalesced: the frequent per-user changes (src/jobs/webhooks/coalesce.ts says how they merge). */
+const COALESCIBLE: ReadonlySet<WebhookEventType> = new Set(["points.changed", "leaderboard.rank_changed"]);
+
+function compileWebhooks(webhooks: WebhookConfig[], path: string): CompiledWebhook[] {
+  unique(webhooks, path);
+  return webhooks.map((w, i) => {
+    const at = `${path}[${i}]`;
+    if ((w.secret === undefined) === (w.secrets === undefined)) throw new ConfigError(`${at}.secret`, "give exactly one of secret and secrets");
+    let url: URL;
+    try {
+      url = new URL(w.url);
+    } catch {
+      throw new ConfigError(`${at}.url`, `"${w.url}" is not a URL`);
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new ConfigError(`${at}.url`, "must be http or https");
+    const secrets = w.secrets ?? [w.secret!];
+    secrets.forEach((secret, k) => {
+      if (secret.startsWith("whsec_") && !/^[A-Za-z0-9+/]+={0,2}$/.test(secret.slice(6))) {
+        throw new ConfigError(`${at}.secrets[${k}]`, "a whsec_ secret must be followed by base64");
+      }
+    });
+    const events = new Set<string>(w.events);
+    const coalesceMs = new Map<string, number>();
+    for (const [type, minutes] of Object.entries(w.coalesce ?? {}) as [WebhookEventType, number][]) {
+      if (!COALESCIBLE.has(type)) throw new ConfigError(`${at}.coalesce.${type}`, "only points.changed and leaderboard.rank_changed can be coalesced");
+      if (!events.has(type)) throw new ConfigError(`${at}.coalesce.${type}`, "the endpoint does not subscribe to this type");
+      coalesceMs.set(type, minutes * 60_000);
+    }
+    return { key: w.key, url: url.href, secrets, events, coalesceMs, timeoutMs: (w.timeoutSeconds ?? 10) * 1000 };
+  });
+}
+// issue 6: end

@@ -27,7 +27,23 @@ export interface CompiledTenant {
   controlPercent: number;
   leaderboards: CompiledLeaderboard[];
   leaderboardByKey: Map<string, CompiledLeaderboard>;
+  // issue 6 (outbound events): begin
+  webhooks: CompiledWebhook[];
+  // issue 6: end
 }
+
+// issue 6 (outbound events): begin
+export interface CompiledWebhook {
+  key: string;
+  url: string;
+  /** Active secrets, the first one signs X-Trophy-Signature. */
+  secrets: string[];
+  events: ReadonlySet<string>;
+  /** Coalescing window per event type, ms (absent: every change is delivered). */
+  coalesceMs: ReadonlyMap<string, number>;
+  timeoutMs: number;
+}
+// issue 6: end
 
 export interface CompiledLeaderboard {
   key: string;

@@ -44,6 +44,10 @@ export interface TenantConfig {
   achievements?: AchievementConfig[];
   streak?: StreakConfig;
   leaderboards?: LeaderboardConfig[];
+  // issue 6 (outbound events): begin
+  /** Outbound events: endpoints that receive signed POSTs of the subscribed event types (README: Webhooks). */
+  webhooks?: WebhookConfig[];
+  // issue 6: end
 }
 
 /** Attribute filters: every pair must equal the user's (or event's) attribute. */
@@ -239,3 +243,53 @@ export interface LeaderboardConfig {
    */
   ranking?: "competition" | "dense" | "ordinal";
 }
+
+// issue 6 (outbound events): begin
+/** Outbound event types (trophy-compat §3.12, §5.8). */
+export type WebhookEventType =
+  | "achievement.completed"
+  | "streak.started"
+  | "streak.extended"
+  | "streak.lost"
+  | "streak.freeze_consumed"
+  | "streak.freeze_earned"
+  | "points.changed"
+  | "points.level_changed"
+  | "points.boost_started"
+  | "points.boost_finished"
+  | "leaderboard.started"
+  | "leaderboard.finished"
+  | "leaderboard.rank_changed";
+
+/**
+ * A signing secret: any string of 16 to 256 characters. A secret of the form `whsec_<base64>`
+ * is base64-decoded for the Standard Webhooks signature (as the Standard Webhooks libraries
+ * do); X-Trophy-Signature always uses the string as written (README: Webhooks, Signatures).
+ */
+export type WebhookSecret = string & tags.MinLength<16> & tags.MaxLength<256>;
+
+/** One endpoint: signed HTTP POSTs of the subscribed event types, retried with backoff. */
+export interface WebhookConfig {
+  /** Stable key: delivery ids and the admin API name the endpoint by it. */
+  key: Key;
+  /** http(s) URL the events are POSTed to. */
+  url: Url & tags.Pattern<"^https?://[^\\s]+$">;
+  /** The signing secret; or `secrets` to rotate. Exactly one of the two. */
+  secret?: WebhookSecret;
+  /**
+   * Several active secrets during a rotation: the Standard Webhooks header carries one signature
+   * per secret; X-Trophy-Signature is signed with the first. Put the new secret first.
+   */
+  secrets?: WebhookSecret[] & tags.MinItems<1> & tags.MaxItems<5>;
+  /** The event types this endpoint receives. */
+  events: WebhookEventType[] & tags.MinItems<1>;
+  /**
+   * Optional coalescing, per type, in minutes (off by default): at most one delivery per user
+   * (and per points system or leaderboard) in each window of that many minutes of the service
+   * clock, sent when the window closes with the state of the last change in it.
+   */
+  coalesce?: Partial<Record<WebhookEventType, number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<1440>>>;
+  /** Seconds to wait for the receiver's answer before the attempt counts as failed (default 10). */
+  timeoutSeconds?: number & tags.Minimum<1> & tags.Maximum<60>;
+}
+// issue 6: end

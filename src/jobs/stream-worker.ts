@@ -58,6 +58,12 @@ export interface StreamWorkerOptions {
   logger: Logger;
   /** @default "buckets" */
   group?: string;
+  /**
+   * Where a new group starts: "0" reads every record still in the streams (the buckets must see
+   * them all), "$" only records written after the group was created (outbound events, issue 6).
+   * @default "0"
+   */
+  groupStart?: "0" | "$";
   /** Unique per process. @default "<hostname>-<pid>" */
   consumer?: string;
   /** Entries per stream per read, and so per script call. @default 500 */
@@ -90,12 +96,12 @@ export class StreamWorker {
     this.batchSize = opts.batchSize ?? 500;
   }
 
-  /** The group starts at 0 (the beginning of each stream), so no record written before the worker first ran is missed. */
+  /** The group starts at 0 (the beginning of each stream) by default, so no record written before the worker first ran is missed. */
   async ensureGroups(): Promise<void> {
     if (this.groupsReady) return;
     for (const s of this.streams) {
       try {
-        await this.opts.redis.xgroup("CREATE", s.key, this.group, "0", "MKSTREAM");
+        await this.opts.redis.xgroup("CREATE", s.key, this.group, this.opts.groupStart ?? "0", "MKSTREAM");
       } catch (err) {
         if (!(err instanceof Error) || !err.message.startsWith("BUSYGROUP")) throw err;
       }

@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { inject } from "vitest";
-import { startApp, type RunningApp } from "../../src/app.js";
+import { startApp, type AppOptions, type RunningApp } from "../../src/app.js";
 import { ManualClock, SystemClock, type Clock } from "../../src/clock.js";
 import type { CompiledTenant } from "../../src/config/compiled.js";
 import { loadConfigText } from "../../src/config/load.js";
@@ -44,6 +44,8 @@ export interface TestAppOptions {
   jobs?: boolean;
   /** Leaderboard threshold refresh period (ms of wall time); tests default to 0: refreshed when the manual clock moves. */
   thresholdRefreshMs?: number;
+  /** Webhook settings (issue 6): tests shorten the backoff and the locks. */
+  webhooks?: AppOptions["webhooks"];
 }
 
 export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> {
@@ -54,7 +56,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     ? new ManualClock(typeof opts.manualClock === "string" ? Date.parse(opts.manualClock) : Date.parse("2026-03-02T12:00:00Z"))
     : new SystemClock();
   const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
-  const app = await startApp({ tenants, redis, clock, logger, host: "127.0.0.1", port: 0, maxBodyBytes: opts.maxBodyBytes, jobs: opts.jobs, thresholdRefreshMs: opts.thresholdRefreshMs ?? 0 });
+  const app = await startApp({ tenants, redis, clock, logger, host: "127.0.0.1", port: 0, maxBodyBytes: opts.maxBodyBytes, jobs: opts.jobs, thresholdRefreshMs: opts.thresholdRefreshMs ?? 0, webhooks: opts.webhooks });
   const url = `http://127.0.0.1:${app.port}`;
   const call: TestApp["call"] = async (method, path, body, headers = {}) => {
     const init: RequestInit = { method, headers: { "x-api-key": "demo-key", ...headers } };

@@ -1,0 +1,135 @@
+import typia, { type tags } from "typia";
+import { fail } from "../domain/errors.js";
+import type { ApiReply, ApiRequest, Handler, Router } from "../http/router.js";
+import { DELIVERY_STATUSES, type DeliveryQueue, type DeliveryStatus } from "../jobs/webhooks/deliveries.js";
+import type { Webhooks } from "../jobs/webhooks/index.js";
+import { WEBHOOK_EVENT_TYPES } from "../jobs/webhooks/kinds.js";
+import type { Tenants } from "../tenants.js";
+import { parseJson, validated } from "./body.js";
+import { enumParam, intParam } from "./query.js";
+
+/**
+ * Admin API of outbound events (admin key; README: Webhooks): the tenant's endpoints with
+ * delivery counts, the deliveries (one per event and endpoint) with their status, attempts and
+ * last error, one delivery with its attempt log and payload, and replays of one or many
+ * (dead-lettered ones included). Deliveries are BullMQ jobs of the tenant's queue
+ * (src/jobs/webhooks/deliveries.ts); a tenant without endpoints has none.
+ */
+interface ReplayBody {
+  /** Deliveries to replay, by id. */
+  ids?: (string & tags.MinLength<1> & tags.MaxLength<200>)[] & tags.MinItems<1> & tags.MaxItems<1000>;
+  /** Or every delivery in this status (oldest first, up to `limit`), optionally of one endpoint or type. */
+  status?: "dead" | "delivered";
+  endpoint?: string & tags.MaxLength<64>;
+  type?: string & tags.MaxLength<64>;
+  limit?: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<1000>;
+}
+const validateReplay = typia.createValidateEquals<ReplayBody>();
+
+const EMPTY_COUNTS: Record<DeliveryStatus, number> = { pending: 0, delivering: 0, retrying: 0, delivered: 0, dead: 0 };
+
+function queueOf(webhooks: Webhooks | null, tenantId: string): DeliveryQueue | null {
+  return webhooks?.deliveries(tenantId) ?? null;
+}
+
+export function registerWebhookRoutes(router: Router, tenants: Tenants, webhooks: Webhooks | null): void {
+  /** GET /admin/v1/webhooks: the endpoints (secrets never shown) and the deliveries per status. */
+  router.add("get", "/admin/v1/webhooks", 0, async (req: ApiRequest): Promise<ApiReply> => {
+    const { tenant } = tenants.authenticateAdmin(req.apiKey);
+    const queue = queueOf(webhooks, tenant.id);
+    const raw = queue ? await queue.queue.getJobCounts("waiting", "prioritized", "active", "delayed", "completed", "failed") : null;
+    const counts = raw
+      ? { pending: (raw.waiting ?? 0) + (raw.prioritized ?? 0), delivering: raw.active ?? 0, retrying: raw.delayed ?? 0, delivered: raw.completed ?? 0, dead: raw.failed ?? 0 }
+      : EMPTY_COUNTS;
+    return {
+      status: 200,
+      body: {
+        endpoints: tenant.webhooks.map((w) => ({
+          key: w.key,
+          url: w.url,
+          events: [...w.events],
+          coalesce: Object.fromEntries([...w.coalesceMs].map(([type, ms]) => [type, ms / 60_000])),
+          timeoutSeconds: w.timeoutMs / 1000,
+          secrets: w.secrets.length,
+        })),
+        deliveries: counts,
+      },
+    };
+  });
+
+  /** GET /admin/v1/webhooks/deliveries?status&endpoint&type&userId&limit&offset: newest first. */
+  router.add("get", "/admin/v1/webhooks/deliveries", 0, async (req: ApiRequest): Promise<ApiReply> => {
+    const { tenant } = tenants.authenticateAdmin(req.apiKey);
+    const q = req.query;
+    const status = q.has("status") ? enumParam(q, "status", DELIVERY_STATUSES, null) : undefined;
+    const type = q.has("type") ? enumParam(q, "type", WEBHOOK_EVENT_TYPES, null) : undefined;
+    const endpoint = q.get("endpoint") || undefined;
+    if (endpoint !== undefined && !tenant.webhooks.some((w) => w.key === endpoint)) fail("NOT_FOUND", `Webhook endpoint not found: ${endpoint}`);
+    const limit = intParam(q, "limit", 50, 1, 500);
+    const offset = intParam(q, "offset", 0, 0, 100_000);
+    const queue = queueOf(webhooks, tenant.id);
+    if (!queue) return { status: 200, body: { deliveries: [] } };
+    const { deliveries } = await queue.list({ status, endpoint, type, userId: q.get("userId") || undefined, limit, offset });
+    return { status: 200, body: { deliveries } };
+  });
+
+  /** GET /admin/v1/webhooks/deliveries/{id}: the delivery, its attempt log and its payload. */
+  router.add("get", "/admin/v1/webhooks/deliveries/:id", 1, async (req: ApiRequest): Promise<ApiReply> => {
+    const { tenant } = tenants.authenticateAdmin(req.apiKey);
+    const id = req.params[0]!;
+    const found = await queueOf(webhooks, tenant.id)?.inspect(id);
+    if (!found) fail("NOT_FOUND", `Delivery not found: ${id}`);
+    return { status: 200, body: found };
+  });
+
+  /** POST /admin/v1/webhooks/deliveries/{id}/replay: sends it again (same event id and body). */
+  router.add("post", "/admin/v1/webhooks/deliveries/:id/replay", 1, async (req: ApiRequest): Promise<ApiReply> => {
+    const { tenant } = tenants.authenticateAdmin(req.apiKey);
+    const id = req.params[0]!;
+    const queue = queueOf(webhooks, tenant.id);
+    const result = queue ? await queue.replay(id) : "not-found";
+    if (result === "not-found") fail("NOT_FOUND", `Delivery not found: ${id}`);
+    if (result === "in-progress") fail("OUT_OF_RANGE", `Delivery ${id} is pending or being delivered: nothing to replay`);
+    return { status: 200, body: { replayed: [id], issues: [] } };
+  });
+
+  /** POST /admin/v1/webhooks/deliveries/replay {ids} | {status, endpoint?, type?, limit?}: several at once. */
+  router.add("post", "/admin/v1/webhooks/deliveries/replay", 0, async (req: ApiRequest): Promise<ApiReply> => {
+    const { tenant } = tenants.authenticateAdmin(req.apiKey);
+    const body = validated(parseJson(req.body), validateReplay);
+    if ((body.ids === undefined) === (body.status === undefined)) fail("INVALID_BODY", "give either ids or status");
+    if (body.ids !== undefined && (body.endpoint !== undefined || body.type !== undefined || body.limit !== undefined)) {
+      fail("INVALID_BODY", "endpoint, type and limit go with status, not with ids");
+    }
+    const queue = queueOf(webhooks, tenant.id);
+    if (!queue) return { status: 200, body: { replayed: [], issues: (body.ids ?? []).map((id) => ({ id, reason: "not found" })) } };
+    const ids = body.ids ?? (await queue.idsIn(body.status!, body.limit ?? 100, body.endpoint, body.type));
+    const replayed: string[] = [];
+    const issues: { id: string; reason: string }[] = [];
+    for (const id of new Set(ids)) {
+      const result = await queue.replay(id);
+      if (result === "replayed") replayed.push(id);
+      else issues.push({ id, reason: result === "not-found" ? "not found" : "pending or being delivered" });
+    }
+    return { status: 200, body: { replayed, issues } };
+  });
+}
+
+/**
+ * Wraps the admin boost routes (POST and DELETE /admin/v1/points/{key}/boosts): after the boost
+ * is written, its start and end go on the tenant's webhook timeline, which fires
+ * points.boost_started / points.boost_finished at those instants (checking the stored boost then,
+ * so an ended or cancelled boost's stale boundary fires nothing).
+ */
+export function withBoostBoundaries(handler: Handler, tenants: Tenants, webhooks: Webhooks | null): Handler {
+  if (!webhooks) return handler;
+  return async (req: ApiRequest): Promise<ApiReply> => {
+    const reply = await handler(req);
+    if (reply.status === 200 || reply.status === 201) {
+      const { tenant } = tenants.authenticateAdmin(req.apiKey);
+      const b = reply.body as { id: string; userId: string; start: string; end: string | null };
+      await webhooks.userBoostChanged(tenant.id, { id: b.id, userId: b.userId, start: Date.parse(b.start), end: b.end === null ? null : Date.parse(b.end) });
+    }
+    return reply;
+  };
+}

@@ -1,0 +1,77 @@
+import type { Redis } from "ioredis";
+import type { Logger } from "pino";
+import { decodeStreamRecord } from "../../domain/stream-record.js";
+import { StreamWorker, type Entry, type ShardStream } from "../stream-worker.js";
+import type { Coalescer, CoalescedChange } from "./coalesce.js";
+import type { DeliveryJob, DeliveryQueue } from "./deliveries.js";
+import { boardParts, recordEvents, streamEventId } from "./kinds.js";
+import { WEBHOOK_GROUP } from "./keys.js";
+import { recordPayloads, type PayloadContext } from "./payloads.js";
+
+/**
+ * The webhook consumer: its own consumer group (`webhooks`) over the shard streams of every
+ * tenant with an endpoint, beside the stream worker's `buckets` group. It reuses the stream
+ * worker's reading, blocking loop, take-over of a crashed consumer's entries and drain(); only
+ * what it does with a batch differs (process below).
+ *
+ * For each record: the events it stands for (kinds.ts), their payloads (payloads.ts), one
+ * delivery job per subscribed endpoint queued with its deterministic id (deliveries.ts) or held
+ * for coalescing; then XACK, and the stream is trimmed below what every group has finished
+ * (lua/ackStream-1.lua reads every group's position). A crash before the XACK leaves the entries
+ * pending: they are processed again and queue the same job ids, which BullMQ ignores.
+ *
+ * The group starts at "$" when first created: an endpoint receives the changes made from the
+ * moment its tenant's group first existed, not the history still in the streams.
+ */
+export interface TenantHooks {
+  ctx: PayloadContext;
+  deliveries: DeliveryQueue;
+  coalescer: Coalescer;
+}
+
+export class WebhookConsumer extends StreamWorker {
+  constructor(
+    redis: Redis,
+    private readonly hooks: ReadonlyMap<string, TenantHooks>,
+    logger: Logger,
+    opts: { consumer?: string; blockMs?: number; claimIdleMs?: number } = {},
+  ) {
+    super({ redis, tenants: [...hooks.values()].map((h) => h.ctx.tenant), logger, group: WEBHOOK_GROUP, groupStart: "$", ...opts });
+  }
+
+  override async process(s: ShardStream, entries: Entry[]): Promise<{ applied: number; acked: number }> {
+    const hooks = this.hooks.get(s.tenantId)!;
+    const { tenant } = hooks.ctx;
+    const jobs: DeliveryJob[] = [];
+    const held: CoalescedChange[] = [];
+    await Promise.all(
+      entries.map(async ([id, fields]) => {
+        if (fields === null) return;
+        const record = decodeStreamRecord(id, fields);
+        const events = recordEvents(record, boardParts(fields)).filter((e) => tenant.webhooks.some((w) => w.events.has(e.type)));
+        if (events.length === 0) return;
+        const payloads = await recordPayloads(hooks.ctx, record, events);
+        events.forEach((event, i) => {
+          const payload = payloads[i];
+          if (!payload) return;
+          const eventId = streamEventId(tenant.ns, tenant.id, s.shard, id, event.type, event.subject);
+          let body: string | null = null;
+          for (const endpoint of tenant.webhooks) {
+            if (!endpoint.events.has(event.type)) continue;
+            const windowMs = endpoint.coalesceMs.get(event.type);
+            if (windowMs !== undefined) {
+              held.push({ endpoint: endpoint.key, windowMs, streamId: id, ms: record.ms, userId: record.userId, subject: event.subject, payload });
+              continue;
+            }
+            body ??= JSON.stringify({ id: eventId, ...payload });
+            jobs.push({ endpoint: endpoint.key, eventId, type: event.type, userId: record.userId, body });
+          }
+        });
+      }),
+    );
+    await hooks.deliveries.enqueue(jobs);
+    await hooks.coalescer.put(held);
+    const last = entries.at(-1)?.[0] ?? null;
+    return { applied: entries.length, acked: await this.acknowledge(s, entries, last) };
+  }
+}

@@ -1,0 +1,329 @@
+import { Queue, QueueEvents, UnrecoverableError, Worker, type ConnectionOptions, type Job, type JobState } from "bullmq";
+import type { Logger } from "pino";
+import type { CompiledTenant, CompiledWebhook } from "../../config/compiled.js";
+import { deliveryId, deliveryQueueName, JOBS_PREFIX } from "./keys.js";
+import { signedHeaders } from "./signing.js";
+
+/**
+ * Delivery of outbound events: one BullMQ queue per tenant (`laurel-hooks-<tenant>`), one job
+ * per (event, endpoint) with job id "<event id>.<endpoint key>". BullMQ ignores an add whose job
+ * id exists, so a record processed twice (a redelivery, a crashed consumer) queues one delivery;
+ * and even after the job is gone the receiver sees the same event id (webhook-id), never a new one.
+ *
+ * An attempt is one POST of the stored body with fresh signatures and a timeout; a 2xx answer
+ * is a success, anything else (status, timeout, network error) a failure, retried with
+ * exponential backoff and jitter (backoffDelay) until the attempts run out; the job then stays
+ * in BullMQ's failed set: the dead letters, listed and replayed by the admin API.
+ *
+ * Attempts run in BullMQ workers, never on the request path: a slow or dead receiver holds at
+ * most `concurrency` sockets of one worker, bounded by the endpoint's timeout.
+ */
+export interface DeliveryJob {
+  endpoint: string;
+  eventId: string;
+  type: string;
+  /** The user the event is about (null for calendar events). */
+  userId: string | null;
+  /** The JSON body, exactly as signed and sent on every attempt. */
+  body: string;
+}
+
+export interface BackoffOptions {
+  /** Delay before the first retry, ms. @default 30000 */
+  firstMs: number;
+  /** Each retry waits this many times longer than the one before. @default 2.5 */
+  factor: number;
+  /** ± share of each delay drawn at random, so failing receivers are not hit in lockstep. @default 0.2 */
+  jitter: number;
+  /** Upper bound of one delay, ms. @default 43200000 (12 h) */
+  maxMs: number;
+}
+
+export interface DeliveryOptions {
+  /** Attempts in all, the first included. @default 10 (about 21 hours from the first to the last) */
+  attempts: number;
+  backoff: BackoffOptions;
+  /** Concurrent POSTs per tenant and process. @default 16 */
+  concurrency: number;
+  /** BullMQ lock of a job being delivered; a crashed worker's job is retried after it. @default 30000 */
+  lockDurationMs: number;
+  /** How often a worker looks for jobs whose worker died. @default 30000 */
+  stalledIntervalMs: number;
+  /** Delivered jobs kept (the admin API shows them, and their ids dedupe a late re-add). @default 7 days, 50 000 */
+  keepDelivered: { age: number; count: number };
+  /** Dead-lettered jobs kept. @default 30 days */
+  keepDead: { age: number };
+}
+
+export const DEFAULT_BACKOFF: BackoffOptions = { firstMs: 30_000, factor: 2.5, jitter: 0.2, maxMs: 12 * 3_600_000 };
+
+export const DEFAULT_DELIVERY: DeliveryOptions = {
+  attempts: 10,
+  backoff: DEFAULT_BACKOFF,
+  concurrency: 16,
+  lockDurationMs: 30_000,
+  stalledIntervalMs: 30_000,
+  keepDelivered: { age: 7 * 86_400, count: 50_000 },
+  keepDead: { age: 30 * 86_400 },
+};
+
+/**
+ * The wait before retry n (n = 1 after the first failure): firstMs × factor^(n−1), at most
+ * maxMs, times a random factor in [1 − jitter, 1 + jitter]. With the defaults: 30 s, 75 s,
+ * 3.1 min, 7.8 min, 20 min, 49 min, 2 h, 5.1 h, 12 h: ten attempts over about 21 hours.
+ */
+export function backoffDelay(retry: number, opts: BackoffOptions, random: () => number = Math.random): number {
+  const base = Math.min(opts.maxMs, opts.firstMs * opts.factor ** Math.max(0, retry - 1));
+  return Math.max(0, Math.round(base * (1 + opts.jitter * (2 * random() - 1))));
+}
+
+/** The admin API's delivery states (BullMQ's in brackets). */
+export type DeliveryStatus = "pending" | "delivering" | "retrying" | "delivered" | "dead";
+
+const STATES: Record<DeliveryStatus, JobState[]> = {
+  pending: ["waiting", "prioritized", "waiting-children"],
+  delivering: ["active"],
+  retrying: ["delayed"],
+  delivered: ["completed"],
+  dead: ["failed"],
+};
+
+export const DELIVERY_STATUSES = Object.keys(STATES) as DeliveryStatus[];
+
+function statusOf(state: JobState | "unknown"): DeliveryStatus | "unknown" {
+  for (const status of DELIVERY_STATUSES) if (STATES[status].includes(state as JobState)) return status;
+  return "unknown";
+}
+
+export interface DeliveryFilter {
+  status?: DeliveryStatus;
+  endpoint?: string;
+  type?: string;
+  userId?: string;
+  limit: number;
+  offset: number;
+}
+
+/** Jobs scanned at most by one listing with a filter on endpoint, type or user. */
+const LIST_SCAN = 10_000;
+
+export class DeliveryQueue {
+  readonly queue: Queue<DeliveryJob>;
+  readonly events: QueueEvents;
+  private worker: Worker<DeliveryJob> | null = null;
+  /** In-flight attempts, aborted by kill() (tests: a worker that dies mid-delivery). */
+  private readonly inFlight = new Set<AbortController>();
+
+  constructor(
+    private readonly tenant: CompiledTenant,
+    private readonly connection: ConnectionOptions,
+    private readonly opts: DeliveryOptions,
+    private readonly logger: Logger,
+  ) {
+    const name = deliveryQueueName(tenant.id);
+    this.queue = new Queue<DeliveryJob>(name, {
+      connection,
+      prefix: JOBS_PREFIX,
+      defaultJobOptions: {
+        attempts: opts.attempts,
+        backoff: { type: "laurel" },
+        removeOnComplete: opts.keepDelivered,
+        removeOnFail: opts.keepDead,
+      },
+    });
+    this.events = new QueueEvents(name, { connection, prefix: JOBS_PREFIX });
+  }
+
+  get name(): string {
+    return this.queue.name;
+  }
+
+  /** Starts this process's worker on the queue. */
+  async startWorker(): Promise<void> {
+    if (this.worker) return;
+    this.worker = new Worker<DeliveryJob>(this.queue.name, (job) => this.attempt(job), {
+      connection: this.connection,
+      prefix: JOBS_PREFIX,
+      concurrency: this.opts.concurrency,
+      lockDuration: this.opts.lockDurationMs,
+      stalledInterval: this.opts.stalledIntervalMs,
+      // A job whose worker died is retried; it is not a failed attempt of the receiver.
+      maxStalledCount: 100,
+      settings: { backoffStrategy: (attemptsMade: number) => backoffDelay(attemptsMade, this.opts.backoff) },
+    });
+    this.worker.on("failed", (job, err) => {
+      if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) this.logger.warn({ delivery: job.id, err: err.message }, "webhook delivery dead-lettered");
+    });
+    this.worker.on("error", (err) => this.logger.error({ err }, "webhook delivery worker error"));
+    await this.worker.waitUntilReady();
+    await this.events.waitUntilReady();
+  }
+
+  /** Queues deliveries; ids already queued (or kept) are ignored by BullMQ. Returns the delivery ids. */
+  async enqueue(jobs: readonly DeliveryJob[]): Promise<string[]> {
+    if (jobs.length === 0) return [];
+    const ids = jobs.map((j) => deliveryId(j.eventId, j.endpoint));
+    await this.queue.addBulk(jobs.map((data, i) => ({ name: data.type, data, opts: { jobId: ids[i] } })));
+    return ids;
+  }
+
+  private endpointOf(key: string): CompiledWebhook | undefined {
+    return this.tenant.webhooks.find((w) => w.key === key);
+  }
+
+  /** One attempt: POST the stored body with fresh signatures; a non-2xx answer throws (BullMQ retries). */
+  private async attempt(job: Job<DeliveryJob>): Promise<{ status: number; ms: number }> {
+    const endpoint = this.endpointOf(job.data.endpoint);
+    if (!endpoint) throw new UnrecoverableError(`endpoint ${job.data.endpoint} is no longer configured`);
+    const controller = new AbortController();
+    this.inFlight.add(controller);
+    const started = Date.now();
+    const attempt = job.attemptsMade + 1;
+    let status = 0;
+    try {
+      const res = await fetch(endpoint.url, {
+        method: "POST",
+        headers: signedHeaders(job.data.eventId, job.data.body, endpoint.secrets, Date.now()),
+        body: job.data.body,
+        redirect: "manual",
+        signal: AbortSignal.any([controller.signal, AbortSignal.timeout(endpoint.timeoutMs)]),
+      });
+      status = res.status;
+      // The answer's body is not used; reading it frees the connection for reuse.
+      await res.arrayBuffer().catch(() => undefined);
+    } catch (err) {
+      const reason = controller.signal.aborted ? "worker stopped" : err instanceof Error && err.name === "TimeoutError" ? `no answer within ${endpoint.timeoutMs} ms` : String((err as Error).cause ?? (err as Error).message);
+      await job.log(`${new Date().toISOString()} attempt ${attempt}: ${reason}`).catch(() => undefined);
+      throw new Error(reason);
+    } finally {
+      this.inFlight.delete(controller);
+    }
+    const ms = Date.now() - started;
+    await job.log(`${new Date().toISOString()} attempt ${attempt}: HTTP ${status} in ${ms} ms`);
+    if (status < 200 || status > 299) throw new Error(`HTTP ${status}`);
+    return { status, ms };
+  }
+
+  // ---- admin API ----
+
+  async list(filter: DeliveryFilter): Promise<{ deliveries: Record<string, unknown>[]; scanned: number }> {
+    const states = filter.status ? STATES[filter.status] : DELIVERY_STATUSES.flatMap((s) => STATES[s]);
+    const filtered = filter.endpoint !== undefined || filter.type !== undefined || filter.userId !== undefined;
+    const matches = (job: Job<DeliveryJob>) =>
+      (filter.endpoint === undefined || job.data.endpoint === filter.endpoint) &&
+      (filter.type === undefined || job.data.type === filter.type) &&
+      (filter.userId === undefined || job.data.userId === filter.userId);
+    if (!filtered) {
+      const jobs = (await this.queue.getJobs(states, filter.offset, filter.offset + filter.limit - 1, false)) as Job<DeliveryJob>[];
+      return { deliveries: await Promise.all(jobs.filter(Boolean).map((j) => this.summary(j))), scanned: jobs.length };
+    }
+    const out: Job<DeliveryJob>[] = [];
+    let skipped = 0;
+    let scanned = 0;
+    const page = 500;
+    while (out.length < filter.limit && scanned < LIST_SCAN) {
+      const jobs = (await this.queue.getJobs(states, scanned, scanned + page - 1, false)) as Job<DeliveryJob>[];
+      scanned += page;
+      for (const job of jobs) {
+        if (!job || !matches(job)) continue;
+        if (skipped < filter.offset) skipped++;
+        else if (out.length < filter.limit) out.push(job);
+      }
+      if (jobs.length < page) break;
+    }
+    return { deliveries: await Promise.all(out.map((j) => this.summary(j))), scanned };
+  }
+
+  private async summary(job: Job<DeliveryJob>, state?: JobState | "unknown"): Promise<Record<string, unknown>> {
+    const s = state ?? (await job.getState());
+    const status = statusOf(s);
+    const iso = (ms: number | undefined | null) => (ms ? new Date(ms).toISOString() : null);
+    return {
+      id: job.id,
+      eventId: job.data.eventId,
+      type: job.data.type,
+      endpoint: job.data.endpoint,
+      url: this.endpointOf(job.data.endpoint)?.url ?? null,
+      userId: job.data.userId,
+      status,
+      attempts: job.attemptsMade,
+      maxAttempts: job.opts.attempts ?? 1,
+      lastError: status === "delivered" ? null : job.failedReason || null,
+      responseStatus: status === "delivered" ? ((job.returnvalue as { status?: number } | null)?.status ?? null) : null,
+      created: iso(job.timestamp),
+      lastAttempt: iso(job.processedOn),
+      finished: iso(job.finishedOn),
+    };
+  }
+
+  async inspect(id: string): Promise<Record<string, unknown> | null> {
+    const job = (await this.queue.getJob(id)) as Job<DeliveryJob> | undefined;
+    if (!job) return null;
+    const { logs } = await this.queue.getJobLogs(id, 0, 99, true);
+    return { ...(await this.summary(job)), log: logs, payload: JSON.parse(job.data.body) as unknown };
+  }
+
+  /**
+   * Sends a delivery again: a dead or delivered one goes back to the queue with a fresh set of
+   * attempts (same event id and body); one waiting for a retry is sent now. Pending or in-flight
+   * ones are left alone.
+   */
+  async replay(id: string): Promise<"replayed" | "not-found" | "in-progress"> {
+    const job = (await this.queue.getJob(id)) as Job<DeliveryJob> | undefined;
+    if (!job) return "not-found";
+    const state = await job.getState();
+    if (state === "failed" || state === "completed") {
+      await job.retry(state, { resetAttemptsMade: true, resetAttemptsStarted: true });
+      return "replayed";
+    }
+    if (state === "delayed") {
+      await job.promote();
+      return "replayed";
+    }
+    return "in-progress";
+  }
+
+  /** Ids of deliveries in a status, oldest first (bulk replay), at most `limit`. */
+  async idsIn(status: DeliveryStatus, limit: number, endpoint?: string, type?: string): Promise<string[]> {
+    const jobs = (await this.queue.getJobs(STATES[status], 0, LIST_SCAN - 1, true)) as Job<DeliveryJob>[];
+    return jobs
+      .filter((j) => j && (endpoint === undefined || j.data.endpoint === endpoint) && (type === undefined || j.data.type === type))
+      .slice(0, limit)
+      .map((j) => j.id!);
+  }
+
+  /** Resolves when nothing is waiting, in flight or waiting for a retry (tests, tools). */
+  async settled(): Promise<void> {
+    for (;;) {
+      const counts = await this.queue.getJobCounts("waiting", "active", "delayed", "prioritized");
+      if (Object.values(counts).every((n) => n === 0)) return;
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          this.events.off("completed", done);
+          this.events.off("failed", done);
+          clearTimeout(timer);
+          resolve();
+        };
+        // Events only wake the check sooner; the loop re-reads the counts either way.
+        const timer = setTimeout(done, 50);
+        this.events.on("completed", done);
+        this.events.on("failed", done);
+      });
+    }
+  }
+
+  /** Stops this process's worker as a crash would: in-flight POSTs are cut and their jobs keep their lock until it expires. */
+  async kill(): Promise<void> {
+    for (const controller of this.inFlight) controller.abort();
+    await this.worker?.close(true);
+    this.worker = null;
+  }
+
+  async close(): Promise<void> {
+    for (const controller of this.inFlight) controller.abort();
+    await this.worker?.close();
+    this.worker = null;
+    await this.events.close();
+    await this.queue.close();
+  }
+}

@@ -1,0 +1,129 @@
+import type { ConnectionOptions } from "bullmq";
+import type { Redis } from "ioredis";
+import type { Logger } from "pino";
+import type { Clock } from "../../clock.js";
+import { TenantKeys } from "../../store/keys.js";
+import { Coalescer } from "./coalesce.js";
+import { WebhookConsumer, type TenantHooks } from "./consumer.js";
+import { DEFAULT_DELIVERY, DeliveryQueue, type DeliveryOptions } from "./deliveries.js";
+import { WEBHOOK_GROUP } from "./keys.js";
+import type { PayloadContext } from "./payloads.js";
+import { Timeline } from "./timeline.js";
+
+/**
+ * Outbound events (issue 6; README: Webhooks): the consumer that turns stream records into
+ * deliveries (consumer.ts), the per-tenant delivery queues (deliveries.ts) and the per-tenant
+ * timelines for what is due by the clock (timeline.ts). Tenants without endpoints get nothing,
+ * and their `webhooks` consumer group is removed so it never holds back the trimming of their
+ * streams.
+ */
+export interface WebhookOptions {
+  delivery: DeliveryOptions;
+  /** Wall-clock period of each tenant's timeline scheduler. @default 60000 */
+  tickEveryMs: number;
+  /** Consumer name, unique per process. @default "<hostname>-<pid>" */
+  consumer?: string;
+  /** Pending records of a consumer idle this long are taken over. @default 30000 */
+  claimIdleMs?: number;
+}
+
+export interface WebhookStartOptions {
+  redis: Redis;
+  connection: ConnectionOptions;
+  contexts: readonly PayloadContext[];
+  clock: Clock;
+  logger: Logger;
+  options?: Partial<Omit<WebhookOptions, "delivery">> & { delivery?: Partial<DeliveryOptions> };
+}
+
+interface TenantWebhooks extends TenantHooks {
+  timeline: Timeline;
+}
+
+export class Webhooks {
+  private constructor(
+    private readonly tenants: ReadonlyMap<string, TenantWebhooks>,
+    readonly consumer: WebhookConsumer | null,
+  ) {}
+
+  static async start(opts: WebhookStartOptions): Promise<Webhooks> {
+    const delivery: DeliveryOptions = { ...DEFAULT_DELIVERY, ...opts.options?.delivery };
+    const tickEveryMs = opts.options?.tickEveryMs ?? 60_000;
+    const tenants = new Map<string, TenantWebhooks>();
+    for (const ctx of opts.contexts) {
+      if (ctx.tenant.webhooks.length === 0) {
+        await dropGroup(opts.redis, ctx);
+        continue;
+      }
+      const deliveries = new DeliveryQueue(ctx.tenant, opts.connection, delivery, opts.logger);
+      const coalescer = new Coalescer(ctx);
+      const timeline = new Timeline(ctx, deliveries, coalescer, { connection: opts.connection, clock: opts.clock, logger: opts.logger, tickEveryMs });
+      tenants.set(ctx.tenant.id, { ctx, deliveries, coalescer, timeline });
+    }
+    if (tenants.size === 0) return new Webhooks(tenants, null);
+    for (const t of tenants.values()) {
+      await t.deliveries.startWorker();
+      await t.timeline.start();
+    }
+    const consumer = new WebhookConsumer(opts.redis, tenants, opts.logger, { consumer: opts.options?.consumer, claimIdleMs: opts.options?.claimIdleMs });
+    // The group exists from now on: every later change reaches the endpoints.
+    await consumer.ensureGroups();
+    return new Webhooks(tenants, consumer);
+  }
+
+  /** Starts the consumer's blocking loop (the service unless LAUREL_WORKER=off, and node dist/worker.js). */
+  startConsumer(): void {
+    this.consumer?.start();
+  }
+
+  /** Processes every record now in the streams into deliveries (tests, tools, the manual clock). */
+  async drain(): Promise<number> {
+    return (await this.consumer?.drain()) ?? 0;
+  }
+
+  /**
+   * Fires what the service clock made due (the manual clock's hook, after the time triggers):
+   * records written so far, then each tenant's tick (streak expiry, boundaries, closed
+   * coalescing windows), then the records the tick wrote.
+   */
+  async runDue(): Promise<void> {
+    if (!this.consumer) return;
+    await this.drain();
+    for (const t of this.tenants.values()) await t.timeline.runNow();
+    await this.drain();
+  }
+
+  deliveries(tenantId: string): DeliveryQueue | undefined {
+    return this.tenants.get(tenantId)?.deliveries;
+  }
+
+  timeline(tenantId: string): Timeline | undefined {
+    return this.tenants.get(tenantId)?.timeline;
+  }
+
+  /** A user boost was created or ended (the admin boost routes): its boundaries go on the timeline. */
+  async userBoostChanged(tenantId: string, boost: { id: string; userId: string; start: number; end: number | null }): Promise<void> {
+    await this.tenants.get(tenantId)?.timeline.userBoostChanged(boost);
+  }
+
+  /** Resolves when no delivery of the tenant (of every tenant) is waiting, in flight or waiting for a retry. */
+  async settled(tenantId?: string): Promise<void> {
+    for (const [id, t] of this.tenants) if (tenantId === undefined || id === tenantId) await t.deliveries.settled();
+  }
+
+  async close(): Promise<void> {
+    await this.consumer?.stop();
+    for (const t of this.tenants.values()) {
+      await t.timeline.close();
+      await t.deliveries.close();
+    }
+  }
+}
+
+/** Removes a tenant's webhooks group (its endpoints were removed), so the streams trim as if it never existed. */
+async function dropGroup(redis: Redis, ctx: PayloadContext): Promise<void> {
+  const keys = new TenantKeys(ctx.tenant.id);
+  for (let shard = 0; shard < ctx.tenant.shards; shard++) {
+    await redis.xgroup("DESTROY", keys.stream(shard), WEBHOOK_GROUP).catch(() => undefined);
+  }
+}

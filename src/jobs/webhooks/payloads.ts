@@ -1,0 +1,235 @@
+import type { CompiledBoost, CompiledLeaderboard, CompiledSystem, CompiledTenant, CompiledLevel } from "../../config/compiled.js";
+import { boardJson } from "../../api/leaderboards.js";
+import { userJson } from "../../api/users.js";
+import { achievementJson, awardJson, iso, levelJson, pairsJson, systemHeadJson } from "../../api/wire.js";
+import { fromMicro } from "../../domain/decimal.js";
+import { boardMember, memberUser, runDate } from "../../domain/leaderboards.js";
+import { levelOf } from "../../domain/levels.js";
+import { parseAwardRecord } from "../../domain/outcome.js";
+import { localDayIndex, periodOfDay } from "../../domain/periods.js";
+import { viewStreak } from "../../domain/streak.js";
+import type { StreamRecord } from "../../domain/stream-record.js";
+import { boardKeys, rankOf, topEntries } from "../../store/leaderboard-store.js";
+import type { TenantStore } from "../../store/tenant-store.js";
+import { readUser } from "../../store/user-store.js";
+import type { RecordEvent } from "./kinds.js";
+
+/**
+ * Payloads of the outbound events (trophy-compat §3.12 and §5.8): every one has `id`, `type`
+ * and `timestamp` (the service time of the change, ISO 8601), then the type's fields. Built by
+ * the webhook consumer when it processes the stream record, so what is read besides the record
+ * (the user's profile, freezes held, a streak's first period) is as of processing time, normally
+ * milliseconds after the change.
+ */
+export type Payload = Record<string, unknown> & { id: string; type: string; timestamp: string };
+
+export interface PayloadContext {
+  tenant: CompiledTenant;
+  store: TenantStore;
+}
+
+/** What the payloads of one record need from the user's hash, read once per record. */
+interface UserView {
+  user: Record<string, unknown>;
+  state: Map<string, unknown>;
+}
+
+async function userView(ctx: PayloadContext, record: StreamRecord, boards: readonly string[]): Promise<UserView> {
+  const found = await readUser(ctx.store, record.userId, ["ss", "fz", ...boards.map((b) => `lb:${b}`)]);
+  if (!found) return { user: { id: record.userId }, state: new Map() };
+  return { user: userJson(ctx.tenant, record.userId, found.profile), state: found.state };
+}
+
+const levelOrNull = (level: CompiledLevel | undefined) => (level ? levelJson(level) : null);
+
+/**
+ * The awards of one change: the newest awards of the system made at the record's instant whose
+ * amounts add up to the change and that end at its total (the award list is written by the same
+ * script as the record). Chronological; empty when they have left the list (100 kept).
+ */
+async function awardsOf(ctx: PayloadContext, system: CompiledSystem, record: StreamRecord, added: number, total: number) {
+  const shard = ctx.store.shard(record.userId);
+  const list = (await ctx.store.redis.lrange(ctx.store.keys.awards(shard, system.key, record.userId), 0, 19)).map(parseAwardRecord);
+  const end = list.findIndex((a) => a.ms === record.ms && a.total === total);
+  if (end < 0) return [];
+  const picked = [];
+  let sum = 0;
+  for (let i = end; i < list.length && list[i]!.ms === record.ms && sum !== added; i++) {
+    picked.push(list[i]!);
+    sum += list[i]!.awarded;
+  }
+  return picked.reverse().map((a) => awardJson(ctx.tenant, system, record.userId, a));
+}
+
+/** The streak as BaseStreakResponse at the record's period (trophy-compat §3.3). */
+function streakAt(ctx: PayloadContext, record: StreamRecord, view: UserView, length: number) {
+  const rule = ctx.tenant.streak!;
+  const period = periodOfDay(localDayIndex(record.ms, record.tz), rule.frequency);
+  // The stored first period, unless the stored streak is a later one (it started after this change).
+  const stored = view.state.get("ss");
+  const earliest = period - length + 1;
+  const startPeriod = typeof stored === "number" && stored <= earliest ? stored : earliest;
+  const freezes = view.state.get("fz");
+  return viewStreak(rule, { length, startPeriod, lastPeriod: period, freezes: typeof freezes === "number" ? freezes : 0 }, period);
+}
+
+function boardValue(board: CompiledLeaderboard, value: number): number {
+  return board.rankBy === "metric" ? fromMicro(value) : value;
+}
+
+interface HistoryEntry {
+  t: number;
+  pr: number | null;
+  r: number | null;
+  pv: number | null;
+  v: number | null;
+}
+
+/**
+ * Rank and previous rank of a board change. The event script records both in the user's rank
+ * history of the run ({t:s}:lh:<board>:<run>:<user>) in the same call as the stream record, so
+ * they are the ranks of the change itself; when that entry has left the history (100 kept),
+ * the ranks are computed from the board at processing time.
+ */
+async function ranksOf(ctx: PayloadContext, board: CompiledLeaderboard, record: StreamRecord, run: number, oldValue: number | null, newValue: number, breakdown: string) {
+  const shard = ctx.store.shard(record.userId);
+  const raw = await ctx.store.redis.lrange(`${ctx.store.keys.prefix(shard)}lh:${board.key}:${run}:${record.userId}`, 0, 19);
+  const left = board.rankBy === "streak" && newValue === 0;
+  for (const text of raw) {
+    const h = JSON.parse(text) as HistoryEntry;
+    if (h.t === record.ms && (h.v === (left ? null : newValue))) return { rank: h.r, previousRank: h.pr };
+  }
+  const keys = boardKeys(ctx.store, board, run, breakdown);
+  const onBoard = async (value: number | null): Promise<number | null> => {
+    if (value === null) return null;
+    const rank = await rankOf(ctx.store, board, keys, value, boardMember(record.ms, record.userId));
+    return rank <= board.maxParticipants ? rank : null;
+  };
+  const rank = left ? null : await onBoard(newValue);
+  let previousRank = await onBoard(oldValue);
+  // The user's new entry counts above the old value when the value rose.
+  if (previousRank !== null && rank !== null && oldValue !== null && newValue > oldValue && board.ranking !== "dense") previousRank -= 1;
+  return { rank, previousRank };
+}
+
+/**
+ * The payloads of a record's events (one per event, without `id`), in event order; null for an
+ * event that does not apply any more (its system, achievement or board left the config, or a
+ * board change that moved no rank).
+ */
+export async function recordPayloads(ctx: PayloadContext, record: StreamRecord, events: readonly RecordEvent[]): Promise<(Omit<Payload, "id"> | null)[]> {
+  const boards = events.flatMap((e) => (e.type === "leaderboard.rank_changed" ? [e.board.boardKey] : []));
+  const view = await userView(ctx, record, boards);
+  const timestamp = iso(record.ms);
+  return Promise.all(
+    events.map(async (event): Promise<Omit<Payload, "id"> | null> => {
+      const head = { type: event.type, timestamp, user: view.user };
+      switch (event.type) {
+        case "points.changed": {
+          const system = ctx.tenant.systemByKey.get(event.subject);
+          if (!system) return null;
+          const p = event.points;
+          return {
+            ...head,
+            points: {
+              ...systemHeadJson(system),
+              total: p.total,
+              added: p.added,
+              awards: await awardsOf(ctx, system, record, p.added, p.total),
+              level: levelOrNull(levelOf(system.levels, p.total) ?? undefined),
+            },
+          };
+        }
+        case "points.level_changed": {
+          const system = ctx.tenant.systemByKey.get(event.subject);
+          if (!system) return null;
+          const p = event.points;
+          return {
+            ...head,
+            points: { ...systemHeadJson(system), total: p.total },
+            previousLevel: levelOrNull(system.levels[p.levelBefore - 1]),
+            newLevel: levelOrNull(system.levels[p.levelAfter - 1]),
+          };
+        }
+        case "achievement.completed": {
+          const achievement = ctx.tenant.achievementByKey.get(event.subject);
+          return achievement ? { ...head, achievement: achievementJson(ctx.tenant, achievement, record.ms) } : null;
+        }
+        case "streak.started":
+        case "streak.extended":
+          return ctx.tenant.streak ? { ...head, streak: streakAt(ctx, record, view, event.length) } : null;
+        case "streak.lost":
+          return { ...head, length: event.length };
+        case "streak.freeze_consumed":
+          return { ...head, consumed: event.count, freezes: Number(view.state.get("fz") ?? 0) };
+        case "streak.freeze_earned":
+          return { ...head, earned: event.count, freezes: Number(view.state.get("fz") ?? 0) };
+        case "leaderboard.rank_changed": {
+          const board = ctx.tenant.leaderboardByKey.get(event.board.boardKey);
+          if (!board) return null;
+          const entry = view.state.get(`lb:${board.key}`) as unknown[] | undefined;
+          const breakdown = Array.isArray(entry) && entry[0] === event.board.run && typeof entry[3] === "string" ? entry[3] : "";
+          const { rank, previousRank } = await ranksOf(ctx, board, record, event.board.run, event.board.oldValue, event.board.newValue, breakdown);
+          if (rank === previousRank) return null;
+          const left = board.rankBy === "streak" && event.board.newValue === 0;
+          return {
+            ...head,
+            leaderboard: {
+              ...boardJson(ctx.tenant, board),
+              status: "active",
+              run: runDate(board, event.board.run),
+              rank,
+              value: left ? null : boardValue(board, event.board.newValue),
+              previousRank,
+              previousValue: event.board.oldValue === null ? null : boardValue(board, event.board.oldValue),
+              breakdownAttributeValue: breakdown === "" ? null : breakdown,
+            },
+          };
+        }
+      }
+    }),
+  );
+}
+
+/** PointsBoost (trophy-compat §5.8 points.boost_*), as of the boundary. */
+export function globalBoostPayloadJson(system: CompiledSystem, boost: CompiledBoost, status: "active" | "finished") {
+  const out: Record<string, unknown> = {
+    id: boost.id,
+    key: boost.key,
+    name: boost.name,
+    status,
+    userId: null,
+    pointsSystemId: system.id,
+    pointsSystemKey: system.key,
+    pointsSystemName: system.name,
+    start: iso(boost.start),
+    end: boost.end === null ? null : iso(boost.end),
+    multiplier: boost.multiplier,
+    rounding: boost.rounding,
+  };
+  if (boost.userAttributes.length > 0) out.userAttributes = pairsJson(boost.userAttributes);
+  return out;
+}
+
+/** LeaderboardResponseWithRankings of a run at a boundary: no rankings at the start, the top 10 at the finish. */
+export async function runPayloadJson(ctx: PayloadContext, board: CompiledLeaderboard, run: number, status: "active" | "finished") {
+  const head = { ...boardJson(ctx.tenant, board), status, run: runDate(board, run) };
+  // A board broken down by an attribute ranks each group apart: no single top 10.
+  if (status === "active" || board.breakdownAttribute !== null) return { ...head, rankings: [] };
+  const entries = await topEntries(ctx.store, boardKeys(ctx.store, board, run, ""), Math.min(10, board.maxParticipants));
+  const users = entries.map((e) => memberUser(e.member));
+  const pipeline = ctx.store.redis.pipeline();
+  for (const id of users) pipeline.hget(ctx.store.keys.user(ctx.store.shard(id), id), "nm");
+  const names = ((await pipeline.exec()) ?? []).map(([, name]) => (name as string | null) ?? null);
+  const ranks: number[] = [];
+  entries.forEach((e, i) => {
+    const same = i > 0 && e.value === entries[i - 1]!.value;
+    if (board.ranking === "ordinal" || i === 0) ranks.push(i + 1);
+    else if (same) ranks.push(ranks[i - 1]!);
+    else ranks.push(board.ranking === "dense" ? ranks[i - 1]! + 1 : i + 1);
+  });
+  return {
+    ...head,
+    rankings: entries.map((e, i) => ({ userId: users[i]!, userName: names[i]!, rank: ranks[i]!, value: boardValue(board, e.value) })),
+  };
+}

@@ -1,0 +1,254 @@
+import { Queue, QueueEvents, Worker, type ConnectionOptions } from "bullmq";
+import type { Logger } from "pino";
+import type { Clock } from "../../clock.js";
+import { iso } from "../../api/wire.js";
+import { streakAdmin } from "../../store/user-store.js";
+import { configBoundaries, type ConfigBoundary } from "./boundaries.js";
+import type { Coalescer } from "./coalesce.js";
+import type { DeliveryJob, DeliveryQueue } from "./deliveries.js";
+import { boundaryEventId } from "./kinds.js";
+import { JOBS_PREFIX, timelineQueueName, WebhookKeys } from "./keys.js";
+import { globalBoostPayloadJson, runPayloadJson, type PayloadContext } from "./payloads.js";
+
+/**
+ * What happens at a moment of the service clock rather than at an event (issue 6, "time-driven
+ * kinds"), for one tenant with webhook endpoints. One BullMQ job scheduler per tenant ticks
+ * every `tickEveryMs` of wall time (queue `laurel-hooks-time-<tenant>`); each tick, by the
+ * service clock:
+ *
+ *  1. Streak expiry: the users of each shard whose streak deadline ({t:s}:sd, the instant the
+ *     streak is lost) has passed are settled with streakAdmin "settle": in the same script call,
+ *     a freeze is consumed or the streak is lost, and the `fc:`/`sl:` parts go to the shard
+ *     stream, from which the consumer derives streak.freeze_consumed / streak.lost as for any
+ *     change. Only the users whose deadline passed are read (the zset is ordered by deadline).
+ *  2. Calendar boundaries in (cursor, now]: global boosts and leaderboard runs starting or
+ *     finishing (boundaries.ts), then user boosts (the {t}:wh:due zset the admin boost routes
+ *     fill). Each boundary's event id derives from the boost or the run, so it fires once
+ *     however many ticks or processes see it.
+ *  3. Coalesced events whose window has closed (coalesce.ts).
+ *
+ * With the system clock, a tick also queues a delayed job at the next known instant (a boundary,
+ * a streak deadline, a window's close) when it falls before the next regular tick, so events
+ * fire at their instant rather than up to a tick later. With the manual clock, moving the clock
+ * runs the tick at once (Webhooks.runDue) and POST /admin/v1/clock answers after it.
+ */
+const SWEEP_BATCH = 200;
+
+interface BoostBoundary {
+  /** user id, boost id, "started" | "finished", instant */
+  u: string;
+  b: string;
+  k: "started" | "finished";
+  t: number;
+}
+
+interface UserBoostRecord {
+  id: string;
+  name: string;
+  userId: string;
+  pointsSystemKey: string;
+  start: number;
+  end: number | null;
+  multiplier: number;
+  rounding: string;
+  created: number;
+}
+
+export interface TimelineOptions {
+  connection: ConnectionOptions;
+  clock: Clock;
+  logger: Logger;
+  /** @default 60000 */
+  tickEveryMs: number;
+}
+
+export class Timeline {
+  readonly queue: Queue;
+  private readonly events: QueueEvents;
+  private worker: Worker | null = null;
+  private readonly keys: WebhookKeys;
+
+  constructor(
+    private readonly ctx: PayloadContext,
+    private readonly deliveries: DeliveryQueue,
+    private readonly coalescer: Coalescer,
+    private readonly opts: TimelineOptions,
+  ) {
+    const name = timelineQueueName(ctx.tenant.id);
+    this.queue = new Queue(name, { connection: opts.connection, prefix: JOBS_PREFIX });
+    this.events = new QueueEvents(name, { connection: opts.connection, prefix: JOBS_PREFIX });
+    this.keys = new WebhookKeys(ctx.tenant.id);
+  }
+
+  /** Sweeping streaks needs a streak rule; it runs for tenants with endpoints only (README: Webhooks). */
+  private get sweeps(): boolean {
+    return this.ctx.tenant.streak !== null;
+  }
+
+  async start(): Promise<void> {
+    // The cursor starts at the first start: boundaries before it are history, not events.
+    await this.ctx.store.redis.zadd(this.keys.cursor(), "NX", this.opts.clock.now(), "c");
+    this.worker = new Worker(this.queue.name, async () => this.tick(this.opts.clock.now()), { connection: this.opts.connection, prefix: JOBS_PREFIX, concurrency: 1 });
+    this.worker.on("failed", (_job, err) => this.opts.logger.error({ err, tenant: this.ctx.tenant.id }, "webhook timeline tick failed"));
+    await this.worker.waitUntilReady();
+    await this.events.waitUntilReady();
+    await this.queue.upsertJobScheduler("tick", { every: this.opts.tickEveryMs }, { name: "tick", opts: { removeOnComplete: true, removeOnFail: 100 } });
+  }
+
+  /** Runs one tick through the queue and a worker, and waits for it (the manual clock). */
+  async runNow(): Promise<void> {
+    const job = await this.queue.add("tick", {}, { removeOnComplete: true, removeOnFail: 100 });
+    await job.waitUntilFinished(this.events);
+  }
+
+  async tick(now: number): Promise<{ settled: number; boundaries: number; coalesced: number }> {
+    const settled = this.sweeps ? await this.sweepStreaks(now) : 0;
+    const boundaries = (await this.configBoundaries(now)) + (await this.userBoostBoundaries(now));
+    const coalesced = await this.coalescer.flush(now, (jobs) => this.deliveries.enqueue(jobs));
+    if (!this.opts.clock.manual) await this.scheduleWake(now);
+    return { settled, boundaries, coalesced };
+  }
+
+  /** Settles every user whose streak deadline has passed; returns how many changed. */
+  async sweepStreaks(now: number): Promise<number> {
+    const { store } = this.ctx;
+    let changed = 0;
+    for (let shard = 0; shard < store.tenant.shards; shard++) {
+      // A user the settlement leaves in place (its zone moved the deadline) is skipped past.
+      for (let offset = 0; ; ) {
+        const due = await store.redis.zrangebyscore(`${store.keys.prefix(shard)}sd`, "-inf", now, "LIMIT", offset, SWEEP_BATCH);
+        const results = await Promise.all(due.map((userId) => streakAdmin(store, userId, "settle", now, () => 0)));
+        const moved = results.filter((r) => r.status === "settled" && (r.consumed > 0 || r.lost > 0)).length;
+        changed += moved;
+        offset += due.length - moved;
+        if (due.length < SWEEP_BATCH) break;
+      }
+    }
+    return changed;
+  }
+
+  private async emit(type: string, subject: string, at: number, fields: Record<string, unknown>, userId: string | null): Promise<void> {
+    const endpoints = this.ctx.tenant.webhooks.filter((w) => w.events.has(type));
+    if (endpoints.length === 0) return;
+    const eventId = boundaryEventId(this.ctx.tenant.ns, this.ctx.tenant.id, type, subject);
+    const body = JSON.stringify({ id: eventId, type, timestamp: iso(at), ...fields });
+    const jobs: DeliveryJob[] = endpoints.map((w) => ({ endpoint: w.key, eventId, type, userId, body }));
+    await this.deliveries.enqueue(jobs);
+  }
+
+  private async emitConfig(b: ConfigBoundary): Promise<void> {
+    if ("boost" in b) {
+      const status = b.type === "points.boost_started" ? "active" : "finished";
+      await this.emit(b.type, b.subject, b.at, { boost: globalBoostPayloadJson(b.system, b.boost, status) }, null);
+      return;
+    }
+    // A run's payload reads the board (the finish's top 10): only when someone subscribes.
+    if (!this.ctx.tenant.webhooks.some((w) => w.events.has(b.type))) return;
+    const status = b.type === "leaderboard.started" ? "active" : "finished";
+    await this.emit(b.type, b.subject, b.at, { leaderboard: await runPayloadJson(this.ctx, b.board, b.run, status) }, null);
+  }
+
+  private async configBoundaries(now: number): Promise<number> {
+    const redis = this.ctx.store.redis;
+    const cursor = Number((await redis.zscore(this.keys.cursor(), "c")) ?? now);
+    const due = configBoundaries(this.ctx.tenant, cursor, now);
+    for (const b of due) await this.emitConfig(b);
+    // Only forward (GT): a clock set back, or a slower process, never moves it back.
+    await redis.zadd(this.keys.cursor(), "GT", now, "c");
+    return due.length;
+  }
+
+  /** Records a user boost's boundaries (the admin boost routes, after their write). */
+  async userBoostChanged(boost: { id: string; userId: string; start: number; end: number | null }): Promise<void> {
+    const members: (string | number)[] = [boost.start, JSON.stringify({ u: boost.userId, b: boost.id, k: "started", t: boost.start } satisfies BoostBoundary)];
+    if (boost.end !== null) members.push(boost.end, JSON.stringify({ u: boost.userId, b: boost.id, k: "finished", t: boost.end } satisfies BoostBoundary));
+    await this.ctx.store.redis.zadd(this.keys.boostDue(), ...members);
+    const next = Math.min(boost.start, boost.end ?? Infinity);
+    const now = this.opts.clock.now();
+    if (next <= now) {
+      // Due already (a boost that starts at once, or one ended now): fire without waiting for a tick.
+      if (this.opts.clock.manual) await this.runNow();
+      else await this.wake(now);
+    } else if (!this.opts.clock.manual) await this.scheduleWake(now);
+  }
+
+  /**
+   * User boost boundaries that are due. Each is checked against the boost's stored record (the
+   * {t:s}:ub index) at the boundary: a boost ended early or cancelled keeps its stale boundary
+   * members, which then match nothing; a cancelled scheduled boost (empty window) fires neither.
+   */
+  private async userBoostBoundaries(now: number): Promise<number> {
+    const { store, tenant } = this.ctx;
+    const redis = store.redis;
+    let fired = 0;
+    for (;;) {
+      const due = await redis.zrangebyscore(this.keys.boostDue(), "-inf", now, "LIMIT", 0, SWEEP_BATCH);
+      if (due.length === 0) return fired;
+      for (const member of due) {
+        const b = JSON.parse(member) as BoostBoundary;
+        const raw = await redis.hget(store.keys.userBoosts(store.shard(b.u)), b.b);
+        const record = raw ? (JSON.parse(raw) as UserBoostRecord) : null;
+        const system = record ? tenant.systemByKey.get(record.pointsSystemKey) : undefined;
+        const live = record && system && (record.end === null || record.end > record.start);
+        const matches = live && (b.k === "started" ? record.start === b.t : record.end === b.t);
+        if (matches) {
+          const type = b.k === "started" ? "points.boost_started" : "points.boost_finished";
+          const boost = {
+            id: record.id,
+            name: record.name,
+            status: b.k === "started" ? "active" : "finished",
+            userId: record.userId,
+            pointsSystemId: system.id,
+            pointsSystemKey: system.key,
+            pointsSystemName: system.name,
+            start: iso(record.start),
+            end: record.end === null ? null : iso(record.end),
+            multiplier: record.multiplier,
+            rounding: record.rounding,
+            created: iso(record.created),
+          };
+          await this.emit(type, record.id, b.t, { boost }, record.userId);
+          fired++;
+        }
+      }
+      await redis.zrem(this.keys.boostDue(), ...due);
+      if (due.length < SWEEP_BATCH) return fired;
+    }
+  }
+
+  /** The next instant something is due, if any is known. */
+  private async nextDue(now: number): Promise<number | null> {
+    const { store } = this.ctx;
+    const candidates: number[] = [];
+    const next = configBoundaries(this.ctx.tenant, now, now + this.opts.tickEveryMs)[0];
+    if (next) candidates.push(next.at);
+    const firstOf = async (key: string) => {
+      const first = await store.redis.zrange(key, 0, 0, "WITHSCORES");
+      if (first.length === 2) candidates.push(Number(first[1]));
+    };
+    await firstOf(this.keys.boostDue());
+    if (this.sweeps) for (let shard = 0; shard < store.tenant.shards; shard++) await firstOf(`${store.keys.prefix(shard)}sd`);
+    const close = await this.coalescer.nextClose();
+    if (close !== null) candidates.push(close);
+    const after = candidates.filter((t) => t > now);
+    return after.length > 0 ? Math.min(...after) : null;
+  }
+
+  /** A delayed tick at the next due instant, when it comes before the next regular tick. */
+  private async scheduleWake(now: number): Promise<void> {
+    const at = await this.nextDue(now);
+    if (at !== null && at - now < this.opts.tickEveryMs) await this.wake(at);
+  }
+
+  private async wake(at: number): Promise<void> {
+    const delay = Math.max(0, at - this.opts.clock.now());
+    // The id dedupes the wake-ups several processes ask for at one instant.
+    await this.queue.add("tick", {}, { jobId: `wake-${at}`, delay, removeOnComplete: true, removeOnFail: 100 });
+  }
+
+  async close(): Promise<void> {
+    await this.worker?.close();
+    await this.events.close();
+    await this.queue.close();
+  }
+}

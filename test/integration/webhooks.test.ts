@@ -1,0 +1,271 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WEBHOOK_EVENT_TYPES } from "../../src/jobs/webhooks/kinds.js";
+import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { startReceiver, verifyStandard, verifyTrophy, type Receiver, type Received } from "../helpers/webhook-receiver.js";
+
+/**
+ * Outbound events end to end (issue 6; README: Webhooks): a real receiver on loopback, the
+ * app's real BullMQ delivery worker and timeline, the manual clock. Nothing here sleeps:
+ * records become deliveries by drain() (or by moving the clock, which drains before it
+ * answers), and the tests wait for the receiver to have seen what they expect.
+ *
+ * One tenant, one endpoint subscribed to every type, signing with two secrets (a rotation):
+ * a Standard Webhooks `whsec_` secret first, an older plain one second. The tests run in order
+ * on one clock, from Monday 2026-06-01 12:00 UTC.
+ */
+const SECRET = `whsec_${randomBytes(24).toString("base64")}`;
+const OLD_SECRET = "an-older-plain-secret-0123";
+const T0 = "2026-06-01T12:00:00Z";
+
+let receiver: Receiver;
+let t: TestApp;
+const tenantId = uniqueTenantId("wh");
+
+function yaml(url: string): string {
+  return tenantYaml(
+    tenantId,
+    `
+    shards: 2
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers:
+          - { key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }
+          - { key: profile-bonus, type: achievement, achievement: profile, points: 50 }
+          - { key: daily, type: time, unit: day, interval: 1, points: 100 }
+        levels:
+          - { key: bronze, name: Bronze, points: 15 }
+          - { key: silver, name: Silver, points: 55 }
+          - { key: gold, name: Gold, points: 1000 }
+        boosts:
+          - { key: launch, name: Launch day, multiplier: 2, start: "2026-06-03T00:00:00Z", end: "2026-06-04T00:00:00Z" }
+    achievements:
+      - { key: first-lesson, name: First lesson, type: metric, metric: lessons, value: 1 }
+      - { key: profile, name: Profile, type: api }
+    streak:
+      frequency: daily
+      metrics: [{ metric: lessons, threshold: 1 }]
+      freezes: { initial: 1, max: 2 }
+    leaderboards:
+      - { key: weekly-xp, name: Weekly XP, rankBy: points, points: xp, start: "2026-06-01", runUnit: day, runInterval: 7 }
+    webhooks:
+      - key: main
+        url: ${url}
+        secrets: ["${SECRET}", "${OLD_SECRET}"]
+        events: [${WEBHOOK_EVENT_TYPES.join(", ")}]
+`,
+  );
+}
+
+beforeAll(async () => {
+  receiver = await startReceiver();
+  t = await startTestApp({ yaml: yaml(receiver.url), manualClock: T0 });
+});
+afterAll(async () => {
+  await t.close();
+  await receiver.close();
+});
+
+const of = (type: string, userId?: string) => (r: Received) => r.body.type === type && (userId === undefined || r.body.user?.id === userId);
+const admin = { "x-api-key": "demo-admin-key" };
+
+/** Records → deliveries now, then wait for the receiver to have `n` matching requests. */
+async function delivered(n: number, filter: (r: Received) => boolean): Promise<Received[]> {
+  await t.app.webhooks!.drain();
+  return receiver.waitFor(n, filter);
+}
+
+describe("events from a metric event", () => {
+  it("delivers points.changed, achievement.completed, streak.started, streak.extended and leaderboard.rank_changed, signed", async () => {
+    expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "ada", tz: "UTC", name: "Ada" }, value: 1 })).status).toBe(201);
+    const all = await delivered(5, (r) => r.body.user?.id === "ada");
+    expect(all.map((r) => r.body.type).sort()).toEqual(["achievement.completed", "leaderboard.rank_changed", "points.changed", "streak.extended", "streak.started"]);
+    const byType = Object.fromEntries(all.map((r) => [r.body.type, r.body]));
+    const user = expect.objectContaining({ id: "ada", name: "Ada", tz: "UTC", attributes: {}, control: false, created: "2026-06-01T12:00:00.000Z" });
+
+    expect(byType["points.changed"]).toEqual({
+      id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      type: "points.changed",
+      timestamp: "2026-06-01T12:00:00.000Z",
+      user,
+      points: expect.objectContaining({
+        key: "xp",
+        name: "XP",
+        total: 10,
+        added: 10,
+        level: null,
+        awards: [expect.objectContaining({ awarded: 10, total: 10, date: "2026-06-01T12:00:00.000Z", trigger: expect.objectContaining({ key: "per-lesson" }) })],
+      }),
+    });
+    expect(byType["achievement.completed"]).toMatchObject({
+      type: "achievement.completed",
+      user,
+      achievement: { key: "first-lesson", name: "First lesson", trigger: "metric", metricValue: 1, achievedAt: "2026-06-01T12:00:00.000Z" },
+    });
+    const streak = { length: 1, frequency: "daily", started: "2026-06-01", periodStart: "2026-06-01", periodEnd: "2026-06-01", expires: "2026-06-02", freezes: 1, maxFreezes: 2 };
+    expect(byType["streak.started"]).toMatchObject({ type: "streak.started", user, streak });
+    expect(byType["streak.extended"]).toMatchObject({ type: "streak.extended", user, streak });
+    expect(byType["leaderboard.rank_changed"]).toMatchObject({
+      type: "leaderboard.rank_changed",
+      user,
+      leaderboard: { key: "weekly-xp", rankBy: "points", run: "2026-06-01", rank: 1, value: 10, previousRank: null, previousValue: null, status: "active" },
+    });
+    // One id per change, each different.
+    expect(new Set(all.map((r) => r.body.id)).size).toBe(5);
+  });
+
+  it("signs every delivery for both schemes: X-Trophy-Signature with the first secret, Standard Webhooks with each", async () => {
+    for (const r of receiver.received) {
+      expect(r.headers["content-type"]).toBe("application/json");
+      expect(r.headers["webhook-id"]).toBe(r.body.id);
+      expect(verifyTrophy(r, SECRET)).toBe(true);
+      expect(verifyTrophy(r, OLD_SECRET)).toBe(false);
+      expect(verifyStandard(r, SECRET)).toBe(true);
+      expect(verifyStandard(r, OLD_SECRET)).toBe(true);
+      expect(verifyStandard(r, `whsec_${randomBytes(24).toString("base64")}`)).toBe(false);
+      // A tampered body fails both.
+      const tampered = { ...r, raw: r.raw.replace('"type"', '"typo"') };
+      expect(verifyTrophy(tampered, SECRET)).toBe(false);
+      expect(verifyStandard(tampered, SECRET)).toBe(false);
+    }
+  });
+
+  it("a redelivered record (drained again) queues nothing new", async () => {
+    const before = receiver.received.length;
+    await t.app.webhooks!.drain();
+    await t.app.webhooks!.settled(tenantId);
+    expect(receiver.received.length).toBe(before);
+  });
+});
+
+describe("points.level_changed", () => {
+  it("is emitted when an API achievement completion changes the level", async () => {
+    const res = await t.call("POST", "/v1/achievements/profile/complete", { user: { id: "ada" } });
+    expect(res.status).toBe(201);
+    const [changed] = await delivered(1, of("points.level_changed", "ada"));
+    expect(changed!.body).toEqual({
+      id: expect.any(String),
+      type: "points.level_changed",
+      timestamp: "2026-06-01T12:00:00.000Z",
+      user: expect.objectContaining({ id: "ada" }),
+      points: { id: expect.any(String), key: "xp", name: "XP", description: null, badgeUrl: null, maxPoints: null, total: 60 },
+      previousLevel: null,
+      newLevel: { id: expect.any(String), key: "silver", name: "Silver", description: null, badgeUrl: null, points: 55 },
+    });
+    await receiver.waitFor(1, of("achievement.completed", "ada"));
+    const completed = receiver.received.filter(of("achievement.completed", "ada")).map((r) => r.body.achievement.key);
+    expect(completed.sort()).toEqual(["first-lesson", "profile"]);
+  });
+
+  it("is emitted when a time trigger pays, at the moment the clock passes the due instant", async () => {
+    expect((await t.call("PUT", "/v1/users/tim", { tz: "UTC" })).status).toBe(200);
+    // Due one day after first identification; the clock hook runs the trigger, then drains the records.
+    await t.setClock("2026-06-02T12:00:00Z");
+    const [changed] = await receiver.waitFor(1, of("points.level_changed", "tim"));
+    expect(changed!.body).toMatchObject({
+      timestamp: "2026-06-02T12:00:00.000Z",
+      points: { key: "xp", total: 100 },
+      previousLevel: null,
+      newLevel: { key: "silver" },
+    });
+    const [points] = await receiver.waitFor(1, of("points.changed", "tim"));
+    expect(points!.body.points).toMatchObject({ total: 100, added: 100, awards: [expect.objectContaining({ awarded: 100, trigger: expect.objectContaining({ key: "daily", type: "time" }) })] });
+  });
+});
+
+describe("time-driven events fire when the service clock passes their instant, without any event", () => {
+  it("streak.freeze_consumed when the deadline passes with a freeze left, then streak.lost", async () => {
+    // ada extended on 06-01: the streak is lost at the start of 06-03 unless a freeze covers 06-02.
+    await t.setClock("2026-06-03T00:00:00Z");
+    const [consumed] = await receiver.waitFor(1, of("streak.freeze_consumed", "ada"));
+    expect(consumed!.body).toMatchObject({ timestamp: "2026-06-03T00:00:00.000Z", consumed: 1, freezes: 0 });
+    expect(receiver.received.filter(of("streak.lost", "ada"))).toHaveLength(0);
+
+    await t.setClock("2026-06-04T00:00:00Z");
+    const [lost] = await receiver.waitFor(1, of("streak.lost", "ada"));
+    expect(lost!.body).toEqual({ id: expect.any(String), type: "streak.lost", timestamp: "2026-06-04T00:00:00.000Z", user: expect.objectContaining({ id: "ada" }), length: 1 });
+  });
+
+  it("points.boost_started and points.boost_finished for a global boost, once each", async () => {
+    const started = receiver.received.filter(of("points.boost_started"));
+    const finished = receiver.received.filter(of("points.boost_finished"));
+    expect(started).toHaveLength(1);
+    expect(finished).toHaveLength(1);
+    expect(started[0]!.body).toEqual({
+      id: expect.any(String),
+      type: "points.boost_started",
+      timestamp: "2026-06-03T00:00:00.000Z",
+      boost: expect.objectContaining({ key: "launch", name: "Launch day", status: "active", userId: null, pointsSystemKey: "xp", multiplier: 2, start: "2026-06-03T00:00:00.000Z", end: "2026-06-04T00:00:00.000Z" }),
+    });
+    expect(finished[0]!.body).toMatchObject({ timestamp: "2026-06-04T00:00:00.000Z", boost: { key: "launch", status: "finished" } });
+    // Moving the clock again (even back) never fires them twice.
+    await t.setClock("2026-06-03T12:00:00Z");
+    await t.setClock("2026-06-04T01:00:00Z");
+    await t.app.webhooks!.settled(tenantId);
+    expect(receiver.received.filter(of("points.boost_started"))).toHaveLength(1);
+  });
+
+  it("points.boost_started and points.boost_finished for a user boost from the admin API", async () => {
+    const res = await t.call(
+      "POST",
+      "/admin/v1/points/xp/boosts",
+      { userId: "tim", name: "Comeback", multiplier: 3, start: "2026-06-04T02:00:00Z", end: "2026-06-04T03:00:00Z" },
+      admin,
+    );
+    expect(res.status).toBe(201);
+    await t.setClock("2026-06-04T02:00:00Z");
+    const [started] = await receiver.waitFor(1, (r) => r.body.type === "points.boost_started" && r.body.boost.userId === "tim");
+    expect(started!.body).toMatchObject({ timestamp: "2026-06-04T02:00:00.000Z", boost: { id: res.body.id, name: "Comeback", status: "active", userId: "tim", multiplier: 3 } });
+    // Ended early by the admin: it finishes now, not at its planned end.
+    await t.setClock("2026-06-04T02:30:00Z");
+    expect((await t.call("DELETE", `/admin/v1/points/xp/boosts/${res.body.id}`, undefined, admin)).status).toBe(200);
+    const [finished] = await receiver.waitFor(1, (r) => r.body.type === "points.boost_finished" && r.body.boost.userId === "tim");
+    expect(finished!.body).toMatchObject({ timestamp: "2026-06-04T02:30:00.000Z", boost: { status: "finished", end: "2026-06-04T02:30:00.000Z" } });
+    await t.setClock("2026-06-04T03:00:00Z");
+    await t.app.webhooks!.settled(tenantId);
+    expect(receiver.received.filter((r) => r.body.type === "points.boost_finished" && r.body.boost.userId === "tim")).toHaveLength(1);
+  });
+
+  it("leaderboard.finished with the top rankings and leaderboard.started at the run boundary", async () => {
+    await t.setClock("2026-06-08T00:00:00Z");
+    const [finished] = await receiver.waitFor(1, of("leaderboard.finished"));
+    const [started] = await receiver.waitFor(1, of("leaderboard.started"));
+    expect(finished!.body).toMatchObject({
+      timestamp: "2026-06-08T00:00:00.000Z",
+      leaderboard: { key: "weekly-xp", status: "finished", run: "2026-06-01", rankings: expect.any(Array) },
+    });
+    const rankings = finished!.body.leaderboard.rankings as { userId: string; rank: number; value: number }[];
+    expect(rankings.map((r) => r.userId)).toEqual(expect.arrayContaining(["ada", "tim"]));
+    expect(rankings[0]!.rank).toBe(1);
+    expect(started!.body).toMatchObject({ timestamp: "2026-06-08T00:00:00.000Z", leaderboard: { key: "weekly-xp", status: "active", run: "2026-06-08", rankings: [] } });
+  });
+});
+
+describe("the admin API", () => {
+  it("lists deliveries with status and attempts, and shows one with its log and payload", async () => {
+    await t.app.webhooks!.settled(tenantId);
+    const list = await t.call("GET", "/admin/v1/webhooks/deliveries?status=delivered&type=points.level_changed", undefined, admin);
+    expect(list.status).toBe(200);
+    expect(list.body.deliveries.length).toBeGreaterThanOrEqual(2);
+    const one = list.body.deliveries[0];
+    expect(one).toMatchObject({ type: "points.level_changed", endpoint: "main", status: "delivered", attempts: 1, lastError: null, responseStatus: 200 });
+    const detail = await t.call("GET", `/admin/v1/webhooks/deliveries/${one.id}`, undefined, admin);
+    expect(detail.status).toBe(200);
+    expect(detail.body.payload).toMatchObject({ id: one.eventId, type: "points.level_changed" });
+    expect(detail.body.log).toEqual([expect.stringMatching(/attempt 1: HTTP 200 in \d+ ms$/)]);
+    const overview = await t.call("GET", "/admin/v1/webhooks", undefined, admin);
+    expect(overview.body).toMatchObject({ endpoints: [{ key: "main", url: receiver.url, secrets: 2 }], deliveries: { dead: 0 } });
+    expect(JSON.stringify(overview.body)).not.toContain(OLD_SECRET);
+  });
+
+  it("answers 404 for an unknown delivery, 401 with an API key, 422 for a bad status", async () => {
+    expect((await t.call("GET", "/admin/v1/webhooks/deliveries/nope", undefined, admin)).status).toBe(404);
+    expect((await t.call("GET", "/admin/v1/webhooks/deliveries")).status).toBe(401);
+    expect((await t.call("GET", "/admin/v1/webhooks/deliveries?status=lost", undefined, admin)).status).toBe(422);
+    expect((await t.call("POST", "/admin/v1/webhooks/deliveries/nope/replay", {}, admin)).status).toBe(404);
+    expect((await t.call("POST", "/admin/v1/webhooks/deliveries/replay", { ids: ["a"], status: "dead" }, admin)).status).toBe(400);
+  });
+});
