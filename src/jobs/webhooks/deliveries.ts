@@ -111,8 +111,9 @@ export class DeliveryQueue {
   readonly queue: Queue<DeliveryJob>;
   readonly events: QueueEvents;
   private worker: Worker<DeliveryJob> | null = null;
-  /** In-flight attempts, aborted by kill() (tests: a worker that dies mid-delivery). */
+  /** In-flight attempts, cut by close() and kill(), so a stopping worker never waits for a slow receiver. */
   private readonly inFlight = new Set<AbortController>();
+  private stopping = false;
 
   constructor(
     private readonly tenant: CompiledTenant,
@@ -141,6 +142,7 @@ export class DeliveryQueue {
   /** Starts this process's worker on the queue. */
   async startWorker(): Promise<void> {
     if (this.worker) return;
+    this.stopping = false;
     this.worker = new Worker<DeliveryJob>(this.queue.name, (job) => this.attempt(job), {
       connection: this.connection,
       prefix: JOBS_PREFIX,
@@ -177,6 +179,7 @@ export class DeliveryQueue {
     if (!endpoint) throw new UnrecoverableError(`endpoint ${job.data.endpoint} is no longer configured`);
     const controller = new AbortController();
     this.inFlight.add(controller);
+    if (this.stopping) controller.abort();
     const started = Date.now();
     const attempt = job.attemptsMade + 1;
     let status = 0;
@@ -314,15 +317,20 @@ export class DeliveryQueue {
 
   /** Stops this process's worker as a crash would: in-flight POSTs are cut and their jobs keep their lock until it expires. */
   async kill(): Promise<void> {
+    await this.stop(true);
+  }
+
+  private async stop(force: boolean): Promise<void> {
+    this.stopping = true;
+    // Closing first stops the worker taking jobs; then the attempts in flight are cut.
+    const closed = this.worker?.close(force);
     for (const controller of this.inFlight) controller.abort();
-    await this.worker?.close(true);
+    await closed;
     this.worker = null;
   }
 
   async close(): Promise<void> {
-    for (const controller of this.inFlight) controller.abort();
-    await this.worker?.close();
-    this.worker = null;
+    await this.stop(false);
     await this.events.close();
     await this.queue.close();
   }

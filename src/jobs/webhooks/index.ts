@@ -44,6 +44,7 @@ export class Webhooks {
   private constructor(
     private readonly tenants: ReadonlyMap<string, TenantWebhooks>,
     readonly consumer: WebhookConsumer | null,
+    private readonly logger: Logger,
   ) {}
 
   static async start(opts: WebhookStartOptions): Promise<Webhooks> {
@@ -60,7 +61,7 @@ export class Webhooks {
       const timeline = new Timeline(ctx, deliveries, coalescer, { connection: opts.connection, clock: opts.clock, logger: opts.logger, tickEveryMs });
       tenants.set(ctx.tenant.id, { ctx, deliveries, coalescer, timeline });
     }
-    if (tenants.size === 0) return new Webhooks(tenants, null);
+    if (tenants.size === 0) return new Webhooks(tenants, null, opts.logger);
     for (const t of tenants.values()) {
       await t.deliveries.startWorker();
       await t.timeline.start();
@@ -68,7 +69,12 @@ export class Webhooks {
     const consumer = new WebhookConsumer(opts.redis, tenants, opts.logger, { consumer: opts.options?.consumer, claimIdleMs: opts.options?.claimIdleMs });
     // The group exists from now on: every later change reaches the endpoints.
     await consumer.ensureGroups();
-    return new Webhooks(tenants, consumer);
+    return new Webhooks(tenants, consumer, opts.logger);
+  }
+
+  /** Another consumer of the same group on the same queues (tests: a second worker; tools). */
+  createConsumer(redis: Redis, name: string): WebhookConsumer {
+    return new WebhookConsumer(redis, this.tenants, this.logger, { consumer: name });
   }
 
   /** Starts the consumer's blocking loop (the service unless LAUREL_WORKER=off, and node dist/worker.js). */

@@ -1,0 +1,256 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WEBHOOK_GROUP } from "../../src/jobs/webhooks/keys.js";
+import { startTestApp, uniqueTenantId, type TestApp, type TestAppOptions } from "../helpers/app.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
+
+/**
+ * Delivery of outbound events (issue 6; README: Webhooks): retries until success, dead letters
+ * and replay, a delivery worker and a stream consumer dying mid-way, coalescing, a receiver that
+ * never answers. Each scenario has its own tenant, app and receiver on loopback; retries wait 0
+ * ms (the backoff is an option) and locks are short where a crash must be recovered, so nothing
+ * here sleeps: the tests wait for the receiver or for the queue to settle.
+ */
+const FAST: TestAppOptions["webhooks"] = { delivery: { backoff: { firstMs: 0, factor: 1, jitter: 0, maxMs: 0 } } };
+const admin = { "x-api-key": "demo-admin-key" };
+
+function hookYaml(tenantId: string, endpoints: string): string {
+  return tenantYaml(
+    tenantId,
+    `
+    shards: 2
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
+    webhooks:
+${endpoints}`,
+  );
+}
+
+const endpoint = (key: string, url: string, extra = "") =>
+  `      - { key: ${key}, url: "${url}", secret: "a-test-secret-0123456789", events: [points.changed]${extra} }\n`;
+
+interface Scenario {
+  t: TestApp;
+  receiver: Receiver;
+  tenantId: string;
+}
+
+async function scenario(respond: Receiver["respond"], options: TestAppOptions = {}, extra = ""): Promise<Scenario> {
+  const receiver = await startReceiver(respond);
+  const tenantId = uniqueTenantId("whd");
+  const t = await startTestApp({ yaml: hookYaml(tenantId, endpoint("main", receiver.url, extra)), manualClock: "2026-06-01T12:00:00Z", webhooks: FAST, ...options });
+  return { t, receiver, tenantId };
+}
+
+async function close(s: Scenario): Promise<void> {
+  await s.t.close();
+  await s.receiver.close();
+}
+
+const lesson = (s: Scenario, user: string) => s.t.call("POST", "/v1/metrics/lessons/event", { user: { id: user }, value: 1 });
+
+describe("a receiver that fails, then succeeds", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    s = await scenario((_r, i) => (i < 3 ? 500 : 200));
+  });
+  afterAll(() => close(s));
+
+  it("gets the event once per attempt, the same id and body each time, and the delivery ends delivered", async () => {
+    expect((await lesson(s, "u1")).status).toBe(201);
+    await s.t.app.webhooks!.drain();
+    const attempts = await s.receiver.waitFor(4);
+    await s.t.app.webhooks!.settled(s.tenantId);
+    expect(s.receiver.received).toHaveLength(4);
+    expect(new Set(attempts.map((r) => r.headers["webhook-id"])).size).toBe(1);
+    expect(new Set(attempts.map((r) => r.raw)).size).toBe(1);
+
+    const list = await s.t.call("GET", "/admin/v1/webhooks/deliveries", undefined, admin);
+    expect(list.body.deliveries).toEqual([expect.objectContaining({ status: "delivered", attempts: 4, maxAttempts: 10, responseStatus: 200, lastError: null })]);
+    const detail = await s.t.call("GET", `/admin/v1/webhooks/deliveries/${list.body.deliveries[0].id}`, undefined, admin);
+    expect(detail.body.log.map((line: string) => line.replace(/^.* attempt/, "attempt").replace(/ in \d+ ms/, ""))).toEqual([
+      "attempt 1: HTTP 500",
+      "attempt 2: HTTP 500",
+      "attempt 3: HTTP 500",
+      "attempt 4: HTTP 200",
+    ]);
+  });
+});
+
+describe("a receiver that is down past every attempt", () => {
+  let s: Scenario;
+  let port: number;
+  beforeAll(async () => {
+    // A port nothing listens on any more: connections are refused.
+    const probe = await startReceiver();
+    port = Number(new URL(probe.url).port);
+    await probe.close();
+    const tenantId = uniqueTenantId("whd");
+    const url = `http://127.0.0.1:${port}/hooks`;
+    const t = await startTestApp({
+      yaml: hookYaml(tenantId, endpoint("main", url)),
+      manualClock: "2026-06-01T12:00:00Z",
+      webhooks: { delivery: { ...FAST!.delivery, attempts: 3 } },
+    });
+    s = { t, tenantId, receiver: probe };
+  });
+  afterAll(async () => {
+    await s.t.close();
+    await s.receiver.close().catch(() => undefined);
+  });
+
+  it("ends dead-lettered with its attempts and last error; a replay delivers it once the receiver is back", async () => {
+    expect((await lesson(s, "d1")).status).toBe(201);
+    expect((await lesson(s, "d2")).status).toBe(201);
+    await s.t.app.webhooks!.drain();
+    await s.t.app.webhooks!.settled(s.tenantId);
+    const dead = await s.t.call("GET", "/admin/v1/webhooks/deliveries?status=dead", undefined, admin);
+    expect(dead.body.deliveries).toHaveLength(2);
+    for (const d of dead.body.deliveries) {
+      expect(d).toMatchObject({ status: "dead", attempts: 3, maxAttempts: 3, lastError: expect.stringContaining("ECONNREFUSED") });
+    }
+    expect((await s.t.call("GET", "/admin/v1/webhooks", undefined, admin)).body.deliveries).toMatchObject({ dead: 2, delivered: 0 });
+
+    // The receiver comes back at the same URL.
+    s.receiver = await startReceiver(() => 200, port);
+    const [first, second] = dead.body.deliveries;
+    const one = await s.t.call("POST", `/admin/v1/webhooks/deliveries/${first.id}/replay`, {}, admin);
+    expect(one.body).toEqual({ replayed: [first.id], issues: [] });
+    const [got] = await s.receiver.waitFor(1);
+    expect(got!.headers["webhook-id"]).toBe(first.eventId);
+    await s.t.app.webhooks!.settled(s.tenantId);
+    expect((await s.t.call("GET", `/admin/v1/webhooks/deliveries/${first.id}`, undefined, admin)).body).toMatchObject({ status: "delivered", attempts: 1 });
+
+    // The rest, by status.
+    const many = await s.t.call("POST", "/admin/v1/webhooks/deliveries/replay", { status: "dead" }, admin);
+    expect(many.body).toEqual({ replayed: [second.id], issues: [] });
+    await s.receiver.waitFor(2);
+    await s.t.app.webhooks!.settled(s.tenantId);
+    expect((await s.t.call("GET", "/admin/v1/webhooks", undefined, admin)).body.deliveries).toMatchObject({ dead: 0, delivered: 2 });
+    expect(new Set(s.receiver.received.map((r) => r.headers["webhook-id"]))).toEqual(new Set([first.eventId, second.eventId]));
+  });
+});
+
+describe("a delivery worker that dies mid-delivery", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    s = await scenario((_r, i) => (i === 0 ? "hang" : 200), { webhooks: { delivery: { ...FAST!.delivery, lockDurationMs: 1000, stalledIntervalMs: 200 } } });
+  });
+  afterAll(() => close(s));
+
+  it("leaves the job to the next worker, which sends the same event id", async () => {
+    expect((await lesson(s, "k1")).status).toBe(201);
+    await s.t.app.webhooks!.drain();
+    await s.receiver.waitFor(1);
+    // The worker has the job and is waiting for the receiver: it dies; another one starts.
+    const deliveries = s.t.app.webhooks!.deliveries(s.tenantId)!;
+    await deliveries.kill();
+    await deliveries.startWorker();
+    const both = await s.receiver.waitFor(2);
+    await s.t.app.webhooks!.settled(s.tenantId);
+    expect(both[0]!.headers["webhook-id"]).toBe(both[1]!.headers["webhook-id"]);
+    expect(both[0]!.raw).toBe(both[1]!.raw);
+    const list = await s.t.call("GET", "/admin/v1/webhooks/deliveries", undefined, admin);
+    expect(list.body.deliveries).toEqual([expect.objectContaining({ status: "delivered" })]);
+  });
+});
+
+describe("a stream consumer that dies between queueing and acknowledging", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    s = await scenario(() => 200);
+  });
+  afterAll(() => close(s));
+
+  it("is taken over by another consumer, which queues the same deliveries: one event id per change", async () => {
+    for (const user of ["c1", "c2", "c1", "c3"]) expect((await lesson(s, user)).status).toBe(201);
+    const crashing = s.t.app.webhooks!.consumer!;
+    const acknowledge = crashing.acknowledge.bind(crashing);
+    crashing.acknowledge = async () => {
+      throw new Error("crashed before XACK");
+    };
+    await expect(crashing.drain()).rejects.toThrow("crashed before XACK");
+    crashing.acknowledge = acknowledge;
+    const streams = [0, 1].map((shard) => `{${s.tenantId}:${shard}}:x`);
+    const pending = async () => {
+      let n = 0;
+      for (const key of streams) n += ((await s.t.redis.xpending(key, WEBHOOK_GROUP)) as [number])[0];
+      return n;
+    };
+    expect(await pending()).toBeGreaterThan(0);
+
+    const other = s.t.app.webhooks!.createConsumer(s.t.redis, "second-worker");
+    expect(await other.drain()).toBeGreaterThan(0);
+    expect(await pending()).toBe(0);
+    await s.receiver.waitFor(4);
+    await s.t.app.webhooks!.settled(s.tenantId);
+    expect(s.receiver.received).toHaveLength(4);
+    expect(new Set(s.receiver.received.map((r) => r.headers["webhook-id"])).size).toBe(4);
+    const counts = await s.t.app.webhooks!.deliveries(s.tenantId)!.queue.getJobCounts("completed");
+    expect(counts.completed).toBe(4);
+  });
+});
+
+describe("coalescing", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    const receiver = await startReceiver();
+    const tenantId = uniqueTenantId("whc");
+    const yaml = hookYaml(tenantId, endpoint("every", receiver.url) + endpoint("batched", receiver.url, ", coalesce: { points.changed: 15 }"));
+    s = { receiver, tenantId, t: await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: FAST }) };
+  });
+  afterAll(() => close(s));
+
+  it("sends points.changed at most once per user per window, when the window closes, with the net change", async () => {
+    await lesson(s, "co");
+    await s.t.setClock("2026-06-01T12:05:00Z");
+    await lesson(s, "co");
+    await s.t.setClock("2026-06-01T12:10:00Z");
+    await lesson(s, "co");
+    await s.t.setClock("2026-06-01T12:14:59Z");
+    await s.t.app.webhooks!.settled(s.tenantId);
+    const list = async (endpointKey: string) =>
+      (await s.t.call("GET", `/admin/v1/webhooks/deliveries?endpoint=${endpointKey}`, undefined, admin)).body.deliveries as { eventId: string }[];
+    expect(await list("every")).toHaveLength(3);
+    expect(await list("batched")).toHaveLength(0);
+
+    await s.t.setClock("2026-06-01T12:15:00Z");
+    await s.t.app.webhooks!.settled(s.tenantId);
+    const [one] = await list("batched");
+    expect(one).toBeDefined();
+    const [got] = s.receiver.received.filter((r) => r.headers["webhook-id"] === one!.eventId);
+    expect(got!.body).toMatchObject({ type: "points.changed", timestamp: "2026-06-01T12:10:00.000Z", user: { id: "co" }, points: { total: 30, added: 30 } });
+
+    // The next window holds the next change only.
+    await s.t.setClock("2026-06-01T12:20:00Z");
+    await lesson(s, "co");
+    await s.t.setClock("2026-06-01T12:30:00Z");
+    await s.t.app.webhooks!.settled(s.tenantId);
+    const again = await list("batched");
+    expect(again).toHaveLength(2);
+    const latest = s.receiver.received.find((r) => r.headers["webhook-id"] === again.find((d) => d.eventId !== one!.eventId)!.eventId);
+    expect(latest!.body.points).toMatchObject({ total: 40, added: 10 });
+    expect(await list("every")).toHaveLength(4);
+  });
+});
+
+describe("a receiver that never answers", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    s = await scenario(() => "hang");
+  });
+  afterAll(() => close(s));
+
+  it("does not hold up the event endpoint", async () => {
+    expect((await lesson(s, "slow")).status).toBe(201);
+    await s.t.app.webhooks!.drain();
+    await s.receiver.waitFor(1);
+    // A delivery is in flight and unanswered; events keep being answered.
+    for (let i = 0; i < 20; i++) expect((await lesson(s, `slow${i}`)).status).toBe(201);
+    await s.t.app.webhooks!.drain();
+    expect(s.receiver.hanging.length).toBeGreaterThanOrEqual(1);
+  });
+});

@@ -1,0 +1,188 @@
+import { createHmac } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { ConfigError } from "../../src/config/compile.js";
+import { loadConfigText } from "../../src/config/load.js";
+import { decodeStreamRecord } from "../../src/domain/stream-record.js";
+import { configBoundaries } from "../../src/jobs/webhooks/boundaries.js";
+import { backoffDelay, DEFAULT_BACKOFF, DEFAULT_DELIVERY } from "../../src/jobs/webhooks/deliveries.js";
+import { boardParts, recordEvents, streamEventId } from "../../src/jobs/webhooks/kinds.js";
+import { signedHeaders, standardSignature, trophySignature } from "../../src/jobs/webhooks/signing.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
+
+/** Outbound events, pure parts (issue 6): backoff schedule, signatures, kinds, boundaries, config. */
+
+const HOUR = 3_600_000;
+
+describe("backoff", () => {
+  it("by default retries at least 8 times over about a day, growing exponentially", () => {
+    const attempts = DEFAULT_DELIVERY.attempts;
+    expect(attempts).toBeGreaterThanOrEqual(8);
+    const delays = Array.from({ length: attempts - 1 }, (_, i) => backoffDelay(i + 1, DEFAULT_BACKOFF, () => 0.5));
+    expect(delays[0]).toBe(30_000);
+    for (let i = 1; i < delays.length; i++) expect(delays[i]!).toBeGreaterThan(delays[i - 1]!);
+    const span = delays.reduce((a, b) => a + b, 0);
+    expect(span).toBeGreaterThan(18 * HOUR);
+    expect(span).toBeLessThan(26 * HOUR);
+  });
+
+  it("jitters each delay within ±20% and caps it", () => {
+    expect(backoffDelay(3, DEFAULT_BACKOFF, () => 0)).toBe(Math.round(30_000 * 6.25 * 0.8));
+    expect(backoffDelay(3, DEFAULT_BACKOFF, () => 1)).toBe(Math.round(30_000 * 6.25 * 1.2));
+    expect(backoffDelay(30, DEFAULT_BACKOFF, () => 0.5)).toBe(12 * HOUR);
+    expect(backoffDelay(5, { firstMs: 0, factor: 1, jitter: 0, maxMs: 0 })).toBe(0);
+  });
+});
+
+describe("signatures", () => {
+  it("Standard Webhooks: the specification's test vector", () => {
+    // github.com/standard-webhooks/standard-webhooks, libraries' shared test case.
+    const signature = standardSignature("msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, '{"test": 2432232314}', ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]);
+    expect(signature).toBe("v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+  });
+
+  it("rotation: one v1 signature per secret, space-separated; X-Trophy-Signature with the first secret as written", () => {
+    const body = '{"id":"x","type":"points.changed"}';
+    const headers = signedHeaders("evt", body, ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "plain-secret-0123456789"], 1_700_000_000_123);
+    expect(headers["webhook-id"]).toBe("evt");
+    expect(headers["webhook-timestamp"]).toBe("1700000000");
+    const parts = headers["webhook-signature"]!.split(" ");
+    expect(parts).toHaveLength(2);
+    const plain = createHmac("sha256", "plain-secret-0123456789").update(`evt.1700000000.${body}`).digest("base64");
+    expect(parts[1]).toBe(`v1,${plain}`);
+    expect(headers["x-trophy-signature"]).toBe(createHmac("sha256", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").update(body).digest("base64"));
+    expect(trophySignature(body, "plain-secret-0123456789")).toBe(createHmac("sha256", "plain-secret-0123456789").update(body).digest("base64"));
+  });
+});
+
+describe("the events a stream record stands for", () => {
+  const flat = (o: string) => ["k", "ev", "u", "ada", "t", "1780000000000", "z", "UTC", "e", "lessons|1000000|e1", "o", o];
+
+  it("maps every outcome part to its event types", () => {
+    const fields = flat("c;a:first;p:xp:10:60:1:2;p:coins:5:5:0:0;s:1;fc:1;fe:2;b:weekly:3::10000000");
+    const record = decodeStreamRecord("1780000000000-0", fields);
+    const events = recordEvents(record, boardParts(fields));
+    expect(events.map((e) => [e.type, e.subject])).toEqual([
+      ["achievement.completed", "first"],
+      ["points.changed", "xp"],
+      ["points.level_changed", "xp"],
+      ["points.changed", "coins"],
+      ["streak.freeze_consumed", "fc"],
+      ["streak.freeze_earned", "fe"],
+      ["streak.started", "streak"],
+      ["streak.extended", "streak"],
+      ["leaderboard.rank_changed", "weekly:3"],
+    ]);
+    expect(boardParts(fields)).toEqual([{ boardKey: "weekly", run: 3, oldValue: null, newValue: 10_000_000 }]);
+  });
+
+  it("a streak extended past 1 is not a start; a lost streak and an admin grant have their own types", () => {
+    const fields = flat("s:4;sl:3;fa:1;b:streaky:0:3:0");
+    const events = recordEvents(decodeStreamRecord("1-0", fields), boardParts(fields));
+    expect(events.map((e) => e.type)).toEqual(["streak.lost", "streak.freeze_earned", "streak.extended", "leaderboard.rank_changed"]);
+    expect(boardParts(fields)[0]).toEqual({ boardKey: "streaky", run: 0, oldValue: 3, newValue: 0 });
+  });
+
+  it("derives one id per (stream entry, type, subject), the same every time", () => {
+    const ns = "6f1d1a5e-2b7c-5c3e-9a41-5b2f0c7d8e90";
+    const id = streamEventId(ns, "demo", 3, "1780000000000-0", "points.changed", "xp");
+    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(streamEventId(ns, "demo", 3, "1780000000000-0", "points.changed", "xp")).toBe(id);
+    expect(streamEventId(ns, "demo", 3, "1780000000000-0", "points.changed", "coins")).not.toBe(id);
+    expect(streamEventId(ns, "demo", 3, "1780000000000-1", "points.changed", "xp")).not.toBe(id);
+    expect(streamEventId(ns, "demo", 4, "1780000000000-0", "points.changed", "xp")).not.toBe(id);
+  });
+});
+
+const BASE = `
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
+        boosts:
+          - { key: launch, name: Launch, multiplier: 2, start: "2026-06-03T00:00:00Z", end: "2026-06-04T00:00:00Z" }
+          - { key: forever, name: Forever, multiplier: 1.5, start: "2026-06-10" }
+    leaderboards:
+      - { key: weekly, name: Weekly, rankBy: metric, metric: lessons, start: "2026-06-01", runUnit: day, runInterval: 7 }
+      - { key: monthly, name: Monthly, rankBy: metric, metric: lessons, start: "2026-01-31", end: "2026-05-01", runUnit: month, runInterval: 1 }
+      - { key: season, name: Season, rankBy: metric, metric: lessons, start: "2026-06-02", end: "2026-06-09" }
+`;
+
+describe("calendar boundaries", () => {
+  const [tenant] = loadConfigText(tenantYaml("bnd", BASE), "b.yaml", {});
+  const at = (iso: string) => Date.parse(iso);
+  const list = (from: string, to: string) => configBoundaries(tenant!, at(from), at(to)).map((b) => [b.type, b.subject, new Date(b.at).toISOString()]);
+
+  it("boosts start and finish at their instants, in (from, to]", () => {
+    expect(list("2026-06-02T00:00:00Z", "2026-06-04T00:00:00Z").filter(([t]) => String(t).startsWith("points"))).toEqual([
+      ["points.boost_started", tenant!.systems[0]!.boosts[0]!.id, "2026-06-03T00:00:00.000Z"],
+      ["points.boost_finished", tenant!.systems[0]!.boosts[0]!.id, "2026-06-04T00:00:00.000Z"],
+    ]);
+    expect(list("2026-06-03T00:00:00Z", "2026-06-03T23:59:59Z")).toEqual([]);
+  });
+
+  it("runs: a weekly board, a perpetual board with an end, a monthly board clipped by its end", () => {
+    const [launch, forever] = tenant!.systems[0]!.boosts.map((b) => b.id);
+    expect(list("2026-06-01T00:00:00Z", "2026-06-15T00:00:00Z")).toEqual([
+      ["leaderboard.started", "season:0", "2026-06-02T00:00:00.000Z"],
+      ["points.boost_started", launch, "2026-06-03T00:00:00.000Z"],
+      ["points.boost_finished", launch, "2026-06-04T00:00:00.000Z"],
+      ["leaderboard.finished", "weekly:0", "2026-06-08T00:00:00.000Z"],
+      ["leaderboard.started", "weekly:1", "2026-06-08T00:00:00.000Z"],
+      ["leaderboard.finished", "season:0", "2026-06-09T00:00:00.000Z"],
+      ["points.boost_started", forever, "2026-06-10T00:00:00.000Z"],
+      ["leaderboard.finished", "weekly:1", "2026-06-15T00:00:00.000Z"],
+      ["leaderboard.started", "weekly:2", "2026-06-15T00:00:00.000Z"],
+    ]);
+    // Monthly from Jan 31: runs start on the last day of shorter months; the board ends on May 1.
+    expect(list("2026-02-01T00:00:00Z", "2026-06-01T00:00:00Z").filter(([, s]) => String(s).startsWith("monthly"))).toEqual([
+      ["leaderboard.finished", "monthly:0", "2026-02-28T00:00:00.000Z"],
+      ["leaderboard.started", "monthly:1", "2026-02-28T00:00:00.000Z"],
+      ["leaderboard.finished", "monthly:1", "2026-03-31T00:00:00.000Z"],
+      ["leaderboard.started", "monthly:2", "2026-03-31T00:00:00.000Z"],
+      ["leaderboard.finished", "monthly:2", "2026-04-30T00:00:00.000Z"],
+      ["leaderboard.started", "monthly:3", "2026-04-30T00:00:00.000Z"],
+      ["leaderboard.finished", "monthly:3", "2026-05-01T00:00:00.000Z"],
+    ]);
+  });
+
+  it("a long gap replays at most the last 10 boundaries of a board", () => {
+    const weekly = list("2026-06-01T00:00:00Z", "2027-06-01T00:00:00Z").filter(([, s]) => String(s).startsWith("weekly"));
+    expect(weekly).toHaveLength(10);
+    expect(weekly.at(-1)).toEqual(["leaderboard.started", "weekly:52", "2027-05-31T00:00:00.000Z"]);
+  });
+});
+
+function errorOf(body: string): ConfigError {
+  try {
+    loadConfigText(tenantYaml("cfg", BASE + body), "x.yaml", {});
+  } catch (err) {
+    if (err instanceof ConfigError) return err;
+    throw err;
+  }
+  throw new Error("expected a ConfigError");
+}
+
+describe("webhook config", () => {
+  const ok = (extra = "") => `    webhooks:\n      - { key: main, url: "https://example.com/hooks", secret: "0123456789abcdef", events: [points.changed]${extra} }\n`;
+
+  it("compiles an endpoint with defaults", () => {
+    const [tenant] = loadConfigText(tenantYaml("cfg", BASE + ok()), "x.yaml", {});
+    expect(tenant!.webhooks).toEqual([
+      { key: "main", url: "https://example.com/hooks", secrets: ["0123456789abcdef"], events: new Set(["points.changed"]), coalesceMs: new Map(), timeoutMs: 10_000 },
+    ]);
+    const [none] = loadConfigText(tenantYaml("cfg", BASE), "x.yaml", {});
+    expect(none!.webhooks).toEqual([]);
+  });
+
+  it("refuses a bad endpoint, naming the field", () => {
+    expect(errorOf(ok().replace('secret: "0123456789abcdef"', 'secret: "0123456789abcdef", secrets: ["fedcba9876543210"]')).path).toBe("$input.tenants[0].webhooks[0].secret");
+    expect(errorOf(ok().replace('secret: "0123456789abcdef", ', "")).path).toBe("$input.tenants[0].webhooks[0].secret");
+    expect(errorOf(ok().replace("https://example.com/hooks", "ftp://example.com/x")).path).toBe("$input.tenants[0].webhooks[0].url");
+    expect(errorOf(ok().replace("points.changed]", "points.exploded]")).path).toMatch(/^\$input\.tenants\[0\]\.webhooks\[0\]\.events/);
+    expect(errorOf(ok().replace('"0123456789abcdef"', '"whsec_not base64 at all!"')).path).toBe("$input.tenants[0].webhooks[0].secrets[0]");
+    expect(errorOf(ok(", coalesce: { streak.lost: 5 }").replace("points.changed]", "points.changed, streak.lost]")).message).toContain("only points.changed and leaderboard.rank_changed");
+    expect(errorOf(ok(", coalesce: { leaderboard.rank_changed: 5 }")).message).toContain("does not subscribe");
+    expect(errorOf(ok() + ok().replace("    webhooks:\n", "")).path).toBe("$input.tenants[0].webhooks[1].key");
+  });
+});
