@@ -140,7 +140,7 @@ export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
     const now = clock.now();
     const userId = req.query.get("userId");
     if (userId !== null) checkUserId(userId, "userId");
-    const offset = intParam(req.query, "offset", 0, userId === null ? 0 : -board.maxParticipants, board.maxParticipants);
+    const offset = intParam(req.query, "offset", 0, userId === null ? 0 : -100_000_000, 100_000_000);
     const limit = intParam(req.query, "limit", 10, 0, 100);
     const run = selectRun(board, req.query, now);
     const breakdown = selectBreakdown(board, req.query);
@@ -160,7 +160,8 @@ export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
       start = Math.max(0, position + offset);
       const ahead = position - start;
       const around = await entriesAround(store, keys, own.value, own.member, ahead, Math.max(0, start + limit - position));
-      entries = [...around.ahead, ...around.behind].slice(0, limit);
+      // `behind` starts at the user; a positive offset starts the window further down.
+      entries = [...around.ahead, ...around.behind.slice(Math.max(0, start - position))].slice(0, limit);
       entries = entries.filter((_, i) => start + i < board.maxParticipants);
     }
     const names = await userNames(store, entries.map((e) => memberUser(e.member)));

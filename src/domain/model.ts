@@ -7,6 +7,7 @@ import { levelIndex } from "./levels.js";
 import type { AwardRecord, BoardChange, EventOutcome, PointsChange, StreakState } from "./outcome.js";
 import { activeRun, boardMember, compareEntries, thresholdOfEntries, type BoardEntry } from "./leaderboards.js";
 import { localDayIndex, periodOfDay, streakDeadline } from "./periods.js";
+import { shardOf } from "./shards.js";
 import { settleStreak, STREAK_HISTORY_KEPT, type StreakSettlement } from "./streak.js";
 
 /**
@@ -575,7 +576,9 @@ export function applyTimeTicks(tenant: CompiledTenant, state: ModelState, now: n
     if (t.type !== "time") continue;
     const due = state.timeDue.get(triggerId(t));
     if (!due) continue;
-    for (const [userId, dueAt] of [...due]) {
+    // The service pays shard by shard, each shard in due order (ZRANGEBYSCORE: score, then member).
+    const order = [...due].sort(([ua, da], [ub, db]) => shardOf(ua, tenant.shards) - shardOf(ub, tenant.shards) || da - db || (ua < ub ? -1 : ua > ub ? 1 : 0));
+    for (const [userId, dueAt] of order) {
       if (dueAt > now) continue;
       const user = state.users.get(userId)!;
       const n = Math.floor((now - dueAt) / t.intervalMs) + 1;

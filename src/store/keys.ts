@@ -30,16 +30,7 @@
  *   {t:s}:sx                hash  user → instant (ms) of the last streak extension
  */
 
-/** FNV-1a over the UTF-8 bytes of the user id: stable across processes and languages. */
-export function shardOf(userId: string, shards: number): number {
-  let hash = 0x811c9dc5;
-  const bytes = Buffer.from(userId, "utf8");
-  for (let i = 0; i < bytes.length; i++) {
-    hash ^= bytes[i]!;
-    hash = Math.imul(hash, 0x01000193);
-  }
-  return (hash >>> 0) % shards;
-}
+export { shardOf } from "../domain/shards.js";
 
 export class TenantKeys {
   constructor(readonly tenantId: string) {}

@@ -94,7 +94,7 @@ export async function entriesAround(
   for (const e of mergeLists(lists)) all.set(e.member, e);
   const sorted = [...all.values()].sort(compareEntries);
   return {
-    ahead: sorted.filter((e) => compareEntries(e, pivot) < 0).slice(-before),
+    ahead: before === 0 ? [] : sorted.filter((e) => compareEntries(e, pivot) < 0).slice(-before),
     behind: sorted.filter((e) => compareEntries(e, pivot) >= 0).slice(0, after),
   };
 }

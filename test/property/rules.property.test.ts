@@ -16,8 +16,14 @@ import {
   applyUserBoost,
   emptyState,
   readUserPoints,
+  modelBoardOrder,
+  modelRank,
+  refreshThresholds,
   type ModelState,
 } from "../../src/domain/model.js";
+import { activeRun, boardStatus, memberUser, runOfDay } from "../../src/domain/leaderboards.js";
+import { fromMicro } from "../../src/domain/decimal.js";
+import type { CompiledTenant } from "../../src/config/compiled.js";
 import { localDayIndex, periodOfDay } from "../../src/domain/periods.js";
 import { runTimeTrigger } from "../../src/jobs/time-triggers.js";
 import { awardJson } from "../../src/api/wire.js";
@@ -46,7 +52,8 @@ type Command =
   | { kind: "freeze"; user: string; count: number }
   | { kind: "restore"; user: string }
   | { kind: "advance"; ms: number }
-  | { kind: "read"; user: string; system: "xp" | "gems" | "coins" };
+  | { kind: "read"; user: string; system: "xp" | "gems" | "coins" }
+  | { kind: "board"; board: string; region: "eu" | "us"; user: string | null; offset: number; limit: number };
 
 const HOUR = 3_600_000;
 const commandArb: fc.Arbitrary<Command> = fc.oneof(
@@ -91,6 +98,14 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     ms: fc.oneof(fc.integer({ min: 60_000, max: 5 * HOUR }), fc.integer({ min: 22 * HOUR, max: 26 * HOUR }), fc.integer({ min: 46 * HOUR, max: 50 * HOUR }), fc.integer({ min: 4 * 24 * HOUR, max: 9 * 24 * HOUR })),
   }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("read" as const), user: fc.constantFrom(...USERS), system: fc.constantFrom("xp" as const, "gems" as const, "coins" as const) }) },
+  { weight: 2, arbitrary: fc.record({
+    kind: fc.constant("board" as const),
+    board: fc.constantFrom("xp-ever", "lessons-2d", "streaks", "gems-region", "quiz-monthly"),
+    region: fc.constantFrom("eu" as const, "us" as const),
+    user: fc.option(fc.constantFrom(...USERS), { freq: 2 }),
+    offset: fc.integer({ min: -2, max: 2 }),
+    limit: fc.integer({ min: 1, max: 4 }),
+  }) },
 );
 
 let t: TestApp;
@@ -123,6 +138,12 @@ async function runSequence(commands: Command[]): Promise<void> {
         await clock.set(now + cmd.ms);
         for (let i = 1; i <= store.tenantRules.rules.tt.length; i++) await runTimeTrigger(store, i, clock.now());
         applyTimeTicks(tenant, model, clock.now());
+        // Moving the manual clock refreshed the service's thresholds before the ticks ran.
+        refreshThresholds(tenant, model, clock.now());
+        break;
+      }
+      case "board": {
+        await expectBoardsEqual(tenant, model, cmd, now);
         break;
       }
       case "read": {
@@ -240,6 +261,62 @@ async function runSequence(commands: Command[]): Promise<void> {
     }
   }
   await expectStateEqual(t, tenant, model);
+  for (const board of tenant.leaderboards) {
+    for (const user of USERS) await expectBoardsEqual(tenant, model, { kind: "board", board: board.key, region: "eu", user, offset: 0, limit: 3 }, clock.now());
+  }
+}
+
+/** A page of a board and a user's entry, against the model's board order and rank rule. */
+async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd: Extract<Command, { kind: "board" }>, now: number): Promise<void> {
+  const board = tenant.leaderboardByKey.get(cmd.board)!;
+  const query = new URLSearchParams({ limit: String(cmd.limit) });
+  if (board.breakdownAttribute) query.set("userAttributes", `region:${cmd.region}`);
+  const run = activeRun(board, now) ?? (boardStatus(board, now) === "finished" ? runOfDay(board, board.endDay! - 1) : null);
+  const group = run === null ? new Map() : (model.boards.get(`${board.key}:${run}:${board.breakdownAttribute ? cmd.region : ""}`) ?? new Map());
+  const order = modelBoardOrder(group);
+  const unit = (v: number) => (board.rankBy === "metric" ? fromMicro(v) : v);
+  const ranked = order.map((e) => ({ userId: memberUser(e.member), value: unit(e.value), rank: modelRank(board, group, e.value, e.member) }));
+  if (cmd.user === null) {
+    query.set("offset", String(Math.max(0, cmd.offset)));
+    const res = await t.call("GET", `/v1/leaderboards/${board.key}?${query}`, undefined, API);
+    expect(res.status).toBe(200);
+    const start = Math.max(0, cmd.offset);
+    const expected = ranked.slice(start, Math.min(start + cmd.limit, board.maxParticipants));
+    expect(res.body.rankings.map((r: { userId: string; rank: number; value: number }) => ({ userId: r.userId, value: r.value, rank: r.rank })), `${board.key} page`).toEqual(expected);
+  } else {
+    const res = await t.call("GET", `/v1/users/${cmd.user}/leaderboards/${board.key}?numEvents=100`, undefined, API);
+    if (!model.users.has(cmd.user)) {
+      expect(res.status).toBe(404);
+      return;
+    }
+    const mine = ranked.find((r) => r.userId === cmd.user);
+    const entry = model.users.get(cmd.user)!.boards.get(board.key);
+    const onOwnGroup = entry && run !== null && entry.run === run;
+    expect(res.body.value, `${board.key} value of ${cmd.user}`).toBe(onOwnGroup ? unit(entry.value) : null);
+    if (!board.breakdownAttribute) {
+      const rank = mine && mine.rank <= board.maxParticipants ? mine.rank : null;
+      expect(res.body.rank, `${board.key} rank of ${cmd.user}`).toBe(onOwnGroup ? rank : null);
+    }
+    // "Around me": offset counts from the user's position.
+    query.set("userId", cmd.user);
+    query.set("offset", String(cmd.offset));
+    const around = await t.call("GET", `/v1/leaderboards/${board.key}?${query}`, undefined, API);
+    expect(around.status).toBe(200);
+    const position = ranked.findIndex((r) => r.userId === cmd.user);
+    const start = Math.max(0, position + cmd.offset);
+    const window = position < 0 || !onOwnGroup ? [] : ranked.slice(start, start + cmd.limit).filter((_, i) => start + i < board.maxParticipants);
+    expect(around.body.rankings.map((r: { userId: string; rank: number; value: number }) => ({ userId: r.userId, value: r.value, rank: r.rank })), `${board.key} around ${cmd.user}`).toEqual(window);
+    const history = run === null ? [] : (model.boardHistory.get(`${board.key}:${run}:${cmd.user}`) ?? []);
+    expect(res.body.history, `${board.key} history of ${cmd.user}`).toEqual(
+      history.map((h) => ({
+        timestamp: new Date(h.t).toISOString(),
+        previousRank: h.pr,
+        rank: h.r,
+        previousValue: h.pv === null ? null : unit(h.pv),
+        value: h.v === null ? null : unit(h.v),
+      })),
+    );
+  }
 }
 
 describe("every points and achievement rule: HTTP + Lua equals the reference model", () => {
