@@ -1,0 +1,85 @@
+// Leaderboard reads at a million participants (issue 5, "Cost"): bulk-loads 1,000,000 scores into
+// one run of a board spread over 16 shard sorted sets, exactly as the scripts lay them out, then
+// measures the Redis time of a top-10 read and of a user-rank read, both done by the service's
+// own read functions (dist/store/leaderboard-store.js). Redis time is read from INFO commandstats.
+//
+//   npm run build && node bench/leaderboard-million.mjs         (BENCH_PARTICIPANTS, BENCH_READS)
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import { startEmbeddedRedis } from "../dist/embedded-redis.js";
+import { boardMember } from "../dist/domain/leaderboards.js";
+import { boardKeys, rankOf, topEntries } from "../dist/store/leaderboard-store.js";
+import { shardOf } from "../dist/domain/shards.js";
+
+const PARTICIPANTS = Number(process.env.BENCH_PARTICIPANTS ?? 1_000_000);
+const READS = Number(process.env.BENCH_READS ?? 2000);
+const SHARDS = 16;
+
+const dir = mkdtempSync(join(tmpdir(), "laurel-lb-"));
+const server = await startEmbeddedRedis({ dir, appendOnly: false });
+const redis = new Redis(server.url);
+try {
+  const board = { key: "xp-all-time", maxParticipants: 1000, ranking: "competition" };
+  const store = { redis, tenant: { shards: SHARDS } };
+  const keys = boardKeys({ ...store, keys: { prefix: (s) => `{bench:${s}}:` } }, board, 0, "");
+
+  // Scores: a long tail (most users low, few high) with many ties, reached at distinct instants.
+  const t0 = Date.now();
+  const start = Date.parse("2026-01-01T00:00:00Z");
+  const batch = 2000;
+  for (let from = 0; from < PARTICIPANTS; from += batch) {
+    const byShard = new Map();
+    for (let i = from; i < Math.min(from + batch, PARTICIPANTS); i++) {
+      const user = `user-${i}`;
+      const value = Math.floor(1e6 / (1 + (i * 7919) % PARTICIPANTS) ** 0.5) * 10;
+      const args = byShard.get(shardOf(user, SHARDS)) ?? [];
+      args.push(value, boardMember(start + i * 37, user));
+      byShard.set(shardOf(user, SHARDS), args);
+    }
+    const pipeline = redis.pipeline();
+    for (const [shard, args] of byShard) pipeline.zadd(keys[shard], ...args);
+    await pipeline.exec();
+  }
+  const loaded = await Promise.all(keys.map((k) => redis.zcard(k)));
+  const memory = (await redis.info("memory")).match(/used_memory_human:(\S+)/)[1];
+  console.log(`loaded ${loaded.reduce((a, b) => a + b, 0)} participants in ${SHARDS} shards in ${((Date.now() - t0) / 1000).toFixed(1)} s; Redis memory ${memory}`);
+
+  async function measure(label, read) {
+    await redis.config("RESETSTAT");
+    const began = process.hrtime.bigint();
+    for (let i = 0; i < READS; i++) await read(i);
+    const ms = Number(process.hrtime.bigint() - began) / 1e6;
+    const stats = await redis.info("commandstats");
+    let usec = 0;
+    let calls = 0;
+    for (const line of stats.split("\n")) {
+      const m = /^cmdstat_(\w+):calls=(\d+),usec=(\d+)/.exec(line);
+      if (m && !["config", "info"].includes(m[1])) {
+        usec += Number(m[3]);
+        calls += Number(m[2]);
+      }
+    }
+    console.log(`${label.padEnd(28)} ${(usec / READS).toFixed(1).padStart(7)} µs of Redis time per read (${(calls / READS).toFixed(0)} commands), ${(ms / READS).toFixed(2)} ms per read end to end`);
+    return usec / READS;
+  }
+
+  const top = await measure("top-10 (16 × ZREVRANGE)", () => topEntries(store, keys, 10));
+  // Users spread over the board; their scores are looked up before the measured reads.
+  const sample = [];
+  for (let i = 0; i < 64; i++) {
+    const n = (i * 104_729) % PARTICIPANTS;
+    const user = `user-${n}`;
+    const member = boardMember(start + n * 37, user);
+    sample.push({ member, value: Number(await redis.zscore(keys[shardOf(user, SHARDS)], member)) });
+  }
+  const rankCompetition = await measure("user rank (16 × ZCOUNT)", (i) => rankOf(store, board, keys, sample[i % 64].value, sample[i % 64].member));
+  const first = (await topEntries(store, keys, 1))[0];
+  console.log(`top entry: ${first.member} with ${first.value}`);
+  console.log(`target ≤ 1000 µs: top-10 ${top <= 1000 ? "met" : "MISSED"}, user rank ${rankCompetition <= 1000 ? "met" : "MISSED"}`);
+} finally {
+  await redis.quit();
+  await server.stop();
+  rmSync(dir, { recursive: true, force: true });
+}
