@@ -115,10 +115,13 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
         -- previousRank: the rank this user was given at their previous change in this run.
         local previousRank = current and current[5] or nil
         if previousRank == false then previousRank = nil end
-        local historyKey = prefix .. 'lh:' .. board.k .. ':' .. run .. ':' .. userId
-        local n = rcall('LPUSH', historyKey, string.format('{"t":%d,"pr":%s,"r":%s,"pv":%s,"v":%s}',
-          now, jsonNumber(previousRank), jsonNumber(rank), jsonNumber(old), absolute == 0 and 'null' or jsonNumber(new)))
-        if n > 120 then rcall('LTRIM', historyKey, 0, 99) end
+        -- History of rank changes: a change off the board before and after is not one.
+        if rank or previousRank then
+          local historyKey = prefix .. 'lh:' .. board.k .. ':' .. run .. ':' .. userId
+          local n = rcall('LPUSH', historyKey, string.format('{"t":%d,"pr":%s,"r":%s,"pv":%s,"v":%s}',
+            now, jsonNumber(previousRank), jsonNumber(rank), jsonNumber(old), absolute == 0 and 'null' or jsonNumber(new)))
+          if n > 120 then rcall('LTRIM', historyKey, 0, 99) end
+        end
         boardOut[#boardOut + 1] = { board.k, run, old or false, new, breakdown, rank or false, previousRank or false, info[2] }
         outParts[#outParts + 1] = string.format('b:%s:%d:%s:%d', board.k, run, old and string.format('%d', old) or '', new)
       end

@@ -476,10 +476,12 @@ export function updateBoards(
       user.boards.set(board.key, { run, value: newValue, reachedAt: now, breakdown, rank });
     }
     const previousRank = current ? current.rank : null;
-    const historyId = `${board.key}:${run}:${userId}`;
-    const history = state.boardHistory.get(historyId) ?? [];
-    history.unshift({ t: now, pr: previousRank, r: rank, pv: oldValue, v: absolute === 0 ? null : newValue });
-    state.boardHistory.set(historyId, history.slice(0, 100));
+    if (rank !== null || previousRank !== null) {
+      const historyId = `${board.key}:${run}:${userId}`;
+      const history = state.boardHistory.get(historyId) ?? [];
+      history.unshift({ t: now, pr: previousRank, r: rank, pv: oldValue, v: absolute === 0 ? null : newValue });
+      state.boardHistory.set(historyId, history.slice(0, 100));
+    }
     out.push({ boardKey: board.key, run, oldValue, newValue, breakdown, rank, previousRank, threshold: cut });
   }
   return out;
