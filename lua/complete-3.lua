@@ -47,13 +47,7 @@ local changed = applyProfile(ARGV, 9 + nRead, nProfile)
 if not matches(a.ua) then return { 3 } end
 
 local outParts = {}
-if created then
-  createUser(localDay)
-  rcall('HINCRBY', aggKey, 'users', 1)
-  outParts[#outParts + 1] = 'c'
-elseif changed then
-  set('up', now)
-end
+identify(created, changed, localDay, aggKey, outParts)
 complete(key)
 flushAchievements(aggKey, outParts)
 updateBoards(boards, 0, nil, outParts)

@@ -64,13 +64,7 @@ if mode == 'prefs' then
 end
 
 local outParts = {}
-if created then
-  createUser(localDay)
-  rcall('HINCRBY', aggKey, 'users', 1)
-  outParts[#outParts + 1] = 'c'
-elseif changed then
-  set('up', now)
-end
+identify(created, changed, localDay, aggKey, outParts)
 updateBoards(boards, 0, nil, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 flushState(userKey)

@@ -30,3 +30,15 @@ local function createUser(localDay)
     set('fg', 0)
   end
 end
+
+-- After applyProfile: a new user is created (and counted in the shard), a known one whose
+-- profile changed gets a new `updated`. Appends the stream outcome part of a creation.
+local function identify(created, changed, localDay, aggKey, outParts)
+  if created then
+    createUser(localDay)
+    rcall('HINCRBY', aggKey, 'users', 1)
+    outParts[#outParts + 1] = 'c'
+  elseif changed then
+    set('up', now)
+  end
+end

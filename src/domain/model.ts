@@ -512,6 +512,24 @@ export function readUserPoints(state: ModelState, userId: string, systemKey: str
 
 export type ModelUpsertMode = "upsert" | "update" | "prefs";
 
+/**
+ * lua applyProfile + identify: the user of an identify or completion request, created (with
+ * what first identification does) when new, its `updated` moved when the profile changed.
+ */
+function identifyUser(tenant: CompiledTenant, state: ModelState, userId: string, profile: [string, string][], now: number) {
+  const existing = state.users.get(userId);
+  const localDay = localDayIndex(now, profile.find(([f]) => f === "tz")?.[1] ?? "UTC");
+  const user = existing ?? newUser(now, localDay);
+  const req = new UserRequest(tenant, state, userId, user, now);
+  const changed = applyProfile(user, profile);
+  if (!existing) {
+    state.users.set(userId, user);
+    state.userCount += 1;
+    createUser(req, localDay);
+  } else if (changed) user.updated = now;
+  return { user, req };
+}
+
 /** lua/user-3.lua (without preferences, which the model does not need for points). */
 export function applyUpsert(
   tenant: CompiledTenant,
@@ -523,15 +541,7 @@ export function applyUpsert(
 ): { status: "created" | "updated" | "missing"; points: PointsChange[] } {
   const existing = state.users.get(userId);
   if (!existing && mode !== "upsert") return { status: "missing", points: [] };
-  const localDay = localDayIndex(now, profile.find(([f]) => f === "tz")?.[1] ?? "UTC");
-  const user = existing ?? newUser(now, localDay);
-  const req = new UserRequest(tenant, state, userId, user, now);
-  const changed = applyProfile(user, profile);
-  if (!existing) {
-    state.users.set(userId, user);
-    state.userCount += 1;
-    createUser(req, localDay);
-  } else if (changed) user.updated = now;
+  const { user, req } = identifyUser(tenant, state, userId, profile, now);
   const points = req.commit();
   updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
   return { status: existing ? "updated" : "created", points };
@@ -554,15 +564,7 @@ export function applyComplete(
   const attributes = new Map(existing?.attributes ?? []);
   for (const [field, value] of profile) if (field.startsWith("ua:")) attributes.set(field.slice(3), value);
   if (!userFiltersMatch(achievement.userAttributes, attributes)) return { status: "ineligible" };
-  const localDay = localDayIndex(now, profile.find(([f]) => f === "tz")?.[1] ?? "UTC");
-  const user = existing ?? newUser(now, localDay);
-  const req = new UserRequest(tenant, state, userId, user, now);
-  const changed = applyProfile(user, profile);
-  if (!existing) {
-    state.users.set(userId, user);
-    state.userCount += 1;
-    createUser(req, localDay);
-  } else if (changed) user.updated = now;
+  const { user, req } = identifyUser(tenant, state, userId, profile, now);
   req.complete(achievement);
   const points = req.commit();
   updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
