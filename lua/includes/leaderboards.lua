@@ -34,19 +34,16 @@ local function boardMember(reachedAt, user)
   return string.format('%013d|%s', MAX_MS - reachedAt, user)
 end
 
-local function shardBoardKey(shard, board, run, breakdown)
-  local key = '{' .. R.tenant .. ':' .. shard .. '}:lb:' .. board.k .. ':' .. run
-  if breakdown ~= '' then key = key .. ':' .. breakdown end
-  return key
-end
-
 -- Rank number of (value, member) by the board's style (src/domain/leaderboards.ts rankNumber).
+-- board.keys holds every shard's "{t:s}:lb:<board>:" (built once per library load).
 local function rankOf(board, run, breakdown, value, member)
+  local suffix = breakdown ~= '' and (run .. ':' .. breakdown) or tostring(run)
+  local keys = board.keys
   local strictlyAbove = string.format('(%.17g', value)
   if board.style == 'dense' then
     local seen, distinct = {}, 0
-    for s = 0, R.shards - 1 do
-      local list = rcall('ZRANGEBYSCORE', shardBoardKey(s, board, run, breakdown), strictlyAbove, '+inf', 'WITHSCORES')
+    for s = 1, #keys do
+      local list = rcall('ZRANGEBYSCORE', keys[s] .. suffix, strictlyAbove, '+inf', 'WITHSCORES')
       for j = 2, #list, 2 do
         if not seen[list[j]] then
           seen[list[j]] = true
@@ -57,13 +54,13 @@ local function rankOf(board, run, breakdown, value, member)
     return distinct + 1
   end
   local above = 0
-  for s = 0, R.shards - 1 do
-    above = above + rcall('ZCOUNT', shardBoardKey(s, board, run, breakdown), strictlyAbove, '+inf')
+  for s = 1, #keys do
+    above = above + rcall('ZCOUNT', keys[s] .. suffix, strictlyAbove, '+inf')
   end
   if board.style == 'ordinal' then
     local exactly = string.format('%.17g', value)
-    for s = 0, R.shards - 1 do
-      for _, m in ipairs(rcall('ZRANGEBYSCORE', shardBoardKey(s, board, run, breakdown), exactly, exactly)) do
+    for s = 1, #keys do
+      for _, m in ipairs(rcall('ZRANGEBYSCORE', keys[s] .. suffix, exactly, exactly)) do
         if m > member then above = above + 1 end
       end
     end

@@ -54,10 +54,16 @@ export interface LuaRules {
   mach: string[];
   sach: string[];
   /** Boards this script can move, in tenant order; Node passes each one's current run. */
-  lb: { k: string; by: "metric" | "points" | "streak"; sys: number | false; bd: string | false; style: string; max: number }[];
-  /** The tenant and its shard count: ranks count every shard's set of a run. */
-  tenant: string;
-  shards: number;
+  lb: {
+    k: string;
+    by: "metric" | "points" | "streak";
+    sys: number | false;
+    bd: string | false;
+    style: string;
+    max: number;
+    /** "{tenant:s}:lb:<board>:" for every shard s: a rank count appends the run (and group). */
+    keys: string[];
+  }[];
   streak:
     | false
     | {
@@ -164,8 +170,6 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
     mach: achievements.filter((a) => a.type === "metric" && a.metric === metricKey).map((a) => a.key),
     sach: countsForStreak ? achievements.filter((a) => a.type === "streak").map((a) => a.key) : [],
     lb: [],
-    tenant: tenant.id,
-    shards: tenant.shards,
     streak: false,
   };
   // Boards this script can move: metric boards of this metric, points boards of a system it pays,
@@ -180,6 +184,7 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
     bd: b.breakdownAttribute === null ? false : userAttributeField(b.breakdownAttribute),
     style: b.ranking,
     max: b.maxParticipants,
+    keys: Array.from({ length: tenant.shards }, (_, shard) => `{${tenant.id}:${shard}}:lb:${b.key}:`),
   }));
   for (const t of triggers) if (t.type === "achievement") (rules.at[t.achievement] ??= []).push(lua(t));
   for (const a of achievements) {
