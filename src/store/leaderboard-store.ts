@@ -1,5 +1,6 @@
 import type { CompiledLeaderboard } from "../config/compiled.js";
 import { boardMember, compareEntries, type BoardEntry } from "../domain/leaderboards.js";
+import { userAttributeField } from "./fields.js";
 import { readUser } from "./user-store.js";
 import type { TenantStore } from "./tenant-store.js";
 
@@ -82,6 +83,10 @@ export async function entriesAround(
   before: number,
   after: number,
 ): Promise<{ ahead: BoardEntry[]; behind: BoardEntry[] }> {
+  // A window that starts below the user (positive offset) asks for a negative `before`: none
+  // ahead. Unclamped, LIMIT 0 <negative> would return every entry above the value.
+  before = Math.max(0, before);
+  after = Math.max(0, after);
   const lists = await pipelined<string[]>(store, (p) =>
     keys.forEach((k) => {
       // Closest above (ascending from the value) and closest at or below (descending from it).
@@ -101,7 +106,9 @@ export async function entriesAround(
 
 /**
  * A user's entry in a run: the state field lb:<board> = {run, value, reachedAt, breakdown} that
- * the scripts keep next to the zset entry. Null when the user has no value in that run.
+ * the scripts keep next to the zset entry, for the user's latest run. Null when the user has no
+ * value in that run. An earlier run (the user has moved in a later one since) is found by the
+ * newest change of the run's rank history instead (pastEntry).
  */
 export async function userEntry(
   store: TenantStore,
@@ -111,8 +118,36 @@ export async function userEntry(
 ): Promise<{ value: number; member: string; breakdown: string } | null> {
   const found = await readUser(store, userId, [`lb:${board.key}`]);
   const entry = found?.state.get(`lb:${board.key}`) as unknown as [number, number, number, string] | undefined;
-  if (!entry || entry[0] !== run) return null;
-  return { value: entry[1], member: boardMember(entry[2], userId), breakdown: entry[3] ?? "" };
+  if (!entry || entry[0] < run) return null;
+  if (entry[0] === run) return { value: entry[1], member: boardMember(entry[2], userId), breakdown: entry[3] ?? "" };
+  // The group of a breakdown board is not in the history: the one of the latest run, else the
+  // user's attribute now.
+  const groups = board.breakdownAttribute === null ? [""] : [entry[3] ?? "", found!.profile.fields.get(userAttributeField(board.breakdownAttribute)) ?? ""];
+  return pastEntry(store, board, run, userId, [...new Set(groups)].filter((g) => g !== "" || board.breakdownAttribute === null));
+}
+
+/**
+ * The user's entry in a finished run of theirs: the newest history change ({t, v}) names the
+ * member (reachedAt = t), confirmed by ZSCORE in the run's set of one of `groups` on the user's
+ * shard. A last change that stayed off the board is not in the history (lua updateBoards), so
+ * such a user reads as having no value in that run.
+ */
+async function pastEntry(
+  store: TenantStore,
+  board: CompiledLeaderboard,
+  run: number,
+  userId: string,
+  groups: string[],
+): Promise<{ value: number; member: string; breakdown: string } | null> {
+  const prefix = store.keys.prefix(store.shard(userId));
+  const newest = await store.redis.lindex(`${prefix}lh:${board.key}:${run}:${userId}`, 0);
+  if (newest === null) return null;
+  const h = JSON.parse(newest) as { t: number; v: number | null };
+  if (h.v === null) return null;
+  const member = boardMember(h.t, userId);
+  const scores = await pipelined<string | null>(store, (p) => groups.forEach((g) => p.zscore(`${prefix}lb:${board.key}:${run}${g === "" ? "" : `:${g}`}`, member)));
+  const at = scores.findIndex((score) => score !== null && Number(score) === h.v);
+  return at < 0 ? null : { value: h.v, member, breakdown: groups[at]! };
 }
 
 /**

@@ -1,0 +1,650 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
+
+/**
+ * Leaderboards over HTTP (issue 5; trophy-compat §2.2 #17, #23, #24, §3.7, §5.6): runs of a
+ * repeating board across the manual clock, a full board and its threshold, ties by first to reach
+ * with the three ranking styles, a breakdown board, a streak board, "around me", the user
+ * endpoint and the `leaderboards` map of event responses.
+ *
+ * Each describe block starts its own app and tenant, so each owns its clock. Every scenario
+ * ranks by its own metric, so events of one never move the boards of another. Runs are UTC
+ * windows; with the clock frozen, events share a millisecond and ties fall back to the user id
+ * in descending byte order, so the tie tests move the clock by 1 ms between events.
+ */
+const YAML = (tenantId: string) =>
+  tenantYaml(
+    tenantId,
+    `
+    metrics:
+      - { key: lessons, name: Lessons }
+      - { key: runs, name: Runs }
+      - { key: score, name: Score }
+      - { key: pts, name: Points scored }
+      - { key: km, name: Kilometres }
+      - { key: steps, name: Steps }
+      - { key: pings, name: Pings }
+    points:
+      - key: xp
+        name: XP
+        triggers:
+          - { key: lesson, type: metric, metric: lessons, threshold: 1, points: 10 }
+    streak:
+      frequency: daily
+      metrics:
+        - { metric: lessons, threshold: 1 }
+    attributes:
+      user: [region]
+    leaderboards:
+      # Three weekly runs (from Mondays 2 March, 9 March and 16 March 2026), finished from 23 March.
+      - { key: sprint, name: Sprint, rankBy: metric, metric: runs, start: "2026-03-02", end: "2026-03-23", runUnit: day, runInterval: 7 }
+      - { key: top3, name: Top three, rankBy: metric, metric: score, start: "2026-01-01", maxParticipants: 3 }
+      - { key: ties-competition, name: Ties competition, rankBy: metric, metric: pts, start: "2026-01-01" }
+      - { key: ties-dense, name: Ties dense, rankBy: metric, metric: pts, start: "2026-01-01", ranking: dense }
+      - { key: ties-ordinal, name: Ties ordinal, rankBy: metric, metric: pts, start: "2026-01-01", ranking: ordinal }
+      - { key: regional, name: Regional, rankBy: metric, metric: km, start: "2026-01-01", breakdownAttribute: region }
+      - { key: streaks, name: Streaks, rankBy: streak, start: "2026-01-01" }
+      - { key: walkers, name: Walkers, rankBy: metric, metric: steps, start: "2026-01-01" }
+      - { key: xp-all-time, name: XP all time, description: Every XP point, rankBy: points, points: xp, start: "2026-01-01" }
+      - { key: weekly-lessons, name: Lessons this week, rankBy: metric, metric: lessons, start: "2026-01-05", runUnit: day, runInterval: 7 }
+      - { key: old-lessons, name: Old lessons, rankBy: metric, metric: lessons, start: "2026-01-01", end: "2026-02-01" }
+      - { key: future-lessons, name: Future lessons, rankBy: metric, metric: lessons, start: "2026-12-01" }
+`,
+  );
+
+/** A fresh app on its own tenant with the manual clock at `start`; closed after the block. */
+function useApp(start: string): () => TestApp {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ yaml: YAML(uniqueTenantId("lb")), manualClock: start, jobs: false });
+  });
+  afterAll(async () => t.close());
+  return () => t;
+}
+
+interface Ranking {
+  userId: string;
+  rank: number;
+  value: number;
+}
+
+async function event(t: TestApp, metric: string, userId: string, value: number, attributes?: Record<string, string>) {
+  const res = await t.call("POST", `/v1/metrics/${metric}/event`, { user: { id: userId, ...(attributes ? { attributes } : {}) }, value });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return res.body;
+}
+
+async function board(t: TestApp, key: string, query = "") {
+  const res = await t.call("GET", `/v1/leaderboards/${key}${query}`);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return res.body;
+}
+
+/** [userId, rank, value] of each ranking, in order. */
+async function rows(t: TestApp, key: string, query = ""): Promise<[string, number, number][]> {
+  return ((await board(t, key, query)).rankings as Ranking[]).map((r) => [r.userId, r.rank, r.value]);
+}
+
+async function userBoard(t: TestApp, userId: string, key: string, query = "") {
+  const res = await t.call("GET", `/v1/users/${userId}/leaderboards/${key}${query}`);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return res.body;
+}
+
+async function statusOf(t: TestApp, key: string, query = ""): Promise<string | undefined> {
+  const res = await t.call("GET", `/v1/leaderboards${query}`);
+  expect(res.status).toBe(200);
+  return (res.body as { key: string; status: string }[]).find((b) => b.key === key)?.status;
+}
+
+/** Moves the manual clock by `ms` (refreshes the thresholds). */
+async function tick(t: TestApp, ms: number): Promise<void> {
+  await t.setClock(new Date(t.clock.now() + ms).toISOString());
+}
+
+describe("a repeating board across its runs", () => {
+  const app = useApp("2026-02-27T12:00:00Z");
+
+  it("is scheduled before its start: listed, no run, no rankings, not moved by events", async () => {
+    const t = app();
+    expect(await statusOf(t, "sprint")).toBe("scheduled");
+    const head = await board(t, "sprint");
+    expect(head).toMatchObject({ key: "sprint", status: "scheduled", run: null, rankings: [], start: "2026-03-02", end: "2026-03-23", runUnit: "day", runInterval: 7 });
+    const early = await event(t, "runs", "ann", 4);
+    expect(early.leaderboards).toEqual({});
+    expect(await userBoard(t, "ann", "sprint")).toMatchObject({ rank: null, value: null, history: [] });
+  });
+
+  it("is active from its start: the first run ranks the values reached in it", async () => {
+    const t = app();
+    await t.setClock("2026-03-02T00:00:00Z");
+    expect(await statusOf(t, "sprint")).toBe("active");
+    // ann's 4 runs were before the start: the board counts only what happens in the run.
+    const first = await event(t, "runs", "ann", 5);
+    expect(first.total).toBe(9);
+    expect(first.leaderboards.sprint).toMatchObject({ rank: 1, previousRank: null, threshold: 0, run: "2026-03-02" });
+    await event(t, "runs", "bob", 3);
+    await event(t, "runs", "bob", 1);
+    expect(await board(t, "sprint")).toMatchObject({ status: "active", run: "2026-03-02" });
+    expect(await rows(t, "sprint")).toEqual([
+      ["ann", 1, 5],
+      ["bob", 2, 4],
+    ]);
+  });
+
+  it("starts the next run from nothing; the finished run stays queryable by any of its days", async () => {
+    const t = app();
+    await t.setClock("2026-03-09T00:00:00Z");
+    expect(await board(t, "sprint")).toMatchObject({ status: "active", run: "2026-03-09", rankings: [] });
+    // ann's value resets: 1 in this run, not 6; previousRank is of this run only.
+    const again = await event(t, "runs", "ann", 1);
+    expect(again.leaderboards.sprint).toMatchObject({ rank: 1, previousRank: null, run: "2026-03-09" });
+    const overtake = await event(t, "runs", "bob", 2);
+    expect(overtake.leaderboards.sprint).toMatchObject({ rank: 1, previousRank: null });
+    expect(await rows(t, "sprint")).toEqual([
+      ["bob", 1, 2],
+      ["ann", 2, 1],
+    ]);
+    // The first run, by its first day, a day inside it or its last day.
+    const past = [
+      ["ann", 1, 5],
+      ["bob", 2, 4],
+    ];
+    for (const day of ["2026-03-02", "2026-03-05", "2026-03-08"]) {
+      expect(await board(t, "sprint", `?run=${day}`)).toMatchObject({ status: "active", run: "2026-03-02" });
+      expect(await rows(t, "sprint", `?run=${day}`)).toEqual(past);
+    }
+    expect(await rows(t, "sprint", "?run=2026-03-15")).toEqual([
+      ["bob", 1, 2],
+      ["ann", 2, 1],
+    ]);
+    // The user endpoint reads a past run too, with that run's history.
+    const annPast = await userBoard(t, "ann", "sprint", "?run=2026-03-04");
+    expect(annPast).toMatchObject({ run: "2026-03-02", rank: 1, value: 5 });
+    expect(annPast.history).toEqual([{ timestamp: "2026-03-02T00:00:00.000Z", previousRank: null, rank: 1, previousValue: null, value: 5 }]);
+    expect(await userBoard(t, "bob", "sprint", "?run=2026-03-02")).toMatchObject({ rank: 2, value: 4 });
+    expect(await userBoard(t, "bob", "sprint")).toMatchObject({ run: "2026-03-09", rank: 1, value: 2 });
+    // Around a user in the past run.
+    expect(await rows(t, "sprint", "?run=2026-03-02&userId=bob&offset=-1")).toEqual(past);
+  });
+
+  it("is still active on the last millisecond before its end", async () => {
+    const t = app();
+    await t.setClock("2026-03-16T08:00:00Z");
+    await event(t, "runs", "cyd", 7);
+    await t.setClock("2026-03-22T23:59:59.999Z");
+    expect(await statusOf(t, "sprint")).toBe("active");
+    expect(await board(t, "sprint")).toMatchObject({ status: "active", run: "2026-03-16" });
+    expect(await rows(t, "sprint")).toEqual([["cyd", 1, 7]]);
+  });
+
+  it("is finished from its end: hidden by default, listed with includeFinished, its runs still readable", async () => {
+    const t = app();
+    await t.setClock("2026-03-23T00:00:00Z");
+    expect(await statusOf(t, "sprint")).toBeUndefined();
+    expect(await statusOf(t, "sprint", "?includeFinished=false")).toBeUndefined();
+    expect(await statusOf(t, "sprint", "?includeFinished=true")).toBe("finished");
+    // Boards that are not finished are listed either way.
+    expect(await statusOf(t, "top3")).toBe("active");
+    expect(await statusOf(t, "future-lessons")).toBe("scheduled");
+    expect(await statusOf(t, "old-lessons")).toBeUndefined();
+    expect(await statusOf(t, "old-lessons", "?includeFinished=true")).toBe("finished");
+
+    // Without run: the last run.
+    expect(await board(t, "sprint")).toMatchObject({ status: "finished", run: "2026-03-16" });
+    expect(await rows(t, "sprint")).toEqual([["cyd", 1, 7]]);
+    expect(await rows(t, "sprint", "?run=2026-03-03")).toEqual([
+      ["ann", 1, 5],
+      ["bob", 2, 4],
+    ]);
+    // Events no longer move it.
+    const late = await event(t, "runs", "cyd", 100);
+    expect(late.leaderboards).toEqual({});
+    expect(await rows(t, "sprint")).toEqual([["cyd", 1, 7]]);
+    expect(await userBoard(t, "cyd", "sprint")).toMatchObject({ status: "finished", run: "2026-03-16", rank: 1, value: 7 });
+  });
+
+  it("refuses a run outside the board (422) and a malformed run (400)", async () => {
+    const t = app();
+    for (const run of ["2026-03-01", "2026-03-23", "2027-01-01"]) {
+      const res = await t.call("GET", `/v1/leaderboards/sprint?run=${run}`);
+      expect(res.status, run).toBe(422);
+      expect(res.body).toEqual({ error: expect.any(String) });
+    }
+    for (const run of ["2026-3-2", "yesterday", "2026-02-30"]) {
+      const res = await t.call("GET", `/v1/leaderboards/sprint?run=${run}`);
+      expect(res.status, run).toBe(400);
+      expect(res.body).toEqual({ error: expect.any(String) });
+    }
+    expect((await t.call("GET", "/v1/leaderboards?includeFinished=yes")).status).toBe(400);
+  });
+});
+
+describe("a full board (maxParticipants 3)", () => {
+  const app = useApp("2026-03-02T12:00:00Z");
+
+  it("has room until the third participant: threshold 0", async () => {
+    const t = app();
+    const replies = [];
+    for (const [id, value] of [["f1", 30], ["f2", 20], ["f3", 10]] as const) replies.push(await event(t, "score", id, value));
+    expect(replies.map((r) => [r.leaderboards.top3.rank, r.leaderboards.top3.threshold])).toEqual([
+      [1, 0],
+      [2, 0],
+      [3, 0],
+    ]);
+    expect(replies[2].leaderboards.top3).toMatchObject({ maxParticipants: 3 });
+  });
+
+  it("once the clock moves, a newcomer below the threshold (the 3rd value) is off the board", async () => {
+    const t = app();
+    await tick(t, 60_000);
+    const low = await event(t, "score", "low", 5);
+    expect(low.leaderboards.top3).toMatchObject({ rank: null, previousRank: null, threshold: 10 });
+    expect(await rows(t, "top3")).toEqual([
+      ["f1", 1, 30],
+      ["f2", 2, 20],
+      ["f3", 3, 10],
+    ]);
+    // Off the board before and after: not a rank change, so no history.
+    expect(await userBoard(t, "low", "top3")).toMatchObject({ rank: null, history: [] });
+    // Offsets past the board show nobody, even though more values are stored.
+    expect(await rows(t, "top3", "?offset=3")).toEqual([]);
+  });
+
+  it("a newcomer above the threshold enters with its rank and pushes the last one off", async () => {
+    const t = app();
+    const high = await event(t, "score", "high", 15);
+    expect(high.leaderboards.top3).toMatchObject({ rank: 3, previousRank: null, threshold: 10 });
+    expect(await rows(t, "top3", "?limit=100")).toEqual([
+      ["f1", 1, 30],
+      ["f2", 2, 20],
+      ["high", 3, 15],
+    ]);
+    expect(await userBoard(t, "f3", "top3")).toMatchObject({ rank: null });
+    expect(await userBoard(t, "high", "top3")).toMatchObject({ rank: 3, value: 15 });
+    // Around the pushed-off user: the window never reaches past the board.
+    const around = await rows(t, "top3", "?userId=f3&offset=-1");
+    expect(around.map(([id]) => id)).not.toContain("f3");
+    expect(around.every(([, rank]) => rank <= 3)).toBe(true);
+  });
+
+  it("the threshold follows the board when the clock moves again; a climber from below enters", async () => {
+    const t = app();
+    await tick(t, 60_000);
+    const climb = await event(t, "score", "low", 20);
+    // low: 5 + 20 = 25, above the new threshold (15), second place; it had no rank before.
+    expect(climb.leaderboards.top3).toMatchObject({ rank: 2, previousRank: null, threshold: 15 });
+    expect(await rows(t, "top3")).toEqual([
+      ["f1", 1, 30],
+      ["low", 2, 25],
+      ["f2", 3, 20],
+    ]);
+    const history = (await userBoard(t, "low", "top3")).history;
+    expect(history).toEqual([{ timestamp: "2026-03-02T12:02:00.000Z", previousRank: null, rank: 2, previousValue: 5, value: 25 }]);
+  });
+});
+
+describe("ties: first to reach a value ranks first; three ranking styles", () => {
+  const app = useApp("2026-03-02T12:00:00Z");
+  const STYLES = { "ties-competition": [1, 2, 2, 4], "ties-dense": [1, 2, 2, 3], "ties-ordinal": [1, 2, 3, 4] } as const;
+
+  it("orders equal values by the instant they were reached", async () => {
+    const t = app();
+    await event(t, "pts", "wes", 40);
+    await tick(t, 1);
+    await event(t, "pts", "yan", 30);
+    await tick(t, 1);
+    const early = await event(t, "pts", "xia", 10);
+    await tick(t, 1);
+    // xia reaches 30 after yan: behind yan although the same value.
+    const reached = await event(t, "pts", "xia", 20);
+    await tick(t, 1);
+    await event(t, "pts", "zed", 10);
+
+    for (const [key, ranks] of Object.entries(STYLES)) {
+      expect(await rows(t, key), key).toEqual([
+        ["wes", ranks[0], 40],
+        ["yan", ranks[1], 30],
+        ["xia", ranks[2], 30],
+        ["zed", ranks[3], 10],
+      ]);
+    }
+    // The event responses count ranks by the same rules; previousRank is xia's rank at 10.
+    expect(early.leaderboards["ties-ordinal"].rank).toBe(3);
+    expect(reached.leaderboards["ties-competition"]).toMatchObject({ rank: 2, previousRank: 3 });
+    expect(reached.leaderboards["ties-dense"]).toMatchObject({ rank: 2, previousRank: 3 });
+    expect(reached.leaderboards["ties-ordinal"]).toMatchObject({ rank: 3, previousRank: 3 });
+    expect((await userBoard(t, "xia", "ties-ordinal")).rank).toBe(3);
+    expect((await userBoard(t, "xia", "ties-competition")).rank).toBe(2);
+    expect((await userBoard(t, "zed", "ties-dense")).rank).toBe(3);
+  });
+
+  it("pages and around-me windows carry the styles' rank numbers", async () => {
+    const t = app();
+    expect(await rows(t, "ties-competition", "?offset=2&limit=2")).toEqual([
+      ["xia", 2, 30],
+      ["zed", 4, 10],
+    ]);
+    expect(await rows(t, "ties-dense", "?userId=zed&offset=-1&limit=2")).toEqual([
+      ["xia", 2, 30],
+      ["zed", 3, 10],
+    ]);
+    expect(await rows(t, "ties-ordinal", "?userId=yan&offset=0&limit=2")).toEqual([
+      ["yan", 2, 30],
+      ["xia", 3, 30],
+    ]);
+  });
+
+  it("a user who leaves a value and comes back reaches it anew", async () => {
+    const t = app();
+    await tick(t, 1);
+    await event(t, "pts", "yan", -1);
+    await tick(t, 1);
+    const back = await event(t, "pts", "yan", 1);
+    expect(back.leaderboards["ties-ordinal"]).toMatchObject({ rank: 3, previousRank: 3 });
+    expect(await rows(t, "ties-ordinal")).toEqual([
+      ["wes", 1, 40],
+      ["xia", 2, 30],
+      ["yan", 3, 30],
+      ["zed", 4, 10],
+    ]);
+  });
+
+  it("within one millisecond, ties fall back to the user id in descending order", async () => {
+    const t = app();
+    await tick(t, 1);
+    await event(t, "pts", "tie-a", 5);
+    await event(t, "pts", "tie-c", 5);
+    await event(t, "pts", "tie-b", 5);
+    expect((await rows(t, "ties-ordinal", "?offset=4")).map(([id, rank]) => [id, rank])).toEqual([
+      ["tie-c", 5],
+      ["tie-b", 6],
+      ["tie-a", 7],
+    ]);
+    expect((await rows(t, "ties-competition", "?offset=4")).map(([, rank]) => rank)).toEqual([5, 5, 5]);
+    expect((await rows(t, "ties-dense", "?offset=4")).map(([, rank]) => rank)).toEqual([4, 4, 4]);
+  });
+});
+
+describe("a breakdown board (breakdownAttribute region)", () => {
+  const app = useApp("2026-03-02T12:00:00Z");
+
+  it("ranks each group separately; the event response names the user's group", async () => {
+    const t = app();
+    const e1 = await event(t, "km", "eu-1", 10, { region: "eu" });
+    expect(e1.leaderboards.regional).toMatchObject({ rank: 1, breakdownAttribute: "region", breakdownAttributeValue: "eu", threshold: 0 });
+    const e2 = await event(t, "km", "eu-2", 20, { region: "eu" });
+    expect(e2.leaderboards.regional).toMatchObject({ rank: 1, breakdownAttributeValue: "eu" });
+    // 15 would be second in a single board; in its own group it is first.
+    const us = await event(t, "km", "us-1", 15, { region: "us" });
+    expect(us.leaderboards.regional).toMatchObject({ rank: 1, breakdownAttributeValue: "us" });
+
+    expect(await rows(t, "regional", "?userAttributes=region:eu")).toEqual([
+      ["eu-2", 1, 20],
+      ["eu-1", 2, 10],
+    ]);
+    expect(await rows(t, "regional", "?userAttributes=region:us")).toEqual([["us-1", 1, 15]]);
+    expect(await rows(t, "regional", "?userAttributes=region:mars")).toEqual([]);
+    expect(await board(t, "regional", "?userAttributes=region:eu")).toMatchObject({ breakdownAttribute: "region", status: "active" });
+    expect(await userBoard(t, "eu-1", "regional")).toMatchObject({ rank: 2, value: 10, breakdownAttributeValue: "eu" });
+  });
+
+  it("needs userAttributes naming the attribute (422)", async () => {
+    const t = app();
+    for (const query of ["", "?userAttributes=", "?userAttributes=plan:gold"]) {
+      const res = await t.call("GET", `/v1/leaderboards/regional${query}`);
+      expect(res.status, query).toBe(422);
+      expect(res.body).toEqual({ error: expect.any(String) });
+    }
+  });
+
+  it("leaves a user without the attribute on no group", async () => {
+    const t = app();
+    const none = await event(t, "km", "nomad", 50);
+    expect(none.leaderboards).toEqual({});
+    expect(await userBoard(t, "nomad", "regional")).toMatchObject({ rank: null, value: null, history: [] });
+    for (const region of ["eu", "us"]) {
+      expect((await rows(t, "regional", `?userAttributes=region:${region}`)).map(([id]) => id)).not.toContain("nomad");
+    }
+  });
+
+  it("around me stays within the user's group", async () => {
+    const t = app();
+    expect(await rows(t, "regional", "?userAttributes=region:eu&userId=eu-1&offset=-1")).toEqual([
+      ["eu-2", 1, 20],
+      ["eu-1", 2, 10],
+    ]);
+    expect(await rows(t, "regional", "?userAttributes=region:us&userId=eu-1&offset=-1")).toEqual([]);
+  });
+});
+
+describe("a streak board (rankBy streak)", () => {
+  const app = useApp("2026-03-02T12:00:00Z");
+
+  it("ranks by the current streak and moves with each extension", async () => {
+    const t = app();
+    const a1 = await event(t, "lessons", "sa", 1);
+    expect(a1.leaderboards.streaks).toMatchObject({ rank: 1, previousRank: null, rankBy: "streak" });
+    await event(t, "lessons", "sb", 1);
+    await event(t, "lessons", "sc", 1);
+    // A second lesson the same day does not extend the streak: the streak board does not move.
+    const same = await event(t, "lessons", "sa", 1);
+    expect(Object.keys(same.leaderboards)).not.toContain("streaks");
+
+    await t.setClock("2026-03-03T12:00:00Z");
+    const a2 = await event(t, "lessons", "sa", 1);
+    expect(a2.currentStreak.length).toBe(2);
+    expect(a2.leaderboards.streaks).toMatchObject({ rank: 1, previousRank: 1 });
+    // Competition ranks: sb ties sa at 2 (behind it, having reached 2 a millisecond later).
+    await tick(t, 1);
+    const b2 = await event(t, "lessons", "sb", 1);
+    expect(b2.leaderboards.streaks).toMatchObject({ rank: 1, previousRank: 1 });
+    expect(await rows(t, "streaks")).toEqual([
+      ["sa", 1, 2],
+      ["sb", 1, 2],
+      ["sc", 3, 1],
+    ]);
+  });
+
+  it("drops a user whose streak is lost (an event after a missed day)", async () => {
+    const t = app();
+    await t.setClock("2026-03-05T12:00:00Z");
+    // sb missed 4 March; an event of a metric outside the streak settles it: lost, off the board.
+    const lost = await event(t, "pings", "sb", 1);
+    expect(lost.currentStreak.length).toBe(0);
+    expect(lost.leaderboards.streaks).toMatchObject({ rank: null, previousRank: 1 });
+    expect(await userBoard(t, "sb", "streaks")).toMatchObject({ rank: null, value: null });
+    expect((await userBoard(t, "sb", "streaks")).history[0]).toMatchObject({ previousRank: 1, rank: null, previousValue: 2, value: null });
+    // sa missed it too, but a lesson starts a new streak: back to 1, not 3.
+    const restart = await event(t, "lessons", "sa", 1);
+    expect(restart.currentStreak.length).toBe(1);
+    expect(restart.leaderboards.streaks).toMatchObject({ rank: 1, previousRank: 1 });
+    // sc, whose streak of 1 was lost on 4 March, is gone once something settles it; until then
+    // the board keeps the last length written. A lesson restarts it at 1, after sa.
+    await tick(t, 1);
+    await event(t, "lessons", "sc", 1);
+    expect(await rows(t, "streaks")).toEqual([
+      ["sa", 1, 1],
+      ["sc", 1, 1],
+    ]);
+    expect(await userBoard(t, "sa", "streaks")).toMatchObject({ rank: 1, value: 1 });
+  });
+});
+
+describe("around me (userId makes offset relative to the user)", () => {
+  const app = useApp("2026-03-02T12:00:00Z");
+  const ids = ["p1", "p2", "p3", "p4", "p5", "p6"];
+
+  beforeAll(async () => {
+    const t = app();
+    for (const [i, id] of ids.entries()) await event(t, "steps", id, 60 - 10 * i);
+  });
+
+  const window = (from: number, to: number) => ids.slice(from, to).map((id) => [id, ids.indexOf(id) + 1, 60 - 10 * ids.indexOf(id)]);
+
+  it.each([
+    ["p4", -2, 5, window(1, 6)],
+    ["p4", -1, 3, window(2, 5)],
+    ["p4", 0, 2, window(3, 5)],
+    ["p4", 1, 2, window(4, 6)],
+    ["p4", 2, 3, window(5, 6)],
+    ["p2", 3, 10, window(4, 6)],
+    ["p4", -10, 3, window(0, 3)],
+    ["p6", -1, 10, window(4, 6)],
+    ["p1", 0, 1, window(0, 1)],
+    ["p3", 5, 3, []],
+  ])("userId=%s offset=%i limit=%i", async (userId, offset, limit, expected) => {
+    expect(await rows(app(), "walkers", `?userId=${userId}&offset=${offset}&limit=${limit}`)).toEqual(expected);
+  });
+
+  it("gives empty rankings for a user who is not on the board", async () => {
+    const t = app();
+    expect(await rows(t, "walkers", "?userId=stranger&offset=-2")).toEqual([]);
+  });
+
+  it("refuses a negative offset without userId (422)", async () => {
+    const res = await app().call("GET", "/v1/leaderboards/walkers?offset=-1");
+    expect(res.status).toBe(422);
+  });
+
+  it("plain pages: offset and limit from the top", async () => {
+    const t = app();
+    expect(await rows(t, "walkers", "?offset=2&limit=2")).toEqual(window(2, 4));
+    expect(await rows(t, "walkers")).toEqual(window(0, 6));
+    expect(await rows(t, "walkers", "?limit=0")).toEqual([]);
+  });
+});
+
+describe("GET /v1/users/{id}/leaderboards/{key}", () => {
+  const app = useApp("2026-03-02T12:00:00Z");
+
+  beforeAll(async () => {
+    const t = app();
+    await event(t, "steps", "lead", 100);
+    await tick(t, 1000);
+    await event(t, "steps", "hist", 10);
+    await tick(t, 1000);
+    await event(t, "steps", "hist", 200);
+    await tick(t, 1000);
+    await event(t, "steps", "hist", -150);
+  });
+
+  it("returns the board, the rank and value, and the history newest first", async () => {
+    const t = app();
+    const res = await userBoard(t, "hist", "walkers");
+    expect(res).toMatchObject({ key: "walkers", name: "Walkers", rankBy: "metric", metricKey: "steps", metricName: "Steps", status: "active", rank: 2, value: 60 });
+    expect(res.history).toEqual([
+      { timestamp: "2026-03-02T12:00:03.000Z", previousRank: 1, rank: 2, previousValue: 210, value: 60 },
+      { timestamp: "2026-03-02T12:00:02.000Z", previousRank: 2, rank: 1, previousValue: 10, value: 210 },
+      { timestamp: "2026-03-02T12:00:01.000Z", previousRank: null, rank: 2, previousValue: null, value: 10 },
+    ]);
+  });
+
+  it("bounds the history by numEvents (0 to 100)", async () => {
+    const t = app();
+    expect((await userBoard(t, "hist", "walkers", "?numEvents=1")).history.map((h: any) => h.value)).toEqual([60]);
+    expect((await userBoard(t, "hist", "walkers", "?numEvents=0")).history).toEqual([]);
+    expect((await userBoard(t, "hist", "walkers", "?numEvents=100")).history).toHaveLength(3);
+    for (const [query, status] of [["?numEvents=101", 422], ["?numEvents=-1", 422], ["?numEvents=ten", 400]] as const) {
+      const res = await t.call("GET", `/v1/users/hist/leaderboards/walkers${query}`);
+      expect(res.status, query).toBe(status);
+      expect(res.body).toEqual({ error: expect.any(String) });
+    }
+  });
+
+  it("keeps 100 events of history at most", async () => {
+    const t = app();
+    for (let i = 0; i < 105; i++) await event(t, "steps", "busy", 1);
+    const res = await userBoard(t, "busy", "walkers", "?numEvents=100");
+    expect(res.value).toBe(105);
+    expect(res.history).toHaveLength(100);
+    expect(res.history[0]).toMatchObject({ previousValue: 104, value: 105 });
+    expect(res.history[99]).toMatchObject({ previousValue: 5, value: 6 });
+  });
+
+  it("404s an unknown user or an unknown board", async () => {
+    const t = app();
+    const user = await t.call("GET", "/v1/users/nobody/leaderboards/walkers");
+    expect(user.status).toBe(404);
+    expect(user.body.error).toMatch(/user/i);
+    const key = await t.call("GET", "/v1/users/hist/leaderboards/no-such-board");
+    expect(key.status).toBe(404);
+    expect(key.body.error).toMatch(/leaderboard/i);
+    expect((await t.call("GET", "/v1/leaderboards/no-such-board")).status).toBe(404);
+  });
+
+  it("a known user with no value on the board: rank and value null, no history", async () => {
+    const t = app();
+    expect(await userBoard(t, "lead", "top3")).toMatchObject({ key: "top3", rank: null, value: null, history: [] });
+  });
+});
+
+describe("the leaderboards map of an event response", () => {
+  const app = useApp("2026-03-02T12:00:00Z");
+
+  it("lists exactly the boards the event moved, in the MetricEventLeaderboardResponse shape", async () => {
+    const t = app();
+    const first = await event(t, "lessons", "ev-1", 2);
+    // Active boards on lessons, on xp (paid by lessons) and the streak; not the finished
+    // old-lessons nor the scheduled future-lessons.
+    expect(Object.keys(first.leaderboards).sort()).toEqual(["streaks", "weekly-lessons", "xp-all-time"]);
+    expect(first.leaderboards["xp-all-time"]).toEqual({
+      id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      key: "xp-all-time",
+      name: "XP all time",
+      description: "Every XP point",
+      rankBy: "points",
+      pointsSystemKey: "xp",
+      pointsSystemName: "XP",
+      breakdownAttribute: null,
+      breakdownAttributeValue: null,
+      start: "2026-01-01",
+      end: null,
+      runUnit: null,
+      runInterval: null,
+      maxParticipants: 1000,
+      ranking: "competition",
+      run: "2026-01-01",
+      threshold: 0,
+      rank: 1,
+      previousRank: null,
+    });
+    expect(first.leaderboards["weekly-lessons"]).toMatchObject({ metricKey: "lessons", metricName: "Lessons", runUnit: "day", runInterval: 7, run: "2026-03-02", rank: 1 });
+    expect(first.leaderboards["weekly-lessons"]).not.toHaveProperty("status");
+  });
+
+  it("omits boards the event did not move", async () => {
+    const t = app();
+    await event(t, "lessons", "ev-2", 1);
+    // Same day, already extended: lessons and xp move, the streak does not.
+    const second = await event(t, "lessons", "ev-2", 3);
+    expect(Object.keys(second.leaderboards).sort()).toEqual(["weekly-lessons", "xp-all-time"]);
+    expect(second.leaderboards["xp-all-time"]).toMatchObject({ rank: 1, previousRank: 2 });
+    expect(second.leaderboards["weekly-lessons"]).toMatchObject({ rank: 1, previousRank: 2 });
+    // A value of 0 moves nothing; a metric without boards moves nothing.
+    expect((await event(t, "lessons", "ev-2", 0)).leaderboards).toEqual({});
+    expect((await event(t, "pings", "ev-2", 1)).leaderboards).toEqual({});
+    // A fractional lesson moves the lessons board but pays no XP yet.
+    const half = await event(t, "lessons", "ev-3", 0.5);
+    expect(Object.keys(half.leaderboards).sort()).toEqual(["weekly-lessons"]);
+    expect(half.leaderboards["weekly-lessons"]).toMatchObject({ rank: 3, previousRank: null });
+    expect(await rows(t, "weekly-lessons")).toEqual([
+      ["ev-2", 1, 4],
+      ["ev-1", 2, 2],
+      ["ev-3", 3, 0.5],
+    ]);
+  });
+
+  it("a replayed event moves nothing", async () => {
+    const t = app();
+    const key = { "idempotency-key": "once" };
+    const res1 = await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "ev-4" }, value: 1 }, key);
+    expect(res1.status).toBe(201);
+    expect(Object.keys(res1.body.leaderboards).length).toBeGreaterThan(0);
+    const res2 = await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "ev-4" }, value: 1 }, key);
+    expect(res2.status).toBe(202);
+    expect(res2.body.leaderboards).toEqual({});
+    expect(await userBoard(t, "ev-4", "weekly-lessons")).toMatchObject({ value: 1 });
+  });
+});
