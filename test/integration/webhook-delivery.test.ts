@@ -254,3 +254,29 @@ describe("a receiver that never answers", () => {
     expect(s.receiver.hanging.length).toBeGreaterThanOrEqual(1);
   });
 });
+
+describe("with the system clock", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    const receiver = await startReceiver();
+    const tenantId = uniqueTenantId("whs");
+    const yaml = hookYaml(tenantId, `      - { key: main, url: "${receiver.url}", secret: "a-test-secret-0123456789", events: [points.boost_started, points.boost_finished] }\n`);
+    s = { receiver, tenantId, t: await startTestApp({ yaml, webhooks: FAST }) };
+  });
+  afterAll(() => close(s));
+
+  it("fires a boundary at its instant (a delayed job), not at the next minute's tick", async () => {
+    expect((await lesson(s, "sys")).status).toBe(201);
+    const start = Math.ceil(Date.now() / 1000) * 1000 + 1000;
+    const res = await s.t.call(
+      "POST",
+      "/admin/v1/points/xp/boosts",
+      { userId: "sys", name: "Soon", multiplier: 2, start: new Date(start).toISOString(), end: new Date(start + 1000).toISOString() },
+      admin,
+    );
+    expect(res.status).toBe(201);
+    const [started, finished] = await s.receiver.waitFor(2);
+    expect(started!.body).toMatchObject({ type: "points.boost_started", timestamp: new Date(start).toISOString(), boost: { userId: "sys", status: "active" } });
+    expect(finished!.body).toMatchObject({ type: "points.boost_finished", timestamp: new Date(start + 1000).toISOString(), boost: { status: "finished" } });
+  });
+});

@@ -176,6 +176,15 @@ describe("points.level_changed", () => {
   });
 });
 
+describe("streak.freeze_earned", () => {
+  it("is emitted for freezes granted by the admin API", async () => {
+    const res = await t.call("POST", "/admin/v1/streaks/freezes", { freezes: [{ userId: "tim" }, { userId: "tim" }] }, admin);
+    expect(res.body).toEqual({ issues: [expect.objectContaining({ userId: "tim", reason: "Would exceed maximum freeze limit" })] });
+    const [earned] = await delivered(1, of("streak.freeze_earned", "tim"));
+    expect(earned!.body).toEqual({ id: expect.any(String), type: "streak.freeze_earned", timestamp: "2026-06-02T12:00:00.000Z", user: expect.objectContaining({ id: "tim" }), earned: 1, freezes: 2 });
+  });
+});
+
 describe("time-driven events fire when the service clock passes their instant, without any event", () => {
   it("streak.freeze_consumed when the deadline passes with a freeze left, then streak.lost", async () => {
     // ada extended on 06-01: the streak is lost at the start of 06-03 unless a freeze covers 06-02.

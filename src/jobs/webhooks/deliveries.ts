@@ -77,6 +77,16 @@ export function backoffDelay(retry: number, opts: BackoffOptions, random: () => 
   return Math.max(0, Math.round(base * (1 + opts.jitter * (2 * random() - 1))));
 }
 
+/** What a successful attempt returns (kept by BullMQ as the job's return value). */
+interface AttemptResult {
+  status: number;
+  ms: number;
+  attempt: number;
+  at: number;
+}
+
+const logLine = (at: number, attempt: number, outcome: string): string => `${new Date(at).toISOString()} attempt ${attempt}: ${outcome}`;
+
 /** The admin API's delivery states (BullMQ's in brackets). */
 export type DeliveryStatus = "pending" | "delivering" | "retrying" | "delivered" | "dead";
 
@@ -174,7 +184,7 @@ export class DeliveryQueue {
   }
 
   /** One attempt: POST the stored body with fresh signatures; a non-2xx answer throws (BullMQ retries). */
-  private async attempt(job: Job<DeliveryJob>): Promise<{ status: number; ms: number }> {
+  private async attempt(job: Job<DeliveryJob>): Promise<AttemptResult> {
     const endpoint = this.endpointOf(job.data.endpoint);
     if (!endpoint) throw new UnrecoverableError(`endpoint ${job.data.endpoint} is no longer configured`);
     const controller = new AbortController();
@@ -196,15 +206,16 @@ export class DeliveryQueue {
       await res.arrayBuffer().catch(() => undefined);
     } catch (err) {
       const reason = controller.signal.aborted ? "worker stopped" : err instanceof Error && err.name === "TimeoutError" ? `no answer within ${endpoint.timeoutMs} ms` : String((err as Error).cause ?? (err as Error).message);
-      await job.log(`${new Date().toISOString()} attempt ${attempt}: ${reason}`).catch(() => undefined);
+      await job.log(logLine(started, attempt, reason)).catch(() => undefined);
       throw new Error(reason);
     } finally {
       this.inFlight.delete(controller);
     }
     const ms = Date.now() - started;
-    await job.log(`${new Date().toISOString()} attempt ${attempt}: HTTP ${status} in ${ms} ms`);
-    if (status < 200 || status > 299) throw new Error(`HTTP ${status}`);
-    return { status, ms };
+    // A success is recorded by BullMQ with the job (its return value): no extra write for it.
+    if (status >= 200 && status <= 299) return { status, ms, attempt, at: started };
+    await job.log(logLine(started, attempt, `HTTP ${status} in ${ms} ms`));
+    throw new Error(`HTTP ${status}`);
   }
 
   // ---- admin API ----
@@ -263,7 +274,10 @@ export class DeliveryQueue {
     const job = (await this.queue.getJob(id)) as Job<DeliveryJob> | undefined;
     if (!job) return null;
     const { logs } = await this.queue.getJobLogs(id, 0, 99, true);
-    return { ...(await this.summary(job)), log: logs, payload: JSON.parse(job.data.body) as unknown };
+    // Failed attempts are logged as they happen; the success is the job's return value.
+    const success = job.returnvalue as AttemptResult | null;
+    const log = success?.status ? [...logs, logLine(success.at, success.attempt, `HTTP ${success.status} in ${success.ms} ms`)] : logs;
+    return { ...(await this.summary(job)), log, payload: JSON.parse(job.data.body) as unknown };
   }
 
   /**

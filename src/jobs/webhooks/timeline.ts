@@ -242,8 +242,10 @@ export class Timeline {
 
   private async wake(at: number): Promise<void> {
     const delay = Math.max(0, at - this.opts.clock.now());
-    // The id dedupes the wake-ups several processes ask for at one instant.
-    await this.queue.add("tick", {}, { jobId: `wake-${at}`, delay, removeOnComplete: true, removeOnFail: 100 });
+    // Not deduplicated by instant: a wake-up that ran a little early (Node's and Redis's clocks)
+    // must be able to ask for the same instant again. An extra tick is harmless (every effect of
+    // a tick is idempotent).
+    await this.queue.add("wake", {}, { delay, removeOnComplete: true, removeOnFail: 100 });
   }
 
   async close(): Promise<void> {
