@@ -156,6 +156,8 @@ export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
     } else {
       const own = await userEntry(store, board, run, userId);
       if (!own || own.breakdown !== breakdown) return { status: 200, body: { ...head, rankings: [] } };
+      // Off the board: no rankings around the user (trophy-compat §2.2 #24).
+      if ((await rankOf(store, board, keys, own.value, own.member)) > board.maxParticipants) return { status: 200, body: { ...head, rankings: [] } };
       const position = (await countAbove(store, keys, own.value)) + (await tiesBefore(store, keys, own));
       start = Math.max(0, position + offset);
       const ahead = position - start;
@@ -240,7 +242,8 @@ export function userLeaderboardHandler(tenants: Tenants, clock: Clock) {
     });
     return {
       status: 200,
-      body: { ...head, rank, value: own ? wireValue(board, own.value) : null, breakdownAttributeValue: own?.breakdown || null, history },
+      // rank and value are null off the board (trophy-compat §3.7 UserLeaderboardResponse).
+      body: { ...head, rank, value: own && rank !== null ? wireValue(board, own.value) : null, breakdownAttributeValue: own?.breakdown || null, history },
     };
   };
 }

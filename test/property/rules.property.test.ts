@@ -292,10 +292,10 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
     const mine = ranked.find((r) => r.userId === cmd.user);
     const entry = model.users.get(cmd.user)!.boards.get(board.key);
     const onOwnGroup = entry && run !== null && entry.run === run;
-    expect(res.body.value, `${board.key} value of ${cmd.user}`).toBe(onOwnGroup ? unit(entry.value) : null);
+    const rank = mine && mine.rank <= board.maxParticipants ? mine.rank : null;
     if (!board.breakdownAttribute) {
-      const rank = mine && mine.rank <= board.maxParticipants ? mine.rank : null;
       expect(res.body.rank, `${board.key} rank of ${cmd.user}`).toBe(onOwnGroup ? rank : null);
+      expect(res.body.value, `${board.key} value of ${cmd.user}`).toBe(onOwnGroup && rank !== null ? unit(entry.value) : null);
     }
     // "Around me": offset counts from the user's position.
     query.set("userId", cmd.user);
@@ -304,7 +304,7 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
     expect(around.status).toBe(200);
     const position = ranked.findIndex((r) => r.userId === cmd.user);
     const start = Math.max(0, position + cmd.offset);
-    const window = position < 0 || !onOwnGroup ? [] : ranked.slice(start, start + cmd.limit).filter((_, i) => start + i < board.maxParticipants);
+    const window = position < 0 || !onOwnGroup || rank === null ? [] : ranked.slice(start, start + cmd.limit).filter((_, i) => start + i < board.maxParticipants);
     expect(around.body.rankings.map((r: { userId: string; rank: number; value: number }) => ({ userId: r.userId, value: r.value, rank: r.rank })), `${board.key} around ${cmd.user}`).toEqual(window);
     const history = run === null ? [] : (model.boardHistory.get(`${board.key}:${run}:${cmd.user}`) ?? []);
     expect(res.body.history, `${board.key} history of ${cmd.user}`).toEqual(
