@@ -33,21 +33,14 @@ export class Children {
     }
   }
 
+  /** SIGTERM the children started under `name`, SIGKILL after 5 s. */
+  async stop(name) {
+    await Promise.all(this.#list.filter((c) => c.name === name).map(({ child }) => stopChild(child)));
+  }
+
   /** SIGTERM every child still running, SIGKILL after 5 s. */
   async stopAll() {
-    await Promise.all(
-      this.#list.map(({ child }) => {
-        if (!running(child)) return undefined;
-        return new Promise((resolve) => {
-          const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
-          child.once("exit", () => {
-            clearTimeout(timer);
-            resolve();
-          });
-          child.kill("SIGTERM");
-        });
-      }),
-    );
+    await Promise.all(this.#list.map(({ child }) => stopChild(child)));
   }
 }
 
@@ -69,6 +62,18 @@ function forwardOutput(name, child) {
   child.stderr.on("data", onData);
   child.once("exit", () => {
     if (lines > MAX_LINES) process.stderr.write(`[${name}] ${lines - MAX_LINES} more lines of output not shown\n`);
+  });
+}
+
+function stopChild(child) {
+  if (!running(child)) return undefined;
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+    child.once("exit", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill("SIGTERM");
   });
 }
 

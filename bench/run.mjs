@@ -17,18 +17,10 @@ import { StreamWorker } from "../dist/jobs/stream-worker.js";
 import { Children } from "./processes.mjs";
 import { figures, print, TARGETS } from "./report.mjs";
 import { delta, snapshot } from "./snapshot.mjs";
-import { eventRequests, load, readRequests, seedRequests, userId } from "./workload.mjs";
+import { eventRequests, load, phaseSettings, readRequests, seedRequests, userId } from "./workload.mjs";
 
-const num = (name, fallback) => {
-  const value = Number(process.env[name] ?? fallback);
-  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`);
-  return value;
-};
 const config = {
-  duration: num("BENCH_DURATION", 10),
-  warmup: num("BENCH_WARMUP", 3),
-  connections: num("BENCH_CONNECTIONS", 100),
-  users: num("BENCH_USERS", 100_000),
+  ...phaseSettings(100_000),
   autoPipelining: process.env.LAUREL_AUTOPIPELINE === "1",
   tree: treeState(),
 };

@@ -61,3 +61,13 @@ export async function load(url, requests, { connections, duration, amount }) {
     statusCodes: Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, s]) => [code, s.count])),
   };
 }
+
+/** The phase settings every bench reads from the environment (bench/README.md): BENCH_DURATION, BENCH_WARMUP, BENCH_CONNECTIONS, BENCH_USERS. */
+export function phaseSettings(defaultUsers) {
+  const num = (name, fallback) => {
+    const value = Number(process.env[name] ?? fallback);
+    if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`);
+    return value;
+  };
+  return { duration: num("BENCH_DURATION", 10), warmup: num("BENCH_WARMUP", 3), connections: num("BENCH_CONNECTIONS", 100), users: num("BENCH_USERS", defaultUsers) };
+}

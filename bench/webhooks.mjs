@@ -1,0 +1,168 @@
+// node bench/webhooks.mjs (after npm run build): the event endpoint with and without a
+// subscribed webhook endpoint, in one run on one dedicated redis-server (issue 6: "the event
+// benchmark with a subscribed endpoint configured stays within 10% of the core issue's figure").
+// Reports; never gates. See bench/README.md, "Webhooks".
+//
+// Phases, each a warm-up and a measured run of the events workload of bench/run.mjs:
+//   events               the service on config/demo.yaml, LAUREL_WORKER=off (the core figure)
+//   events, worker on    the same with its stream worker on (the default), without webhooks
+//   events + webhooks    the service on demo.yaml plus one endpoint subscribed to every event
+//                        type, its stream worker and webhook consumer on (the default), the
+//                        deliveries going to bench/receiver.mjs on loopback
+//   events + webhooks, worker apart   the same with LAUREL_WORKER=off and `node dist/worker.js`
+//                        running the consumer and deliveries
+// After each webhook phase: how far delivery lagged (records and jobs left when the load
+// stopped) and how long the backlog took to deliver.
+//
+// Environment: BENCH_DURATION, BENCH_WARMUP, BENCH_CONNECTIONS, BENCH_USERS (default 20000),
+// BENCH_JSON, as for bench/run.mjs.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { Queue } from "bullmq";
+import { Redis } from "ioredis";
+import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
+import { Children } from "./processes.mjs";
+import { delta, snapshot } from "./snapshot.mjs";
+import { eventRequests, load, phaseSettings, seedRequests } from "./workload.mjs";
+
+const config = phaseSettings(20_000);
+
+const children = new Children();
+const dir = mkdtempSync(join(tmpdir(), "laurel-bench-hooks-"));
+let redisServer = null;
+let redis = null;
+
+async function cleanup() {
+  redis?.disconnect();
+  await children.stopAll();
+  await redisServer?.stop();
+  rmSync(dir, { recursive: true, force: true });
+}
+for (const signal of ["SIGINT", "SIGTERM"]) process.once(signal, () => void cleanup().finally(() => process.exit(130)));
+
+const EVENT_PATHS = { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" };
+const TYPES = [
+  "achievement.completed", "streak.started", "streak.extended", "streak.lost", "streak.freeze_consumed", "streak.freeze_earned",
+  "points.changed", "points.level_changed", "points.boost_started", "points.boost_finished",
+  "leaderboard.started", "leaderboard.finished", "leaderboard.rank_changed",
+];
+
+/** demo.yaml plus one endpoint on the demo tenant (its last key is `leaderboards`, indented 4). */
+function webhookConfig(url) {
+  const demo = readFileSync("config/demo.yaml", "utf8");
+  const path = join(dir, "demo-webhooks.yaml");
+  writeFileSync(path, `${demo.trimEnd()}\n    webhooks:\n      - key: bench\n        url: "${url}"\n        secret: "whsec_${Buffer.from("bench-secret-bench-secret-32byte").toString("base64")}"\n        events: [${TYPES.join(", ")}]\n`);
+  return path;
+}
+
+async function startService(name, env) {
+  const port = await freePort();
+  const service = await children.start(name, "node", ["dist/main.js"], { ...env, PORT: String(port) }, `http://127.0.0.1:${port}/healthz`);
+  return { ...service, port, url: `http://127.0.0.1:${port}` };
+}
+
+async function stop(name) {
+  await children.stop(name);
+}
+
+async function measure(name, server) {
+  process.stdout.write(`${name}: warm-up ${config.warmup} s, measure ${config.duration} s ... `);
+  const requests = eventRequests(config.users, EVENT_PATHS);
+  await load(server.url, requests, { connections: config.connections, duration: config.warmup });
+  const before = await snapshot(redis, server.pid);
+  const result = await load(server.url, requests, { connections: config.connections, duration: config.duration });
+  const change = delta(before, await snapshot(redis, server.pid));
+  console.log(`${Math.round(result.rps)} req/s (p50 ${result.p50} ms, p99 ${result.p99} ms)`);
+  return { ...result, cpuPercent: change.cpuPercent, redisCommands: change.commands.fcall?.calls ?? 0 };
+}
+
+/** Records of the demo streams not yet acknowledged by the webhooks group, and jobs not yet delivered. */
+async function backlog(queue) {
+  let records = 0;
+  for (let s = 0; s < 16; s++) {
+    const groups = await redis.xinfo("GROUPS", `{demo:${s}}:x`).catch(() => []);
+    for (const g of groups) {
+      const f = Object.fromEntries(Array.from({ length: g.length / 2 }, (_, i) => [g[2 * i], g[2 * i + 1]]));
+      if (f.name === "webhooks") records += Number(f.pending) + Number(f.lag ?? 0);
+    }
+  }
+  const counts = await queue.getJobCounts("waiting", "active", "delayed", "prioritized");
+  return { records, jobs: Object.values(counts).reduce((a, b) => a + b, 0) };
+}
+
+async function drainBacklog(queue, receiverUrl) {
+  const started = performance.now();
+  const atStop = await backlog(queue);
+  for (;;) {
+    const left = await backlog(queue);
+    if (left.records === 0 && left.jobs === 0) break;
+    if (performance.now() - started > 600_000) throw new Error(`backlog not delivered after 10 min: ${JSON.stringify(left)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const seconds = (performance.now() - started) / 1000;
+  const count = await (await fetch(`${receiverUrl}/count`)).json();
+  const failed = (await queue.getJobCounts("failed")).failed;
+  return { atStop, seconds, received: count.requests, distinctIds: count.ids, failed };
+}
+
+async function main() {
+  const loadAtStart = loadavg();
+  redisServer = await startEmbeddedRedis({ dir, appendOnly: false });
+  redis = new Redis(redisServer.url);
+  const env = { REDIS_URL: redisServer.url, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" };
+  const receiverPort = await freePort();
+  await children.start("receiver", "node", ["bench/receiver.mjs"], { PORT: String(receiverPort) }, `http://127.0.0.1:${receiverPort}/ping`);
+  const receiverUrl = `http://127.0.0.1:${receiverPort}`;
+  const hooksConfig = webhookConfig(`${receiverUrl}/hooks`);
+  const { hostname, port } = new URL(redisServer.url);
+  const queue = new Queue("laurel-hooks-demo", { connection: { host: hostname, port: Number(port) }, prefix: "{laurel-jobs}" });
+
+  const phases = {};
+  let service = await startService("service", { ...env, LAUREL_WORKER: "off" });
+  process.stdout.write(`seed: ${config.users} users ... `);
+  const seed = await load(service.url, seedRequests("/v1/metrics/lessons/event"), { connections: Math.min(config.connections, config.users), amount: config.users });
+  console.log(`${Math.round(seed.rps)} req/s`);
+  phases.events = await measure("events", service);
+  await stop("service");
+
+  // The same service with its stream worker on (the default), to tell the worker's share from the webhooks'.
+  service = await startService("service+worker", env);
+  phases.worker = await measure("events, worker on", service);
+  await stop("service+worker");
+
+  service = await startService("service+webhooks", { ...env, LAUREL_CONFIG: hooksConfig });
+  phases.webhooks = await measure("events + webhooks", service);
+  phases.webhooks.delivery = await drainBacklog(queue, receiverUrl);
+  console.log(`  delivery: ${JSON.stringify(phases.webhooks.delivery)}`);
+  await stop("service+webhooks");
+
+  service = await startService("service+webhooks-apart", { ...env, LAUREL_CONFIG: hooksConfig, LAUREL_WORKER: "off" });
+  const workerPid = (await children.start("worker", "node", ["dist/worker.js"], { ...env, LAUREL_CONFIG: hooksConfig }, `${service.url}/healthz`)).pid;
+  phases.webhooksApart = await measure("events + webhooks, worker apart", service);
+  phases.webhooksApart.delivery = await drainBacklog(queue, receiverUrl);
+  phases.webhooksApart.workerPid = workerPid;
+  console.log(`  delivery: ${JSON.stringify(phases.webhooksApart.delivery)}`);
+  await queue.close();
+
+  const ratio = (p) => p.rps / phases.events.rps;
+  console.log("\n| phase | req/s | p50 / p99 ms | ÷ events | CPU % server / redis / load | non-2xx / errors |");
+  console.log("|---|---|---|---|---|---|");
+  for (const [name, p] of [["events", phases.events], ["events, worker on", phases.worker], ["events + webhooks", phases.webhooks], ["events + webhooks, worker apart", phases.webhooksApart]]) {
+    const c = p.cpuPercent;
+    console.log(`| ${name} | ${Math.round(p.rps)} | ${p.p50} / ${p.p99} | ${ratio(p).toFixed(2)} | ${c.server.toFixed(0)} / ${c.redis.toFixed(0)} / ${c.loadGenerator.toFixed(0)} | ${p.non2xx} / ${p.errors} |`);
+  }
+  console.log(`load average at start: ${loadAtStart.map((x) => x.toFixed(2)).join(" ")}; ${cpus().length} CPUs`);
+  if (process.env.BENCH_JSON) writeFileSync(process.env.BENCH_JSON, `${JSON.stringify({ date: new Date().toISOString(), config, seed, phases, loadAtStart }, null, 2)}\n`);
+}
+
+let exitCode = 0;
+try {
+  await main();
+} catch (err) {
+  console.error(`\nbench failed: ${err instanceof Error ? err.stack : err}`);
+  exitCode = 1;
+} finally {
+  await cleanup();
+}
+process.exit(exitCode);
