@@ -3,19 +3,67 @@
   The reader calls it twice: once without ranges (to learn the highest total of the tenant),
   then with the ten ranges that highest total decides.
 
+  With a userAttributes filter the users are those of the shard's groups by attribute value
+  ({t:s}:uv:<attr>:<value> sets, {t:s}:pa:<sys>:<attr>:<value> totals, kept by the scripts that
+  change an attribute or a total): one pair reads that group as it reads the whole shard
+  (O(log n) per range); several pairs intersect the groups (O(size of the smallest group)).
+
   KEYS[1] shard counters        {t:s}:agg
   KEYS[2] points totals zset    {t:s}:pz:<system>
-  ARGV    pairs: from, to (inclusive)
+  ARGV[1] the system key; ARGV[2] n, the number of attribute pairs; ARGV[3 .. 2+2n] attr, value
+  ARGV[3+2n ..] pairs: from, to (inclusive)
 
-  Reply {users of the shard, users with a total >= 1, highest total (0 if none), count per range...}
+  Reply {users of the shard (in the filter), users with a total >= 1, highest total (0 if none), count per range...}
 ]]
 --@body
 local rcall = redis.call
-local top = rcall('ZREVRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-local reply = {
-  tonumber(rcall('HGET', KEYS[1], 'users') or '0'),
-  rcall('ZCOUNT', KEYS[2], 1, '+inf'),
-  top[2] and tonumber(top[2]) or 0,
-}
-for i = 1, #ARGV, 2 do reply[#reply + 1] = rcall('ZCOUNT', KEYS[2], ARGV[i], ARGV[i + 1]) end
-return reply
+local prefix = string.sub(KEYS[1], 1, -4)
+local systemKey, pairs = ARGV[1], tonumber(ARGV[2])
+local first = 3 + 2 * pairs
+
+local function rangeCounts(reply, countIn)
+  for i = first, #ARGV, 2 do reply[#reply + 1] = countIn(tonumber(ARGV[i]), tonumber(ARGV[i + 1])) end
+  return reply
+end
+
+if pairs <= 1 then
+  local users, zset
+  if pairs == 0 then
+    users, zset = tonumber(rcall('HGET', KEYS[1], 'users') or '0'), KEYS[2]
+  else
+    users = rcall('SCARD', prefix .. 'uv:' .. ARGV[3] .. ':' .. ARGV[4])
+    zset = prefix .. 'pa:' .. systemKey .. ':' .. ARGV[3] .. ':' .. ARGV[4]
+  end
+  local top = rcall('ZREVRANGE', zset, 0, 0, 'WITHSCORES')
+  return rangeCounts({ users, rcall('ZCOUNT', zset, 1, '+inf'), top[2] and tonumber(top[2]) or 0 }, function(from, to)
+    return rcall('ZCOUNT', zset, from, to)
+  end)
+end
+
+local sets, zsets = {}, {}
+for i = 3, 2 + 2 * pairs, 2 do
+  sets[#sets + 1] = prefix .. 'uv:' .. ARGV[i] .. ':' .. ARGV[i + 1]
+  zsets[#zsets + 1] = prefix .. 'pa:' .. systemKey .. ':' .. ARGV[i] .. ':' .. ARGV[i + 1]
+end
+local users = rcall('SINTERCARD', #sets, unpack(sets))
+-- unpack only expands as the last argument: build the argument list.
+local args = { #zsets }
+for _, key in ipairs(zsets) do args[#args + 1] = key end
+args[#args + 1] = 'AGGREGATE'
+args[#args + 1] = 'MAX'
+args[#args + 1] = 'WITHSCORES'
+local both = rcall('ZINTER', unpack(args))
+local totals, withPoints, max = {}, 0, 0
+for i = 2, #both, 2 do
+  local total = tonumber(both[i])
+  totals[#totals + 1] = total
+  if total >= 1 then withPoints = withPoints + 1 end
+  if total > max then max = total end
+end
+return rangeCounts({ users, withPoints, max }, function(from, to)
+  local n = 0
+  for _, total in ipairs(totals) do
+    if total >= from and total <= to then n = n + 1 end
+  end
+  return n
+end)

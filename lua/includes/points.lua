@@ -93,6 +93,11 @@ local function flushPoints(aggKey, outParts)
         if lvAfter > 0 then rcall('HINCRBY', aggKey, 'lv:' .. sys.key .. ':' .. sys.lk[lvAfter], 1) end
       end
       rcall('ZADD', prefix .. 'pz:' .. sys.key, o.total, userId)
+      -- The same total in the user's groups by attribute value (points summary filter).
+      for _, attr in ipairs(R.attrs) do
+        local value = U['ua:' .. attr]
+        if value then rcall('ZADD', prefix .. 'pa:' .. sys.key .. ':' .. attr .. ':' .. value, o.total, userId) end
+      end
       local listKey = prefix .. 'aw:' .. sys.key .. ':' .. userId
       local n = rcall('LPUSH', listKey, unpack(o.recs))
       if n > AWARDS_KEPT + AWARDS_SLACK then rcall('LTRIM', listKey, 0, AWARDS_KEPT - 1) end

@@ -10,6 +10,22 @@ local function applyProfile(args, first, count)
   for i = first, first + 2 * count - 1, 2 do
     local f, v = args[i], args[i + 1]
     if U[f] ~= v then
+      -- A custom attribute moves the user between the shard's groups by attribute value
+      -- ({t:s}:uv:<attr>:<value>, and the user's points in {t:s}:pa:<sys>:<attr>:<value>),
+      -- which the points summary's userAttributes filter reads.
+      if string.sub(f, 1, 3) == 'ua:' then
+        local attr = string.sub(f, 4)
+        local old = U[f]
+        if old then rcall('SREM', prefix .. 'uv:' .. attr .. ':' .. old, userId) end
+        rcall('SADD', prefix .. 'uv:' .. attr .. ':' .. v, userId)
+        for _, sysKey in ipairs(R.allSys) do
+          local total = S['p:' .. sysKey]
+          if total then
+            if old then rcall('ZREM', prefix .. 'pa:' .. sysKey .. ':' .. attr .. ':' .. old, userId) end
+            rcall('ZADD', prefix .. 'pa:' .. sysKey .. ':' .. attr .. ':' .. v, total, userId)
+          end
+        end
+      end
       setProfile(f, v)
       changed = true
     end

@@ -19,6 +19,8 @@
  *                                  (":f" when a freeze covered the period)
  *   {t:s}:tt:<sys>.<trig>   zset  users by the instant a time trigger next pays them
  *   {t:s}:ub                hash  every user boost of the shard: id → JSON record (admin listing)
+ *   {t:s}:uv:<attr>:<value> set   users with that custom attribute value
+ *   {t:s}:pa:<sys>:<attr>:<value> zset  their totals in a system (points summary filter)
  *   {t}:meta                hash  first-seen and last-changed times of configured objects
  *
  * Written by the stream worker (src/jobs/stream-worker.ts), never by the event path:

@@ -64,10 +64,16 @@ export class ReadStore {
     return sums;
   }
 
-  /** lua/pointsHistogram-2.lua on every shard, summed: users, users with >= 1 point, the highest total, counts per range. */
-  async pointsHistogram(systemKey: string, ranges: readonly [number, number][]) {
+  /**
+   * lua/pointsHistogram-2.lua on every shard, summed: users, users with >= 1 point, the highest
+   * total, counts per range; with `filter`, only users whose attributes match every pair.
+   */
+  async pointsHistogram(systemKey: string, ranges: readonly [number, number][], filter: ReadonlyMap<string, string> | null = null) {
+    const pairs = filter === null ? [] : [...filter].flat();
     const perShard = (await Promise.all(
-      this.shards().map((s) => runScript(this.redis, histogramScript, [this.keys.agg(s), this.keys.pointsZset(s, systemKey)], ranges.flat())),
+      this.shards().map((s) =>
+        runScript(this.redis, histogramScript, [this.keys.agg(s), this.keys.pointsZset(s, systemKey)], [systemKey, pairs.length / 2, ...pairs, ...ranges.flat()]),
+      ),
     )) as number[][];
     const out = { users: 0, withPoints: 0, max: 0, counts: ranges.map(() => 0) };
     for (const [users, withPoints, max, ...counts] of perShard) {

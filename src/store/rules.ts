@@ -53,6 +53,9 @@ export interface LuaRules {
   /** Metric achievements of this metric, and streak achievements, in config order. */
   mach: string[];
   sach: string[];
+  /** Declared user attribute keys, and every system of the tenant (groups by attribute value). */
+  attrs: string[];
+  allSys: string[];
   /** Boards this script can move, in tenant order; Node passes each one's current run. */
   lb: {
     k: string;
@@ -170,6 +173,8 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
     mach: achievements.filter((a) => a.type === "metric" && a.metric === metricKey).map((a) => a.key),
     sach: countsForStreak ? achievements.filter((a) => a.type === "streak").map((a) => a.key) : [],
     lb: [],
+    attrs: [...tenant.userAttributes],
+    allSys: tenant.systems.map((s) => s.key),
     streak: false,
   };
   // Boards this script can move: metric boards of this metric, points boards of a system it pays,
