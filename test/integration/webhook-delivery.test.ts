@@ -280,3 +280,26 @@ describe("with the system clock", () => {
     expect(finished!.body).toMatchObject({ type: "points.boost_finished", timestamp: new Date(start + 1000).toISOString(), boost: { status: "finished" } });
   });
 });
+
+describe("a tenant whose endpoints are removed", () => {
+  it("loses its webhooks group and timeline at the next start, so its streams trim again", async () => {
+    const receiver = await startReceiver();
+    const tenantId = uniqueTenantId("whr");
+    const withHooks = await startTestApp({ yaml: hookYaml(tenantId, endpoint("main", receiver.url)), manualClock: "2026-06-01T12:00:00Z", webhooks: FAST });
+    const groups = async (t: TestApp) => ((await t.redis.xinfo("GROUPS", `{${tenantId}:0}:x`)) as string[][]).map((g) => g[1]);
+    expect(await groups(withHooks)).toContain(WEBHOOK_GROUP);
+    expect(await withHooks.redis.exists(`{${tenantId}}:wh:cursor`)).toBe(1);
+    await withHooks.close();
+
+    const without = await startTestApp({ yaml: hookYaml(tenantId, "").replace(/\n\s*webhooks:\n*$/, "\n"), manualClock: "2026-06-01T12:00:00Z" });
+    try {
+      expect(without.tenants[0]!.webhooks).toEqual([]);
+      expect(await groups(without)).not.toContain(WEBHOOK_GROUP);
+      expect(await without.redis.exists(`{${tenantId}}:wh:cursor`)).toBe(0);
+      expect(without.app.webhooks!.consumer).toBeNull();
+    } finally {
+      await without.close();
+      await receiver.close();
+    }
+  });
+});

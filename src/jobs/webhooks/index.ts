@@ -1,4 +1,4 @@
-import type { ConnectionOptions } from "bullmq";
+import { Queue, type ConnectionOptions } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import type { Clock } from "../../clock.js";
@@ -6,7 +6,7 @@ import { TenantKeys } from "../../store/keys.js";
 import { Coalescer } from "./coalesce.js";
 import { WebhookConsumer, type TenantHooks } from "./consumer.js";
 import { DEFAULT_DELIVERY, DeliveryQueue, type DeliveryOptions } from "./deliveries.js";
-import { WEBHOOK_GROUP } from "./keys.js";
+import { JOBS_PREFIX, timelineQueueName, WEBHOOK_GROUP, WebhookKeys } from "./keys.js";
 import type { PayloadContext } from "./payloads.js";
 import { Timeline } from "./timeline.js";
 
@@ -53,7 +53,7 @@ export class Webhooks {
     const tenants = new Map<string, TenantWebhooks>();
     for (const ctx of opts.contexts) {
       if (ctx.tenant.webhooks.length === 0) {
-        await dropGroup(opts.redis, ctx);
+        await forget(opts.redis, opts.connection, ctx);
         continue;
       }
       const deliveries = new DeliveryQueue(ctx.tenant, opts.connection, delivery, opts.logger);
@@ -126,10 +126,20 @@ export class Webhooks {
   }
 }
 
-/** Removes a tenant's webhooks group (its endpoints were removed), so the streams trim as if it never existed. */
-async function dropGroup(redis: Redis, ctx: PayloadContext): Promise<void> {
+/**
+ * A tenant without endpoints: its webhooks group is removed (so the streams trim as if it never
+ * existed) and, if it had endpoints before, its timeline's scheduler and state. Deliveries
+ * already queued stay in their queue for the admin API of a later config.
+ */
+async function forget(redis: Redis, connection: ConnectionOptions, ctx: PayloadContext): Promise<void> {
   const keys = new TenantKeys(ctx.tenant.id);
   for (let shard = 0; shard < ctx.tenant.shards; shard++) {
     await redis.xgroup("DESTROY", keys.stream(shard), WEBHOOK_GROUP).catch(() => undefined);
   }
+  const hooks = new WebhookKeys(ctx.tenant.id);
+  if ((await redis.exists(hooks.cursor())) === 0) return;
+  const queue = new Queue(timelineQueueName(ctx.tenant.id), { connection, prefix: JOBS_PREFIX });
+  await queue.removeJobScheduler("tick");
+  await queue.close();
+  await redis.del(hooks.cursor(), hooks.boostDue(), hooks.coalesced(), hooks.coalesceDue());
 }
