@@ -6,11 +6,14 @@
 // Phases, each a warm-up and a measured run of the events workload of bench/run.mjs:
 //   events               the service on config/demo.yaml, LAUREL_WORKER=off (the core figure)
 //   events, worker on    the same with its stream worker on (the default), without webhooks
-//   events + webhooks    the service on demo.yaml plus one endpoint subscribed to every event
-//                        type, its stream worker and webhook consumer on (the default), the
-//                        deliveries going to bench/receiver.mjs on loopback
-//   events + webhooks, worker apart   the same with LAUREL_WORKER=off and `node dist/worker.js`
-//                        running the consumer and deliveries
+//   events + webhooks (milestones)   the service on demo.yaml plus one endpoint subscribed to
+//                        the milestone types (level changes, achievements, streak start and loss),
+//                        its stream worker and webhook consumer on (the default), the deliveries
+//                        going to bench/receiver.mjs on loopback
+//   events + webhooks (every type)   the same endpoint subscribed to every type (about four
+//                        deliveries per event on the demo tenant: points, streak, two boards)
+//   events + webhooks (every type), worker apart   the same with LAUREL_WORKER=off and
+//                        `node dist/worker.js` running the consumer and deliveries
 // After each webhook phase: how far delivery lagged (records and jobs left when the load
 // stopped) and how long the backlog took to deliver.
 //
@@ -32,6 +35,7 @@ const children = new Children();
 const dir = mkdtempSync(join(tmpdir(), "laurel-bench-hooks-"));
 let redisServer = null;
 let redis = null;
+let receiverUrl = null;
 
 async function cleanup() {
   redis?.disconnect();
@@ -48,11 +52,15 @@ const TYPES = [
   "leaderboard.started", "leaderboard.finished", "leaderboard.rank_changed",
 ];
 
-/** demo.yaml plus one endpoint on the demo tenant (its last key is `leaderboards`, indented 4). */
-function webhookConfig(url) {
+/** The types an application typically reacts to: rare per event (a level, an achievement, a streak's fate). */
+const MILESTONES = ["points.level_changed", "achievement.completed", "streak.started", "streak.lost", "streak.freeze_consumed"];
+
+/** demo.yaml plus one endpoint on the demo tenant, subscribed to `types` (the file's tenant block ends with its indented keys and comments). */
+function webhookConfig(url, types, name) {
   const demo = readFileSync("config/demo.yaml", "utf8");
-  const path = join(dir, "demo-webhooks.yaml");
-  writeFileSync(path, `${demo.trimEnd()}\n    webhooks:\n      - key: bench\n        url: "${url}"\n        secret: "whsec_${Buffer.from("bench-secret-bench-secret-32byte").toString("base64")}"\n        events: [${TYPES.join(", ")}]\n`);
+  const path = join(dir, `${name}.yaml`);
+  const secret = `whsec_${Buffer.from("bench-secret-bench-secret-32byte").toString("base64")}`;
+  writeFileSync(path, `${demo.trimEnd()}\n    webhooks:\n      - key: bench\n        url: "${url}"\n        secret: "${secret}"\n        events: [${types.join(", ")}]\n`);
   return path;
 }
 
@@ -67,6 +75,7 @@ async function stop(name) {
 }
 
 async function measure(name, server) {
+  if (receiverUrl) await (await fetch(`${receiverUrl}/reset`)).arrayBuffer();
   process.stdout.write(`${name}: warm-up ${config.warmup} s, measure ${config.duration} s ... `);
   const requests = eventRequests(config.users, EVENT_PATHS);
   await load(server.url, requests, { connections: config.connections, duration: config.warmup });
@@ -113,8 +122,9 @@ async function main() {
   const env = { REDIS_URL: redisServer.url, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" };
   const receiverPort = await freePort();
   await children.start("receiver", "node", ["bench/receiver.mjs"], { PORT: String(receiverPort) }, `http://127.0.0.1:${receiverPort}/ping`);
-  const receiverUrl = `http://127.0.0.1:${receiverPort}`;
-  const hooksConfig = webhookConfig(`${receiverUrl}/hooks`);
+  receiverUrl = `http://127.0.0.1:${receiverPort}`;
+  const everyType = webhookConfig(`${receiverUrl}/hooks`, TYPES, "every-type");
+  const milestones = webhookConfig(`${receiverUrl}/hooks`, MILESTONES, "milestones");
   const { hostname, port } = new URL(redisServer.url);
   const queue = new Queue("laurel-hooks-demo", { connection: { host: hostname, port: Number(port) }, prefix: "{laurel-jobs}" });
 
@@ -131,26 +141,42 @@ async function main() {
   phases.worker = await measure("events, worker on", service);
   await stop("service+worker");
 
-  service = await startService("service+webhooks", { ...env, LAUREL_CONFIG: hooksConfig });
-  phases.webhooks = await measure("events + webhooks", service);
+  service = await startService("service+milestones", { ...env, LAUREL_CONFIG: milestones });
+  phases.milestones = await measure("events + webhooks (milestones)", service);
+  phases.milestones.delivery = await drainBacklog(queue, receiverUrl);
+  console.log(`  delivery: ${JSON.stringify(phases.milestones.delivery)}`);
+  await stop("service+milestones");
+
+  service = await startService("service+webhooks", { ...env, LAUREL_CONFIG: everyType });
+  phases.webhooks = await measure("events + webhooks (every type)", service);
   phases.webhooks.delivery = await drainBacklog(queue, receiverUrl);
   console.log(`  delivery: ${JSON.stringify(phases.webhooks.delivery)}`);
   await stop("service+webhooks");
 
-  service = await startService("service+webhooks-apart", { ...env, LAUREL_CONFIG: hooksConfig, LAUREL_WORKER: "off" });
-  const workerPid = (await children.start("worker", "node", ["dist/worker.js"], { ...env, LAUREL_CONFIG: hooksConfig }, `${service.url}/healthz`)).pid;
-  phases.webhooksApart = await measure("events + webhooks, worker apart", service);
+  service = await startService("service+webhooks-apart", { ...env, LAUREL_CONFIG: everyType, LAUREL_WORKER: "off" });
+  const workerPid = (await children.start("worker", "node", ["dist/worker.js"], { ...env, LAUREL_CONFIG: everyType }, `${service.url}/healthz`)).pid;
+  phases.webhooksApart = await measure("events + webhooks (every type), worker apart", service);
   phases.webhooksApart.delivery = await drainBacklog(queue, receiverUrl);
   phases.webhooksApart.workerPid = workerPid;
   console.log(`  delivery: ${JSON.stringify(phases.webhooksApart.delivery)}`);
   await queue.close();
 
-  const ratio = (p) => p.rps / phases.events.rps;
-  console.log("\n| phase | req/s | p50 / p99 ms | ÷ events | CPU % server / redis / load | non-2xx / errors |");
-  console.log("|---|---|---|---|---|---|");
-  for (const [name, p] of [["events", phases.events], ["events, worker on", phases.worker], ["events + webhooks", phases.webhooks], ["events + webhooks, worker apart", phases.webhooksApart]]) {
+  const ratio = (p, base) => (p.rps / base.rps).toFixed(2);
+  console.log("\n| phase | req/s | p50 / p99 ms | ÷ events | ÷ worker on | CPU % server / redis / load | non-2xx / errors | deliveries (distinct ids) | backlog at stop: records / jobs, drained in |");
+  console.log("|---|---|---|---|---|---|---|---|---|");
+  const rows = [
+    ["events", phases.events],
+    ["events, worker on", phases.worker],
+    ["events + webhooks (milestones)", phases.milestones],
+    ["events + webhooks (every type)", phases.webhooks],
+    ["events + webhooks (every type), worker apart", phases.webhooksApart],
+  ];
+  for (const [name, p] of rows) {
     const c = p.cpuPercent;
-    console.log(`| ${name} | ${Math.round(p.rps)} | ${p.p50} / ${p.p99} | ${ratio(p).toFixed(2)} | ${c.server.toFixed(0)} / ${c.redis.toFixed(0)} / ${c.loadGenerator.toFixed(0)} | ${p.non2xx} / ${p.errors} |`);
+    const d = p.delivery;
+    const delivered = d ? `${d.received} (${d.distinctIds})` : "";
+    const lag = d ? `${d.atStop.records} / ${d.atStop.jobs}, ${d.seconds.toFixed(1)} s` : "";
+    console.log(`| ${name} | ${Math.round(p.rps)} | ${p.p50} / ${p.p99} | ${ratio(p, phases.events)} | ${ratio(p, phases.worker)} | ${c.server.toFixed(0)} / ${c.redis.toFixed(0)} / ${c.loadGenerator.toFixed(0)} | ${p.non2xx} / ${p.errors} | ${delivered} | ${lag} |`);
   }
   console.log(`load average at start: ${loadAtStart.map((x) => x.toFixed(2)).join(" ")}; ${cpus().length} CPUs`);
   if (process.env.BENCH_JSON) writeFileSync(process.env.BENCH_JSON, `${JSON.stringify({ date: new Date().toISOString(), config, seed, phases, loadAtStart }, null, 2)}\n`);

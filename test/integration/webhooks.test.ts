@@ -265,6 +265,15 @@ describe("the admin API", () => {
     expect(detail.status).toBe(200);
     expect(detail.body.payload).toMatchObject({ id: one.eventId, type: "points.level_changed" });
     expect(detail.body.log).toEqual([expect.stringMatching(/attempt 1: HTTP 200 in \d+ ms$/)]);
+    // Pages: limit and offset walk the list without overlap.
+    const all = (await t.call("GET", "/admin/v1/webhooks/deliveries?limit=500", undefined, admin)).body.deliveries.map((d: { id: string }) => d.id);
+    const first = (await t.call("GET", "/admin/v1/webhooks/deliveries?limit=3", undefined, admin)).body.deliveries.map((d: { id: string }) => d.id);
+    const second = (await t.call("GET", "/admin/v1/webhooks/deliveries?limit=3&offset=3", undefined, admin)).body.deliveries.map((d: { id: string }) => d.id);
+    expect([...first, ...second]).toEqual(all.slice(0, 6));
+    expect(new Set(all).size).toBe(all.length);
+    const ofUser = (await t.call("GET", "/admin/v1/webhooks/deliveries?userId=tim&type=points.changed", undefined, admin)).body.deliveries;
+    expect(ofUser.length).toBeGreaterThan(0);
+    expect(ofUser.every((d: { userId: string; type: string }) => d.userId === "tim" && d.type === "points.changed")).toBe(true);
     const overview = await t.call("GET", "/admin/v1/webhooks", undefined, admin);
     expect(overview.body).toMatchObject({ endpoints: [{ key: "main", url: receiver.url, secrets: 2 }], deliveries: { dead: 0 } });
     expect(JSON.stringify(overview.body)).not.toContain(OLD_SECRET);

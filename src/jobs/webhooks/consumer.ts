@@ -36,7 +36,9 @@ export class WebhookConsumer extends StreamWorker {
     logger: Logger,
     opts: { consumer?: string; blockMs?: number; claimIdleMs?: number } = {},
   ) {
-    super({ redis, tenants: [...hooks.values()].map((h) => h.ctx.tenant), logger, group: WEBHOOK_GROUP, groupStart: "$", ...opts });
+    // Small batches: a batch's deliveries are queued in one BullMQ MULTI per chunk, and a long
+    // MULTI would hold Redis (and so the event path) for its whole length.
+    super({ redis, tenants: [...hooks.values()].map((h) => h.ctx.tenant), logger, group: WEBHOOK_GROUP, groupStart: "$", batchSize: 100, ...opts });
   }
 
   override async process(s: ShardStream, entries: Entry[]): Promise<{ applied: number; acked: number }> {

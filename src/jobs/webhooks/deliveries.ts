@@ -114,6 +114,9 @@ export interface DeliveryFilter {
   offset: number;
 }
 
+/** Deliveries queued per MULTI. */
+const ENQUEUE_CHUNK = 50;
+
 /** Jobs scanned at most by one listing with a filter on endpoint, type or user. */
 const LIST_SCAN = 10_000;
 
@@ -175,7 +178,10 @@ export class DeliveryQueue {
   async enqueue(jobs: readonly DeliveryJob[]): Promise<string[]> {
     if (jobs.length === 0) return [];
     const ids = jobs.map((j) => deliveryId(j.eventId, j.endpoint));
-    await this.queue.addBulk(jobs.map((data, i) => ({ name: data.type, data, opts: { jobId: ids[i] } })));
+    // addBulk is one MULTI: chunks keep each one short, so Redis never stalls the event path for long.
+    for (let i = 0; i < jobs.length; i += ENQUEUE_CHUNK) {
+      await this.queue.addBulk(jobs.slice(i, i + ENQUEUE_CHUNK).map((data, k) => ({ name: data.type, data, opts: { jobId: ids[i + k]! } })));
+    }
     return ids;
   }
 
@@ -220,32 +226,48 @@ export class DeliveryQueue {
 
   // ---- admin API ----
 
+  /**
+   * Deliveries by status (pending, delivering, retrying, delivered, dead, in that order when no
+   * status is given), newest first within each. Filters on endpoint, type or user read the jobs
+   * and keep the matching ones, scanning at most LIST_SCAN of them.
+   */
   async list(filter: DeliveryFilter): Promise<{ deliveries: Record<string, unknown>[]; scanned: number }> {
-    const states = filter.status ? STATES[filter.status] : DELIVERY_STATUSES.flatMap((s) => STATES[s]);
+    const statuses = filter.status ? [filter.status] : DELIVERY_STATUSES;
     const filtered = filter.endpoint !== undefined || filter.type !== undefined || filter.userId !== undefined;
     const matches = (job: Job<DeliveryJob>) =>
       (filter.endpoint === undefined || job.data.endpoint === filter.endpoint) &&
       (filter.type === undefined || job.data.type === filter.type) &&
       (filter.userId === undefined || job.data.userId === filter.userId);
-    if (!filtered) {
-      const jobs = (await this.queue.getJobs(states, filter.offset, filter.offset + filter.limit - 1, false)) as Job<DeliveryJob>[];
-      return { deliveries: await Promise.all(jobs.filter(Boolean).map((j) => this.summary(j))), scanned: jobs.length };
-    }
-    const out: Job<DeliveryJob>[] = [];
-    let skipped = 0;
+    const out: [Job<DeliveryJob>, JobState][] = [];
+    let toSkip = filter.offset;
     let scanned = 0;
     const page = 500;
-    while (out.length < filter.limit && scanned < LIST_SCAN) {
-      const jobs = (await this.queue.getJobs(states, scanned, scanned + page - 1, false)) as Job<DeliveryJob>[];
-      scanned += page;
-      for (const job of jobs) {
-        if (!job || !matches(job)) continue;
-        if (skipped < filter.offset) skipped++;
-        else if (out.length < filter.limit) out.push(job);
+    for (const state of statuses.flatMap((st) => STATES[st])) {
+      if (out.length >= filter.limit) break;
+      if (!filtered) {
+        // Whole states are skipped by their count; then one read of the page.
+        const count = (await this.queue.getJobCounts(state))[state] ?? 0;
+        if (toSkip >= count) {
+          toSkip -= count;
+          continue;
+        }
+        const jobs = (await this.queue.getJobs([state], toSkip, toSkip + filter.limit - out.length - 1, false)) as Job<DeliveryJob>[];
+        toSkip = 0;
+        for (const job of jobs) if (job) out.push([job, state]);
+        continue;
       }
-      if (jobs.length < page) break;
+      for (let from = 0; out.length < filter.limit && scanned < LIST_SCAN; from += page) {
+        const jobs = (await this.queue.getJobs([state], from, from + page - 1, false)) as Job<DeliveryJob>[];
+        scanned += jobs.length;
+        for (const job of jobs) {
+          if (!job || !matches(job)) continue;
+          if (toSkip > 0) toSkip--;
+          else if (out.length < filter.limit) out.push([job, state]);
+        }
+        if (jobs.length < page) break;
+      }
     }
-    return { deliveries: await Promise.all(out.map((j) => this.summary(j))), scanned };
+    return { deliveries: await Promise.all(out.map(([job, state]) => this.summary(job, state))), scanned };
   }
 
   private async summary(job: Job<DeliveryJob>, state?: JobState | "unknown"): Promise<Record<string, unknown>> {
