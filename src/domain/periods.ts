@@ -71,8 +71,17 @@ export function dateToDay(y: number, m: number, d: number): number {
   return Math.floor(date.getTime() / DAY_MS);
 }
 
+const dayTexts = new Map<number, string>();
+
+/** YYYY-MM-DD of a day index; cached (every event response formats three or four days). */
 export function formatDay(day: number): string {
-  return new Date(day * DAY_MS).toISOString().slice(0, 10);
+  let text = dayTexts.get(day);
+  if (text === undefined) {
+    text = new Date(day * DAY_MS).toISOString().slice(0, 10);
+    if (dayTexts.size > 100_000) dayTexts.clear();
+    dayTexts.set(day, text);
+  }
+  return text;
 }
 
 /** Parses YYYY-MM-DD strictly (a real calendar date) to a day index, or null. */
