@@ -2,6 +2,7 @@ import { Queue, QueueEvents, UnrecoverableError, Worker, type ConnectionOptions,
 import type { Logger } from "pino";
 import type { CompiledTenant, CompiledWebhook } from "../../config/compiled.js";
 import { deliveryId, deliveryQueueName, JOBS_PREFIX } from "./keys.js";
+import { post } from "./post.js";
 import { signedHeaders } from "./signing.js";
 
 /**
@@ -122,11 +123,14 @@ const LIST_SCAN = 10_000;
 
 export class DeliveryQueue {
   readonly queue: Queue<DeliveryJob>;
-  readonly events: QueueEvents;
+  /** Created on first use (settled()): a QueueEvents reads every event of the queue, a cost for nothing in production. */
+  private queueEvents: QueueEvents | null = null;
   private worker: Worker<DeliveryJob> | null = null;
   /** In-flight attempts, cut by close() and kill(), so a stopping worker never waits for a slow receiver. */
   private readonly inFlight = new Set<AbortController>();
   private stopping = false;
+  /** Parsed once: each attempt reuses it. */
+  private readonly targets: Map<string, URL>;
 
   constructor(
     private readonly tenant: CompiledTenant,
@@ -134,6 +138,7 @@ export class DeliveryQueue {
     private readonly opts: DeliveryOptions,
     private readonly logger: Logger,
   ) {
+    this.targets = new Map(tenant.webhooks.map((w) => [w.key, new URL(w.url)]));
     const name = deliveryQueueName(tenant.id);
     this.queue = new Queue<DeliveryJob>(name, {
       connection,
@@ -145,7 +150,6 @@ export class DeliveryQueue {
         removeOnFail: opts.keepDead,
       },
     });
-    this.events = new QueueEvents(name, { connection, prefix: JOBS_PREFIX });
   }
 
   get name(): string {
@@ -171,7 +175,6 @@ export class DeliveryQueue {
     });
     this.worker.on("error", (err) => this.logger.error({ err }, "webhook delivery worker error"));
     await this.worker.waitUntilReady();
-    await this.events.waitUntilReady();
   }
 
   /** Queues deliveries; ids already queued (or kept) are ignored by BullMQ. Returns the delivery ids. */
@@ -185,8 +188,9 @@ export class DeliveryQueue {
     return ids;
   }
 
-  private endpointOf(key: string): CompiledWebhook | undefined {
-    return this.tenant.webhooks.find((w) => w.key === key);
+  private endpointOf(key: string): (CompiledWebhook & { target: URL }) | undefined {
+    const endpoint = this.tenant.webhooks.find((w) => w.key === key);
+    return endpoint && { ...endpoint, target: this.targets.get(key)! };
   }
 
   /** One attempt: POST the stored body with fresh signatures; a non-2xx answer throws (BullMQ retries). */
@@ -200,18 +204,9 @@ export class DeliveryQueue {
     const attempt = job.attemptsMade + 1;
     let status = 0;
     try {
-      const res = await fetch(endpoint.url, {
-        method: "POST",
-        headers: signedHeaders(job.data.eventId, job.data.body, endpoint.secrets, Date.now()),
-        body: job.data.body,
-        redirect: "manual",
-        signal: AbortSignal.any([controller.signal, AbortSignal.timeout(endpoint.timeoutMs)]),
-      });
-      status = res.status;
-      // The answer's body is not used; reading it frees the connection for reuse.
-      await res.arrayBuffer().catch(() => undefined);
+      status = await post(endpoint.target, signedHeaders(job.data.eventId, job.data.body, endpoint.secrets, Date.now()), job.data.body, endpoint.timeoutMs, controller.signal);
     } catch (err) {
-      const reason = controller.signal.aborted ? "worker stopped" : err instanceof Error && err.name === "TimeoutError" ? `no answer within ${endpoint.timeoutMs} ms` : String((err as Error).cause ?? (err as Error).message);
+      const reason = controller.signal.aborted ? "worker stopped" : (err as Error).message;
       await job.log(logLine(started, attempt, reason)).catch(() => undefined);
       throw new Error(reason);
     } finally {
@@ -331,22 +326,31 @@ export class DeliveryQueue {
       .map((j) => j.id!);
   }
 
+  private async events(): Promise<QueueEvents> {
+    if (!this.queueEvents) {
+      this.queueEvents = new QueueEvents(this.queue.name, { connection: this.connection, prefix: JOBS_PREFIX });
+      await this.queueEvents.waitUntilReady();
+    }
+    return this.queueEvents;
+  }
+
   /** Resolves when nothing is waiting, in flight or waiting for a retry (tests, tools). */
   async settled(): Promise<void> {
+    const events = await this.events();
     for (;;) {
       const counts = await this.queue.getJobCounts("waiting", "active", "delayed", "prioritized");
       if (Object.values(counts).every((n) => n === 0)) return;
       await new Promise<void>((resolve) => {
         const done = (): void => {
-          this.events.off("completed", done);
-          this.events.off("failed", done);
+          events.off("completed", done);
+          events.off("failed", done);
           clearTimeout(timer);
           resolve();
         };
         // Events only wake the check sooner; the loop re-reads the counts either way.
         const timer = setTimeout(done, 50);
-        this.events.on("completed", done);
-        this.events.on("failed", done);
+        events.on("completed", done);
+        events.on("failed", done);
       });
     }
   }
@@ -367,7 +371,7 @@ export class DeliveryQueue {
 
   async close(): Promise<void> {
     await this.stop(false);
-    await this.events.close();
+    await this.queueEvents?.close();
     await this.queue.close();
   }
 }

@@ -64,7 +64,8 @@ export interface TimelineOptions {
 
 export class Timeline {
   readonly queue: Queue;
-  private readonly events: QueueEvents;
+  /** Created on first use (runNow, the manual clock): nothing reads the queue's events otherwise. */
+  private events: QueueEvents | null = null;
   private worker: Worker | null = null;
   private readonly keys: WebhookKeys;
 
@@ -76,7 +77,6 @@ export class Timeline {
   ) {
     const name = timelineQueueName(ctx.tenant.id);
     this.queue = new Queue(name, { connection: opts.connection, prefix: JOBS_PREFIX });
-    this.events = new QueueEvents(name, { connection: opts.connection, prefix: JOBS_PREFIX });
     this.keys = new WebhookKeys(ctx.tenant.id);
   }
 
@@ -91,14 +91,23 @@ export class Timeline {
     this.worker = new Worker(this.queue.name, async () => this.tick(this.opts.clock.now()), { connection: this.opts.connection, prefix: JOBS_PREFIX, concurrency: 1 });
     this.worker.on("failed", (_job, err) => this.opts.logger.error({ err, tenant: this.ctx.tenant.id }, "webhook timeline tick failed"));
     await this.worker.waitUntilReady();
-    await this.events.waitUntilReady();
+    if (this.opts.clock.manual) await this.queueEvents();
     await this.queue.upsertJobScheduler("tick", { every: this.opts.tickEveryMs }, { name: "tick", opts: { removeOnComplete: true, removeOnFail: 100 } });
+  }
+
+  private async queueEvents(): Promise<QueueEvents> {
+    if (!this.events) {
+      this.events = new QueueEvents(this.queue.name, { connection: this.opts.connection, prefix: JOBS_PREFIX });
+      await this.events.waitUntilReady();
+    }
+    return this.events;
   }
 
   /** Runs one tick through the queue and a worker, and waits for it (the manual clock). */
   async runNow(): Promise<void> {
+    const events = await this.queueEvents();
     const job = await this.queue.add("tick", {}, { removeOnComplete: true, removeOnFail: 100 });
-    await job.waitUntilFinished(this.events);
+    await job.waitUntilFinished(events);
   }
 
   async tick(now: number): Promise<{ settled: number; boundaries: number; coalesced: number }> {
@@ -250,7 +259,7 @@ export class Timeline {
 
   async close(): Promise<void> {
     await this.worker?.close();
-    await this.events.close();
+    await this.events?.close();
     await this.queue.close();
   }
 }
