@@ -10,8 +10,8 @@
 //                        the milestone types (level changes, achievements, streak start and loss),
 //                        its stream worker and webhook consumer on (the default), the deliveries
 //                        going to bench/receiver.mjs on loopback
-//   events + webhooks (every type)   the same endpoint subscribed to every type (about four
-//                        deliveries per event on the demo tenant: points, streak, two boards)
+//   events + webhooks (every type)   the same endpoint subscribed to every type (about 1.5
+//                        deliveries per event on the demo tenant: points, and rank changes)
 //   events + webhooks (every type), worker apart   the same with LAUREL_WORKER=off and
 //                        `node dist/worker.js` running the consumer and deliveries
 // After each webhook phase: how far delivery lagged (records and jobs left when the load
