@@ -89,3 +89,17 @@ export function cpuSeconds(pid) {
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" "); // fields[0] is field 3 (state)
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK; // fields 14 utime, 15 stime
 }
+
+/** Runs a bench's main, then its cleanup whatever happened; exits 0, or 1 when the bench could not run (it never gates on figures). */
+export async function runBench(main, cleanup) {
+  let exitCode = 0;
+  try {
+    await main();
+  } catch (err) {
+    console.error(`\nbench failed: ${err instanceof Error ? err.stack : err}`);
+    exitCode = 1;
+  } finally {
+    await cleanup();
+  }
+  process.exit(exitCode);
+}

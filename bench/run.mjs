@@ -14,7 +14,7 @@ import { pino } from "pino";
 import { loadConfigFile } from "../dist/config/load.js";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
 import { StreamWorker } from "../dist/jobs/stream-worker.js";
-import { Children } from "./processes.mjs";
+import { Children, runBench } from "./processes.mjs";
 import { figures, print, TARGETS } from "./report.mjs";
 import { delta, snapshot } from "./snapshot.mjs";
 import { eventRequests, load, phaseSettings, readRequests, seedRequests, userId } from "./workload.mjs";
@@ -147,13 +147,4 @@ async function main() {
   }
 }
 
-let exitCode = 0;
-try {
-  await main();
-} catch (err) {
-  console.error(`\nbench failed: ${err instanceof Error ? err.stack : err}`);
-  exitCode = 1;
-} finally {
-  await cleanup();
-}
-process.exit(exitCode);
+await runBench(main, cleanup);

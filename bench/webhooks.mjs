@@ -25,7 +25,7 @@ import { join } from "node:path";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
-import { Children } from "./processes.mjs";
+import { Children, runBench } from "./processes.mjs";
 import { delta, snapshot } from "./snapshot.mjs";
 import { eventRequests, load, phaseSettings, seedRequests } from "./workload.mjs";
 
@@ -182,13 +182,4 @@ async function main() {
   if (process.env.BENCH_JSON) writeFileSync(process.env.BENCH_JSON, `${JSON.stringify({ date: new Date().toISOString(), config, seed, phases, loadAtStart }, null, 2)}\n`);
 }
 
-let exitCode = 0;
-try {
-  await main();
-} catch (err) {
-  console.error(`\nbench failed: ${err instanceof Error ? err.stack : err}`);
-  exitCode = 1;
-} finally {
-  await cleanup();
-}
-process.exit(exitCode);
+await runBench(main, cleanup);
