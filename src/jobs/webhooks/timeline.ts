@@ -125,7 +125,7 @@ export class Timeline {
     for (let shard = 0; shard < store.tenant.shards; shard++) {
       // A user the settlement leaves in place (its zone moved the deadline) is skipped past.
       for (let offset = 0; ; ) {
-        const due = await store.redis.zrangebyscore(`${store.keys.prefix(shard)}sd`, "-inf", now, "LIMIT", offset, SWEEP_BATCH);
+        const due = await store.redis.zrangebyscore(store.keys.streakDeadline(shard), "-inf", now, "LIMIT", offset, SWEEP_BATCH);
         const results = await Promise.all(due.map((userId) => streakAdmin(store, userId, "settle", now, () => 0)));
         const moved = results.filter((r) => r.status === "settled" && (r.consumed > 0 || r.lost > 0)).length;
         changed += moved;
@@ -236,7 +236,7 @@ export class Timeline {
       if (first.length === 2) candidates.push(Number(first[1]));
     };
     await firstOf(this.keys.boostDue());
-    if (this.sweeps) for (let shard = 0; shard < store.tenant.shards; shard++) await firstOf(`${store.keys.prefix(shard)}sd`);
+    if (this.sweeps) for (let shard = 0; shard < store.tenant.shards; shard++) await firstOf(store.keys.streakDeadline(shard));
     const close = await this.coalescer.nextClose();
     if (close !== null) candidates.push(close);
     const after = candidates.filter((t) => t > now);
