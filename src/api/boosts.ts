@@ -30,7 +30,7 @@ interface CreateBoostBody {
 const validateCreateBoost = typia.createValidateEquals<CreateBoostBody>();
 
 /** A stored user boost record (the {t:s}:ub index); status is computed when read. */
-interface UserBoostRecord {
+export interface UserBoostRecord {
   id: string;
   name: string;
   userId: string;
@@ -54,7 +54,8 @@ function systemOf(tenant: CompiledTenant, key: string): CompiledSystem {
   return tenant.systemByKey.get(key) ?? fail("POINTS_SYSTEM_NOT_FOUND", `Points system not found: ${key}`);
 }
 
-function globalBoostJson(system: CompiledSystem, boost: CompiledBoost, now: number) {
+/** PointsBoost of a global boost, its status at `now` (trophy-compat §6.4; webhook payloads too). */
+export function globalBoostJson(system: CompiledSystem, boost: CompiledBoost, now: number) {
   const out: Record<string, unknown> = {
     id: boost.id,
     key: boost.key,
@@ -73,7 +74,8 @@ function globalBoostJson(system: CompiledSystem, boost: CompiledBoost, now: numb
   return out;
 }
 
-function userBoostJson(system: CompiledSystem, record: UserBoostRecord, now: number) {
+/** PointsBoost of a user boost, its status at `now`. */
+export function userBoostJson(system: CompiledSystem, record: UserBoostRecord, now: number) {
   return {
     id: record.id,
     name: record.name,

@@ -1,7 +1,8 @@
+import { globalBoostJson } from "../../api/boosts.js";
 import type { CompiledBoost, CompiledLeaderboard, CompiledSystem, CompiledTenant, CompiledLevel } from "../../config/compiled.js";
 import { boardJson } from "../../api/leaderboards.js";
 import { userJson } from "../../api/users.js";
-import { achievementJson, awardJson, iso, levelJson, pairsJson, systemHeadJson } from "../../api/wire.js";
+import { achievementJson, awardJson, iso, levelJson, systemHeadJson } from "../../api/wire.js";
 import { fromMicro } from "../../domain/decimal.js";
 import { boardMember, memberUser, runDate } from "../../domain/leaderboards.js";
 import { levelOf } from "../../domain/levels.js";
@@ -191,24 +192,9 @@ export async function recordPayloads(ctx: PayloadContext, record: StreamRecord, 
   );
 }
 
-/** PointsBoost (trophy-compat §5.8 points.boost_*), as of the boundary. */
+/** PointsBoost (trophy-compat §5.8 points.boost_*), as of the boundary: active at its start, finished at its end. */
 export function globalBoostPayloadJson(system: CompiledSystem, boost: CompiledBoost, status: "active" | "finished") {
-  const out: Record<string, unknown> = {
-    id: boost.id,
-    key: boost.key,
-    name: boost.name,
-    status,
-    userId: null,
-    pointsSystemId: system.id,
-    pointsSystemKey: system.key,
-    pointsSystemName: system.name,
-    start: iso(boost.start),
-    end: boost.end === null ? null : iso(boost.end),
-    multiplier: boost.multiplier,
-    rounding: boost.rounding,
-  };
-  if (boost.userAttributes.length > 0) out.userAttributes = pairsJson(boost.userAttributes);
-  return out;
+  return globalBoostJson(system, boost, status === "active" ? boost.start : boost.end!);
 }
 
 /** LeaderboardResponseWithRankings of a run at a boundary: no rankings at the start, the top 10 at the finish. */

@@ -1,3 +1,4 @@
+import { userBoostJson, type UserBoostRecord } from "../../api/boosts.js";
 import { Queue, QueueEvents, Worker, type ConnectionOptions } from "bullmq";
 import type { Logger } from "pino";
 import type { Clock } from "../../clock.js";
@@ -42,17 +43,6 @@ interface BoostBoundary {
   t: number;
 }
 
-interface UserBoostRecord {
-  id: string;
-  name: string;
-  userId: string;
-  pointsSystemKey: string;
-  start: number;
-  end: number | null;
-  multiplier: number;
-  rounding: string;
-  created: number;
-}
 
 export interface TimelineOptions {
   connection: ConnectionOptions;
@@ -202,20 +192,8 @@ export class Timeline {
         const matches = live && (b.k === "started" ? record.start === b.t : record.end === b.t);
         if (matches) {
           const type = b.k === "started" ? "points.boost_started" : "points.boost_finished";
-          const boost = {
-            id: record.id,
-            name: record.name,
-            status: b.k === "started" ? "active" : "finished",
-            userId: record.userId,
-            pointsSystemId: system.id,
-            pointsSystemKey: system.key,
-            pointsSystemName: system.name,
-            start: iso(record.start),
-            end: record.end === null ? null : iso(record.end),
-            multiplier: record.multiplier,
-            rounding: record.rounding,
-            created: iso(record.created),
-          };
+          // At its start the boost is active, at its end finished: its status at the boundary.
+          const boost = userBoostJson(system, record, b.t);
           await this.emit(type, record.id, b.t, { boost }, record.userId);
           fired++;
         }
