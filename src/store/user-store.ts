@@ -113,7 +113,8 @@ export async function completeAchievement(
   profile: [string, string][],
   now: number,
 ): Promise<CompletionResult> {
-  const names = ["tz", ...[...store.tenant.userAttributes].map(userAttributeField)];
+  // The zone, the declared attributes (filters) and whatever else the request sends.
+  const names = [...store.tenantRules.profileFields];
   for (const [field] of profile) if (!names.includes(field)) names.push(field);
   const tz = profile.find(([f]) => f === "tz")?.[1] ?? "UTC";
   const reply = (await runScript(store.redis, store.tenantScripts.complete, userKeys(store, userId), [

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TrophyApi, TrophyApiClient, TrophyApiError } from "@trophyso/node";
+import { TrophyApi, TrophyApiClient } from "@trophyso/node";
 import { demoConfig, startTestApp, type TestApp } from "../helpers/app.js";
+import { rejection } from "../helpers/sdk.js";
 
 /**
  * Leaderboards through the unmodified SDK (@trophyso/node 1.0.42; trophy-compat §2.2 #17, #23,
@@ -40,17 +41,6 @@ async function tick(ms: number): Promise<void> {
   await app.setClock(new Date(app.clock.now() + ms).toISOString());
 }
 
-async function rejection(call: Promise<unknown>): Promise<TrophyApiError> {
-  const err = await call.then(
-    () => {
-      throw new Error("expected the SDK call to fail");
-    },
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(TrophyApiError);
-  expect((err as TrophyApiError).body).toEqual({ error: expect.any(String) });
-  return err as TrophyApiError;
-}
 
 describe("metrics.event: the leaderboards field", () => {
   it("holds each board the event moved as MetricEventLeaderboardResponse, the user's group included", async () => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TrophyApi, TrophyApiClient, TrophyApiError } from "@trophyso/node";
+import { TrophyApi, TrophyApiClient } from "@trophyso/node";
 import { startTestApp, type TestApp } from "../helpers/app.js";
+import { errorBody, rejection } from "../helpers/sdk.js";
 
 /**
  * Issue 3 through the unmodified official SDK (@trophyso/node 1.0.42): users.*, preferences,
@@ -26,22 +27,7 @@ beforeAll(async () => {
 });
 afterAll(async () => t.close());
 
-/** Runs a call that must fail and returns the error (a ParseError is not a TrophyApiError: it fails here). */
-async function rejection(call: Promise<unknown>): Promise<TrophyApiError> {
-  const err = await call.then(
-    () => {
-      throw new Error("expected the SDK call to fail");
-    },
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(TrophyApiError);
-  return err as TrophyApiError;
-}
 
-function errorMessage(err: TrophyApiError): string {
-  expect(err.body).toEqual({ error: expect.any(String) });
-  return (err.body as { error: string }).error;
-}
 
 describe("users.create, identify, get, update", () => {
   it("users.create returns the User with Date created/updated, a boolean control and the attributes", async () => {
@@ -139,7 +125,7 @@ describe("users.create, identify, get, update", () => {
     const err = await rejection(trophy.users.update("sdk-u-ghost", { name: "Ghost" }));
     expect(err).toBeInstanceOf(TrophyApi.NotFoundError);
     expect(err.statusCode).toBe(404);
-    errorMessage(err);
+    errorBody(err);
     // Still unknown afterwards.
     expect((await rejection(trophy.users.get("sdk-u-ghost"))).statusCode).toBe(404);
   });
@@ -148,13 +134,13 @@ describe("users.create, identify, get, update", () => {
     const err = await rejection(trophy.users.get("sdk-u-nobody"));
     expect(err.statusCode).toBe(404);
     expect(err).not.toBeInstanceOf(TrophyApi.NotFoundError);
-    expect(errorMessage(err)).toMatch(/not found/i);
+    expect(errorBody(err)).toMatch(/not found/i);
   });
 
   it("an undeclared user attribute is an UnprocessableEntityError naming the key", async () => {
     const err = await rejection(trophy.users.create({ id: "sdk-u-bad-attr", attributes: { plan: "pro", tier: "gold" } }));
     expect(err).toBeInstanceOf(TrophyApi.UnprocessableEntityError);
-    expect(errorMessage(err)).toBe("Invalid attribute keys: tier");
+    expect(errorBody(err)).toBe("Invalid attribute keys: tier");
     expect((await rejection(trophy.users.get("sdk-u-bad-attr"))).statusCode).toBe(404);
   });
 });
@@ -196,7 +182,7 @@ describe("users.getPreferences and users.updatePreferences", () => {
     expect(await rejection(trophy.users.getPreferences("sdk-u-nobody"))).toBeInstanceOf(TrophyApi.NotFoundError);
     const err = await rejection(trophy.users.updatePreferences("sdk-u-nobody", { notifications: { recap: ["email"] } }));
     expect(err).toBeInstanceOf(TrophyApi.NotFoundError);
-    errorMessage(err);
+    errorBody(err);
   });
 });
 
@@ -250,7 +236,7 @@ describe("achievements.complete", () => {
     for (const key of ["first-lesson", "week-streak", "dedicated"]) {
       const err = await rejection(trophy.achievements.complete(key, { user: { id: "sdk-u-complete" } }));
       expect(err).toBeInstanceOf(TrophyApi.UnprocessableEntityError);
-      errorMessage(err);
+      errorBody(err);
     }
   });
 });
@@ -283,7 +269,7 @@ describe("admin.streaks.freezes.create", () => {
   it("needs the admin key: the API key gets UnauthorizedError", async () => {
     const err = await rejection(trophy.admin.streaks.freezes.create({ freezes: [{ userId: "sdk-f-b" }] }));
     expect(err).toBeInstanceOf(TrophyApi.UnauthorizedError);
-    errorMessage(err);
+    errorBody(err);
     const restore = await rejection(trophy.admin.streaks.restore({ users: [{ id: "sdk-f-b" }] }));
     expect(restore).toBeInstanceOf(TrophyApi.UnauthorizedError);
   });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TrophyApi, TrophyApiClient, TrophyApiError } from "@trophyso/node";
+import { TrophyApi, TrophyApiClient } from "@trophyso/node";
 import { startTestApp, type TestApp } from "../helpers/app.js";
+import { errorBody, rejection } from "../helpers/sdk.js";
 
 /**
  * The unmodified official SDK (@trophyso/node 1.0.42) against a running Laurel. Every call goes
@@ -28,24 +29,7 @@ async function storedUser(userId: string): Promise<Record<string, string>> {
   return t.redis.hgetall(store.keys.user(store.shard(userId), userId));
 }
 
-/** Runs a call that must fail and returns the error, so the test can assert on its type and body. */
-async function rejection(call: Promise<unknown>): Promise<TrophyApiError> {
-  const err = await call.then(
-    () => {
-      throw new Error("expected the SDK call to fail");
-    },
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(TrophyApiError);
-  return err as TrophyApiError;
-}
 
-function expectErrorBody(err: TrophyApiError): string {
-  expect(err.body).toEqual({ error: expect.any(String) });
-  const message = (err.body as { error: string }).error;
-  expect(message.length).toBeGreaterThan(0);
-  return message;
-}
 
 describe("metrics.event through the SDK", () => {
   it("parses a first event: total, achievements with Date achievedAt, points, streak, leaderboards", async () => {
@@ -233,7 +217,7 @@ describe("SDK error mapping", () => {
       const err = await rejection(call());
       expect(err).toBeInstanceOf(TrophyApi.UnauthorizedError);
       expect(err.statusCode).toBe(401);
-      expectErrorBody(err);
+      errorBody(err);
     }
     // Nothing was recorded by the refused event.
     expect((await trophy.users.points("sdk-ada", "xp")).total).toBe(10);
@@ -242,22 +226,22 @@ describe("SDK error mapping", () => {
   it("an unknown metric gives a TrophyApiError with status 404 (not mapped by metrics.event)", async () => {
     const err = await rejection(trophy.metrics.event("no-such-metric", { user: { id: "sdk-ada" }, value: 1 }));
     expect(err.statusCode).toBe(404);
-    expect(expectErrorBody(err)).toMatch(/metric/i);
+    expect(errorBody(err)).toMatch(/metric/i);
   });
 
   it("a bad zone, an unknown user attribute and an unknown event attribute give UnprocessableEntityError", async () => {
     const zone = await rejection(trophy.metrics.event("lessons", { user: { id: "sdk-zone", tz: "Mars/Olympus" }, value: 1 }));
     expect(zone).toBeInstanceOf(TrophyApi.UnprocessableEntityError);
     expect(zone.statusCode).toBe(422);
-    expectErrorBody(zone);
+    errorBody(zone);
 
     const userAttr = await rejection(trophy.metrics.event("lessons", { user: { id: "sdk-zone", attributes: { tier: "gold" } }, value: 1 }));
     expect(userAttr).toBeInstanceOf(TrophyApi.UnprocessableEntityError);
-    expect(expectErrorBody(userAttr)).toMatch(/^Invalid attribute keys: tier/);
+    expect(errorBody(userAttr)).toMatch(/^Invalid attribute keys: tier/);
 
     const eventAttr = await rejection(trophy.metrics.event("lessons", { user: { id: "sdk-zone" }, value: 1, attributes: { channel: "web" } }));
     expect(eventAttr).toBeInstanceOf(TrophyApi.UnprocessableEntityError);
-    expect(expectErrorBody(eventAttr)).toMatch(/^Invalid attribute keys: channel/);
+    expect(errorBody(eventAttr)).toMatch(/^Invalid attribute keys: channel/);
 
     // None of them created the user.
     const missing = await rejection(trophy.users.points("sdk-zone", "xp"));
@@ -268,26 +252,26 @@ describe("SDK error mapping", () => {
     const err = await rejection(trophy.metrics.event("lessons", { user: { id: "" }, value: 1 }));
     expect(err).toBeInstanceOf(TrophyApi.BadRequestError);
     expect(err.statusCode).toBe(400);
-    expectErrorBody(err);
+    errorBody(err);
   });
 
   it("an unknown user or points system gives NotFoundError", async () => {
     const user = await rejection(trophy.users.points("sdk-nobody", "xp"));
     expect(user).toBeInstanceOf(TrophyApi.NotFoundError);
     expect(user.statusCode).toBe(404);
-    expectErrorBody(user);
+    errorBody(user);
 
     const system = await rejection(trophy.users.points("sdk-ada", "no-such-system"));
     expect(system).toBeInstanceOf(TrophyApi.NotFoundError);
 
     const pointsSystem = await rejection(trophy.points.system("no-such-system"));
     expect(pointsSystem).toBeInstanceOf(TrophyApi.NotFoundError);
-    expectErrorBody(pointsSystem);
+    errorBody(pointsSystem);
   });
 
   it("an out-of-range awards count gives UnprocessableEntityError", async () => {
     const err = await rejection(trophy.users.points("sdk-ada", "xp", { awards: 101 }));
     expect(err).toBeInstanceOf(TrophyApi.UnprocessableEntityError);
-    expectErrorBody(err);
+    errorBody(err);
   });
 });
