@@ -1,7 +1,7 @@
 --[[
   Applies a batch of one shard's stream records to the materialised reads (the stream worker,
   src/jobs/stream-worker.ts): the daily buckets of each user's metrics and points systems
-  (src/domain/buckets.ts) and the instant of each user's last streak extension.
+  (src/domain/buckets.ts).
 
   Idempotent and in order. A per-shard watermark (the last stream id applied, per consumer
   group) advances in the same call as the effects, so:
@@ -18,7 +18,7 @@
        A record whose local day is before the latest bucket's is counted in the latest bucket
        (days only move forward in a series; src/domain/buckets.ts says why).
     3. Per touched series: ZREM the latest month as read, ZADD every new or changed month.
-       HSET the extensions; HSET the new watermark.
+       HSET the new watermark.
 
   Bucket layout (src/domain/buckets.ts): zset {t:s}:b:<series>:<user>, one member per month
   (score = monthly period), member "day:count:change:total;..." with the days ascending.
@@ -31,7 +31,7 @@
   ARGV[3] n, the number of entries
   ARGV[4 ..] n entries, ascending by id: id, user id, local day, its month, k, then k ops of 4
           values: series ("m:<metric>" | "p:<system>"), change, total after ('' = previous +
-          change), count; or "x", the extension instant (ms), '', 0
+          change), count
 
   Reply {applied, skipped, watermark | false}; entries at or below the watermark may be acked.
 ]]
@@ -95,7 +95,7 @@ local function add(key, day, month, count, change, total)
   b.cur = { day, count, change, after }
 end
 
-local applied, skipped, ext = 0, 0, {}
+local applied, skipped = 0, 0
 local nextAt = 1
 local i = 4
 for _ = 1, n do
@@ -107,13 +107,8 @@ for _ = 1, n do
   if following[nextAt] and following[nextAt][1] == id then
     nextAt = nextAt + 1
     for o = ops, ops + 4 * (k - 1), 4 do
-      if ARGV[o] == 'x' then
-        ext[#ext + 1] = user
-        ext[#ext + 1] = ARGV[o + 1]
-      else
-        local total = ARGV[o + 2] ~= '' and tonumber(ARGV[o + 2]) or nil
-        add(prefix .. 'b:' .. ARGV[o] .. ':' .. user, day, month, tonumber(ARGV[o + 3]), tonumber(ARGV[o + 1]), total)
-      end
+      local total = ARGV[o + 2] ~= '' and tonumber(ARGV[o + 2]) or nil
+      add(prefix .. 'b:' .. ARGV[o] .. ':' .. user, day, month, tonumber(ARGV[o + 3]), tonumber(ARGV[o + 1]), total)
     end
     wm = id
     applied = applied + 1
@@ -136,6 +131,5 @@ for _, key in ipairs(touched) do
   args[#args + 1] = member(b)
   rcall('ZADD', key, unpack(args))
 end
-if #ext > 0 then rcall('HSET', prefix .. 'sx', unpack(ext)) end
 if applied > 0 then rcall('HSET', wmKey, group, wm) end
 return { applied, skipped, wm or false }

@@ -34,7 +34,7 @@ local function boardMember(reachedAt, user)
   return string.format('%013d|%s', MAX_MS - reachedAt, user)
 end
 
--- Rank number of (value, member) by the board's style (src/domain/leaderboards.ts rankNumber).
+-- Rank number of (value, member) by the board's style (the model's modelRank, src/domain/model.ts).
 -- board.keys holds every shard's "{t:s}:lb:<board>:" (built once per library load).
 local function rankOf(board, run, breakdown, value, member)
   local suffix = breakdown ~= '' and (run .. ':' .. breakdown) or tostring(run)

@@ -19,8 +19,9 @@ import { iso } from "./wire.js";
  * loses it) without writing, exactly as the event response shows it (domain/streak.ts).
  */
 
-/** Hot-state keys of the streak (store/fields.ts), in StreakState order. */
-const STREAK_KEYS = ["sl", "ss", "sp", "fz", "fg", "cd"] as const;
+/** Hot-state keys of the streak (store/fields.ts), in StreakState order, then the last extension (ms). */
+const STREAK_KEYS = ["sl", "ss", "sp", "fz", "fg", "cd", "sxt"] as const;
+const EXTENDED_AT = STREAK_KEYS.indexOf("sxt");
 
 function storedStreak(values: readonly Stored[]): StreakState {
   const n = (i: number) => (values[i] === null || values[i] === undefined ? null : Number(values[i]));
@@ -102,13 +103,12 @@ export function userStreakHandler(tenants: Tenants, clock: Clock) {
     const state = plan.state(STREAK_KEYS);
     const zone = plan.fields(["tz"]);
     const history = plan.revRange(read.keys.streakHistory(shard, userId), "+inf", "-inf", periods + 3);
-    const extendedAt = plan.hash(read.keys.lastExtended(shard), [userId]);
     const now = clock.now();
     const result = await read.runPlan(userId, plan);
     if (result === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
     const current = streakNow(tenant, storedStreak(result[state] as Stored[]), (result[zone]![0] as string | null) ?? "UTC", now);
     const alive = current.view.length > 0;
-    const extended = result[extendedAt]![0] as string | null;
+    const extended = (result[state] as Stored[])[EXTENDED_AT] ?? null;
     return {
       status: 200,
       body: {
@@ -136,12 +136,12 @@ export function streaksListHandler(tenants: Tenants, clock: Clock) {
     for (const id of ids) checkUserId(id, "userIds");
     const read = readStoreOf(store);
     const now = clock.now();
-    const [users, extended] = await Promise.all([read.users(ids, STREAK_KEYS, ["tz"]), read.lastExtended(ids)]);
+    const users = await read.users(ids, STREAK_KEYS, ["tz"]);
     const items = ids.map((userId) => {
       const user = users.get(userId);
       const length = user ? streakNow(tenant, storedStreak(user.state), user.fields[0] ?? "UTC", now).view.length : 0;
-      const at = extended.get(userId);
-      return { userId, streakLength: length, extended: length > 0 && at !== undefined ? iso(at) : null };
+      const at = user?.state[EXTENDED_AT] ?? null;
+      return { userId, streakLength: length, extended: length > 0 && at !== null ? iso(Number(at)) : null };
     });
     return { status: 200, body: items.sort((a, b) => b.streakLength - a.streakLength) };
   };

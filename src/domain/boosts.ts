@@ -61,10 +61,3 @@ export function encodeUserBoosts(boosts: readonly UserBoost[]): string {
   return boosts.map((b) => `${b.id},${b.multiplier},${b.start},${b.end ?? ""},${b.rounding}`).join(";");
 }
 
-export function decodeUserBoosts(text: string | null | undefined): UserBoost[] {
-  if (!text) return [];
-  return text.split(";").map((entry) => {
-    const [id, m, s, e, r] = entry.split(",");
-    return { id: id!, multiplier: Number(m), start: Number(s), end: e === "" ? null : Number(e), rounding: r as Rounding };
-  });
-}

@@ -102,9 +102,6 @@ export function memberUser(member: string): string {
   return member.slice(14);
 }
 
-export function memberReachedAt(member: string): number {
-  return MAX_MS - Number(member.slice(0, 13));
-}
 
 export interface BoardEntry {
   member: string;
@@ -117,18 +114,3 @@ export function compareEntries(a: BoardEntry, b: BoardEntry): number {
   return a.member < b.member ? 1 : a.member > b.member ? -1 : 0;
 }
 
-/**
- * Rank numbers of entries already in board order, starting at position `firstPosition`
- * (0-based ordinal position of entries[0]); `above(value)` counts entries with a strictly higher
- * value and `distinctAbove(value)` the distinct values above, for the entries' values.
- */
-export function rankNumber(
-  style: CompiledLeaderboard["ranking"],
-  position: number,
-  strictlyAbove: number,
-  distinctAbove: number,
-): number {
-  if (style === "ordinal") return position + 1;
-  if (style === "dense") return distinctAbove + 1;
-  return strictlyAbove + 1;
-}

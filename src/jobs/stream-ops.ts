@@ -7,7 +7,6 @@ import { eventDetail, type StreamRecord } from "../domain/stream-record.js";
  * The local day and its month are computed here, in TypeScript: Lua has no zone data (DESIGN: Time).
  *
  *   series op  "m:<metric>" or "p:<system>", change, total after ('' = previous total + change), count
- *   extension  "x", the instant (ms) of a streak extension, '', 0
  */
 export interface EntryOps {
   id: string;
@@ -21,13 +20,12 @@ export interface EntryOps {
 export function opsOf(record: StreamRecord): EntryOps {
   const ops: EntryOps["ops"] = [];
   if (record.kind === "ev") {
-    // The record carries the event's value, not the metric total after it: the worker keeps
-    // the running total itself (every event of a user is in its shard's stream, in order).
-    const { metricKey, valueMicro } = eventDetail(record);
-    ops.push([metricSeries(metricKey), valueMicro, "", 1]);
+    // The total after the event comes from the event script, written in the same atomic call;
+    // records from before it carried one fall back to the running total.
+    const { metricKey, valueMicro, totalMicro } = eventDetail(record);
+    ops.push([metricSeries(metricKey), valueMicro, totalMicro ?? "", 1]);
   }
   for (const p of record.points) ops.push([pointsSeries(p.systemKey), p.added, p.total, 1]);
-  if (record.streakLength !== null) ops.push(["x", record.ms, "", 0]);
   const day = localDayIndex(record.ms, record.tz);
   return { id: record.id, userId: record.userId, day, month: periodOfDay(day, "monthly"), ops };
 }

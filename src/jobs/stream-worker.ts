@@ -11,7 +11,7 @@ import { compareStreamIds, opsArgs, opsOf } from "./stream-ops.js";
 /**
  * The stream worker (DESIGN: Background work): a consumer group over every shard stream
  * ({t:s}:x) of every tenant, materialising what the hot path does not keep — the daily
- * buckets of the event summaries and wrapped, and the instant of each streak extension.
+ * buckets of the event summaries and wrapped.
  *
  * At least once, with idempotent effects, in stream order: lua/applyStream-2.lua applies a
  * batch and advances the shard's watermark atomically, skipping what is at or below it and

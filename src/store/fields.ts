@@ -26,7 +26,6 @@
  *   fz, fg            streak freezes held; auto-earn grants credited so far
  */
 export const PROFILE_FIELDS = ["tz", "em", "nm", "se", "dt"] as const;
-export const STATE_FIELD = "s";
 
 export const userAttributeField = (key: string): string => `ua:${key}`;
 

@@ -29,7 +29,6 @@
  *                                  period, member "day:count:change:totalAfter;..."
  *                                  (src/domain/buckets.ts)
  *   {t:s}:xw                hash  consumer group → last stream id applied (the watermark)
- *   {t:s}:sx                hash  user → instant (ms) of the last streak extension
  */
 
 export { shardOf } from "../domain/shards.js";
@@ -74,9 +73,6 @@ export class TenantKeys {
     return `${this.prefix(shard)}xw`;
   }
 
-  lastExtended(shard: number): string {
-    return `${this.prefix(shard)}sx`;
-  }
 
   streakActive(shard: number): string {
     return `${this.prefix(shard)}sa`;

@@ -139,19 +139,6 @@ export class ReadStore {
     return out;
   }
 
-  /** Instant (ms) of each user's last streak extension, as the stream worker recorded it: one HMGET per shard involved. */
-  async lastExtended(userIds: readonly string[]): Promise<Map<string, number>> {
-    const out = new Map<string, number>();
-    await Promise.all(
-      [...groupByShard(userIds, (id) => this.shard(id))].map(async ([shard, ids]) => {
-        const values = await this.redis.hmget(this.keys.lastExtended(shard), ...ids);
-        ids.forEach((id, i) => {
-          if (values[i] !== null) out.set(id, Number(values[i]));
-        });
-      }),
-    );
-    return out;
-  }
 }
 
 function groupByShard(userIds: readonly string[], shardOfUser: (id: string) => number): Map<number, string[]> {

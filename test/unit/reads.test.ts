@@ -90,19 +90,22 @@ describe("stream worker pieces", () => {
     expect(compareStreamIds("5-5", "5-5")).toBe(0);
   });
 
-  it("a record's ops: the metric change (total kept by the worker), points with their totals, the extension", () => {
-    const record = decodeStreamRecord("1-0", ["k", "ev", "u", "ada", "t", String(Date.parse("2026-03-29T23:30:00Z")), "z", "Europe/London", "e", "lessons|3000000|id", "o", "c;p:xp:30:70:1:2;s:4"]);
+  it("a record's ops: the metric change with the total the event script recorded, points with their totals", () => {
+    const at = String(Date.parse("2026-03-29T23:30:00Z"));
+    const record = decodeStreamRecord("1-0", ["k", "ev", "u", "ada", "t", at, "z", "Europe/London", "e", "lessons|3000000|id|8000000", "o", "c;p:xp:30:70:1:2;s:4"]);
     expect(opsOf(record)).toEqual({
       id: "1-0",
       userId: "ada",
       day: day("2026-03-30"),
       month: (2026 - 1970) * 12 + 2,
       ops: [
-        ["m:lessons", 3000000, "", 1],
+        ["m:lessons", 3000000, 8000000, 1],
         ["p:xp", 30, 70, 1],
-        ["x", Date.parse("2026-03-29T23:30:00Z"), "", 0],
       ],
     });
+    // A record written before events carried their total: the worker keeps the running total.
+    const older = decodeStreamRecord("2-0", ["k", "ev", "u", "ada", "t", at, "z", "Europe/London", "e", "lessons|3000000|id", "o", ""]);
+    expect(opsOf(older).ops).toEqual([["m:lessons", 3000000, "", 1]]);
   });
 
   it("merged tops: longest first, ties by user id descending in bytes", () => {
