@@ -27,7 +27,7 @@ import { registerReadRoutes } from "./api/read-routes.js";
 // issue 4: end
 import { Tenants } from "./tenants.js";
 // issue 6 (outbound events): begin
-import { registerWebhookRoutes, withBoostBoundaries } from "./api/webhooks.js";
+import { registerWebhookRoutes } from "./api/webhooks.js";
 import { Webhooks, type WebhookStartOptions } from "./jobs/webhooks/index.js";
 // issue 6: end
 
@@ -114,9 +114,9 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   router.add("get", "/v1/users/:id/preferences", 1, getPreferencesHandler(tenants));
   router.add("patch", "/v1/users/:id/preferences", 1, patchPreferencesHandler(tenants, opts.clock));
   router.add("post", "/v1/achievements/:key/complete", 1, completeAchievementHandler(tenants, opts.clock));
-  router.add("post", "/admin/v1/points/:key/boosts", 1, withBoostBoundaries(createBoostHandler(tenants, opts.clock), tenants, webhooks));
+  router.add("post", "/admin/v1/points/:key/boosts", 1, createBoostHandler(tenants, opts.clock));
   router.add("get", "/admin/v1/points/:key/boosts", 1, listUserBoostsHandler(tenants, opts.clock));
-  router.add("del", "/admin/v1/points/:key/boosts/:id", 2, withBoostBoundaries(endBoostHandler(tenants, opts.clock), tenants, webhooks));
+  router.add("del", "/admin/v1/points/:key/boosts/:id", 2, endBoostHandler(tenants, opts.clock));
   router.add("post", "/admin/v1/streaks/freezes", 0, grantFreezesHandler(tenants, opts.clock));
   router.add("post", "/admin/v1/streaks/restore", 0, restoreStreaksHandler(tenants, opts.clock));
   router.add("get", "/v1/leaderboards", 0, listLeaderboardsHandler(tenants, opts.clock));

@@ -1,6 +1,6 @@
 import typia, { type tags } from "typia";
 import { fail } from "../domain/errors.js";
-import type { ApiReply, ApiRequest, Handler, Router } from "../http/router.js";
+import type { ApiReply, ApiRequest, Router } from "../http/router.js";
 import { DELIVERY_STATUSES, type DeliveryQueue, type DeliveryStatus } from "../jobs/webhooks/deliveries.js";
 import type { Webhooks } from "../jobs/webhooks/index.js";
 import { WEBHOOK_EVENT_TYPES } from "../jobs/webhooks/kinds.js";
@@ -113,23 +113,4 @@ export function registerWebhookRoutes(router: Router, tenants: Tenants, webhooks
     }
     return { status: 200, body: { replayed, issues } };
   });
-}
-
-/**
- * Wraps the admin boost routes (POST and DELETE /admin/v1/points/{key}/boosts): after the boost
- * is written, its start and end go on the tenant's webhook timeline, which fires
- * points.boost_started / points.boost_finished at those instants (checking the stored boost then,
- * so an ended or cancelled boost's stale boundary fires nothing).
- */
-export function withBoostBoundaries(handler: Handler, tenants: Tenants, webhooks: Webhooks | null): Handler {
-  if (!webhooks) return handler;
-  return async (req: ApiRequest): Promise<ApiReply> => {
-    const reply = await handler(req);
-    if (reply.status === 200 || reply.status === 201) {
-      const { tenant } = tenants.authenticateAdmin(req.apiKey);
-      const b = reply.body as { id: string; userId: string; start: string; end: string | null };
-      await webhooks.userBoostChanged(tenant.id, { id: b.id, userId: b.userId, start: Date.parse(b.start), end: b.end === null ? null : Date.parse(b.end) });
-    }
-    return reply;
-  };
 }

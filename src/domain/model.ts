@@ -595,7 +595,7 @@ export function applyTimeTicks(tenant: CompiledTenant, state: ModelState, now: n
   }
 }
 
-/** lua/userBoost-2.lua: live boosts are kept, finished ones dropped; ending keeps an active one until now. */
+/** lua/userBoost-3.lua: live boosts are kept, finished ones dropped; ending keeps an active one until now. */
 export function applyUserBoost(state: ModelState, userId: string, systemKey: string, op: "add" | "end", boost: UserBoost, now: number): boolean {
   const user = state.users.get(userId);
   if (!user) return false;

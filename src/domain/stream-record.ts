@@ -3,12 +3,14 @@
  * atomic call as the change: the single source for what is materialised later (daily buckets,
  * outbound events). Fields:
  *   k  kind: "ev" metric event, "us" identify/create/update, "ac" achievement completed by API,
- *      "tt" time trigger paid, "sa" admin streak operation
+ *      "tt" time trigger paid, "sa" admin streak operation, "ub" user boost added or ended (admin)
  *   u  user id
  *   t  the service time of the change, ms
  *   z  the user's zone at the time
  *   e  kind detail; "ev": "<metric>|<value micro>|<eventId>|<total micro after>"; "us": the mode; "ac": the
- *      achievement; "tt": the trigger key; "sa": "freeze" or "restore"
+ *      achievement; "tt": the trigger key; "sa": "freeze" or "restore"; "ub": "<op>|<sys>|<boost id>|<start>|<end>"
+ *      (op "add" or "end"; the boost's window after the change in ms, end '' when open; an ended
+ *      scheduled boost has an empty window, end = start). A "ub" record has no outcome parts.
  *   o  outcome parts, ";"-separated:
  *        c                                  the user was created
  *        a:<achievement>                    achievement completed
@@ -87,4 +89,18 @@ export function decodeStreamRecord(id: string, flat: string[]): StreamRecord {
 export function eventDetail(record: StreamRecord): { metricKey: string; valueMicro: number; eventId: string; totalMicro: number | null } {
   const [metricKey, value, eventId, total] = record.detail.split("|");
   return { metricKey: metricKey!, valueMicro: Number(value), eventId: eventId!, totalMicro: total === undefined ? null : Number(total) };
+}
+
+/** For kind "ub" (lua/userBoost-3.lua): the boost and its window after the change. */
+export interface BoostDetail {
+  op: "add" | "end";
+  systemKey: string;
+  boostId: string;
+  start: number;
+  end: number | null;
+}
+
+export function boostDetail(record: StreamRecord): BoostDetail {
+  const [op, systemKey, boostId, start, end] = record.detail.split("|");
+  return { op: op === "end" ? "end" : "add", systemKey: systemKey!, boostId: boostId!, start: Number(start), end: end === undefined || end === "" ? null : Number(end) };
 }

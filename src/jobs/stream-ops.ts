@@ -25,6 +25,8 @@ export function opsOf(record: StreamRecord): EntryOps {
     const { metricKey, valueMicro, totalMicro } = eventDetail(record);
     ops.push([metricSeries(metricKey), valueMicro, totalMicro ?? "", 1]);
   }
+  // Other kinds carry only their points parts; a "ub" record (a user boost changed) has none, so
+  // it touches no series and only moves the watermark past it.
   for (const p of record.points) ops.push([pointsSeries(p.systemKey), p.added, p.total, 1]);
   const day = localDayIndex(record.ms, record.tz);
   return { id: record.id, userId: record.userId, day, month: periodOfDay(day, "monthly"), ops };

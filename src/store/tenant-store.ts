@@ -14,7 +14,7 @@ import { loadLua, type LuaSource } from "./lua-loader.js";
 import { runScript } from "./redis-script.js";
 
 const readPointsScript = loadLua("readPoints-1");
-export const userBoostScript = loadLua("userBoost-2");
+export const userBoostScript = loadLua("userBoost-3");
 export const readUserScript = loadLua("readUser-1");
 const SHARED_SCRIPTS = [readPointsScript, userBoostScript, readUserScript];
 

@@ -134,7 +134,11 @@ export async function completeAchievement(
   return { status: "completed", achievedAt: reply[1] as number, completed: reply[2] as string[], points: decodePoints(reply[3] as unknown[][]) };
 }
 
-/** Adds or ends a user boost; false when the user (add) or the live boost (end) does not exist. */
+/**
+ * Adds or ends a user boost; false when the user (add) or the live boost (end) does not exist.
+ * The script appends a "ub" record to the shard stream with the change: the webhook consumer
+ * schedules the boost's boundaries from it.
+ */
 export async function changeUserBoost(
   store: TenantStore,
   userId: string,
@@ -146,13 +150,14 @@ export async function changeUserBoost(
   record: string,
 ): Promise<"done" | "no-user" | "not-live"> {
   const shard = store.shard(userId);
-  const reply = (await runScript(store.redis, userBoostScript, [store.keys.user(shard, userId), store.keys.userBoosts(shard)], [
+  const reply = (await runScript(store.redis, userBoostScript, [store.keys.user(shard, userId), store.keys.userBoosts(shard), store.keys.stream(shard)], [
     op,
     `bo:${systemKey}`,
     now,
     boostId,
     entry,
     record,
+    userId,
   ])) as unknown[];
   return reply[0] === 1 ? "done" : reply[0] === 0 ? "no-user" : "not-live";
 }

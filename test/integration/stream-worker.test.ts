@@ -58,6 +58,16 @@ describe("stream worker", () => {
     expect(await worker.drain()).toBe(0);
   });
 
+  it("passes over a user boost's record (kind ub): no bucket changes, the watermark moves on", async () => {
+    const res = await t.call("POST", "/admin/v1/points/xp/boosts", { userId: "w2", name: "Boost", multiplier: 2, start: "2026-06-01T13:00:00Z" }, { "x-api-key": "demo-admin-key" });
+    expect(res.status).toBe(201);
+    await lesson("w2");
+    const worker = bucketWorker(t);
+    expect(await worker.drain()).toBe(2);
+    expect(await today("w2")).toEqual({ date: "2026-06-01", total: 2, change: 2 });
+    expect(await pendingCount()).toBe(0);
+  });
+
   it("a worker killed after applying a batch but before acknowledging it: nothing counts twice", async () => {
     for (let i = 0; i < 3; i++) await lesson("crash-after");
     const dead = bucketWorker(t, { consumer: "dead-after-apply" });

@@ -275,6 +275,9 @@ describe("with the system clock", () => {
       admin,
     );
     expect(res.status).toBe(201);
+    // The consumer (its blocking loop in the service) reads the boost's stream record and
+    // schedules the boundaries; here it is drained by hand.
+    await s.t.app.webhooks!.drain();
     const [started, finished] = await s.receiver.waitFor(2);
     expect(started!.body).toMatchObject({ type: "points.boost_started", timestamp: new Date(start).toISOString(), boost: { userId: "sys", status: "active" } });
     expect(finished!.body).toMatchObject({ type: "points.boost_finished", timestamp: new Date(start + 1000).toISOString(), boost: { status: "finished" } });

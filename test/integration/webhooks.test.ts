@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { encodeUserBoosts } from "../../src/domain/boosts.js";
 import { WEBHOOK_EVENT_TYPES } from "../../src/jobs/webhooks/kinds.js";
+import { changeUserBoost } from "../../src/store/user-store.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
 import { startReceiver, verifyStandard, verifyTrophy, type Receiver, type Received } from "../helpers/webhook-receiver.js";
@@ -217,7 +219,21 @@ describe("time-driven events fire when the service clock passes their instant, w
     expect(receiver.received.filter(of("points.boost_started"))).toHaveLength(1);
   });
 
-  it("points.boost_started and points.boost_finished for a user boost from the admin API", async () => {
+  /** The "ub" records of a boost (lua/userBoost-3.lua), from both shard streams, oldest first. */
+  async function boostRecords(boostId: string): Promise<{ shard: number; entry: [string, string[]]; fields: Record<string, string> }[]> {
+    const out: { shard: number; entry: [string, string[]]; fields: Record<string, string> }[] = [];
+    for (const shard of [0, 1]) {
+      for (const entry of (await t.redis.xrange(`{${tenantId}:${shard}}:x`, "-", "+")) as [string, string[]][]) {
+        const fields: Record<string, string> = {};
+        for (let i = 0; i + 1 < entry[1].length; i += 2) fields[entry[1][i]!] = entry[1][i + 1]!;
+        if (fields.k === "ub" && fields.e!.split("|")[2] === boostId) out.push({ shard, entry, fields });
+      }
+    }
+    return out;
+  }
+  const userBoostEvent = (type: string, boostId: string) => (r: Received) => r.body.type === type && r.body.boost?.id === boostId;
+
+  it("points.boost_started and points.boost_finished for a user boost from the admin API, scheduled from the stream record", async () => {
     const res = await t.call(
       "POST",
       "/admin/v1/points/xp/boosts",
@@ -225,17 +241,48 @@ describe("time-driven events fire when the service clock passes their instant, w
       admin,
     );
     expect(res.status).toBe(201);
+    // The script wrote the record with the change; nothing is scheduled until the consumer reads it.
+    const [added] = await boostRecords(res.body.id);
+    expect(added!.fields).toEqual({ k: "ub", u: "tim", t: String(Date.parse("2026-06-04T01:00:00Z")), z: "UTC", e: `add|xp|${res.body.id}|${Date.parse("2026-06-04T02:00:00Z")}|${Date.parse("2026-06-04T03:00:00Z")}`, o: "" });
+    expect(await t.redis.zcard(`{${tenantId}}:wh:due`)).toBe(0);
     await t.setClock("2026-06-04T02:00:00Z");
-    const [started] = await receiver.waitFor(1, (r) => r.body.type === "points.boost_started" && r.body.boost.userId === "tim");
+    const [started] = await receiver.waitFor(1, userBoostEvent("points.boost_started", res.body.id));
     expect(started!.body).toMatchObject({ timestamp: "2026-06-04T02:00:00.000Z", boost: { id: res.body.id, name: "Comeback", status: "active", userId: "tim", multiplier: 3 } });
+    // A redelivered record (a consumer that crashed before its XACK) schedules the same boundary
+    // again: the same event id, which the queue already holds, so nothing new is sent.
+    const consumer = t.app.webhooks!.consumer!;
+    await consumer.process(consumer.streamOf(tenantId, added!.shard), [added!.entry]);
+    await t.setClock("2026-06-04T02:10:00Z");
     // Ended early by the admin: it finishes now, not at its planned end.
     await t.setClock("2026-06-04T02:30:00Z");
     expect((await t.call("DELETE", `/admin/v1/points/xp/boosts/${res.body.id}`, undefined, admin)).status).toBe(200);
-    const [finished] = await receiver.waitFor(1, (r) => r.body.type === "points.boost_finished" && r.body.boost.userId === "tim");
+    const ended = (await boostRecords(res.body.id)).at(-1)!;
+    expect(ended.fields.e).toBe(`end|xp|${res.body.id}|${Date.parse("2026-06-04T02:00:00Z")}|${Date.parse("2026-06-04T02:30:00Z")}`);
+    const [finished] = await delivered(1, userBoostEvent("points.boost_finished", res.body.id));
     expect(finished!.body).toMatchObject({ timestamp: "2026-06-04T02:30:00.000Z", boost: { status: "finished", end: "2026-06-04T02:30:00.000Z" } });
+    await consumer.process(consumer.streamOf(tenantId, ended.shard), [ended.entry]);
     await t.setClock("2026-06-04T03:00:00Z");
     await t.app.webhooks!.settled(tenantId);
-    expect(receiver.received.filter((r) => r.body.type === "points.boost_finished" && r.body.boost.userId === "tim")).toHaveLength(1);
+    expect(receiver.received.filter(userBoostEvent("points.boost_started", res.body.id))).toHaveLength(1);
+    expect(receiver.received.filter(userBoostEvent("points.boost_finished", res.body.id))).toHaveLength(1);
+    expect(started!.body.id).not.toBe(finished!.body.id);
+  });
+
+  it("a user boost written by its script alone (the process died before anything else) still fires its boundaries", async () => {
+    // As if the service died right after the script: no route, no Node code after the write.
+    const store = t.app.tenants.all[0]!.store;
+    const start = Date.parse("2026-06-04T04:00:00Z");
+    const end = Date.parse("2026-06-04T05:00:00Z");
+    const now = t.clock.now();
+    const id = "0b0b0b0b-0000-4000-8000-000000000001";
+    const record = { id, name: "Orphan", userId: "tim", pointsSystemKey: "xp", start, end, multiplier: 2, rounding: "down", created: now };
+    expect(await changeUserBoost(store, "tim", "add", "xp", now, id, encodeUserBoosts([{ id, multiplier: 2, start, end, rounding: "down" }]), JSON.stringify(record))).toBe("done");
+    await t.setClock("2026-06-04T04:00:00Z");
+    await t.setClock("2026-06-04T05:00:00Z");
+    const [started] = await receiver.waitFor(1, userBoostEvent("points.boost_started", id));
+    const [finished] = await receiver.waitFor(1, userBoostEvent("points.boost_finished", id));
+    expect(started!.body).toMatchObject({ timestamp: "2026-06-04T04:00:00.000Z", boost: { id, name: "Orphan", status: "active", userId: "tim" } });
+    expect(finished!.body).toMatchObject({ timestamp: "2026-06-04T05:00:00.000Z", boost: { id, status: "finished" } });
   });
 
   it("leaderboard.finished with the top rankings and leaderboard.started at the run boundary", async () => {

@@ -1,12 +1,13 @@
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
-import { decodeStreamRecord } from "../../domain/stream-record.js";
+import { boostDetail, decodeStreamRecord } from "../../domain/stream-record.js";
 import { StreamWorker, type Entry, type ShardStream } from "../stream-worker.js";
 import type { Coalescer, CoalescedChange } from "./coalesce.js";
 import type { DeliveryJob, DeliveryQueue } from "./deliveries.js";
 import { boardParts, recordEvents, streamEventId } from "./kinds.js";
 import { WEBHOOK_GROUP } from "./keys.js";
 import { recordPayloads, type PayloadContext } from "./payloads.js";
+import type { Timeline } from "./timeline.js";
 
 /**
  * The webhook consumer: its own consumer group (`webhooks`) over the shard streams of every
@@ -20,6 +21,10 @@ import { recordPayloads, type PayloadContext } from "./payloads.js";
  * (lua/ackStream-1.lua reads every group's position). A crash before the XACK leaves the entries
  * pending: they are processed again and queue the same job ids, which BullMQ ignores.
  *
+ * A "ub" record (a user boost added or ended by the admin API, lua/userBoost-3.lua) stands for
+ * no event by itself: its boundaries go on the tenant's timeline (timeline.ts), which fires
+ * points.boost_started / points.boost_finished at those instants, before the record is acked.
+ *
  * The group starts at "$" when first created: an endpoint receives the changes made from the
  * moment its tenant's group first existed, not the history still in the streams.
  */
@@ -27,6 +32,7 @@ export interface TenantHooks {
   ctx: PayloadContext;
   deliveries: DeliveryQueue;
   coalescer: Coalescer;
+  timeline: Timeline;
 }
 
 export class WebhookConsumer extends StreamWorker {
@@ -50,6 +56,10 @@ export class WebhookConsumer extends StreamWorker {
       entries.map(async ([id, fields]) => {
         if (fields === null) return;
         const record = decodeStreamRecord(id, fields);
+        if (record.kind === "ub") {
+          await hooks.timeline.userBoostChanged(record.userId, boostDetail(record));
+          return;
+        }
         const events = recordEvents(record, boardParts(fields)).filter((e) => tenant.webhooks.some((w) => w.events.has(e.type)));
         if (events.length === 0) return;
         const payloads = await recordPayloads(hooks.ctx, record, events);

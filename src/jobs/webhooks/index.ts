@@ -36,13 +36,10 @@ export interface WebhookStartOptions {
   options?: Partial<Omit<WebhookOptions, "delivery">> & { delivery?: Partial<DeliveryOptions> };
 }
 
-interface TenantWebhooks extends TenantHooks {
-  timeline: Timeline;
-}
 
 export class Webhooks {
   private constructor(
-    private readonly tenants: ReadonlyMap<string, TenantWebhooks>,
+    private readonly tenants: ReadonlyMap<string, TenantHooks>,
     readonly consumer: WebhookConsumer | null,
     private readonly logger: Logger,
   ) {}
@@ -50,7 +47,7 @@ export class Webhooks {
   static async start(opts: WebhookStartOptions): Promise<Webhooks> {
     const delivery: DeliveryOptions = { ...DEFAULT_DELIVERY, ...opts.options?.delivery };
     const tickEveryMs = opts.options?.tickEveryMs ?? 60_000;
-    const tenants = new Map<string, TenantWebhooks>();
+    const tenants = new Map<string, TenantHooks>();
     for (const ctx of opts.contexts) {
       if (ctx.tenant.webhooks.length === 0) {
         await forget(opts.redis, opts.connection, ctx);
@@ -105,11 +102,6 @@ export class Webhooks {
 
   timeline(tenantId: string): Timeline | undefined {
     return this.tenants.get(tenantId)?.timeline;
-  }
-
-  /** A user boost was created or ended (the admin boost routes): its boundaries go on the timeline. */
-  async userBoostChanged(tenantId: string, boost: { id: string; userId: string; start: number; end: number | null }): Promise<void> {
-    await this.tenants.get(tenantId)?.timeline.userBoostChanged(boost);
   }
 
   /** Resolves when no delivery of the tenant (of every tenant) is waiting, in flight or waiting for a retry. */

@@ -3,6 +3,7 @@ import { Queue, QueueEvents, Worker, type ConnectionOptions } from "bullmq";
 import type { Logger } from "pino";
 import type { Clock } from "../../clock.js";
 import { iso } from "../../api/wire.js";
+import type { BoostDetail } from "../../domain/stream-record.js";
 import { streakAdmin } from "../../store/user-store.js";
 import { configBoundaries, type ConfigBoundary } from "./boundaries.js";
 import type { Coalescer } from "./coalesce.js";
@@ -23,8 +24,8 @@ import { globalBoostPayloadJson, runPayloadJson, type PayloadContext } from "./p
  *     stream, from which the consumer derives streak.freeze_consumed / streak.lost as for any
  *     change. Only the users whose deadline passed are read (the zset is ordered by deadline).
  *  2. Calendar boundaries in (cursor, now]: global boosts and leaderboard runs starting or
- *     finishing (boundaries.ts), then user boosts (the {t}:wh:due zset the admin boost routes
- *     fill). Each boundary's event id derives from the boost or the run, so it fires once
+ *     finishing (boundaries.ts), then user boosts (the {t}:wh:due zset the webhook consumer
+ *     fills from the "ub" records lua/userBoost-3.lua writes with each admin boost change). Each boundary's event id derives from the boost or the run, so it fires once
  *     however many ticks or processes see it.
  *  3. Coalesced events whose window has closed (coalesce.ts).
  *
@@ -157,12 +158,22 @@ export class Timeline {
     return due.length;
   }
 
-  /** Records a user boost's boundaries (the admin boost routes, after their write). */
-  async userBoostChanged(boost: { id: string; userId: string; start: number; end: number | null }): Promise<void> {
-    const members: (string | number)[] = [boost.start, JSON.stringify({ u: boost.userId, b: boost.id, k: "started", t: boost.start } satisfies BoostBoundary)];
-    if (boost.end !== null) members.push(boost.end, JSON.stringify({ u: boost.userId, b: boost.id, k: "finished", t: boost.end } satisfies BoostBoundary));
+  /**
+   * Records a user boost's boundaries from its "ub" stream record (the webhook consumer; the
+   * record is written by lua/userBoost-3.lua in the same call as the change). An added boost
+   * gets its start and its end (if any); an ended one its new end, unless the window is empty
+   * (a cancelled scheduled boost fires nothing: its start member, from the add, then matches
+   * nothing). Each member is the same JSON for the same boundary, so a redelivered record adds
+   * nothing new, and a boundary's event id derives from the boost and the type.
+   */
+  async userBoostChanged(userId: string, boost: BoostDetail): Promise<void> {
+    const members: (string | number)[] = [];
+    const boundary = (k: BoostBoundary["k"], t: number) => members.push(t, JSON.stringify({ u: userId, b: boost.boostId, k, t } satisfies BoostBoundary));
+    if (boost.op === "add") boundary("started", boost.start);
+    if (boost.end !== null && boost.end > boost.start) boundary("finished", boost.end);
+    if (members.length === 0) return;
     await this.ctx.store.redis.zadd(this.keys.boostDue(), ...members);
-    const next = Math.min(boost.start, boost.end ?? Infinity);
+    const next = Math.min(...members.filter((m): m is number => typeof m === "number"));
     const now = this.opts.clock.now();
     if (next <= now) {
       // Due already (a boost that starts at once, or one ended now): fire without waiting for a tick.

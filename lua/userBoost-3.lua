@@ -1,0 +1,77 @@
+--[[
+  Adds or ends a user-specific boost (admin API; spec: Points boost). The user's active and
+  scheduled boosts of a system live in the state field bo:<sys>, which the event script reads
+  with the rest of the state; the shard's index {t:s}:ub holds every boost record for listing.
+
+  In the same atomic call as the change, one record goes to the shard stream (kind "ub",
+  src/domain/stream-record.ts): the single source of the boost's outbound events. The webhook
+  consumer schedules the boost's boundaries (points.boost_started / points.boost_finished)
+  from it, so a process that dies after this call loses nothing.
+
+  KEYS[1] user state hash   {t:s}:u:<userId>
+  KEYS[2] boost index       {t:s}:ub      (field = boost id, value = JSON record from Node)
+  KEYS[3] shard stream      {t:s}:x
+
+  ARGV[1] op: "add" or "end"
+  ARGV[2] state field of the system's boosts, bo:<sys>
+  ARGV[3] now, ms
+  ARGV[4] boost id
+  ARGV[5] for "add": the entry "id,multiplier,start,end,rounding"; for "end": ''
+  ARGV[6] the boost's JSON record after the change (Node builds it)
+  ARGV[7] user id
+
+  Stream record: k "ub", u user, t now, z the user's zone, e "<op>|<sys>|<boost id>|<start>|<end>"
+  (the boost's window after the change, ms; end '' when open; an "end" of a scheduled boost
+  leaves an empty window, end = start).
+
+  Reply {0} unknown user | {1} done | {2} "end" of a boost that is not active or scheduled
+]]
+--@body
+local rcall = redis.call
+local userKey, indexKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
+local op, field, now, id = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+
+local got = rcall('HMGET', userKey, 's', 'tz')
+local blob = got[1]
+if not blob then return { 0 } end
+local S = cmsgpack.unpack(blob)
+
+local function parseEntry(entry)
+  return string.match(entry, '^([^,]+),([^,]+),([^,]+),([^,]*),([^,]+)$')
+end
+
+-- Keep entries that are active or scheduled; drop finished ones (they stay in the index).
+local kept, found, windowStart, windowEnd = {}, false, nil, nil
+for entry in string.gmatch(S[field] or '', '[^;]+') do
+  local eid, m, s, e, r = parseEntry(entry)
+  local start, finish = tonumber(s), tonumber(e)
+  if finish == nil or finish > now then
+    if eid == id then
+      found = true
+      -- Ending: a scheduled boost is removed (its window becomes empty); an active one finishes now.
+      windowStart = s
+      if start <= now then
+        windowEnd = ARGV[3]
+        kept[#kept + 1] = table.concat({ eid, m, s, windowEnd, r }, ',')
+      else
+        windowEnd = s
+      end
+    else
+      kept[#kept + 1] = entry
+    end
+  end
+end
+if op == 'add' then
+  kept[#kept + 1] = ARGV[5]
+  local _, _, s, e = parseEntry(ARGV[5])
+  windowStart, windowEnd = s, e
+elseif not found then
+  return { 2 }
+end
+S[field] = table.concat(kept, ';')
+rcall('HSET', userKey, 's', cmsgpack.pack(S))
+rcall('HSET', indexKey, id, ARGV[6])
+local system = string.sub(field, 4)
+rcall('XADD', streamKey, '*', 'k', 'ub', 'u', ARGV[7], 't', now, 'z', got[2] or 'UTC',
+  'e', table.concat({ op, system, id, windowStart, windowEnd }, '|'), 'o', '')
+return { 1 }
