@@ -1,6 +1,8 @@
 --[[
-  The metering read: a user's total in one points system and the most recent awards, in one
-  call (GET /v1/users/{id}/points/{key}). Read-only.
+  The metering read's second call: a user's total in one points system and the most recent
+  awards (GET /v1/users/{id}/points/{key}). Read-only. The read starts with a plain LRANGE of
+  the award list (its newest record carries the total); this script runs only when that list
+  is empty, to tell a user with no award in the system from an unknown one.
 
   KEYS[1] user state hash {t:s}:u:<userId>
   ARGV[1] key prefix {t:s}:

@@ -11,6 +11,7 @@ import type { TenantStore } from "../store/tenant-store.js";
 import type { Tenants } from "../tenants.js";
 import { intParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
+import { openObject, RawJson, renderedOnce } from "../http/raw-json.js";
 import { iso } from "./wire.js";
 
 /**
@@ -46,25 +47,25 @@ function historyKey(store: TenantStore, board: CompiledLeaderboard, run: number,
   return `${store.keys.prefix(store.shard(userId))}lh:${board.key}:${run}:${userId}`;
 }
 
+const boardHeadText = renderedOnce((board: CompiledLeaderboard, tenant: CompiledTenant) => openObject(boardJson(tenant, board)));
+
 /**
  * The `leaderboards` map of an event response (MetricEventLeaderboardResponse): each board the
  * request moved, with the rank and threshold the script counted (lua/includes/leaderboards.lua)
- * and previousRank, the rank the user was given at their previous change in the run.
+ * and previousRank, the rank the user was given at their previous change in the run. Rendered
+ * as text: the board's static fields once per config (src/http/raw-json.ts).
  */
-export function eventLeaderboardsJson(tenant: CompiledTenant, changes: readonly BoardChange[]) {
-  const out: Record<string, unknown> = {};
+export function eventLeaderboardsJson(tenant: CompiledTenant, changes: readonly BoardChange[]): RawJson {
+  const entries: string[] = [];
   for (const change of changes) {
     const board = tenant.leaderboardByKey.get(change.boardKey)!;
-    out[board.key] = {
-      ...boardJson(tenant, board),
-      threshold: wireValue(board, change.threshold),
-      rank: change.rank,
-      previousRank: change.previousRank,
-      breakdownAttributeValue: change.breakdown === "" ? null : change.breakdown,
-      run: runDate(board, change.run),
-    };
+    const breakdown = change.breakdown === "" ? "null" : JSON.stringify(change.breakdown);
+    entries.push(
+      `${JSON.stringify(board.key)}:${boardHeadText(board, tenant)},"threshold":${wireValue(board, change.threshold)},"rank":${change.rank},` +
+        `"previousRank":${change.previousRank},"breakdownAttributeValue":${breakdown},"run":"${runDate(board, change.run)}"}`,
+    );
   }
-  return out;
+  return new RawJson(`{${entries.join(",")}}`);
 }
 
 function boardOf(tenant: CompiledTenant, key: string): CompiledLeaderboard {

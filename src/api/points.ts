@@ -5,7 +5,9 @@ import type { Tenants } from "../tenants.js";
 import { systemOf } from "./lookup.js";
 import { intParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
-import { awardJson, levelJson, systemHeadJson, triggerResponseJson } from "./wire.js";
+import { RawJson } from "../http/raw-json.js";
+import { awardText, levelText, systemHeadText } from "./points-json.js";
+import { levelJson, systemHeadJson, triggerResponseJson } from "./wire.js";
 
 /** Default number of awards in the user points read (trophy-compat §2.2 #15: default 10, 1-100). */
 export const DEFAULT_AWARDS = 10;
@@ -21,14 +23,11 @@ export function userPointsHandler(tenants: Tenants) {
     const read = await store.readUserPoints(userId, system.key, awards);
     if (read === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
     const level = levelOf(system.levels, read.total);
+    // UserPointsResponse: the system's head, total, level, awards (rendered as text, raw-json.ts).
+    const awardsText = read.awards.map((a) => awardText(tenant, system, userId, a)).join(",");
     return {
       status: 200,
-      body: {
-        ...systemHeadJson(system),
-        total: read.total,
-        level: level === null ? null : levelJson(level),
-        awards: read.awards.map((a) => awardJson(tenant, system, userId, a)),
-      },
+      body: new RawJson(`${systemHeadText(system)},"total":${read.total},"level":${level === null ? "null" : levelText(level)},"awards":[${awardsText}]}`),
     };
   };
 }

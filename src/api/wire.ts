@@ -57,15 +57,20 @@ export function triggerResponseJson(trigger: CompiledTrigger, tenant: CompiledTe
   return { ...triggerJson(trigger, tenant), status: "active", ...times.get(trigger.id) };
 }
 
+/** The trigger of an award, by its key. */
+export function awardTriggerJson(tenant: CompiledTenant, system: CompiledSystem, triggerKey: string) {
+  const trigger = system.triggers.find((t) => t.key === triggerKey);
+  // A trigger removed from the config since keeps its id; its other fields are gone with it.
+  return trigger ? triggerJson(trigger, tenant) : { id: stableId(tenant.ns, "trigger", `${system.key}/${triggerKey}`), key: triggerKey };
+}
+
 export function awardJson(tenant: CompiledTenant, system: CompiledSystem, userId: string, record: AwardRecord) {
-  const trigger = system.triggers.find((t) => t.key === record.triggerKey);
   return {
     id: awardId(tenant.ns, userId, system.key, record.seq),
     awarded: record.awarded,
     date: iso(record.ms),
     total: record.total,
-    // A trigger removed from the config since keeps its id; its other fields are gone with it.
-    trigger: trigger ? triggerJson(trigger, tenant) : { id: stableId(tenant.ns, "trigger", `${system.key}/${record.triggerKey}`), key: record.triggerKey },
+    trigger: awardTriggerJson(tenant, system, record.triggerKey),
   };
 }
 

@@ -2,6 +2,7 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from "uWebSockets.js";
 import type { Logger } from "pino";
 import { LaurelError } from "../domain/errors.js";
 import { readBody } from "./body.js";
+import { stringifyReply } from "./raw-json.js";
 import { errorJson, sendJson } from "./respond.js";
 
 /** What a handler sees: everything read synchronously from uWS before the first await. */
@@ -84,7 +85,7 @@ export class Router {
       const run = (): void => {
         try {
           Promise.resolve(handler(request)).then(
-            (reply) => (reply.contentType ? finish(reply.status, reply.body as string, false, reply.contentType) : finish(reply.status, JSON.stringify(reply.body))),
+            (reply) => (reply.contentType ? finish(reply.status, reply.body as string, false, reply.contentType) : finish(reply.status, stringifyReply(reply.body))),
             fail,
           );
         } catch (err) {

@@ -153,9 +153,20 @@ export class TenantStore {
     }
   }
 
-  /** The metering read: null for an unknown user. */
+  /**
+   * The metering read: null for an unknown user. Every change of a points total appends an award
+   * record carrying the total after it (lua/includes/points.lua), so the newest record holds the
+   * current total and one plain LRANGE answers the read: no script, no state to unpack. Only a
+   * user with no award in this system yet needs a second call (lua/readPoints-1.lua), to tell a
+   * total of 0 from an unknown user.
+   */
   async readUserPoints(userId: string, systemKey: string, awards: number): Promise<{ total: number; awards: AwardRecord[] } | null> {
     const shard = this.shard(userId);
+    const newest = await this.redis.lrange(this.keys.awards(shard, systemKey, userId), 0, awards - 1);
+    if (newest.length > 0) {
+      const records = newest.map(parseAwardRecord);
+      return { total: records[0]!.total, awards: records };
+    }
     const reply = (await runScript(this.redis, readPointsScript, [this.keys.user(shard, userId)], [
       this.keys.prefix(shard),
       userId,

@@ -62,8 +62,16 @@ describe.each([
     }
   });
 
-  it(`the metering read is exactly one ${command.toUpperCase()}`, async () => {
+  it("the metering read is exactly one LRANGE: the newest award carries the total", async () => {
     const commands = await commandsDuring(() => t.call("GET", "/v1/users/mon/points/xp?awards=5"));
-    expect(commands.map((c) => c[0]!.toLowerCase())).toEqual([command]);
+    expect(commands.map((c) => c[0]!.toLowerCase())).toEqual(["lrange"]);
+  });
+
+  it(`a user with no award in the system yet costs one ${command.toUpperCase()} more (0 points, or unknown user)`, async () => {
+    // "mon" has xp awards but none in coins; "nobody" does not exist.
+    const zero = await commandsDuring(() => t.call("GET", "/v1/users/mon/points/coins"));
+    expect(zero.map((c) => c[0]!.toLowerCase())).toEqual(["lrange", command]);
+    const unknown = await commandsDuring(() => t.call("GET", "/v1/users/nobody/points/xp"));
+    expect(unknown.map((c) => c[0]!.toLowerCase())).toEqual(["lrange", command]);
   });
 });

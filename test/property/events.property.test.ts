@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventReply } from "../../src/api/events.js";
+import { onTheWire } from "../helpers/wire.js";
 import { userProfileFields } from "../../src/api/user-input.js";
 import { toMicro } from "../../src/domain/decimal.js";
 import { LaurelError } from "../../src/domain/errors.js";
@@ -152,7 +153,7 @@ async function runSequence(commands: Command[]): Promise<void> {
         profile: userProfileFields(user as { id: string }, tenant.userAttributes),
         eventAttributes: null,
       });
-      expected = eventReply(context, metric.id, cmd.user, now, { ...result }, cmd.idem);
+      expected = onTheWire(eventReply(context, metric.id, cmd.user, now, { ...result }, cmd.idem));
     } catch (err) {
       expect(err).toBeInstanceOf(LaurelError);
       expect(res.status).toBe((err as LaurelError).status);

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventReply } from "../../src/api/events.js";
+import { onTheWire } from "../helpers/wire.js";
 import { pointsMapJson } from "../../src/api/points-json.js";
 import { userProfileFields } from "../../src/api/user-input.js";
 import { achievementJson } from "../../src/api/wire.js";
@@ -178,7 +179,7 @@ async function runSequence(commands: Command[]): Promise<void> {
           profile: userProfileFields(user as { id: string }, tenant.userAttributes),
           eventAttributes: attributes,
         });
-        const expected = eventReply(context, tenant.metricByKey.get(cmd.metric)!.id, cmd.user, now, { ...result, nowDay: localDayIndex(now, result.tz) }, cmd.idem);
+        const expected = onTheWire(eventReply(context, tenant.metricByKey.get(cmd.metric)!.id, cmd.user, now, { ...result, nowDay: localDayIndex(now, result.tz) }, cmd.idem));
         expect({ status: res.status, body: res.body }).toEqual({ status: expected.status, body: expected.body });
         break;
       }
@@ -209,7 +210,7 @@ async function runSequence(commands: Command[]): Promise<void> {
           expect(res.body.points).toEqual({});
         } else {
           expect(res.status).toBe(201);
-          expect(res.body.points).toEqual(pointsMapJson(tenant, cmd.user, result.points));
+          expect(res.body.points).toEqual(JSON.parse(pointsMapJson(tenant, cmd.user, result.points).text));
           expect(res.body.achievements).toEqual(result.completed.map((k) => achievementJson(tenant, tenant.achievementByKey.get(k)!, now)));
         }
         break;
