@@ -39,8 +39,9 @@ export function print(config, phases, f) {
   const head = ["phase", "req/s", "p50 ms", "p99 ms", "non-2xx", "errors", "Redis µs/call", "CPU µs/req server/redis", "CPU % server/redis/load"];
   const rows = Object.entries(LABELS).map(([key, label]) => {
     const p = phases[key];
-    // The service runs its scripts with FCALL (Redis Functions) unless LAUREL_LUA=eval.
-    const name = key === "baselineHget" ? "hget" : key === "baselineEvalsha" || !p.redis.fcall ? "evalsha" : "fcall";
+    // The service runs its scripts with FCALL (Redis Functions) unless LAUREL_LUA=eval; the
+    // metering read is a plain LRANGE (a script only for a user with no award in the system).
+    const name = key === "baselineHget" ? "hget" : key === "read" ? "lrange" : key === "baselineEvalsha" || !p.redis.fcall ? "evalsha" : "fcall";
     const cmd = p.redis[name];
     const cpu = p.cpuPercent;
     return [

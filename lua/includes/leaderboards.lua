@@ -36,14 +36,25 @@ end
 
 -- Rank number of (value, member) by the board's style (the model's modelRank, src/domain/model.ts).
 -- board.keys holds every shard's "{t:s}:lb:<board>:" (built once per library load).
-local function rankOf(board, run, breakdown, value, member)
+-- The run's key in every shard; kept for the last run asked (a Function library keeps it across
+-- calls, so the 16 concatenations happen once per run instead of once per event).
+local function runKeys(board, run, breakdown)
   local suffix = breakdown ~= '' and (run .. ':' .. breakdown) or tostring(run)
-  local keys = board.keys
+  if board.runSuffix ~= suffix then
+    local keys = {}
+    for s = 1, #board.keys do keys[s] = board.keys[s] .. suffix end
+    board.runSuffix, board.runKeys = suffix, keys
+  end
+  return board.runKeys
+end
+
+local function rankOf(board, run, breakdown, value, member)
+  local keys = runKeys(board, run, breakdown)
   local strictlyAbove = string.format('(%.17g', value)
   if board.style == 'dense' then
     local seen, distinct = {}, 0
     for s = 1, #keys do
-      local list = rcall('ZRANGEBYSCORE', keys[s] .. suffix, strictlyAbove, '+inf', 'WITHSCORES')
+      local list = rcall('ZRANGEBYSCORE', keys[s], strictlyAbove, '+inf', 'WITHSCORES')
       for j = 2, #list, 2 do
         if not seen[list[j]] then
           seen[list[j]] = true
@@ -55,12 +66,12 @@ local function rankOf(board, run, breakdown, value, member)
   end
   local above = 0
   for s = 1, #keys do
-    above = above + rcall('ZCOUNT', keys[s] .. suffix, strictlyAbove, '+inf')
+    above = above + rcall('ZCOUNT', keys[s], strictlyAbove, '+inf')
   end
   if board.style == 'ordinal' then
     local exactly = string.format('%.17g', value)
     for s = 1, #keys do
-      for _, m in ipairs(rcall('ZRANGEBYSCORE', keys[s] .. suffix, exactly, exactly)) do
+      for _, m in ipairs(rcall('ZRANGEBYSCORE', keys[s], exactly, exactly)) do
         if m > member then above = above + 1 end
       end
     end

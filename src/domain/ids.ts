@@ -18,9 +18,18 @@ function formatUuid(bytes: Buffer): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
 }
 
+// The namespaces in use are few (one per tenant); award ids hash one per award of every reply.
+const namespaceBytes = new Map<string, Buffer>();
+
+function cachedUuidBytes(namespace: string): Buffer {
+  let bytes = namespaceBytes.get(namespace);
+  if (!bytes) namespaceBytes.set(namespace, (bytes = uuidBytes(namespace)));
+  return bytes;
+}
+
 /** RFC 9562 UUID version 5 (SHA-1, name-based). */
 export function uuidV5(name: string, namespace: string): string {
-  const hash = createHash("sha1").update(uuidBytes(namespace)).update(name, "utf8").digest();
+  const hash = createHash("sha1").update(cachedUuidBytes(namespace)).update(name, "utf8").digest();
   const bytes = hash.subarray(0, 16);
   bytes[6] = (bytes[6]! & 0x0f) | 0x50;
   bytes[8] = (bytes[8]! & 0x3f) | 0x80;

@@ -158,8 +158,39 @@ async function pastEntry(
 export async function threshold(store: TenantStore, board: CompiledLeaderboard, keys: string[]): Promise<number> {
   const k = board.maxParticipants;
   if ((await participants(store, keys)) < k) return 0;
-  if (k <= 2000) return (await topEntries(store, keys, k))[k - 1]!.value;
+  if (k <= 2000) return kthFromTops(store, keys, k);
   return kthValue(store, keys, k);
+}
+
+/**
+ * The k-th highest value across shards from each shard's top: first ~2k/shards per shard (not k
+ * per shard: 16 times fewer entries read, which the refresh does every second), then further
+ * pages only from shards that may still hide a higher value. Exact: an unread value of a shard
+ * is at most the lowest value read from it, so once no shard with entries left has read a value
+ * lower than or equal to the candidate (the k-th of those read), nothing unread is above it.
+ */
+async function kthFromTops(store: TenantStore, keys: string[], k: number): Promise<number> {
+  const page = Math.ceil((2 * k) / keys.length);
+  const read: number[][] = keys.map(() => []);
+  const exhausted: boolean[] = keys.map(() => false);
+  let pending = keys.map((_, i) => i);
+  for (;;) {
+    const lists = await pipelined<string[]>(store, (p) => pending.forEach((i) => p.zrevrange(keys[i]!, read[i]!.length, read[i]!.length + page - 1, "WITHSCORES")));
+    pending.forEach((i, j) => {
+      const list = lists[j]!;
+      for (let v = 1; v < list.length; v += 2) read[i]!.push(Number(list[v]));
+      if (list.length < 2 * page) exhausted[i] = true;
+    });
+    const all = read.flat().sort((a, b) => b - a);
+    if (all.length < k) {
+      pending = keys.map((_, i) => i).filter((i) => !exhausted[i]);
+      if (pending.length === 0) return 0;
+      continue;
+    }
+    const candidate = all[k - 1]!;
+    pending = keys.map((_, i) => i).filter((i) => !exhausted[i] && read[i]![read[i]!.length - 1]! > candidate);
+    if (pending.length === 0) return candidate;
+  }
 }
 
 /** The k-th highest value across shards, by bisection on the value (integers). */

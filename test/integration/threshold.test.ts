@@ -1,0 +1,48 @@
+import fc from "fast-check";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it, inject } from "vitest";
+import type { CompiledLeaderboard } from "../../src/config/compiled.js";
+import { loadConfigText } from "../../src/config/load.js";
+import { threshold } from "../../src/store/leaderboard-store.js";
+import { TenantStore } from "../../src/store/tenant-store.js";
+import { demoConfig } from "../helpers/app.js";
+
+/**
+ * The threshold of a full board (the value at position maxParticipants over every shard) is read
+ * from a page of each shard's top, and further pages only where a shard may hide a higher value
+ * (src/store/leaderboard-store.ts kthFromTops). Compared with the k-th value of all entries
+ * merged, on boards whose entries crowd into a few shards, tie, or barely fill the board.
+ */
+describe("leaderboard threshold", () => {
+  let redis: Redis;
+  let store: TenantStore;
+  beforeAll(() => {
+    redis = new Redis(inject("redisUrl"));
+    const [tenant] = loadConfigText(demoConfig().yaml, "test.yaml", {});
+    store = new TenantStore(redis, tenant!);
+  });
+  afterAll(() => redis.quit());
+
+  it("equals the k-th value of every shard's entries merged", async () => {
+    let board = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 60 }),
+        // Entries: (shard weight bucket, value); few distinct values make ties, skewed shards make pages run out.
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 15 }), fc.integer({ min: 0, max: 40 })), { maxLength: 200 }),
+        fc.boolean(),
+        async (k, entries, crowd) => {
+          board += 1;
+          const keys = Array.from({ length: store.tenant.shards }, (_, s) => `{${store.tenant.id}:${s}}:lb:thr${board}:1`);
+          const pipeline = redis.pipeline();
+          entries.forEach(([shard, value], i) => pipeline.zadd(keys[crowd ? shard % 2 : shard]!, value, `m${i}`));
+          await pipeline.exec();
+          const sorted = entries.map(([, v]) => v).sort((a, b) => b - a);
+          const expected = sorted.length < k ? 0 : sorted[k - 1]!;
+          expect(await threshold(store, { maxParticipants: k } as CompiledLeaderboard, keys)).toBe(expected);
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+});
