@@ -126,7 +126,7 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   router.add("get", "/admin/v1/clock", 0, getClockHandler(tenants, opts.clock));
   router.add("get", "/healthz", 0, healthHandler(opts.redis, opts.clock));
   // issue 4 (read endpoints, stream worker lag): begin
-  registerReadRoutes(router, tenants, opts.clock, opts.redis, opts.tenants);
+  registerReadRoutes(router, tenants, opts.clock, opts.redis, opts.tenants, webhooks);
   // issue 4: end
   // issue 6 (outbound events): begin
   registerWebhookRoutes(router, tenants, webhooks);

@@ -2,36 +2,69 @@ import type { Redis } from "ioredis";
 import type { CompiledTenant } from "../config/compiled.js";
 import type { ApiReply } from "../http/router.js";
 import { streamLag, type StreamLag } from "../jobs/stream-lag.js";
+import { BUCKET_GROUP } from "../jobs/stream-worker.js";
+import { DELIVERY_STATUSES, type DeliveryStatus } from "../jobs/webhooks/deliveries.js";
+import type { Webhooks } from "../jobs/webhooks/index.js";
+import { WEBHOOK_GROUP } from "../jobs/webhooks/keys.js";
 
 /**
- * GET /metrics: the stream worker's lag per shard stream, in the Prometheus text format
- * (version 0.0.4). No key, like /healthz: it reveals tenant ids and counts, nothing about users;
- * expose it to the scraper only. Computed from Redis, so any Laurel process can serve it,
- * whichever process runs the worker.
+ * GET /metrics, in the Prometheus text format (version 0.0.4). No key, like /healthz: it reveals
+ * tenant ids and counts, nothing about users; expose it to the scraper only.
+ *
+ * - The lag of each consumer group on each shard stream, labelled by group: `buckets` (the stream
+ *   worker, every tenant) and `webhooks` (outbound events, tenants with endpoints). Computed from
+ *   Redis, so any Laurel process can serve it, whichever process runs the consumers.
+ * - `laurel_webhook_deliveries` per tenant and status (pending, delivering, retrying, delivered,
+ *   dead), from the delivery queues this process holds (none with webhooks off here).
  */
-const GAUGES: [name: string, help: string, value: (l: StreamLag) => number | null][] = [
-  ["laurel_stream_entries", "Entries in the shard stream (trimmed once the worker has acknowledged them).", (l) => l.length],
-  ["laurel_stream_pending_entries", "Entries delivered to the stream worker and not yet acknowledged.", (l) => l.pending],
-  ["laurel_stream_undelivered_entries", "Entries not yet delivered to the stream worker.", (l) => l.undelivered],
-  ["laurel_stream_oldest_unprocessed_age_seconds", "Age of the oldest entry the worker has not processed yet (0 when none).", (l) => l.oldestAgeMs / 1000],
+type GroupLag = StreamLag & { group: string };
+
+const GAUGES: [name: string, help: string, value: (l: GroupLag) => number | null][] = [
+  ["laurel_stream_entries", "Entries in the shard stream (trimmed once every group has acknowledged them).", (l) => l.length],
+  ["laurel_stream_pending_entries", "Entries delivered to a consumer of the group and not yet acknowledged.", (l) => l.pending],
+  ["laurel_stream_undelivered_entries", "Entries not yet delivered to any consumer of the group.", (l) => l.undelivered],
+  ["laurel_stream_oldest_unprocessed_age_seconds", "Age of the oldest entry the group has not processed yet (0 when none).", (l) => l.oldestAgeMs / 1000],
 ];
 
-export function renderLag(lags: readonly StreamLag[]): string {
+export interface TenantDeliveries {
+  tenantId: string;
+  counts: Record<DeliveryStatus, number>;
+}
+
+export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly TenantDeliveries[]): string {
   const lines: string[] = [];
   for (const [name, help, value] of GAUGES) {
     lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} gauge`);
     for (const l of lags) {
       const v = value(l);
-      if (v !== null) lines.push(`${name}{tenant="${l.tenantId}",shard="${l.shard}"} ${v}`);
+      if (v !== null) lines.push(`${name}{tenant="${l.tenantId}",shard="${l.shard}",group="${l.group}"} ${v}`);
     }
+  }
+  if (deliveries.length > 0) {
+    const name = "laurel_webhook_deliveries";
+    lines.push(`# HELP ${name} Outbound event deliveries by status (dead: every attempt failed; replay with the admin API).`, `# TYPE ${name} gauge`);
+    for (const d of deliveries) for (const status of DELIVERY_STATUSES) lines.push(`${name}{tenant="${d.tenantId}",status="${status}"} ${d.counts[status]}`);
   }
   return `${lines.join("\n")}\n`;
 }
 
-export function prometheusHandler(redis: Redis, tenants: readonly CompiledTenant[]) {
-  return async (): Promise<ApiReply> => ({
-    status: 200,
-    contentType: "text/plain; version=0.0.4; charset=utf-8",
-    body: renderLag(await streamLag(redis, tenants)),
-  });
+export function prometheusHandler(redis: Redis, tenants: readonly CompiledTenant[], webhooks: Webhooks | null) {
+  const hooked = tenants.filter((t) => t.webhooks.length > 0);
+  return async (): Promise<ApiReply> => {
+    const [buckets, outbound, deliveries] = await Promise.all([
+      streamLag(redis, tenants, BUCKET_GROUP),
+      streamLag(redis, hooked, WEBHOOK_GROUP),
+      Promise.all(
+        hooked.flatMap((t) => {
+          const queue = webhooks?.deliveries(t.id);
+          return queue ? [queue.counts().then((counts) => ({ tenantId: t.id, counts }))] : [];
+        }),
+      ),
+    ]);
+    return {
+      status: 200,
+      contentType: "text/plain; version=0.0.4; charset=utf-8",
+      body: renderMetrics([...buckets.map((l) => ({ ...l, group: BUCKET_GROUP })), ...outbound.map((l) => ({ ...l, group: WEBHOOK_GROUP }))], deliveries),
+    };
+  };
 }

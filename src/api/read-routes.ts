@@ -6,13 +6,14 @@ import type { Tenants } from "../tenants.js";
 import { allAchievementsHandler, userAchievementsHandler } from "./achievements.js";
 import { metricEventSummaryHandler, pointsEventSummaryHandler } from "./event-summary.js";
 import { levelSummaryHandler, pointsSummaryHandler } from "./points-summary.js";
+import type { Webhooks } from "../jobs/webhooks/index.js";
 import { prometheusHandler } from "./prometheus.js";
 import { streakRankingsHandler, streaksListHandler, userStreakHandler } from "./streaks.js";
 import { userMetricHandler, userMetricsHandler } from "./user-metrics.js";
 import { wrappedHandler } from "./wrapped.js";
 
 /** The read endpoints of issue 4 (README, API reference) and the worker's lag (GET /metrics). */
-export function registerReadRoutes(router: Router, tenants: Tenants, clock: Clock, redis: Redis, configured: readonly CompiledTenant[]): void {
+export function registerReadRoutes(router: Router, tenants: Tenants, clock: Clock, redis: Redis, configured: readonly CompiledTenant[], webhooks: Webhooks | null): void {
   router.add("get", "/v1/users/:id/metrics", 1, userMetricsHandler(tenants));
   router.add("get", "/v1/users/:id/metrics/:key", 2, userMetricHandler(tenants));
   router.add("get", "/v1/users/:id/metrics/:key/event-summary", 2, metricEventSummaryHandler(tenants));
@@ -25,5 +26,5 @@ export function registerReadRoutes(router: Router, tenants: Tenants, clock: Cloc
   router.add("get", "/v1/points/:key/summary", 1, pointsSummaryHandler(tenants));
   router.add("get", "/v1/points/:key/level-summary", 1, levelSummaryHandler(tenants));
   router.add("get", "/v1/users/:id/wrapped", 1, wrappedHandler(tenants, clock));
-  router.add("get", "/metrics", 0, prometheusHandler(redis, configured));
+  router.add("get", "/metrics", 0, prometheusHandler(redis, configured, webhooks));
 }

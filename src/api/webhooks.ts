@@ -1,7 +1,7 @@
 import typia, { type tags } from "typia";
 import { fail } from "../domain/errors.js";
 import type { ApiReply, ApiRequest, Router } from "../http/router.js";
-import { DELIVERY_STATUSES, type DeliveryQueue, type DeliveryStatus } from "../jobs/webhooks/deliveries.js";
+import { DELIVERY_STATUSES, NO_DELIVERIES, type DeliveryQueue } from "../jobs/webhooks/deliveries.js";
 import type { Webhooks } from "../jobs/webhooks/index.js";
 import { WEBHOOK_EVENT_TYPES } from "../jobs/webhooks/kinds.js";
 import type { Tenants } from "../tenants.js";
@@ -26,8 +26,6 @@ interface ReplayBody {
 }
 const validateReplay = typia.createValidateEquals<ReplayBody>();
 
-const EMPTY_COUNTS: Record<DeliveryStatus, number> = { pending: 0, delivering: 0, retrying: 0, delivered: 0, dead: 0 };
-
 function queueOf(webhooks: Webhooks | null, tenantId: string): DeliveryQueue | null {
   return webhooks?.deliveries(tenantId) ?? null;
 }
@@ -37,10 +35,7 @@ export function registerWebhookRoutes(router: Router, tenants: Tenants, webhooks
   router.add("get", "/admin/v1/webhooks", 0, async (req: ApiRequest): Promise<ApiReply> => {
     const { tenant } = tenants.authenticateAdmin(req.apiKey);
     const queue = queueOf(webhooks, tenant.id);
-    const raw = queue ? await queue.queue.getJobCounts("waiting", "prioritized", "active", "delayed", "completed", "failed") : null;
-    const counts = raw
-      ? { pending: (raw.waiting ?? 0) + (raw.prioritized ?? 0), delivering: raw.active ?? 0, retrying: raw.delayed ?? 0, delivered: raw.completed ?? 0, dead: raw.failed ?? 0 }
-      : EMPTY_COUNTS;
+    const counts = queue ? await queue.counts() : NO_DELIVERIES;
     return {
       status: 200,
       body: {

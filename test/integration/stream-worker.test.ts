@@ -146,8 +146,8 @@ describe("stream worker", () => {
 
     const text = (await t.call("GET", "/metrics")).body as string;
     expect(text).toContain("# TYPE laurel_stream_pending_entries gauge");
-    expect(text).toContain(`laurel_stream_pending_entries{tenant="${tenantId}",shard="0"} 2`);
-    expect(text).toMatch(new RegExp(`laurel_stream_oldest_unprocessed_age_seconds\\{tenant="${tenantId}",shard="0"\\} [0-9.]+`));
+    expect(text).toContain(`laurel_stream_pending_entries{tenant="${tenantId}",shard="0",group="buckets"} 2`);
+    expect(text).toMatch(new RegExp(`laurel_stream_oldest_unprocessed_age_seconds\\{tenant="${tenantId}",shard="0",group="buckets"\\} [0-9.]+`));
 
     await bucketWorker(t).drain();
     expect(await mine()).toMatchObject({ pending: 0, undelivered: 0, oldestAgeMs: 0 });

@@ -141,6 +141,24 @@ describe("events from a metric event", () => {
     await t.app.webhooks!.settled(tenantId);
     expect(receiver.received.length).toBe(before);
   });
+
+  it("GET /metrics shows the webhooks group's lag per shard and the deliveries by status", async () => {
+    const metrics = async () => (await t.call("GET", "/metrics")).body as string;
+    const shards = t.tenants.find((x) => x.id === tenantId)!.shards;
+    const undelivered = (text: string) =>
+      text.split("\n").filter((l) => l.startsWith(`laurel_stream_undelivered_entries{tenant="${tenantId}",`) && l.includes('group="webhooks"')).map((l) => Number(l.split(" ")[1]));
+    let text = await metrics();
+    expect(undelivered(text)).toEqual(Array(shards).fill(0));
+    expect(text).toContain(`laurel_webhook_deliveries{tenant="${tenantId}",status="delivered"} ${new Set(receiver.received.map((r) => r.body.id)).size}`);
+    expect(text).toContain(`laurel_webhook_deliveries{tenant="${tenantId}",status="dead"} 0`);
+    // A record the consumer has not read yet shows as undelivered in the webhooks group only.
+    expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "lagging", tz: "UTC" }, value: 1 })).status).toBe(201);
+    text = await metrics();
+    expect(undelivered(text).reduce((a, b) => a + b, 0)).toBe(1);
+    await t.app.webhooks!.drain();
+    await t.app.webhooks!.settled(tenantId);
+    expect(undelivered(await metrics())).toEqual(Array(shards).fill(0));
+  });
 });
 
 describe("points.level_changed", () => {

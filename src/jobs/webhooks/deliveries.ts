@@ -101,6 +101,9 @@ const STATES: Record<DeliveryStatus, JobState[]> = {
 
 export const DELIVERY_STATUSES = Object.keys(STATES) as DeliveryStatus[];
 
+/** Deliveries per status, all zero (a tenant without a queue in this process). */
+export const NO_DELIVERIES: Readonly<Record<DeliveryStatus, number>> = { pending: 0, delivering: 0, retrying: 0, delivered: 0, dead: 0 };
+
 function statusOf(state: JobState | "unknown"): DeliveryStatus | "unknown" {
   for (const status of DELIVERY_STATUSES) if (STATES[status].includes(state as JobState)) return status;
   return "unknown";
@@ -131,6 +134,13 @@ export class DeliveryQueue {
   private stopping = false;
   /** Parsed once: each attempt reuses it. */
   private readonly targets: Map<string, URL>;
+
+  /** Deliveries per status (the admin overview and GET /metrics): one BullMQ count per state. */
+  async counts(): Promise<Record<DeliveryStatus, number>> {
+    const raw = await this.queue.getJobCounts(...DELIVERY_STATUSES.flatMap((status) => STATES[status]));
+    const sum = (status: DeliveryStatus) => STATES[status].reduce((n, state) => n + (raw[state] ?? 0), 0);
+    return Object.fromEntries(DELIVERY_STATUSES.map((status) => [status, sum(status)])) as Record<DeliveryStatus, number>;
+  }
 
   constructor(
     private readonly tenant: CompiledTenant,
