@@ -13,9 +13,9 @@
   the one who reached the value first (src/domain/leaderboards.ts).
 
   Ranks for the reply are counted here, over every shard's set of the run: the one place a
-  script reads keys of other shards (standalone Redis; see README, Leaderboards). A value below
-  the board's threshold (the value at position max, refreshed by Node at most a second ago)
-  is off the board and costs no count.
+  script reads keys of other shards (standalone Redis; see README, Leaderboards). A value at or
+  below the board's threshold (the value at position max, refreshed by Node at most a second
+  ago) is off the board and costs no count: it was reached now, behind every equal value.
 ]]
 local MAX_MS = 9999999999999
 
@@ -114,7 +114,9 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
         else
           local member = boardMember(now, userId)
           rcall('ZADD', prefix .. 'lb:' .. board.k .. ':' .. run .. (breakdown ~= '' and (':' .. breakdown) or ''), new, member)
-          if not (info[2] > 0 and new < info[2]) then
+          -- A changed value was reached now, so it sits behind every entry of the same value: on a
+          -- full board it must beat the threshold (the value at position max) to be on it.
+          if not (info[2] > 0 and new <= info[2]) then
             rank = rankOf(board, run, breakdown, new, member)
             if rank > board.max then rank = nil end
           end

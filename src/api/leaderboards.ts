@@ -6,7 +6,7 @@ import { activeRun, boardStatus, memberUser, runDate, runOfDay, type BoardEntry 
 import type { BoardChange } from "../domain/outcome.js";
 import { formatDay, parseDay } from "../domain/periods.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
-import { boardKeys, countAbove, entriesAround, rankOf, topEntries, userEntry } from "../store/leaderboard-store.js";
+import { boardKeys, boardRank, countAbove, entriesAround, rankOf, topEntries, userEntry } from "../store/leaderboard-store.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import type { Tenants } from "../tenants.js";
 import { intParam } from "./query.js";
@@ -158,7 +158,7 @@ export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
       const own = await userEntry(store, board, run, userId);
       if (!own || own.breakdown !== breakdown) return { status: 200, body: { ...head, rankings: [] } };
       // Off the board: no rankings around the user (trophy-compat §2.2 #24).
-      if ((await rankOf(store, board, keys, own.value, own.member)) > board.maxParticipants) return { status: 200, body: { ...head, rankings: [] } };
+      if ((await boardRank(store, board, keys, own.value, own.member)) === null) return { status: 200, body: { ...head, rankings: [] } };
       const position = (await countAbove(store, keys, own.value)) + (await tiesBefore(store, keys, own));
       start = Math.max(0, position + offset);
       const ahead = position - start;
@@ -226,10 +226,7 @@ export function userLeaderboardHandler(tenants: Tenants, clock: Clock) {
     if (run === null) return { status: 200, body: { ...head, rank: null, value: null, history: [] } };
     const own = await userEntry(store, board, run, userId);
     let rank: number | null = null;
-    if (own) {
-      const r = await rankOf(store, board, boardKeys(store, board, run, own.breakdown), own.value, own.member);
-      rank = r <= board.maxParticipants ? r : null;
-    }
+    if (own) rank = await boardRank(store, board, boardKeys(store, board, run, own.breakdown), own.value, own.member);
     const raw = numEvents === 0 ? [] : await store.redis.lrange(historyKey(store, board, run, userId), 0, numEvents - 1);
     const history = raw.map((text) => {
       const h = JSON.parse(text) as { t: number; pr: number | null; r: number | null; pv: number | null; v: number | null };

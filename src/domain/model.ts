@@ -434,7 +434,8 @@ export function refreshThresholds(tenant: CompiledTenant, state: ModelState, now
  * lua updateBoards: moves the user's entry on every active board whose value this request
  * changed (metric boards by the event's value, points boards by the points added, streak boards
  * to the new streak length; 0 leaves a streak board), counts the new rank unless the value is
- * below the cached threshold, and appends to the user's rank history of the run.
+ * at or below the cached threshold of a full board (a changed value was reached last, behind
+ * every equal value), and appends to the user's rank history of the run.
  */
 export function updateBoards(
   tenant: CompiledTenant,
@@ -469,7 +470,7 @@ export function updateBoards(
       const entries = state.boards.get(id) ?? new Map<string, { value: number; reachedAt: number }>();
       entries.set(userId, { value: newValue, reachedAt: now });
       state.boards.set(id, entries);
-      if (!(cut > 0 && newValue < cut)) {
+      if (!(cut > 0 && newValue <= cut)) {
         rank = modelRank(board, entries, newValue, boardMember(now, userId));
         if (rank > board.maxParticipants) rank = null;
       }

@@ -58,6 +58,22 @@ export async function rankOf(store: TenantStore, board: CompiledLeaderboard, key
   return above + 1;
 }
 
+/**
+ * The rank of an entry on the board, or null off it. On the board means within the first
+ * maxParticipants entries in board order (the entries a page lists): its ordinal position, the
+ * entries above it plus those of its value that reached it first, is at most maxParticipants.
+ * The ties are read only when the entries strictly above leave room for some.
+ */
+export async function boardRank(store: TenantStore, board: CompiledLeaderboard, keys: string[], value: number, member: string): Promise<number | null> {
+  const above = await countAbove(store, keys, value);
+  if (above >= board.maxParticipants) return null;
+  const position = above + (await tiesAhead(store, keys, value, member)) + 1;
+  if (position > board.maxParticipants) return null;
+  if (board.ranking === "ordinal") return position;
+  if (board.ranking === "dense") return (await distinctAbove(store, keys, value)) + 1;
+  return above + 1;
+}
+
 /** The first `count` entries of the board order, merged from every shard. */
 export async function topEntries(store: TenantStore, keys: string[], count: number): Promise<BoardEntry[]> {
   if (count <= 0) return [];

@@ -283,6 +283,24 @@ describe("a full board (maxParticipants 3)", () => {
     const history = (await userBoard(t, "low", "top3")).history;
     expect(history).toEqual([{ timestamp: "2026-03-02T12:02:00.000Z", previousRank: null, rank: 2, previousValue: 5, value: 25 }]);
   });
+
+  it("a newcomer that only ties the threshold is off the board: it reached the value last", async () => {
+    const t = app();
+    await tick(t, 60_000);
+    // The board: f1 30, low 25, f2 20 (threshold 20). "tie" reaches 20 after f2 did.
+    const tie = await event(t, "score", "tie", 20);
+    expect(tie.leaderboards.top3).toMatchObject({ rank: null, previousRank: null, threshold: 20 });
+    expect(await rows(t, "top3", "?limit=100")).toEqual([
+      ["f1", 1, 30],
+      ["low", 2, 25],
+      ["f2", 3, 20],
+    ]);
+    // Reads agree with the listing: f2 (position 3) is on the board, "tie" (position 4, the same
+    // competition rank number 3) is not, and has no window around it.
+    expect(await userBoard(t, "f2", "top3")).toMatchObject({ rank: 3, value: 20 });
+    expect(await userBoard(t, "tie", "top3")).toMatchObject({ rank: null, value: null, history: [] });
+    expect(await rows(t, "top3", "?userId=tie&offset=-1")).toEqual([]);
+  });
 });
 
 describe("ties: first to reach a value ranks first; three ranking styles", () => {

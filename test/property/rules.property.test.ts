@@ -293,7 +293,8 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
     const mine = ranked.find((r) => r.userId === cmd.user);
     const entry = model.users.get(cmd.user)!.boards.get(board.key);
     const onOwnGroup = entry && run !== null && entry.run === run;
-    const rank = mine && mine.rank <= board.maxParticipants ? mine.rank : null;
+    // On the board: within the first maxParticipants entries in board order (the listed ones).
+    const rank = mine && ranked.indexOf(mine) < board.maxParticipants ? mine.rank : null;
     if (!board.breakdownAttribute) {
       expect(res.body.rank, `${board.key} rank of ${cmd.user}`).toBe(onOwnGroup ? rank : null);
       expect(res.body.value, `${board.key} value of ${cmd.user}`).toBe(onOwnGroup && rank !== null ? unit(entry.value) : null);

@@ -10,7 +10,7 @@ import { parseAwardRecord } from "../../domain/outcome.js";
 import { localDayIndex, periodOfDay } from "../../domain/periods.js";
 import { viewStreak } from "../../domain/streak.js";
 import type { StreamRecord } from "../../domain/stream-record.js";
-import { boardKeys, rankOf, topEntries } from "../../store/leaderboard-store.js";
+import { boardKeys, boardRank, topEntries } from "../../store/leaderboard-store.js";
 import type { TenantStore } from "../../store/tenant-store.js";
 import { readUser } from "../../store/user-store.js";
 import type { RecordEvent } from "./kinds.js";
@@ -103,8 +103,7 @@ async function ranksOf(ctx: PayloadContext, board: CompiledLeaderboard, record: 
   const keys = boardKeys(ctx.store, board, run, breakdown);
   const onBoard = async (value: number | null): Promise<number | null> => {
     if (value === null) return null;
-    const rank = await rankOf(ctx.store, board, keys, value, boardMember(record.ms, record.userId));
-    return rank <= board.maxParticipants ? rank : null;
+    return boardRank(ctx.store, board, keys, value, boardMember(record.ms, record.userId));
   };
   const rank = left ? null : await onBoard(newValue);
   let previousRank = await onBoard(oldValue);
