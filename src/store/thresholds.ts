@@ -5,7 +5,8 @@ import type { TenantStore } from "./tenant-store.js";
 
 /**
  * The threshold of each active run (the value needed to enter the full board), as the scripts
- * use it: a value below it is off the board and the script skips counting its rank. Computing it
+ * use it: on a full board a changed value at or below it is off the board (it was reached last,
+ * behind every equal value) and the script skips counting its rank. Computing it
  * merges every shard, so it is refreshed in the background (every second, and when the manual
  * clock moves) rather than per event; a script therefore ranks with a threshold at most a second
  * old. Breakdown boards use 0 (always counted): the group is only known inside the script.
