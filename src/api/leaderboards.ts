@@ -6,12 +6,12 @@ import { activeRun, boardStatus, memberUser, runDate, runOfDay, type BoardEntry 
 import type { BoardChange } from "../domain/outcome.js";
 import { formatDay, parseDay } from "../domain/periods.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
-import { boardKeys, boardRank, countAbove, entriesAround, rankOf, topEntries, userEntry } from "../store/leaderboard-store.js";
+import { openObject, RawJson, renderedOnce } from "../http/raw-json.js";
+import { boardKeys, boardPlace, boardRank, entriesAround, rankOf, topEntries, userEntry } from "../store/leaderboard-store.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import type { Tenants } from "../tenants.js";
 import { intParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
-import { openObject, RawJson, renderedOnce } from "../http/raw-json.js";
 import { iso } from "./wire.js";
 
 /**
@@ -158,8 +158,9 @@ export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
       const own = await userEntry(store, board, run, userId);
       if (!own || own.breakdown !== breakdown) return { status: 200, body: { ...head, rankings: [] } };
       // Off the board: no rankings around the user (trophy-compat §2.2 #24).
-      if ((await boardRank(store, board, keys, own.value, own.member)) === null) return { status: 200, body: { ...head, rankings: [] } };
-      const position = (await countAbove(store, keys, own.value)) + (await tiesBefore(store, keys, own));
+      const place = await boardPlace(store, board, keys, own.value, own.member);
+      if (place === null) return { status: 200, body: { ...head, rankings: [] } };
+      const position = place.position - 1;
       start = Math.max(0, position + offset);
       const ahead = position - start;
       const around = await entriesAround(store, keys, own.value, own.member, ahead, Math.max(0, start + limit - position));
@@ -182,13 +183,6 @@ export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
       },
     };
   };
-}
-
-async function tiesBefore(store: TenantStore, keys: string[], own: { value: number; member: string }): Promise<number> {
-  const pipeline = store.redis.pipeline();
-  keys.forEach((k) => pipeline.zrangebyscore(k, own.value, own.value));
-  const lists = ((await pipeline.exec()) ?? []).map(([, l]) => l as string[]);
-  return lists.reduce((n, list) => n + list.filter((m) => m > own.member).length, 0);
 }
 
 /** Rank numbers for a page in board order starting at ordinal position `start`. */

@@ -59,19 +59,31 @@ export async function rankOf(store: TenantStore, board: CompiledLeaderboard, key
 }
 
 /**
- * The rank of an entry on the board, or null off it. On the board means within the first
- * maxParticipants entries in board order (the entries a page lists): its ordinal position, the
- * entries above it plus those of its value that reached it first, is at most maxParticipants.
- * The ties are read only when the entries strictly above leave room for some.
+ * An entry's place on the board, or null off it. On the board means within the first
+ * maxParticipants entries in board order (the entries a page lists): its ordinal `position`
+ * (1-based: the entries above it, plus those of its value that reached it first, plus one) is at
+ * most maxParticipants; `rank` is its number by the board's style. The ties are read only when
+ * the entries strictly above leave room for some.
  */
-export async function boardRank(store: TenantStore, board: CompiledLeaderboard, keys: string[], value: number, member: string): Promise<number | null> {
+export async function boardPlace(
+  store: TenantStore,
+  board: CompiledLeaderboard,
+  keys: string[],
+  value: number,
+  member: string,
+): Promise<{ rank: number; position: number } | null> {
   const above = await countAbove(store, keys, value);
   if (above >= board.maxParticipants) return null;
   const position = above + (await tiesAhead(store, keys, value, member)) + 1;
   if (position > board.maxParticipants) return null;
-  if (board.ranking === "ordinal") return position;
-  if (board.ranking === "dense") return (await distinctAbove(store, keys, value)) + 1;
-  return above + 1;
+  if (board.ranking === "ordinal") return { rank: position, position };
+  if (board.ranking === "dense") return { rank: (await distinctAbove(store, keys, value)) + 1, position };
+  return { rank: above + 1, position };
+}
+
+/** The rank of an entry on the board (boardPlace), or null off it. */
+export async function boardRank(store: TenantStore, board: CompiledLeaderboard, keys: string[], value: number, member: string): Promise<number | null> {
+  return (await boardPlace(store, board, keys, value, member))?.rank ?? null;
 }
 
 /** The first `count` entries of the board order, merged from every shard. */
