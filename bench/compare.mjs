@@ -13,7 +13,7 @@ import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
 import { Children, runBench } from "./processes.mjs";
-import { eventRequests, load, phaseSettings, seedRequests } from "./workload.mjs";
+import { eventRequests, load, phaseSettings, seedUsers } from "./workload.mjs";
 
 const [configA, configB] = process.argv.slice(2).map((p) => p && resolve(p));
 if (!configA || !configB) {
@@ -52,10 +52,7 @@ async function startService(name, configPath) {
   const env = { REDIS_URL: redisServer.url, PORT: String(port), LAUREL_CONFIG: configPath, LAUREL_WORKER: "off", LOG_LEVEL: "warn" };
   await children.start(name, "node", ["dist/main.js"], env, `http://127.0.0.1:${port}/healthz`);
   const url = `http://127.0.0.1:${port}`;
-  process.stdout.write(`${name}: seed ${settings.users} users ... `);
-  const seed = await load(url, seedRequests(PATHS.lessons), { connections: Math.min(settings.connections, settings.users), amount: settings.users });
-  if (seed.non2xx > 0 || seed.errors > 0) throw new Error(`${name}: seeding failed: ${JSON.stringify(seed.statusCodes)}, ${seed.errors} errors`);
-  console.log(`${Math.round(seed.rps)} req/s`);
+  await seedUsers(url, settings, `${name}: `);
   return { name, url };
 }
 

@@ -17,7 +17,7 @@ import { StreamWorker } from "../dist/jobs/stream-worker.js";
 import { Children, runBench } from "./processes.mjs";
 import { figures, print, TARGETS } from "./report.mjs";
 import { delta, snapshot } from "./snapshot.mjs";
-import { eventRequests, load, phaseSettings, readRequests, seedRequests, userId } from "./workload.mjs";
+import { eventRequests, load, phaseSettings, readRequests, seedUsers, userId } from "./workload.mjs";
 
 const config = {
   ...phaseSettings(100_000),
@@ -103,13 +103,7 @@ async function main() {
   baseline.port = baselinePort;
 
   // Seed: one lessons event per user, so every user the read phase asks for exists.
-  process.stdout.write(`seed: ${config.users} users ... `);
-  const seed = await load(`http://127.0.0.1:${service.port}`, seedRequests("/v1/metrics/lessons/event"), {
-    connections: Math.min(config.connections, config.users),
-    amount: config.users,
-  });
-  console.log(`${Math.round(seed.rps)} req/s`);
-  if (seed.non2xx > 0 || seed.errors > 0) throw new Error(`seeding failed: ${JSON.stringify(seed.statusCodes)}, ${seed.errors} errors`);
+  const seed = await seedUsers(`http://127.0.0.1:${service.port}`, config);
   const probe = await fetch(`http://127.0.0.1:${service.port}/v1/users/${userId(config.users - 1)}/points/energy?awards=10`, { headers: { "x-api-key": "demo-key" } });
   if (probe.status !== 200) throw new Error(`read of a seeded user answered ${probe.status}: ${await probe.text()}`);
 

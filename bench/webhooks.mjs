@@ -27,7 +27,7 @@ import { Redis } from "ioredis";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
 import { Children, runBench } from "./processes.mjs";
 import { delta, snapshot } from "./snapshot.mjs";
-import { eventRequests, load, phaseSettings, seedRequests } from "./workload.mjs";
+import { eventRequests, load, phaseSettings, seedUsers } from "./workload.mjs";
 
 const config = phaseSettings(20_000);
 
@@ -130,9 +130,7 @@ async function main() {
 
   const phases = {};
   let service = await startService("service", { ...env, LAUREL_WORKER: "off" });
-  process.stdout.write(`seed: ${config.users} users ... `);
-  const seed = await load(service.url, seedRequests("/v1/metrics/lessons/event"), { connections: Math.min(config.connections, config.users), amount: config.users });
-  console.log(`${Math.round(seed.rps)} req/s`);
+  const seed = await seedUsers(service.url, config);
   phases.events = await measure("events", service);
   await stop("service");
 

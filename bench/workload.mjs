@@ -36,6 +36,18 @@ export function seedRequests(path) {
   return [{ method: "POST", headers: HEADERS, setupRequest: (req) => ({ ...req, path, body: eventBody(next++) }) }];
 }
 
+/**
+ * Seeds users 0 .. users-1 with one lessons event each (so every user a phase asks for exists),
+ * printing "<label>seed: N users ... R req/s"; throws when any request fails.
+ */
+export async function seedUsers(url, { users, connections }, label = "") {
+  process.stdout.write(`${label}seed: ${users} users ... `);
+  const seed = await load(url, seedRequests("/v1/metrics/lessons/event"), { connections: Math.min(connections, users), amount: users });
+  console.log(`${Math.round(seed.rps)} req/s`);
+  if (seed.non2xx > 0 || seed.errors > 0) throw new Error(`${label}seeding failed: ${JSON.stringify(seed.statusCodes)}, ${seed.errors} errors`);
+  return seed;
+}
+
 /** GETs of pathOf(userId) for random users among `users`. */
 export function readRequests(users, pathOf) {
   return [{ method: "GET", headers: HEADERS, setupRequest: (req) => ({ ...req, path: pathOf(userId(randomUser(users))) }) }];

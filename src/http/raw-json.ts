@@ -12,7 +12,10 @@ export class RawJson {
 /** JSON.stringify of a reply body that is RawJson or whose top-level values may be. */
 export function stringifyReply(body: unknown): string {
   if (body instanceof RawJson) return body.text;
-  if (typeof body !== "object" || body === null || Array.isArray(body)) return JSON.stringify(body);
+  // Most replies hold no RawJson: one native JSON.stringify is cheaper than one per key.
+  if (typeof body !== "object" || body === null || Array.isArray(body) || !Object.values(body).some((v) => v instanceof RawJson)) {
+    return JSON.stringify(body);
+  }
   let out = "{";
   for (const key in body) {
     const value = (body as Record<string, unknown>)[key];

@@ -13,10 +13,9 @@ import { shardOf, TenantKeys } from "./keys.js";
 import { loadLua, type LuaSource } from "./lua-loader.js";
 import { runScript } from "./redis-script.js";
 
-const readPointsScript = loadLua("readPoints-1");
 export const userBoostScript = loadLua("userBoost-3");
 export const readUserScript = loadLua("readUser-1");
-const SHARED_SCRIPTS = [readPointsScript, userBoostScript, readUserScript];
+const SHARED_SCRIPTS = [userBoostScript, readUserScript];
 
 export interface RecordEventInput {
   metricKey: string;
@@ -157,8 +156,9 @@ export class TenantStore {
    * The metering read: null for an unknown user. Every change of a points total appends an award
    * record carrying the total after it (lua/includes/points.lua), so the newest record holds the
    * current total and one plain LRANGE answers the read: no script, no state to unpack. Only a
-   * user with no award in this system yet needs a second call (lua/readPoints-1.lua), to tell a
-   * total of 0 from an unknown user.
+   * user with no award in this system yet needs a second call, an EXISTS of the user's hash, to
+   * tell a total of 0 from an unknown user (an award landing between the two calls shows at the
+   * next read: the answer is the list as the LRANGE saw it).
    */
   async readUserPoints(userId: string, systemKey: string, awards: number): Promise<{ total: number; awards: AwardRecord[] } | null> {
     const shard = this.shard(userId);
@@ -167,14 +167,7 @@ export class TenantStore {
       const records = newest.map(parseAwardRecord);
       return { total: records[0]!.total, awards: records };
     }
-    const reply = (await runScript(this.redis, readPointsScript, [this.keys.user(shard, userId)], [
-      this.keys.prefix(shard),
-      userId,
-      systemKey,
-      awards,
-    ])) as unknown[];
-    if (reply[0] === 0) return null;
-    return { total: reply[1] as number, awards: (reply.slice(2) as string[]).map(parseAwardRecord) };
+    return (await this.redis.exists(this.keys.user(shard, userId))) ? { total: 0, awards: [] } : null;
   }
 }
 

@@ -67,11 +67,14 @@ describe.each([
     expect(commands.map((c) => c[0]!.toLowerCase())).toEqual(["lrange"]);
   });
 
-  it(`a user with no award in the system yet costs one ${command.toUpperCase()} more (0 points, or unknown user)`, async () => {
+  it("a user with no award in the system yet costs one EXISTS more: 0 points, or an unknown user", async () => {
     // "mon" has xp awards but none in coins; "nobody" does not exist.
-    const zero = await commandsDuring(() => t.call("GET", "/v1/users/mon/points/coins"));
-    expect(zero.map((c) => c[0]!.toLowerCase())).toEqual(["lrange", command]);
-    const unknown = await commandsDuring(() => t.call("GET", "/v1/users/nobody/points/xp"));
-    expect(unknown.map((c) => c[0]!.toLowerCase())).toEqual(["lrange", command]);
+    let reply: { status: number; body: any } | undefined;
+    const zero = await commandsDuring(async () => (reply = await t.call("GET", "/v1/users/mon/points/coins")));
+    expect(zero.map((c) => c[0]!.toLowerCase())).toEqual(["lrange", "exists"]);
+    expect(reply).toMatchObject({ status: 200, body: { key: "coins", total: 0, level: null, awards: [] } });
+    const unknown = await commandsDuring(async () => (reply = await t.call("GET", "/v1/users/nobody/points/xp")));
+    expect(unknown.map((c) => c[0]!.toLowerCase())).toEqual(["lrange", "exists"]);
+    expect(reply!.status).toBe(404);
   });
 });
