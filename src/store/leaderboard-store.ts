@@ -26,7 +26,7 @@ async function pipelined<T>(store: TenantStore, build: (p: ReturnType<TenantStor
 }
 
 /** Participants with a value strictly above `value`. */
-export async function countAbove(store: TenantStore, keys: string[], value: number): Promise<number> {
+async function countAbove(store: TenantStore, keys: string[], value: number): Promise<number> {
   const counts = await pipelined<number>(store, (p) => keys.forEach((k) => p.zcount(k, `(${value}`, "+inf")));
   return counts.reduce((a, b) => a + b, 0);
 }
