@@ -28,36 +28,38 @@
 
   ARGV[1]  key prefix {t:s}:   (the shard's other keys are built from it)
   ARGV[2]  user id
-  ARGV[3]  now, ms since epoch (the service clock)
+  ARGV[3]  the numbers, 8 little-endian doubles (struct '<dddddddd'): now (ms since epoch,
+           the service clock), value in micro-units, current streak period index and current
+           local day index in the zone Node computed the calendar for, the instant (ms) the
+           streak is lost if extended in the current period, and if last covered in the
+           previous period, r (profile fields to read), n (profile fields sent). Binary because
+           `tonumber` of a decimal string costs ~1.8k instructions (strtod); struct.unpack reads
+           all eight for less than one (callgrind, bench/README.md "Where the script's time goes").
   ARGV[4]  event id (uuid) for a new event
   ARGV[5]  idempotency field "i:<metric>:<key>", or '' without a key
-  ARGV[6]  value in micro-units (integer)
-  ARGV[7]  zone sent with the event, or ''
-  ARGV[8]  zone Node computed the calendar for
-  ARGV[9]  current streak period index in that zone
-  ARGV[10] current local day index in that zone
-  ARGV[11] stream record detail "metric|value|eventId"
-  ARGV[12] instant (ms) the streak is lost if extended in the current period
-  ARGV[13] instant (ms) the streak is lost if last covered in the previous period
-  ARGV[14] event-attribute mask: one '1'/'0' per metric trigger of R.mt (computed in Node)
-  ARGV[15] each board of R.lb: "run:threshold", or "-" when scheduled or finished
-  ARGV[16] r, the number of profile fields to read (tz, the declared ua:<attr>, those sent)
-  ARGV[17 .. 16+r] their names
-  ARGV[17+r] n, the number of profile fields sent
-  ARGV[18+r .. 17+r+2n] profile field, value pairs (em, nm, tz, se, dt, ua:<attr>)
+  ARGV[6]  zone sent with the event, or ''
+  ARGV[7]  zone Node computed the calendar for
+  ARGV[8]  stream record detail "metric|value|eventId"
+  ARGV[9]  event-attribute mask: one '1'/'0' per metric trigger of R.mt (computed in Node)
+  ARGV[10] each board of R.lb: "run:threshold", or "-" when scheduled or finished
+  ARGV[11 .. 10+r] the names of the profile fields to read (tz, the declared ua:<attr>, those sent)
+  ARGV[11+r .. 10+r+2n] profile field, value pairs sent (em, nm, tz, se, dt, ua:<attr>)
 
-  Reply
-    {-1, storedZone}                    the zone assumption was wrong; nothing written
-    {-2}                                the metric total would leave ±maxTotal; nothing written
-    {2, eventId, total, streak, {}, {}} replay of an idempotency key; nothing written
-    {1, eventId, total, streak, achievements, points, created, boards}
-      streak       = {length, startPeriod|false, lastPeriod|false, extended 0/1, freezes|false,
-                      grants|false, createdDay|false}
-      achievements = {key, ...} completed by this request, in completion order
-      points       = {{systemKey, added, total, before, award...}, ...} systems changed
-      award        = "seq|ms|awarded|totalAfter|triggerKey"
-      boards       = {{boardKey, run, oldValue|false, newValue, breakdown, rank|false,
-                       previousRank|false, threshold}, ...} entries moved, with ranks
+  Reply: ONE flat array. Redis converts a Lua table to RESP with ~7 field lookups per table
+  (err, ok, double, map...), so nested tables cost ~5k instructions each; counts announce the
+  variable-length parts instead.
+    {-1, storedZone}      the zone assumption was wrong; nothing written
+    {-2}                  the metric total would leave ±maxTotal; nothing written
+    {2, eventId, total, 0, streak...}                 replay of an idempotency key; nothing written
+    {1, eventId, total, created 0/1, streak..., #achievements, key..., #points, points...,
+     #boards, boards...}
+      streak   = length, startPeriod|false, lastPeriod|false, extended 0/1, freezes|false,
+                 grants|false, createdDay|false (7 values)
+      key      = an achievement completed by this request, in completion order
+      points   = per system changed: systemKey, added, total, before, #awards, award...
+      award    = "seq|ms|awarded|totalAfter|triggerKey"
+      boards   = per entry moved (8 values): boardKey, run, oldValue|false, newValue, breakdown,
+                 rank|false, previousRank|false, threshold
 ]]
 --@rules
 -- @include "includes/context.lua"
@@ -69,25 +71,23 @@
 -- @include "includes/streak.lua"
 -- @include "includes/leaderboards.lua"
 --@body
-beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
+local nowMs, value, nowPeriod, nowDay, lostIfExtended, lostIfPrevious, nRead, nProfile = struct.unpack('<dddddddd', ARGV[3])
+beginCall(nowMs, ARGV[1], ARGV[2])
 local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
 local eventId, idemField = ARGV[4], ARGV[5]
-local value = tonumber(ARGV[6])
-local tzSent, tzAssumed = ARGV[7], ARGV[8]
-local nowPeriod, nowDay = tonumber(ARGV[9]), tonumber(ARGV[10])
-local recordDetail = ARGV[11]
-local deadlines = { tonumber(ARGV[12]), tonumber(ARGV[13]) }
-local eventMask = ARGV[14]
-local boards = parseBoards(ARGV[15])
-local nRead = tonumber(ARGV[16])
-local nProfile = tonumber(ARGV[17 + nRead])
+local tzSent, tzAssumed = ARGV[6], ARGV[7]
+local recordDetail = ARGV[8]
+local deadlines = { lostIfExtended, lostIfPrevious }
+local eventMask = ARGV[9]
+local boards = parseBoards(ARGV[10])
 
 -- 1. Read.
-local original = loadState(userKey, idemField ~= '' and idemField or 's', { unpack(ARGV, 17, 16 + nRead) })
+local original = loadState(userKey, idemField ~= '' and idemField or 's', { unpack(ARGV, 11, 10 + nRead) })
 
--- The stored streak; readers settle it (replays are answered without settling: no writes).
-local function streakReply(extended)
-  return { num('sl') or 0, num('ss') or false, num('sp') or false, extended and 1 or 0, num('fz') or false, num('fg') or false, num('cd') or false }
+-- The reply's head: status, event id, metric total, created, then the stored streak (readers
+-- settle it; replays are answered without settling: no writes).
+local function replyHead(status, id, total, created, extended)
+  return { status, id, total, created and 1 or 0, num('sl') or 0, num('ss') or false, num('sp') or false, extended and 1 or 0, num('fz') or false, num('fg') or false, num('cd') or false }
 end
 
 -- 2. Zone.
@@ -97,7 +97,7 @@ local oldTotal = num(R.mf) or 0
 
 -- 3. Replay.
 if idemField ~= '' and original then
-  return { 2, original, oldTotal, streakReply(false), {}, {} }
+  return replyHead(2, original, oldTotal, false, false)
 end
 
 -- 4. Range.
@@ -110,7 +110,7 @@ if idemField ~= '' then extraWrites = { idemField, eventId } end
 
 -- 5. User.
 local created = not S.ct
-local profileChanged = applyProfile(ARGV, 18 + nRead, nProfile)
+local profileChanged = applyProfile(ARGV, 11 + nRead, nProfile)
 if created then
   createUser(nowDay)
 elseif profileChanged then
@@ -159,4 +159,24 @@ streakOutcome(outParts, extended)
 flushState(userKey, extraWrites)
 rcall('XADD', streamKey, '*', 'k', 'ev', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', recordDetail .. string.format('|%d', newTotal), 'o', table.concat(outParts, ';'))
 
-return { 1, eventId, newTotal, streakReply(extended), completed, pointsReply, created and 1 or 0, boardOut }
+local reply = replyHead(1, eventId, newTotal, created, extended)
+local n = #reply
+local function append(v)
+  n = n + 1
+  reply[n] = v
+end
+append(#completed)
+for i = 1, #completed do append(completed[i]) end
+append(#pointsReply)
+for i = 1, #pointsReply do
+  local entry = pointsReply[i]
+  for j = 1, 4 do append(entry[j]) end
+  append(#entry - 4)
+  for j = 5, #entry do append(entry[j]) end
+end
+append(#boardOut)
+for i = 1, #boardOut do
+  local entry = boardOut[i]
+  for j = 1, 8 do append(entry[j]) end
+end
+return reply

@@ -36,7 +36,7 @@ async function load(redis: Redis, script: LuaSource): Promise<void> {
  * Runs a script, loading it when Redis does not have it (a restarted or failed-over Redis, or a
  * FUNCTION FLUSH) and retrying once, as ioredis' Script does for NOSCRIPT.
  */
-export async function runScript(redis: Redis, script: LuaSource, keys: string[], args: (string | number)[]): Promise<unknown> {
+export async function runScript(redis: Redis, script: LuaSource, keys: string[], args: (string | number | Buffer)[]): Promise<unknown> {
   const call = () =>
     mode === "eval"
       ? redis.evalsha(script.sha, script.numKeys, ...keys, ...args)

@@ -120,22 +120,24 @@ export class TenantStore {
       const reply = (await runScript(this.redis, entry.script, keys, [
         this.keys.prefix(shard),
         input.userId,
-        input.now,
+        eventNumbers(
+          input.now,
+          input.valueMicro,
+          nowPeriod,
+          nowDay,
+          streakDeadline(nowPeriod, frequency, tz),
+          streakDeadline(nowPeriod - 1, frequency, tz),
+          readFields.length,
+          input.profile.length,
+        ),
         input.eventId,
         input.idempotencyKey === null ? "" : idempotencyField(input.metricKey, input.idempotencyKey),
-        input.valueMicro,
         input.tz ?? "",
         tz,
-        nowPeriod,
-        nowDay,
         `${input.metricKey}|${input.valueMicro}|${input.eventId}`,
-        streakDeadline(nowPeriod, frequency, tz),
-        streakDeadline(nowPeriod - 1, frequency, tz),
         mask,
         this.boardsArg(entry.built.boards, input.now),
-        readFields.length,
         ...readFields,
-        input.profile.length,
         ...profileArgs,
       ])) as unknown[];
       const status = reply[0] as number;
@@ -171,8 +173,19 @@ export class TenantStore {
   }
 }
 
-/** The script's streak reply: {length, start, last, extended, freezes, grants, createdDay}. */
-export function decodeStreak(raw: unknown[]): StreakState {
+/**
+ * The event script's numbers (lua/event-3.lua ARGV[3]): little-endian doubles, which Lua's
+ * struct.unpack reads far cheaper than it parses decimal strings. All are integers well inside
+ * 2^53 (micro-unit values are bounded by maxTotal), so a double holds each exactly.
+ */
+export function eventNumbers(...values: number[]): Buffer {
+  const buf = Buffer.allocUnsafe(8 * values.length);
+  for (let i = 0; i < values.length; i++) buf.writeDoubleLE(values[i]!, 8 * i);
+  return buf;
+}
+
+/** The stored streak as a script replies it: {length, start, last, extended, freezes, grants, createdDay}. */
+export function decodeStreak(raw: readonly unknown[]): StreakState {
   const orNull = (v: unknown): number | null => (v === null || v === undefined ? null : (v as number));
   return {
     length: raw[0] as number,
@@ -184,9 +197,9 @@ export function decodeStreak(raw: unknown[]): StreakState {
   };
 }
 
-/** Board entries a script moved: {boardKey, run, oldValue|false, newValue, breakdown, rank|false, previousRank|false, threshold}. */
-export function decodeBoards(raw: unknown[][] | undefined): BoardChange[] {
-  return (raw ?? []).map((entry) => ({
+/** One board entry a script moved: boardKey, run, oldValue|null, newValue, breakdown, rank|null, previousRank|null, threshold. */
+function decodeBoard(entry: readonly unknown[]): BoardChange {
+  return {
     boardKey: entry[0] as string,
     run: entry[1] as number,
     oldValue: (entry[2] as number | null) ?? null,
@@ -195,9 +208,10 @@ export function decodeBoards(raw: unknown[][] | undefined): BoardChange[] {
     rank: (entry[5] as number | null) ?? null,
     previousRank: (entry[6] as number | null) ?? null,
     threshold: Number(entry[7]),
-  }));
+  };
 }
 
+/** flushPoints' entries (lua/includes/points.lua), as the complete, user and streak scripts reply them: {systemKey, added, total, before, award...}. */
 export function decodePoints(raw: unknown[][]): PointsChange[] {
   return raw.map((entry) => ({
     systemKey: entry[0] as string,
@@ -208,21 +222,31 @@ export function decodePoints(raw: unknown[][]): PointsChange[] {
   }));
 }
 
+/** The event script's flat reply (lua/event-3.lua, "Reply"): a head of 11 values, then counted parts. */
 function decodeEventReply(reply: unknown[]): EventOutcome {
-  const streakRaw = reply[3] as unknown[];
+  const streakRaw = reply.slice(4, 11);
   if (reply[0] === 2) {
     return { kind: "replay", eventId: reply[1] as string, totalMicro: reply[2] as number, streak: decodeStreak(streakRaw) };
   }
-  const points = decodePoints(reply[5] as unknown[][]);
+  let at = 11;
+  const take = (n: number): unknown[] => reply.slice(at, (at += n));
+  const achievements = take(reply[at++] as number) as string[];
+  const points: PointsChange[] = [];
+  for (let systems = reply[at++] as number; systems > 0; systems--) {
+    const [systemKey, added, total, before] = take(4) as [string, number, number, number];
+    points.push({ systemKey, added, total, before, awards: (take(reply[at++] as number) as string[]).map(parseAwardRecord) });
+  }
+  const boards: BoardChange[] = [];
+  for (let entries = reply[at++] as number; entries > 0; entries--) boards.push(decodeBoard(take(8)));
   return {
     kind: "processed",
     eventId: reply[1] as string,
     totalMicro: reply[2] as number,
     streak: decodeStreak(streakRaw),
     extended: streakRaw[3] === 1,
-    achievements: reply[4] as string[],
+    achievements,
     points,
-    created: reply[6] === 1,
-    boards: decodeBoards(reply[7] as unknown[][] | undefined),
+    created: reply[3] === 1,
+    boards,
   };
 }
