@@ -12,7 +12,7 @@ export const userId = (n) => `user-${n}`;
 const randomUser = (users) => Math.floor(Math.random() * users);
 
 /** A realistic event body; a user's zone is fixed (derived from n), as in real traffic. */
-function eventBody(n) {
+export function eventBody(n) {
   const id = userId(n);
   return JSON.stringify({ user: { id, email: `${id}@example.com`, tz: ZONES[n % ZONES.length] }, value: 1 });
 }

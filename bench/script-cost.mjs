@@ -1,0 +1,138 @@
+// npm run bench:script-cost: Redis instructions per event script, counted by callgrind.
+//
+// The wall-clock figures of bench/run.mjs drift by a third from run to run on a shared 2-core
+// VM, which hides any change to the event script smaller than that. Instructions executed by
+// redis-server do not drift: the same build, data and requests give the same count within a
+// fraction of a percent, whatever else the machine does. So this bench runs redis-server under
+// `valgrind --tool=callgrind` (instrumentation off until the measured phase), starts the service
+// on it, seeds users, then counts what Redis executes for a fixed sequence of events, per metric.
+// Instructions are not time (cache misses are not counted, and the zset commands' misses are
+// most of their cost under load), but a change that saves instructions saves Redis CPU.
+//
+// Usage: node bench/script-cost.mjs [config ...]   (default: bench/core-tenant.yaml config/demo.yaml)
+// Environment: COST_USERS (seeded users, default 2000), COST_EVENTS (events per metric, default 1000),
+// COST_SERVICE (the service's entry, default dist/main.js: point it at another build, with its
+// lua/ beside its dist/, to compare two trees).
+// Needs valgrind (Debian: apt-get install -y valgrind). Reports; never gates.
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import { freePort } from "../dist/embedded-redis.js";
+import { Children, runBench } from "./processes.mjs";
+import { eventBody, seedUsers } from "./workload.mjs";
+
+const configs = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ["bench/core-tenant.yaml", "config/demo.yaml"];
+const users = Number(process.env.COST_USERS ?? 2000);
+const events = Number(process.env.COST_EVENTS ?? 1000);
+const METRICS = ["lessons", "api-calls"];
+
+const children = new Children();
+const cleanups = [];
+const cleanup = async () => {
+  await children.stopAll();
+  for (const fn of cleanups.splice(0)) await fn();
+};
+
+/** redis-server under callgrind, instrumentation off; resolves once it answers PING. */
+async function startRedisUnderCallgrind(dir) {
+  const port = await freePort();
+  const child = spawn("valgrind", ["--tool=callgrind", "--instr-atstart=no", `--callgrind-out-file=${dir}/cg.out`, "redis-server", "--port", String(port), "--save", "", "--appendonly", "no", "--dir", dir], { stdio: "ignore" });
+  const stop = () => new Promise((resolve) => (child.exitCode !== null ? resolve() : (child.once("exit", resolve), child.kill("SIGTERM"))));
+  cleanups.push(stop);
+  const redis = new Redis(port, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  redis.on("error", () => {}); // refused while valgrind starts: the loop below retries
+  for (let i = 0; ; i++) {
+    try {
+      await redis.connect();
+      await redis.ping();
+      break;
+    } catch {
+      redis.disconnect();
+      if (i > 300) throw new Error("redis-server under valgrind did not start (is valgrind installed?)");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  return { port, pid: child.pid, redis, stop };
+}
+
+const control = (pid, ...args) => execFileSync("callgrind_control", [...args, String(pid)], { stdio: "ignore" });
+
+/** Inclusive instruction counts of the named functions in the newest dump, and the program total. */
+function readDump(dir, names) {
+  const dump = readdirSync(dir).filter((f) => f.startsWith("cg.out")).map((f) => join(dir, f)).sort().pop();
+  const text = execFileSync("callgrind_annotate", ["--inclusive=yes", "--threshold=100", dump], { encoding: "utf8", maxBuffer: 64 << 20 });
+  const count = (line) => Number(line.trim().split(/\s+/)[0].replace(/,/g, ""));
+  const found = { total: count(text.split("\n").find((l) => l.includes("PROGRAM TOTALS"))) };
+  for (const name of names) {
+    const line = text.split("\n").find((l) => new RegExp(`:${name} \\[`).test(l));
+    found[name] = line ? count(line) : 0;
+  }
+  rmSync(dump);
+  return found;
+}
+
+/** A fixed sequence of users (a multiplicative walk over 0..users-1), the same on every run. */
+const userAt = (i) => (i * 7919 + 13) % users;
+
+async function measureConfig(config) {
+  const dir = mkdtempSync(join(tmpdir(), "laurel-cost-"));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  const redis = await startRedisUnderCallgrind(dir);
+  const port = await freePort();
+  await children.start(`service ${config}`, "node", [process.env.COST_SERVICE ?? "dist/main.js"], { REDIS_URL: `redis://127.0.0.1:${redis.port}`, PORT: String(port), LAUREL_CONFIG: config, LAUREL_WORKER: "off", LOG_LEVEL: "warn" }, `http://127.0.0.1:${port}/healthz`, 120_000);
+  const url = `http://127.0.0.1:${port}`;
+  await seedUsers(url, { users, connections: 20 }, `${config}: `);
+  const post = async (metric, n) => {
+    const res = await fetch(`${url}/v1/metrics/${metric}/event`, { method: "POST", headers: { "x-api-key": "demo-key", "content-type": "application/json" }, body: eventBody(n) });
+    if (res.status !== 201) throw new Error(`${metric} event answered ${res.status}: ${await res.text()}`);
+    await res.arrayBuffer();
+  };
+  const rows = [];
+  for (const metric of METRICS) {
+    for (let i = 0; i < 200; i++) await post(metric, userAt(i)); // warm: the user's state as traffic leaves it
+    const before = await redis.redis.info("commandstats");
+    control(redis.pid, "-z");
+    control(redis.pid, "-i", "on");
+    for (let i = 0; i < events; i++) await post(metric, userAt(i + 200));
+    control(redis.pid, "-i", "off");
+    control(redis.pid, "-d");
+    const calls = scriptCalls(await redis.redis.info("commandstats")) - scriptCalls(before);
+    const d = readDump(dir, ["luaCallFunction", "scriptCall", "mp_unpack", "mp_pack"]);
+    rows.push({
+      config,
+      metric,
+      scripts: calls,
+      perRequest: d.total / events,
+      perScript: d.luaCallFunction / calls,
+      commands: d.scriptCall / calls,
+      msgpack: (d.mp_unpack + d.mp_pack) / calls,
+    });
+  }
+  redis.redis.disconnect();
+  await children.stopAll();
+  await redis.stop();
+  return rows;
+}
+
+function scriptCalls(info) {
+  let calls = 0;
+  for (const m of info.matchAll(/cmdstat_(fcall|evalsha):calls=(\d+)/g)) calls += Number(m[2]);
+  return calls;
+}
+
+async function main() {
+  if (spawnSync("valgrind", ["--version"], { stdio: "ignore" }).status !== 0) throw new Error("valgrind is not installed (Debian: apt-get install -y valgrind)");
+  const rows = [];
+  for (const config of configs) rows.push(...(await measureConfig(config)));
+  const k = (x) => `${(x / 1000).toFixed(1)}k`;
+  console.log(`\nRedis instructions (callgrind), ${events} events per metric after ${users} seeded users and 200 warm-up events:`);
+  console.log("| config | metric | per request | per event script | commands it ran | msgpack (state) | rest of the script: Lua, argument and reply conversion |");
+  console.log("|---|---|---|---|---|---|---|");
+  for (const r of rows) {
+    console.log(`| ${r.config} | ${r.metric} | ${k(r.perRequest)} | ${k(r.perScript)} | ${k(r.commands)} | ${k(r.msgpack)} | ${k(r.perScript - r.commands - r.msgpack)} |`);
+  }
+}
+
+await runBench(main, cleanup);
