@@ -98,7 +98,9 @@ async function measureConfig(config) {
     for (let i = 0; i < events; i++) await post(metric, userAt(i + 200));
     control(redis.pid, "-i", "off");
     control(redis.pid, "-d");
-    const calls = scriptCalls(await redis.redis.info("commandstats")) - scriptCalls(before);
+    const after = await redis.redis.info("commandstats");
+    const calls = scriptCalls(after) - scriptCalls(before);
+    const inside = commandCounts(after, before, calls);
     const d = readDump(dir, ["luaCallFunction", "scriptCall", "mp_unpack", "mp_pack"]);
     rows.push({
       config,
@@ -108,12 +110,26 @@ async function measureConfig(config) {
       perScript: d.luaCallFunction / calls,
       commands: d.scriptCall / calls,
       msgpack: (d.mp_unpack + d.mp_pack) / calls,
+      inside,
     });
   }
   redis.redis.disconnect();
   await children.stopAll();
   await redis.stop();
   return rows;
+}
+
+/** "zadd 2.00, zrem 1.98, ...": commands per script call between two INFO commandstats. */
+function commandCounts(after, before, scripts) {
+  const counts = (info) => new Map([...info.matchAll(/cmdstat_(\w+):calls=(\d+)/g)].map((m) => [m[1], Number(m[2])]));
+  const a = counts(after), b = counts(before);
+  return [...a]
+    .filter(([name]) => !["fcall", "evalsha", "info", "ping", "function", "script"].includes(name))
+    .map(([name, n]) => [name, (n - (b.get(name) ?? 0)) / scripts])
+    .filter(([, per]) => per > 0)
+    .sort((x, y) => y[1] - x[1])
+    .map(([name, per]) => `${name} ${per.toFixed(2)}`)
+    .join(", ");
 }
 
 function scriptCalls(info) {
@@ -128,10 +144,10 @@ async function main() {
   for (const config of configs) rows.push(...(await measureConfig(config)));
   const k = (x) => `${(x / 1000).toFixed(1)}k`;
   console.log(`\nRedis instructions (callgrind), ${events} events per metric after ${users} seeded users and 200 warm-up events:`);
-  console.log("| config | metric | per request | per event script | commands it ran | msgpack (state) | rest of the script: Lua, argument and reply conversion |");
-  console.log("|---|---|---|---|---|---|---|");
+  console.log("| config | metric | per request | per event script | commands it ran | msgpack (state) | rest of the script: Lua, argument and reply conversion | commands per script |");
+  console.log("|---|---|---|---|---|---|---|---|");
   for (const r of rows) {
-    console.log(`| ${r.config} | ${r.metric} | ${k(r.perRequest)} | ${k(r.perScript)} | ${k(r.commands)} | ${k(r.msgpack)} | ${k(r.perScript - r.commands - r.msgpack)} |`);
+    console.log(`| ${r.config} | ${r.metric} | ${k(r.perRequest)} | ${k(r.perScript)} | ${k(r.commands)} | ${k(r.msgpack)} | ${k(r.perScript - r.commands - r.msgpack)} | ${r.inside} |`);
   }
 }
 

@@ -19,13 +19,14 @@
 ]]
 local MAX_MS = 9999999999999
 
--- "3:120,-,0:0" → {{3, 120}, false, {0, 0}}
+-- "3:120,-,0:0" → {{3, 120, '3'}, false, {0, 0, '0'}}: the run also as the text Node sent, for
+-- key names (Lua turns a number into text with a printf, ~3.5k instructions a time: callgrind).
 local function parseBoards(text)
   local boards, i = {}, 0
   for token in string.gmatch(text, '[^,]+') do
     i = i + 1
     local run, cut = string.match(token, '^(%d+):(-?[%d.e+]+)$')
-    boards[i] = run and { tonumber(run), tonumber(cut) } or false
+    boards[i] = run and { tonumber(run), tonumber(cut), run } or false
   end
   return boards
 end
@@ -38,8 +39,8 @@ end
 -- board.keys holds every shard's "{t:s}:lb:<board>:" (built once per library load).
 -- The run's key in every shard; kept for the last run asked (a Function library keeps it across
 -- calls, so the 16 concatenations happen once per run instead of once per event).
-local function runKeys(board, run, breakdown)
-  local suffix = breakdown ~= '' and (run .. ':' .. breakdown) or tostring(run)
+local function runKeys(board, runText, breakdown)
+  local suffix = breakdown ~= '' and (runText .. ':' .. breakdown) or runText
   if board.runSuffix ~= suffix then
     local keys = {}
     for s = 1, #board.keys do keys[s] = board.keys[s] .. suffix end
@@ -48,8 +49,8 @@ local function runKeys(board, run, breakdown)
   return board.runKeys
 end
 
-local function rankOf(board, run, breakdown, value, member)
-  local keys = runKeys(board, run, breakdown)
+local function rankOf(board, runText, breakdown, value, member)
+  local keys = runKeys(board, runText, breakdown)
   local strictlyAbove = string.format('(%.17g', value)
   if board.style == 'dense' then
     local seen, distinct = {}, 0
@@ -79,8 +80,29 @@ local function rankOf(board, run, breakdown, value, member)
   return above + 1
 end
 
-local function jsonNumber(n)
-  return n and string.format('%.17g', n) or 'null'
+-- A rank-history entry (src/api/leaderboards.ts reads it). Every value is an integer (ranks, and
+-- values in micro-units, points or periods), so the entry is one string.format with %d, from the
+-- format for the fields present (16 formats, built once per library load): each format call and
+-- each number turned into text costs Lua a printf (callgrind, bench/README.md).
+-- (Built with operators only: while a Function library loads, Redis hides globals such as ipairs.)
+local HISTORY_FORMATS = {}
+local HISTORY_NAMES = { 'pr', 'r', 'pv', 'v' }
+for mask = 0, 15 do
+  local format, rest = '{"t":%d', mask
+  for i = 1, 4 do
+    format = format .. ',"' .. HISTORY_NAMES[i] .. '":' .. ((rest % 2 == 1) and '%d' or 'null')
+    rest = (rest - rest % 2) / 2
+  end
+  HISTORY_FORMATS[mask] = format .. '}'
+end
+
+local function historyEntry(previousRank, rank, old, new)
+  local mask, values = 0, {}
+  if previousRank then mask = mask + 1; values[#values + 1] = previousRank end
+  if rank then mask = mask + 2; values[#values + 1] = rank end
+  if old then mask = mask + 4; values[#values + 1] = old end
+  if new then mask = mask + 8; values[#values + 1] = new end
+  return string.format(HISTORY_FORMATS[mask], now, values[1], values[2], values[3], values[4])
 end
 
 -- metricDelta: the event's value for metric boards of this metric (0 elsewhere);
@@ -91,7 +113,7 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
     local breakdown = board.bd and (U[board.bd] or '') or ''
     -- A breakdown board ranks only users who have the attribute.
     if info and not (board.bd and breakdown == '') then
-      local run = info[1]
+      local run, runText = info[1], info[3]
       local delta, absolute = 0, nil
       if board.by == 'metric' then
         delta = metricDelta
@@ -107,17 +129,18 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
         local current = (entry and entry[1] == run) and entry or nil
         local old = current and current[2] or nil
         local new = absolute or ((old or 0) + delta)
-        if current then rcall('ZREM', prefix .. 'lb:' .. board.k .. ':' .. run .. (current[4] ~= '' and (':' .. current[4]) or ''), boardMember(current[3], userId)) end
+        local runKey = prefix .. 'lb:' .. board.k .. ':' .. runText
+        if current then rcall('ZREM', current[4] ~= '' and (runKey .. ':' .. current[4]) or runKey, boardMember(current[3], userId)) end
         local rank = nil
         if absolute == 0 then
           set(field, nil)
         else
           local member = boardMember(now, userId)
-          rcall('ZADD', prefix .. 'lb:' .. board.k .. ':' .. run .. (breakdown ~= '' and (':' .. breakdown) or ''), new, member)
+          rcall('ZADD', breakdown ~= '' and (runKey .. ':' .. breakdown) or runKey, new, member)
           -- A changed value was reached now, so it sits behind every entry of the same value: on a
           -- full board it must beat the threshold (the value at position max) to be on it.
           if not (info[2] > 0 and new <= info[2]) then
-            rank = rankOf(board, run, breakdown, new, member)
+            rank = rankOf(board, runText, breakdown, new, member)
             if rank > board.max then rank = nil end
           end
           set(field, { run, new, now, breakdown, rank or false })
@@ -127,13 +150,12 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
         if previousRank == false then previousRank = nil end
         -- History of rank changes: a change off the board before and after is not one.
         if rank or previousRank then
-          local historyKey = prefix .. 'lh:' .. board.k .. ':' .. run .. ':' .. userId
-          local n = rcall('LPUSH', historyKey, string.format('{"t":%d,"pr":%s,"r":%s,"pv":%s,"v":%s}',
-            now, jsonNumber(previousRank), jsonNumber(rank), jsonNumber(old), absolute == 0 and 'null' or jsonNumber(new)))
+          local historyKey = prefix .. 'lh:' .. board.k .. ':' .. runText .. ':' .. userId
+          local n = rcall('LPUSH', historyKey, historyEntry(previousRank, rank, old, absolute ~= 0 and new or nil))
           if n > 120 then rcall('LTRIM', historyKey, 0, 99) end
         end
         boardOut[#boardOut + 1] = { board.k, run, old or false, new, breakdown, rank or false, previousRank or false, info[2] }
-        outParts[#outParts + 1] = string.format('b:%s:%d:%s:%d', board.k, run, old and string.format('%d', old) or '', new)
+        outParts[#outParts + 1] = old and string.format('b:%s:%s:%d:%d', board.k, runText, old, new) or string.format('b:%s:%s::%d', board.k, runText, new)
       end
     end
   end
