@@ -19,7 +19,10 @@ import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
+import { pino } from "pino";
+import { loadConfigFile } from "../dist/config/load.js";
 import { freePort } from "../dist/embedded-redis.js";
+import { StreamWorker } from "../dist/jobs/stream-worker.js";
 import { Children, runBench } from "./processes.mjs";
 import { eventBody, seedUsers } from "./workload.mjs";
 
@@ -54,7 +57,7 @@ async function startRedisUnderCallgrind(dir) {
       await new Promise((r) => setTimeout(r, 100));
     }
   }
-  return { port, pid: child.pid, redis, stop };
+  return { port, pid: child.pid, redis, stop, dir };
 }
 
 const control = (pid, ...args) => execFileSync("callgrind_control", [...args, String(pid)], { stdio: "ignore" });
@@ -113,6 +116,7 @@ async function measureConfig(config) {
       inside,
     });
   }
+  rows.push(await measureStreamWorker(config, redis));
   redis.redis.disconnect();
   await children.stopAll();
   await redis.stop();
@@ -130,6 +134,24 @@ function commandCounts(after, before, scripts) {
     .sort((x, y) => y[1] - x[1])
     .map(([name, per]) => `${name} ${per.toFixed(2)}`)
     .join(", ");
+}
+
+/**
+ * The stream worker (issue 6's cost): one StreamWorker in this process drains every record the
+ * seed and the phases wrote (the service runs with LAUREL_WORKER=off); instructions per record,
+ * all of Redis (XREADGROUP, the apply and ack scripts, XACK).
+ */
+async function measureStreamWorker(config, redis) {
+  const worker = new StreamWorker({ redis: redis.redis, tenants: loadConfigFile(config), logger: pino({ level: "silent" }) });
+  const before = await redis.redis.info("commandstats");
+  control(redis.pid, "-z");
+  control(redis.pid, "-i", "on");
+  const records = await worker.drain();
+  control(redis.pid, "-i", "off");
+  control(redis.pid, "-d");
+  const after = await redis.redis.info("commandstats");
+  const d = readDump(redis.dir, ["luaCallFunction", "scriptCall", "mp_unpack", "mp_pack"]);
+  return { config, metric: `stream worker (${records} records)`, perRequest: d.total / records, perScript: d.luaCallFunction / records, commands: d.scriptCall / records, msgpack: (d.mp_unpack + d.mp_pack) / records, inside: commandCounts(after, before, records) };
 }
 
 function scriptCalls(info) {
