@@ -130,7 +130,7 @@ function commandCounts(after, before, scripts) {
   return [...a]
     .filter(([name]) => !["fcall", "evalsha", "info", "ping", "function", "script"].includes(name))
     .map(([name, n]) => [name, (n - (b.get(name) ?? 0)) / scripts])
-    .filter(([, per]) => per > 0)
+    .filter(([, per]) => per >= 0.01) // not the service's background polls (BullMQ, time triggers)
     .sort((x, y) => y[1] - x[1])
     .map(([name, per]) => `${name} ${per.toFixed(2)}`)
     .join(", ");
