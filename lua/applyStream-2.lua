@@ -29,9 +29,13 @@
   ARGV[1] key prefix {t:s}:
   ARGV[2] consumer group
   ARGV[3] n, the number of entries
-  ARGV[4 ..] n entries, ascending by id: id, user id, local day, its month, k, then k ops of 4
-          values: series ("m:<metric>" | "p:<system>"), change, total after ('' = previous +
-          change), count
+  ARGV[4 ..] n entries, ascending by id, each: id, user id, the month of its local day (decimal
+          text: it is only compared and written back as a score), the numbers (little-endian
+          doubles, struct '<dd' then k × '<ddd': local day, k, then per op change, total after
+          (NaN = previous total + change), count), then the k ops' series ("m:<metric>" |
+          "p:<system>"). Numbers travel as doubles and months as text because Lua turns text
+          into a number with strtod and a number into text with a printf, ~2-4k instructions
+          each (callgrind: bench/README.md, "Instructions per event script").
 
   Reply {applied, skipped, watermark | false}; entries at or below the watermark may be acked.
 ]]
@@ -59,7 +63,7 @@ local function bucketOf(key)
   b = { done = {}, head = '' }
   local latest = rcall('ZREVRANGE', key, 0, 0, 'WITHSCORES')
   if latest[1] then
-    b.orig, b.month = latest[1], tonumber(latest[2])
+    b.orig, b.month = latest[1], latest[2]
     local head, last = string.match(latest[1], '^(.*);([^;]+)$')
     if not head then head, last = '', latest[1] end
     local d, c, ch, t = string.match(last, '^(-?%d+):(%d+):(-?%d+):(-?%d+)$')
@@ -99,16 +103,19 @@ local applied, skipped = 0, 0
 local nextAt = 1
 local i = 4
 for _ = 1, n do
-  local id, user, day, month, k = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
-  local ops = i + 5
-  i = ops + 4 * k
+  local id, user, month, numbers = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local day, k, at = struct.unpack('<dd', numbers)
+  local names = i + 4
+  i = names + k
   -- The next entry of the stream (the common case) needs no id comparison, which is costly in
   -- Lua (~5 µs an entry measured); only an entry that is not tells a skip from a gap.
   if following[nextAt] and following[nextAt][1] == id then
     nextAt = nextAt + 1
-    for o = ops, ops + 4 * (k - 1), 4 do
-      local total = ARGV[o + 2] ~= '' and tonumber(ARGV[o + 2]) or nil
-      add(prefix .. 'b:' .. ARGV[o] .. ':' .. user, day, month, tonumber(ARGV[o + 3]), tonumber(ARGV[o + 1]), total)
+    for o = names, names + k - 1 do
+      local change, total, count
+      change, total, count, at = struct.unpack('<ddd', numbers, at)
+      if total ~= total then total = nil end -- NaN: no total in the record
+      add(prefix .. 'b:' .. ARGV[o] .. ':' .. user, day, month, count, change, total)
     end
     wm = id
     applied = applied + 1

@@ -32,12 +32,23 @@ export function opsOf(record: StreamRecord): EntryOps {
   return { id: record.id, userId: record.userId, day, month: periodOfDay(day, "monthly"), ops };
 }
 
-/** Flattens entries into the script's ARGV tail: id, user, day, month, n, then n × (series, change, total, count). */
-export function opsArgs(entries: readonly EntryOps[]): (string | number)[] {
-  const args: (string | number)[] = [];
+/**
+ * Flattens entries into the script's ARGV tail (lua/applyStream-2.lua): per entry id, user, month
+ * (text), the numbers as little-endian doubles (day, n, then n × (change, total or NaN, count)),
+ * then the n series. Lua reads doubles with struct.unpack far cheaper than it parses text.
+ */
+export function opsArgs(entries: readonly EntryOps[]): (string | Buffer)[] {
+  const args: (string | Buffer)[] = [];
   for (const e of entries) {
-    args.push(e.id, e.userId, e.day, e.month, e.ops.length);
-    for (const op of e.ops) args.push(...op);
+    const numbers = Buffer.allocUnsafe(8 * (2 + 3 * e.ops.length));
+    numbers.writeDoubleLE(e.day, 0);
+    numbers.writeDoubleLE(e.ops.length, 8);
+    e.ops.forEach(([, change, total, count], j) => {
+      numbers.writeDoubleLE(change, 16 + 24 * j);
+      numbers.writeDoubleLE(total === "" ? Number.NaN : total, 24 + 24 * j);
+      numbers.writeDoubleLE(count, 32 + 24 * j);
+    });
+    args.push(e.id, e.userId, String(e.month), numbers, ...e.ops.map(([series]) => series));
   }
   return args;
 }
