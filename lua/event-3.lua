@@ -34,7 +34,9 @@
            streak is lost if extended in the current period, and if last covered in the
            previous period, r (profile fields to read), n (profile fields sent). Binary because
            `tonumber` of a decimal string costs ~1.8k instructions (strtod); struct.unpack reads
-           all eight for less than one (callgrind, bench/README.md "Where the script's time goes").
+           all eight for less than one. The price is in Node: ioredis serialises a command with
+           a Buffer argument in its slower buffer mode, ~3-4 µs more; Redis time is the scarcer
+           (bench/README.md, "Instructions per event script").
   ARGV[4]  event id (uuid) for a new event
   ARGV[5]  idempotency field "i:<metric>:<key>", or '' without a key
   ARGV[6]  zone sent with the event, or ''
