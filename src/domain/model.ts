@@ -4,7 +4,7 @@ import { floorDiv, MAX_TOTAL_MICRO } from "./decimal.js";
 import { LaurelError } from "./errors.js";
 import { eventFiltersMatch, userFiltersMatch } from "./filters.js";
 import { levelIndex } from "./levels.js";
-import type { AwardRecord, BoardChange, EventOutcome, PointsChange, StreakState } from "./outcome.js";
+import type { AwardRecord, BoardChange, EventInput, EventOutcome, PointsChange, StreakState } from "./outcome.js";
 import { activeRun, boardMember, compareEntries, thresholdOfEntries, type BoardEntry } from "./leaderboards.js";
 import { localDayIndex, periodOfDay, streakDeadline } from "./periods.js";
 import { shardOf } from "./shards.js";
@@ -93,19 +93,6 @@ export function emptyState(): ModelState {
     thresholds: new Map(),
     boardHistory: new Map(),
   };
-}
-
-export interface ModelEventInput {
-  metricKey: string;
-  userId: string;
-  now: number;
-  eventId: string;
-  idempotencyKey: string | null;
-  valueMicro: number;
-  tz: string | null;
-  /** Profile fields sent, as state-hash field/value pairs (ua:<attr> for attributes). */
-  profile: [string, string][];
-  eventAttributes: Record<string, string> | null;
 }
 
 export interface ModelEventResult {
@@ -285,7 +272,7 @@ function createUser(req: UserRequest, localDay: number): void {
   }
 }
 
-export function applyEvent(tenant: CompiledTenant, state: ModelState, input: ModelEventInput): ModelEventResult {
+export function applyEvent(tenant: CompiledTenant, state: ModelState, input: EventInput): ModelEventResult {
   const existing = state.users.get(input.userId);
   const tz = input.tz ?? existing?.profile.get("tz") ?? "UTC";
   const rule = tenant.streak;

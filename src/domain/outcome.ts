@@ -49,6 +49,25 @@ export interface BoardChange {
   threshold: number;
 }
 
+/**
+ * One metric event as the event script (src/store/tenant-store.ts) and the reference model
+ * (model.ts applyEvent) both take it: validated, values in micro-units (decimal.ts).
+ */
+export interface EventInput {
+  metricKey: string;
+  userId: string;
+  now: number;
+  eventId: string;
+  idempotencyKey: string | null;
+  valueMicro: number;
+  /** Zone sent with the event, already validated; null when the event sent none. */
+  tz: string | null;
+  /** Profile fields sent with the event, as state-hash field/value pairs (ua:<attr> for attributes). */
+  profile: [string, string][];
+  /** Event attributes, already validated against the tenant's declared keys. */
+  eventAttributes: Record<string, string> | null;
+}
+
 export interface ProcessedEvent {
   kind: "processed";
   eventId: string;

@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
 import type { CompiledTenant } from "../config/compiled.js";
 import { fail } from "../domain/errors.js";
-import { parseAwardRecord, type AwardRecord, type BoardChange, type EventOutcome, type PointsChange, type StreakState } from "../domain/outcome.js";
+import { parseAwardRecord, type AwardRecord, type BoardChange, type EventInput, type EventOutcome, type PointsChange, type StreakState } from "../domain/outcome.js";
 import { eventFiltersMatch } from "../domain/filters.js";
 import { localDayIndex, periodOfDay, streakDeadline } from "../domain/periods.js";
 import { boardsArg } from "../domain/leaderboards.js";
@@ -16,21 +16,6 @@ import { runScript } from "./redis-script.js";
 export const userBoostScript = loadLua("userBoost-3");
 export const readUserScript = loadLua("readUser-1");
 const SHARED_SCRIPTS = [userBoostScript, readUserScript];
-
-export interface RecordEventInput {
-  metricKey: string;
-  userId: string;
-  now: number;
-  eventId: string;
-  idempotencyKey: string | null;
-  valueMicro: number;
-  /** Zone sent with the event, already validated. */
-  tz: string | null;
-  /** Profile fields sent with the event, as state-hash field/value pairs. */
-  profile: [string, string][];
-  /** Event attributes, already validated against the tenant's declared keys. */
-  eventAttributes: Record<string, string> | null;
-}
 
 export interface RecordedEvent {
   outcome: EventOutcome;
@@ -103,7 +88,7 @@ export class TenantStore {
     return shardOf(userId, this.tenant.shards);
   }
 
-  async recordEvent(input: RecordEventInput): Promise<RecordedEvent> {
+  async recordEvent(input: EventInput): Promise<RecordedEvent> {
     const entry = this.eventScripts.get(input.metricKey);
     if (!entry) fail("METRIC_NOT_FOUND");
     const shard = this.shard(input.userId);
