@@ -100,6 +100,17 @@ describe("stream worker", () => {
     expect(await today("again")).toMatchObject({ total: 1, change: 1 });
   });
 
+  it("a record without the metric total (written before records carried it) adds its change to the running total", async () => {
+    await lesson("legacy", 2);
+    await bucketWorker(t).drain();
+    // The event script's record as older versions wrote it: "metric|value|eventId", no "|total".
+    // The worker sends the missing total as NaN, and the script counts previous total + change.
+    const ms = Date.parse("2026-06-01T12:00:00Z");
+    await t.redis.xadd(streamKey, "*", "k", "ev", "u", "legacy", "t", String(ms), "z", "UTC", "e", "lessons|3000000|00000000-0000-4000-8000-000000000000", "o", "");
+    expect(await bucketWorker(t).drain()).toBe(1);
+    expect(await today("legacy")).toEqual({ date: "2026-06-01", total: 5, change: 5 });
+  });
+
   it("a worker killed before applying: the next batch fills the gap from the stream, in order, and the held entries count once", async () => {
     await lesson("order", 1);
     await lesson("order", 2);
