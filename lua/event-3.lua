@@ -122,7 +122,9 @@ end
 -- 6a. Metric total and metric triggers. A trigger with filters counts only the values of
 -- events that pass them (its own running sum, t.tc); an unfiltered one counts the metric total.
 set(R.mf, newTotal)
-for i, t in ipairs(R.mt) do
+local metricTriggers = R.mt
+for i = 1, #metricTriggers do
+  local t = metricTriggers[i]
   if string.byte(eventMask, i) == 49 and matches(t.f) then
     local counted = newTotal
     if t.tc then
@@ -143,7 +145,9 @@ if not created then settleStreak(nowDay, nowPeriod) end
 local extended = extendStreak(nowPeriod, value, deadlines)
 
 -- 6c. Metric achievements of this metric.
-for _, key in ipairs(R.mach) do
+local metricAchievements = R.mach
+for i = 1, #metricAchievements do
+  local key = metricAchievements[i]
   if newTotal >= R.ach[key].v then complete(key) end
 end
 

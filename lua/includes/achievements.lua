@@ -5,7 +5,9 @@
   R.ach[key] = {k, f = 'a:<key>', ua = filter|false, pre = {prerequisites}|false, up = {composites using it}|false}
 ]]
 local function prerequisitesDone(a)
-  for _, key in ipairs(a.pre) do
+  local pre = a.pre
+  for i = 1, #pre do
+    local key = pre[i]
     if not S[R.ach[key].f] then return false end
   end
   return true
@@ -21,7 +23,9 @@ local function complete(key)
   if triggers then fire(triggers) end
   -- A composite completes when its last prerequisite does.
   if a.up then
-    for _, parent in ipairs(a.up) do
+    local up = a.up
+    for i = 1, #up do
+      local parent = up[i]
       local p = R.ach[parent]
       if p and not S[p.f] and prerequisitesDone(p) then complete(parent) end
     end

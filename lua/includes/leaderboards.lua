@@ -108,7 +108,9 @@ end
 -- metricDelta: the event's value for metric boards of this metric (0 elsewhere);
 -- streakLength: the new streak length when the streak changed (extended, lost, restored), else nil.
 local function updateBoards(boards, metricDelta, streakLength, outParts)
-  for i, board in ipairs(R.lb) do
+  local lb = R.lb
+  for i = 1, #lb do
+    local board = lb[i]
     local info = boards[i]
     local breakdown = board.bd and (U[board.bd] or '') or ''
     -- A breakdown board ranks only users who have the attribute.

@@ -15,16 +15,19 @@ local function boostOf(sysIndex)
   local cached = boostCache[sysIndex]
   if cached then return cached[1], cached[2] end
   local sys = R.sys[sysIndex]
+  local boosts, own = sys.boosts, S[sys.bf]
+  -- Most systems have no boost at all: answer without building the cache entry or a closure.
+  if #boosts == 0 and (not own or own == '') then return 1, 'down' end
   local mult, rounding = 1, nil
   local function apply(m, r)
     mult = mult * m
     if rounding == nil or ROUNDING_RANK[r] < ROUNDING_RANK[rounding] then rounding = r end
   end
-  for _, b in ipairs(sys.boosts) do
+  for i = 1, #boosts do
+    local b = boosts[i]
     if b.s <= now and (not b.e or now < b.e) and matches(b.f) then apply(b.m, b.r) end
   end
   -- User boosts: "id,multiplier,start,end,rounding;..." in the state field bo:<sys> (admin API).
-  local own = S[sys.bf]
   if own and own ~= '' then
     for id, m, s, e, r in string.gmatch(own, '([^,;]+),([^,;]+),([^,;]+),([^,;]*),([^,;]+)') do
       local start, finish = tonumber(s), tonumber(e)
@@ -70,7 +73,8 @@ end
 
 -- Fires every trigger of a list whose user-attribute filter matches; `times` multiplies points.
 local function fire(triggers, times)
-  for _, t in ipairs(triggers) do
+  for i = 1, #triggers do
+    local t = triggers[i]
     if matches(t.f) then award(t.s, t.k, t.pts * (times or 1)) end
   end
 end
@@ -94,7 +98,9 @@ local function flushPoints(aggKey, outParts)
       end
       rcall('ZADD', prefix .. 'pz:' .. sys.key, o.total, userId)
       -- The same total in the user's groups by attribute value (points summary filter).
-      for _, attr in ipairs(R.attrs) do
+      local attrs = R.attrs
+      for a = 1, #attrs do
+        local attr = attrs[a]
         local value = U['ua:' .. attr]
         if value then rcall('ZADD', prefix .. 'pa:' .. sys.key .. ':' .. attr .. ':' .. value, o.total, userId) end
       end

@@ -61,7 +61,9 @@ local function settleStreak(nowDay, nowPeriod)
     if #streakOut.frozen > 0 then
       set('sp', last)
       local args = {}
-      for _, p in ipairs(streakOut.frozen) do
+      local frozen = streakOut.frozen
+      for i = 1, #frozen do
+        local p = frozen[i]
         args[#args + 1] = p
         args[#args + 1] = p .. ':' .. length .. ':f'
       end
@@ -86,14 +88,16 @@ local function extendStreak(nowPeriod, value, deadlines)
     return false
   end
   if num('sq') ~= nowPeriod then
-    for _, m in ipairs(st.m) do
+    for i = 1, #st.m do
+      local m = st.m[i]
       if S[m.f] then set(m.f, 0) end
     end
     set('sq', nowPeriod)
   end
   set(st.f, (num(st.f) or 0) + value)
   local met = not st.any
-  for _, m in ipairs(st.m) do
+  for i = 1, #st.m do
+    local m = st.m[i]
     local reached = (num(m.f) or 0) >= m.th
     if st.any and reached then met = true end
     if not st.any and not reached then met = false end
@@ -125,10 +129,14 @@ local function extendStreak(nowPeriod, value, deadlines)
   rcall('ZADD', historyKey, nowPeriod, nowPeriod .. ':' .. length)
   if nowPeriod % 64 == 0 then rcall('ZREMRANGEBYSCORE', historyKey, '-inf', nowPeriod - R.historyKept) end
   -- Streak triggers pay at each multiple of their length; streak achievements complete at theirs.
-  for _, t in ipairs(R.st) do
+  local streakTriggers = R.st
+  for i = 1, #streakTriggers do
+    local t = streakTriggers[i]
     if length % t.n == 0 and matches(t.f) then award(t.s, t.k, t.pts) end
   end
-  for _, key in ipairs(R.sach) do
+  local streakAchievements = R.sach
+  for i = 1, #streakAchievements do
+    local key = streakAchievements[i]
     if length >= R.ach[key].n then complete(key) end
   end
   return true

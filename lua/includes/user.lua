@@ -18,7 +18,9 @@ local function applyProfile(args, first, count)
         local old = U[f]
         if old then rcall('SREM', prefix .. 'uv:' .. attr .. ':' .. old, userId) end
         rcall('SADD', prefix .. 'uv:' .. attr .. ':' .. v, userId)
-        for _, sysKey in ipairs(R.allSys) do
+        local systems = R.allSys
+        for s = 1, #systems do
+          local sysKey = systems[s]
           local total = S['p:' .. sysKey]
           if total then
             if old then rcall('ZREM', prefix .. 'pa:' .. sysKey .. ':' .. attr .. ':' .. old, userId) end
@@ -40,7 +42,11 @@ local function createUser(localDay)
   set('cd', localDay)
   fire(R.uc)
   -- Time triggers are due one interval after first identification.
-  for _, t in ipairs(R.tt) do rcall('ZADD', prefix .. t.z, now + t.ms, userId) end
+  local timeTriggers = R.tt
+  for i = 1, #timeTriggers do
+    local t = timeTriggers[i]
+    rcall('ZADD', prefix .. t.z, now + t.ms, userId)
+  end
   if R.streak and R.streak.fz then
     set('fz', R.streak.fz.init)
     set('fg', 0)
