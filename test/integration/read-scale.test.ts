@@ -128,8 +128,11 @@ beforeAll(async () => {
   expect(Date.now() - started).toBeLessThan(20_000);
 }, 60_000);
 afterAll(async () => {
-  await t?.close();
-  await redisServer?.stop();
+  try {
+    await t?.close();
+  } finally {
+    await redisServer?.stop();
+  }
 });
 
 describe(`cross-user reads over ${USERS} seeded users`, () => {

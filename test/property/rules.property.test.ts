@@ -119,8 +119,12 @@ beforeAll(async () => {
   t = await startTestApp({ yaml: YAML, manualClock: true, redisUrl: redis.url, jobs: false });
 });
 afterAll(async () => {
-  await t.close();
-  await stopRedis();
+  // Optional: a failed start leaves t unset, and its redis-server must still stop.
+  try {
+    await t?.close();
+  } finally {
+    await stopRedis?.();
+  }
 });
 
 async function runSequence(commands: Command[]): Promise<void> {
