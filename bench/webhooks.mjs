@@ -14,8 +14,12 @@
 //                        deliveries per event on the demo tenant: points, and rank changes)
 //   events + webhooks (every type), worker apart   the same with LAUREL_WORKER=off and
 //                        `node dist/worker.js` running the consumer and deliveries
-// After each webhook phase: how far delivery lagged (records and jobs left when the load
-// stopped) and how long the backlog took to deliver.
+// A phase with a worker starts settled (after its warm-up, every record of the streams is
+// applied and delivered) and ends by waiting until it is settled again: how far the worker and
+// the deliveries lagged when the load stopped, how long they took to catch up, and the sustained
+// rate, requests ÷ (measured seconds + catch-up seconds). Under full load the worker and the
+// consumer get the event loop only when HTTP leaves it, so req/s alone counts their work as free
+// when it was only deferred.
 //
 // Environment: BENCH_DURATION, BENCH_WARMUP, BENCH_CONNECTIONS, BENCH_USERS (default 20000),
 // BENCH_JSON, as for bench/run.mjs.
@@ -74,38 +78,52 @@ async function stop(name) {
   await children.stop(name);
 }
 
-async function measure(name, server) {
-  if (receiverUrl) await (await fetch(`${receiverUrl}/reset`)).arrayBuffer();
+/** `withWorker`: something consumes the streams in this phase, so it starts settled and its catch-up is timed. */
+async function measure(name, server, queue, withWorker) {
   process.stdout.write(`${name}: warm-up ${config.warmup} s, measure ${config.duration} s ... `);
   const requests = eventRequests(config.users, EVENT_PATHS);
   await load(server.url, requests, { connections: config.connections, duration: config.warmup });
+  if (withWorker) await drainBacklog(queue);
+  if (receiverUrl) await (await fetch(`${receiverUrl}/reset`)).arrayBuffer();
   const before = await snapshot(redis, server.pid);
   const result = await load(server.url, requests, { connections: config.connections, duration: config.duration });
   const change = delta(before, await snapshot(redis, server.pid));
   console.log(`${Math.round(result.rps)} req/s (p50 ${result.p50} ms, p99 ${result.p99} ms)`);
-  return { ...result, cpuPercent: change.cpuPercent, redisCommands: change.commands.fcall?.calls ?? 0 };
+  const phase = { ...result, cpuPercent: change.cpuPercent, redisCommands: change.commands.fcall?.calls ?? 0 };
+  if (withWorker) {
+    phase.delivery = await drainBacklog(queue);
+    phase.sustainedRps = result.requests / (config.duration + phase.delivery.seconds);
+    console.log(`  caught up: ${JSON.stringify(phase.delivery)}`);
+  } else {
+    phase.sustainedRps = result.rps; // nothing consumes the records in this phase
+  }
+  return phase;
 }
 
-/** Records of the demo streams not yet acknowledged by the webhooks group, and jobs not yet delivered. */
+/** Records of the demo streams not yet applied by the stream worker (buckets group) or the webhook consumer, and jobs not yet delivered. */
 async function backlog(queue) {
   let records = 0;
+  let buckets = 0;
   for (let s = 0; s < 16; s++) {
     const groups = await redis.xinfo("GROUPS", `{demo:${s}}:x`).catch(() => []);
     for (const g of groups) {
       const f = Object.fromEntries(Array.from({ length: g.length / 2 }, (_, i) => [g[2 * i], g[2 * i + 1]]));
-      if (f.name === "webhooks") records += Number(f.pending) + Number(f.lag ?? 0);
+      const left = Number(f.pending) + Number(f.lag ?? 0);
+      if (f.name === "webhooks") records += left;
+      if (f.name === "buckets") buckets += left;
     }
   }
   const counts = await queue.getJobCounts("waiting", "active", "delayed", "prioritized");
-  return { records, jobs: Object.values(counts).reduce((a, b) => a + b, 0) };
+  return { buckets, records, jobs: Object.values(counts).reduce((a, b) => a + b, 0) };
 }
 
-async function drainBacklog(queue, receiverUrl) {
+/** Waits until the worker, the consumer and the deliveries have caught up; what was left at the start and how long it took. */
+async function drainBacklog(queue) {
   const started = performance.now();
   const atStop = await backlog(queue);
   for (;;) {
     const left = await backlog(queue);
-    if (left.records === 0 && left.jobs === 0) break;
+    if (left.buckets === 0 && left.records === 0 && left.jobs === 0) break;
     if (performance.now() - started > 600_000) throw new Error(`backlog not delivered after 10 min: ${JSON.stringify(left)}`);
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -131,37 +149,31 @@ async function main() {
   const phases = {};
   let service = await startService("service", { ...env, LAUREL_WORKER: "off" });
   const seed = await seedUsers(service.url, config);
-  phases.events = await measure("events", service);
+  phases.events = await measure("events", service, queue, false);
   await stop("service");
 
   // The same service with its stream worker on (the default), to tell the worker's share from the webhooks'.
   service = await startService("service+worker", env);
-  phases.worker = await measure("events, worker on", service);
+  phases.worker = await measure("events, worker on", service, queue, true);
   await stop("service+worker");
 
   service = await startService("service+milestones", { ...env, LAUREL_CONFIG: milestones });
-  phases.milestones = await measure("events + webhooks (milestones)", service);
-  phases.milestones.delivery = await drainBacklog(queue, receiverUrl);
-  console.log(`  delivery: ${JSON.stringify(phases.milestones.delivery)}`);
+  phases.milestones = await measure("events + webhooks (milestones)", service, queue, true);
   await stop("service+milestones");
 
   service = await startService("service+webhooks", { ...env, LAUREL_CONFIG: everyType });
-  phases.webhooks = await measure("events + webhooks (every type)", service);
-  phases.webhooks.delivery = await drainBacklog(queue, receiverUrl);
-  console.log(`  delivery: ${JSON.stringify(phases.webhooks.delivery)}`);
+  phases.webhooks = await measure("events + webhooks (every type)", service, queue, true);
   await stop("service+webhooks");
 
   service = await startService("service+webhooks-apart", { ...env, LAUREL_CONFIG: everyType, LAUREL_WORKER: "off" });
   const workerPid = (await children.start("worker", "node", ["dist/worker.js"], { ...env, LAUREL_CONFIG: everyType }, `${service.url}/healthz`)).pid;
-  phases.webhooksApart = await measure("events + webhooks (every type), worker apart", service);
-  phases.webhooksApart.delivery = await drainBacklog(queue, receiverUrl);
+  phases.webhooksApart = await measure("events + webhooks (every type), worker apart", service, queue, true);
   phases.webhooksApart.workerPid = workerPid;
-  console.log(`  delivery: ${JSON.stringify(phases.webhooksApart.delivery)}`);
   await queue.close();
 
   const ratio = (p, base) => (p.rps / base.rps).toFixed(2);
-  console.log("\n| phase | req/s | p50 / p99 ms | ÷ events | ÷ worker on | CPU % server / redis / load | non-2xx / errors | deliveries (distinct ids) | backlog at stop: records / jobs, drained in |");
-  console.log("|---|---|---|---|---|---|---|---|---|");
+  console.log("\n| phase | req/s | p50 / p99 ms | ÷ events | ÷ worker on | sustained req/s (÷ events) | CPU % server / redis / load | non-2xx / errors | deliveries (distinct ids) | left at stop: bucket records / webhook records / jobs, caught up in |");
+  console.log("|---|---|---|---|---|---|---|---|---|---|");
   const rows = [
     ["events", phases.events],
     ["events, worker on", phases.worker],
@@ -173,8 +185,9 @@ async function main() {
     const c = p.cpuPercent;
     const d = p.delivery;
     const delivered = d ? `${d.received} (${d.distinctIds})` : "";
-    const lag = d ? `${d.atStop.records} / ${d.atStop.jobs}, ${d.seconds.toFixed(1)} s` : "";
-    console.log(`| ${name} | ${Math.round(p.rps)} | ${p.p50} / ${p.p99} | ${ratio(p, phases.events)} | ${ratio(p, phases.worker)} | ${c.server.toFixed(0)} / ${c.redis.toFixed(0)} / ${c.loadGenerator.toFixed(0)} | ${p.non2xx} / ${p.errors} | ${delivered} | ${lag} |`);
+    const lag = d ? `${d.atStop.buckets} / ${d.atStop.records} / ${d.atStop.jobs}, ${d.seconds.toFixed(1)} s` : "";
+    const sustained = `${Math.round(p.sustainedRps)} (${(p.sustainedRps / phases.events.rps).toFixed(2)})`;
+    console.log(`| ${name} | ${Math.round(p.rps)} | ${p.p50} / ${p.p99} | ${ratio(p, phases.events)} | ${ratio(p, phases.worker)} | ${sustained} | ${c.server.toFixed(0)} / ${c.redis.toFixed(0)} / ${c.loadGenerator.toFixed(0)} | ${p.non2xx} / ${p.errors} | ${delivered} | ${lag} |`);
   }
   console.log(`load average at start: ${loadAtStart.map((x) => x.toFixed(2)).join(" ")}; ${cpus().length} CPUs`);
   if (process.env.BENCH_JSON) writeFileSync(process.env.BENCH_JSON, `${JSON.stringify({ date: new Date().toISOString(), config, seed, phases, loadAtStart }, null, 2)}\n`);
