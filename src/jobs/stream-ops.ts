@@ -1,6 +1,7 @@
 import { metricSeries, pointsSeries } from "../domain/buckets.js";
 import { localDayIndex, periodOfDay } from "../domain/periods.js";
 import { eventDetail, type StreamRecord } from "../domain/stream-record.js";
+import { packDoubles } from "../store/redis-script.js";
 
 /**
  * What one stream record does to the materialised reads, as lua/applyStream-2.lua takes it.
@@ -40,15 +41,8 @@ export function opsOf(record: StreamRecord): EntryOps {
 export function opsArgs(entries: readonly EntryOps[]): (string | Buffer)[] {
   const args: (string | Buffer)[] = [];
   for (const e of entries) {
-    const numbers = Buffer.allocUnsafe(8 * (2 + 3 * e.ops.length));
-    numbers.writeDoubleLE(e.day, 0);
-    numbers.writeDoubleLE(e.ops.length, 8);
-    e.ops.forEach(([, change, total, count], j) => {
-      numbers.writeDoubleLE(change, 16 + 24 * j);
-      numbers.writeDoubleLE(total === "" ? Number.NaN : total, 24 + 24 * j);
-      numbers.writeDoubleLE(count, 32 + 24 * j);
-    });
-    args.push(e.id, e.userId, String(e.month), numbers, ...e.ops.map(([series]) => series));
+    const numbers = [e.day, e.ops.length, ...e.ops.flatMap(([, change, total, count]) => [change, total === "" ? Number.NaN : total, count])];
+    args.push(e.id, e.userId, String(e.month), packDoubles(numbers), ...e.ops.map(([series]) => series));
   }
   return args;
 }

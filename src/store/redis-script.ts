@@ -33,6 +33,18 @@ async function load(redis: Redis, script: LuaSource): Promise<void> {
 }
 
 /**
+ * Numbers for a script as one argument of little-endian doubles, which Lua's struct.unpack reads
+ * for a fraction of what `tonumber` of decimal text costs (strtod, ~1.8k instructions each;
+ * bench/README.md, "Instructions per event script"). Integers up to 2^53 travel exactly. The price
+ * is in Node: ioredis serialises a command holding a Buffer in its slower buffer mode.
+ */
+export function packDoubles(values: readonly number[]): Buffer {
+  const buf = Buffer.allocUnsafe(8 * values.length);
+  for (let i = 0; i < values.length; i++) buf.writeDoubleLE(values[i]!, 8 * i);
+  return buf;
+}
+
+/**
  * Runs a script, loading it when Redis does not have it (a restarted or failed-over Redis, or a
  * FUNCTION FLUSH) and retrying once, as ioredis' Script does for NOSCRIPT.
  */

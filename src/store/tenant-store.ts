@@ -11,7 +11,7 @@ import { buildRules, type BuiltRules } from "./rules.js";
 import { idempotencyField } from "./fields.js";
 import { shardOf, TenantKeys } from "./keys.js";
 import { loadLua, type LuaSource } from "./lua-loader.js";
-import { runScript } from "./redis-script.js";
+import { packDoubles, runScript } from "./redis-script.js";
 
 export const userBoostScript = loadLua("userBoost-3");
 export const readUserScript = loadLua("readUser-1");
@@ -105,7 +105,8 @@ export class TenantStore {
       const reply = (await runScript(this.redis, entry.script, keys, [
         this.keys.prefix(shard),
         input.userId,
-        eventNumbers(
+        // lua/event-3.lua ARGV[3]; micro-unit values are bounded by maxTotal, inside 2^53.
+        packDoubles([
           input.now,
           input.valueMicro,
           nowPeriod,
@@ -114,7 +115,7 @@ export class TenantStore {
           streakDeadline(nowPeriod - 1, frequency, tz),
           readFields.length,
           input.profile.length,
-        ),
+        ]),
         input.eventId,
         input.idempotencyKey === null ? "" : idempotencyField(input.metricKey, input.idempotencyKey),
         input.tz ?? "",
@@ -158,19 +159,8 @@ export class TenantStore {
   }
 }
 
-/**
- * The event script's numbers (lua/event-3.lua ARGV[3]): little-endian doubles, which Lua's
- * struct.unpack reads far cheaper than it parses decimal strings. All are integers well inside
- * 2^53 (micro-unit values are bounded by maxTotal), so a double holds each exactly.
- */
-export function eventNumbers(...values: number[]): Buffer {
-  const buf = Buffer.allocUnsafe(8 * values.length);
-  for (let i = 0; i < values.length; i++) buf.writeDoubleLE(values[i]!, 8 * i);
-  return buf;
-}
-
 /** The stored streak as a script replies it: {length, start, last, extended, freezes, grants, createdDay}. */
-export function decodeStreak(raw: readonly unknown[]): StreakState {
+function decodeStreak(raw: readonly unknown[]): StreakState {
   const orNull = (v: unknown): number | null => (v === null || v === undefined ? null : (v as number));
   return {
     length: raw[0] as number,
