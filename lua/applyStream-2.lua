@@ -1,24 +1,38 @@
 --[[
-  Applies a batch of one shard's stream records to the materialised reads (the stream worker,
+  Applies the next records of one shard stream to the materialised reads (the stream worker,
   src/jobs/stream-worker.ts): the daily buckets of each user's metrics and points systems
-  (src/domain/buckets.ts).
+  (src/domain/buckets.ts). The script reads the records itself, from its watermark on: Node
+  sends no record and parses none (reading each record into Node and sending its numbers back
+  cost the service's process ~27 µs a record, a third of an event; bench/README.md).
 
-  Idempotent and in order. A per-shard watermark (the last stream id applied, per consumer
-  group) advances in the same call as the effects, so:
-    - an entry at or below the watermark is skipped (a redelivery, or a crash between this
-      call and XACK, never counts twice);
-    - an entry is applied only if it is the next entry of the stream after the watermark. A
-      batch stops at a gap (an earlier entry is still pending with another consumer): its
-      entries stay unacknowledged and are retried, so no entry is ever skipped either.
+  Exactly once and in order, without a consumer group's bookkeeping: the watermark (the last
+  stream id applied) is read, the records after it are applied, and the watermark moves, in ONE
+  atomic call. Two workers calling at once are serialised by Redis: the second starts where the
+  first stopped. A crash between two calls loses nothing (nothing is held by a consumer).
+
+  The local day of a record: Lua has no zone data (DESIGN: Time), so the writer puts it in the
+  record when it knows it. The event script's record carries it (Node computed it for the
+  streak): its detail is "metric|value|eventId|day|month|total". The others (time triggers,
+  achievements completed by API, identification; and event records written before this
+  version) do not: the script stops at the first such record that changes a series and replies
+  the ids, times and zones of those in the batch, and Node calls again with their days (ARGV
+  from 4). Records that change no series (a boost's record, an identification without points)
+  need no day and only move the watermark.
 
   Steps
-    1. HGET the watermark; XRANGE the entries after it (as many as the batch holds).
-    2. For each entry of the batch, in stream order: skip, apply, or stop at a gap.
+    1. HGET the watermark; XRANGE the next n records after it.
+    2. Per record in order: its series changes (metric from the detail, points from the outcome
+       parts "p:<sys>:<added>:<total>:..."), its day; apply, or stop for days.
        A series' latest month is read once (ZREVRANGE 0 0 WITHSCORES) and kept in a table.
        A record whose local day is before the latest bucket's is counted in the latest bucket
        (days only move forward in a series; src/domain/buckets.ts says why).
     3. Per touched series: ZREM the latest month as read, ZADD every new or changed month.
        HSET the new watermark.
+    4. The consumer group `group` is kept at the watermark (XGROUP SETID, with its entries-read
+       so that Redis still reports its lag), so the stream's trimming and GET /metrics read this
+       worker's position as they read every group's; entries left pending in it by a worker of an
+       earlier version are acknowledged (the watermark, not the group, says what is applied).
+       Then the stream is trimmed below what every group has finished (as lua/ackStream-1.lua).
 
   Bucket layout (src/domain/buckets.ts): zset {t:s}:b:<series>:<user>, one member per month
   (score = monthly period), member "day:count:change:total;..." with the days ascending.
@@ -27,17 +41,13 @@
   KEYS[2] shard watermarks   {t:s}:xw   (hash: group → last applied id)
 
   ARGV[1] key prefix {t:s}:
-  ARGV[2] consumer group
-  ARGV[3] n, the number of entries
-  ARGV[4 ..] n entries, ascending by id, each: id, user id, the month of its local day (decimal
-          text: it is only compared and written back as a score), the numbers (little-endian
-          doubles, struct '<dd' then k × '<ddd': local day, k, then per op change, total after
-          (NaN = previous total + change), count), then the k ops' series ("m:<metric>" |
-          "p:<system>"). Numbers travel as doubles and months as text because Lua turns text
-          into a number with strtod and a number into text with a printf, ~2-4k instructions
-          each (callgrind: bench/README.md, "Instructions per event script").
+  ARGV[2] the group (its name is the watermark's field)
+  ARGV[3] n, the most records to apply in this call
+  ARGV[4 ..] days Node computed: per record id, its local day and that day's monthly period
+          (decimal text; src/domain/periods.ts)
 
-  Reply {applied, skipped, watermark | false}; entries at or below the watermark may be acked.
+  Reply {applied, watermark | false, full 0/1 (n records were read: more may follow),
+         then per record that needs its day: id, ms, zone}
 ]]
 -- @include "stream/ids.lua"
 --@body
@@ -45,9 +55,13 @@ local rcall = redis.call
 local stream, wmKey = KEYS[1], KEYS[2]
 local prefix, group, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
+local hints = {}
+for h = 4, #ARGV, 3 do hints[ARGV[h]] = h end
+
 local wm = rcall('HGET', wmKey, group)
-local following
-if wm then following = rcall('XRANGE', stream, '(' .. wm, '+', 'COUNT', n) else following = rcall('XRANGE', stream, '-', '+', 'COUNT', n) end
+local oldWm = wm
+local records
+if wm then records = rcall('XRANGE', stream, '(' .. wm, '+', 'COUNT', n) else records = rcall('XRANGE', stream, '-', '+', 'COUNT', n) end
 
 -- key → {orig = member as read | nil, month, head = the month's earlier days (string),
 --        cur = {day, count, change, total} the latest day, done = {{month, member}...}}
@@ -80,11 +94,12 @@ local function member(b)
   return b.head .. ';' .. fmt(b.cur)
 end
 
-local function add(key, day, month, count, change, total)
+-- total nil: the record did not carry the total after it; the running total + change.
+local function add(key, day, month, change, total)
   local b = bucketOf(key)
   local cur = b.cur
   if cur and day <= cur[1] then
-    cur[2] = cur[2] + count
+    cur[2] = cur[2] + 1
     cur[3] = cur[3] + change
     cur[4] = total or (cur[4] + change)
     return
@@ -96,47 +111,108 @@ local function add(key, day, month, count, change, total)
     if cur then b.done[#b.done + 1] = { b.month, member(b) } end
     b.head, b.month = '', month
   end
-  b.cur = { day, count, change, after }
+  b.cur = { day, 1, change, after }
 end
 
-local applied, skipped = 0, 0
-local nextAt = 1
-local i = 4
-for _ = 1, n do
-  local id, user, month, numbers = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local day, k, at = struct.unpack('<dd', numbers)
-  local names = i + 4
-  i = names + k
-  -- The next entry of the stream (the common case) needs no id comparison, which is costly in
-  -- Lua (~5 µs an entry measured); only an entry that is not tells a skip from a gap.
-  if following[nextAt] and following[nextAt][1] == id then
-    nextAt = nextAt + 1
-    for o = names, names + k - 1 do
-      local change, total, count
-      change, total, count, at = struct.unpack('<ddd', numbers, at)
-      if total ~= total then total = nil end -- NaN: no total in the record
-      add(prefix .. 'b:' .. ARGV[o] .. ':' .. user, day, month, count, change, total)
+-- A record's fields by name (every writer XADDs k, u, t, z, e, o; the loop does not rely on it).
+local function fieldsOf(flat)
+  local f = {}
+  for j = 1, #flat, 2 do f[flat[j]] = flat[j + 1] end
+  return f
+end
+
+local applied, stopAt = 0, nil
+for r = 1, #records do
+  local f = fieldsOf(records[r][2])
+  local kind, outcome = f.k, f.o or ''
+  local metric, value, total, day, month
+  if kind == 'ev' then
+    metric, value, day, month, total = string.match(f.e, '^([^|]*)|([^|]*)|[^|]*|([^|]*)|([^|]*)|([^|]*)$')
+    if not metric then
+      -- Written before records carried the day: "metric|value|eventId|total", or without the total.
+      metric, value, total = string.match(f.e, '^([^|]*)|([^|]*)|[^|]*|([^|]*)$')
+      if not metric then metric, value = string.match(f.e, '^([^|]*)|([^|]*)') end
     end
-    wm = id
-    applied = applied + 1
-  elseif wm and idCompare(id, wm) <= 0 then
-    skipped = skipped + 1
-  else
-    break
   end
+  local hasPoints = string.find(outcome, 'p:', 1, true)
+  if metric or hasPoints then
+    if not day then
+      local h = hints[records[r][1]]
+      if not h then
+        stopAt = r
+        break
+      end
+      day, month = ARGV[h + 1], ARGV[h + 2]
+    end
+    day = tonumber(day)
+    if metric then add(prefix .. 'b:m:' .. metric .. ':' .. f.u, day, month, tonumber(value), total and tonumber(total)) end
+    if hasPoints then
+      for sys, added, after in string.gmatch(outcome, 'p:([^:;]*):([^:;]*):([^:;]*)') do
+        add(prefix .. 'b:p:' .. sys .. ':' .. f.u, day, month, tonumber(added), tonumber(after))
+      end
+    end
+  end
+  wm = records[r][1]
+  applied = applied + 1
 end
 
-for _, key in ipairs(touched) do
+for t = 1, #touched do
+  local key = touched[t]
   local b = series[key]
   if b.orig then rcall('ZREM', key, b.orig) end
   local args = {}
-  for _, d in ipairs(b.done) do
-    args[#args + 1] = d[1]
-    args[#args + 1] = d[2]
+  for d = 1, #b.done do
+    args[#args + 1] = b.done[d][1]
+    args[#args + 1] = b.done[d][2]
   end
   args[#args + 1] = b.month
   args[#args + 1] = member(b)
   rcall('ZADD', key, unpack(args))
 end
-if applied > 0 then rcall('HSET', wmKey, group, wm) end
-return { applied, skipped, wm or false }
+
+if applied > 0 then
+  rcall('HSET', wmKey, group, wm)
+  -- 4. The group follows the watermark; the stream is trimmed below every group's bound.
+  local bound = wm
+  for _, info in ipairs(rcall('XINFO', 'GROUPS', stream)) do
+    local g = {}
+    for k = 1, #info, 2 do g[info[k]] = info[k + 1] end
+    if g['name'] == group then
+      local pending = g['pending']
+      while pending > 0 do
+        local held = rcall('XPENDING', stream, group, '-', '+', 1000)
+        local ids = {}
+        for p = 1, #held do ids[p] = held[p][1] end
+        rcall('XACK', stream, group, unpack(ids))
+        pending = pending - #held
+      end
+      -- Redis counts the group's lag from its entries-read; kept exact while the group was at the
+      -- old watermark (always, but for a group an earlier version's workers moved).
+      local read = g['entries-read']
+      if read and g['last-delivered-id'] == (oldWm or '0-0') then
+        rcall('XGROUP', 'SETID', stream, group, wm, 'ENTRIESREAD', read + applied)
+      else
+        rcall('XGROUP', 'SETID', stream, group, wm)
+      end
+    else
+      local b = g['last-delivered-id']
+      if g['pending'] > 0 then b = rcall('XPENDING', stream, g['name'])[2] end
+      if idCompare(b, bound) < 0 then bound = b end
+    end
+  end
+  if bound ~= '0-0' then rcall('XTRIM', stream, 'MINID', bound) end
+end
+
+local reply = { applied, wm or false, (#records == n) and 1 or 0 }
+if stopAt then
+  for r = stopAt, #records do
+    local id = records[r][1]
+    local f = fieldsOf(records[r][2])
+    if not hints[id] and (f.k == 'ev' or string.find(f.o or '', 'p:', 1, true)) then
+      reply[#reply + 1] = id
+      reply[#reply + 1] = f.t
+      reply[#reply + 1] = f.z or 'UTC'
+    end
+  end
+end
+return reply

@@ -41,7 +41,8 @@
   ARGV[5]  idempotency field "i:<metric>:<key>", or '' without a key
   ARGV[6]  zone sent with the event, or ''
   ARGV[7]  zone Node computed the calendar for
-  ARGV[8]  stream record detail "metric|value|eventId"
+  ARGV[8]  stream record detail "metric|value|eventId|day|month" (the local day and its monthly
+           period, for the stream worker's daily buckets); the script appends "|total"
   ARGV[9]  event-attribute mask: one '1'/'0' per metric trigger of R.mt (computed in Node)
   ARGV[10] each board of R.lb: "run:threshold", or "-" when scheduled or finished
   ARGV[11 .. 10+r] the names of the profile fields to read (tz, the declared ua:<attr>, those sent)

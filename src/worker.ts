@@ -10,8 +10,9 @@ import { TenantStore } from "./store/tenant-store.js";
 
 /**
  * `node dist/worker.js`: the stream worker as its own process (src/jobs/stream-worker.ts),
- * for when the service runs with LAUREL_WORKER=off or several workers share the streams (the
- * consumer group splits the entries; the watermark keeps the effects exact). It also runs the
+ * for when the service runs with LAUREL_WORKER=off or several workers share the streams (each
+ * script call applies the next records after the shard's watermark, atomically, so they never
+ * count twice). It also runs the
  * outbound events (src/jobs/webhooks): their consumer group, deliveries and timeline. Environment:
  *   REDIS_URL       the service's Redis (required: the embedded Redis belongs to the service)
  *   LAUREL_CONFIG   the same tenant file as the service (default config/demo.yaml)
@@ -35,7 +36,7 @@ async function main(): Promise<void> {
   const webhooks = await Webhooks.start({ redis, connection: { host, port, username, password, db }, contexts, clock: new SystemClock(), logger });
   webhooks.startConsumer();
   // issue 6: end
-  logger.info({ tenants: tenants.map((t) => t.id), consumer: worker.consumer }, "laurel stream worker running");
+  logger.info({ tenants: tenants.map((t) => t.id) }, "laurel stream worker running");
 
   stopOnSignals(logger, async () => {
     await worker.stop();

@@ -7,7 +7,8 @@
  *   u  user id
  *   t  the service time of the change, ms
  *   z  the user's zone at the time
- *   e  kind detail; "ev": "<metric>|<value micro>|<eventId>|<total micro after>"; "us": the mode; "ac": the
+ *   e  kind detail; "ev": "<metric>|<value micro>|<eventId>|<local day>|<its month>|<total micro after>"
+ *      (records of earlier versions: without day and month, or also without the total); "us": the mode; "ac": the
  *      achievement; "tt": the trigger key; "sa": "freeze" or "restore"; "ub": "<op>|<sys>|<boost id>|<start>|<end>"
  *      (op "add" or "end"; the boost's window after the change in ms, end '' when open; an ended
  *      scheduled boost has an empty window, end = start). A "ub" record has no outcome parts.
@@ -85,10 +86,11 @@ export function decodeStreamRecord(id: string, flat: string[]): StreamRecord {
   return record;
 }
 
-/** For kind "ev": the metric, its value in micro-units and the event id. */
+/** For kind "ev": the metric, its value in micro-units, the event id, and the total after it when the record carries it. */
 export function eventDetail(record: StreamRecord): { metricKey: string; valueMicro: number; eventId: string; totalMicro: number | null } {
-  const [metricKey, value, eventId, total] = record.detail.split("|");
-  return { metricKey: metricKey!, valueMicro: Number(value), eventId: eventId!, totalMicro: total === undefined ? null : Number(total) };
+  const parts = record.detail.split("|");
+  const total = parts.length >= 4 ? parts.at(-1) : undefined;
+  return { metricKey: parts[0]!, valueMicro: Number(parts[1]), eventId: parts[2]!, totalMicro: total === undefined ? null : Number(total) };
 }
 
 /** For kind "ub" (lua/userBoost-3.lua): the boost and its window after the change. */

@@ -1,87 +1,63 @@
-import { hostname } from "node:os";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import type { CompiledTenant } from "../config/compiled.js";
-import { decodeStreamRecord } from "../domain/stream-record.js";
-import { TenantKeys } from "../store/keys.js";
 import { loadLua } from "../store/lua-loader.js";
 import { runScript } from "../store/redis-script.js";
-import { compareStreamIds, opsArgs, opsOf } from "./stream-ops.js";
+import { shardStreams, type ShardStream } from "./stream-group.js";
+import { recordDayArgs } from "./stream-ops.js";
+
+export { shardStreams, type ShardStream } from "./stream-group.js";
 
 /**
- * The stream worker (DESIGN: Background work): a consumer group over every shard stream
- * ({t:s}:x) of every tenant, materialising what the hot path does not keep — the daily
- * buckets of the event summaries and wrapped.
+ * The stream worker (DESIGN: Background work): materialises what the hot path does not keep,
+ * the daily buckets of the event summaries and wrapped, from every shard stream ({t:s}:x) of
+ * every tenant.
  *
- * At least once, with idempotent effects, in stream order: lua/applyStream-2.lua applies a
- * batch and advances the shard's watermark atomically, skipping what is at or below it and
- * stopping at a gap (apply() then fills the gap from the stream); lua/ackStream-1.lua then
- * acknowledges and trims the stream. A crash anywhere in between leaves the entries pending;
- * they are delivered again (or taken over) and count once.
+ * The work is in Redis: lua/applyStream-2.lua reads the records after the shard's watermark,
+ * applies them and moves the watermark in one atomic call, so each record counts exactly once
+ * whoever calls and however often, and no record is ever held by a crashed consumer. Node only
+ * says when and where: it sends no record and parses none (that cost the service ~27 µs of CPU
+ * per record when the records went through Node; bench/README.md, "Stream worker"). The one
+ * thing Node adds is a record's local day when its writer could not put it in the record (Lua
+ * has no zone data): the script stops there and names those records, and the worker calls
+ * again with their days.
  *
- * The loop blocks on ONE dedicated connection (XREADGROUP BLOCK over all streams), so it costs
- * nothing while idle. Tests and tools call drain(), which processes everything currently in
- * the streams and returns, instead of waiting for the loop.
+ * The consumer group `buckets` is kept at the watermark by the script: the stream's trimming
+ * (below what every group has finished) and GET /metrics see this worker as one group more.
  *
- * Redis Cluster: one XREADGROUP cannot span slots; there the loop would read per node (the
- * scripts are per shard and already cluster-safe).
+ * The loop blocks on ONE dedicated connection (XREAD BLOCK over all streams from each shard's
+ * watermark, one entry each), so it costs nothing while idle. Tests and tools call drain(),
+ * which applies everything currently in the streams and returns.
+ *
+ * Redis Cluster: the script is per shard and cluster-safe; one XREAD cannot span slots, so there
+ * the loop would block per node.
  */
 export const BUCKET_GROUP = "buckets";
 
 const applyScript = loadLua("applyStream-2");
-const ackScript = loadLua("ackStream-1");
-
-export interface ShardStream {
-  tenantId: string;
-  shard: number;
-  key: string;
-  watermarks: string;
-  prefix: string;
-}
-
-export function shardStreams(tenants: readonly CompiledTenant[]): ShardStream[] {
-  return tenants.flatMap((tenant) => {
-    const keys = new TenantKeys(tenant.id);
-    return Array.from({ length: tenant.shards }, (_, shard) => ({
-      tenantId: tenant.id,
-      shard,
-      key: keys.stream(shard),
-      watermarks: keys.watermarks(shard),
-      prefix: keys.prefix(shard),
-    }));
-  });
-}
 
 export interface StreamWorkerOptions {
   redis: Redis;
   tenants: readonly CompiledTenant[];
   logger: Logger;
-  /** @default "buckets" */
-  group?: string;
   /**
-   * Where a new group starts: "0" reads every record still in the streams (the buckets must see
-   * them all), "$" only records written after the group was created (outbound events, issue 6).
-   * @default "0"
+   * Records per script call. 100 keep one call to a few ms (500 held Redis for tens of ms, and
+   * the event path waited behind it). @default 100
    */
-  groupStart?: "0" | "$";
-  /** Unique per process. @default "<hostname>-<pid>" */
-  consumer?: string;
-  /** Entries per stream per read, and so per script call. @default 500 */
   batchSize?: number;
   /** How long one blocking read waits before the loop looks around again. @default 2000 */
   blockMs?: number;
-  /** Pending entries of another consumer idle this long are taken over (a crashed worker). @default 30000 */
-  claimIdleMs?: number;
-  /** How often the loop retries its own pending entries and takes over idle ones. @default 10000 */
-  recoverEveryMs?: number;
 }
 
-export type Entry = [id: string, fields: string[] | null];
-type ReadReply = [key: string, entries: Entry[]][] | null;
+/** What one call of the apply script did on one shard. */
+export interface ShardApplied {
+  applied: number;
+  watermark: string | null;
+  /** The call read a full batch: more records may follow. */
+  full: boolean;
+}
 
 export class StreamWorker {
-  readonly group: string;
-  readonly consumer: string;
   private readonly streams: ShardStream[];
   private readonly batchSize: number;
   private groupsReady = false;
@@ -90,19 +66,19 @@ export class StreamWorker {
   private stopping = false;
 
   constructor(private readonly opts: StreamWorkerOptions) {
-    this.group = opts.group ?? BUCKET_GROUP;
-    this.consumer = opts.consumer ?? `${hostname()}-${process.pid}`;
     this.streams = shardStreams(opts.tenants);
-    // 100 records keep one apply script short (500 held Redis for tens of ms and the event path waited behind it).
     this.batchSize = opts.batchSize ?? 100;
   }
 
-  /** The group starts at 0 (the beginning of each stream) by default, so no record written before the worker first ran is missed. */
+  /**
+   * The `buckets` group marks this worker's position for trimming and lag (the script moves it).
+   * Created at 0, so that no record written before the worker first ran is trimmed unseen.
+   */
   async ensureGroups(): Promise<void> {
     if (this.groupsReady) return;
     for (const s of this.streams) {
       try {
-        await this.opts.redis.xgroup("CREATE", s.key, this.group, this.opts.groupStart ?? "0", "MKSTREAM");
+        await this.opts.redis.xgroup("CREATE", s.key, BUCKET_GROUP, "0", "MKSTREAM");
       } catch (err) {
         if (!(err instanceof Error) || !err.message.startsWith("BUSYGROUP")) throw err;
       }
@@ -110,31 +86,41 @@ export class StreamWorker {
     this.groupsReady = true;
   }
 
-  /**
-   * Processes everything currently in the streams, then returns the number of entries applied.
-   * It takes over every pending entry whatever its idle time (so it also finishes a crashed
-   * worker's batch): meant for tests and tools, not beside a running loop.
-   */
+  /** Applies everything currently in the streams, then returns the number of records applied. */
   async drain(): Promise<number> {
     await this.ensureGroups();
     let applied = 0;
+    for (const s of this.streams) applied += (await this.catchUp(s)).applied;
+    return applied;
+  }
+
+  /** Calls the script on one shard until it reads less than a full batch. */
+  async catchUp(s: ShardStream): Promise<{ applied: number; watermark: string | null }> {
+    let applied = 0;
     for (;;) {
-      let progress = 0;
-      for (const s of this.streams) {
-        const claimed = await this.claim(s, 0);
-        if (claimed.length > 0) {
-          const done = await this.process(s, claimed);
-          applied += done.applied;
-          progress += done.acked;
-        }
+      const step = await this.applyShard(s);
+      applied += step.applied;
+      if (!step.full || step.applied === 0) return { applied, watermark: step.watermark };
+    }
+  }
+
+  /**
+   * One batch on one shard: lua/applyStream-2.lua. When it stops at records without their local
+   * day, the worker computes their days and calls again (a few times at most: each call applies
+   * at least up to the records it named, unless another worker moved the watermark meanwhile).
+   */
+  async applyShard(s: ShardStream): Promise<ShardApplied> {
+    let days: string[] = [];
+    let applied = 0;
+    for (let attempt = 0; ; attempt++) {
+      const reply = (await runScript(this.opts.redis, applyScript, [s.key, s.watermarks], [s.prefix, BUCKET_GROUP, this.batchSize, ...days])) as [number, string | false, number, ...string[]];
+      const [count, watermark, full, ...needDays] = reply;
+      applied += count;
+      if (needDays.length === 0 || attempt >= 5) {
+        if (needDays.length > 0) this.opts.logger.warn({ stream: s.key }, "stream worker: records still without their day after 5 calls; retrying later");
+        return { applied, watermark: watermark || null, full: full === 1 || needDays.length > 0 };
       }
-      const fresh = await this.read(this.opts.redis, ">", null);
-      for (const [s, entries] of fresh) {
-        const done = await this.process(s, entries);
-        applied += done.applied;
-        progress += done.acked;
-      }
-      if (progress === 0) return applied;
+      days = recordDayArgs(needDays);
     }
   }
 
@@ -148,24 +134,34 @@ export class StreamWorker {
 
   async stop(): Promise<void> {
     this.stopping = true;
-    // A blocked XREADGROUP returns at once when its connection closes.
+    // A blocked XREAD returns at once when its connection closes.
     this.blocking?.disconnect();
     await this.loop;
     this.loop = null;
     this.blocking = null;
   }
 
+  /**
+   * Waits for a record past any shard's last known watermark (XREAD BLOCK, COUNT 1: the reply
+   * says only which streams moved), then catches those shards up. "0-0" at first: every shard
+   * is looked at once.
+   */
   private async run(blocking: Redis): Promise<void> {
-    const recoverEvery = this.opts.recoverEveryMs ?? 10_000;
-    let lastRecovery = 0;
+    const seen = new Map(this.streams.map((s) => [s.key, "0-0"]));
+    const byKey = new Map(this.streams.map((s) => [s.key, s]));
     while (!this.stopping) {
       try {
         await this.ensureGroups();
-        if (Date.now() - lastRecovery >= recoverEvery) {
-          await this.recover();
-          lastRecovery = Date.now();
+        const reply = (await blocking.xread("COUNT", 1, "BLOCK", this.opts.blockMs ?? 2000, "STREAMS", ...seen.keys(), ...seen.values())) as [string, unknown[]][] | null;
+        let stuck = false;
+        for (const [key] of reply ?? []) {
+          const { applied, watermark } = await this.catchUp(byKey.get(key)!);
+          // No progress past a watermark already known: a record the script cannot apply yet;
+          // pause instead of spinning on XREAD, which answers at once while it is there.
+          if (applied === 0 && (watermark ?? "0-0") === seen.get(key)) stuck = true;
+          seen.set(key, watermark ?? "0-0");
         }
-        for (const [s, entries] of await this.read(blocking, ">", this.opts.blockMs ?? 2000)) await this.process(s, entries);
+        if (stuck) await new Promise((resolve) => setTimeout(resolve, 1000));
       } catch (err) {
         if (this.stopping) break;
         // NOGROUP after a Redis restart without its data: create the groups again.
@@ -174,99 +170,6 @@ export class StreamWorker {
         await new Promise((resolve) => setTimeout(resolve, 1000));
       }
     }
-  }
-
-  /** Own pending entries (left by a gap or a failed call), then other consumers' idle ones. */
-  private async recover(): Promise<void> {
-    for (const [s, entries] of await this.read(this.opts.redis, "0", null)) await this.process(s, entries);
-    const idle = this.opts.claimIdleMs ?? 30_000;
-    for (const s of this.streams) {
-      const claimed = await this.claim(s, idle);
-      if (claimed.length > 0) await this.process(s, claimed);
-    }
-  }
-
-  /** XREADGROUP over every stream; `from` is ">" (new entries) or "0" (this consumer's pending ones). */
-  private async read(redis: Redis, from: ">" | "0", blockMs: number | null): Promise<[ShardStream, Entry[]][]> {
-    const block = blockMs === null ? [] : ["BLOCK", blockMs];
-    const reply = (await (redis.xreadgroup as (...args: unknown[]) => Promise<unknown>)(
-      "GROUP",
-      this.group,
-      this.consumer,
-      "COUNT",
-      this.batchSize,
-      ...block,
-      "STREAMS",
-      ...this.streams.map((s) => s.key),
-      ...this.streams.map(() => from),
-    )) as ReadReply;
-    if (!reply) return [];
-    const byKey = new Map(this.streams.map((s) => [s.key, s]));
-    return reply.filter(([, entries]) => entries.length > 0).map(([key, entries]) => [byKey.get(key)!, entries]);
-  }
-
-  /** Takes over pending entries idle at least `minIdleMs`, oldest first (XAUTOCLAIM). */
-  private async claim(s: ShardStream, minIdleMs: number): Promise<Entry[]> {
-    const out: Entry[] = [];
-    let cursor = "0-0";
-    do {
-      const [next, entries] = (await this.opts.redis.xautoclaim(s.key, this.group, this.consumer, minIdleMs, cursor, "COUNT", this.batchSize)) as [
-        string,
-        Entry[],
-      ];
-      out.push(...entries);
-      cursor = next;
-    } while (cursor !== "0-0" && out.length < this.batchSize);
-    return out;
-  }
-
-  /** Applies one shard's entries (ascending ids), then acknowledges those at or below the watermark. */
-  async process(s: ShardStream, entries: Entry[]): Promise<{ applied: number; acked: number }> {
-    const { applied, watermark } = await this.apply(s, entries);
-    return { applied, acked: await this.acknowledge(s, entries, watermark) };
-  }
-
-  /**
-   * Step 1, lua/applyStream-2.lua: the effects and the watermark, atomically; nothing is
-   * acknowledged yet. When the script stops at a gap (entries before this batch are delivered to
-   * another consumer and not applied yet), the worker reads the stream itself from the watermark
-   * to the batch's last entry and applies that contiguous run: the other consumer's later call
-   * is then a no-op. So several workers never wait on each other.
-   */
-  async apply(s: ShardStream, entries: readonly Entry[]): Promise<{ applied: number; watermark: string | null }> {
-    let { applied, watermark } = await this.applyBatch(s, entries);
-    const last = entries.at(-1)?.[0];
-    for (let attempt = 0; attempt < 3 && last !== undefined && (watermark === null || compareStreamIds(watermark, last) < 0); attempt++) {
-      const run = (await this.opts.redis.xrange(s.key, watermark === null ? "-" : `(${watermark}`, last, "COUNT", 2 * this.batchSize)) as Entry[];
-      if (run.length === 0) break;
-      const more = await this.applyBatch(s, run);
-      applied += more.applied;
-      watermark = more.watermark;
-    }
-    return { applied, watermark };
-  }
-
-  private async applyBatch(s: ShardStream, entries: readonly Entry[]): Promise<{ applied: number; watermark: string | null }> {
-    const live = entries.filter((e): e is [string, string[]] => e[1] !== null);
-    const ops = live.map(([id, fields]) => opsOf(decodeStreamRecord(id, fields)));
-    const [applied, , watermark] = (await runScript(this.opts.redis, applyScript, [s.key, s.watermarks], [s.prefix, this.group, ops.length, ...opsArgs(ops)])) as [
-      number,
-      number,
-      string | null,
-    ];
-    return { applied, watermark };
-  }
-
-  /**
-   * Step 2, lua/ackStream-1.lua: acknowledges the entries at or below the watermark (applied now
-   * or before) and trims the stream. Anything past the watermark stays pending and is retried.
-   */
-  async acknowledge(s: ShardStream, entries: readonly Entry[], watermark: string | null): Promise<number> {
-    // Entries deleted from the stream while pending carry no fields: nothing to apply, ack them.
-    const ackIds = entries.filter(([id, fields]) => fields === null || (watermark !== null && compareStreamIds(id, watermark) <= 0)).map(([id]) => id);
-    if (ackIds.length > 0) await runScript(this.opts.redis, ackScript, [s.key], [this.group, ...ackIds]);
-    if (ackIds.length < entries.length) this.opts.logger.debug({ stream: s.key, waiting: entries.length - ackIds.length }, "stream worker: gap, entries left pending");
-    return ackIds.length;
   }
 
   /** The shard stream a user's records are in (tests, tools). */

@@ -120,7 +120,9 @@ export class TenantStore {
         input.idempotencyKey === null ? "" : idempotencyField(input.metricKey, input.idempotencyKey),
         input.tz ?? "",
         tz,
-        `${input.metricKey}|${input.valueMicro}|${input.eventId}`,
+        // The record's local day and its month: the stream worker files the daily buckets by them
+        // (lua/applyStream-2.lua), and only Node has the zone data to compute them.
+        `${input.metricKey}|${input.valueMicro}|${input.eventId}|${nowDay}|${periodOfDay(nowDay, "monthly")}`,
         mask,
         this.boardsArg(entry.built.boards, input.now),
         ...readFields,

@@ -4,5 +4,5 @@ import type { TestApp } from "./app.js";
 
 /** A stream worker over the test app's tenants; tests call drain(), never start() (no waiting). */
 export function bucketWorker(t: TestApp, opts: Partial<StreamWorkerOptions> = {}): StreamWorker {
-  return new StreamWorker({ redis: t.redis, tenants: t.tenants, logger: pino({ level: "silent" }), consumer: `test-${Math.random().toString(36).slice(2)}`, ...opts });
+  return new StreamWorker({ redis: t.redis, tenants: t.tenants, logger: pino({ level: "silent" }), ...opts });
 }

@@ -5,8 +5,8 @@ import { LaurelError } from "../../src/domain/errors.js";
 import { histogramRanges } from "../../src/domain/histogram.js";
 import { dateToDay, formatDay, parseDay } from "../../src/domain/periods.js";
 import { longestStreakIn, percentChange, wrappedPeriods } from "../../src/domain/wrapped.js";
-import { compareStreamIds, opsOf } from "../../src/jobs/stream-ops.js";
-import { decodeStreamRecord } from "../../src/domain/stream-record.js";
+import { compareStreamIds, recordDayArgs } from "../../src/jobs/stream-ops.js";
+import { decodeStreamRecord, eventDetail } from "../../src/domain/stream-record.js";
 import { topStreaks } from "../../src/store/read-store.js";
 
 const day = (iso: string) => parseDay(iso)!;
@@ -90,22 +90,25 @@ describe("stream worker pieces", () => {
     expect(compareStreamIds("5-5", "5-5")).toBe(0);
   });
 
-  it("a record's ops: the metric change with the total the event script recorded, points with their totals", () => {
+  it("a record's local day for the worker: the zone's calendar at the record's instant, with its month", () => {
+    // 23:30 UTC on the day British Summer Time starts is 00:30 on the 30th in London.
     const at = String(Date.parse("2026-03-29T23:30:00Z"));
-    const record = decodeStreamRecord("1-0", ["k", "ev", "u", "ada", "t", at, "z", "Europe/London", "e", "lessons|3000000|id|8000000", "o", "c;p:xp:30:70:1:2;s:4"]);
-    expect(opsOf(record)).toEqual({
-      id: "1-0",
-      userId: "ada",
-      day: day("2026-03-30"),
-      month: (2026 - 1970) * 12 + 2,
-      ops: [
-        ["m:lessons", 3000000, 8000000, 1],
-        ["p:xp", 30, 70, 1],
-      ],
-    });
-    // A record written before events carried their total: the worker keeps the running total.
-    const older = decodeStreamRecord("2-0", ["k", "ev", "u", "ada", "t", at, "z", "Europe/London", "e", "lessons|3000000|id", "o", ""]);
-    expect(opsOf(older).ops).toEqual([["m:lessons", 3000000, "", 1]]);
+    expect(recordDayArgs(["1-0", at, "Europe/London", "2-0", at, "UTC"])).toEqual([
+      "1-0",
+      String(day("2026-03-30")),
+      String((2026 - 1970) * 12 + 2),
+      "2-0",
+      String(day("2026-03-29")),
+      String((2026 - 1970) * 12 + 2),
+    ]);
+  });
+
+  it("an event record's detail: with day and month, and as earlier versions wrote it", () => {
+    const at = String(Date.parse("2026-03-29T23:30:00Z"));
+    const record = (detail: string) => decodeStreamRecord("1-0", ["k", "ev", "u", "ada", "t", at, "z", "Europe/London", "e", detail, "o", ""]);
+    expect(eventDetail(record("lessons|3000000|id|20542|674|8000000"))).toEqual({ metricKey: "lessons", valueMicro: 3000000, eventId: "id", totalMicro: 8000000 });
+    expect(eventDetail(record("lessons|3000000|id|8000000"))).toEqual({ metricKey: "lessons", valueMicro: 3000000, eventId: "id", totalMicro: 8000000 });
+    expect(eventDetail(record("lessons|3000000|id"))).toEqual({ metricKey: "lessons", valueMicro: 3000000, eventId: "id", totalMicro: null });
   });
 
   it("merged tops: longest first, ties by user id descending in bytes", () => {

@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { boostDetail, decodeStreamRecord } from "../../domain/stream-record.js";
-import { StreamWorker, type Entry, type ShardStream } from "../stream-worker.js";
+import { StreamGroupConsumer, type Entry, type ShardStream } from "../stream-group.js";
 import type { Coalescer, CoalescedChange } from "./coalesce.js";
 import type { DeliveryJob, DeliveryQueue } from "./deliveries.js";
 import { boardParts, recordEvents, streamEventId } from "./kinds.js";
@@ -11,9 +11,9 @@ import type { Timeline } from "./timeline.js";
 
 /**
  * The webhook consumer: its own consumer group (`webhooks`) over the shard streams of every
- * tenant with an endpoint, beside the stream worker's `buckets` group. It reuses the stream
- * worker's reading, blocking loop, take-over of a crashed consumer's entries and drain(); only
- * what it does with a batch differs (process below).
+ * tenant with an endpoint, beside the stream worker's `buckets` group. The group's reading,
+ * blocking loop, take-over of a crashed consumer's entries and drain() are stream-group.ts's;
+ * what it does with a batch is process below.
  *
  * For each record: the events it stands for (kinds.ts), their payloads (payloads.ts), one
  * delivery job per subscribed endpoint queued with its deterministic id (deliveries.ts) or held
@@ -35,7 +35,7 @@ export interface TenantHooks {
   timeline: Timeline;
 }
 
-export class WebhookConsumer extends StreamWorker {
+export class WebhookConsumer extends StreamGroupConsumer {
   constructor(
     redis: Redis,
     private readonly hooks: ReadonlyMap<string, TenantHooks>,

@@ -1,0 +1,233 @@
+import { hostname } from "node:os";
+import type { Redis } from "ioredis";
+import type { Logger } from "pino";
+import type { CompiledTenant } from "../config/compiled.js";
+import { TenantKeys } from "../store/keys.js";
+import { loadLua } from "../store/lua-loader.js";
+import { runScript } from "../store/redis-script.js";
+import { compareStreamIds } from "./stream-ops.js";
+
+/**
+ * A consumer group over every shard stream ({t:s}:x) of the given tenants: the reading, the
+ * blocking loop, the take-over of a crashed consumer's entries and drain(). A subclass says what
+ * a batch does (process); the webhook consumer (webhooks/consumer.ts) is the one in use.
+ *
+ * At least once: process() acknowledges what it finished (acknowledge below, lua/ackStream-1.lua,
+ * which also trims the stream below what every reader has finished); a crash before that leaves
+ * the entries pending, and they are delivered again or taken over (XAUTOCLAIM) and processed
+ * again, so the effects of process() must be idempotent.
+ *
+ * The loop blocks on ONE dedicated connection (XREADGROUP BLOCK over all streams), so it costs
+ * nothing while idle. Tests and tools call drain(), which processes everything currently in
+ * the streams and returns, instead of waiting for the loop.
+ *
+ * Redis Cluster: one XREADGROUP cannot span slots; there the loop would read per node.
+ */
+const ackScript = loadLua("ackStream-1");
+
+export interface ShardStream {
+  tenantId: string;
+  shard: number;
+  key: string;
+  watermarks: string;
+  prefix: string;
+}
+
+export function shardStreams(tenants: readonly CompiledTenant[]): ShardStream[] {
+  return tenants.flatMap((tenant) => {
+    const keys = new TenantKeys(tenant.id);
+    return Array.from({ length: tenant.shards }, (_, shard) => ({
+      tenantId: tenant.id,
+      shard,
+      key: keys.stream(shard),
+      watermarks: keys.watermarks(shard),
+      prefix: keys.prefix(shard),
+    }));
+  });
+}
+
+export interface StreamGroupOptions {
+  redis: Redis;
+  tenants: readonly CompiledTenant[];
+  logger: Logger;
+  group: string;
+  /**
+   * Where a new group starts: "0" reads every record still in the streams, "$" only records
+   * written after the group was created (outbound events, issue 6).
+   * @default "0"
+   */
+  groupStart?: "0" | "$";
+  /** Unique per process. @default "<hostname>-<pid>" */
+  consumer?: string;
+  /** Entries per stream per read, and so per script call. @default 500 */
+  batchSize?: number;
+  /** How long one blocking read waits before the loop looks around again. @default 2000 */
+  blockMs?: number;
+  /** Pending entries of another consumer idle this long are taken over (a crashed worker). @default 30000 */
+  claimIdleMs?: number;
+  /** How often the loop retries its own pending entries and takes over idle ones. @default 10000 */
+  recoverEveryMs?: number;
+}
+
+export type Entry = [id: string, fields: string[] | null];
+type ReadReply = [key: string, entries: Entry[]][] | null;
+
+export abstract class StreamGroupConsumer {
+  readonly group: string;
+  readonly consumer: string;
+  private readonly streams: ShardStream[];
+  private readonly batchSize: number;
+  private groupsReady = false;
+  private blocking: Redis | null = null;
+  private loop: Promise<void> | null = null;
+  private stopping = false;
+
+  constructor(protected readonly opts: StreamGroupOptions) {
+    this.group = opts.group;
+    this.consumer = opts.consumer ?? `${hostname()}-${process.pid}`;
+    this.streams = shardStreams(opts.tenants);
+    this.batchSize = opts.batchSize ?? 100;
+  }
+
+  /** The group starts at 0 (the beginning of each stream) by default, so no record written before the worker first ran is missed. */
+  async ensureGroups(): Promise<void> {
+    if (this.groupsReady) return;
+    for (const s of this.streams) {
+      try {
+        await this.opts.redis.xgroup("CREATE", s.key, this.group, this.opts.groupStart ?? "0", "MKSTREAM");
+      } catch (err) {
+        if (!(err instanceof Error) || !err.message.startsWith("BUSYGROUP")) throw err;
+      }
+    }
+    this.groupsReady = true;
+  }
+
+  /**
+   * Processes everything currently in the streams, then returns the number of entries applied.
+   * It takes over every pending entry whatever its idle time (so it also finishes a crashed
+   * worker's batch): meant for tests and tools, not beside a running loop.
+   */
+  async drain(): Promise<number> {
+    await this.ensureGroups();
+    let applied = 0;
+    for (;;) {
+      let progress = 0;
+      for (const s of this.streams) {
+        const claimed = await this.claim(s, 0);
+        if (claimed.length > 0) {
+          const done = await this.process(s, claimed);
+          applied += done.applied;
+          progress += done.acked;
+        }
+      }
+      const fresh = await this.read(this.opts.redis, ">", null);
+      for (const [s, entries] of fresh) {
+        const done = await this.process(s, entries);
+        applied += done.applied;
+        progress += done.acked;
+      }
+      if (progress === 0) return applied;
+    }
+  }
+
+  /** Starts the blocking loop in the background; stop() ends it. */
+  start(): void {
+    if (this.loop) return;
+    this.stopping = false;
+    this.blocking = this.opts.redis.duplicate();
+    this.loop = this.run(this.blocking);
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    // A blocked XREADGROUP returns at once when its connection closes.
+    this.blocking?.disconnect();
+    await this.loop;
+    this.loop = null;
+    this.blocking = null;
+  }
+
+  private async run(blocking: Redis): Promise<void> {
+    const recoverEvery = this.opts.recoverEveryMs ?? 10_000;
+    let lastRecovery = 0;
+    while (!this.stopping) {
+      try {
+        await this.ensureGroups();
+        if (Date.now() - lastRecovery >= recoverEvery) {
+          await this.recover();
+          lastRecovery = Date.now();
+        }
+        for (const [s, entries] of await this.read(blocking, ">", this.opts.blockMs ?? 2000)) await this.process(s, entries);
+      } catch (err) {
+        if (this.stopping) break;
+        // NOGROUP after a Redis restart without its data: create the groups again.
+        this.groupsReady = false;
+        this.opts.logger.error({ err }, "stream worker: read or apply failed; retrying");
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+      }
+    }
+  }
+
+  /** Own pending entries (left by a gap or a failed call), then other consumers' idle ones. */
+  private async recover(): Promise<void> {
+    for (const [s, entries] of await this.read(this.opts.redis, "0", null)) await this.process(s, entries);
+    const idle = this.opts.claimIdleMs ?? 30_000;
+    for (const s of this.streams) {
+      const claimed = await this.claim(s, idle);
+      if (claimed.length > 0) await this.process(s, claimed);
+    }
+  }
+
+  /** XREADGROUP over every stream; `from` is ">" (new entries) or "0" (this consumer's pending ones). */
+  private async read(redis: Redis, from: ">" | "0", blockMs: number | null): Promise<[ShardStream, Entry[]][]> {
+    const block = blockMs === null ? [] : ["BLOCK", blockMs];
+    const reply = (await (redis.xreadgroup as (...args: unknown[]) => Promise<unknown>)(
+      "GROUP",
+      this.group,
+      this.consumer,
+      "COUNT",
+      this.batchSize,
+      ...block,
+      "STREAMS",
+      ...this.streams.map((s) => s.key),
+      ...this.streams.map(() => from),
+    )) as ReadReply;
+    if (!reply) return [];
+    const byKey = new Map(this.streams.map((s) => [s.key, s]));
+    return reply.filter(([, entries]) => entries.length > 0).map(([key, entries]) => [byKey.get(key)!, entries]);
+  }
+
+  /** Takes over pending entries idle at least `minIdleMs`, oldest first (XAUTOCLAIM). */
+  private async claim(s: ShardStream, minIdleMs: number): Promise<Entry[]> {
+    const out: Entry[] = [];
+    let cursor = "0-0";
+    do {
+      const [next, entries] = (await this.opts.redis.xautoclaim(s.key, this.group, this.consumer, minIdleMs, cursor, "COUNT", this.batchSize)) as [
+        string,
+        Entry[],
+      ];
+      out.push(...entries);
+      cursor = next;
+    } while (cursor !== "0-0" && out.length < this.batchSize);
+    return out;
+  }
+
+  /** The shard stream a user's records are in (tests, tools). */
+  streamOf(tenantId: string, shard: number): ShardStream {
+    return this.streams.find((s) => s.tenantId === tenantId && s.shard === shard)!;
+  }
+
+  /** Processes one shard's entries (ascending ids) and acknowledges what it finished. */
+  abstract process(s: ShardStream, entries: Entry[]): Promise<{ applied: number; acked: number }>;
+
+  /**
+   * lua/ackStream-1.lua: acknowledges the entries at or below `upTo` (and those deleted from the
+   * stream while pending, which carry no fields), then trims the stream. Later entries stay
+   * pending and are retried.
+   */
+  async acknowledge(s: ShardStream, entries: readonly Entry[], upTo: string | null): Promise<number> {
+    const ackIds = entries.filter(([id, fields]) => fields === null || (upTo !== null && compareStreamIds(id, upTo) <= 0)).map(([id]) => id);
+    if (ackIds.length > 0) await runScript(this.opts.redis, ackScript, [s.key], [this.group, ...ackIds]);
+    return ackIds.length;
+  }
+}
