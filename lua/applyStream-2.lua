@@ -32,7 +32,7 @@
        so that Redis still reports its lag), so the stream's trimming and GET /metrics read this
        worker's position as they read every group's; entries left pending in it by a worker of an
        earlier version are acknowledged (the watermark, not the group, says what is applied).
-       Then the stream is trimmed below what every group has finished (as lua/ackStream-1.lua).
+       Then the stream is trimmed below what every group has finished (stream/trim.lua).
 
   Bucket layout (src/domain/buckets.ts): zset {t:s}:b:<series>:<user>, one member per month
   (score = monthly period), member "day:count:change:total;..." with the days ascending.
@@ -50,6 +50,7 @@
          then per record that needs its day: id, ms, zone}
 ]]
 -- @include "stream/ids.lua"
+-- @include "stream/trim.lua"
 --@body
 local rcall = redis.call
 local stream, wmKey = KEYS[1], KEYS[2]
@@ -172,8 +173,7 @@ end
 
 if applied > 0 then
   rcall('HSET', wmKey, group, wm)
-  -- 4. The group follows the watermark; the stream is trimmed below every group's bound.
-  local bound = wm
+  -- 4. The group follows the watermark (after it, the trim sees it at the watermark too).
   for _, info in ipairs(rcall('XINFO', 'GROUPS', stream)) do
     local g = {}
     for k = 1, #info, 2 do g[info[k]] = info[k + 1] end
@@ -194,13 +194,9 @@ if applied > 0 then
       else
         rcall('XGROUP', 'SETID', stream, group, wm)
       end
-    else
-      local b = g['last-delivered-id']
-      if g['pending'] > 0 then b = rcall('XPENDING', stream, g['name'])[2] end
-      if idCompare(b, bound) < 0 then bound = b end
     end
   end
-  if bound ~= '0-0' then rcall('XTRIM', stream, 'MINID', bound) end
+  trimStream(stream, wm)
 end
 
 local reply = { applied, wm or false, (#records == n) and 1 or 0 }

@@ -75,8 +75,8 @@ type ReadReply = [key: string, entries: Entry[]][] | null;
 export abstract class StreamGroupConsumer {
   readonly group: string;
   readonly consumer: string;
-  private readonly streams: ShardStream[];
-  private readonly batchSize: number;
+  protected readonly streams: ShardStream[];
+  protected readonly batchSize: number;
   private groupsReady = false;
   private blocking: Redis | null = null;
   private loop: Promise<void> | null = null;
@@ -120,11 +120,11 @@ export abstract class StreamGroupConsumer {
           progress += done.acked;
         }
       }
-      const fresh = await this.read(this.opts.redis, ">", null);
-      for (const [s, entries] of fresh) {
+      const fresh = await this.readNew(this.opts.redis, null);
+      progress += fresh.read;
+      for (const [s, entries] of fresh.batches) {
         const done = await this.process(s, entries);
         applied += done.applied;
-        progress += done.acked;
       }
       if (progress === 0) return applied;
     }
@@ -157,7 +157,7 @@ export abstract class StreamGroupConsumer {
           await this.recover();
           lastRecovery = Date.now();
         }
-        for (const [s, entries] of await this.read(blocking, ">", this.opts.blockMs ?? 2000)) await this.process(s, entries);
+        for (const [s, entries] of (await this.readNew(blocking, this.opts.blockMs ?? 2000)).batches) await this.process(s, entries);
       } catch (err) {
         if (this.stopping) break;
         // NOGROUP after a Redis restart without its data: create the groups again.
@@ -178,15 +178,24 @@ export abstract class StreamGroupConsumer {
     }
   }
 
+  /**
+   * New records for this consumer: the batches process() gets, and how many records were read
+   * in all (a subclass may settle some in Redis without handing them to Node).
+   */
+  protected async readNew(redis: Redis, blockMs: number | null): Promise<{ batches: [ShardStream, Entry[]][]; read: number }> {
+    const batches = await this.read(redis, ">", blockMs);
+    return { batches, read: batches.reduce((n, [, entries]) => n + entries.length, 0) };
+  }
+
   /** XREADGROUP over every stream; `from` is ">" (new entries) or "0" (this consumer's pending ones). */
-  private async read(redis: Redis, from: ">" | "0", blockMs: number | null): Promise<[ShardStream, Entry[]][]> {
+  protected async read(redis: Redis, from: ">" | "0", blockMs: number | null, count = this.batchSize): Promise<[ShardStream, Entry[]][]> {
     const block = blockMs === null ? [] : ["BLOCK", blockMs];
     const reply = (await (redis.xreadgroup as (...args: unknown[]) => Promise<unknown>)(
       "GROUP",
       this.group,
       this.consumer,
       "COUNT",
-      this.batchSize,
+      count,
       ...block,
       "STREAMS",
       ...this.streams.map((s) => s.key),

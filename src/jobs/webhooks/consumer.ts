@@ -4,7 +4,9 @@ import { boostDetail, decodeStreamRecord } from "../../domain/stream-record.js";
 import { StreamGroupConsumer, type Entry, type ShardStream } from "../stream-group.js";
 import type { Coalescer, CoalescedChange } from "./coalesce.js";
 import type { DeliveryJob, DeliveryQueue } from "./deliveries.js";
-import { boardParts, recordEvents, streamEventId } from "./kinds.js";
+import { loadLua } from "../../store/lua-loader.js";
+import { runScript } from "../../store/redis-script.js";
+import { boardParts, recordEvents, streamEventId, wantedParts } from "./kinds.js";
 import { WEBHOOK_GROUP } from "./keys.js";
 import { recordPayloads, type PayloadContext } from "./payloads.js";
 import type { Timeline } from "./timeline.js";
@@ -35,7 +37,12 @@ export interface TenantHooks {
   timeline: Timeline;
 }
 
+const selectScript = loadLua("hookSelect-1");
+
 export class WebhookConsumer extends StreamGroupConsumer {
+  /** Per tenant, the outcome parts its endpoints' types need (kinds.ts WANTED_PARTS). */
+  private readonly wanted: Map<string, string[]>;
+
   constructor(
     redis: Redis,
     private readonly hooks: ReadonlyMap<string, TenantHooks>,
@@ -45,6 +52,27 @@ export class WebhookConsumer extends StreamGroupConsumer {
     // Small batches: a batch's deliveries are queued in one BullMQ MULTI per chunk, and a long
     // MULTI would hold Redis (and so the event path) for its whole length.
     super({ redis, tenants: [...hooks.values()].map((h) => h.ctx.tenant), logger, group: WEBHOOK_GROUP, groupStart: "$", batchSize: 100, ...opts });
+    this.wanted = new Map([...hooks].map(([tenantId, h]) => [tenantId, wantedParts(h.ctx.tenant.webhooks.flatMap((w) => [...w.events]))]));
+  }
+
+  /**
+   * New records, filtered in Redis (lua/hookSelect-1.lua): the records that can stand for no
+   * subscribed event are acknowledged there and never reach Node. Waiting is still one
+   * XREADGROUP BLOCK over every stream, for one record each: it says which streams moved (those
+   * records go to process() as read), and the select script reads on in each of them.
+   */
+  protected override async readNew(redis: Redis, blockMs: number | null): Promise<{ batches: [ShardStream, Entry[]][]; read: number }> {
+    const woke = blockMs === null ? [] : await this.read(redis, ">", blockMs, 1);
+    const batches = new Map<ShardStream, Entry[]>(woke);
+    let read = woke.length;
+    for (const s of blockMs === null ? this.streams : woke.map(([s]) => s)) {
+      const reply = (await runScript(this.opts.redis, selectScript, [s.key], [this.group, this.consumer, this.batchSize, ...this.wanted.get(s.tenantId)!])) as [number, ...(string | string[])[]];
+      read += reply[0];
+      const kept: Entry[] = [];
+      for (let i = 1; i + 1 < reply.length; i += 2) kept.push([reply[i] as string, reply[i + 1] as string[]]);
+      if (kept.length > 0) batches.set(s, [...(batches.get(s) ?? []), ...kept]);
+    }
+    return { batches: [...batches], read };
   }
 
   override async process(s: ShardStream, entries: Entry[]): Promise<{ applied: number; acked: number }> {

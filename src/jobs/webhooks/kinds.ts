@@ -37,6 +37,39 @@ export const WEBHOOK_EVENT_TYPES: readonly WebhookEventType[] = [
   "leaderboard.rank_changed",
 ];
 
+/**
+ * The outcome parts a record needs for recordEvents to give it an event of each type, as
+ * lua/hookSelect-1.lua names them: the consumer's read keeps, in Redis, only the records that
+ * have a part wanted by a subscribed type (and every "ub" record). null: events of the type come
+ * from the timeline (boosts via the "ub" records, leaderboard runs from the config), not from
+ * outcome parts. A test holds each type's parts against recordEvents (test/integration/webhooks.test.ts).
+ */
+export const WANTED_PARTS: Readonly<Record<WebhookEventType, string | null>> = {
+  "achievement.completed": "a",
+  "points.changed": "p",
+  "points.level_changed": "L",
+  "streak.extended": "s",
+  "streak.started": "S",
+  "streak.lost": "sl",
+  "streak.freeze_consumed": "fc",
+  "streak.freeze_earned": "fe",
+  "leaderboard.rank_changed": "b",
+  "points.boost_started": null,
+  "points.boost_finished": null,
+  "leaderboard.started": null,
+  "leaderboard.finished": null,
+};
+
+/** The wanted parts of a set of subscribed types, each once. */
+export function wantedParts(types: Iterable<string>): string[] {
+  const parts = new Set<string>();
+  for (const type of types) {
+    const part = WANTED_PARTS[type as WebhookEventType];
+    if (part) parts.add(part);
+  }
+  return [...parts];
+}
+
 export interface BoardPart {
   boardKey: string;
   run: number;
