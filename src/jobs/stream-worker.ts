@@ -154,13 +154,17 @@ export class StreamWorker {
         await this.ensureGroups();
         const reply = (await blocking.xread("COUNT", 1, "BLOCK", this.opts.blockMs ?? 2000, "STREAMS", ...seen.keys(), ...seen.values())) as [string, unknown[]][] | null;
         let stuck = false;
-        for (const [key] of reply ?? []) {
-          const { applied, watermark } = await this.catchUp(byKey.get(key)!);
-          // No progress past a watermark already known: a record the script cannot apply yet;
-          // pause instead of spinning on XREAD, which answers at once while it is there.
-          if (applied === 0 && (watermark ?? "0-0") === seen.get(key)) stuck = true;
-          seen.set(key, watermark ?? "0-0");
-        }
+        // The moved shards at once: their calls share round trips instead of queueing one by one
+        // behind the service's traffic on this process's event loop.
+        await Promise.all(
+          (reply ?? []).map(async ([key]) => {
+            const { applied, watermark } = await this.catchUp(byKey.get(key)!);
+            // No progress past a watermark already known: a record the script cannot apply yet;
+            // pause instead of spinning on XREAD, which answers at once while it is there.
+            if (applied === 0 && (watermark ?? "0-0") === seen.get(key)) stuck = true;
+            seen.set(key, watermark ?? "0-0");
+          }),
+        );
         if (stuck) await new Promise((resolve) => setTimeout(resolve, 1000));
       } catch (err) {
         if (this.stopping) break;

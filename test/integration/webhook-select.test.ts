@@ -41,9 +41,14 @@ async function kept(outcomes: [kind: string, outcome: string][], wanted: string[
   const key = `{sel-${Math.random().toString(36).slice(2)}:0}:x`;
   await redis.xgroup("CREATE", key, "webhooks", "$", "MKSTREAM");
   for (const [kind, outcome] of outcomes) await redis.xadd(key, "*", ...fieldsOf(kind, outcome));
-  const reply = (await runScript(redis, select, [key], ["webhooks", "c1", 100, ...wanted])) as [number, ...(string | string[])[]];
+  const reply = (await runScript(redis, select, [key], ["webhooks", "c1", 100, ...wanted])) as [number, string, ...(string | string[])[]];
   const keptOutcomes: string[] = [];
-  for (let i = 1; i < reply.length; i += 2) keptOutcomes.push((reply[i + 1] as string[]).at(-1)!);
+  for (let i = 2; i < reply.length; i += 2) keptOutcomes.push((reply[i + 1] as string[]).at(-1)!);
+  // The group's position for the consumer's wait: the last record read, or where the group was when none was.
+  const lastAdded = (await redis.xrevrange(key, "+", "-", "COUNT", 1))[0]![0];
+  expect(reply[1]).toBe(lastAdded);
+  const again = (await runScript(redis, select, [key], ["webhooks", "c1", 100, ...wanted])) as [number, string];
+  expect(again.slice(0, 2)).toEqual([0, lastAdded]);
   const pending = ((await redis.xpending(key, "webhooks")) as [number])[0];
   await redis.del(key);
   return { read: reply[0], kept: keptOutcomes, pending };

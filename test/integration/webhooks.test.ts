@@ -352,3 +352,19 @@ describe("the admin API", () => {
     expect((await t.call("POST", "/admin/v1/webhooks/deliveries/replay", { ids: ["a"], status: "dead" }, admin)).status).toBe(400);
   });
 });
+
+describe("the consumer's own loop (as the service runs it)", () => {
+  it("wakes on a new record (XREAD BLOCK, nothing delivered to the group by the wait), delivers its events, and stops at once", async () => {
+    const consumer = t.app.webhooks!.consumer!;
+    consumer.start();
+    try {
+      expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "looped", tz: "UTC" }, value: 1 })).status).toBe(201);
+      // Another part of the service does the work: wait for its effect (bounded by waitFor), not for a time.
+      const got = await receiver.waitFor(1, of("achievement.completed", "looped"));
+      expect(got[0]!.body).toMatchObject({ type: "achievement.completed", user: { id: "looped" } });
+    } finally {
+      await consumer.stop();
+    }
+    expect(await t.app.webhooks!.drain()).toBe(0);
+  });
+});

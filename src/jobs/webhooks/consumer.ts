@@ -42,6 +42,8 @@ const selectScript = loadLua("hookSelect-1");
 export class WebhookConsumer extends StreamGroupConsumer {
   /** Per tenant, the outcome parts its endpoints' types need (kinds.ts WANTED_PARTS). */
   private readonly wanted: Map<string, string[]>;
+  /** Per stream, the group's last delivered id as the select script last saw it: where the loop waits from. */
+  private readonly seen = new Map<ShardStream, string>();
 
   constructor(
     redis: Redis,
@@ -57,22 +59,31 @@ export class WebhookConsumer extends StreamGroupConsumer {
 
   /**
    * New records, filtered in Redis (lua/hookSelect-1.lua): the records that can stand for no
-   * subscribed event are acknowledged there and never reach Node. Waiting is still one
-   * XREADGROUP BLOCK over every stream, for one record each: it says which streams moved (those
-   * records go to process() as read), and the select script reads on in each of them.
+   * subscribed event are acknowledged there and never reach Node. Waiting is one XREAD BLOCK
+   * over every stream from the group's last known position, for one entry each: it delivers
+   * nothing to the group and only says which streams moved; the select script reads those.
    */
   protected override async readNew(redis: Redis, blockMs: number | null): Promise<{ batches: [ShardStream, Entry[]][]; read: number }> {
-    const woke = blockMs === null ? [] : await this.read(redis, ">", blockMs, 1);
-    const batches = new Map<ShardStream, Entry[]>(woke);
-    let read = woke.length;
-    for (const s of blockMs === null ? this.streams : woke.map(([s]) => s)) {
-      const reply = (await runScript(this.opts.redis, selectScript, [s.key], [this.group, this.consumer, this.batchSize, ...this.wanted.get(s.tenantId)!])) as [number, ...(string | string[])[]];
-      read += reply[0];
-      const kept: Entry[] = [];
-      for (let i = 1; i + 1 < reply.length; i += 2) kept.push([reply[i] as string, reply[i + 1] as string[]]);
-      if (kept.length > 0) batches.set(s, [...(batches.get(s) ?? []), ...kept]);
+    let shards = this.streams;
+    if (blockMs !== null) {
+      const moved = (await redis.xread("COUNT", 1, "BLOCK", blockMs, "STREAMS", ...this.streams.map((s) => s.key), ...this.streams.map((s) => this.seen.get(s) ?? "0-0"))) as [string, unknown[]][] | null;
+      const keys = new Set((moved ?? []).map(([key]) => key));
+      shards = this.streams.filter((s) => keys.has(s.key));
     }
-    return { batches: [...batches], read };
+    // All shards' calls at once: one round trip, not one per shard behind the service's traffic.
+    const replies = await Promise.all(
+      shards.map((s) => runScript(this.opts.redis, selectScript, [s.key], [this.group, this.consumer, this.batchSize, ...this.wanted.get(s.tenantId)!]) as Promise<[number, string, ...(string | string[])[]]>),
+    );
+    let read = 0;
+    const batches: [ShardStream, Entry[]][] = [];
+    replies.forEach(([count, last, ...flat], k) => {
+      read += count;
+      this.seen.set(shards[k]!, last);
+      const kept: Entry[] = [];
+      for (let i = 0; i + 1 < flat.length; i += 2) kept.push([flat[i] as string, flat[i + 1] as string[]]);
+      if (kept.length > 0) batches.push([shards[k]!, kept]);
+    });
+    return { batches, read };
   }
 
   override async process(s: ShardStream, entries: Entry[]): Promise<{ applied: number; acked: number }> {
