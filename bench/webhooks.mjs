@@ -6,6 +6,9 @@
 // Phases, each a warm-up and a measured run of the events workload of bench/run.mjs:
 //   events               the service on config/demo.yaml, LAUREL_WORKER=off (the core figure)
 //   events, worker on    the same with its stream worker on (the default), without webhooks
+//   events + webhooks (quiet endpoint)   demo.yaml plus one endpoint subscribed to a type the demo
+//                        tenant never emits (streak.freeze_earned: it has no freezes): the cost of
+//                        the consumer alone, every record read and filtered, nothing delivered
 //   events + webhooks (milestones)   the service on demo.yaml plus one endpoint subscribed to
 //                        the milestone types (level changes, achievements, streak start and loss),
 //                        its stream worker and webhook consumer on (the default), the deliveries
@@ -143,6 +146,7 @@ async function main() {
   receiverUrl = `http://127.0.0.1:${receiverPort}`;
   const everyType = webhookConfig(`${receiverUrl}/hooks`, TYPES, "every-type");
   const milestones = webhookConfig(`${receiverUrl}/hooks`, MILESTONES, "milestones");
+  const quiet = webhookConfig(`${receiverUrl}/hooks`, ["streak.freeze_earned"], "quiet");
   const { hostname, port } = new URL(redisServer.url);
   const queue = new Queue("laurel-hooks-demo", { connection: { host: hostname, port: Number(port) }, prefix: "{laurel-jobs}" });
 
@@ -156,6 +160,10 @@ async function main() {
   service = await startService("service+worker", env);
   phases.worker = await measure("events, worker on", service, queue, true);
   await stop("service+worker");
+
+  service = await startService("service+quiet", { ...env, LAUREL_CONFIG: quiet });
+  phases.quiet = await measure("events + webhooks (quiet endpoint)", service, queue, true);
+  await stop("service+quiet");
 
   service = await startService("service+milestones", { ...env, LAUREL_CONFIG: milestones });
   phases.milestones = await measure("events + webhooks (milestones)", service, queue, true);
@@ -177,6 +185,7 @@ async function main() {
   const rows = [
     ["events", phases.events],
     ["events, worker on", phases.worker],
+    ["events + webhooks (quiet endpoint)", phases.quiet],
     ["events + webhooks (milestones)", phases.milestones],
     ["events + webhooks (every type)", phases.webhooks],
     ["events + webhooks (every type), worker apart", phases.webhooksApart],
@@ -184,7 +193,7 @@ async function main() {
   for (const [name, p] of rows) {
     const c = p.cpuPercent;
     const d = p.delivery;
-    const delivered = d ? `${d.received} (${d.distinctIds})` : "";
+    const delivered = d ? `${d.received} (${d.distinctIds}), ${(d.received / p.requests).toFixed(3)} per request` : "";
     const lag = d ? `${d.atStop.buckets} / ${d.atStop.records} / ${d.atStop.jobs}, ${d.seconds.toFixed(1)} s` : "";
     const sustained = `${Math.round(p.sustainedRps)} (${(p.sustainedRps / phases.events.rps).toFixed(2)})`;
     console.log(`| ${name} | ${Math.round(p.rps)} | ${p.p50} / ${p.p99} | ${ratio(p, phases.events)} | ${ratio(p, phases.worker)} | ${sustained} | ${c.server.toFixed(0)} / ${c.redis.toFixed(0)} / ${c.loadGenerator.toFixed(0)} | ${p.non2xx} / ${p.errors} | ${delivered} | ${lag} |`);

@@ -128,11 +128,12 @@ for r = 1, #records do
   local kind, outcome = f.k, f.o or ''
   local metric, value, total, day, month
   if kind == 'ev' then
-    metric, value, day, month, total = string.match(f.e, '^([^|]*)|([^|]*)|[^|]*|([^|]*)|([^|]*)|([^|]*)$')
+    local detail = f.e or ''
+    metric, value, day, month, total = string.match(detail, '^([^|]*)|([^|]*)|[^|]*|([^|]*)|([^|]*)|([^|]*)$')
     if not metric then
       -- Written before records carried the day: "metric|value|eventId|total", or without the total.
-      metric, value, total = string.match(f.e, '^([^|]*)|([^|]*)|[^|]*|([^|]*)$')
-      if not metric then metric, value = string.match(f.e, '^([^|]*)|([^|]*)') end
+      metric, value, total = string.match(detail, '^([^|]*)|([^|]*)|[^|]*|([^|]*)$')
+      if not metric then metric, value = string.match(detail, '^([^|]*)|([^|]*)') end
     end
   end
   local hasPoints = string.find(outcome, 'p:', 1, true)
