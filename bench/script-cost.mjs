@@ -5,7 +5,9 @@
 // redis-server do not drift: the same build, data and requests give the same count within a
 // fraction of a percent, whatever else the machine does. So this bench runs redis-server under
 // `valgrind --tool=callgrind` (instrumentation off until the measured phase), starts the service
-// on it, seeds users, then counts what Redis executes for a fixed sequence of events, per metric.
+// on it, seeds users, then counts what Redis executes for a fixed sequence of events, per metric;
+// then per stream record, the stream worker's apply script and the webhook consumer's filter (for
+// an endpoint subscribed to the milestone types) over every record the run wrote.
 // Instructions are not time (cache misses are not counted, and the zset commands' misses are
 // most of their cost under load), but a change that saves instructions saves Redis CPU.
 //
@@ -22,7 +24,10 @@ import { Redis } from "ioredis";
 import { pino } from "pino";
 import { loadConfigFile } from "../dist/config/load.js";
 import { freePort } from "../dist/embedded-redis.js";
-import { StreamWorker } from "../dist/jobs/stream-worker.js";
+import { shardStreams, StreamWorker } from "../dist/jobs/stream-worker.js";
+import { wantedParts } from "../dist/jobs/webhooks/kinds.js";
+import { loadLua } from "../dist/store/lua-loader.js";
+import { runScript } from "../dist/store/redis-script.js";
 import { Children, runBench } from "./processes.mjs";
 import { eventBody, seedUsers } from "./workload.mjs";
 
@@ -116,7 +121,7 @@ async function measureConfig(config) {
       inside,
     });
   }
-  rows.push(await measureStreamWorker(config, redis));
+  rows.push(...(await measureStreamWorker(config, redis)));
   redis.redis.disconnect();
   await children.stopAll();
   await redis.stop();
@@ -139,10 +144,14 @@ function commandCounts(after, before, scripts) {
 /**
  * The stream worker (issue 6's cost): one StreamWorker in this process drains every record the
  * seed and the phases wrote (the service runs with LAUREL_WORKER=off); instructions per record,
- * all of Redis (XREADGROUP, the apply and ack scripts, XACK).
+ * all of Redis (the apply script and what it calls). A `webhooks` group created at the start of
+ * each stream first holds the records for the second row.
  */
 async function measureStreamWorker(config, redis) {
-  const worker = new StreamWorker({ redis: redis.redis, tenants: loadConfigFile(config), logger: pino({ level: "silent" }) });
+  const tenants = loadConfigFile(config);
+  const streams = shardStreams(tenants);
+  for (const s of streams) await redis.redis.xgroup("CREATE", s.key, "webhooks", "0", "MKSTREAM");
+  const worker = new StreamWorker({ redis: redis.redis, tenants, logger: pino({ level: "silent" }) });
   const before = await redis.redis.info("commandstats");
   control(redis.pid, "-z");
   control(redis.pid, "-i", "on");
@@ -151,7 +160,38 @@ async function measureStreamWorker(config, redis) {
   control(redis.pid, "-d");
   const after = await redis.redis.info("commandstats");
   const d = readDump(redis.dir, ["luaCallFunction", "scriptCall", "mp_unpack", "mp_pack"]);
-  return { config, metric: `stream worker (${records} records)`, perRequest: d.total / records, perScript: d.luaCallFunction / records, commands: d.scriptCall / records, msgpack: (d.mp_unpack + d.mp_pack) / records, inside: commandCounts(after, before, records) };
+  return [
+    { config, metric: `stream worker (${records} records)`, perRequest: d.total / records, perScript: d.luaCallFunction / records, commands: d.scriptCall / records, msgpack: (d.mp_unpack + d.mp_pack) / records, inside: commandCounts(after, before, records) },
+    await measureWebhookFilter(config, redis, streams),
+  ];
+}
+
+/**
+ * The webhook consumer's read (lua/hookSelect-1.lua) over the same records, for an endpoint
+ * subscribed to the milestone types (as bench/webhooks.mjs): instructions per record read, of
+ * which only the kept records would reach Node. The kept ones stay pending (nothing delivers here).
+ */
+async function measureWebhookFilter(config, redis, streams) {
+  const wanted = wantedParts(["points.level_changed", "achievement.completed", "streak.started", "streak.lost", "streak.freeze_consumed"]);
+  const select = loadLua("hookSelect-1");
+  const before = await redis.redis.info("commandstats");
+  control(redis.pid, "-z");
+  control(redis.pid, "-i", "on");
+  let read = 0;
+  let kept = 0;
+  for (const s of streams) {
+    for (;;) {
+      const reply = await runScript(redis.redis, select, [s.key], ["webhooks", "cost", 100, ...wanted]);
+      read += reply[0];
+      kept += (reply.length - 2) / 2;
+      if (reply[0] === 0) break;
+    }
+  }
+  control(redis.pid, "-i", "off");
+  control(redis.pid, "-d");
+  const after = await redis.redis.info("commandstats");
+  const d = readDump(redis.dir, ["luaCallFunction", "scriptCall", "mp_unpack", "mp_pack"]);
+  return { config, metric: `webhook filter, milestones (${read} records, ${kept} kept)`, perRequest: d.total / read, perScript: d.luaCallFunction / read, commands: d.scriptCall / read, msgpack: 0, inside: commandCounts(after, before, read) };
 }
 
 function scriptCalls(info) {
