@@ -17,9 +17,10 @@ import { compareStreamIds } from "./stream-ops.js";
  * the entries pending, and they are delivered again or taken over (XAUTOCLAIM) and processed
  * again, so the effects of process() must be idempotent.
  *
- * The loop blocks on ONE dedicated connection (XREADGROUP BLOCK over all streams), so it costs
- * nothing while idle. Tests and tools call drain(), which processes everything currently in
- * the streams and returns, instead of waiting for the loop.
+ * The loop blocks on ONE dedicated connection, so it costs nothing while idle: by default an
+ * XREADGROUP BLOCK over all streams; a subclass may read otherwise (readNew; the webhook consumer
+ * waits with XREAD and reads through a filter script). Tests and tools call drain(), which
+ * processes everything currently in the streams and returns, instead of waiting for the loop.
  *
  * Redis Cluster: one XREADGROUP cannot span slots; there the loop would read per node.
  */
@@ -59,7 +60,7 @@ export interface StreamGroupOptions {
   groupStart?: "0" | "$";
   /** Unique per process. @default "<hostname>-<pid>" */
   consumer?: string;
-  /** Entries per stream per read, and so per script call. @default 500 */
+  /** Entries per stream per read. @default 100 */
   batchSize?: number;
   /** How long one blocking read waits before the loop looks around again. @default 2000 */
   blockMs?: number;
@@ -163,7 +164,7 @@ export abstract class StreamGroupConsumer {
         if (this.stopping) break;
         // NOGROUP after a Redis restart without its data: create the groups again.
         this.groupsReady = false;
-        this.opts.logger.error({ err }, "stream worker: read or apply failed; retrying");
+        this.opts.logger.error({ err, group: this.group }, "stream consumer: read or process failed; retrying");
         await new Promise((resolve) => setTimeout(resolve, 1000));
       }
     }
