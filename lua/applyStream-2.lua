@@ -65,7 +65,7 @@ local records
 if wm then records = rcall('XRANGE', stream, '(' .. wm, '+', 'COUNT', n) else records = rcall('XRANGE', stream, '-', '+', 'COUNT', n) end
 
 -- key → {orig = member as read | nil, month, head = the month's earlier days (string),
---        cur = {day, count, change, total} the latest day, done = {{month, member}...}}
+--        cur = {day, count, change, total} the latest day, done = {{month, member}...} | nil}
 local series, touched = {}, {}
 
 local function fmt(b)
@@ -75,7 +75,7 @@ end
 local function bucketOf(key)
   local b = series[key]
   if b then return b end
-  b = { done = {}, head = '' }
+  b = { head = '' }
   local latest = rcall('ZREVRANGE', key, 0, 0, 'WITHSCORES')
   if latest[1] then
     b.orig, b.month = latest[1], latest[2]
@@ -109,26 +109,34 @@ local function add(key, day, month, change, total)
   if cur and month == b.month then
     b.head = member(b)
   else
-    if cur then b.done[#b.done + 1] = { b.month, member(b) } end
+    if cur then
+      b.done = b.done or {}
+      b.done[#b.done + 1] = { b.month, member(b) }
+    end
     b.head, b.month = '', month
   end
   b.cur = { day, 1, change, after }
 end
 
--- A record's fields by name (every writer XADDs k, u, t, z, e, o; the loop does not rely on it).
+-- A record's fields by name. Every writer XADDs k, u, t, z, e, o in this order, so they are
+-- read by position when the names are where they should be (a table per record costs ~4k
+-- instructions); by name otherwise.
 local function fieldsOf(flat)
+  if flat[11] == 'o' and flat[9] == 'e' and flat[3] == 'u' and flat[1] == 'k' then
+    return flat[2], flat[4], flat[6], flat[8], flat[10], flat[12]
+  end
   local f = {}
   for j = 1, #flat, 2 do f[flat[j]] = flat[j + 1] end
-  return f
+  return f.k, f.u, f.t, f.z, f.e, f.o
 end
 
 local applied, stopAt = 0, nil
 for r = 1, #records do
-  local f = fieldsOf(records[r][2])
-  local kind, outcome = f.k, f.o or ''
+  local kind, user, _, _, detail, outcome = fieldsOf(records[r][2])
+  outcome = outcome or ''
   local metric, value, total, day, month
   if kind == 'ev' then
-    local detail = f.e or ''
+    detail = detail or ''
     metric, value, day, month, total = string.match(detail, '^([^|]*)|([^|]*)|[^|]*|([^|]*)|([^|]*)|([^|]*)$')
     if not metric then
       -- Written before records carried the day: "metric|value|eventId|total", or without the total.
@@ -147,10 +155,10 @@ for r = 1, #records do
       day, month = ARGV[h + 1], ARGV[h + 2]
     end
     day = tonumber(day)
-    if metric then add(prefix .. 'b:m:' .. metric .. ':' .. f.u, day, month, tonumber(value), total and tonumber(total)) end
+    if metric then add(prefix .. 'b:m:' .. metric .. ':' .. user, day, month, tonumber(value), total and tonumber(total)) end
     if hasPoints then
       for sys, added, after in string.gmatch(outcome, 'p:([^:;]*):([^:;]*):([^:;]*)') do
-        add(prefix .. 'b:p:' .. sys .. ':' .. f.u, day, month, tonumber(added), tonumber(after))
+        add(prefix .. 'b:p:' .. sys .. ':' .. user, day, month, tonumber(added), tonumber(after))
       end
     end
   end
@@ -162,14 +170,18 @@ for t = 1, #touched do
   local key = touched[t]
   local b = series[key]
   if b.orig then rcall('ZREM', key, b.orig) end
-  local args = {}
-  for d = 1, #b.done do
-    args[#args + 1] = b.done[d][1]
-    args[#args + 1] = b.done[d][2]
+  if b.done then
+    local args = {}
+    for d = 1, #b.done do
+      args[#args + 1] = b.done[d][1]
+      args[#args + 1] = b.done[d][2]
+    end
+    args[#args + 1] = b.month
+    args[#args + 1] = member(b)
+    rcall('ZADD', key, unpack(args))
+  else
+    rcall('ZADD', key, b.month, member(b))
   end
-  args[#args + 1] = b.month
-  args[#args + 1] = member(b)
-  rcall('ZADD', key, unpack(args))
 end
 
 if applied > 0 then
@@ -204,11 +216,11 @@ local reply = { applied, wm or false, (#records == n) and 1 or 0 }
 if stopAt then
   for r = stopAt, #records do
     local id = records[r][1]
-    local f = fieldsOf(records[r][2])
-    if not hints[id] and (f.k == 'ev' or string.find(f.o or '', 'p:', 1, true)) then
+    local kind, _, ms, zone, _, outcome = fieldsOf(records[r][2])
+    if not hints[id] and (kind == 'ev' or string.find(outcome or '', 'p:', 1, true)) then
       reply[#reply + 1] = id
-      reply[#reply + 1] = f.t
-      reply[#reply + 1] = f.z or 'UTC'
+      reply[#reply + 1] = ms
+      reply[#reply + 1] = zone or 'UTC'
     end
   end
 end

@@ -74,9 +74,15 @@ end
 local reply, done = { #entries, last or '0-0' }, {}
 for e = 1, #entries do
   local fields = entries[e][2]
-  local kind, outcome = nil, ''
-  for j = 1, #fields, 2 do
-    if fields[j] == 'k' then kind = fields[j + 1] elseif fields[j] == 'o' then outcome = fields[j + 1] end
+  -- Every writer XADDs k, u, t, z, e, o in this order: read by position when the names are there.
+  local kind, outcome
+  if fields[1] == 'k' and fields[11] == 'o' then
+    kind, outcome = fields[2], fields[12]
+  else
+    outcome = ''
+    for j = 1, #fields, 2 do
+      if fields[j] == 'k' then kind = fields[j + 1] elseif fields[j] == 'o' then outcome = fields[j + 1] end
+    end
   end
   if kind == 'ub' or wanted(';' .. outcome .. ';') then
     reply[#reply + 1] = entries[e][1]

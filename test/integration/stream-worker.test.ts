@@ -99,6 +99,17 @@ describe("stream worker", () => {
     expect(await today("legacy")).toEqual({ date: "2026-06-01", total: 5, change: 5 });
   });
 
+  it("reads a record's fields by name when they are not in the writers' order", async () => {
+    await lesson("order-free", 1);
+    await bucketWorker(t).drain();
+    const ms = String(Date.parse("2026-06-01T12:00:00Z"));
+    const day = String(Math.floor(Date.parse("2026-06-01T00:00:00Z") / 86_400_000));
+    await t.redis.xadd(streamKey, "*", "o", "p:xp:10:20:0:0", "u", "order-free", "e", `lessons|1000000|00000000-0000-4000-8000-000000000002|${day}|${(2026 - 1970) * 12 + 5}|2000000`, "k", "ev", "z", "UTC", "t", ms);
+    expect(await bucketWorker(t).drain()).toBe(1);
+    expect(await today("order-free")).toEqual({ date: "2026-06-01", total: 2, change: 2 });
+    expect(await summary("order-free", "xp", "2026-06-01")).toEqual({ date: "2026-06-01", total: 20, change: 20 });
+  });
+
   it("entries an earlier version's worker left pending in the group (it died holding them) are applied once and acknowledged", async () => {
     for (let i = 0; i < 3; i++) await lesson("crash");
     expect(await readAs("dead-worker")).toHaveLength(3);

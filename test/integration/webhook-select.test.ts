@@ -81,6 +81,18 @@ describe("webhook consumer's filter in Redis", () => {
     expect((await kept([["ev", "p:xp:10:10:0:0"], ["ev", "a:x"]], ["a"])).kept).toEqual(["a:x"]);
   });
 
+  it("reads a record's kind and parts by name when its fields are not in the writers' order", async () => {
+    const key = `{sel-${Math.random().toString(36).slice(2)}:0}:x`;
+    await redis.xgroup("CREATE", key, "webhooks", "$", "MKSTREAM");
+    await redis.xadd(key, "*", "o", "a:first-lesson", "k", "ev", "u", "ada", "t", "1780000000000", "z", "UTC", "e", "detail");
+    await redis.xadd(key, "*", "o", "p:xp:10:10:0:0", "k", "ev", "u", "ada", "t", "1780000000000", "z", "UTC", "e", "detail");
+    const reply = (await runScript(redis, select, [key], ["webhooks", "c1", 100, "a"])) as [number, string, ...(string | string[])[]];
+    await redis.del(key);
+    expect(reply[0]).toBe(2);
+    expect(reply.length).toBe(4);
+    expect(reply[3]).toContain("a:first-lesson");
+  });
+
   it("always keeps a user boost's record (its boundaries go on the timeline), whatever is subscribed", async () => {
     expect((await kept([["ub", ""], ["ev", "p:xp:10:10:0:0"]], [])).kept).toEqual([""]);
   });
