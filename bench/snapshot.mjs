@@ -4,7 +4,8 @@
 // counted under their own names), so the evalsha delta is the cost of the phase's script.
 import { cpuSeconds } from "./processes.mjs";
 
-export async function snapshot(redis, serverPid) {
+/** `others`: more processes whose CPU a bench reports, by name ({receiver: pid}). */
+export async function snapshot(redis, serverPid, others = {}) {
   const [commandstats, cpu] = await Promise.all([redis.info("commandstats"), redis.info("cpu")]);
   return {
     at: performance.now(),
@@ -12,6 +13,7 @@ export async function snapshot(redis, serverPid) {
     redisCpu: infoNumber(cpu, "used_cpu_user") + infoNumber(cpu, "used_cpu_sys"),
     serverCpu: cpuSeconds(serverPid),
     loadCpu: selfCpuSeconds(),
+    othersCpu: Object.fromEntries(Object.entries(others).map(([name, pid]) => [name, cpuSeconds(pid)])),
   };
 }
 
@@ -34,6 +36,7 @@ export function delta(before, after) {
       server: pct(after.serverCpu - before.serverCpu),
       redis: pct(after.redisCpu - before.redisCpu),
       loadGenerator: pct(after.loadCpu - before.loadCpu),
+      ...Object.fromEntries(Object.entries(after.othersCpu ?? {}).map(([name, cpu]) => [name, pct(cpu - before.othersCpu[name])])),
     },
   };
 }

@@ -24,6 +24,10 @@
 // consumer get the event loop only when HTTP leaves it, so req/s alone counts their work as free
 // when it was only deferred.
 //
+// BENCH_PAIRS=n (default 0): then n alternated pairs of "events" (worker off) and "events +
+// webhooks (milestones)" (worker and consumer on), each sustained, and the median ratio: the
+// single phases drift by a third from run to run on a shared VM, alternated pairs much less.
+//
 // Environment: BENCH_DURATION, BENCH_WARMUP, BENCH_CONNECTIONS, BENCH_USERS (default 20000),
 // BENCH_JSON, as for bench/run.mjs.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -43,6 +47,7 @@ const dir = mkdtempSync(join(tmpdir(), "laurel-bench-hooks-"));
 let redisServer = null;
 let redis = null;
 let receiverUrl = null;
+let receiverPid = null;
 
 async function cleanup() {
   redis?.disconnect();
@@ -88,9 +93,10 @@ async function measure(name, server, queue, withWorker) {
   await load(server.url, requests, { connections: config.connections, duration: config.warmup });
   if (withWorker) await drainBacklog(queue);
   if (receiverUrl) await (await fetch(`${receiverUrl}/reset`)).arrayBuffer();
-  const before = await snapshot(redis, server.pid);
+  // The receiver shares the box: its CPU is the bench's, not Laurel's, and is reported apart.
+  const before = await snapshot(redis, server.pid, { receiver: receiverPid });
   const result = await load(server.url, requests, { connections: config.connections, duration: config.duration });
-  const change = delta(before, await snapshot(redis, server.pid));
+  const change = delta(before, await snapshot(redis, server.pid, { receiver: receiverPid }));
   console.log(`${Math.round(result.rps)} req/s (p50 ${result.p50} ms, p99 ${result.p99} ms)`);
   const phase = { ...result, cpuPercent: change.cpuPercent, redisCommands: change.commands.fcall?.calls ?? 0 };
   if (withWorker) {
@@ -142,7 +148,7 @@ async function main() {
   redis = new Redis(redisServer.url);
   const env = { REDIS_URL: redisServer.url, LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" };
   const receiverPort = await freePort();
-  await children.start("receiver", "node", ["bench/receiver.mjs"], { PORT: String(receiverPort) }, `http://127.0.0.1:${receiverPort}/ping`);
+  receiverPid = (await children.start("receiver", "node", ["bench/receiver.mjs"], { PORT: String(receiverPort) }, `http://127.0.0.1:${receiverPort}/ping`)).pid;
   receiverUrl = `http://127.0.0.1:${receiverPort}`;
   const everyType = webhookConfig(`${receiverUrl}/hooks`, TYPES, "every-type");
   const milestones = webhookConfig(`${receiverUrl}/hooks`, MILESTONES, "milestones");
@@ -177,10 +183,24 @@ async function main() {
   const workerPid = (await children.start("worker", "node", ["dist/worker.js"], { ...env, LAUREL_CONFIG: everyType }, `${service.url}/healthz`)).pid;
   phases.webhooksApart = await measure("events + webhooks (every type), worker apart", service, queue, true);
   phases.webhooksApart.workerPid = workerPid;
+  await stop("service+webhooks-apart");
+  await stop("worker");
+
+  const pairs = [];
+  for (let i = 0; i < Number(process.env.BENCH_PAIRS ?? 0); i++) {
+    service = await startService("pair-events", { ...env, LAUREL_WORKER: "off" });
+    const off = await measure(`pair ${i + 1}: events`, service, queue, false);
+    await stop("pair-events");
+    service = await startService("pair-milestones", { ...env, LAUREL_CONFIG: milestones });
+    const on = await measure(`pair ${i + 1}: events + webhooks (milestones)`, service, queue, true);
+    await stop("pair-milestones");
+    pairs.push({ events: off.sustainedRps, milestones: on.sustainedRps, deliveriesPerRequest: on.delivery.received / on.requests, ratio: on.sustainedRps / off.sustainedRps });
+  }
+  phases.pairs = pairs;
   await queue.close();
 
   const ratio = (p, base) => (p.rps / base.rps).toFixed(2);
-  console.log("\n| phase | req/s | p50 / p99 ms | ÷ events | ÷ worker on | sustained req/s (÷ events) | CPU % server / redis / load | non-2xx / errors | deliveries (distinct ids) | left at stop: bucket records / webhook records / jobs, caught up in |");
+  console.log("\n| phase | req/s | p50 / p99 ms | ÷ events | ÷ worker on | sustained req/s (÷ events) | CPU % server / redis / load / receiver | non-2xx / errors | deliveries (distinct ids) | left at stop: bucket records / webhook records / jobs, caught up in |");
   console.log("|---|---|---|---|---|---|---|---|---|---|");
   const rows = [
     ["events", phases.events],
@@ -196,7 +216,12 @@ async function main() {
     const delivered = d ? `${d.received} (${d.distinctIds}), ${(d.received / p.requests).toFixed(3)} per request` : "";
     const lag = d ? `${d.atStop.buckets} / ${d.atStop.records} / ${d.atStop.jobs}, ${d.seconds.toFixed(1)} s` : "";
     const sustained = `${Math.round(p.sustainedRps)} (${(p.sustainedRps / phases.events.rps).toFixed(2)})`;
-    console.log(`| ${name} | ${Math.round(p.rps)} | ${p.p50} / ${p.p99} | ${ratio(p, phases.events)} | ${ratio(p, phases.worker)} | ${sustained} | ${c.server.toFixed(0)} / ${c.redis.toFixed(0)} / ${c.loadGenerator.toFixed(0)} | ${p.non2xx} / ${p.errors} | ${delivered} | ${lag} |`);
+    console.log(`| ${name} | ${Math.round(p.rps)} | ${p.p50} / ${p.p99} | ${ratio(p, phases.events)} | ${ratio(p, phases.worker)} | ${sustained} | ${c.server.toFixed(0)} / ${c.redis.toFixed(0)} / ${c.loadGenerator.toFixed(0)} / ${c.receiver.toFixed(0)} | ${p.non2xx} / ${p.errors} | ${delivered} | ${lag} |`);
+  }
+  if (pairs.length > 0) {
+    const sorted = pairs.map((p) => p.ratio).sort((a, b) => a - b);
+    const median = sorted.length % 2 ? sorted[(sorted.length - 1) / 2] : (sorted[sorted.length / 2 - 1] + sorted[sorted.length / 2]) / 2;
+    console.log(`\nalternated pairs, sustained milestones ÷ events: ${pairs.map((p) => `${p.ratio.toFixed(2)} (${Math.round(p.milestones)} ÷ ${Math.round(p.events)}, ${p.deliveriesPerRequest.toFixed(3)} deliveries per request)`).join("; ")}; median ${median.toFixed(3)}`);
   }
   console.log(`load average at start: ${loadAtStart.map((x) => x.toFixed(2)).join(" ")}; ${cpus().length} CPUs`);
   if (process.env.BENCH_JSON) writeFileSync(process.env.BENCH_JSON, `${JSON.stringify({ date: new Date().toISOString(), config, seed, phases, loadAtStart }, null, 2)}\n`);
