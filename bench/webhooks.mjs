@@ -16,7 +16,8 @@
 //   events + webhooks (every type)   the same endpoint subscribed to every type (about 1.5
 //                        deliveries per event on the demo tenant: points, and rank changes)
 //   events + webhooks (every type), worker apart   the same with LAUREL_WORKER=off and
-//                        `node dist/worker.js` running the consumer and deliveries
+//                        LAUREL_DELIVERIES=off, `node dist/worker.js` running the consumer and
+//                        the deliveries (since the fourth stop the service sends none)
 // A phase with a worker starts settled (after its warm-up, every record of the streams is
 // applied and delivered) and ends by waiting until it is settled again: how far the worker and
 // the deliveries lagged when the load stopped, how long they took to catch up, and the sustained
@@ -179,7 +180,7 @@ async function main() {
   phases.webhooks = await measure("events + webhooks (every type)", service, queue, true);
   await stop("service+webhooks");
 
-  service = await startService("service+webhooks-apart", { ...env, LAUREL_CONFIG: everyType, LAUREL_WORKER: "off" });
+  service = await startService("service+webhooks-apart", { ...env, LAUREL_CONFIG: everyType, LAUREL_WORKER: "off", LAUREL_DELIVERIES: "off" });
   const workerPid = (await children.start("worker", "node", ["dist/worker.js"], { ...env, LAUREL_CONFIG: everyType }, `${service.url}/healthz`)).pid;
   phases.webhooksApart = await measure("events + webhooks (every type), worker apart", service, queue, true);
   phases.webhooksApart.workerPid = workerPid;

@@ -15,6 +15,8 @@ import { StreamWorker } from "./jobs/stream-worker.js";
  *   LAUREL_CLOCK    "manual" enables POST /admin/v1/clock; default: the system clock
  *   LAUREL_DATA_DIR where the embedded redis-server keeps its AOF (default ./data/redis)
  *   LAUREL_WORKER   "off": no stream worker in this process (run `node dist/worker.js` instead)
+ *   LAUREL_DELIVERIES "off": this process queues webhook deliveries but does not send them
+ *                   (`node dist/worker.js` processes do): the event path never shares its CPU with the sending
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(): Promise<void> {
@@ -38,7 +40,7 @@ async function main(): Promise<void> {
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 3, enableAutoPipelining: process.env.LAUREL_AUTOPIPELINE === "1" });
 
   const port = Number(process.env.PORT ?? 3000);
-  const app = await startApp({ tenants, redis, clock, logger, port });
+  const app = await startApp({ tenants, redis, clock, logger, port, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } });
   logger.info({ port: app.port, tenants: tenants.map((t) => t.id), clock: clock.manual ? "manual" : "system" }, "laurel listening");
   // The stream worker (daily buckets for the event summaries) runs here unless it runs alone.
   const worker = process.env.LAUREL_WORKER === "off" ? null : new StreamWorker({ redis, tenants, logger });

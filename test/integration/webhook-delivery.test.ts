@@ -306,3 +306,29 @@ describe("a tenant whose endpoints are removed", () => {
     }
   });
 });
+
+describe("a service process that does not send (LAUREL_DELIVERIES=off)", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    s = await scenario(() => 200, { webhooks: { ...FAST, deliveryWorkers: false } });
+  });
+  afterAll(() => close(s));
+
+  it("queues the delivery and leaves it for a process that sends", async () => {
+    expect((await lesson(s, "q1")).status).toBe(201);
+    await s.t.app.webhooks!.drain();
+    // No delivery worker runs for this tenant's queue anywhere: the job waits.
+    expect(s.t.app.webhooks!.deliveries(s.tenantId)!.sending).toBe(false);
+    const waiting = await s.t.call("GET", "/admin/v1/webhooks/deliveries", undefined, admin);
+    expect(waiting.body.deliveries).toEqual([expect.objectContaining({ status: "pending" })]);
+    expect(s.receiver.received).toHaveLength(0);
+    // A process that sends (here: this queue's worker started by hand, as node dist/worker.js would).
+    await s.t.app.webhooks!.deliveries(s.tenantId)!.startWorker();
+    expect(s.t.app.webhooks!.deliveries(s.tenantId)!.sending).toBe(true);
+    const [got] = await s.receiver.waitFor(1);
+    expect(got!.body).toMatchObject({ type: "points.changed", user: { id: "q1" } });
+    await s.t.app.webhooks!.settled(s.tenantId);
+    const done = await s.t.call("GET", "/admin/v1/webhooks/deliveries", undefined, admin);
+    expect(done.body.deliveries).toEqual([expect.objectContaining({ status: "delivered" })]);
+  });
+});

@@ -166,6 +166,11 @@ export class DeliveryQueue {
     return this.queue.name;
   }
 
+  /** Whether this process runs a worker on the queue (sends deliveries); false with LAUREL_DELIVERIES=off. */
+  get sending(): boolean {
+    return this.worker !== null;
+  }
+
   /** Starts this process's worker on the queue. */
   async startWorker(): Promise<void> {
     if (this.worker) return;

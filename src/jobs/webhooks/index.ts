@@ -25,6 +25,12 @@ export interface WebhookOptions {
   consumer?: string;
   /** Pending records of a consumer idle this long are taken over. @default 30000 */
   claimIdleMs?: number;
+  /**
+   * Whether this process POSTs deliveries (runs the queues' BullMQ workers). Off
+   * (LAUREL_DELIVERIES=off) keeps the sending out of a service process: it still queues, and
+   * answers the admin API; `node dist/worker.js` processes send. @default true
+   */
+  deliveryWorkers?: boolean;
 }
 
 export interface WebhookStartOptions {
@@ -60,7 +66,7 @@ export class Webhooks {
     }
     if (tenants.size === 0) return new Webhooks(tenants, null, opts.logger);
     for (const t of tenants.values()) {
-      await t.deliveries.startWorker();
+      if (opts.options?.deliveryWorkers !== false) await t.deliveries.startWorker();
       await t.timeline.start();
     }
     const consumer = new WebhookConsumer(opts.redis, tenants, opts.logger, { consumer: opts.options?.consumer, claimIdleMs: opts.options?.claimIdleMs });
