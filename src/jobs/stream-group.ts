@@ -26,6 +26,18 @@ import { compareStreamIds } from "./stream-ops.js";
  */
 const ackScript = loadLua("ackStream-1");
 
+/**
+ * After a read that found less than a full batch, a loop waits this long before it reads again,
+ * so that records gather into batches. Without it, under load a loop spun on a few records at a
+ * time: each turn's fixed costs (the wait, a script call per moved shard, the trim) were paid for
+ * a handful of records, and the event path lost a tenth to a quarter of its rate to a consumer
+ * that delivered nothing (bench/README.md, "The stream worker in Redis"). The price is up to this
+ * much more delay before a record reaches its buckets or its endpoints.
+ */
+export const GATHER_MS = 50;
+
+export const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
 export interface ShardStream {
   tenantId: string;
   shard: number;
@@ -64,6 +76,8 @@ export interface StreamGroupOptions {
   batchSize?: number;
   /** How long one blocking read waits before the loop looks around again. @default 2000 */
   blockMs?: number;
+  /** The wait after a read short of a full batch (GATHER_MS). @default 50 */
+  gatherMs?: number;
   /** Pending entries of another consumer idle this long are taken over (a crashed worker). @default 30000 */
   claimIdleMs?: number;
   /** How often the loop retries its own pending entries and takes over idle ones. @default 10000 */
@@ -158,8 +172,10 @@ export abstract class StreamGroupConsumer {
           await this.recover();
           lastRecovery = Date.now();
         }
+        const { batches, read } = await this.readNew(blocking, this.opts.blockMs ?? 2000);
         // Shards at once: their round trips overlap instead of queueing behind the service's traffic.
-        await Promise.all((await this.readNew(blocking, this.opts.blockMs ?? 2000)).batches.map(([s, entries]) => this.process(s, entries)));
+        await Promise.all(batches.map(([s, entries]) => this.process(s, entries)));
+        if (read < this.batchSize && !this.stopping) await pause(this.opts.gatherMs ?? GATHER_MS);
       } catch (err) {
         if (this.stopping) break;
         // NOGROUP after a Redis restart without its data: create the groups again.

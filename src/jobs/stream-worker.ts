@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import type { CompiledTenant } from "../config/compiled.js";
 import { loadLua } from "../store/lua-loader.js";
 import { runScript } from "../store/redis-script.js";
-import { shardStreams, type ShardStream } from "./stream-group.js";
+import { GATHER_MS, pause, shardStreams, type ShardStream } from "./stream-group.js";
 import { recordDayArgs } from "./stream-ops.js";
 
 export { shardStreams, type ShardStream } from "./stream-group.js";
@@ -47,6 +47,8 @@ export interface StreamWorkerOptions {
   batchSize?: number;
   /** How long one blocking read waits before the loop looks around again. @default 2000 */
   blockMs?: number;
+  /** The wait after a turn in which no shard had a full batch (stream-group.ts GATHER_MS). @default 50 */
+  gatherMs?: number;
 }
 
 /** What one call of the apply script did on one shard. */
@@ -154,18 +156,21 @@ export class StreamWorker {
         await this.ensureGroups();
         const reply = (await blocking.xread("COUNT", 1, "BLOCK", this.opts.blockMs ?? 2000, "STREAMS", ...seen.keys(), ...seen.values())) as [string, unknown[]][] | null;
         let stuck = false;
+        let full = false;
         // The moved shards at once: their calls share round trips instead of queueing one by one
         // behind the service's traffic on this process's event loop.
         await Promise.all(
           (reply ?? []).map(async ([key]) => {
             const { applied, watermark } = await this.catchUp(byKey.get(key)!);
+            if (applied >= this.batchSize) full = true;
             // No progress past a watermark already known: a record the script cannot apply yet;
             // pause instead of spinning on XREAD, which answers at once while it is there.
             if (applied === 0 && (watermark ?? "0-0") === seen.get(key)) stuck = true;
             seen.set(key, watermark ?? "0-0");
           }),
         );
-        if (stuck) await new Promise((resolve) => setTimeout(resolve, 1000));
+        if (stuck) await pause(1000);
+        else if (!full && !this.stopping) await pause(this.opts.gatherMs ?? GATHER_MS);
       } catch (err) {
         if (this.stopping) break;
         // NOGROUP after a Redis restart without its data: create the groups again.
