@@ -187,10 +187,12 @@ end
 if applied > 0 then
   rcall('HSET', wmKey, group, wm)
   -- 4. The group follows the watermark (after it, the trim sees it at the watermark too).
+  local found = false
   for _, info in ipairs(rcall('XINFO', 'GROUPS', stream)) do
     local g = {}
     for k = 1, #info, 2 do g[info[k]] = info[k + 1] end
     if g['name'] == group then
+      found = true
       local pending = g['pending']
       while pending > 0 do
         local held = rcall('XPENDING', stream, group, '-', '+', 1000)
@@ -209,6 +211,8 @@ if applied > 0 then
       end
     end
   end
+  -- A Redis that lost its groups (restarted without its data) gets it back here.
+  if not found then rcall('XGROUP', 'CREATE', stream, group, wm) end
   trimStream(stream, wm)
 end
 

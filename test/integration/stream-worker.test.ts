@@ -133,6 +133,17 @@ describe("stream worker", () => {
     }
   });
 
+  it("a group lost with its stream (a Redis restarted without its data) is created again at the watermark", async () => {
+    const worker = bucketWorker(t);
+    await worker.drain();
+    await t.redis.xgroup("DESTROY", streamKey, BUCKET_GROUP);
+    await lesson("regroup");
+    expect(await worker.drain()).toBe(1);
+    const groups = ((await t.redis.xinfo("GROUPS", streamKey)) as unknown[][]).map((g) => Object.fromEntries(Array.from({ length: g.length / 2 }, (_, i) => [g[2 * i], g[2 * i + 1]])));
+    expect(groups.find((g) => g.name === BUCKET_GROUP)).toMatchObject({ "last-delivered-id": await watermark(), pending: 0 });
+    expect(await today("regroup")).toEqual({ date: "2026-06-01", total: 1, change: 1 });
+  });
+
   it("exports its lag: undelivered, pending and the oldest entry's age, per shard", async () => {
     await lesson("lag");
     await lesson("lag");
