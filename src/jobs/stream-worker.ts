@@ -173,10 +173,10 @@ export class StreamWorker {
         else if (!full && !this.stopping) await pause(this.opts.gatherMs ?? GATHER_MS);
       } catch (err) {
         if (this.stopping) break;
-        // NOGROUP after a Redis restart without its data: create the groups again.
+        // A Redis that was away (the script recreates a lost group itself; this re-checks them all).
         this.groupsReady = false;
         this.opts.logger.error({ err }, "stream worker: read or apply failed; retrying");
-        await new Promise((resolve) => setTimeout(resolve, 1000));
+        await pause(1000);
       }
     }
   }
