@@ -5,6 +5,7 @@ import type { CompiledTenant } from "../config/compiled.js";
 import { TenantKeys } from "../store/keys.js";
 import { loadLua } from "../store/lua-loader.js";
 import { runScript } from "../store/redis-script.js";
+import { BlockingLoop, GATHER_MS, pause } from "./blocking-loop.js";
 import { compareStreamIds } from "./stream-ops.js";
 
 /**
@@ -26,17 +27,7 @@ import { compareStreamIds } from "./stream-ops.js";
  */
 const ackScript = loadLua("ackStream-1");
 
-/**
- * After a read that found less than a full batch, a loop waits this long before it reads again,
- * so that records gather into batches. Without it, under load a loop spun on a few records at a
- * time: each turn's fixed costs (the wait, a script call per moved shard, the trim) were paid for
- * a handful of records, and the event path lost a tenth to a quarter of its rate to a consumer
- * that delivered nothing (bench/README.md, "The stream worker in Redis"). The price is up to this
- * much more delay before a record reaches its buckets or its endpoints.
- */
-export const GATHER_MS = 50;
 
-export const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface ShardStream {
   tenantId: string;
@@ -57,6 +48,17 @@ export function shardStreams(tenants: readonly CompiledTenant[]): ShardStream[] 
       prefix: keys.prefix(shard),
     }));
   });
+}
+
+/** Creates `group` on every stream where it is missing (and the stream with it), starting at `start`. */
+export async function createGroups(redis: Redis, streams: readonly ShardStream[], group: string, start: "0" | "$"): Promise<void> {
+  for (const s of streams) {
+    try {
+      await redis.xgroup("CREATE", s.key, group, start, "MKSTREAM");
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.startsWith("BUSYGROUP")) throw err;
+    }
+  }
 }
 
 export interface StreamGroupOptions {
@@ -93,27 +95,30 @@ export abstract class StreamGroupConsumer {
   protected readonly streams: ShardStream[];
   protected readonly batchSize: number;
   private groupsReady = false;
-  private blocking: Redis | null = null;
-  private loop: Promise<void> | null = null;
-  private stopping = false;
+  private readonly loop: BlockingLoop;
+  private lastRecovery = 0;
 
   constructor(protected readonly opts: StreamGroupOptions) {
     this.group = opts.group;
     this.consumer = opts.consumer ?? `${hostname()}-${process.pid}`;
     this.streams = shardStreams(opts.tenants);
     this.batchSize = opts.batchSize ?? 100;
+    this.loop = new BlockingLoop({
+      redis: opts.redis,
+      logger: opts.logger,
+      name: `stream consumer ${this.group}`,
+      turn: (blocking) => this.turn(blocking),
+      // A Redis restarted without its data (NOGROUP): create the groups again.
+      onError: () => {
+        this.groupsReady = false;
+      },
+    });
   }
 
   /** The group starts at 0 (the beginning of each stream) by default, so no record written before the worker first ran is missed. */
   async ensureGroups(): Promise<void> {
     if (this.groupsReady) return;
-    for (const s of this.streams) {
-      try {
-        await this.opts.redis.xgroup("CREATE", s.key, this.group, this.opts.groupStart ?? "0", "MKSTREAM");
-      } catch (err) {
-        if (!(err instanceof Error) || !err.message.startsWith("BUSYGROUP")) throw err;
-      }
-    }
+    await createGroups(this.opts.redis, this.streams, this.group, this.opts.groupStart ?? "0");
     this.groupsReady = true;
   }
 
@@ -147,43 +152,24 @@ export abstract class StreamGroupConsumer {
 
   /** Starts the blocking loop in the background; stop() ends it. */
   start(): void {
-    if (this.loop) return;
-    this.stopping = false;
-    this.blocking = this.opts.redis.duplicate();
-    this.loop = this.run(this.blocking);
+    this.loop.start();
   }
 
   async stop(): Promise<void> {
-    this.stopping = true;
-    // A blocked XREADGROUP returns at once when its connection closes.
-    this.blocking?.disconnect();
-    await this.loop;
-    this.loop = null;
-    this.blocking = null;
+    await this.loop.stop();
   }
 
-  private async run(blocking: Redis): Promise<void> {
-    const recoverEvery = this.opts.recoverEveryMs ?? 10_000;
-    let lastRecovery = 0;
-    while (!this.stopping) {
-      try {
-        await this.ensureGroups();
-        if (Date.now() - lastRecovery >= recoverEvery) {
-          await this.recover();
-          lastRecovery = Date.now();
-        }
-        const { batches, read } = await this.readNew(blocking, this.opts.blockMs ?? 2000);
-        // Shards at once: their round trips overlap instead of queueing behind the service's traffic.
-        await Promise.all(batches.map(([s, entries]) => this.process(s, entries)));
-        if (read < this.batchSize && !this.stopping) await pause(this.opts.gatherMs ?? GATHER_MS);
-      } catch (err) {
-        if (this.stopping) break;
-        // NOGROUP after a Redis restart without its data: create the groups again.
-        this.groupsReady = false;
-        this.opts.logger.error({ err, group: this.group }, "stream consumer: read or process failed; retrying");
-        await new Promise((resolve) => setTimeout(resolve, 1000));
-      }
+  /** One turn of the loop: recovery when due, then the new records, then a pause to gather more. */
+  private async turn(blocking: Redis): Promise<void> {
+    await this.ensureGroups();
+    if (Date.now() - this.lastRecovery >= (this.opts.recoverEveryMs ?? 10_000)) {
+      await this.recover();
+      this.lastRecovery = Date.now();
     }
+    const { batches, read } = await this.readNew(blocking, this.opts.blockMs ?? 2000);
+    // Shards at once: their round trips overlap instead of queueing behind the service's traffic.
+    await Promise.all(batches.map(([s, entries]) => this.process(s, entries)));
+    if (read < this.batchSize && !this.loop.stopping) await pause(this.opts.gatherMs ?? GATHER_MS);
   }
 
   /** Own pending entries (left by a gap or a failed call), then other consumers' idle ones. */

@@ -3,7 +3,8 @@ import type { Logger } from "pino";
 import type { CompiledTenant } from "../config/compiled.js";
 import { loadLua } from "../store/lua-loader.js";
 import { runScript } from "../store/redis-script.js";
-import { GATHER_MS, pause, shardStreams, type ShardStream } from "./stream-group.js";
+import { BlockingLoop, GATHER_MS, pause } from "./blocking-loop.js";
+import { createGroups, shardStreams, type ShardStream } from "./stream-group.js";
 import { recordDayArgs } from "./stream-ops.js";
 
 export { shardStreams, type ShardStream } from "./stream-group.js";
@@ -47,7 +48,7 @@ export interface StreamWorkerOptions {
   batchSize?: number;
   /** How long one blocking read waits before the loop looks around again. @default 2000 */
   blockMs?: number;
-  /** The wait after a turn in which no shard had a full batch (stream-group.ts GATHER_MS). @default 50 */
+  /** The wait after a turn in which no shard had a full batch (blocking-loop.ts GATHER_MS). @default 50 */
   gatherMs?: number;
 }
 
@@ -63,13 +64,24 @@ export class StreamWorker {
   private readonly streams: ShardStream[];
   private readonly batchSize: number;
   private groupsReady = false;
-  private blocking: Redis | null = null;
-  private loop: Promise<void> | null = null;
-  private stopping = false;
+  private readonly loop: BlockingLoop;
+  /** Per stream, the watermark the loop last saw: where it waits from ("0-0" at first: every shard is looked at once). */
+  private readonly seen: Map<string, string>;
 
   constructor(private readonly opts: StreamWorkerOptions) {
     this.streams = shardStreams(opts.tenants);
     this.batchSize = opts.batchSize ?? 100;
+    this.seen = new Map(this.streams.map((s) => [s.key, "0-0"]));
+    this.loop = new BlockingLoop({
+      redis: opts.redis,
+      logger: opts.logger,
+      name: "stream worker",
+      turn: (blocking) => this.turn(blocking),
+      // A Redis that was away (the script recreates a lost group itself; this re-checks them all).
+      onError: () => {
+        this.groupsReady = false;
+      },
+    });
   }
 
   /**
@@ -78,13 +90,7 @@ export class StreamWorker {
    */
   async ensureGroups(): Promise<void> {
     if (this.groupsReady) return;
-    for (const s of this.streams) {
-      try {
-        await this.opts.redis.xgroup("CREATE", s.key, BUCKET_GROUP, "0", "MKSTREAM");
-      } catch (err) {
-        if (!(err instanceof Error) || !err.message.startsWith("BUSYGROUP")) throw err;
-      }
-    }
+    await createGroups(this.opts.redis, this.streams, BUCKET_GROUP, "0");
     this.groupsReady = true;
   }
 
@@ -128,57 +134,38 @@ export class StreamWorker {
 
   /** Starts the blocking loop in the background; stop() ends it. */
   start(): void {
-    if (this.loop) return;
-    this.stopping = false;
-    this.blocking = this.opts.redis.duplicate();
-    this.loop = this.run(this.blocking);
+    this.loop.start();
   }
 
   async stop(): Promise<void> {
-    this.stopping = true;
-    // A blocked XREAD returns at once when its connection closes.
-    this.blocking?.disconnect();
-    await this.loop;
-    this.loop = null;
-    this.blocking = null;
+    await this.loop.stop();
   }
 
   /**
-   * Waits for a record past any shard's last known watermark (XREAD BLOCK, COUNT 1: the reply
-   * says only which streams moved), then catches those shards up. "0-0" at first: every shard
-   * is looked at once.
+   * One turn of the loop: waits for a record past any shard's last known watermark (XREAD BLOCK,
+   * COUNT 1: the reply says only which streams moved), catches those shards up, then pauses to
+   * let records gather unless a shard had a full batch.
    */
-  private async run(blocking: Redis): Promise<void> {
-    const seen = new Map(this.streams.map((s) => [s.key, "0-0"]));
-    const byKey = new Map(this.streams.map((s) => [s.key, s]));
-    while (!this.stopping) {
-      try {
-        await this.ensureGroups();
-        const reply = (await blocking.xread("COUNT", 1, "BLOCK", this.opts.blockMs ?? 2000, "STREAMS", ...seen.keys(), ...seen.values())) as [string, unknown[]][] | null;
-        let stuck = false;
-        let full = false;
-        // The moved shards at once: their calls share round trips instead of queueing one by one
-        // behind the service's traffic on this process's event loop.
-        await Promise.all(
-          (reply ?? []).map(async ([key]) => {
-            const { applied, watermark } = await this.catchUp(byKey.get(key)!);
-            if (applied >= this.batchSize) full = true;
-            // No progress past a watermark already known: a record the script cannot apply yet;
-            // pause instead of spinning on XREAD, which answers at once while it is there.
-            if (applied === 0 && (watermark ?? "0-0") === seen.get(key)) stuck = true;
-            seen.set(key, watermark ?? "0-0");
-          }),
-        );
-        if (stuck) await pause(1000);
-        else if (!full && !this.stopping) await pause(this.opts.gatherMs ?? GATHER_MS);
-      } catch (err) {
-        if (this.stopping) break;
-        // A Redis that was away (the script recreates a lost group itself; this re-checks them all).
-        this.groupsReady = false;
-        this.opts.logger.error({ err }, "stream worker: read or apply failed; retrying");
-        await pause(1000);
-      }
-    }
+  private async turn(blocking: Redis): Promise<void> {
+    await this.ensureGroups();
+    const seen = this.seen;
+    const reply = (await blocking.xread("COUNT", 1, "BLOCK", this.opts.blockMs ?? 2000, "STREAMS", ...seen.keys(), ...seen.values())) as [string, unknown[]][] | null;
+    let stuck = false;
+    let full = false;
+    // The moved shards at once: their calls share round trips instead of queueing one by one
+    // behind the service's traffic on this process's event loop.
+    await Promise.all(
+      (reply ?? []).map(async ([key]) => {
+        const { applied, watermark } = await this.catchUp(this.streams.find((s) => s.key === key)!);
+        if (applied >= this.batchSize) full = true;
+        // No progress past a watermark already known: a record the script cannot apply yet;
+        // pause instead of spinning on XREAD, which answers at once while it is there.
+        if (applied === 0 && (watermark ?? "0-0") === seen.get(key)) stuck = true;
+        seen.set(key, watermark ?? "0-0");
+      }),
+    );
+    if (stuck) await pause(1000);
+    else if (!full && !this.loop.stopping) await pause(this.opts.gatherMs ?? GATHER_MS);
   }
 
   /** The shard stream a user's records are in (tests, tools). */
