@@ -7,6 +7,7 @@ import { startApp, type AppOptions, type RunningApp } from "../../src/app.js";
 import { ManualClock, SystemClock, type Clock } from "../../src/clock.js";
 import type { CompiledTenant } from "../../src/config/compiled.js";
 import { loadConfigText } from "../../src/config/load.js";
+import { startTestRedis } from "./redis-server.js";
 
 export const DEMO_YAML = readFileSync(new URL("../../config/demo.yaml", import.meta.url), "utf8");
 
@@ -114,4 +115,30 @@ export async function dumpTenant(redis: Redis, tenantId: string): Promise<Record
     else out[key] = type;
   }
   return out;
+}
+
+/**
+ * A test app on its own redis-server (tests that FLUSHDB between runs, or count commands), with
+ * no background jobs. close() stops the app and then the server; a failed start stops the
+ * server before it throws, so no redis-server outlives the run.
+ */
+export async function startAppOnOwnRedis(opts: TestAppOptions): Promise<{ t: TestApp; close: () => Promise<void> }> {
+  const redis = await startTestRedis();
+  let t: TestApp;
+  try {
+    t = await startTestApp({ ...opts, redisUrl: redis.url, jobs: false });
+  } catch (err) {
+    await redis.stop();
+    throw err;
+  }
+  return {
+    t,
+    close: async () => {
+      try {
+        await t.close();
+      } finally {
+        await redis.stop();
+      }
+    },
+  };
 }

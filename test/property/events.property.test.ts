@@ -11,8 +11,7 @@ import type { ManualClock } from "../../src/clock.js";
 import type { CompiledTenant } from "../../src/config/compiled.js";
 import { awardJson } from "../../src/api/wire.js";
 import { levelOf } from "../../src/domain/levels.js";
-import { startTestApp, type TestApp } from "../helpers/app.js";
-import { startTestRedis } from "../helpers/redis-server.js";
+import { startAppOnOwnRedis, type TestApp } from "../helpers/app.js";
 import { expectStateEqual } from "./state-check.js";
 
 /**
@@ -77,22 +76,12 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
 );
 
 let t: TestApp;
-let stopRedis: () => Promise<void>;
-
+let closeApp: (() => Promise<void>) | undefined;
 beforeAll(async () => {
-  const redis = await startTestRedis();
-  stopRedis = redis.stop;
-  // No background jobs: flushdb between runs would remove BullMQ's queues under its workers.
-  t = await startTestApp({ yaml: YAML, manualClock: true, redisUrl: redis.url, jobs: false });
+  // Its own redis-server with no background jobs: FLUSHDB between runs would remove BullMQ's queues under its workers.
+  ({ t, close: closeApp } = await startAppOnOwnRedis({ yaml: YAML, manualClock: true }));
 });
-afterAll(async () => {
-  // Optional: a failed start leaves t unset, and its redis-server must still stop.
-  try {
-    await t?.close();
-  } finally {
-    await stopRedis?.();
-  }
-});
+afterAll(async () => closeApp?.());
 
 function tenantOf(id: string): CompiledTenant {
   return t.tenants.find((x) => x.id === id)!;

@@ -28,8 +28,7 @@ import type { CompiledTenant } from "../../src/config/compiled.js";
 import { localDayIndex, periodOfDay } from "../../src/domain/periods.js";
 import { runTimeTrigger } from "../../src/jobs/time-triggers.js";
 import { awardJson } from "../../src/api/wire.js";
-import { startTestApp, type TestApp } from "../helpers/app.js";
-import { startTestRedis } from "../helpers/redis-server.js";
+import { startAppOnOwnRedis, type TestApp } from "../helpers/app.js";
 import { expectStateEqual } from "./state-check.js";
 
 /**
@@ -110,22 +109,14 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
 );
 
 let t: TestApp;
-let stopRedis: () => Promise<void>;
+let closeApp: (() => Promise<void>) | undefined;
 beforeAll(async () => {
-  const redis = await startTestRedis();
-  stopRedis = redis.stop;
   // Time triggers run through runTimeTrigger (the worker's own function) when the clock moves;
   // the BullMQ path is tested in test/integration/time-triggers.test.ts.
-  t = await startTestApp({ yaml: YAML, manualClock: true, redisUrl: redis.url, jobs: false });
+  // Its own redis-server with no background jobs: FLUSHDB between runs would remove BullMQ's queues under its workers.
+  ({ t, close: closeApp } = await startAppOnOwnRedis({ yaml: YAML, manualClock: true }));
 });
-afterAll(async () => {
-  // Optional: a failed start leaves t unset, and its redis-server must still stop.
-  try {
-    await t?.close();
-  } finally {
-    await stopRedis?.();
-  }
-});
+afterAll(async () => closeApp?.());
 
 async function runSequence(commands: Command[]): Promise<void> {
   await t.redis.flushdb();
