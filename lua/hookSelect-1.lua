@@ -29,8 +29,8 @@
   ARGV[3] n, the most records to read
   ARGV[4 ..] the wanted parts (above)
 
-  Reply {read, last, id, fields, id, fields, ...}: the number of records read; the group's last
-  delivered id (the consumer waits for records after it, XREAD BLOCK); then the kept records as
+  Reply {read, last | false, id, fields, id, fields, ...}: the number of records read; the last
+  one's id (the consumer waits for records after it, XREAD BLOCK); then the kept records as
   XREADGROUP gives them.
 ]]
 -- @include "stream/ids.lua"
@@ -62,16 +62,7 @@ end
 
 local got = rcall('XREADGROUP', 'GROUP', group, consumer, 'COUNT', n, 'STREAMS', stream, '>')
 local entries = got and got[1] and got[1][2] or {}
-local last = entries[#entries] and entries[#entries][1]
-if not last then
-  for _, info in ipairs(rcall('XINFO', 'GROUPS', stream)) do
-    for k = 1, #info, 2 do
-      if info[k] == 'name' and info[k + 1] ~= group then break end
-      if info[k] == 'last-delivered-id' then last = info[k + 1] end
-    end
-  end
-end
-local reply, done = { #entries, last or '0-0' }, {}
+local reply, done = { #entries, entries[#entries] and entries[#entries][1] or false }, {}
 for e = 1, #entries do
   local fields = entries[e][2]
   -- Every writer XADDs k, u, t, z, e, o in this order: read by position when the names are there.

@@ -2,10 +2,9 @@ import { hostname } from "node:os";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import type { CompiledTenant } from "../config/compiled.js";
-import { TenantKeys } from "../store/keys.js";
 import { loadLua } from "../store/lua-loader.js";
 import { runScript } from "../store/redis-script.js";
-import { BlockingLoop, GATHER_MS, pause } from "./blocking-loop.js";
+import { GATHER_MS, pause, StreamLoop, type ShardStream } from "./stream-loop.js";
 import { compareStreamIds } from "./stream-ops.js";
 
 /**
@@ -27,39 +26,7 @@ import { compareStreamIds } from "./stream-ops.js";
  */
 const ackScript = loadLua("ackStream-1");
 
-
-
-export interface ShardStream {
-  tenantId: string;
-  shard: number;
-  key: string;
-  watermarks: string;
-  prefix: string;
-}
-
-export function shardStreams(tenants: readonly CompiledTenant[]): ShardStream[] {
-  return tenants.flatMap((tenant) => {
-    const keys = new TenantKeys(tenant.id);
-    return Array.from({ length: tenant.shards }, (_, shard) => ({
-      tenantId: tenant.id,
-      shard,
-      key: keys.stream(shard),
-      watermarks: keys.watermarks(shard),
-      prefix: keys.prefix(shard),
-    }));
-  });
-}
-
-/** Creates `group` on every stream where it is missing (and the stream with it), starting at `start`. */
-export async function createGroups(redis: Redis, streams: readonly ShardStream[], group: string, start: "0" | "$"): Promise<void> {
-  for (const s of streams) {
-    try {
-      await redis.xgroup("CREATE", s.key, group, start, "MKSTREAM");
-    } catch (err) {
-      if (!(err instanceof Error) || !err.message.startsWith("BUSYGROUP")) throw err;
-    }
-  }
-}
+export { shardStreams, type ShardStream } from "./stream-loop.js";
 
 export interface StreamGroupOptions {
   redis: Redis;
@@ -89,37 +56,17 @@ export interface StreamGroupOptions {
 export type Entry = [id: string, fields: string[] | null];
 type ReadReply = [key: string, entries: Entry[]][] | null;
 
-export abstract class StreamGroupConsumer {
+export abstract class StreamGroupConsumer extends StreamLoop {
   readonly group: string;
   readonly consumer: string;
-  protected readonly streams: ShardStream[];
   protected readonly batchSize: number;
-  private groupsReady = false;
-  private readonly loop: BlockingLoop;
   private lastRecovery = 0;
 
   constructor(protected readonly opts: StreamGroupOptions) {
+    super({ redis: opts.redis, tenants: opts.tenants, logger: opts.logger, name: `stream consumer ${opts.group}`, group: opts.group, groupStart: opts.groupStart ?? "0" });
     this.group = opts.group;
     this.consumer = opts.consumer ?? `${hostname()}-${process.pid}`;
-    this.streams = shardStreams(opts.tenants);
     this.batchSize = opts.batchSize ?? 100;
-    this.loop = new BlockingLoop({
-      redis: opts.redis,
-      logger: opts.logger,
-      name: `stream consumer ${this.group}`,
-      turn: (blocking) => this.turn(blocking),
-      // A Redis restarted without its data (NOGROUP): create the groups again.
-      onError: () => {
-        this.groupsReady = false;
-      },
-    });
-  }
-
-  /** The group starts at 0 (the beginning of each stream) by default, so no record written before the worker first ran is missed. */
-  async ensureGroups(): Promise<void> {
-    if (this.groupsReady) return;
-    await createGroups(this.opts.redis, this.streams, this.group, this.opts.groupStart ?? "0");
-    this.groupsReady = true;
   }
 
   /**
@@ -150,18 +97,8 @@ export abstract class StreamGroupConsumer {
     }
   }
 
-  /** Starts the blocking loop in the background; stop() ends it. */
-  start(): void {
-    this.loop.start();
-  }
-
-  async stop(): Promise<void> {
-    await this.loop.stop();
-  }
-
   /** One turn of the loop: recovery when due, then the new records, then a pause to gather more. */
-  private async turn(blocking: Redis): Promise<void> {
-    await this.ensureGroups();
+  protected async turn(blocking: Redis): Promise<void> {
     if (Date.now() - this.lastRecovery >= (this.opts.recoverEveryMs ?? 10_000)) {
       await this.recover();
       this.lastRecovery = Date.now();
@@ -169,7 +106,7 @@ export abstract class StreamGroupConsumer {
     const { batches, read } = await this.readNew(blocking, this.opts.blockMs ?? 2000);
     // Shards at once: their round trips overlap instead of queueing behind the service's traffic.
     await Promise.all(batches.map(([s, entries]) => this.process(s, entries)));
-    if (read < this.batchSize && !this.loop.stopping) await pause(this.opts.gatherMs ?? GATHER_MS);
+    if (read < this.batchSize && !this.stopping) await pause(this.opts.gatherMs ?? GATHER_MS);
   }
 
   /** Own pending entries (left by a gap or a failed call), then other consumers' idle ones. */
@@ -225,10 +162,6 @@ export abstract class StreamGroupConsumer {
     return out;
   }
 
-  /** The shard stream a user's records are in (tests, tools). */
-  streamOf(tenantId: string, shard: number): ShardStream {
-    return this.streams.find((s) => s.tenantId === tenantId && s.shard === shard)!;
-  }
 
   /** Processes one shard's entries (ascending ids) and acknowledges what it finished. */
   abstract process(s: ShardStream, entries: Entry[]): Promise<{ applied: number; acked: number }>;

@@ -2,7 +2,7 @@ import type { Redis } from "ioredis";
 import type { CompiledTenant } from "../config/compiled.js";
 import { loadLua } from "../store/lua-loader.js";
 import { runScript } from "../store/redis-script.js";
-import { shardStreams } from "./stream-group.js";
+import { shardStreams } from "./stream-loop.js";
 import { BUCKET_GROUP } from "./stream-worker.js";
 
 const lagScript = loadLua("streamLag-1");

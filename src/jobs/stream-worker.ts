@@ -3,11 +3,10 @@ import type { Logger } from "pino";
 import type { CompiledTenant } from "../config/compiled.js";
 import { loadLua } from "../store/lua-loader.js";
 import { runScript } from "../store/redis-script.js";
-import { BlockingLoop, GATHER_MS, pause } from "./blocking-loop.js";
-import { createGroups, shardStreams, type ShardStream } from "./stream-group.js";
+import { GATHER_MS, pause, StreamLoop, type ShardStream } from "./stream-loop.js";
 import { recordDayArgs } from "./stream-ops.js";
 
-export { shardStreams, type ShardStream } from "./stream-group.js";
+export { shardStreams, type ShardStream } from "./stream-loop.js";
 
 /**
  * The stream worker (DESIGN: Background work): materialises what the hot path does not keep,
@@ -48,50 +47,28 @@ export interface StreamWorkerOptions {
   batchSize?: number;
   /** How long one blocking read waits before the loop looks around again. @default 2000 */
   blockMs?: number;
-  /** The wait after a turn in which no shard had a full batch (blocking-loop.ts GATHER_MS). @default 50 */
+  /** The wait after a turn in which no shard had a full batch (stream-loop.ts GATHER_MS). @default 50 */
   gatherMs?: number;
 }
 
 /** What one call of the apply script did on one shard. */
-export interface ShardApplied {
+interface ShardApplied {
   applied: number;
   watermark: string | null;
   /** The call read a full batch: more records may follow. */
   full: boolean;
 }
 
-export class StreamWorker {
-  private readonly streams: ShardStream[];
+export class StreamWorker extends StreamLoop {
   private readonly batchSize: number;
-  private groupsReady = false;
-  private readonly loop: BlockingLoop;
-  /** Per stream, the watermark the loop last saw: where it waits from ("0-0" at first: every shard is looked at once). */
-  private readonly seen: Map<string, string>;
-
-  constructor(private readonly opts: StreamWorkerOptions) {
-    this.streams = shardStreams(opts.tenants);
-    this.batchSize = opts.batchSize ?? 100;
-    this.seen = new Map(this.streams.map((s) => [s.key, "0-0"]));
-    this.loop = new BlockingLoop({
-      redis: opts.redis,
-      logger: opts.logger,
-      name: "stream worker",
-      turn: (blocking) => this.turn(blocking),
-      // A Redis that was away (the script recreates a lost group itself; this re-checks them all).
-      onError: () => {
-        this.groupsReady = false;
-      },
-    });
-  }
 
   /**
    * The `buckets` group marks this worker's position for trimming and lag (the script moves it).
    * Created at 0, so that no record written before the worker first ran is trimmed unseen.
    */
-  async ensureGroups(): Promise<void> {
-    if (this.groupsReady) return;
-    await createGroups(this.opts.redis, this.streams, BUCKET_GROUP, "0");
-    this.groupsReady = true;
+  constructor(private readonly opts: StreamWorkerOptions) {
+    super({ redis: opts.redis, tenants: opts.tenants, logger: opts.logger, name: "stream worker", group: BUCKET_GROUP, groupStart: "0" });
+    this.batchSize = opts.batchSize ?? 100;
   }
 
   /** Applies everything currently in the streams, then returns the number of records applied. */
@@ -103,7 +80,7 @@ export class StreamWorker {
   }
 
   /** Calls the script on one shard until it reads less than a full batch. */
-  async catchUp(s: ShardStream): Promise<{ applied: number; watermark: string | null }> {
+  private async catchUp(s: ShardStream): Promise<{ applied: number; watermark: string | null }> {
     let applied = 0;
     for (;;) {
       const step = await this.applyShard(s);
@@ -117,7 +94,7 @@ export class StreamWorker {
    * day, the worker computes their days and calls again (a few times at most: each call applies
    * at least up to the records it named, unless another worker moved the watermark meanwhile).
    */
-  async applyShard(s: ShardStream): Promise<ShardApplied> {
+  private async applyShard(s: ShardStream): Promise<ShardApplied> {
     let days: string[] = [];
     let applied = 0;
     for (let attempt = 0; ; attempt++) {
@@ -132,44 +109,27 @@ export class StreamWorker {
     }
   }
 
-  /** Starts the blocking loop in the background; stop() ends it. */
-  start(): void {
-    this.loop.start();
-  }
-
-  async stop(): Promise<void> {
-    await this.loop.stop();
-  }
-
   /**
-   * One turn of the loop: waits for a record past any shard's last known watermark (XREAD BLOCK,
-   * COUNT 1: the reply says only which streams moved), catches those shards up, then pauses to
-   * let records gather unless a shard had a full batch.
+   * One turn of the loop: waits for a record past any shard's watermark as last seen, catches
+   * those shards up, then pauses to let records gather unless a shard had a full batch.
    */
-  private async turn(blocking: Redis): Promise<void> {
-    await this.ensureGroups();
-    const seen = this.seen;
-    const reply = (await blocking.xread("COUNT", 1, "BLOCK", this.opts.blockMs ?? 2000, "STREAMS", ...seen.keys(), ...seen.values())) as [string, unknown[]][] | null;
+  protected async turn(blocking: Redis): Promise<void> {
     let stuck = false;
     let full = false;
     // The moved shards at once: their calls share round trips instead of queueing one by one
     // behind the service's traffic on this process's event loop.
     await Promise.all(
-      (reply ?? []).map(async ([key]) => {
-        const { applied, watermark } = await this.catchUp(this.streams.find((s) => s.key === key)!);
+      (await this.waitForRecords(blocking, this.opts.blockMs ?? 2000)).map(async ({ stream }) => {
+        const { applied, watermark } = await this.catchUp(stream);
         if (applied >= this.batchSize) full = true;
         // No progress past a watermark already known: a record the script cannot apply yet;
         // pause instead of spinning on XREAD, which answers at once while it is there.
-        if (applied === 0 && (watermark ?? "0-0") === seen.get(key)) stuck = true;
-        seen.set(key, watermark ?? "0-0");
+        if (applied === 0 && (watermark ?? "0-0") === this.seenOf(stream)) stuck = true;
+        this.markSeen(stream, watermark ?? "0-0");
       }),
     );
     if (stuck) await pause(1000);
-    else if (!full && !this.loop.stopping) await pause(this.opts.gatherMs ?? GATHER_MS);
+    else if (!full && !this.stopping) await pause(this.opts.gatherMs ?? GATHER_MS);
   }
 
-  /** The shard stream a user's records are in (tests, tools). */
-  streamOf(tenantId: string, shard: number): ShardStream {
-    return this.streams.find((s) => s.tenantId === tenantId && s.shard === shard)!;
-  }
 }

@@ -2,9 +2,12 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { Queue } from "bullmq";
+import { afterAll, describe, expect, inject, it } from "vitest";
 import { freePort } from "../../src/embedded-redis.js";
-import { DEMO_YAML } from "../helpers/app.js";
+import { deliveryQueueName, JOBS_PREFIX } from "../../src/jobs/webhooks/keys.js";
+import { DEMO_YAML, uniqueTenantId } from "../helpers/app.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
 
 /**
  * The built service as a user starts it: `node dist/main.js` (npm test builds first). Without
@@ -86,5 +89,35 @@ describe("node dist/main.js", () => {
     const proc = run({ NODE_ENV: "production", REDIS_URL: "redis://127.0.0.1:1" });
     expect(await proc.exited).toBe(1);
     expect(proc.output()).toMatch(/apiKeys\[0\].*demo keys are refused/);
+  });
+
+  it("LAUREL_DELIVERIES=off: the process runs no delivery worker on its tenants' queues; by default it runs one", async () => {
+    const tenantId = uniqueTenantId("boot");
+    const config = join(tempDir(), "hooks.yaml");
+    writeFileSync(
+      config,
+      tenantYaml(
+        tenantId,
+        `
+    metrics: [{ key: lessons, name: Lessons }]
+    webhooks:
+      - { key: main, url: "http://127.0.0.1:9/hooks", secret: "a-test-secret-0123456789", events: [points.changed] }
+`,
+      ),
+    );
+    const url = new URL(inject("redisUrl"));
+    const queue = new Queue(deliveryQueueName(tenantId), { connection: { host: url.hostname, port: Number(url.port) }, prefix: JOBS_PREFIX });
+    try {
+      for (const [deliveries, workers] of [["off", 0], ["on", 1]] as const) {
+        const service = run({ PORT: String(await freePort()), REDIS_URL: url.href, LAUREL_CONFIG: config, LAUREL_WORKER: "off", LAUREL_DELIVERIES: deliveries });
+        // The delivery workers are ready before the service listens (Webhooks.start awaits them).
+        await waitFor(() => service.output().includes("laurel listening"), "listening", service.exited);
+        expect((await queue.getWorkers()).length, `LAUREL_DELIVERIES=${deliveries}`).toBe(workers);
+        service.child.kill("SIGTERM");
+        expect(await service.exited).toBe(0);
+      }
+    } finally {
+      await queue.close();
+    }
   });
 });

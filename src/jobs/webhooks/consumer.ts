@@ -42,8 +42,6 @@ const selectScript = loadLua("hookSelect-1");
 export class WebhookConsumer extends StreamGroupConsumer {
   /** Per tenant, the outcome parts its endpoints' types need (kinds.ts WANTED_PARTS). */
   private readonly wanted: Map<string, string[]>;
-  /** Per stream, the group's last delivered id as the select script last saw it: where the loop waits from. */
-  private readonly seen = new Map<ShardStream, string>();
 
   constructor(
     redis: Redis,
@@ -60,28 +58,26 @@ export class WebhookConsumer extends StreamGroupConsumer {
   /**
    * New records, filtered in Redis (lua/hookSelect-1.lua): the records that can stand for no
    * subscribed event are acknowledged there and never reach Node. Waiting is one XREAD BLOCK
-   * over every stream from the group's last known position, for one entry each: it delivers
-   * nothing to the group and only says which streams moved; the select script reads those.
+   * (waitForRecords): it delivers nothing to the group and only says which streams moved; the
+   * select script reads those.
    */
   protected override async readNew(redis: Redis, blockMs: number | null): Promise<{ batches: [ShardStream, Entry[]][]; read: number }> {
-    let shards = this.streams;
-    if (blockMs !== null) {
-      const moved = (await redis.xread("COUNT", 1, "BLOCK", blockMs, "STREAMS", ...this.streams.map((s) => s.key), ...this.streams.map((s) => this.seen.get(s) ?? "0-0"))) as [string, unknown[]][] | null;
-      const keys = new Set((moved ?? []).map(([key]) => key));
-      shards = this.streams.filter((s) => keys.has(s.key));
-    }
+    // Draining reads every stream; the loop waits for the streams that moved, and the record that
+    // woke it (the group is at or past it when the script reads nothing new).
+    const moved = blockMs === null ? this.streams.map((stream) => ({ stream, id: this.seenOf(stream) })) : await this.waitForRecords(redis, blockMs);
     // All shards' calls at once: one round trip, not one per shard behind the service's traffic.
     const replies = await Promise.all(
-      shards.map((s) => runScript(this.opts.redis, selectScript, [s.key], [this.group, this.consumer, this.batchSize, ...this.wanted.get(s.tenantId)!]) as Promise<[number, string, ...(string | string[])[]]>),
+      moved.map(({ stream }) => runScript(this.opts.redis, selectScript, [stream.key], [this.group, this.consumer, this.batchSize, ...this.wanted.get(stream.tenantId)!]) as Promise<[number, string | null, ...(string | string[])[]]>),
     );
     let read = 0;
     const batches: [ShardStream, Entry[]][] = [];
     replies.forEach(([count, last, ...flat], k) => {
+      const { stream, id } = moved[k]!;
       read += count;
-      this.seen.set(shards[k]!, last);
+      this.markSeen(stream, last ?? id);
       const kept: Entry[] = [];
       for (let i = 0; i + 1 < flat.length; i += 2) kept.push([flat[i] as string, flat[i + 1] as string[]]);
-      if (kept.length > 0) batches.push([shards[k]!, kept]);
+      if (kept.length > 0) batches.push([stream, kept]);
     });
     return { batches, read };
   }
