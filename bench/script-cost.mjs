@@ -14,10 +14,12 @@
 // Usage: node bench/script-cost.mjs [config ...]   (default: bench/core-tenant.yaml config/demo.yaml)
 // Environment: COST_USERS (seeded users, default 2000), COST_EVENTS (events per metric, default 1000),
 // COST_SERVICE (the service's entry, default dist/main.js: point it at another build, with its
-// lua/ beside its dist/, to compare two trees).
+// lua/ beside its dist/, to compare two trees), COST_KEEP (a directory: keep each phase's callgrind
+// dump there as cg.<n>.out, for callgrind_annotate; with a redis-server built with symbols first on
+// PATH the dumps name Lua's and Redis's own functions).
 // Needs valgrind (Debian: apt-get install -y valgrind). Reports; never gates.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
@@ -67,6 +69,8 @@ async function startRedisUnderCallgrind(dir) {
 
 const control = (pid, ...args) => execFileSync("callgrind_control", [...args, String(pid)], { stdio: "ignore" });
 
+let kept = 0; // dumps copied to COST_KEEP, in measuring order
+
 /** Inclusive instruction counts of the named functions in the newest dump, and the program total. */
 function readDump(dir, names) {
   const dump = readdirSync(dir).filter((f) => f.startsWith("cg.out")).map((f) => join(dir, f)).sort().pop();
@@ -77,6 +81,7 @@ function readDump(dir, names) {
     const line = text.split("\n").find((l) => new RegExp(`:${name} \\[`).test(l));
     found[name] = line ? count(line) : 0;
   }
+  if (process.env.COST_KEEP) copyFileSync(dump, join(process.env.COST_KEEP, `cg.${++kept}.out`));
   rmSync(dump);
   return found;
 }

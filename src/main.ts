@@ -6,6 +6,7 @@ import { loadTenantsOrExit, ROOT, stopOnSignals } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
+import { coalesceWrites } from "./store/write-coalescing.js";
 
 /**
  * `node dist/main.js` (what `npm start` runs). Environment:
@@ -38,6 +39,7 @@ async function main(): Promise<void> {
     logger.info({ redis: redisUrl, dir: dataDir }, "started embedded redis-server (AOF on)");
   }
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 3, enableAutoPipelining: process.env.LAUREL_AUTOPIPELINE === "1" });
+  if (process.env.LAUREL_COALESCE === "1") coalesceWrites(redis);
 
   const port = Number(process.env.PORT ?? 3000);
   const app = await startApp({ tenants, redis, clock, logger, port, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } });
