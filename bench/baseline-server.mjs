@@ -3,19 +3,18 @@
 //   POST /event       read the body, JSON.parse it, one EVALSHA of a one-call script keyed by user.id
 //   GET  /users/:id   one HGET
 //   GET  /ping        readiness probe
-// Environment: PORT, REDIS_URL, LAUREL_AUTOPIPELINE (as the service reads it).
+// Environment: PORT, REDIS_URL, LAUREL_COALESCE and LAUREL_AUTOPIPELINE (as the service reads them).
 import uWS from "uWebSockets.js";
-import { Redis } from "ioredis";
+import { createRedisClient } from "../dist/store/redis-client.js";
 
 if (typeof uWS.getParts !== "function") throw new Error("uWS native binary not loaded (JS fallback active)");
 
 const MAX_BODY_BYTES = 64 * 1024; // the service's DEFAULT_MAX_BODY_BYTES
 const TRIVIAL_LUA = "return redis.call('HINCRBY', KEYS[1], 'n', 1)";
 
-const redis = new Redis(process.env.REDIS_URL, {
-  maxRetriesPerRequest: 3,
-  enableAutoPipelining: process.env.LAUREL_AUTOPIPELINE === "1",
-});
+// The service's own client factory: the same options and the same write coalescing
+// (LAUREL_COALESCE, LAUREL_AUTOPIPELINE), so the baseline carries what the service's client can.
+const redis = createRedisClient(process.env.REDIS_URL);
 const sha = await redis.script("LOAD", TRIVIAL_LUA);
 
 function send(res, status, json) {

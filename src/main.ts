@@ -1,12 +1,11 @@
 import { resolve } from "node:path";
-import { Redis } from "ioredis";
 import { pino } from "pino";
 import { startApp } from "./app.js";
 import { loadTenantsOrExit, ROOT, stopOnSignals } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
-import { coalesceWrites } from "./store/write-coalescing.js";
+import { createRedisClient } from "./store/redis-client.js";
 
 /**
  * `node dist/main.js` (what `npm start` runs). Environment:
@@ -18,6 +17,7 @@ import { coalesceWrites } from "./store/write-coalescing.js";
  *   LAUREL_WORKER   "off": no stream worker in this process (run `node dist/worker.js` instead)
  *   LAUREL_DELIVERIES "off": this process queues webhook deliveries but does not send them
  *                   (`node dist/worker.js` processes do): the event path never shares its CPU with the sending
+ *   LAUREL_COALESCE "off": one socket write per Redis command (src/store/write-coalescing.ts)
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(): Promise<void> {
@@ -38,8 +38,7 @@ async function main(): Promise<void> {
     redisUrl = embedded.url;
     logger.info({ redis: redisUrl, dir: dataDir }, "started embedded redis-server (AOF on)");
   }
-  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 3, enableAutoPipelining: process.env.LAUREL_AUTOPIPELINE === "1" });
-  if (process.env.LAUREL_COALESCE === "1") coalesceWrites(redis);
+  const redis = createRedisClient(redisUrl);
 
   const port = Number(process.env.PORT ?? 3000);
   const app = await startApp({ tenants, redis, clock, logger, port, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } });

@@ -1,12 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { pino } from "pino";
 import { inject } from "vitest";
 import { startApp, type AppOptions, type RunningApp } from "../../src/app.js";
 import { ManualClock, SystemClock, type Clock } from "../../src/clock.js";
 import type { CompiledTenant } from "../../src/config/compiled.js";
 import { loadConfigText } from "../../src/config/load.js";
+import { createRedisClient } from "../../src/store/redis-client.js";
 import { startTestRedis } from "./redis-server.js";
 
 export const DEMO_YAML = readFileSync(new URL("../../config/demo.yaml", import.meta.url), "utf8");
@@ -52,7 +53,7 @@ export interface TestAppOptions {
 export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> {
   const yaml = opts.yaml ?? demoConfig().yaml;
   const tenants = loadConfigText(yaml, "test.yaml", {});
-  const redis = new Redis(opts.redisUrl ?? inject("redisUrl"), { maxRetriesPerRequest: 1 });
+  const redis = createRedisClient(opts.redisUrl ?? inject("redisUrl"), { maxRetriesPerRequest: 1 });
   const clock: Clock = opts.manualClock
     ? new ManualClock(typeof opts.manualClock === "string" ? Date.parse(opts.manualClock) : Date.parse("2026-03-02T12:00:00Z"))
     : new SystemClock();

@@ -1,0 +1,15 @@
+import { Redis, type RedisOptions } from "ioredis";
+import { coalesceWrites } from "./write-coalescing.js";
+
+/**
+ * The Redis client of a Laurel process (service, worker, tests, the bench's baseline), so that
+ * all of them talk to Redis the same way. Environment:
+ *   LAUREL_COALESCE=off      one socket write per command (ioredis' default) instead of one per
+ *                            turn of the event loop (write-coalescing.ts)
+ *   LAUREL_AUTOPIPELINE=1    ioredis auto-pipelining (measured no better here: bench/README.md)
+ */
+export function createRedisClient(url: string, options: RedisOptions = {}, env: NodeJS.ProcessEnv = process.env): Redis {
+  const redis = new Redis(url, { maxRetriesPerRequest: 3, enableAutoPipelining: env.LAUREL_AUTOPIPELINE === "1", ...options });
+  if (env.LAUREL_COALESCE !== "off") coalesceWrites(redis);
+  return redis;
+}
