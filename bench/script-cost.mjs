@@ -13,7 +13,8 @@
 //
 // Usage: node bench/script-cost.mjs [config ...]   (default: bench/core-tenant.yaml config/demo.yaml)
 // Environment: COST_USERS (seeded users, default 2000), COST_EVENTS (events per metric, default 1000),
-// COST_SERVICE (the service's entry, default dist/main.js: point it at another build, with its
+// COST_METRICS (default lessons,api-calls), COST_WORKER (off: skip the stream worker and the
+// webhook filter rows), COST_SERVICE (the service's entry, default dist/main.js: point it at another build, with its
 // lua/ beside its dist/, to compare two trees), COST_KEEP (a directory: keep each phase's callgrind
 // dump there as cg.<n>.out, for callgrind_annotate; with a redis-server built with symbols first on
 // PATH the dumps name Lua's and Redis's own functions).
@@ -36,7 +37,7 @@ import { eventBody, seedUsers } from "./workload.mjs";
 const configs = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ["bench/core-tenant.yaml", "config/demo.yaml"];
 const users = Number(process.env.COST_USERS ?? 2000);
 const events = Number(process.env.COST_EVENTS ?? 1000);
-const METRICS = ["lessons", "api-calls"];
+const METRICS = (process.env.COST_METRICS ?? "lessons,api-calls").split(",");
 
 const children = new Children();
 const cleanups = [];
@@ -126,7 +127,7 @@ async function measureConfig(config) {
       inside,
     });
   }
-  rows.push(...(await measureStreamWorker(config, redis)));
+  if (process.env.COST_WORKER !== "off") rows.push(...(await measureStreamWorker(config, redis)));
   redis.redis.disconnect();
   await children.stopAll();
   await redis.stop();
