@@ -31,6 +31,27 @@ local function parseBoards(text)
   return boards
 end
 
+-- The event script's boards: R.lb's runs and thresholds as doubles in `blob` from byte `at`
+-- (format R.lbf; run -1 while a board is scheduled or finished), in parseBoards' form. A run's
+-- text is kept on the board's rules table (a Function library keeps it across calls), so the
+-- printf happens once per run, not once per event.
+local function numericBoards(blob, at)
+  local lb = R.lb
+  if #lb == 0 then return lb end
+  local values = { struct.unpack(R.lbf, blob, at) }
+  local boards = {}
+  for i = 1, #lb do
+    local board, run = lb[i], values[2 * i - 1]
+    if run < 0 then
+      boards[i] = false
+    else
+      if board.runNumber ~= run then board.runNumber, board.runText = run, string.format('%d', run) end
+      boards[i] = { run, values[2 * i], board.runText }
+    end
+  end
+  return boards
+end
+
 local function boardMember(reachedAt, user)
   return string.format('%013d|%s', MAX_MS - reachedAt, user)
 end

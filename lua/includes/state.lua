@@ -25,9 +25,12 @@ local function num(field)
   return S[field]
 end
 
+-- Any profile write forgets `pd`, the digest of the last profile an event applied
+-- (user.lua applyProfileText), so the next event compares its fields again.
 local function setProfile(field, value)
   U[field] = value
   profileDirty[#profileDirty + 1] = field
+  if S.pd then set('pd', nil) end
 end
 
 -- `extra` holds further field/value pairs to write in the same HSET (the idempotency key).

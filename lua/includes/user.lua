@@ -35,6 +35,22 @@ local function applyProfile(args, first, count)
   return changed
 end
 
+-- The event script's profile: `text` holds `count` pairs "field\0value\0..." (ARGV[7]). Reads
+-- the stored values of the fields loadState did not (a new user has none), then applies them.
+local function applyProfileText(userKey, text, count, created)
+  local flat, missing = {}, {}
+  for f, v in string.gmatch(text, '([^%z]*)%z([^%z]*)%z') do
+    flat[#flat + 1] = f
+    flat[#flat + 1] = v
+    if U[f] == nil then missing[#missing + 1] = f end
+  end
+  if not created and #missing > 0 then
+    local stored = rcall('HMGET', userKey, unpack(missing))
+    for i = 1, #missing do U[missing[i]] = stored[i] end
+  end
+  return applyProfile(flat, 1, count)
+end
+
 -- First identification. Profile fields are applied before, so attribute filters see them.
 local function createUser(localDay)
   set('ct', now)

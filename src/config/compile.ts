@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { MAX_POINTS, toMicro } from "../domain/decimal.js";
 import { stableId, tenantNamespace } from "../domain/ids.js";
+import { MAX_EVENT_FILTERED_TRIGGERS } from "../domain/filters.js";
 import { parseDay } from "../domain/periods.js";
 import type { ApiKeyConfig, AttributeFilter, ConfigFile, TenantConfig, WebhookConfig, WebhookEventType } from "./types.js";
 import type {
@@ -179,6 +180,13 @@ export function compileTenant(tenant: TenantConfig, path: string): CompiledTenan
       boosts,
     };
   });
+  // The event script takes the event-filter results of a metric's triggers as the bits of one double.
+  for (const metric of metrics) {
+    const filtered = systems.flatMap((s) => s.triggers).filter((t) => t.type === "metric" && t.metric === metric.key && t.eventAttributes.length > 0);
+    if (filtered.length > MAX_EVENT_FILTERED_TRIGGERS) {
+      throw new ConfigError(`${path}.points`, `metric "${metric.key}" has ${filtered.length} triggers with eventAttributes; at most ${MAX_EVENT_FILTERED_TRIGGERS}`);
+    }
+  }
 
   const achievementsConfig = tenant.achievements ?? [];
   unique(achievementsConfig, `${path}.achievements`);

@@ -9,6 +9,13 @@ import type { AttributePairs } from "../config/compiled.js";
  * the script as a mask; user filters are evaluated in Lua (lua/includes/state.lua `matches`),
  * where the user's stored attributes are, and in the reference model with userFiltersMatch.
  */
+/**
+ * The event script takes the event-filter results of one metric's triggers as the bits of one
+ * double (exact up to 2^52): at most this many metric triggers with event-attribute filters on
+ * one metric (the config compiler refuses more).
+ */
+export const MAX_EVENT_FILTERED_TRIGGERS = 52;
+
 export function eventFiltersMatch(pairs: AttributePairs, attributes: Readonly<Record<string, string>> | null): boolean {
   return pairs.every(([k, v]) => attributes !== null && attributes[k] === v);
 }

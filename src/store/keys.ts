@@ -6,7 +6,7 @@
  * on Cluster. Tenant-wide keys use {<tenant>}. Tenants never share a key: the tenant id is in
  * every tag, and it matches ^[a-z0-9][a-z0-9_-]*$ so it cannot contain a brace or a colon.
  *
- * Layout (fields are documented where they are written: lua/event-3.lua):
+ * Layout (fields are documented where they are written: lua/event-1.lua):
  *   {t:s}:u:<user>          hash  the user's whole state (profile, totals, streak, idempotency keys)
  *   {t:s}:agg               hash  shard counters: users, ac:<achievement>, lv:<system>:<level>
  *   {t:s}:x                 stream the shard's event records

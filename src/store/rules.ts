@@ -42,8 +42,12 @@ export interface LuaRules {
     boosts: { m: number; s: number; e: number | false; r: string; f: LuaFilter }[];
   }[];
   uc: LuaTrigger[];
-  /** Metric triggers on this metric: threshold, high-water field, own counter field when filtered. */
-  mt: (LuaTrigger & { th: number; hw: string; tc: string | false })[];
+  /**
+   * Metric triggers on this metric: threshold, high-water field, own counter field when filtered,
+   * and for a trigger with event-attribute filters its bit in the event script's mask (Node
+   * evaluates those filters: lua/event-1.lua ARGV[3]), false for one without.
+   */
+  mt: (LuaTrigger & { th: number; hw: string; tc: string | false; eb: number | false })[];
   st: (LuaTrigger & { n: number })[];
   /** Achievement triggers by achievement key. */
   at: Record<string, LuaTrigger[]>;
@@ -55,6 +59,11 @@ export interface LuaRules {
   sach: string[];
   /** Declared user attribute keys, and every system of the tenant (groups by attribute value). */
   attrs: string[];
+  /** The event script's profile reads: the declared attributes' fields, and the same after "tz". */
+  pf: string[];
+  pfz: string[];
+  /** struct format of the boards' numbers in the event script's ARGV[3] (run and threshold each). */
+  lbf: string;
   allSys: string[];
   /** Boards this script can move, in tenant order; Node passes each one's current run. */
   lb: {
@@ -94,10 +103,21 @@ export function isFiltered(t: CompiledMetricTrigger): boolean {
   return t.userAttributes.length > 0 || t.eventAttributes.length > 0;
 }
 
+/**
+ * Each event-filtered metric trigger's bit in the event script's mask (a double: 2^0 .. 2^51),
+ * in R.mt order; unfiltered triggers have none (they always count the event). The config
+ * compiler refuses more than MAX_EVENT_FILTERED_TRIGGERS (domain/filters.ts) on one metric.
+ */
+export function eventMaskBits(metricTriggers: readonly CompiledMetricTrigger[]): Map<CompiledMetricTrigger, number> {
+  const bits = new Map<CompiledMetricTrigger, number>();
+  for (const t of metricTriggers) if (t.eventAttributes.length > 0) bits.set(t, 2 ** bits.size);
+  return bits;
+}
+
 export interface BuiltRules {
   rules: LuaRules;
-  /** The metric triggers of R.mt, in order: Node computes their event-attribute mask. */
-  metricTriggers: CompiledMetricTrigger[];
+  /** The metric triggers of R.mt with event-attribute filters, and their bits: Node computes the mask. */
+  maskBits: Map<CompiledMetricTrigger, number>;
   /** Profile fields every call reads: the zone and the declared attributes (filters). */
   profileFields: string[];
   /** The boards of R.lb, in order: Node computes their current runs. */
@@ -147,6 +167,7 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
   const lua = (t: CompiledTrigger): LuaTrigger => ({ s: sysIndex.get(t.systemKey)!, k: t.key, pts: t.points, f: luaFilter(t.userAttributes) });
 
   const metricTriggers = triggers.filter((t): t is CompiledMetricTrigger => t.type === "metric" && metricKey !== null);
+  const maskBits = eventMaskBits(metricTriggers);
   const rules: LuaRules = {
     mf: metricKey === null ? false : `m:${metricKey}`,
     maxTotal: MAX_TOTAL_MICRO,
@@ -165,6 +186,7 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
       th: t.thresholdMicro,
       hw: highWaterField(t),
       tc: isFiltered(t) ? triggerCountField(t) : false,
+      eb: maskBits.get(t) ?? false,
     })),
     st: triggers.flatMap((t) => (t.type === "streak" ? [{ ...lua(t), n: t.length }] : [])),
     at: {},
@@ -174,6 +196,9 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
     sach: countsForStreak ? achievements.filter((a) => a.type === "streak").map((a) => a.key) : [],
     lb: [],
     attrs: [...tenant.userAttributes],
+    pf: [...tenant.userAttributes].map(userAttributeField),
+    pfz: ["tz", ...[...tenant.userAttributes].map(userAttributeField)],
+    lbf: "",
     allSys: tenant.systems.map((s) => s.key),
     streak: false,
   };
@@ -191,6 +216,7 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
     max: b.maxParticipants,
     keys: Array.from({ length: tenant.shards }, (_, shard) => `{${tenant.id}:${shard}}:lb:${b.key}:`),
   }));
+  rules.lbf = boards.length > 0 ? `<${"dd".repeat(boards.length)}` : "";
   for (const t of triggers) if (t.type === "achievement") (rules.at[t.achievement] ??= []).push(lua(t));
   for (const a of achievements) {
     const up = composites.filter((c) => c.type === "composite" && c.prerequisites.includes(a.key) && reachable.has(c.key)).map((c) => c.key);
@@ -216,5 +242,5 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
       fz: fz ? { init: fz.initial, max: fz.max, every: fz.everyDays, amt: fz.amount } : false,
     };
   }
-  return { rules, metricTriggers, profileFields: ["tz", ...[...tenant.userAttributes].map(userAttributeField)], boards };
+  return { rules, maskBits, profileFields: ["tz", ...[...tenant.userAttributes].map(userAttributeField)], boards };
 }

@@ -1,10 +1,11 @@
+import { hash } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { CompiledTenant } from "../config/compiled.js";
 import { fail } from "../domain/errors.js";
 import { parseAwardRecord, type AwardRecord, type BoardChange, type EventInput, type EventOutcome, type PointsChange, type StreakState } from "../domain/outcome.js";
 import { eventFiltersMatch } from "../domain/filters.js";
 import { localDayIndex, periodOfDay, streakDeadline } from "../domain/periods.js";
-import { boardsArg } from "../domain/leaderboards.js";
+import { activeRun, boardsArg } from "../domain/leaderboards.js";
 import type { CompiledLeaderboard } from "../config/compiled.js";
 import { ThresholdCache } from "./thresholds.js";
 import { buildRules, type BuiltRules } from "./rules.js";
@@ -71,12 +72,22 @@ export class TenantStore {
     };
     for (const metric of tenant.metrics) {
       const built = buildRules(tenant, metric.key);
-      this.eventScripts.set(metric.key, { script: loadLua("event-3", built.rules), built });
+      this.eventScripts.set(metric.key, { script: loadLua("event-1", built.rules), built });
     }
   }
 
   scripts(): LuaSource[] {
     return [...[...this.eventScripts.values()].map((e) => e.script), ...Object.values(this.tenantScripts), ...SHARED_SCRIPTS];
+  }
+
+  /** The event script's boards (lua/event-1.lua ARGV[3]): each board's current run (-1 when none) and cached threshold. */
+  boardNumbers(boards: readonly CompiledLeaderboard[], now: number): number[] {
+    const numbers: number[] = [];
+    for (const board of boards) {
+      const run = activeRun(board, now);
+      numbers.push(run ?? -1, run === null ? 0 : this.thresholds.get(board, run));
+    }
+    return numbers;
   }
 
   /** The boards argument of a script call: each board's current run and cached threshold. */
@@ -92,20 +103,20 @@ export class TenantStore {
     const entry = this.eventScripts.get(input.metricKey);
     if (!entry) fail("METRIC_NOT_FOUND");
     const shard = this.shard(input.userId);
-    const keys = [this.keys.user(shard, input.userId), this.keys.agg(shard), this.keys.stream(shard)];
+    const keys = [this.keys.user(shard, input.userId)];
     let tz = input.tz ?? this.zones.get(input.userId) ?? "UTC";
     const frequency = this.tenant.streak?.frequency ?? "daily";
-    const mask = entry.built.metricTriggers.map((t) => (eventFiltersMatch(t.eventAttributes, input.eventAttributes) ? "1" : "0")).join("");
-    const profileArgs = input.profile.flat();
-    const readFields = [...entry.built.profileFields];
-    for (const [field] of input.profile) if (!readFields.includes(field)) readFields.push(field);
+    let mask = 0;
+    for (const [trigger, bit] of entry.built.maskBits) if (eventFiltersMatch(trigger.eventAttributes, input.eventAttributes)) mask += bit;
+    const profile = profileText(input.profile);
+    const boards = this.boardNumbers(entry.built.boards, input.now);
     for (let attempt = 0; ; attempt++) {
       const nowDay = localDayIndex(input.now, tz);
       const nowPeriod = periodOfDay(nowDay, frequency);
-      const reply = (await runScript(this.redis, entry.script, keys, [
+      const args: (string | Buffer)[] = [
         this.keys.prefix(shard),
         input.userId,
-        // lua/event-3.lua ARGV[3]; micro-unit values are bounded by maxTotal, inside 2^53.
+        // lua/event-1.lua ARGV[3]; micro-unit values are bounded by maxTotal, inside 2^53.
         packDoubles([
           input.now,
           input.valueMicro,
@@ -113,21 +124,21 @@ export class TenantStore {
           nowDay,
           streakDeadline(nowPeriod, frequency, tz),
           streakDeadline(nowPeriod - 1, frequency, tz),
-          readFields.length,
+          input.tz === null ? 0 : 1,
+          profile.digest,
           input.profile.length,
+          mask,
+          ...boards,
         ]),
-        input.eventId,
-        input.idempotencyKey === null ? "" : idempotencyField(input.metricKey, input.idempotencyKey),
-        input.tz ?? "",
         tz,
+        input.idempotencyKey === null ? "" : idempotencyField(input.metricKey, input.idempotencyKey),
         // The record's local day and its month: the stream worker files the daily buckets by them
         // (lua/applyStream-2.lua), and only Node has the zone data to compute them.
         `${input.metricKey}|${input.valueMicro}|${input.eventId}|${nowDay}|${periodOfDay(nowDay, "monthly")}`,
-        mask,
-        this.boardsArg(entry.built.boards, input.now),
-        ...readFields,
-        ...profileArgs,
-      ])) as unknown[];
+        profile.text,
+      ];
+      if (input.idempotencyKey !== null) args.push(input.eventId);
+      const reply = (await runScript(this.redis, entry.script, keys, args)) as unknown[];
       const status = reply[0] as number;
       if (status === -1) {
         // The stored zone differs from the guess: nothing was written; evaluate in the stored zone.
@@ -138,7 +149,7 @@ export class TenantStore {
       }
       if (status === -2) fail("TOTAL_OUT_OF_RANGE");
       if (tz !== "UTC" || this.zones.get(input.userId) !== undefined) this.zones.set(input.userId, tz);
-      return { outcome: decodeEventReply(reply), tz, nowDay, nowPeriod };
+      return { outcome: decodeEventReply(reply, input.eventId), tz, nowDay, nowPeriod };
     }
   }
 
@@ -159,6 +170,20 @@ export class TenantStore {
     }
     return (await this.redis.exists(this.keys.user(shard, userId))) ? { total: 0, awards: [] } : null;
   }
+}
+
+/**
+ * The profile fields an event sent, as lua/event-1.lua ARGV[7] takes them ("field\0value\0...";
+ * values never hold control characters: user-input.ts), and their digest: the script compares
+ * it with the digest of the last profile an event applied and reads and writes no profile field
+ * when they are equal. 48 bits of SHA-1: a collision would leave one event's profile change
+ * unapplied, at odds of 2^-48.
+ */
+export function profileText(profile: readonly (readonly [string, string])[]): { text: string; digest: number } {
+  if (profile.length === 0) return { text: "", digest: 0 };
+  let text = "";
+  for (const [field, value] of profile) text += `${field}\0${value}\0`;
+  return { text, digest: Number.parseInt(hash("sha1", text).slice(0, 12), 16) };
 }
 
 /** The stored streak as a script replies it: {length, start, last, extended, freezes, grants, createdDay}. */
@@ -199,8 +224,8 @@ export function decodePoints(raw: unknown[][]): PointsChange[] {
   }));
 }
 
-/** The event script's flat reply (lua/event-3.lua, "Reply"): a head of 11 values, then counted parts. */
-function decodeEventReply(reply: unknown[]): EventOutcome {
+/** The event script's flat reply (lua/event-1.lua, "Reply"): a head of 11 values, then counted parts. */
+function decodeEventReply(reply: unknown[], eventId: string): EventOutcome {
   const streakRaw = reply.slice(4, 11);
   if (reply[0] === 2) {
     return { kind: "replay", eventId: reply[1] as string, totalMicro: reply[2] as number, streak: decodeStreak(streakRaw) };
@@ -217,7 +242,7 @@ function decodeEventReply(reply: unknown[]): EventOutcome {
   for (let entries = reply[at++] as number; entries > 0; entries--) boards.push(decodeBoard(take(8)));
   return {
     kind: "processed",
-    eventId: reply[1] as string,
+    eventId,
     totalMicro: reply[2] as number,
     streak: decodeStreak(streakRaw),
     extended: streakRaw[3] === 1,

@@ -7,7 +7,8 @@
   part (built once when loaded as a Redis Function); below it is the call.
 
   Steps
-    1. HMGET the user's state (`s`, msgpack), the idempotency field and the profile fields.
+    1. HMGET the user's state (`s`, msgpack), the idempotency field, the declared attributes,
+       and the stored zone when the event sent none.
     2. Zone check: without a zone in the event, Node computed the calendar for the zone it
        assumed; if the stored zone differs, reply -1 so Node recomputes and calls again.
     3. Idempotency (spec: idempotency rules 1-6): a key already used by this user on this
@@ -23,30 +24,33 @@
        zsets, and one XADD of the event's record to the shard stream.
 
   KEYS[1] user state hash   {t:s}:u:<userId>
-  KEYS[2] shard counters    {t:s}:agg
-  KEYS[3] shard stream      {t:s}:x
+  The shard's other keys ({t:s}:agg counters, {t:s}:x stream, zsets, lists) are built from the
+  prefix: they share the user's hash tag, so the same slot. Every argument costs Redis ~1k
+  instructions (parsed from the request, then made a Lua string: hashed and interned), so the
+  call carries as few as it can (bench/README.md, "Instructions per event script").
 
-  ARGV[1]  key prefix {t:s}:   (the shard's other keys are built from it)
+  ARGV[1]  key prefix {t:s}:
   ARGV[2]  user id
-  ARGV[3]  the numbers, 8 little-endian doubles (struct '<dddddddd'): now (ms since epoch,
-           the service clock), value in micro-units, current streak period index and current
-           local day index in the zone Node computed the calendar for, the instant (ms) the
-           streak is lost if extended in the current period, and if last covered in the
-           previous period, r (profile fields to read), n (profile fields sent). Binary because
+  ARGV[3]  the numbers, little-endian doubles (struct): now (ms since epoch, the service clock),
+           value in micro-units, current streak period index and current local day index in the
+           zone Node computed the calendar for, the instant (ms) the streak is lost if extended
+           in the current period, and if last covered in the previous period, flags (1: the
+           event sent its zone), the profile digest, n (profile pairs in ARGV[7]), the
+           event-attribute mask (the bits R.mt[i].eb of the filtered metric triggers whose
+           filters the event passes: Node evaluates them), then per board of R.lb its current
+           run and threshold (run -1 while scheduled or finished; format R.lbf). Binary because
            `tonumber` of a decimal string costs ~1.8k instructions (strtod); struct.unpack reads
-           all eight for less than one. The price is in Node: ioredis serialises a command with
-           a Buffer argument in its slower buffer mode, ~3-4 µs more; Redis time is the scarcer
-           (bench/README.md, "Instructions per event script").
-  ARGV[4]  event id (uuid) for a new event
+           ten for about one. The price is in Node: ioredis serialises a command with a Buffer
+           argument in its slower buffer mode, ~3-4 µs more; Redis time is the scarcer.
+  ARGV[4]  the zone Node computed the calendar for: the event's, or the one it assumed
   ARGV[5]  idempotency field "i:<metric>:<key>", or '' without a key
-  ARGV[6]  zone sent with the event, or ''
-  ARGV[7]  zone Node computed the calendar for
-  ARGV[8]  stream record detail "metric|value|eventId|day|month" (the local day and its monthly
+  ARGV[6]  stream record detail "metric|value|eventId|day|month" (the local day and its monthly
            period, for the stream worker's daily buckets); the script appends "|total"
-  ARGV[9]  event-attribute mask: one '1'/'0' per metric trigger of R.mt (computed in Node)
-  ARGV[10] each board of R.lb: "run:threshold", or "-" when scheduled or finished
-  ARGV[11 .. 10+r] the names of the profile fields to read (tz, the declared ua:<attr>, those sent)
-  ARGV[11+r .. 10+r+2n] profile field, value pairs sent (em, nm, tz, se, dt, ua:<attr>)
+  ARGV[7]  the profile fields sent, "field\0value\0..." (em, nm, tz, se, dt, ua:<attr>; values
+           carry no control characters). Read only when the digest differs from the state's
+           `pd`, the digest of the last profile an event applied (user.lua applyProfileText):
+           an event repeating the profile costs no profile reads or writes.
+  ARGV[8]  event id (uuid), only with an idempotency key (the key's stored value)
 
   Reply: ONE flat array. Redis converts a Lua table to RESP with ~7 field lookups per table
   (err, ok, double, map...), so nested tables cost ~5k instructions each; counts announce the
@@ -54,8 +58,8 @@
     {-1, storedZone}      the zone assumption was wrong; nothing written
     {-2}                  the metric total would leave ±maxTotal; nothing written
     {2, eventId, total, 0, streak...}                 replay of an idempotency key; nothing written
-    {1, eventId, total, created 0/1, streak..., #achievements, key..., #points, points...,
-     #boards, boards...}
+    {1, false, total, created 0/1, streak..., #achievements, key..., #points, points...,
+     #boards, boards...}       (Node knows the new event's id)
       streak   = length, startPeriod|false, lastPeriod|false, extended 0/1, freezes|false,
                  grants|false, createdDay|false (7 values)
       key      = an achievement completed by this request, in completion order
@@ -73,34 +77,32 @@
 -- @include "includes/user.lua"
 -- @include "includes/streak.lua"
 -- @include "includes/leaderboards.lua"
---@body
-local nowMs, value, nowPeriod, nowDay, lostIfExtended, lostIfPrevious, nRead, nProfile = struct.unpack('<dddddddd', ARGV[3])
-beginCall(nowMs, ARGV[1], ARGV[2])
-local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
-local eventId, idemField = ARGV[4], ARGV[5]
-local tzSent, tzAssumed = ARGV[6], ARGV[7]
-local recordDetail = ARGV[8]
-local deadlines = { lostIfExtended, lostIfPrevious }
-local eventMask = ARGV[9]
-local boards = parseBoards(ARGV[10])
-
--- 1. Read.
-local original = loadState(userKey, idemField ~= '' and idemField or 's', { unpack(ARGV, 11, 10 + nRead) })
 
 -- The reply's head: status, event id, metric total, created, then the stored streak (readers
 -- settle it; replays are answered without settling: no writes).
-local function replyHead(status, id, total, created, extended)
+local function eventReplyHead(status, id, total, created, extended)
   return { status, id, total, created and 1 or 0, num('sl') or 0, num('ss') or false, num('sp') or false, extended and 1 or 0, num('fz') or false, num('fg') or false, num('cd') or false }
 end
+--@body
+local nowMs, value, nowPeriod, nowDay, lostIfExtended, lostIfPrevious, flags, digest, nProfile, eventMask = struct.unpack('<dddddddddd', ARGV[3])
+beginCall(nowMs, ARGV[1], ARGV[2])
+local userKey, aggKey, streamKey = KEYS[1], prefix .. 'agg', prefix .. 'x'
+local zone, idemField, recordDetail = ARGV[4], ARGV[5], ARGV[6]
+local zoneSent = flags % 2 == 1
+local deadlines = { lostIfExtended, lostIfPrevious }
+local boards = numericBoards(ARGV[3], 81)
+
+-- 1. Read.
+local original = loadState(userKey, idemField ~= '' and idemField or 's', zoneSent and R.pf or R.pfz)
 
 -- 2. Zone.
-if tzSent == '' and (U.tz or 'UTC') ~= tzAssumed then return { -1, U.tz or 'UTC' } end
+if not zoneSent and (U.tz or 'UTC') ~= zone then return { -1, U.tz or 'UTC' } end
 
 local oldTotal = num(R.mf) or 0
 
 -- 3. Replay.
 if idemField ~= '' and original then
-  return replyHead(2, original, oldTotal, false, false)
+  return eventReplyHead(2, original, oldTotal, false, false)
 end
 
 -- 4. Range.
@@ -109,11 +111,15 @@ if newTotal > R.maxTotal or newTotal < -R.maxTotal then return { -2 } end
 
 -- The key is stored with the event it first recorded (spec: idempotency rule 3).
 local extraWrites = {}
-if idemField ~= '' then extraWrites = { idemField, eventId } end
+if idemField ~= '' then extraWrites = { idemField, ARGV[8] } end
 
 -- 5. User.
 local created = not S.ct
-local profileChanged = applyProfile(ARGV, 11 + nRead, nProfile)
+local profileChanged = false
+if nProfile > 0 and S.pd ~= digest then
+  profileChanged = applyProfileText(userKey, ARGV[7], nProfile, created)
+  set('pd', digest)
+end
 if created then
   createUser(nowDay)
 elseif profileChanged then
@@ -126,7 +132,7 @@ set(R.mf, newTotal)
 local metricTriggers = R.mt
 for i = 1, #metricTriggers do
   local t = metricTriggers[i]
-  if string.byte(eventMask, i) == 49 and matches(t.f) then
+  if (not t.eb or math.floor(eventMask / t.eb) % 2 == 1) and matches(t.f) then
     local counted = newTotal
     if t.tc then
       counted = (num(t.tc) or 0) + value
@@ -164,10 +170,10 @@ updateBoards(boards, value, streakChanged, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 streakOutcome(outParts, extended)
 flushState(userKey, extraWrites)
-rcall('XADD', streamKey, '*', 'k', 'ev', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', recordDetail .. string.format('|%d', newTotal), 'o', table.concat(outParts, ';'))
+rcall('XADD', streamKey, '*', 'k', 'ev', 'u', userId, 't', now, 'z', zone, 'e', recordDetail .. string.format('|%d', newTotal), 'o', table.concat(outParts, ';'))
 
 -- Appended by index, not through a helper: a closure costs Lua ~1.6k instructions a call.
-local reply = replyHead(1, eventId, newTotal, created, extended)
+local reply = eventReplyHead(1, false, newTotal, created, extended)
 local n = #reply + 1
 reply[n] = #completed
 for i = 1, #completed do n = n + 1; reply[n] = completed[i] end
