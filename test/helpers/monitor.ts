@@ -5,6 +5,8 @@ export interface Observed {
   commands: string[][];
   /** Commands the scripts ran inside Redis (MONITOR shows them with source "lua"), lower-case names. */
   luaCalls: string[];
+  /** The same commands with their arguments. */
+  luaCommands: string[][];
 }
 
 /**
@@ -37,5 +39,6 @@ export async function commandsDuring(redisUrl: string, action: () => Promise<unk
   return {
     commands: window.filter((a) => a.source !== "lua").map((a) => a.args),
     luaCalls: window.filter((a) => a.source === "lua").map((a) => a.args[0]!.toLowerCase()),
+    luaCommands: window.filter((a) => a.source === "lua").map((a) => a.args),
   };
 }
