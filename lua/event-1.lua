@@ -161,7 +161,7 @@ end
 -- 7. Writes.
 local outParts = {}
 if created then
-  rcall('HINCRBY', aggKey, 'users', 1)
+  rcall('HINCRBY', aggKey, 'users', '1')
   outParts[#outParts + 1] = 'c'
 end
 flushAchievements(aggKey, outParts)
@@ -170,7 +170,7 @@ updateBoards(boards, value, streakChanged, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 streakOutcome(outParts, extended)
 flushState(userKey, extraWrites)
-rcall('XADD', streamKey, '*', 'k', 'ev', 'u', userId, 't', now, 'z', zone, 'e', recordDetail .. string.format('|%d', newTotal), 'o', table.concat(outParts, ';'))
+rcall('XADD', streamKey, '*', 'k', 'ev', 'u', userId, 't', nowString(), 'z', zone, 'e', recordDetail .. string.format('|%d', newTotal), 'o', table.concat(outParts, ';'))
 
 -- Appended by index, not through a helper: a closure costs Lua ~1.6k instructions a call.
 local reply = eventReplyHead(1, false, newTotal, created, extended)

@@ -35,7 +35,7 @@ end
 
 local function flushAchievements(aggKey, outParts)
   for i = 1, #completed do
-    rcall('HINCRBY', aggKey, 'ac:' .. completed[i], 1)
+    rcall('HINCRBY', aggKey, 'ac:' .. completed[i], '1')
     outParts[#outParts + 1] = 'a:' .. completed[i]
   end
 end

@@ -68,7 +68,7 @@ local function award(sysIndex, trigKey, amount)
   o.total = new
   o.added = o.added + applied
   o.seq = o.seq + 1
-  o.recs[#o.recs + 1] = string.format('%d|%d|%d|%d|%s', o.seq, now, applied, new, trigKey)
+  o.recs[#o.recs + 1] = sformat('%d|%s|%d|%d|%s', o.seq, nowString(), applied, new, trigKey)
 end
 
 -- Fires every trigger of a list whose user-attribute filter matches; `times` multiplies points.
@@ -93,8 +93,8 @@ local function flushPoints(aggKey, outParts)
       set('pn:' .. sys.key, o.seq)
       local lvBefore, lvAfter = levelIndex(sys.lv, o.before), levelIndex(sys.lv, o.total)
       if lvBefore ~= lvAfter then
-        if lvBefore > 0 then rcall('HINCRBY', aggKey, 'lv:' .. sys.key .. ':' .. sys.lk[lvBefore], -1) end
-        if lvAfter > 0 then rcall('HINCRBY', aggKey, 'lv:' .. sys.key .. ':' .. sys.lk[lvAfter], 1) end
+        if lvBefore > 0 then rcall('HINCRBY', aggKey, 'lv:' .. sys.key .. ':' .. sys.lk[lvBefore], '-1') end
+        if lvAfter > 0 then rcall('HINCRBY', aggKey, 'lv:' .. sys.key .. ':' .. sys.lk[lvAfter], '1') end
       end
       rcall('ZADD', prefix .. 'pz:' .. sys.key, o.total, userId)
       -- The same total in the user's groups by attribute value (points summary filter).

@@ -11,7 +11,7 @@
 -- Reads `s` and the given profile fields; returns the value of `first` (an idempotency field).
 local function loadState(userKey, first, profileFields)
   local vals = rcall('HMGET', userKey, 's', first, unpack(profileFields))
-  if vals[1] then S = cmsgpack.unpack(vals[1]) end
+  S = vals[1] and cmsgpack.unpack(vals[1]) or {}
   for i = 1, #profileFields do U[profileFields[i]] = vals[i + 2] end
   return vals[2]
 end

@@ -74,7 +74,7 @@ end
 local function identify(created, changed, localDay, aggKey, outParts)
   if created then
     createUser(localDay)
-    rcall('HINCRBY', aggKey, 'users', 1)
+    rcall('HINCRBY', aggKey, 'users', '1')
     outParts[#outParts + 1] = 'c'
   elseif changed then
     set('up', now)
