@@ -24,7 +24,7 @@
 
   KEYS[1] user state hash   {t:s}:u:<userId>
   KEYS[2] shard counters    {t:s}:agg
-  KEYS[3] shard stream      {t:s}:x
+  KEYS[3] shard stream      {t:s}:x, and the hook stream {t:s}:xh (includes/hooks.lua)
 
   ARGV[1]  key prefix {t:s}:   (the shard's other keys are built from it)
   ARGV[2]  user id
@@ -73,6 +73,7 @@
 -- @include "includes/user.lua"
 -- @include "includes/streak.lua"
 -- @include "includes/leaderboards.lua"
+-- @include "includes/hooks.lua"
 --@body
 local nowMs, value, nowPeriod, nowDay, lostIfExtended, lostIfPrevious, nRead, nProfile = struct.unpack('<dddddddd', ARGV[3])
 beginCall(nowMs, ARGV[1], ARGV[2])
@@ -164,7 +165,7 @@ updateBoards(boards, value, streakChanged, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 streakOutcome(outParts, extended)
 flushState(userKey, extraWrites)
-rcall('XADD', streamKey, '*', 'k', 'ev', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', recordDetail .. string.format('|%d', newTotal), 'o', table.concat(outParts, ';'))
+appendRecord(streamKey, R.wh, outParts, 'k', 'ev', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', recordDetail .. string.format('|%d', newTotal), 'o', table.concat(outParts, ';'))
 
 -- Appended by index, not through a helper: a closure costs Lua ~1.6k instructions a call.
 local reply = replyHead(1, eventId, newTotal, created, extended)
