@@ -54,5 +54,5 @@ flushAchievements(aggKey, outParts)
 updateBoards(boards, 0, nil, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 flushState(userKey)
-appendRecord(streamKey, R.wh, outParts, 'k', 'ac', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', key, 'o', table.concat(outParts, ';'))
+appendRecord(streamKey, R.wh, 'ac', userId, now, U.tz or 'UTC', key, outParts)
 return { 1, now, completed, pointsReply, created and 1 or 0 }

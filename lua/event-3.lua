@@ -165,7 +165,7 @@ updateBoards(boards, value, streakChanged, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 streakOutcome(outParts, extended)
 flushState(userKey, extraWrites)
-appendRecord(streamKey, R.wh, outParts, 'k', 'ev', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', recordDetail .. string.format('|%d', newTotal), 'o', table.concat(outParts, ';'))
+appendRecord(streamKey, R.wh, 'ev', userId, now, U.tz or 'UTC', recordDetail .. string.format('|%d', newTotal), outParts)
 
 -- Appended by index, not through a helper: a closure costs Lua ~1.6k instructions a call.
 local reply = replyHead(1, eventId, newTotal, created, extended)

@@ -69,7 +69,9 @@ local function move(id, fields)
   local parts = {}
   for part in string.gmatch(outcome, '[^;]+') do parts[#parts + 1] = part end
   if kind == 'ub' or hookWanted(parts, W) then
-    rcall('XADD', hooks, '*', 'x', id, unpack(fields))
+    fields[#fields + 1] = 'x'
+    fields[#fields + 1] = id
+    rcall('XADD', hooks, '*', unpack(fields))
     appended = appended + 1
   end
 end

@@ -97,6 +97,6 @@ updateBoards(boards, 0, (restored or streakOut.lost > 0) and (S.sl or 0) or nil,
 local pointsReply = flushPoints(aggKey, outParts)
 flushState(userKey)
 if #outParts > 0 then
-  appendRecord(streamKey, R.wh, outParts, 'k', 'sa', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', op, 'o', table.concat(outParts, ';'))
+  appendRecord(streamKey, R.wh, 'sa', userId, now, U.tz or 'UTC', op, outParts)
 end
 return reply

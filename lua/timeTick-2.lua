@@ -55,7 +55,7 @@ for j = 1, #due, 2 do
     if #pointsReply > 0 then
       paid = paid + 1
       flushState(userKey)
-      appendRecord(streamKey, R.wh, outParts, 'k', 'tt', 'u', user, 't', now, 'z', U.tz or 'UTC', 'e', trigger.k, 'o', table.concat(outParts, ';'))
+      appendRecord(streamKey, R.wh, 'tt', user, now, U.tz or 'UTC', trigger.k, outParts)
     end
     rcall('ZADD', dueKey, dueAt + n * trigger.ms, user)
   end

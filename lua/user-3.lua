@@ -70,7 +70,7 @@ updateBoards(boards, 0, nil, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 flushState(userKey)
 if #outParts > 0 then
-  appendRecord(streamKey, R.wh, outParts, 'k', 'us', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', mode, 'o', table.concat(outParts, ';'))
+  appendRecord(streamKey, R.wh, 'us', userId, now, U.tz or 'UTC', mode, outParts)
 end
 
 local reply = { created and 1 or 2, S.ct, S.up, pointsReply }

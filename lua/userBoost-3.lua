@@ -75,6 +75,5 @@ S[field] = table.concat(kept, ';')
 rcall('HSET', userKey, 's', cmsgpack.pack(S))
 rcall('HSET', indexKey, id, ARGV[6])
 local system = string.sub(field, 4)
-appendRecord(streamKey, ARGV[8] == '1', nil, 'k', 'ub', 'u', ARGV[7], 't', now, 'z', got[2] or 'UTC',
-  'e', table.concat({ op, system, id, windowStart, windowEnd }, '|'), 'o', '')
+appendRecord(streamKey, ARGV[8] == '1', 'ub', ARGV[7], now, got[2] or 'UTC', table.concat({ op, system, id, windowStart, windowEnd }, '|'), {})
 return { 1 }
