@@ -8,9 +8,9 @@
 // on it, seeds users, then counts what Redis executes for a fixed sequence of events, per metric;
 // then per stream record, the stream worker's apply script over every record the run wrote.
 // Each config runs twice: as written, and with one webhook endpoint subscribed to the milestone
-// types (as bench/webhooks.mjs): the event scripts then also select records into the hook
-// streams (lua/includes/hooks.lua), and the webhook consumer's read (XREADGROUP and the
-// acknowledging script, as its loop runs them) is counted per record it reads.
+// types (as bench/webhooks.mjs; COST_TYPES=a,b for others): the event scripts then also select
+// records into the hook streams (lua/includes/hooks.lua), and the webhook consumer's read
+// (XREADGROUP and the acknowledging script, as its loop runs them) is counted per record it reads.
 // Instructions are not time (cache misses are not counted, and the zset commands' misses are
 // most of their cost under load), but a change that saves instructions saves Redis CPU.
 //
@@ -19,7 +19,8 @@
 // COST_SERVICE (the service's entry, default dist/main.js: point it at another build, with its
 // lua/ beside its dist/, to compare two trees), COST_KEEP (a directory: keep each phase's callgrind
 // dump there as cg.<n>.out, for callgrind_annotate; with a redis-server built with symbols first on
-// PATH the dumps name Lua's and Redis's own functions).
+// PATH the dumps name Lua's and Redis's own functions), COST_TYPES (the endpoint's event types,
+// comma-separated; default the milestones), COST_ENDPOINT=only (only the runs with the endpoint).
 // Needs valgrind (Debian: apt-get install -y valgrind). Reports; never gates.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -90,12 +91,15 @@ function readDump(dir, names) {
 
 /** The types an application typically reacts to (bench/webhooks.mjs MILESTONES): rare per event. */
 const MILESTONES = ["points.level_changed", "achievement.completed", "streak.started", "streak.lost", "streak.freeze_consumed"];
+/** The endpoint's types: COST_TYPES (comma-separated; points.changed selects every event's record), else the milestones. */
+const TYPES = process.env.COST_TYPES ? process.env.COST_TYPES.split(",") : MILESTONES;
+const TYPES_LABEL = process.env.COST_TYPES ? process.env.COST_TYPES : "milestones";
 
-/** The config plus one endpoint on its tenant subscribed to the milestone types (the file's tenant block ends it). */
-function withMilestoneEndpoint(config, dir) {
+/** The config plus one endpoint on its tenant subscribed to TYPES (the file's tenant block ends it). */
+function withEndpoint(config, dir) {
   const path = join(dir, "with-endpoint.yaml");
   const secret = `whsec_${Buffer.from("bench-secret-bench-secret-32byte").toString("base64")}`;
-  writeFileSync(path, `${readFileSync(config, "utf8").trimEnd()}\n    webhooks:\n      - key: bench\n        url: "http://127.0.0.1:9/hooks"\n        secret: "${secret}"\n        events: [${MILESTONES.join(", ")}]\n`);
+  writeFileSync(path, `${readFileSync(config, "utf8").trimEnd()}\n    webhooks:\n      - key: bench\n        url: "http://127.0.0.1:9/hooks"\n        secret: "${secret}"\n        events: [${TYPES.join(", ")}]\n`);
   return path;
 }
 
@@ -111,9 +115,9 @@ async function measureConfig(config, endpoint) {
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   const redis = await startRedisUnderCallgrind(dir);
   const port = await freePort();
-  const label = endpoint ? `${config} + endpoint (milestones)` : config;
+  const label = endpoint ? `${config} + endpoint (${TYPES_LABEL})` : config;
   // No delivery workers: their BullMQ polls would run Lua inside the measured phases (nothing is delivered here anyway).
-  const env = { REDIS_URL: `redis://127.0.0.1:${redis.port}`, PORT: String(port), LAUREL_CONFIG: endpoint ? withMilestoneEndpoint(config, dir) : config, LAUREL_WORKER: "off", LAUREL_DELIVERIES: "off", LOG_LEVEL: "warn" };
+  const env = { REDIS_URL: `redis://127.0.0.1:${redis.port}`, PORT: String(port), LAUREL_CONFIG: endpoint ? withEndpoint(config, dir) : config, LAUREL_WORKER: "off", LAUREL_DELIVERIES: "off", LOG_LEVEL: "warn" };
   await children.start(`service ${label}`, "node", [process.env.COST_SERVICE ?? "dist/main.js"], env, `http://127.0.0.1:${port}/healthz`, 120_000);
   const url = `http://127.0.0.1:${port}`;
   await seedUsers(url, { users, connections: 20 }, `${config}: `);
@@ -225,7 +229,8 @@ function scriptCalls(info) {
 async function main() {
   if (spawnSync("valgrind", ["--version"], { stdio: "ignore" }).status !== 0) throw new Error("valgrind is not installed (Debian: apt-get install -y valgrind)");
   const rows = [];
-  for (const config of configs) for (const endpoint of [false, true]) rows.push(...(await measureConfig(config, endpoint)));
+  const variants = process.env.COST_ENDPOINT === "only" ? [true] : [false, true];
+  for (const config of configs) for (const endpoint of variants) rows.push(...(await measureConfig(config, endpoint)));
   const k = (x) => `${(x / 1000).toFixed(1)}k`;
   console.log(`\nRedis instructions (callgrind), ${events} events per metric after ${users} seeded users and 200 warm-up events:`);
   console.log("| config | metric | per request | per event script | commands it ran | msgpack (state) | rest of the script: Lua, argument and reply conversion | commands per script |");
