@@ -6,7 +6,7 @@ import type { WebhookEventType } from "../../src/config/types.js";
 import { decodeStreamRecord } from "../../src/domain/stream-record.js";
 import { boardParts, recordEvents, streamEventId, tenantHookParts, WANTED_PARTS, WEBHOOK_EVENT_TYPES } from "../../src/jobs/webhooks/kinds.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
-import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { lessonsTenantYaml, MILESTONES } from "../helpers/tenant-yaml.js";
 import { startReceiver, type Receiver, type Received } from "../helpers/webhook-receiver.js";
 
 /**
@@ -135,29 +135,6 @@ return appendRecord(KEYS[1], W, 'ev', 'ada', 1780000000000, 'UTC', 'detail', par
   });
 });
 
-/** One shard, so the streams' lengths count every record. Bronze at 15 points: the second lesson moves the level. */
-function yaml(tenantId: string, webhooks: string): string {
-  return tenantYaml(
-    tenantId,
-    `
-    shards: 1
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
-        levels:
-          - { key: bronze, name: Bronze, points: 15 }
-    achievements:
-      - { key: first-lesson, name: First lesson, type: metric, metric: lessons, value: 1 }
-    streak:
-      frequency: daily
-      metrics: [{ metric: lessons, threshold: 1 }]
-${webhooks}`,
-  );
-}
-
-const MILESTONES = ["points.level_changed", "achievement.completed", "streak.started", "streak.lost", "streak.freeze_consumed"];
 const admin = { "x-api-key": "demo-admin-key" };
 
 describe("the writers select for a tenant with an endpoint subscribed to the milestone types", () => {
@@ -171,8 +148,7 @@ describe("the writers select for a tenant with an endpoint subscribed to the mil
 
   beforeAll(async () => {
     receiver = await startReceiver();
-    const webhooks = `    webhooks:\n      - { key: main, url: "${receiver.url}", secret: "a-test-secret-0123456789", events: [${MILESTONES.join(", ")}] }\n`;
-    t = await startTestApp({ yaml: yaml(tenantId, webhooks), manualClock: "2026-06-01T12:00:00Z" });
+    t = await startTestApp({ yaml: lessonsTenantYaml(tenantId, { url: receiver.url, events: MILESTONES }), manualClock: "2026-06-01T12:00:00Z" });
   });
   afterAll(async () => {
     await t.close();
@@ -239,7 +215,7 @@ describe("the writers select for a tenant with an endpoint subscribed to the mil
 describe("a tenant without endpoints", () => {
   it("writes no hook stream, whatever it records", async () => {
     const tenantId = uniqueTenantId("sel");
-    const t = await startTestApp({ yaml: yaml(tenantId, ""), manualClock: "2026-06-01T12:00:00Z" });
+    const t = await startTestApp({ yaml: lessonsTenantYaml(tenantId), manualClock: "2026-06-01T12:00:00Z" });
     try {
       expect(t.app.webhooks!.consumer).toBeNull();
       for (const user of ["ada", "ada", "bob"]) expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: user, tz: "UTC" }, value: 1 })).status).toBe(201);

@@ -6,7 +6,7 @@ import { HOOK_CUTOVER_FIELD } from "../../src/jobs/webhooks/upgrade.js";
 import { loadLua } from "../../src/store/lua-loader.js";
 import { runScript } from "../../src/store/redis-script.js";
 import { startTestApp, uniqueTenantId } from "../helpers/app.js";
-import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { lessonsTenantYaml, MILESTONES } from "../helpers/tenant-yaml.js";
 import { startReceiver } from "../helpers/webhook-receiver.js";
 
 /**
@@ -24,29 +24,6 @@ beforeAll(() => {
 });
 afterAll(() => redis.disconnect());
 
-const MILESTONES = "[points.level_changed, achievement.completed, streak.started, streak.lost, streak.freeze_consumed]";
-
-function yaml(tenantId: string, webhooks: string): string {
-  return tenantYaml(
-    tenantId,
-    `
-    shards: 1
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
-        levels:
-          - { key: bronze, name: Bronze, points: 15 }
-    achievements:
-      - { key: first-lesson, name: First lesson, type: metric, metric: lessons, value: 1 }
-    streak:
-      frequency: daily
-      metrics: [{ metric: lessons, threshold: 1 }]
-${webhooks}`,
-  );
-}
-
 const groupsOf = async (key: string) => ((await redis.xinfo("GROUPS", key)) as string[][]).map((g) => g[1]);
 
 describe("the records an earlier version's webhooks group had not finished", () => {
@@ -55,7 +32,7 @@ describe("the records an earlier version's webhooks group had not finished", () 
     const shardKey = `{${tenantId}:0}:x`;
     const hookKey = `{${tenantId}:0}:xh`;
     // The earlier version: its writers put every record in the shard stream only, and its group read there.
-    const old = await startTestApp({ yaml: yaml(tenantId, ""), manualClock: "2026-06-01T12:00:00Z", jobs: false });
+    const old = await startTestApp({ yaml: lessonsTenantYaml(tenantId), manualClock: "2026-06-01T12:00:00Z", jobs: false });
     await redis.xgroup("CREATE", shardKey, "webhooks", "$", "MKSTREAM");
     for (const user of ["ada", "ada", "ada", "cy", "dee"]) expect((await old.call("POST", "/v1/metrics/lessons/event", { user: { id: user, tz: "UTC" }, value: 1 })).status).toBe(201);
     await old.close();
@@ -66,8 +43,8 @@ describe("the records an earlier version's webhooks group had not finished", () 
     await redis.xack(shardKey, "webhooks", ids[0]!);
 
     const receiver = await startReceiver();
-    const webhooks = `    webhooks:\n      - { key: main, url: "${receiver.url}", secret: "a-test-secret-0123456789", events: ${MILESTONES} }\n`;
-    let t = await startTestApp({ yaml: yaml(tenantId, webhooks), manualClock: "2026-06-01T12:00:00Z" });
+    const config = lessonsTenantYaml(tenantId, { url: receiver.url, events: MILESTONES });
+    let t = await startTestApp({ yaml: config, manualClock: "2026-06-01T12:00:00Z" });
     try {
       expect(await groupsOf(shardKey)).not.toContain("webhooks");
       expect(await redis.hexists(`{${tenantId}:0}:xw`, HOOK_CUTOVER_FIELD)).toBe(0);
@@ -93,7 +70,7 @@ describe("the records an earlier version's webhooks group had not finished", () 
 
       // A restart moves nothing again.
       await t.close();
-      t = await startTestApp({ yaml: yaml(tenantId, webhooks), manualClock: "2026-06-01T12:00:00Z" });
+      t = await startTestApp({ yaml: config, manualClock: "2026-06-01T12:00:00Z" });
       expect(await redis.xlen(hookKey)).toBeLessThanOrEqual(1); // trimmed to the last acknowledged entry
       expect(await t.app.webhooks!.drain()).toBe(0);
       await t.app.webhooks!.settled(tenantId);
