@@ -17,10 +17,10 @@ import type { StreamRecord } from "../../domain/stream-record.js";
  *   fe:<n> (auto-earned), fa:<n> (admin grant)    streak.freeze_earned
  *   b:<board>:<run>:<old>:<new>                   leaderboard.rank_changed (when the rank moved)
  *
- * Each event's id is a UUIDv5 of the tenant, the shard, the stream entry id, the type and the
- * subject (system, achievement, board...): a redelivery, a worker crash or a second worker
- * derive the same id, so a receiver may see an id twice (at least once) but never two ids for
- * one change.
+ * Each event's id is a UUIDv5 of the tenant, the shard, the record's entry id in the shard stream
+ * (a hook stream's copy carries it as "x", lua/includes/hooks.lua), the type and the subject
+ * (system, achievement, board...): a redelivery, a worker crash or a second worker derive the same
+ * id, so a receiver may see an id twice (at least once) but never two ids for one change.
  */
 export const WEBHOOK_EVENT_TYPES: readonly WebhookEventType[] = [
   "achievement.completed",
@@ -134,7 +134,7 @@ export function recordEvents(record: StreamRecord, boards: readonly BoardPart[])
   return out;
 }
 
-/** The id of an event derived from a stream entry. */
+/** The id of an event derived from a record: `entryId` is its entry id in the shard stream ({t:s}:x). */
 export function streamEventId(ns: string, tenantId: string, shard: number, entryId: string, type: string, subject: string): string {
   return uuidV5(`${tenantId}:${shard}:${entryId}:${type}:${subject}`, ns);
 }

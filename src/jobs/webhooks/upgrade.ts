@@ -23,6 +23,10 @@ export async function moveShardStreamGroup(redis: Redis, tenant: CompiledTenant,
   const wanted = wantedParts(tenant.webhooks.flatMap((w) => [...w.events]));
   let appended = 0;
   for (let shard = 0; shard < tenant.shards; shard++) {
+    // Checked here first: once upgraded, the script is never loaded (each library loaded stays on
+    // the Lua heap that Redis's collector walks on every call; README, Architecture).
+    const groups = (await redis.xinfo("GROUPS", keys.stream(shard)).catch(() => [])) as unknown[][];
+    if (!groups.some((g) => g[1] === WEBHOOK_GROUP)) continue;
     for (;;) {
       const [, added, done] = (await runScript(redis, upgradeScript, [keys.stream(shard), keys.hookStream(shard), keys.watermarks(shard)], [WEBHOOK_GROUP, batch, ...wanted])) as [number, number, number];
       appended += added;
