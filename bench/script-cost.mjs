@@ -6,8 +6,11 @@
 // fraction of a percent, whatever else the machine does. So this bench runs redis-server under
 // `valgrind --tool=callgrind` (instrumentation off until the measured phase), starts the service
 // on it, seeds users, then counts what Redis executes for a fixed sequence of events, per metric;
-// then per stream record, the stream worker's apply script and the webhook consumer's filter (for
-// an endpoint subscribed to the milestone types) over every record the run wrote.
+// then per stream record, the stream worker's apply script over every record the run wrote.
+// Each config runs twice: as written, and with one webhook endpoint subscribed to the milestone
+// types (as bench/webhooks.mjs; COST_TYPES=a,b for others): the event scripts then also select
+// records into the hook streams (lua/includes/hooks.lua), and the webhook consumer's read
+// (XREADGROUP and the acknowledging script, as its loop runs them) is counted per record it reads.
 // Instructions are not time (cache misses are not counted, and the zset commands' misses are
 // most of their cost under load), but a change that saves instructions saves Redis CPU.
 //
@@ -17,10 +20,11 @@
 // webhook filter rows), COST_SERVICE (the service's entry, default dist/main.js: point it at another build, with its
 // lua/ beside its dist/, to compare two trees), COST_KEEP (a directory: keep each phase's callgrind
 // dump there as cg.<n>.out, for callgrind_annotate; with a redis-server built with symbols first on
-// PATH the dumps name Lua's and Redis's own functions).
+// PATH the dumps name Lua's and Redis's own functions), COST_TYPES (the endpoint's event types,
+// comma-separated; default the milestones), COST_ENDPOINT=only (only the runs with the endpoint).
 // Needs valgrind (Debian: apt-get install -y valgrind). Reports; never gates.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { copyFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
@@ -28,7 +32,6 @@ import { pino } from "pino";
 import { loadConfigFile } from "../dist/config/load.js";
 import { freePort } from "../dist/embedded-redis.js";
 import { shardStreams, StreamWorker } from "../dist/jobs/stream-worker.js";
-import { wantedParts } from "../dist/jobs/webhooks/kinds.js";
 import { loadLua } from "../dist/store/lua-loader.js";
 import { runScript } from "../dist/store/redis-script.js";
 import { Children, runBench } from "./processes.mjs";
@@ -87,15 +90,36 @@ function readDump(dir, names) {
   return found;
 }
 
+/** The types an application typically reacts to (bench/webhooks.mjs MILESTONES): rare per event. */
+const MILESTONES = ["points.level_changed", "achievement.completed", "streak.started", "streak.lost", "streak.freeze_consumed"];
+/** The endpoint's types: COST_TYPES (comma-separated; points.changed selects every event's record), else the milestones. */
+const TYPES = process.env.COST_TYPES ? process.env.COST_TYPES.split(",") : MILESTONES;
+const TYPES_LABEL = process.env.COST_TYPES ? process.env.COST_TYPES : "milestones";
+
+/** The config plus one endpoint on its tenant subscribed to TYPES (the file's tenant block ends it). */
+function withEndpoint(config, dir) {
+  const path = join(dir, "with-endpoint.yaml");
+  const secret = `whsec_${Buffer.from("bench-secret-bench-secret-32byte").toString("base64")}`;
+  writeFileSync(path, `${readFileSync(config, "utf8").trimEnd()}\n    webhooks:\n      - key: bench\n        url: "http://127.0.0.1:9/hooks"\n        secret: "${secret}"\n        events: [${TYPES.join(", ")}]\n`);
+  return path;
+}
+
 /** A fixed sequence of users (a multiplicative walk over 0..users-1), the same on every run. */
 const userAt = (i) => (i * 7919 + 13) % users;
 
-async function measureConfig(config) {
+/**
+ * One config as written (`endpoint` false: the event scripts and the stream worker), or with the
+ * milestone endpoint (the event scripts, and the webhook consumer's read of the hook streams).
+ */
+async function measureConfig(config, endpoint) {
   const dir = mkdtempSync(join(tmpdir(), "laurel-cost-"));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   const redis = await startRedisUnderCallgrind(dir);
   const port = await freePort();
-  await children.start(`service ${config}`, "node", [process.env.COST_SERVICE ?? "dist/main.js"], { REDIS_URL: `redis://127.0.0.1:${redis.port}`, PORT: String(port), LAUREL_CONFIG: config, LAUREL_WORKER: "off", LOG_LEVEL: "warn" }, `http://127.0.0.1:${port}/healthz`, 120_000);
+  const label = endpoint ? `${config} + endpoint (${TYPES_LABEL})` : config;
+  // No delivery workers: their BullMQ polls would run Lua inside the measured phases (nothing is delivered here anyway).
+  const env = { REDIS_URL: `redis://127.0.0.1:${redis.port}`, PORT: String(port), LAUREL_CONFIG: endpoint ? withEndpoint(config, dir) : config, LAUREL_WORKER: "off", LAUREL_DELIVERIES: "off", LOG_LEVEL: "warn" };
+  await children.start(`service ${label}`, "node", [process.env.COST_SERVICE ?? "dist/main.js"], env, `http://127.0.0.1:${port}/healthz`, 120_000);
   const url = `http://127.0.0.1:${port}`;
   await seedUsers(url, { users, connections: 20 }, `${config}: `);
   const post = async (metric, n) => {
@@ -117,7 +141,7 @@ async function measureConfig(config) {
     const inside = commandCounts(after, before, calls);
     const d = readDump(dir, ["luaCallFunction", "scriptCall", "mp_unpack", "mp_pack"]);
     rows.push({
-      config,
+      config: label,
       metric,
       scripts: calls,
       perRequest: d.total / events,
@@ -127,7 +151,8 @@ async function measureConfig(config) {
       inside,
     });
   }
-  if (process.env.COST_WORKER !== "off") rows.push(...(await measureStreamWorker(config, redis)));
+  if (endpoint) rows.push(await measureHookRead(config, label, redis));
+  else if (process.env.COST_WORKER !== "off") rows.push(await measureStreamWorker(config, redis));
   redis.redis.disconnect();
   await children.stopAll();
   await redis.stop();
@@ -150,13 +175,10 @@ function commandCounts(after, before, scripts) {
 /**
  * The stream worker (issue 6's cost): one StreamWorker in this process drains every record the
  * seed and the phases wrote (the service runs with LAUREL_WORKER=off); instructions per record,
- * all of Redis (the apply script and what it calls). A `webhooks` group created at the start of
- * each stream first holds the records for the second row.
+ * all of Redis (the apply script and what it calls).
  */
 async function measureStreamWorker(config, redis) {
   const tenants = loadConfigFile(config);
-  const streams = shardStreams(tenants);
-  for (const s of streams) await redis.redis.xgroup("CREATE", s.key, "webhooks", "0", "MKSTREAM");
   const worker = new StreamWorker({ redis: redis.redis, tenants, logger: pino({ level: "silent" }) });
   const before = await redis.redis.info("commandstats");
   control(redis.pid, "-z");
@@ -166,38 +188,38 @@ async function measureStreamWorker(config, redis) {
   control(redis.pid, "-d");
   const after = await redis.redis.info("commandstats");
   const d = readDump(redis.dir, ["luaCallFunction", "scriptCall", "mp_unpack", "mp_pack"]);
-  return [
-    { config, metric: `stream worker (${records} records)`, perRequest: d.total / records, perScript: d.luaCallFunction / records, commands: d.scriptCall / records, msgpack: (d.mp_unpack + d.mp_pack) / records, inside: commandCounts(after, before, records) },
-    await measureWebhookFilter(config, redis, streams),
-  ];
+  return { config, metric: `stream worker (${records} records)`, perRequest: d.total / records, perScript: d.luaCallFunction / records, commands: d.scriptCall / records, msgpack: (d.mp_unpack + d.mp_pack) / records, inside: commandCounts(after, before, records) };
 }
 
 /**
- * The webhook consumer's read (lua/hookSelect-1.lua) over the same records, for an endpoint
- * subscribed to the milestone types (as bench/webhooks.mjs): instructions per record read, of
- * which only the kept records would reach Node. The kept ones stay pending (nothing delivers here).
+ * The webhook consumer's read over the hook streams, as its loop does it (src/jobs/stream-group.ts):
+ * XREADGROUP of up to 100 records over every hook stream, then per shard lua/ackStream-1.lua
+ * (XACK and the trim). Instructions per record read, i.e. per record the consumer turns into
+ * deliveries: the payloads and the BullMQ adds that follow are not counted. The service created
+ * the group at its start, so every record selected since (the seed's and the phases') is read.
  */
-async function measureWebhookFilter(config, redis, streams) {
-  const wanted = wantedParts(["points.level_changed", "achievement.completed", "streak.started", "streak.lost", "streak.freeze_consumed"]);
-  const select = loadLua("hookSelect-1");
-  const before = await redis.redis.info("commandstats");
+async function measureHookRead(config, label, redis) {
+  const tenants = loadConfigFile(config);
+  const hooks = shardStreams(tenants, "hooks");
+  let written = 0;
+  for (const s of shardStreams(tenants)) written += await redis.redis.xlen(s.key);
+  const ack = loadLua("ackStream-1");
   control(redis.pid, "-z");
   control(redis.pid, "-i", "on");
   let read = 0;
-  let kept = 0;
-  for (const s of streams) {
-    for (;;) {
-      const reply = await runScript(redis.redis, select, [s.key], ["webhooks", "cost", 100, ...wanted]);
-      read += reply[0];
-      kept += (reply.length - 2) / 2;
-      if (reply[0] === 0) break;
+  for (;;) {
+    const reply = await redis.redis.xreadgroup("GROUP", "webhooks", "cost", "COUNT", 100, "STREAMS", ...hooks.map((s) => s.key), ...hooks.map(() => ">"));
+    if (!reply) break;
+    for (const [key, entries] of reply) {
+      read += entries.length;
+      await runScript(redis.redis, ack, [key], ["webhooks", ...entries.map(([id]) => id)]);
     }
   }
   control(redis.pid, "-i", "off");
   control(redis.pid, "-d");
-  const after = await redis.redis.info("commandstats");
   const d = readDump(redis.dir, ["luaCallFunction", "scriptCall", "mp_unpack", "mp_pack"]);
-  return { config, metric: `webhook filter, milestones (${read} records, ${kept} kept)`, perRequest: d.total / read, perScript: d.luaCallFunction / read, commands: d.scriptCall / read, msgpack: 0, inside: commandCounts(after, before, read) };
+  const perRead = (x) => (read === 0 ? 0 : x / read);
+  return { config: label, metric: `webhook consumer's read (${read} of ${written} records selected)`, perRequest: perRead(d.total), perScript: perRead(d.luaCallFunction), commands: perRead(d.scriptCall), msgpack: 0, inside: "xreadgroup per 100 records, ackStream-1 per shard and read" };
 }
 
 function scriptCalls(info) {
@@ -209,7 +231,8 @@ function scriptCalls(info) {
 async function main() {
   if (spawnSync("valgrind", ["--version"], { stdio: "ignore" }).status !== 0) throw new Error("valgrind is not installed (Debian: apt-get install -y valgrind)");
   const rows = [];
-  for (const config of configs) rows.push(...(await measureConfig(config)));
+  const variants = process.env.COST_ENDPOINT === "only" ? [true] : [false, true];
+  for (const config of configs) for (const endpoint of variants) rows.push(...(await measureConfig(config, endpoint)));
   const k = (x) => `${(x / 1000).toFixed(1)}k`;
   console.log(`\nRedis instructions (callgrind), ${events} events per metric after ${users} seeded users and 200 warm-up events:`);
   console.log("| config | metric | per request | per event script | commands it ran | msgpack (state) | rest of the script: Lua, argument and reply conversion | commands per script |");

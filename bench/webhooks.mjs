@@ -8,7 +8,9 @@
 //   events, worker on    the same with its stream worker on (the default), without webhooks
 //   events + webhooks (quiet endpoint)   demo.yaml plus one endpoint subscribed to a type the demo
 //                        tenant never emits (streak.freeze_earned: it has no freezes): the cost of
-//                        the consumer alone, every record read and filtered, nothing delivered
+//                        an endpoint that wants nothing (since the selection moved to the writers,
+//                        no record reaches its hook streams; before, the consumer read and filtered
+//                        every record)
 //   events + webhooks (milestones)   the service on demo.yaml plus one endpoint subscribed to
 //                        the milestone types (level changes, achievements, streak start and loss),
 //                        its stream worker and webhook consumer on (the default), the deliveries
@@ -110,17 +112,22 @@ async function measure(name, server, queue, withWorker) {
   return phase;
 }
 
-/** Records of the demo streams not yet applied by the stream worker (buckets group) or the webhook consumer, and jobs not yet delivered. */
+/**
+ * Records of the demo streams not yet applied by the stream worker (buckets group, on the shard
+ * streams) or the webhook consumer (webhooks group, on the hook streams), and jobs not yet delivered.
+ */
 async function backlog(queue) {
   let records = 0;
   let buckets = 0;
   for (let s = 0; s < 16; s++) {
-    const groups = await redis.xinfo("GROUPS", `{demo:${s}}:x`).catch(() => []);
-    for (const g of groups) {
-      const f = Object.fromEntries(Array.from({ length: g.length / 2 }, (_, i) => [g[2 * i], g[2 * i + 1]]));
-      const left = Number(f.pending) + Number(f.lag ?? 0);
-      if (f.name === "webhooks") records += left;
-      if (f.name === "buckets") buckets += left;
+    for (const key of [`{demo:${s}}:x`, `{demo:${s}}:xh`]) {
+      const groups = await redis.xinfo("GROUPS", key).catch(() => []);
+      for (const g of groups) {
+        const f = Object.fromEntries(Array.from({ length: g.length / 2 }, (_, i) => [g[2 * i], g[2 * i + 1]]));
+        const left = Number(f.pending) + Number(f.lag ?? 0);
+        if (f.name === "webhooks") records += left;
+        if (f.name === "buckets") buckets += left;
+      }
     }
   }
   const counts = await queue.getJobCounts("waiting", "active", "delayed", "prioritized");

@@ -5,7 +5,7 @@
 
   KEYS[1] user state hash   {t:s}:u:<userId>
   KEYS[2] shard counters    {t:s}:agg
-  KEYS[3] shard stream      {t:s}:x
+  KEYS[3] shard stream      {t:s}:x, and the hook stream {t:s}:xh (includes/hooks.lua)
 
   ARGV[1] key prefix {t:s}:
   ARGV[2] user id
@@ -29,6 +29,7 @@
 -- @include "includes/achievements.lua"
 -- @include "includes/user.lua"
 -- @include "includes/leaderboards.lua"
+-- @include "includes/hooks.lua"
 --@body
 beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
 local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
@@ -53,5 +54,5 @@ flushAchievements(aggKey, outParts)
 updateBoards(boards, 0, nil, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 flushState(userKey)
-rcall('XADD', streamKey, '*', 'k', 'ac', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', key, 'o', table.concat(outParts, ';'))
+appendRecord(streamKey, R.wh, 'ac', userId, now, U.tz or 'UTC', key, outParts)
 return { 1, now, completed, pointsReply, created and 1 or 0 }

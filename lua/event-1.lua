@@ -24,10 +24,10 @@
        zsets, and one XADD of the event's record to the shard stream.
 
   KEYS[1] user state hash   {t:s}:u:<userId>
-  The shard's other keys ({t:s}:agg counters, {t:s}:x stream, zsets, lists) are built from the
-  prefix: they share the user's hash tag, so the same slot. Every argument costs Redis ~1k
-  instructions (parsed from the request, then made a Lua string: hashed and interned), so the
-  call carries as few as it can (bench/README.md, "Instructions per event script").
+  The shard's other keys ({t:s}:agg counters, {t:s}:x stream and its hook stream {t:s}:xh
+  (includes/hooks.lua), zsets, lists) are built from the prefix: they share the user's hash tag,
+  so the same slot. Every argument costs Redis ~1k instructions (parsed from the request, then
+  made a Lua string: hashed and interned), so the call carries as few as it can (bench/README.md, "Instructions per event script").
 
   ARGV[1]  key prefix {t:s}:
   ARGV[2]  user id
@@ -77,6 +77,7 @@
 -- @include "includes/user.lua"
 -- @include "includes/streak.lua"
 -- @include "includes/leaderboards.lua"
+-- @include "includes/hooks.lua"
 
 -- The reply's head: status, event id, metric total, created, then the stored streak (readers
 -- settle it; replays are answered without settling: no writes).
@@ -170,7 +171,7 @@ updateBoards(boards, value, streakChanged, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 streakOutcome(outParts, extended)
 flushState(userKey, extraWrites)
-rcall('XADD', streamKey, '*', 'k', 'ev', 'u', userId, 't', nowString(), 'z', zone, 'e', recordDetail .. string.format('|%d', newTotal), 'o', table.concat(outParts, ';'))
+appendRecord(streamKey, R.wh, 'ev', userId, nowString(), zone, recordDetail .. string.format('|%d', newTotal), outParts)
 
 -- Appended by index, not through a helper: a closure costs Lua ~1.6k instructions a call.
 local reply = eventReplyHead(1, false, newTotal, created, extended)

@@ -5,7 +5,7 @@
 
   KEYS[1] user state hash   {t:s}:u:<userId>
   KEYS[2] shard counters    {t:s}:agg
-  KEYS[3] shard stream      {t:s}:x
+  KEYS[3] shard stream      {t:s}:x, and the hook stream {t:s}:xh (includes/hooks.lua)
 
   ARGV[1] key prefix {t:s}:
   ARGV[2] user id
@@ -33,6 +33,7 @@
 -- @include "includes/achievements.lua"
 -- @include "includes/streak.lua"
 -- @include "includes/leaderboards.lua"
+-- @include "includes/hooks.lua"
 --@body
 beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
 local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
@@ -96,6 +97,6 @@ updateBoards(boards, 0, (restored or streakOut.lost > 0) and (S.sl or 0) or nil,
 local pointsReply = flushPoints(aggKey, outParts)
 flushState(userKey)
 if #outParts > 0 then
-  rcall('XADD', streamKey, '*', 'k', 'sa', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', op, 'o', table.concat(outParts, ';'))
+  appendRecord(streamKey, R.wh, 'sa', userId, now, U.tz or 'UTC', op, outParts)
 end
 return reply

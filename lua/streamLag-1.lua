@@ -1,11 +1,12 @@
 --[[
-  The stream worker's lag on one shard stream, for GET /metrics. Read-only.
+  A consumer group's lag on one stream of a shard, for GET /metrics: the stream worker's on the
+  shard stream, the webhook consumer's on the hook stream. Read-only.
 
-  KEYS[1] shard stream {t:s}:x
+  KEYS[1] shard stream {t:s}:x, or hook stream {t:s}:xh
   ARGV[1] consumer group
 
   Reply {length, pending, lag | -1, oldest unprocessed id | false, Redis time ms}
-    length   entries in the stream (XLEN; trimmed as the worker acknowledges)
+    length   entries in the stream (XLEN; trimmed as its groups acknowledge)
     pending  delivered to a consumer and not yet acknowledged
     lag      not yet delivered (Redis 7 XINFO lag; -1 when Redis cannot tell)
     oldest   the oldest pending entry, else the first undelivered one; its id's ms part is the

@@ -10,7 +10,7 @@
   is not paid for those intervals.
 
   KEYS[1] shard counters    {t:s}:agg
-  KEYS[2] shard stream      {t:s}:x
+  KEYS[2] shard stream      {t:s}:x, and the hook stream {t:s}:xh (includes/hooks.lua)
 
   ARGV[1] key prefix {t:s}:
   ARGV[2] now, ms
@@ -27,6 +27,7 @@
 -- @include "includes/state.lua"
 -- @include "includes/points.lua"
 -- @include "includes/leaderboards.lua"
+-- @include "includes/hooks.lua"
 --@body
 beginCall(tonumber(ARGV[2]), ARGV[1], '')
 local aggKey, streamKey = KEYS[1], KEYS[2]
@@ -54,7 +55,7 @@ for j = 1, #due, 2 do
     if #pointsReply > 0 then
       paid = paid + 1
       flushState(userKey)
-      rcall('XADD', streamKey, '*', 'k', 'tt', 'u', user, 't', now, 'z', U.tz or 'UTC', 'e', trigger.k, 'o', table.concat(outParts, ';'))
+      appendRecord(streamKey, R.wh, 'tt', user, now, U.tz or 'UTC', trigger.k, outParts)
     end
     rcall('ZADD', dueKey, dueAt + n * trigger.ms, user)
   end

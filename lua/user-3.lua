@@ -5,7 +5,7 @@
 
   KEYS[1] user state hash   {t:s}:u:<userId>
   KEYS[2] shard counters    {t:s}:agg
-  KEYS[3] shard stream      {t:s}:x
+  KEYS[3] shard stream      {t:s}:x, and the hook stream {t:s}:xh (includes/hooks.lua)
 
   ARGV[1] key prefix {t:s}:
   ARGV[2] user id
@@ -31,6 +31,7 @@
 -- @include "includes/points.lua"
 -- @include "includes/user.lua"
 -- @include "includes/leaderboards.lua"
+-- @include "includes/hooks.lua"
 local NOTIFICATION_TYPES = { 'achievement_completed', 'recap', 'reactivation', 'streak_reminder' }
 --@body
 beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
@@ -69,7 +70,7 @@ updateBoards(boards, 0, nil, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 flushState(userKey)
 if #outParts > 0 then
-  rcall('XADD', streamKey, '*', 'k', 'us', 'u', userId, 't', now, 'z', U.tz or 'UTC', 'e', mode, 'o', table.concat(outParts, ';'))
+  appendRecord(streamKey, R.wh, 'us', userId, now, U.tz or 'UTC', mode, outParts)
 end
 
 local reply = { created and 1 or 2, S.ct, S.up, pointsReply }

@@ -10,7 +10,7 @@
 
   KEYS[1] user state hash   {t:s}:u:<userId>
   KEYS[2] boost index       {t:s}:ub      (field = boost id, value = JSON record from Node)
-  KEYS[3] shard stream      {t:s}:x
+  KEYS[3] shard stream      {t:s}:x, and the hook stream {t:s}:xh (includes/hooks.lua)
 
   ARGV[1] op: "add" or "end"
   ARGV[2] state field of the system's boosts, bo:<sys>
@@ -19,6 +19,8 @@
   ARGV[5] for "add": the entry "id,multiplier,start,end,rounding"; for "end": ''
   ARGV[6] the boost's JSON record after the change (Node builds it)
   ARGV[7] user id
+  ARGV[8] '1' when the tenant has a webhook endpoint: the record also goes to the hook stream
+          (includes/hooks.lua; a "ub" record is always wanted then), else ''
 
   Stream record: k "ub", u user, t now, z the user's zone, e "<op>|<sys>|<boost id>|<start>|<end>"
   (the boost's window after the change, ms; end '' when open; an "end" of a scheduled boost
@@ -26,6 +28,7 @@
 
   Reply {0} unknown user | {1} done | {2} "end" of a boost that is not active or scheduled
 ]]
+-- @include "includes/hooks.lua"
 --@body
 local rcall = redis.call
 local userKey, indexKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
@@ -72,6 +75,5 @@ S[field] = table.concat(kept, ';')
 rcall('HSET', userKey, 's', cmsgpack.pack(S))
 rcall('HSET', indexKey, id, ARGV[6])
 local system = string.sub(field, 4)
-rcall('XADD', streamKey, '*', 'k', 'ub', 'u', ARGV[7], 't', now, 'z', got[2] or 'UTC',
-  'e', table.concat({ op, system, id, windowStart, windowEnd }, '|'), 'o', '')
+appendRecord(streamKey, ARGV[8] == '1', 'ub', ARGV[7], now, got[2] or 'UTC', table.concat({ op, system, id, windowStart, windowEnd }, '|'), {})
 return { 1 }

@@ -75,6 +75,13 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   const tenants = await Tenants.create(opts.redis, opts.tenants, opts.clock.now());
   const { host: redisHost, port: redisPort, username, password, db } = opts.redis.options;
   const connection = { host: redisHost, port: redisPort, username, password, db };
+  // issue 6 (outbound events): begin
+  // First: it creates the webhook groups (and moves an earlier version's records) before anything here writes.
+  const webhooks =
+    opts.jobs === false
+      ? null
+      : await Webhooks.start({ redis: opts.redis, connection, contexts: tenants.all, clock: opts.clock, logger: opts.logger, options: opts.webhooks });
+  // issue 6: end
   const timeTriggers = opts.jobs === false ? null : await TimeTriggers.start({ connection, tenants, clock: opts.clock, logger: opts.logger });
   if (timeTriggers && opts.clock instanceof ManualClock) opts.clock.onChange(() => timeTriggers.runAll());
   const refreshThresholds = async (): Promise<void> => {
@@ -89,10 +96,6 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
       : null;
   refreshTimer?.unref();
   // issue 6 (outbound events): begin
-  const webhooks =
-    opts.jobs === false
-      ? null
-      : await Webhooks.start({ redis: opts.redis, connection, contexts: tenants.all, clock: opts.clock, logger: opts.logger, options: opts.webhooks });
   // After the time triggers: what they paid (level changes) is delivered too.
   if (webhooks && opts.clock instanceof ManualClock) opts.clock.onChange(() => webhooks.runDue());
   // issue 6: end

@@ -11,16 +11,17 @@ import { WEBHOOK_GROUP } from "../jobs/webhooks/keys.js";
  * GET /metrics, in the Prometheus text format (version 0.0.4). No key, like /healthz: it reveals
  * tenant ids and counts, nothing about users; expose it to the scraper only.
  *
- * - The lag of each consumer group on each shard stream, labelled by group: `buckets` (the stream
- *   worker, every tenant) and `webhooks` (outbound events, tenants with endpoints). Computed from
- *   Redis, so any Laurel process can serve it, whichever process runs the consumers.
+ * - The lag of each consumer group on its stream of each shard, labelled by group: `buckets` (the
+ *   stream worker on the shard streams, every tenant) and `webhooks` (outbound events, on the hook
+ *   streams of tenants with endpoints). Computed from Redis, so any Laurel process can serve it,
+ *   whichever process runs the consumers.
  * - `laurel_webhook_deliveries` per tenant and status (pending, delivering, retrying, delivered,
  *   dead), from the delivery queues this process holds (none with webhooks off here).
  */
 type GroupLag = StreamLag & { group: string };
 
 const GAUGES: [name: string, help: string, value: (l: GroupLag) => number | null][] = [
-  ["laurel_stream_entries", "Entries in the shard stream (trimmed once every group has acknowledged them).", (l) => l.length],
+  ["laurel_stream_entries", "Entries in the group's stream, the shard stream (buckets) or the hook stream (webhooks), trimmed once acknowledged.", (l) => l.length],
   ["laurel_stream_pending_entries", "Entries delivered to a consumer of the group and not yet acknowledged.", (l) => l.pending],
   ["laurel_stream_undelivered_entries", "Entries not yet delivered to any consumer of the group.", (l) => l.undelivered],
   ["laurel_stream_oldest_unprocessed_age_seconds", "Age of the oldest entry the group has not processed yet (0 when none).", (l) => l.oldestAgeMs / 1000],
@@ -53,7 +54,7 @@ export function prometheusHandler(redis: Redis, tenants: readonly CompiledTenant
   return async (): Promise<ApiReply> => {
     const [buckets, outbound, deliveries] = await Promise.all([
       streamLag(redis, tenants, BUCKET_GROUP),
-      streamLag(redis, hooked, WEBHOOK_GROUP),
+      streamLag(redis, hooked, WEBHOOK_GROUP, "hooks"),
       Promise.all(
         hooked.flatMap((t) => {
           const queue = webhooks?.deliveries(t.id);

@@ -4,23 +4,23 @@ import type { Logger } from "pino";
 import type { CompiledTenant } from "../config/compiled.js";
 import { loadLua } from "../store/lua-loader.js";
 import { runScript } from "../store/redis-script.js";
-import { GATHER_MS, pause, StreamLoop, type ShardStream } from "./stream-loop.js";
+import { GATHER_MS, pause, StreamLoop, type ShardStream, type StreamKind } from "./stream-loop.js";
 import { compareStreamIds } from "./stream-ops.js";
 
 /**
- * A consumer group over every shard stream ({t:s}:x) of the given tenants: the reading, the
- * blocking loop, the take-over of a crashed consumer's entries and drain(). A subclass says what
- * a batch does (process); the webhook consumer (webhooks/consumer.ts) is the one in use.
+ * A consumer group over a stream of every shard of the given tenants (the shard streams {t:s}:x,
+ * or the hook streams {t:s}:xh): the reading, the blocking loop, the take-over of a crashed
+ * consumer's entries and drain(). A subclass says what a batch does (process); the webhook
+ * consumer (webhooks/consumer.ts, over the hook streams) is the one in use.
  *
  * At least once: process() acknowledges what it finished (acknowledge below, lua/ackStream-1.lua,
  * which also trims the stream below what every reader has finished); a crash before that leaves
  * the entries pending, and they are delivered again or taken over (XAUTOCLAIM) and processed
  * again, so the effects of process() must be idempotent.
  *
- * The loop blocks on ONE dedicated connection, so it costs nothing while idle: by default an
- * XREADGROUP BLOCK over all streams; a subclass may read otherwise (readNew; the webhook consumer
- * waits with XREAD and reads through a filter script). Tests and tools call drain(), which
- * processes everything currently in the streams and returns, instead of waiting for the loop.
+ * The loop blocks on ONE dedicated connection, so it costs nothing while idle: an XREADGROUP
+ * BLOCK over all streams. Tests and tools call drain(), which processes everything currently in
+ * the streams and returns, instead of waiting for the loop.
  *
  * Redis Cluster: one XREADGROUP cannot span slots; there the loop would read per node.
  */
@@ -39,6 +39,8 @@ export interface StreamGroupOptions {
    * @default "0"
    */
   groupStart?: "0" | "$";
+  /** Which stream of each shard: the shard streams or the hook streams. @default "records" */
+  streams?: StreamKind;
   /** Unique per process. @default "<hostname>-<pid>" */
   consumer?: string;
   /** Entries per stream per read. @default 100 */
@@ -63,7 +65,7 @@ export abstract class StreamGroupConsumer extends StreamLoop {
   private lastRecovery = 0;
 
   constructor(protected readonly opts: StreamGroupOptions) {
-    super({ redis: opts.redis, tenants: opts.tenants, logger: opts.logger, name: `stream consumer ${opts.group}`, group: opts.group, groupStart: opts.groupStart ?? "0" });
+    super({ redis: opts.redis, tenants: opts.tenants, logger: opts.logger, name: `stream consumer ${opts.group}`, group: opts.group, groupStart: opts.groupStart ?? "0", streams: opts.streams });
     this.group = opts.group;
     this.consumer = opts.consumer ?? `${hostname()}-${process.pid}`;
     this.batchSize = opts.batchSize ?? 100;
@@ -119,11 +121,8 @@ export abstract class StreamGroupConsumer extends StreamLoop {
     }
   }
 
-  /**
-   * New records for this consumer: the batches process() gets, and how many records were read
-   * in all (a subclass may settle some in Redis without handing them to Node).
-   */
-  protected async readNew(redis: Redis, blockMs: number | null): Promise<{ batches: [ShardStream, Entry[]][]; read: number }> {
+  /** New records for this consumer: the batches process() gets, and how many records were read in all. */
+  private async readNew(redis: Redis, blockMs: number | null): Promise<{ batches: [ShardStream, Entry[]][]; read: number }> {
     const batches = await this.read(redis, ">", blockMs);
     return { batches, read: batches.reduce((n, [, entries]) => n + entries.length, 0) };
   }

@@ -2,16 +2,16 @@ import type { Redis } from "ioredis";
 import type { CompiledTenant } from "../config/compiled.js";
 import { loadLua } from "../store/lua-loader.js";
 import { runScript } from "../store/redis-script.js";
-import { shardStreams } from "./stream-loop.js";
+import { shardStreams, type StreamKind } from "./stream-loop.js";
 import { BUCKET_GROUP } from "./stream-worker.js";
 
 const lagScript = loadLua("streamLag-1");
 
-/** How far the stream worker is behind on one shard stream (lua/streamLag-1.lua). */
+/** How far a consumer group is behind on one stream of a shard (lua/streamLag-1.lua). */
 export interface StreamLag {
   tenantId: string;
   shard: number;
-  /** Entries in the stream: trimmed as the worker acknowledges them. */
+  /** Entries in the stream: trimmed as its groups acknowledge them. */
   length: number;
   /** Delivered to a worker, not yet acknowledged. */
   pending: number;
@@ -21,10 +21,13 @@ export interface StreamLag {
   oldestAgeMs: number;
 }
 
-/** One script call per shard stream, all in flight at once; read-only. */
-export async function streamLag(redis: Redis, tenants: readonly CompiledTenant[], group = BUCKET_GROUP): Promise<StreamLag[]> {
+/**
+ * One script call per shard, all in flight at once; read-only. `kind`: the shard streams (the
+ * stream worker's group) or the hook streams (the webhook consumer's).
+ */
+export async function streamLag(redis: Redis, tenants: readonly CompiledTenant[], group = BUCKET_GROUP, kind: StreamKind = "records"): Promise<StreamLag[]> {
   return Promise.all(
-    shardStreams(tenants).map(async (s) => {
+    shardStreams(tenants, kind).map(async (s) => {
       const [length, pending, lag, oldest, nowMs] = (await runScript(redis, lagScript, [s.key], [group])) as [number, number, number, string | null, number];
       const oldestMs = oldest === null ? null : Number(oldest.split("-")[0]);
       return {

@@ -3,7 +3,11 @@ import type { Logger } from "pino";
 import type { CompiledTenant } from "../config/compiled.js";
 import { TenantKeys } from "../store/keys.js";
 
-/** One shard stream ({t:s}:x) of a tenant, with the keys its consumers use beside it. */
+/**
+ * One shard stream of a tenant, with the keys its consumers use beside it: the shard stream
+ * ({t:s}:x, every record: the stream worker) or the shard's hook stream ({t:s}:xh, the records the
+ * tenant's endpoints want: the webhook consumer).
+ */
 export interface ShardStream {
   tenantId: string;
   shard: number;
@@ -12,13 +16,15 @@ export interface ShardStream {
   prefix: string;
 }
 
-export function shardStreams(tenants: readonly CompiledTenant[]): ShardStream[] {
+export type StreamKind = "records" | "hooks";
+
+export function shardStreams(tenants: readonly CompiledTenant[], kind: StreamKind = "records"): ShardStream[] {
   return tenants.flatMap((tenant) => {
     const keys = new TenantKeys(tenant.id);
     return Array.from({ length: tenant.shards }, (_, shard) => ({
       tenantId: tenant.id,
       shard,
-      key: keys.stream(shard),
+      key: kind === "hooks" ? keys.hookStream(shard) : keys.stream(shard),
       watermarks: keys.watermarks(shard),
       prefix: keys.prefix(shard),
     }));
@@ -47,6 +53,8 @@ export interface StreamLoopOptions {
   group: string;
   /** Where the group starts when created: "0" every record still in the streams, "$" only later ones. */
   groupStart: "0" | "$";
+  /** Which stream of each shard. @default "records" */
+  streams?: StreamKind;
 }
 
 /**
@@ -66,7 +74,7 @@ export abstract class StreamLoop {
   private stopped = false;
 
   constructor(private readonly loopOpts: StreamLoopOptions) {
-    this.streams = shardStreams(loopOpts.tenants);
+    this.streams = shardStreams(loopOpts.tenants, loopOpts.streams);
     this.seen = new Map(this.streams.map((s) => [s.key, "0-0"]));
   }
 

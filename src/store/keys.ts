@@ -10,6 +10,8 @@
  *   {t:s}:u:<user>          hash  the user's whole state (profile, totals, streak, idempotency keys)
  *   {t:s}:agg               hash  shard counters: users, ac:<achievement>, lv:<system>:<level>
  *   {t:s}:x                 stream the shard's event records
+ *   {t:s}:xh                stream the records the tenant's webhook endpoints want, each with "x", its
+ *                                  entry id in {t:s}:x (written beside it: lua/includes/hooks.lua)
  *   {t:s}:pz:<system>       zset  users by points total
  *   {t:s}:aw:<system>:<user> list the user's recent awards in a system, newest first
  *   {t:s}:sa                zset  users with a streak, by current length (active when sd is in the future)
@@ -28,7 +30,9 @@
  *                                  "p:<system>"): one member per month, score the monthly
  *                                  period, member "day:count:change:totalAfter;..."
  *                                  (src/domain/buckets.ts)
- *   {t:s}:xw                hash  consumer group → last stream id applied (the watermark)
+ *   {t:s}:xw                hash  consumer group → last stream id applied (the watermark); during an
+ *                                  upgrade from a version whose webhook consumer read {t:s}:x itself,
+ *                                  also "webhooks:cutover" (lua/hookUpgrade-3.lua)
  */
 
 export { shardOf } from "../domain/shards.js";
@@ -67,6 +71,11 @@ export class TenantKeys {
   /** Daily buckets of one user in one series (src/domain/buckets.ts seriesOf*). */
   buckets(shard: number, series: string, userId: string): string {
     return `${this.prefix(shard)}b:${series}:${userId}`;
+  }
+
+  /** The shard's hook stream: the name is the stream's with "h" appended (lua/includes/hooks.lua builds it so). */
+  hookStream(shard: number): string {
+    return `${this.stream(shard)}h`;
   }
 
   watermarks(shard: number): string {

@@ -8,6 +8,7 @@ import type {
 } from "../config/compiled.js";
 import { MAX_TOTAL_MICRO } from "../domain/decimal.js";
 import { STREAK_HISTORY_KEPT } from "../domain/streak.js";
+import { tenantHookParts } from "../jobs/webhooks/kinds.js";
 import { userAttributeField } from "./fields.js";
 
 /**
@@ -76,6 +77,11 @@ export interface LuaRules {
     /** "{tenant:s}:lb:<board>:" for every shard s: a rank count appends the run (and group). */
     keys: string[];
   }[];
+  /**
+   * What the tenant's webhook endpoints want selected into the hook stream (lua/includes/hooks.lua,
+   * src/jobs/webhooks/kinds.ts tenantHookParts): false without endpoints.
+   */
+  wh: false | Record<string, true>;
   streak:
     | false
     | {
@@ -200,6 +206,7 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
     pfz: ["tz", ...[...tenant.userAttributes].map(userAttributeField)],
     lbf: "",
     allSys: tenant.systems.map((s) => s.key),
+    wh: tenantHookParts(tenant),
     streak: false,
   };
   // Boards this script can move: metric boards of this metric, points boards of a system it pays,

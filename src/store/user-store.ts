@@ -136,8 +136,8 @@ export async function completeAchievement(
 
 /**
  * Adds or ends a user boost; false when the user (add) or the live boost (end) does not exist.
- * The script appends a "ub" record to the shard stream with the change: the webhook consumer
- * schedules the boost's boundaries from it.
+ * The script appends a "ub" record to the shard stream with the change (and to the hook stream
+ * when the tenant has an endpoint): the webhook consumer schedules the boost's boundaries from it.
  */
 export async function changeUserBoost(
   store: TenantStore,
@@ -158,6 +158,7 @@ export async function changeUserBoost(
     entry,
     record,
     userId,
+    store.tenant.webhooks.length > 0 ? "1" : "",
   ])) as unknown[];
   return reply[0] === 1 ? "done" : reply[0] === 0 ? "no-user" : "not-live";
 }

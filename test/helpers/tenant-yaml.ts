@@ -2,3 +2,33 @@
 export function tenantYaml(tenantId: string, body: string): string {
   return `tenants:\n  - id: ${tenantId}\n    apiKeys: [demo-key]\n    adminKeys: [demo-admin-key]\n${body.replace(/^\n/, "")}`;
 }
+
+/** The types an application typically reacts to: rare per event (bench/webhooks.mjs MILESTONES). */
+export const MILESTONES = ["points.level_changed", "achievement.completed", "streak.started", "streak.lost", "streak.freeze_consumed"];
+
+/**
+ * The webhook selection tests' tenant: one shard (so a stream's length counts every record),
+ * lessons paying 10 XP, bronze at 15 (the second lesson moves the level), a first-lesson
+ * achievement, a daily streak; with one endpoint at `url` subscribed to `events`, or none.
+ */
+export function lessonsTenantYaml(tenantId: string, endpoint?: { url: string; events: readonly string[] }): string {
+  const webhooks = endpoint ? `    webhooks:\n      - { key: main, url: "${endpoint.url}", secret: "a-test-secret-0123456789", events: [${endpoint.events.join(", ")}] }\n` : "";
+  return tenantYaml(
+    tenantId,
+    `
+    shards: 1
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
+        levels:
+          - { key: bronze, name: Bronze, points: 15 }
+    achievements:
+      - { key: first-lesson, name: First lesson, type: metric, metric: lessons, value: 1 }
+    streak:
+      frequency: daily
+      metrics: [{ metric: lessons, threshold: 1 }]
+${webhooks}`,
+  );
+}

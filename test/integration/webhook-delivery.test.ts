@@ -174,7 +174,7 @@ describe("a stream consumer that dies between queueing and acknowledging", () =>
     };
     await expect(crashing.drain()).rejects.toThrow("crashed before XACK");
     crashing.acknowledge = acknowledge;
-    const streams = [0, 1].map((shard) => `{${s.tenantId}:${shard}}:x`);
+    const streams = [0, 1].map((shard) => `{${s.tenantId}:${shard}}:xh`);
     const pending = async () => {
       let n = 0;
       for (const key of streams) n += ((await s.t.redis.xpending(key, WEBHOOK_GROUP)) as [number])[0];
@@ -285,23 +285,46 @@ describe("with the system clock", () => {
 });
 
 describe("a tenant whose endpoints are removed", () => {
-  it("loses its webhooks group and timeline at the next start, so its streams trim again", async () => {
+  it("loses its hook streams, their webhooks group and its timeline at the next start; a new endpoint starts from its own records", async () => {
     const receiver = await startReceiver();
     const tenantId = uniqueTenantId("whr");
-    const withHooks = await startTestApp({ yaml: hookYaml(tenantId, endpoint("main", receiver.url)), manualClock: "2026-06-01T12:00:00Z", webhooks: FAST });
-    const groups = async (t: TestApp) => ((await t.redis.xinfo("GROUPS", `{${tenantId}:0}:x`)) as string[][]).map((g) => g[1]);
-    expect(await groups(withHooks)).toContain(WEBHOOK_GROUP);
+    const config = hookYaml(tenantId, endpoint("main", receiver.url));
+    const withHooks = await startTestApp({ yaml: config, manualClock: "2026-06-01T12:00:00Z", webhooks: FAST });
+    const groups = async (t: TestApp, key: string) => ((await t.redis.xinfo("GROUPS", key).catch(() => [])) as string[][]).map((g) => g[1]);
+    expect(await groups(withHooks, `{${tenantId}:0}:xh`)).toEqual([WEBHOOK_GROUP]);
+    // The shard streams keep only the stream worker's group (created when it first runs).
+    expect(await groups(withHooks, `{${tenantId}:0}:x`)).not.toContain(WEBHOOK_GROUP);
     expect(await withHooks.redis.exists(`{${tenantId}}:wh:cursor`)).toBe(1);
+    // A change the consumer never read before the endpoint went away.
+    expect((await lesson({ t: withHooks, receiver, tenantId }, "gone")).status).toBe(201);
+    const shard = withHooks.app.tenants.all[0]!.store.shard("gone");
+    expect(await withHooks.redis.xlen(`{${tenantId}:${shard}}:xh`)).toBe(1);
     await withHooks.close();
 
     const without = await startTestApp({ yaml: hookYaml(tenantId, "").replace(/\n\s*webhooks:\n*$/, "\n"), manualClock: "2026-06-01T12:00:00Z" });
     try {
       expect(without.tenants[0]!.webhooks).toEqual([]);
-      expect(await groups(without)).not.toContain(WEBHOOK_GROUP);
+      for (const s of [0, 1]) {
+        expect(await groups(without, `{${tenantId}:${s}}:x`)).not.toContain(WEBHOOK_GROUP);
+        expect(await without.redis.exists(`{${tenantId}:${s}}:xh`)).toBe(0);
+      }
       expect(await without.redis.exists(`{${tenantId}}:wh:cursor`)).toBe(0);
       expect(without.app.webhooks!.consumer).toBeNull();
     } finally {
       await without.close();
+    }
+    // The endpoint back: its group starts at the end, with nothing left from before.
+    const again = await startTestApp({ yaml: config, manualClock: "2026-06-01T12:00:00Z", webhooks: FAST });
+    try {
+      expect(await again.app.webhooks!.drain()).toBe(0);
+      expect((await lesson({ t: again, receiver, tenantId }, "back")).status).toBe(201);
+      expect(await again.app.webhooks!.drain()).toBe(1);
+      const [got] = await receiver.waitFor(1);
+      expect(got!.body).toMatchObject({ type: "points.changed", user: { id: "back" } });
+      await again.app.webhooks!.settled(tenantId);
+      expect(receiver.received).toHaveLength(1);
+    } finally {
+      await again.close();
       await receiver.close();
     }
   });

@@ -237,11 +237,11 @@ describe("time-driven events fire when the service clock passes their instant, w
     expect(receiver.received.filter(of("points.boost_started"))).toHaveLength(1);
   });
 
-  /** The "ub" records of a boost (lua/userBoost-3.lua), from both shard streams, oldest first. */
+  /** The "ub" records of a boost (lua/userBoost-3.lua) in both hook streams, where the consumer reads them, oldest first. */
   async function boostRecords(boostId: string): Promise<{ shard: number; entry: [string, string[]]; fields: Record<string, string> }[]> {
     const out: { shard: number; entry: [string, string[]]; fields: Record<string, string> }[] = [];
     for (const shard of [0, 1]) {
-      for (const entry of (await t.redis.xrange(`{${tenantId}:${shard}}:x`, "-", "+")) as [string, string[]][]) {
+      for (const entry of (await t.redis.xrange(`{${tenantId}:${shard}}:xh`, "-", "+")) as [string, string[]][]) {
         const fields: Record<string, string> = {};
         for (let i = 0; i + 1 < entry[1].length; i += 2) fields[entry[1][i]!] = entry[1][i + 1]!;
         if (fields.k === "ub" && fields.e!.split("|")[2] === boostId) out.push({ shard, entry, fields });
@@ -261,7 +261,11 @@ describe("time-driven events fire when the service clock passes their instant, w
     expect(res.status).toBe(201);
     // The script wrote the record with the change; nothing is scheduled until the consumer reads it.
     const [added] = await boostRecords(res.body.id);
-    expect(added!.fields).toEqual({ k: "ub", u: "tim", t: String(Date.parse("2026-06-04T01:00:00Z")), z: "UTC", e: `add|xp|${res.body.id}|${Date.parse("2026-06-04T02:00:00Z")}|${Date.parse("2026-06-04T03:00:00Z")}`, o: "" });
+    const record = { k: "ub", u: "tim", t: String(Date.parse("2026-06-04T01:00:00Z")), z: "UTC", e: `add|xp|${res.body.id}|${Date.parse("2026-06-04T02:00:00Z")}|${Date.parse("2026-06-04T03:00:00Z")}`, o: "" };
+    expect(added!.fields).toEqual({ ...record, x: expect.stringMatching(/^\d+-\d+$/) });
+    // The same record in the shard stream, at the entry id the hook stream's copy names.
+    const [[, inShard]] = (await t.redis.xrange(`{${tenantId}:${added!.shard}}:x`, added!.fields.x!, added!.fields.x!)) as [string, string[]][];
+    expect(inShard).toEqual(Object.entries(record).flat());
     expect(await t.redis.zcard(`{${tenantId}}:wh:due`)).toBe(0);
     await t.setClock("2026-06-04T02:00:00Z");
     const [started] = await receiver.waitFor(1, userBoostEvent("points.boost_started", res.body.id));
@@ -354,7 +358,7 @@ describe("the admin API", () => {
 });
 
 describe("the consumer's own loop (as the service runs it)", () => {
-  it("wakes on a new record (XREAD BLOCK, nothing delivered to the group by the wait), delivers its events, and stops at once", async () => {
+  it("wakes on a new record (XREADGROUP BLOCK on the hook streams), delivers its events, and stops at once", async () => {
     const consumer = t.app.webhooks!.consumer!;
     consumer.start();
     try {

@@ -9,13 +9,13 @@ import { DEFAULT_DELIVERY, DeliveryQueue, type DeliveryOptions } from "./deliver
 import { JOBS_PREFIX, timelineQueueName, WEBHOOK_GROUP, WebhookKeys } from "./keys.js";
 import type { PayloadContext } from "./payloads.js";
 import { Timeline } from "./timeline.js";
+import { HOOK_CUTOVER_FIELD, moveShardStreamGroup } from "./upgrade.js";
 
 /**
  * Outbound events (issue 6; README: Webhooks): the consumer that turns stream records into
  * deliveries (consumer.ts), the per-tenant delivery queues (deliveries.ts) and the per-tenant
  * timelines for what is due by the clock (timeline.ts). Tenants without endpoints get nothing,
- * and their `webhooks` consumer group is removed so it never holds back the trimming of their
- * streams.
+ * and their `webhooks` consumer group and hook streams are removed.
  */
 export interface WebhookOptions {
   delivery: DeliveryOptions;
@@ -65,13 +65,18 @@ export class Webhooks {
       tenants.set(ctx.tenant.id, { ctx, deliveries, coalescer, timeline });
     }
     if (tenants.size === 0) return new Webhooks(tenants, null, opts.logger);
+    const consumer = new WebhookConsumer(opts.redis, tenants, opts.logger, { consumer: opts.options?.consumer, claimIdleMs: opts.options?.claimIdleMs });
+    // The group exists from now on, before this process writes: every later change reaches the endpoints.
+    await consumer.ensureGroups();
+    // From the version whose group read the shard streams: what it had not finished, into the hook streams.
+    for (const t of tenants.values()) {
+      const moved = await moveShardStreamGroup(opts.redis, t.ctx.tenant);
+      if (moved > 0) opts.logger.info({ tenant: t.ctx.tenant.id, records: moved }, "webhooks: moved the records the shard streams' webhooks group had not finished to the hook streams");
+    }
     for (const t of tenants.values()) {
       if (opts.options?.deliveryWorkers !== false) await t.deliveries.startWorker();
       await t.timeline.start();
     }
-    const consumer = new WebhookConsumer(opts.redis, tenants, opts.logger, { consumer: opts.options?.consumer, claimIdleMs: opts.options?.claimIdleMs });
-    // The group exists from now on: every later change reaches the endpoints.
-    await consumer.ensureGroups();
     return new Webhooks(tenants, consumer, opts.logger);
   }
 
@@ -125,14 +130,18 @@ export class Webhooks {
 }
 
 /**
- * A tenant without endpoints: its webhooks group is removed (so the streams trim as if it never
- * existed) and, if it had endpoints before, its timeline's scheduler and state. Deliveries
- * already queued stay in their queue for the admin API of a later config.
+ * A tenant without endpoints: its hook streams and their webhooks group are removed (nothing
+ * writes them any more, and a later endpoint starts from its own records), the webhooks group of
+ * an earlier version on the shard streams too (so they trim as if it never existed), and, if it
+ * had endpoints before, its timeline's scheduler and state. Deliveries already queued stay in
+ * their queue for the admin API of a later config.
  */
 async function forget(redis: Redis, connection: ConnectionOptions, ctx: PayloadContext): Promise<void> {
   const keys = new TenantKeys(ctx.tenant.id);
   for (let shard = 0; shard < ctx.tenant.shards; shard++) {
     await redis.xgroup("DESTROY", keys.stream(shard), WEBHOOK_GROUP).catch(() => undefined);
+    await redis.del(keys.hookStream(shard));
+    await redis.hdel(keys.watermarks(shard), HOOK_CUTOVER_FIELD);
   }
   const hooks = new WebhookKeys(ctx.tenant.id);
   if ((await redis.exists(hooks.cursor())) === 0) return;

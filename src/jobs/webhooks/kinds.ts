@@ -1,3 +1,4 @@
+import type { CompiledTenant } from "../../config/compiled.js";
 import type { WebhookEventType } from "../../config/types.js";
 import { uuidV5 } from "../../domain/ids.js";
 import type { StreamRecord } from "../../domain/stream-record.js";
@@ -16,10 +17,10 @@ import type { StreamRecord } from "../../domain/stream-record.js";
  *   fe:<n> (auto-earned), fa:<n> (admin grant)    streak.freeze_earned
  *   b:<board>:<run>:<old>:<new>                   leaderboard.rank_changed (when the rank moved)
  *
- * Each event's id is a UUIDv5 of the tenant, the shard, the stream entry id, the type and the
- * subject (system, achievement, board...): a redelivery, a worker crash or a second worker
- * derive the same id, so a receiver may see an id twice (at least once) but never two ids for
- * one change.
+ * Each event's id is a UUIDv5 of the tenant, the shard, the record's entry id in the shard stream
+ * (a hook stream's copy carries it as "x", lua/includes/hooks.lua), the type and the subject
+ * (system, achievement, board...): a redelivery, a worker crash or a second worker derive the same
+ * id, so a receiver may see an id twice (at least once) but never two ids for one change.
  */
 export const WEBHOOK_EVENT_TYPES: readonly WebhookEventType[] = [
   "achievement.completed",
@@ -39,10 +40,11 @@ export const WEBHOOK_EVENT_TYPES: readonly WebhookEventType[] = [
 
 /**
  * The outcome parts a record needs for recordEvents to give it an event of each type, as
- * lua/hookSelect-1.lua names them: the consumer's read keeps, in Redis, only the records that
- * have a part wanted by a subscribed type (and every "ub" record). null: events of the type come
- * from the timeline (boosts via the "ub" records, leaderboard runs from the config), not from
- * outcome parts. A test holds each type's parts against recordEvents (test/integration/webhooks.test.ts).
+ * lua/includes/hooks.lua names them: the scripts that write the records also append to the
+ * shard's hook stream, which is all the consumer reads, only the records that have a part wanted
+ * by a subscribed type (and every "ub" record). null: events of the type come from the timeline
+ * (boosts via the "ub" records, leaderboard runs from the config), not from outcome parts. A test
+ * holds each type's parts against recordEvents (test/integration/webhook-select.test.ts).
  */
 export const WANTED_PARTS: Readonly<Record<WebhookEventType, string | null>> = {
   "achievement.completed": "a",
@@ -68,6 +70,17 @@ export function wantedParts(types: Iterable<string>): string[] {
     if (part) parts.add(part);
   }
   return [...parts];
+}
+
+/**
+ * What the record writers select for the hook stream (the rules' `wh`, lua/includes/hooks.lua):
+ * false for a tenant without endpoints (nothing is selected), else the union of its endpoints'
+ * wanted parts, each a key set to true (empty when they only want timeline types: then only the
+ * "ub" records, which the user boost script selects on its own).
+ */
+export function tenantHookParts(tenant: Pick<CompiledTenant, "webhooks">): false | Record<string, true> {
+  if (tenant.webhooks.length === 0) return false;
+  return Object.fromEntries(wantedParts(tenant.webhooks.flatMap((w) => [...w.events])).map((part) => [part, true]));
 }
 
 export interface BoardPart {
@@ -121,7 +134,7 @@ export function recordEvents(record: StreamRecord, boards: readonly BoardPart[])
   return out;
 }
 
-/** The id of an event derived from a stream entry. */
+/** The id of an event derived from a record: `entryId` is its entry id in the shard stream ({t:s}:x). */
 export function streamEventId(ns: string, tenantId: string, shard: number, entryId: string, type: string, subject: string): string {
   return uuidV5(`${tenantId}:${shard}:${entryId}:${type}:${subject}`, ns);
 }
