@@ -40,9 +40,9 @@ local nProfile = tonumber(ARGV[8 + nRead])
 
 loadState(userKey, 's', { unpack(ARGV, 8, 7 + nRead) })
 local a = R.ach[key]
-if S[a.f] then return { 2, S[a.f] } end
+if num(a.f) then return { 2, num(a.f) } end
 
-local created = not S.ct
+local created = not num('ct')
 local changed = applyProfile(ARGV, 9 + nRead, nProfile)
 -- Eligibility is checked with the attributes this request sends, before anything is written.
 if not matches(a.ua) then return { 3 } end

@@ -82,7 +82,7 @@
 -- The reply's head: status, event id, metric total, created, then the stored streak (readers
 -- settle it; replays are answered without settling: no writes).
 local function eventReplyHead(status, id, total, created, extended)
-  return { status, id, total, created and 1 or 0, num('sl') or 0, num('ss') or false, num('sp') or false, extended and 1 or 0, num('fz') or false, num('fg') or false, num('cd') or false }
+  return { status, id, total, created and 1 or 0, S[I_SL] or 0, S[I_SS] or false, S[I_SP] or false, extended and 1 or 0, S[I_FZ] or false, S[I_FG] or false, S[I_CD] or false }
 end
 --@body
 local nowMs, value, nowPeriod, nowDay, lostIfExtended, lostIfPrevious, flags, digest, nProfile, eventMask = struct.unpack('<dddddddddd', ARGV[3])
@@ -99,7 +99,7 @@ local original = loadState(userKey, idemField ~= '' and idemField or 's', zoneSe
 -- 2. Zone.
 if not zoneSent and (U.tz or 'UTC') ~= zone then return { -1, U.tz or 'UTC' } end
 
-local oldTotal = num(R.mf) or 0
+local oldTotal = S[R.mfi] or 0
 
 -- 3. Replay.
 if idemField ~= '' and original then
@@ -115,9 +115,9 @@ local extraWrites = {}
 if idemField ~= '' then extraWrites = { idemField, ARGV[8] } end
 
 -- 5. User.
-local created = not S.ct
+local created = not S[I_CT]
 local profileChanged = false
-if nProfile > 0 and S.pd ~= digest then
+if nProfile > 0 and num('pd') ~= digest then
   profileChanged = applyProfileText(userKey, ARGV[7], nProfile, created)
   set('pd', digest)
 end
@@ -129,19 +129,19 @@ end
 
 -- 6a. Metric total and metric triggers. A trigger with filters counts only the values of
 -- events that pass them (its own running sum, t.tc); an unfiltered one counts the metric total.
-set(R.mf, newTotal)
+put(R.mfi, newTotal)
 local metricTriggers = R.mt
 for i = 1, #metricTriggers do
   local t = metricTriggers[i]
   if (not t.eb or math.floor(eventMask / t.eb) % 2 == 1) and matches(t.f) then
     local counted = newTotal
     if t.tc then
-      counted = (num(t.tc) or 0) + value
-      set(t.tc, counted)
+      counted = (S[t.tci] or 0) + value
+      put(t.tci, counted)
     end
-    local hw = num(t.hw) or 0
+    local hw = S[t.hwi] or 0
     if counted > hw then
-      set(t.hw, counted)
+      put(t.hwi, counted)
       local crossings = idiv(counted, t.th) - idiv(hw, t.th)
       if crossings > 0 then award(t.s, t.k, crossings * t.pts) end
     end
@@ -166,7 +166,7 @@ if created then
   outParts[#outParts + 1] = 'c'
 end
 flushAchievements(aggKey, outParts)
-local streakChanged = (extended or streakOut.lost > 0) and (S.sl or 0) or nil
+local streakChanged = (extended or streakOut.lost > 0) and (S[I_SL] or 0) or nil
 updateBoards(boards, value, streakChanged, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 streakOutcome(outParts, extended)

@@ -4,7 +4,8 @@
 
   KEYS[1] user state hash {t:s}:u:<userId>
   ARGV    steps, each an op code and its arguments (src/store/read-plan.ts builds them):
-    S n k1..kn            keys of the hot state `s` (msgpack)
+    S n i1 k1..in kn      keys of the hot state `s`, each as its index and its name
+                          (includes/state-read.lua)
     F n f1..fn            fields of the user hash (profile, attributes)
     Z key min max limit   ZRANGEBYSCORE key min max LIMIT 0 limit
     R key max min limit   ZREVRANGEBYSCORE key max min LIMIT 0 limit
@@ -14,6 +15,7 @@
   Reply {0} unknown user (no hot state) | {1, result of step 1, result of step 2, ...};
         a missing value is nil
 ]]
+-- @include "includes/state-read.lua"
 --@body
 local rcall = redis.call
 local blob = rcall('HGET', KEYS[1], 's')
@@ -26,12 +28,8 @@ while i <= #ARGV do
   if op == 'S' then
     state = state or cmsgpack.unpack(blob)
     local n = tonumber(ARGV[i + 1])
-    for k = 1, n do
-      local v = state[ARGV[i + 1 + k]]
-      if v == nil then v = false end
-      out[k] = v
-    end
-    i = i + 2 + n
+    for k = 1, n do out[k] = stateValue(state, ARGV[i + 2 * k], ARGV[i + 2 * k + 1]) end
+    i = i + 2 + 2 * n
   elseif op == 'F' then
     local n = tonumber(ARGV[i + 1])
     if n > 0 then out = rcall('HMGET', KEYS[1], unpack(ARGV, i + 2, i + 1 + n)) end

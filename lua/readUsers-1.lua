@@ -4,30 +4,28 @@
 
   KEYS[1] the shard's counters {t:s}:agg: names the shard's slot so the call is routed there
           (Redis Cluster); not read
-  ARGV[1] ns, the number of state keys; ARGV[2 .. 1+ns] the keys
-  ARGV[2+ns] nf, the number of profile fields; then the fields
+  ARGV[1] ns, the number of state keys; ARGV[2 .. 1+2ns] the keys, each as its index and its
+          name (includes/state-read.lua)
+  ARGV[2+2ns] nf, the number of profile fields; then the fields
   then the users' state hashes {t:s}:u:<userId>, all of this shard
 
   Reply one entry per user: false (unknown user) | {state values, field values} (missing: nil)
 ]]
+-- @include "includes/state-read.lua"
 --@body
 local rcall = redis.call
 local ns = tonumber(ARGV[1])
-local nf = tonumber(ARGV[2 + ns])
-local first = 3 + ns + nf
+local nf = tonumber(ARGV[2 + 2 * ns])
+local first = 3 + 2 * ns + nf
 local reply = {}
 for u = first, #ARGV do
-  local vals = rcall('HMGET', ARGV[u], 's', unpack(ARGV, 3 + ns, 2 + ns + nf))
+  local vals = rcall('HMGET', ARGV[u], 's', unpack(ARGV, 3 + 2 * ns, 2 + 2 * ns + nf))
   if not vals[1] then
     reply[#reply + 1] = false
   else
     local state = cmsgpack.unpack(vals[1])
     local s, f = {}, {}
-    for k = 1, ns do
-      local v = state[ARGV[1 + k]]
-      if v == nil then v = false end
-      s[k] = v
-    end
+    for k = 1, ns do s[k] = stateValue(state, ARGV[2 * k], ARGV[2 * k + 1]) end
     for k = 1, nf do f[k] = vals[k + 1] end
     reply[#reply + 1] = { s, f }
   end

@@ -44,7 +44,7 @@ local amount = tonumber(ARGV[10])
 local boards = parseBoards(ARGV[11])
 
 loadState(userKey, 's', { 'tz' })
-if not S.ct then return { 0 } end
+if not num('ct') then return { 0 } end
 if (U.tz or 'UTC') ~= tzAssumed then return { -1, U.tz or 'UTC' } end
 
 settleStreak(nowDay, nowPeriod)
@@ -55,7 +55,7 @@ local reply
 if op == 'settle' then
   reply = { 1, streakOut.consumed, streakOut.lost }
 elseif op == 'freeze' then
-  local held = S.fz or 0
+  local held = num('fz') or 0
   local granted = math.max(0, math.min(amount, R.streak.fz.max - held))
   if granted > 0 then
     set('fz', held + granted)
@@ -69,7 +69,7 @@ else
     local length = tonumber(string.match(member, '^[^:]+:(%d+)'))
     if length > best then best = length end
   end
-  local length, last = S.sl or 0, S.sp
+  local length, last = num('sl') or 0, num('sp')
   local alive = length > 0 and last ~= nil and last >= nowPeriod - 1
   if best == 0 then
     reply = { 3 }
@@ -81,7 +81,7 @@ else
     set('sl', best)
     set('ss', newLast - best + 1)
     set('sp', newLast)
-    if best > (S.sb or 0) then
+    if best > (num('sb') or 0) then
       set('sb', best)
       rcall('ZADD', prefix .. 'sb', best, userId)
     end
@@ -93,7 +93,7 @@ else
 end
 streakOutcome(outParts, false)
 local restored = reply[1] == 1 and op == 'restore'
-updateBoards(boards, 0, (restored or streakOut.lost > 0) and (S.sl or 0) or nil, outParts)
+updateBoards(boards, 0, (restored or streakOut.lost > 0) and (num('sl') or 0) or nil, outParts)
 local pointsReply = flushPoints(aggKey, outParts)
 flushState(userKey)
 if #outParts > 0 then

@@ -44,7 +44,7 @@ for j = 1, #due, 2 do
   beginUser(user)
   local userKey = prefix .. 'u:' .. user
   loadState(userKey, 's', readFields)
-  if not S.ct then
+  if not num('ct') then
     rcall('ZREM', dueKey, user)
   else
     local n = math.floor((now - dueAt) / trigger.ms) + 1

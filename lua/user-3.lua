@@ -44,7 +44,7 @@ readFields[#readFields + 1] = 'np'
 local nProfile = tonumber(ARGV[9 + nRead])
 
 loadState(userKey, 's', readFields)
-local created = not S.ct
+local created = not num('ct')
 if created and mode ~= 'upsert' then return { 0 } end
 
 local changed = applyProfile(ARGV, 10 + nRead, nProfile)
@@ -73,6 +73,6 @@ if #outParts > 0 then
   appendRecord(streamKey, R.wh, 'us', userId, now, U.tz or 'UTC', mode, outParts)
 end
 
-local reply = { created and 1 or 2, S.ct, S.up, pointsReply }
+local reply = { created and 1 or 2, num('ct'), num('up'), pointsReply }
 for i = 1, #readFields do reply[#reply + 1] = U[readFields[i]] or false end
 return reply

@@ -21,6 +21,8 @@
   ARGV[7] user id
   ARGV[8] '1' when the tenant has a webhook endpoint: the record also goes to the hook stream
           (includes/hooks.lua; a "ub" record is always wanted then), else ''
+  ARGV[9] the index of bo:<sys> in the state array (src/store/state-slots.ts); a state still in
+          the map layout of earlier versions is written back as a map, by name
 
   Stream record: k "ub", u user, t now, z the user's zone, e "<op>|<sys>|<boost id>|<start>|<end>"
   (the boost's window after the change, ms; end '' when open; an "end" of a scheduled boost
@@ -29,6 +31,7 @@
   Reply {0} unknown user | {1} done | {2} "end" of a boost that is not active or scheduled
 ]]
 -- @include "includes/hooks.lua"
+-- @include "includes/state-read.lua"
 --@body
 local rcall = redis.call
 local userKey, indexKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
@@ -38,6 +41,11 @@ local got = rcall('HMGET', userKey, 's', 'tz')
 local blob = got[1]
 if not blob then return { 0 } end
 local S = cmsgpack.unpack(blob)
+local slot = field
+if S[1] ~= nil then
+  slot = tonumber(ARGV[9])
+  for i = #S + 1, slot - 1 do S[i] = false end
+end
 
 local function parseEntry(entry)
   return string.match(entry, '^([^,]+),([^,]+),([^,]+),([^,]*),([^,]+)$')
@@ -45,7 +53,7 @@ end
 
 -- Keep entries that are active or scheduled; drop finished ones (they stay in the index).
 local kept, found, windowStart, windowEnd = {}, false, nil, nil
-for entry in string.gmatch(S[field] or '', '[^;]+') do
+for entry in string.gmatch(stateValue(S, ARGV[9], field) or '', '[^;]+') do
   local eid, m, s, e, r = parseEntry(entry)
   local start, finish = tonumber(s), tonumber(e)
   if finish == nil or finish > now then
@@ -71,7 +79,7 @@ if op == 'add' then
 elseif not found then
   return { 2 }
 end
-S[field] = table.concat(kept, ';')
+S[slot] = table.concat(kept, ';')
 rcall('HSET', userKey, 's', cmsgpack.pack(S))
 rcall('HSET', indexKey, id, ARGV[6])
 local system = string.sub(field, 4)

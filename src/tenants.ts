@@ -33,7 +33,7 @@ export class Tenants {
   static async create(redis: Redis, tenants: CompiledTenant[], now: number): Promise<Tenants> {
     const contexts: TenantContext[] = [];
     for (const tenant of tenants) {
-      const store = new TenantStore(redis, tenant);
+      const store = await TenantStore.open(redis, tenant);
       await preloadScripts(redis, store.scripts());
       contexts.push({ tenant, store, times: await syncObjectTimes(redis, tenant, now) });
     }

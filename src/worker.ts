@@ -32,7 +32,7 @@ async function main(): Promise<void> {
   // issue 6 (outbound events): begin
   // The webhook consumer, deliveries and timeline run here too (the queues share the work with the service's).
   const { host, port, username, password, db } = redis.options;
-  const contexts = tenants.map((tenant) => ({ tenant, store: new TenantStore(redis, tenant) }));
+  const contexts = await Promise.all(tenants.map(async (tenant) => ({ tenant, store: await TenantStore.open(redis, tenant) })));
   const webhooks = await Webhooks.start({ redis, connection: { host, port, username, password, db }, contexts, clock: new SystemClock(), logger });
   webhooks.startConsumer();
   // issue 6: end

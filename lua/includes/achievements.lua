@@ -8,14 +8,14 @@ local function prerequisitesDone(a)
   local pre = a.pre
   for i = 1, #pre do
     local key = pre[i]
-    if not S[R.ach[key].f] then return false end
+    if not num(R.ach[key].f) then return false end
   end
   return true
 end
 
 local function complete(key)
   local a = R.ach[key]
-  if not a or S[a.f] or not matches(a.ua) then return false end
+  if not a or num(a.f) or not matches(a.ua) then return false end
   set(a.f, now)
   completed[#completed + 1] = key
   -- Achievement triggers pay in the same request that completes the achievement.
@@ -27,7 +27,7 @@ local function complete(key)
     for i = 1, #up do
       local parent = up[i]
       local p = R.ach[parent]
-      if p and not S[p.f] and prerequisitesDone(p) then complete(parent) end
+      if p and not num(p.f) and prerequisitesDone(p) then complete(parent) end
     end
   end
   return true

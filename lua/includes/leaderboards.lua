@@ -148,7 +148,7 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
       end
       if delta ~= 0 or absolute then
         local field = 'lb:' .. board.k
-        local entry = S[field]
+        local entry = num(field)
         local current = (entry and entry[1] == run) and entry or nil
         local old = current and current[2] or nil
         local new = absolute or ((old or 0) + delta)

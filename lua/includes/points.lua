@@ -15,7 +15,7 @@ local function boostOf(sysIndex)
   local cached = boostCache[sysIndex]
   if cached then return cached[1], cached[2] end
   local sys = R.sys[sysIndex]
-  local boosts, own = sys.boosts, S[sys.bf]
+  local boosts, own = sys.boosts, at(sys.bi)
   -- Most systems have no boost at all: answer without building the cache entry or a closure.
   if #boosts == 0 and (not own or own == '') then return 1, 'down' end
   local mult, rounding = 1, nil
@@ -43,8 +43,8 @@ local function award(sysIndex, trigKey, amount)
   local sys = R.sys[sysIndex]
   local o = P[sysIndex]
   if not o then
-    local t = num('p:' .. sys.key) or 0
-    o = { sys = sys, before = t, total = t, added = 0, seq = num('pn:' .. sys.key) or 0, recs = {} }
+    local t = S[sys.pi] or 0
+    o = { sys = sys, before = t, total = t, added = 0, seq = S[sys.ni] or 0, recs = {} }
     P[sysIndex] = o
     pointsOrder[#pointsOrder + 1] = o
   end
@@ -89,8 +89,8 @@ local function flushPoints(aggKey, outParts)
     local o = pointsOrder[i]
     if #o.recs > 0 then
       local sys = o.sys
-      set('p:' .. sys.key, o.total)
-      set('pn:' .. sys.key, o.seq)
+      put(sys.pi, o.total)
+      put(sys.ni, o.seq)
       local lvBefore, lvAfter = levelIndex(sys.lv, o.before), levelIndex(sys.lv, o.total)
       if lvBefore ~= lvAfter then
         if lvBefore > 0 then rcall('HINCRBY', aggKey, 'lv:' .. sys.key .. ':' .. sys.lk[lvBefore], '-1') end

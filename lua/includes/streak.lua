@@ -13,13 +13,13 @@
 local function settleStreak(nowDay, nowPeriod)
   local st = R.streak
   if not st then return end
-  local length = num('sl') or 0
-  local last = num('sp')
+  local length = S[I_SL] or 0
+  local last = at(I_SP)
   local fzc = st.fz
   local pending = nil
   if length > 0 and last ~= nil and last < nowPeriod - 1 then pending = last + 1 end
   if fzc then
-    local held, grants, createdDay = num('fz') or 0, num('fg') or 0, num('cd')
+    local held, grants, createdDay = S[I_FZ] or 0, S[I_FG] or 0, at(I_CD)
     local heldBefore, grantsBefore = held, grants
     local every = (fzc.every > 0 and createdDay) and fzc.every or nil
     local guard = 0
@@ -87,18 +87,18 @@ local function extendStreak(nowPeriod, value, deadlines)
     if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', prefix .. 'sd', deadlines[2], userId) end
     return false
   end
-  if num('sq') ~= nowPeriod then
+  if at(I_SQ) ~= nowPeriod then
     for i = 1, #st.m do
       local m = st.m[i]
-      if S[m.f] then set(m.f, 0) end
+      if S[m.fi] then put(m.fi, 0) end
     end
-    set('sq', nowPeriod)
+    put(I_SQ, nowPeriod)
   end
-  set(st.f, (num(st.f) or 0) + value)
+  put(st.fi, (S[st.fi] or 0) + value)
   local met = not st.any
   for i = 1, #st.m do
     local m = st.m[i]
-    local reached = (num(m.f) or 0) >= m.th
+    local reached = (S[m.fi] or 0) >= m.th
     if st.any and reached then met = true end
     if not st.any and not reached then met = false end
   end

@@ -21,7 +21,7 @@ local function applyProfile(args, first, count)
         local systems = R.allSys
         for s = 1, #systems do
           local sysKey = systems[s]
-          local total = S['p:' .. sysKey]
+          local total = num('p:' .. sysKey)
           if total then
             if old then rcall('ZREM', prefix .. 'pa:' .. sysKey .. ':' .. attr .. ':' .. old, userId) end
             rcall('ZADD', prefix .. 'pa:' .. sysKey .. ':' .. attr .. ':' .. v, total, userId)

@@ -90,7 +90,7 @@ export function userAchievementsHandler(tenants: Tenants) {
     // trophy-compat §2.2 #13: only the literal "true" includes incomplete achievements.
     const includeIncomplete = req.query.get("includeIncomplete") === "true";
     const read = readStoreOf(store);
-    const plan = new ReadPlan();
+    const plan = new ReadPlan(read.slots);
     const decode = planUserAchievements(plan, tenant);
     // The user's read and the counters are independent: both in flight at once.
     const [result, stats] = await Promise.all([read.runPlan(userId, plan), achievementStats(read, tenant.achievements)]);

@@ -56,7 +56,7 @@ function summaryHandler(tenants: Tenants, target: (context: TenantContext, key: 
     const { aggregation, from, to } = summaryRange(req.query);
     const read = readStoreOf(context.store);
     const bucketsKey = read.keys.buckets(read.shard(userId), series, userId);
-    const plan = new ReadPlan();
+    const plan = new ReadPlan(read.slots);
     const buckets = planBuckets(plan, bucketsKey, from, to);
     const result = await read.runPlan(userId, plan);
     if (result === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);

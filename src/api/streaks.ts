@@ -99,7 +99,7 @@ export function userStreakHandler(tenants: Tenants, clock: Clock) {
     const periods = intParam(req.query, "historyPeriods", DEFAULT_HISTORY_PERIODS, 1, MAX_HISTORY_PERIODS);
     const read = readStoreOf(store);
     const shard = read.shard(userId);
-    const plan = new ReadPlan();
+    const plan = new ReadPlan(read.slots);
     const state = plan.state(STREAK_KEYS);
     const zone = plan.fields(["tz"]);
     const history = plan.revRange(read.keys.streakHistory(shard, userId), "+inf", "-inf", periods + 3);

@@ -33,7 +33,7 @@ async function readMetrics(tenants: Tenants, req: ApiRequest, pick: (tenant: Com
   const userId = req.params[0]!;
   checkUserId(userId, "user id");
   const metrics = pick(tenant);
-  const plan = new ReadPlan();
+  const plan = new ReadPlan(store.slots);
   const totals = plan.state(metrics.map((m) => `m:${m.key}`));
   const decode = planUserAchievements(plan, tenant);
   const result = await readStoreOf(store).runPlan(userId, plan);

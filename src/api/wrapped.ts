@@ -31,7 +31,7 @@ const HOUR_MS = 3_600_000;
 const localYear = (now: number, tz: string): number => dayToDate(localDayIndex(now, tz)).y;
 
 async function userZone(read: ReadStore, userId: string): Promise<string> {
-  const plan = new ReadPlan();
+  const plan = new ReadPlan(read.slots);
   const zone = plan.fields(["tz"]);
   const result = await read.runPlan(userId, plan);
   if (result === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
@@ -92,7 +92,7 @@ export function wrappedHandler(tenants: Tenants, clock: Clock) {
     const shard = read.shard(userId);
     const attributeFields = [...tenant.userAttributes].map(userAttributeField);
     const profileFields = [...PROFILE_FIELDS, ...attributeFields];
-    const plan = new ReadPlan();
+    const plan = new ReadPlan(read.slots);
     const fields = plan.fields(profileFields);
     const state = plan.state(["ct", "up", ...tenant.achievements.map((a) => `a:${a.key}`)]);
     const seriesReads = [...tenant.metrics.map((m) => metricSeries(m.key)), ...tenant.systems.map((s) => pointsSeries(s.key))].map((series) =>

@@ -24,6 +24,8 @@
  *   {t:s}:uv:<attr>:<value> set   users with that custom attribute value
  *   {t:s}:pa:<sys>:<attr>:<value> zset  their totals in a system (points summary filter)
  *   {t}:meta                hash  first-seen and last-changed times of configured objects
+ *   {t}:slots               hash  state name -> its index in every user's state array `s`, never
+ *                                  changed or reused (src/store/state-slots.ts)
  *
  * Written by the stream worker (src/jobs/stream-worker.ts), never by the event path:
  *   {t:s}:b:<series>:<user> zset  daily buckets of one user in one series ("m:<metric>" or
@@ -101,5 +103,10 @@ export class TenantKeys {
 
   meta(): string {
     return `{${this.tenantId}}:meta`;
+  }
+
+  /** The state slots registry (src/store/state-slots.ts). */
+  slots(): string {
+    return `{${this.tenantId}}:slots`;
   }
 }

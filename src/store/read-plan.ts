@@ -1,6 +1,7 @@
 import type { Redis } from "ioredis";
 import { loadLua } from "./lua-loader.js";
 import { runScript } from "./redis-script.js";
+import type { StateSlots } from "./state-slots.js";
 
 const readPlanScript = loadLua("readPlan-1");
 
@@ -12,6 +13,9 @@ export class ReadPlan {
   private readonly args: (string | number)[] = [];
   private steps = 0;
 
+  /** `slots`: where each state key is in the user's state array (state-slots.ts). */
+  constructor(private readonly slots: StateSlots) {}
+
   private step(...args: (string | number)[]): number {
     this.args.push(...args);
     return this.steps++;
@@ -19,7 +23,7 @@ export class ReadPlan {
 
   /** Keys of the hot state `s`; a missing key reads as null. */
   state(keys: readonly string[]): number {
-    return this.step("S", keys.length, ...keys);
+    return this.step("S", keys.length, ...this.slots.readArgs(keys));
   }
 
   /** Fields of the user hash; a missing field reads as null. */

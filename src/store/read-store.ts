@@ -4,6 +4,7 @@ import { shardOf, TenantKeys } from "./keys.js";
 import { loadLua } from "./lua-loader.js";
 import { ReadPlan } from "./read-plan.js";
 import { runScript } from "./redis-script.js";
+import type { StateSlots } from "./state-slots.js";
 
 const readUsersScript = loadLua("readUsers-1");
 const histogramScript = loadLua("pointsHistogram-2");
@@ -38,7 +39,7 @@ export interface RankedStreak {
 export class ReadStore {
   readonly keys: TenantKeys;
 
-  constructor(readonly redis: Redis, readonly tenant: CompiledTenant) {
+  constructor(readonly redis: Redis, readonly tenant: CompiledTenant, readonly slots: StateSlots) {
     this.keys = new TenantKeys(tenant.id);
   }
 
@@ -125,7 +126,7 @@ export class ReadStore {
       [...byShard].map(async ([shard, ids]) => {
         const reply = (await runScript(this.redis, readUsersScript, [this.keys.agg(shard)], [
           stateKeys.length,
-          ...stateKeys,
+          ...this.slots.readArgs(stateKeys),
           fields.length,
           ...fields,
           ...ids.map((id) => this.keys.user(shard, id)),
@@ -164,10 +165,10 @@ export function topStreaks(all: RankedStreak[], limit: number): RankedStreak[] {
 const readStores = new WeakMap<object, ReadStore>();
 
 /** The tenant's ReadStore, built once per TenantStore (whose Redis connection it shares). */
-export function readStoreOf(store: { redis: Redis; tenant: CompiledTenant }): ReadStore {
+export function readStoreOf(store: { redis: Redis; tenant: CompiledTenant; slots: StateSlots }): ReadStore {
   let read = readStores.get(store);
   if (!read) {
-    read = new ReadStore(store.redis, store.tenant);
+    read = new ReadStore(store.redis, store.tenant, store.slots);
     readStores.set(store, read);
   }
   return read;

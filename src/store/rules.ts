@@ -10,6 +10,7 @@ import { MAX_TOTAL_MICRO } from "../domain/decimal.js";
 import { STREAK_HISTORY_KEPT } from "../domain/streak.js";
 import { tenantHookParts } from "../jobs/webhooks/kinds.js";
 import { userAttributeField } from "./fields.js";
+import type { StateSlots } from "./state-slots.js";
 
 /**
  * The rules a Lua script runs, as a table literal built into the script (`local R = {...}`):
@@ -65,6 +66,9 @@ export interface LuaRules {
   pfz: string[];
   /** struct format of the boards' numbers in the event script's ARGV[3] (run and threshold each). */
   lbf: string;
+  /** Every registered state name and its index in the state array; their count (state-slots.ts). */
+  slot: Record<string, number>;
+  ns: number;
   allSys: string[];
   /** Boards this script can move, in tenant order; Node passes each one's current run. */
   lb: {
@@ -131,7 +135,7 @@ export interface BuiltRules {
 }
 
 /** Rules for an event on `metricKey`, or for the whole tenant when metricKey is null. */
-export function buildRules(tenant: CompiledTenant, metricKey: string | null): BuiltRules {
+export function buildRules(tenant: CompiledTenant, metricKey: string | null, slots: StateSlots): BuiltRules {
   const streakRule = tenant.streak;
   const countsForStreak = streakRule !== null && (metricKey === null || streakRule.metrics.some((m) => m.metric === metricKey));
 
@@ -205,6 +209,8 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null): Bu
     pf: [...tenant.userAttributes].map(userAttributeField),
     pfz: ["tz", ...[...tenant.userAttributes].map(userAttributeField)],
     lbf: "",
+    slot: slots.toRecord(),
+    ns: slots.size,
     allSys: tenant.systems.map((s) => s.key),
     wh: tenantHookParts(tenant),
     streak: false,

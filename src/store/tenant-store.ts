@@ -13,6 +13,7 @@ import { idempotencyField } from "./fields.js";
 import { shardOf, TenantKeys } from "./keys.js";
 import { loadLua, type LuaSource } from "./lua-loader.js";
 import { packDoubles, runScript } from "./redis-script.js";
+import { registerStateSlots, type StateSlots } from "./state-slots.js";
 
 export const userBoostScript = loadLua("userBoost-3");
 export const readUserScript = loadLua("readUser-1");
@@ -59,10 +60,15 @@ export class TenantStore {
   readonly tenantScripts: Record<"user" | "complete" | "timeTick" | "streakAdmin", LuaSource>;
   readonly tenantRules: BuiltRules;
 
-  constructor(readonly redis: Redis, readonly tenant: CompiledTenant) {
+  /** Registers the tenant's state names (state-slots.ts), then builds its scripts. */
+  static async open(redis: Redis, tenant: CompiledTenant): Promise<TenantStore> {
+    return new TenantStore(redis, tenant, await registerStateSlots(redis, new TenantKeys(tenant.id), tenant));
+  }
+
+  constructor(readonly redis: Redis, readonly tenant: CompiledTenant, readonly slots: StateSlots) {
     this.keys = new TenantKeys(tenant.id);
     this.thresholds = new ThresholdCache(this);
-    this.tenantRules = buildRules(tenant, null);
+    this.tenantRules = buildRules(tenant, null, slots);
     const rules = this.tenantRules.rules;
     this.tenantScripts = {
       user: loadLua("user-3", rules),
@@ -71,7 +77,7 @@ export class TenantStore {
       streakAdmin: loadLua("streakAdmin-3", rules),
     };
     for (const metric of tenant.metrics) {
-      const built = buildRules(tenant, metric.key);
+      const built = buildRules(tenant, metric.key, slots);
       this.eventScripts.set(metric.key, { script: loadLua("event-1", built.rules), built });
     }
   }

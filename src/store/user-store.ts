@@ -2,6 +2,7 @@ import type { PointsChange } from "../domain/outcome.js";
 import { localDayIndex, periodOfDay, streakDeadline } from "../domain/periods.js";
 import { PROFILE_FIELDS, userAttributeField } from "./fields.js";
 import { runScript } from "./redis-script.js";
+import { userBoostField } from "./rules.js";
 import { decodePoints, readUserScript, userBoostScript, type TenantStore } from "./tenant-store.js";
 
 /**
@@ -80,9 +81,7 @@ export async function readUser(
   const reply = (await runScript(store.redis, readUserScript, [store.keys.user(shard, userId)], [
     names.length,
     ...names,
-    "ct",
-    "up",
-    ...stateKeys,
+    ...store.slots.readArgs(["ct", "up", ...stateKeys]),
   ])) as unknown[];
   if (reply[0] === 0) return null;
   const fields = new Map<string, string>();
@@ -152,13 +151,14 @@ export async function changeUserBoost(
   const shard = store.shard(userId);
   const reply = (await runScript(store.redis, userBoostScript, [store.keys.user(shard, userId), store.keys.userBoosts(shard), store.keys.stream(shard)], [
     op,
-    `bo:${systemKey}`,
+    userBoostField(systemKey),
     now,
     boostId,
     entry,
     record,
     userId,
     store.tenant.webhooks.length > 0 ? "1" : "",
+    store.slots.index(userBoostField(systemKey)),
   ])) as unknown[];
   return reply[0] === 1 ? "done" : reply[0] === 0 ? "no-user" : "not-live";
 }

@@ -16,10 +16,10 @@ import { demoConfig } from "../helpers/app.js";
 describe("leaderboard threshold", () => {
   let redis: Redis;
   let store: TenantStore;
-  beforeAll(() => {
+  beforeAll(async () => {
     redis = new Redis(inject("redisUrl"));
     const [tenant] = loadConfigText(demoConfig().yaml, "test.yaml", {});
-    store = new TenantStore(redis, tenant!);
+    store = await TenantStore.open(redis, tenant!);
   });
   afterAll(() => redis.quit());
 

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { ConfigError } from "../../src/config/compile.js";
 import { loadConfigText } from "../../src/config/load.js";
 import { buildRules } from "../../src/store/rules.js";
+import { StateSlots, stateNames } from "../../src/store/state-slots.js";
 import { toLuaLiteral } from "../../src/store/lua-loader.js";
 import { DEMO_YAML } from "../helpers/app.js";
 
@@ -55,14 +56,14 @@ describe("config", () => {
 
   it("narrows the event rules to what the metric can touch", () => {
     const [demo] = loadConfigText(DEMO_YAML, "demo.yaml", {});
-    const calls = buildRules(demo!, "api-calls").rules;
+    const calls = buildRules(demo!, "api-calls", StateSlots.of(stateNames(demo!))).rules;
     expect(calls.ach).toEqual({});
     expect(calls.streak).toMatchObject({ counts: false });
     // xp and coins have no trigger on api-calls and no first-identification trigger; coins'
     // time trigger is scheduled at first identification.
     expect(calls.sys.map((s) => s.key)).toEqual(["energy", "coins"]);
     expect(calls.mt.map((t) => t.k)).toEqual(["api-call"]);
-    const lessons = buildRules(demo!, "lessons").rules;
+    const lessons = buildRules(demo!, "lessons", StateSlots.of(stateNames(demo!))).rules;
     expect(lessons.sys.map((s) => s.key)).toEqual(["xp", "energy", "coins"]);
     expect(lessons.mt.map((t) => [t.s, t.k])).toEqual([[1, "lesson-completed"], [3, "mobile-lesson"]]);
     expect(lessons.uc.map((t) => [t.s, t.k])).toEqual([[2, "welcome"]]);

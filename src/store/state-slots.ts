@@ -1,0 +1,81 @@
+import type { Redis } from "ioredis";
+import type { CompiledTenant } from "../config/compiled.js";
+import { loadLua } from "./lua-loader.js";
+import { runScript } from "./redis-script.js";
+import { highWaterField, isFiltered, streakValueField, triggerCountField, userBoostField } from "./rules.js";
+import type { TenantKeys } from "./keys.js";
+
+/**
+ * The user's hot state `s` is a msgpack ARRAY: each name (lua/includes/state.lua) has a fixed
+ * position. cmsgpack decodes and encodes an array of numbers in about half the instructions of
+ * a map keyed by names (no key strings to intern, no hash part to grow: bench/README.md), and `s`
+ * is decoded and encoded on every event.
+ *
+ * Positions come from a per-tenant registry in Redis ({t}:slots, lua/registerSlots-1.lua): every
+ * process registers the names its config uses at start; a name keeps its index forever, and
+ * indexes are never reused. So a config change, a rollback or two versions side by side never
+ * move a value: a name only the newer config knows is a position the older process keeps as it
+ * found it. A state written before this layout (a map keyed by names) is read as such and written
+ * back as an array by the next script that changes it (state.lua); names it holds that no config
+ * registered stay in the `_x` slot.
+ *
+ * Do not delete {t}:slots: without it the positions of every stored state are lost.
+ */
+export const FIXED_STATE_NAMES = ["ct", "up", "cd", "sl", "ss", "sp", "sq", "sb", "sxt", "fz", "fg", "pd", "_x"] as const;
+
+/** Every state name a tenant's rules use, fixed ones first. */
+export function stateNames(tenant: CompiledTenant): string[] {
+  const names: string[] = [...FIXED_STATE_NAMES];
+  for (const m of tenant.metrics) names.push(`m:${m.key}`, streakValueField(m.key));
+  for (const s of tenant.systems) {
+    names.push(`p:${s.key}`, `pn:${s.key}`, userBoostField(s.key));
+    for (const t of s.triggers) {
+      if (t.type !== "metric") continue;
+      names.push(highWaterField(t));
+      if (isFiltered(t)) names.push(triggerCountField(t));
+    }
+  }
+  for (const a of tenant.achievements) names.push(`a:${a.key}`);
+  for (const b of tenant.leaderboards) names.push(`lb:${b.key}`);
+  return names;
+}
+
+const registerScript = loadLua("registerSlots-1");
+
+/** The tenant's registry after registering this config's names: name -> index (1-based). */
+export async function registerStateSlots(redis: Redis, keys: TenantKeys, tenant: CompiledTenant): Promise<StateSlots> {
+  const flat = (await runScript(redis, registerScript, [keys.slots()], stateNames(tenant))) as string[];
+  const slots = new Map<string, number>();
+  for (let i = 0; i < flat.length; i += 2) slots.set(flat[i]!, Number(flat[i + 1]));
+  return new StateSlots(slots);
+}
+
+export class StateSlots {
+  constructor(readonly byName: ReadonlyMap<string, number>) {}
+
+  /** The slots a new registry would give `names`, in order (offline tools and tests). */
+  static of(names: readonly string[]): StateSlots {
+    return new StateSlots(new Map(names.map((name, i) => [name, i + 1])));
+  }
+
+  /** Count of registered names: the length of a state array this process writes. */
+  get size(): number {
+    return this.byName.size;
+  }
+
+  index(name: string): number {
+    const index = this.byName.get(name);
+    if (index === undefined) throw new Error(`state name not registered: ${name}`);
+    return index;
+  }
+
+  /** State keys for the read scripts (lua/includes/state-read.lua): index, name, index, name... */
+  readArgs(names: readonly string[]): (string | number)[] {
+    return names.flatMap((name) => [this.index(name), name]);
+  }
+
+  /** The map R.slot of the rules literal: every registered name and its index. */
+  toRecord(): Record<string, number> {
+    return Object.fromEntries(this.byName);
+  }
+}

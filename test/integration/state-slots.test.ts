@@ -1,0 +1,148 @@
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfigText } from "../../src/config/load.js";
+import { TenantKeys, shardOf } from "../../src/store/keys.js";
+import { createRedisClient } from "../../src/store/redis-client.js";
+import { FIXED_STATE_NAMES, registerStateSlots, stateNames } from "../../src/store/state-slots.js";
+import { demoConfig, startTestApp, type TestApp } from "../helpers/app.js";
+import { startTestRedis } from "../helpers/redis-server.js";
+
+// The user's state `s` is a msgpack array whose positions come from the tenant's registry
+// {t}:slots (src/store/state-slots.ts). These run on a redis-server of their own.
+let server: Awaited<ReturnType<typeof startTestRedis>>;
+let redis: Redis;
+beforeAll(async () => {
+  server = await startTestRedis();
+  redis = createRedisClient(server.url);
+});
+afterAll(async () => {
+  redis.disconnect();
+  await server.stop();
+});
+
+/** `s` of a user, decoded in Redis and sent back as JSON (arrays stay arrays, false stays false). */
+async function storedState(tenantId: string, userId: string): Promise<{ raw: Buffer; value: unknown }> {
+  const key = new TenantKeys(tenantId).user(shardOf(userId, 16), userId);
+  const raw = (await redis.hgetBuffer(key, "s"))!;
+  const json = (await redis.eval("return cjson.encode(cmsgpack.unpack(redis.call('HGET', KEYS[1], 's')))", 1, key)) as string;
+  return { raw, value: JSON.parse(json) };
+}
+
+const isArrayBlob = (raw: Buffer): boolean => (raw[0]! & 0xf0) === 0x90 || raw[0] === 0xdc || raw[0] === 0xdd;
+
+/** A config like the demo, plus one metric and a trigger on it (names the demo does not have). */
+function withQuizzes(yaml: string): string {
+  return yaml
+    .replace("      - key: api-calls\n        name: API calls\n", "      - key: api-calls\n        name: API calls\n      - key: quizzes\n        name: Quizzes\n")
+    .replace("    points:\n      - key: xp\n        name: XP\n        triggers:\n", "    points:\n      - key: xp\n        name: XP\n        triggers:\n          - { key: quiz-done, type: metric, metric: quizzes, threshold: 1, points: 3 }\n");
+}
+
+describe("the state slots registry", () => {
+  it("gives the fixed names the first indexes, keeps every index when a config adds names, and never reuses one", async () => {
+    const { yaml, tenantId } = demoConfig();
+    const [demo] = loadConfigText(yaml, "a.yaml", {});
+    const [more] = loadConfigText(withQuizzes(yaml), "b.yaml", {});
+    const keys = new TenantKeys(tenantId);
+    const first = await registerStateSlots(redis, keys, demo!);
+    FIXED_STATE_NAMES.forEach((name, i) => expect(first.index(name)).toBe(i + 1));
+    expect(first.size).toBe(stateNames(demo!).length);
+    const second = await registerStateSlots(redis, keys, more!);
+    for (const [name, index] of first.byName) expect(second.index(name)).toBe(index);
+    expect(second.index("m:quizzes")).toBe(first.size + 1);
+    expect(second.index("hw:xp.quiz-done")).toBeGreaterThan(first.size);
+    // Registering the smaller config again changes nothing, and still answers every name.
+    const third = await registerStateSlots(redis, keys, demo!);
+    expect([...third.byName]).toEqual([...second.byName]);
+  });
+});
+
+describe("the state array", () => {
+  let a: TestApp;
+  let b: TestApp;
+  let tenantId: string;
+  beforeAll(async () => {
+    const config = demoConfig();
+    tenantId = config.tenantId;
+    // a registers first (the demo's names), b second (one metric and one trigger more): a is the
+    // older process of a rolling deploy, which never learns b's names.
+    a = await startTestApp({ yaml: config.yaml, redisUrl: server.url, manualClock: "2026-03-02T12:00:00Z", jobs: false });
+    b = await startTestApp({ yaml: withQuizzes(config.yaml), redisUrl: server.url, manualClock: "2026-03-02T12:00:00Z", jobs: false });
+  });
+  afterAll(async () => {
+    await a.close();
+    await b.close();
+  });
+
+  it("is what an event writes: an array, false where nothing is stored", async () => {
+    expect((await a.call("POST", "/v1/metrics/lessons/event", { user: { id: "arr" }, value: 1 })).status).toBe(201);
+    const { raw, value } = await storedState(tenantId, "arr");
+    expect(isArrayBlob(raw)).toBe(true);
+    expect(Array.isArray(value)).toBe(true);
+    expect((value as unknown[]).filter((v) => v === false).length).toBeGreaterThan(0);
+  });
+
+  it("an older process keeps the positions only a newer config knows", async () => {
+    const quiz = await b.call("POST", "/v1/metrics/quizzes/event", { user: { id: "mixed" }, value: 2 });
+    expect(quiz.body.points.xp).toMatchObject({ added: 6, total: 6 });
+    // a knows nothing of quizzes or quiz-done, and rewrites the state for a lesson.
+    const lesson = await a.call("POST", "/v1/metrics/lessons/event", { user: { id: "mixed" }, value: 1 });
+    expect(lesson.body.points.xp).toMatchObject({ added: 10, total: 16 });
+    // b still finds the quiz total and the trigger's high-water mark: one more quiz pays once.
+    expect((await b.call("GET", "/v1/users/mixed/metrics/quizzes")).body.current).toBe(2);
+    const again = await b.call("POST", "/v1/metrics/quizzes/event", { user: { id: "mixed" }, value: 1 });
+    expect(again.body.total).toBe(3);
+    expect(again.body.points.xp).toMatchObject({ added: 3, total: 19 });
+  });
+
+  it("reads a state written in the map layout of earlier versions and writes it back as an array, keeping unknown names", async () => {
+    const key = new TenantKeys(tenantId).user(shardOf("legacy", 16), "legacy");
+    const ct = Date.parse("2026-03-01T09:00:00Z");
+    const day = Math.floor(ct / 86_400_000);
+    // Two lessons yesterday: 20 XP, first-lesson done, a streak of one day; and a name no config registered.
+    await redis.eval(
+      `redis.call('HSET', KEYS[1], 's', cmsgpack.pack({ ct = tonumber(ARGV[1]), up = tonumber(ARGV[1]), cd = tonumber(ARGV[2]),
+         ['m:lessons'] = 2000000, ['p:xp'] = 20, ['pn:xp'] = 2, ['hw:xp.lesson-completed'] = 2000000,
+         ['p:energy'] = 100, ['pn:energy'] = 1, ['a:first-lesson'] = tonumber(ARGV[1]),
+         sl = 1, ss = tonumber(ARGV[2]), sp = tonumber(ARGV[2]), sq = tonumber(ARGV[2]), ['sv:lessons'] = 2000000, sb = 1,
+         ['zz:retired'] = 7 }), 'tz', 'UTC')`,
+      1,
+      key,
+      ct,
+      day,
+    );
+    expect(isArrayBlob((await storedState(tenantId, "legacy")).raw)).toBe(false);
+    // Reads understand the map layout.
+    expect((await a.call("GET", "/v1/users/legacy/metrics/lessons")).body.current).toBe(2);
+    const res = await a.call("POST", "/v1/metrics/lessons/event", { user: { id: "legacy" }, value: 1 });
+    expect(res.status).toBe(201);
+    expect(res.body.total).toBe(3);
+    expect(res.body.achievements).toEqual([]); // first-lesson was done already
+    expect(res.body.points.xp).toMatchObject({ added: 10, total: 30 });
+    expect(res.body.points.xp.awards[0].id).toBe((await a.call("GET", "/v1/users/legacy/points/xp?awards=1")).body.awards[0].id);
+    expect(res.body.currentStreak).toMatchObject({ length: 2, extended: true });
+    const after = await storedState(tenantId, "legacy");
+    expect(isArrayBlob(after.raw)).toBe(true);
+    const slots = a.app.tenants.all[0]!.store.slots;
+    const values = after.value as unknown[];
+    expect(values[slots.index("m:lessons") - 1]).toBe(3_000_000);
+    expect(values[slots.index("_x") - 1]).toEqual({ "zz:retired": 7 });
+  });
+
+  it("a user boost written to a map-layout state keeps the map; to an array state, its position", async () => {
+    for (const [id, legacy] of [["boost-map", true], ["boost-array", false]] as const) {
+      const key = new TenantKeys(tenantId).user(shardOf(id, 16), id);
+      if (legacy) await redis.eval("redis.call('HSET', KEYS[1], 's', cmsgpack.pack({ ct = 1, up = 1 }))", 1, key);
+      else await a.call("POST", "/v1/metrics/lessons/event", { user: { id }, value: 1 });
+      const created = await a.call(
+        "POST",
+        "/admin/v1/points/xp/boosts",
+        { userId: id, name: "Double", multiplier: 2, start: "2026-03-02T00:00:00Z", end: "2026-03-09T00:00:00Z" },
+        { "x-api-key": "demo-admin-key" },
+      );
+      expect(created.status).toBe(201);
+      const { raw } = await storedState(tenantId, id);
+      expect(isArrayBlob(raw)).toBe(!legacy);
+      expect((await a.call("GET", `/v1/users/${id}/points/xp/boosts`)).body).toHaveLength(1);
+    }
+  });
+});
