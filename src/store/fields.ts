@@ -3,14 +3,15 @@
  * every event, and every byte of a field name is stored once per user.
  *
  * Hash fields:
- *   s                 the hot state: one msgpack map (lua/includes/state.lua says why)
+ *   s                 the hot state: one msgpack array, each name below at its position in the
+ *                     tenant's registry (src/store/state-slots.ts; lua/includes/state.lua says why)
  *   tz, em, nm        IANA zone, email, name
  *   se, dt            subscribeToEmails ("1"/"0"), deviceTokens (JSON array)
  *   ua:<attr>         custom user attribute
  *   np                notification preferences (JSON, snake_case wire keys)
  *   i:<metric>:<key>  idempotency key → event id (spec: infinite window)
  *
- * Keys of the `s` map (values are numbers unless noted):
+ * Names of the `s` positions (values are numbers unless noted; false when absent):
  *   ct, up            created and updated, ms; cd the local day index of creation
  *   m:<metric>        metric total, micro-units
  *   p:<sys>, pn:<sys> points total; number of awards ever made (award sequence)
@@ -24,6 +25,8 @@
  *   lb:<board>        (table) the user's entry of the board's latest run: {run, value, reachedAt,
  *                     breakdown, rank given at that change}
  *   fz, fg            streak freezes held; auto-earn grants credited so far
+ *   pd                the digest of the last profile an event applied (lua/event-1.lua ARGV[7])
+ *   _x                (map) names found in a state of the earlier map layout that no config registered
  */
 export const PROFILE_FIELDS = ["tz", "em", "nm", "se", "dt"] as const;
 
