@@ -1,4 +1,3 @@
-import { hash } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { CompiledTenant } from "../config/compiled.js";
 import { fail } from "../domain/errors.js";
@@ -182,14 +181,35 @@ export class TenantStore {
  * The profile fields an event sent, as lua/event-1.lua ARGV[7] takes them ("field\0value\0...";
  * values never hold control characters: user-input.ts), and their digest: the script compares
  * it with the digest of the last profile an event applied and reads and writes no profile field
- * when they are equal. 48 bits of SHA-1: a collision would leave one event's profile change
- * unapplied, at odds of 2^-48.
+ * when they are equal. A collision would leave one event's profile change unapplied; the digest
+ * is 53 bits (digest53: two FNV-1a lanes with a murmur finalizer), so for profiles a client did
+ * not craft against it the odds are about 2^-53. It is
+ * not a security boundary: only the tenant's own backend sends profiles.
  */
 export function profileText(profile: readonly (readonly [string, string])[]): { text: string; digest: number } {
   if (profile.length === 0) return { text: "", digest: 0 };
   let text = "";
   for (const [field, value] of profile) text += `${field}\0${value}\0`;
-  return { text, digest: Number.parseInt(hash("sha1", text).slice(0, 12), 16) };
+  return { text, digest: digest53(text) };
+}
+
+function digest53(text: string): number {
+  // Two FNV-1a lanes over the UTF-16 code units (different offset bases), each finished with
+  // MurmurHash3's fmix32 so that every input bit reaches every output bit; 21 + 32 bits kept.
+  let a = 0x811c9dc5;
+  let b = 0x050c5d1f;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x01000193) ^ (b >>> 15);
+  }
+  return 4294967296 * (fmix32(b) & 0x1fffff) + (fmix32(a) >>> 0);
+}
+
+function fmix32(h: number): number {
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return h ^ (h >>> 16);
 }
 
 /** The stored streak as a script replies it: {length, start, last, extended, freezes, grants, createdDay}. */
