@@ -6,10 +6,12 @@ export const TARGETS = { usPerEventScript: 40, eventsToCeiling: 0.8, readToBasel
 /** phases: { baselineEvalsha, events, baselineHget, read }, each a load result plus its delta. */
 export function figures(phases) {
   const usPerEventScript = (phases.events.redis.fcall ?? phases.events.redis.evalsha)?.usPerCall ?? NaN;
+  const usPerEventScriptSolo = phases.eventsSolo ? ((phases.eventsSolo.redis.fcall ?? phases.eventsSolo.redis.evalsha)?.usPerCall ?? NaN) : NaN;
   const scriptCeiling = 1e6 / usPerEventScript;
   const ceiling = Math.min(phases.baselineEvalsha.rps, scriptCeiling);
   return {
     usPerEventScript,
+    usPerEventScriptSolo,
     scriptCeiling,
     ceiling,
     ceilingBoundBy: phases.baselineEvalsha.rps <= scriptCeiling ? "baseline EVALSHA req/s" : "1e6 / µs per script",
@@ -25,6 +27,7 @@ export function figures(phases) {
 const LABELS = {
   baselineEvalsha: "baseline POST → EVALSHA (1 call)",
   events: "events POST /v1/metrics/*/event",
+  eventsSolo: "events, 1 connection",
   baselineHget: "baseline GET → HGET",
   read: "read GET /v1/users/*/points/energy",
   streakRead: "read GET /v1/users/*/streak",
@@ -37,7 +40,7 @@ export function print(config, phases, f) {
   out.push(`laurel bench: ${config.connections} connections, ${config.warmup} s warm-up + ${config.duration} s per phase, ${config.users} users, tree ${config.tree}`);
   out.push("");
   const head = ["phase", "req/s", "p50 ms", "p99 ms", "non-2xx", "errors", "Redis µs/call", "CPU µs/req server/redis", "CPU % server/redis/load"];
-  const rows = Object.entries(LABELS).map(([key, label]) => {
+  const rows = Object.entries(LABELS).filter(([key]) => phases[key]).map(([key, label]) => {
     const p = phases[key];
     // The service runs its scripts with FCALL (Redis Functions) unless LAUREL_LUA=eval; the
     // metering read is a plain LRANGE (a script only for a user with no award in the system).
@@ -60,6 +63,7 @@ export function print(config, phases, f) {
   out.push("");
   out.push(check("Redis µs per event script", fmt(f.usPerEventScript, 1), f.usPerEventScript <= TARGETS.usPerEventScript, `≤ ${TARGETS.usPerEventScript}`));
   out.push(`  inside it, µs/call    ${insideScript(phases.events.redis)}`);
+  if (phases.eventsSolo) out.push(`  info  the same at 1 connection: ${fmt(f.usPerEventScriptSolo, 1)} µs per script (Redis alone on its core: the script's own cost; inside it ${insideScript(phases.eventsSolo.redis)})`);
   out.push(`  events ceiling       ${fmt(f.ceiling, 0)} req/s = min(baseline EVALSHA ${fmt(phases.baselineEvalsha.rps, 0)}, 1e6/µs ${fmt(f.scriptCeiling, 0)}); bound by ${f.ceilingBoundBy}`);
   out.push(check("events ÷ ceiling", fmt(f.eventsToCeiling, 2), f.eventsToCeiling >= TARGETS.eventsToCeiling, `≥ ${TARGETS.eventsToCeiling}`));
   out.push(check("read ÷ HGET baseline", fmt(f.readToBaseline, 2), f.readToBaseline >= TARGETS.readToBaseline, `≥ ${TARGETS.readToBaseline}`));

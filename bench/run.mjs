@@ -53,9 +53,9 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
 }
 
 /** Warm-up, then one measured run with Redis and CPU read before and after. */
-async function phase(name, server, requests) {
+async function phase(name, server, requests, connections = config.connections) {
   const url = `http://127.0.0.1:${server.port}`;
-  const opts = { connections: config.connections };
+  const opts = { connections };
   process.stdout.write(`${name}: warm-up ${config.warmup} s, measure ${config.duration} s ... `);
   await load(url, requests, { ...opts, duration: config.warmup });
   const before = await snapshot(redis, server.pid);
@@ -111,6 +111,9 @@ async function main() {
   const phases = {};
   phases.baselineEvalsha = await phase("baseline EVALSHA", baseline, eventRequests(config.users, { lessons: "/event", apiCalls: "/event" }));
   phases.events = await phase("events", service, eventRequests(config.users, { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" }));
+  // The same events one at a time: Redis runs each script while nothing else wants its core, so
+  // its µs per script is the script's own cost, not inflated by the other processes of this box.
+  phases.eventsSolo = await phase("events, 1 connection", service, eventRequests(config.users, { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" }), 1);
   phases.baselineHget = await phase("baseline HGET", baseline, readRequests(config.users, (id) => `/users/${id}`));
   phases.read = await phase("read", service, readRequests(config.users, (id) => `/v1/users/${id}/points/energy?awards=10`));
   // Issue 4's user reads: the streak (one script on the user's shard, then one per shard for the
