@@ -25,9 +25,11 @@
  *
  * Written by the stream worker (src/jobs/stream-worker.ts), never by the event path:
  *   {t:s}:b:<series>:<user> zset  daily buckets of one user in one series ("m:<metric>" or
- *                                  "p:<system>"): one member per month, score the monthly
- *                                  period, member "day:count:change:totalAfter;..."
- *                                  (src/domain/buckets.ts)
+ *                                  "p:<system>") before its open day: one member per month,
+ *                                  score the monthly period, member
+ *                                  "day:count:change:totalAfter;..." (src/domain/buckets.ts)
+ *   {t:s}:bl                hash  the open (latest) day of every series of the shard's users:
+ *                                  field "<series>:<user>", value packed (lua/buckets/open-day.lua)
  *   {t:s}:xw                hash  consumer group → last stream id applied (the watermark)
  */
 
@@ -67,6 +69,11 @@ export class TenantKeys {
   /** Daily buckets of one user in one series (src/domain/buckets.ts seriesOf*). */
   buckets(shard: number, series: string, userId: string): string {
     return `${this.prefix(shard)}b:${series}:${userId}`;
+  }
+
+  /** The open day of every series of the shard's users (field: domain/buckets.ts openDayField). */
+  openDays(shard: number): string {
+    return `${this.prefix(shard)}bl`;
   }
 
   watermarks(shard: number): string {
