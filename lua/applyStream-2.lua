@@ -97,6 +97,17 @@ local function callChunked(cmd, key, list, n)
   end
   return out
 end
+
+-- Scratch arrays for one call, only 1..count of each read. As a Function the library keeps them
+-- from call to call, so they stop growing (growing a Lua array costs ~400 instructions an
+-- element, and a batch fills hundreds); under EVAL they are new each call.
+-- Per change, in record order: its series (index), day, month, change, total after (false: not
+-- in the record).
+local cSeries, cDay, cMonth, cChange, cTotal = {}, {}, {}, {}, {}
+-- Per series (index, in first-seen order): field "<series>:<user>", its open day (day false: none
+-- yet) and its zset once read (false: not read).
+local sField, sDay, sMonth, sCount, sChange, sTotal, sMonths = {}, {}, {}, {}, {}, {}, {}
+local hashArgs = {}
 --@body
 local rcall = redis.call
 -- (The libraries are not reachable while a Function library loads: bound here, per call.)
@@ -114,11 +125,8 @@ local oldWm = wm
 local records
 if wm then records = rcall('XRANGE', stream, '(' .. wm, '+', 'COUNT', n) else records = rcall('XRANGE', stream, '-', '+', 'COUNT', n) end
 
--- 2. The changes in record order, as parallel arrays (a table per change costs ~4k instructions):
---    series field "<series>:<user>", day, month, change, total after (false: not in the record).
-local cField, cDay, cMonth, cChange, cTotal, nc = {}, {}, {}, {}, {}, 0
--- The distinct series fields, in first-seen order.
-local fields, nf, seen = {}, 0, {}
+-- 2. The changes in record order (cSeries...), per series its field (sField).
+local index, ns, nc = {}, 0, 0
 -- Decimal text → number for days and months, which repeat across a batch (tonumber ~1.8k each).
 local numbers = {}
 
@@ -132,13 +140,15 @@ local function num(text)
 end
 
 local function change(field, day, month, delta, total)
-  nc = nc + 1
-  cField[nc], cDay[nc], cMonth[nc], cChange[nc], cTotal[nc] = field, day, month, delta, total
-  if not seen[field] then
-    seen[field] = true
-    nf = nf + 1
-    fields[nf] = field
+  local i = index[field]
+  if not i then
+    ns = ns + 1
+    i = ns
+    index[field] = i
+    sField[i] = field
   end
+  nc = nc + 1
+  cSeries[nc], cDay[nc], cMonth[nc], cChange[nc], cTotal[nc] = i, day, month, delta, total
 end
 
 local applied, stopAt = 0, nil
@@ -175,40 +185,43 @@ for r = 1, #records do
   applied = applied + 1
 end
 
--- 3. The open days, {day, month, count, change, total} per series field (nil: a new series).
-local open = {}
--- Per series field, its zset once read: key, orig = the latest member as read (or nil), month =
--- the working member's month, body = the working member ('' none), fresh = body differs from
--- what Redis holds, rm = orig must go, done = finished members {month, member, ...}.
-local months, touched = {}, {}
+-- 3. The open days (sDay...). A series' zset, once read (sMonths[i]): key, orig = the latest
+-- member as read (or nil), month = the working member's month, body = the working member ('':
+-- none), fresh = body differs from what Redis holds, rm = orig must go, done = finished members
+-- {month, member, ...}.
+local touched = {}
 
-local function monthsOf(field)
-  local z = months[field]
+local function monthsOf(i)
+  local z = sMonths[i]
   if z then return z end
-  local key = prefix .. 'b:' .. field
+  local key = prefix .. 'b:' .. sField[i]
   local latest = rcall('ZREVRANGE', key, 0, 0, 'WITHSCORES')
   z = { key = key, orig = latest[1], month = latest[2] and tonumber(latest[2]), body = latest[1] or '', fresh = false, rm = false }
-  months[field] = z
+  sMonths[i] = z
   touched[#touched + 1] = z
   return z
 end
 
--- A series kept by an earlier version: its latest day leaves the zset for the open day.
-local function migrate(field)
-  local z = monthsOf(field)
-  if not z.orig then return nil end
+-- A series without an open day: a series kept by an earlier version moves its latest day out of
+-- the zset into the open day; a new one has none (sDay false).
+local function migrate(i)
+  local z = monthsOf(i)
+  if not z.orig then
+    sDay[i] = false
+    return
+  end
   local head, last = smatch(z.body, '^(.*);([^;]+)$')
   if not head then head, last = '', z.body end
   local d, c, ch, t = smatch(last, '^(-?%d+):(%d+):(-?%d+):(-?%d+)$')
   z.body, z.fresh, z.rm = head, head ~= '', true
-  return { tonumber(d), z.month, tonumber(c), tonumber(ch), tonumber(t) }
+  sDay[i], sMonth[i], sCount[i], sChange[i], sTotal[i] = tonumber(d), z.month, tonumber(c), tonumber(ch), tonumber(t)
 end
 
--- Appends a closed open day to its month's member.
-local function close(field, o)
-  local z = monthsOf(field)
-  local text = dayText(o[1], o[3], o[4], o[5])
-  if z.body ~= '' and z.month == o[2] then
+-- Appends series i's open day, closed, to its month's member.
+local function close(i)
+  local z = monthsOf(i)
+  local text = dayText(sDay[i], sCount[i], sChange[i], sTotal[i])
+  if z.body ~= '' and z.month == sMonth[i] then
     if not z.fresh then z.rm = true end
     z.body, z.fresh = z.body .. ';' .. text, true
   else
@@ -217,34 +230,34 @@ local function close(field, o)
       z.done[#z.done + 1] = z.month
       z.done[#z.done + 1] = z.body
     end
-    z.month, z.body, z.fresh = o[2], text, true
+    z.month, z.body, z.fresh = sMonth[i], text, true
   end
 end
 
-if nf > 0 then
-  local packed = callChunked('HMGET', openKey, fields, nf)
-  for i = 1, nf do
+if ns > 0 then
+  local packed = callChunked('HMGET', openKey, sField, ns)
+  for i = 1, ns do
+    sMonths[i] = false
     local v = packed[i]
     if v then
-      local d, m, c, ch, t = sunpack(OPEN_DAY, v)
-      open[fields[i]] = { d, m, c, ch, t }
+      sDay[i], sMonth[i], sCount[i], sChange[i], sTotal[i] = sunpack(OPEN_DAY, v)
     else
-      open[fields[i]] = migrate(fields[i])
+      migrate(i)
     end
   end
 end
 
-for i = 1, nc do
-  local field, day, delta, total = cField[i], cDay[i], cChange[i], cTotal[i]
-  local o = open[field]
-  if o and day <= o[1] then
-    o[3] = o[3] + 1
-    o[4] = o[4] + delta
-    o[5] = total or (o[5] + delta)
+for k = 1, nc do
+  local i, day, delta, total = cSeries[k], cDay[k], cChange[k], cTotal[k]
+  local open = sDay[i]
+  if open and day <= open then
+    sCount[i] = sCount[i] + 1
+    sChange[i] = sChange[i] + delta
+    sTotal[i] = total or (sTotal[i] + delta)
   else
-    local after = total or ((o and o[5] or 0) + delta)
-    if o then close(field, o) end
-    open[field] = { day, cMonth[i], 1, delta, after }
+    local after = total or ((open and sTotal[i] or 0) + delta)
+    if open then close(i) end
+    sDay[i], sMonth[i], sCount[i], sChange[i], sTotal[i] = day, cMonth[k], 1, delta, after
   end
 end
 
@@ -259,14 +272,13 @@ for t = 1, #touched do
   end
   if #args > 0 then rcall('ZADD', z.key, unpack(args)) end
 end
-if nf > 0 then
-  local args = {}
-  for i = 1, nf do
-    local o = open[fields[i]]
-    args[2 * i - 1] = fields[i]
-    args[2 * i] = spack(OPEN_DAY, o[1], o[2], o[3], o[4], o[5])
+if ns > 0 then
+  hashArgs[1], hashArgs[2] = OPEN_DAYS_TABLE[1], OPEN_DAYS_TABLE[2]
+  for i = 1, ns do
+    hashArgs[2 * i + 1] = sField[i]
+    hashArgs[2 * i + 2] = spack(OPEN_DAY, sDay[i], sMonth[i], sCount[i], sChange[i], sTotal[i])
   end
-  callChunked('HSET', openKey, args, 2 * nf)
+  callChunked('HSET', openKey, hashArgs, 2 * ns + 2)
 end
 
 if applied > 0 then
