@@ -123,7 +123,8 @@ for h = 4, #ARGV, 3 do hints[ARGV[h]] = h end
 local wm = rcall('HGET', wmKey, group)
 local oldWm = wm
 local records
-if wm then records = rcall('XRANGE', stream, '(' .. wm, '+', 'COUNT', n) else records = rcall('XRANGE', stream, '-', '+', 'COUNT', n) end
+-- (Arguments to redis.call as text: Redis prints a number with %.17g, ~3.7k instructions.)
+if wm then records = rcall('XRANGE', stream, '(' .. wm, '+', 'COUNT', ARGV[3]) else records = rcall('XRANGE', stream, '-', '+', 'COUNT', ARGV[3]) end
 
 -- 2. The changes in record order (cSeries...), per series its field (sField).
 local index, ns, nc = {}, 0, 0
@@ -186,17 +187,28 @@ for r = 1, #records do
 end
 
 -- 3. The open days (sDay...). A series' zset, once read (sMonths[i]): key, orig = the latest
--- member as read (or nil), month = the working member's month, body = the working member ('':
--- none), fresh = body differs from what Redis holds, rm = orig must go, done = finished members
--- {month, member, ...}.
+-- member as read (or nil), month = the working member's month (its score as text, as Redis
+-- replies it: an integer's digits), body = the working member ('': none), fresh = body differs
+-- from what Redis holds, rm = orig must go, done = finished members {month, member, ...}.
 local touched = {}
+-- Month number → its text (a score for ZADD: a number argument costs Redis a %.17g).
+local monthTexts = {}
+
+local function monthText(m)
+  local text = monthTexts[m]
+  if not text then
+    text = string.format('%d', m)
+    monthTexts[m] = text
+  end
+  return text
+end
 
 local function monthsOf(i)
   local z = sMonths[i]
   if z then return z end
   local key = prefix .. 'b:' .. sField[i]
-  local latest = rcall('ZREVRANGE', key, 0, 0, 'WITHSCORES')
-  z = { key = key, orig = latest[1], month = latest[2] and tonumber(latest[2]), body = latest[1] or '', fresh = false, rm = false }
+  local latest = rcall('ZREVRANGE', key, '0', '0', 'WITHSCORES')
+  z = { key = key, orig = latest[1], month = latest[2], body = latest[1] or '', fresh = false, rm = false }
   sMonths[i] = z
   touched[#touched + 1] = z
   return z
@@ -214,14 +226,15 @@ local function migrate(i)
   if not head then head, last = '', z.body end
   local d, c, ch, t = smatch(last, '^(-?%d+):(%d+):(-?%d+):(-?%d+)$')
   z.body, z.fresh, z.rm = head, head ~= '', true
-  sDay[i], sMonth[i], sCount[i], sChange[i], sTotal[i] = tonumber(d), z.month, tonumber(c), tonumber(ch), tonumber(t)
+  sDay[i], sMonth[i], sCount[i], sChange[i], sTotal[i] = tonumber(d), tonumber(z.month), tonumber(c), tonumber(ch), tonumber(t)
 end
 
 -- Appends series i's open day, closed, to its month's member.
 local function close(i)
   local z = monthsOf(i)
   local text = dayText(sDay[i], sCount[i], sChange[i], sTotal[i])
-  if z.body ~= '' and z.month == sMonth[i] then
+  local month = monthText(sMonth[i])
+  if z.body ~= '' and z.month == month then
     if not z.fresh then z.rm = true end
     z.body, z.fresh = z.body .. ';' .. text, true
   else
@@ -230,7 +243,7 @@ local function close(i)
       z.done[#z.done + 1] = z.month
       z.done[#z.done + 1] = z.body
     end
-    z.month, z.body, z.fresh = sMonth[i], text, true
+    z.month, z.body, z.fresh = month, text, true
   end
 end
 
