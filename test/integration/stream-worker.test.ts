@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
 import { encodeMonth, type DayBucket } from "../../src/domain/buckets.js";
-import { parseDay, periodOfDay } from "../../src/domain/periods.js";
+import { formatDay, parseDay, periodOfDay } from "../../src/domain/periods.js";
 import { streamLag } from "../../src/jobs/stream-lag.js";
 import { BUCKET_GROUP, type Entry } from "../../src/jobs/stream-worker.js";
 import { dumpTenant, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
@@ -51,6 +51,8 @@ const day = (iso: string) => parseDay(iso)!;
 const bucket = (iso: string, count: number, change: number, total: number): DayBucket => ({ day: day(iso), count, change, total });
 const buckets = (user: string, series = "m:lessons") => seriesBuckets(t.redis, tenantId, 1, series, user);
 const layout = (user: string, series = "m:lessons") => seriesLayout(t.redis, tenantId, 1, series, user);
+/** A daily summary's items from `from` on, one [total, change] per day. */
+const items = (from: string, days: [number, number][]) => days.map(([total, change], i) => ({ date: formatDay(day(from) + i), total, change }));
 const daily = async (user: string, kind: "metrics/lessons" | "points/xp", from: string, to: string) =>
   (await t.call("GET", `/v1/users/${user}/${kind}/event-summary?aggregation=daily&startDate=${from}&endDate=${to}`)).body;
 /** Runs `body` with the manual clock free to move, and sets it back to START after. */
@@ -224,14 +226,7 @@ describe("the open day and the month members", () => {
       expect(await buckets("hand", "p:xp")).toEqual([bucket("2026-06-29", 2, 30, 30), bucket("2026-06-30", 1, 10, 40), bucket("2026-07-01", 1, 10, 50), bucket("2026-07-02", 1, 5, 55), bucket("2026-07-03", 1, 7, 62)]);
       expect((await layout("hand", "p:xp")).months.map(([month]) => month)).toEqual([june, june + 1]);
 
-      expect(await daily("hand", "metrics/lessons", "2026-06-28", "2026-07-03")).toEqual([
-        { date: "2026-06-28", total: 0, change: 0 },
-        { date: "2026-06-29", total: 3, change: 3 },
-        { date: "2026-06-30", total: 4, change: 1 },
-        { date: "2026-07-01", total: 5, change: 1 },
-        { date: "2026-07-02", total: 5, change: 0 },
-        { date: "2026-07-03", total: 5, change: 0 },
-      ]);
+      expect(await daily("hand", "metrics/lessons", "2026-06-28", "2026-07-03")).toEqual(items("2026-06-28", [[0, 0], [3, 3], [4, 1], [5, 1], [5, 0], [5, 0]]));
       expect((await daily("hand", "points/xp", "2026-06-30", "2026-07-04")).map((i: { change: number }) => i.change)).toEqual([10, 10, 5, 7, 0]);
       // A range after the open day reads it as the total before; one inside June reads the members only.
       expect(await daily("hand", "points/xp", "2026-08-01", "2026-08-01")).toEqual([{ date: "2026-08-01", total: 62, change: 0 }]);
@@ -287,14 +282,7 @@ describe("the open day and the month members", () => {
       });
       await send("2026-06-02T11:00:00Z", 1);
       await bucketWorker(t).drain();
-      expect(await daily("old", "metrics/lessons", "2026-05-29", "2026-06-03")).toEqual([
-        { date: "2026-05-29", total: 0, change: 0 },
-        { date: "2026-05-30", total: 1, change: 1 },
-        { date: "2026-05-31", total: 3, change: 2 },
-        { date: "2026-06-01", total: 6, change: 3 },
-        { date: "2026-06-02", total: 7, change: 1 },
-        { date: "2026-06-03", total: 7, change: 0 },
-      ]);
+      expect(await daily("old", "metrics/lessons", "2026-05-29", "2026-06-03")).toEqual(items("2026-05-29", [[0, 0], [1, 1], [3, 2], [6, 3], [7, 1], [7, 0]]));
       expect(await buckets("old", "p:xp")).toEqual([bucket("2026-05-30", 1, 10, 10), bucket("2026-05-31", 2, 20, 30), bucket("2026-06-01", 2, 30, 60), bucket("2026-06-02", 1, 10, 70)]);
     }));
 
