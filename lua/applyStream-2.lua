@@ -97,17 +97,6 @@ local function callChunked(cmd, key, list, n)
   end
   return out
 end
-
--- Scratch arrays for one call, only 1..count of each read. As a Function the library keeps them
--- from call to call, so they stop growing (growing a Lua array costs ~400 instructions an
--- element, and a batch fills hundreds); under EVAL they are new each call.
--- Per change, in record order: its series (index), day, month, change, total after (false: not
--- in the record).
-local cSeries, cDay, cMonth, cChange, cTotal = {}, {}, {}, {}, {}
--- Per series (index, in first-seen order): field "<series>:<user>", its open day (day false: none
--- yet) and its zset once read (false: not read).
-local sField, sDay, sMonth, sCount, sChange, sTotal, sMonths = {}, {}, {}, {}, {}, {}, {}
-local hashArgs = {}
 --@body
 local rcall = redis.call
 -- (The libraries are not reachable while a Function library loads: bound here, per call.)
@@ -126,8 +115,14 @@ local records
 -- (Arguments to redis.call as text: Redis prints a number with %.17g, ~3.7k instructions.)
 if wm then records = rcall('XRANGE', stream, '(' .. wm, '+', 'COUNT', ARGV[3]) else records = rcall('XRANGE', stream, '-', '+', 'COUNT', ARGV[3]) end
 
--- 2. The changes in record order (cSeries...), per series its field (sField).
-local index, ns, nc = {}, 0, 0
+-- 2. The changes, as parallel arrays (a table per change or per series costs ~2-4k instructions).
+-- Per change, in record order: its series (index), day, month, change, total after (false: not
+-- in the record).
+local cSeries, cDay, cMonth, cChange, cTotal, nc = {}, {}, {}, {}, {}, 0
+-- Per series, in first-seen order: field "<series>:<user>", its open day (sDay false: none) and
+-- its zset once read (sMonths, step 3); index: field → series.
+local sField, sDay, sMonth, sCount, sChange, sTotal, sMonths = {}, {}, {}, {}, {}, {}, {}
+local index, ns = {}, 0
 -- Decimal text → number for days and months, which repeat across a batch (tonumber ~1.8k each).
 local numbers = {}
 
@@ -250,7 +245,6 @@ end
 if ns > 0 then
   local packed = callChunked('HMGET', openKey, sField, ns)
   for i = 1, ns do
-    sMonths[i] = false
     local v = packed[i]
     if v then
       sDay[i], sMonth[i], sCount[i], sChange[i], sTotal[i] = sunpack(OPEN_DAY, v)
@@ -286,7 +280,7 @@ for t = 1, #touched do
   if #args > 0 then rcall('ZADD', z.key, unpack(args)) end
 end
 if ns > 0 then
-  hashArgs[1], hashArgs[2] = OPEN_DAYS_TABLE[1], OPEN_DAYS_TABLE[2]
+  local hashArgs = { OPEN_DAYS_TABLE[1], OPEN_DAYS_TABLE[2] }
   for i = 1, ns do
     hashArgs[2 * i + 1] = sField[i]
     hashArgs[2 * i + 2] = spack(OPEN_DAY, sDay[i], sMonth[i], sCount[i], sChange[i], sTotal[i])
