@@ -6,7 +6,9 @@
 // fraction of a percent, whatever else the machine does. So this bench runs redis-server under
 // `valgrind --tool=callgrind` (instrumentation off until the measured phase), starts the service
 // on it, seeds users, then counts what Redis executes for a fixed sequence of events, per metric;
-// then per stream record, the stream worker's apply script over every record the run wrote.
+// then per stream record, the stream worker's apply script (over the seed's records: every series
+// new; over the phases' records: returning users, on the day they already have; and over copies of
+// those records moved to the next day and the day after: each record opens a day for its series).
 // Each config runs twice: as written, and with one webhook endpoint subscribed to the milestone
 // types (as bench/webhooks.mjs; COST_TYPES=a,b for others): the event scripts then also select
 // records into the hook streams (lua/includes/hooks.lua), and the webhook consumer's read
@@ -32,6 +34,7 @@ import { pino } from "pino";
 import { loadConfigFile } from "../dist/config/load.js";
 import { freePort } from "../dist/embedded-redis.js";
 import { shardStreams, StreamWorker } from "../dist/jobs/stream-worker.js";
+import { periodOfDay } from "../dist/domain/periods.js";
 import { loadLua } from "../dist/store/lua-loader.js";
 import { runScript } from "../dist/store/redis-script.js";
 import { Children, runBench } from "./processes.mjs";
@@ -122,6 +125,7 @@ async function measureConfig(config, endpoint) {
   await children.start(`service ${label}`, "node", [process.env.COST_SERVICE ?? "dist/main.js"], env, `http://127.0.0.1:${port}/healthz`, 120_000);
   const url = `http://127.0.0.1:${port}`;
   await seedUsers(url, { users, connections: 20 }, `${config}: `);
+  const worker = !endpoint && process.env.COST_WORKER !== "off" ? await seedForWorker(config, redis) : null;
   const post = async (metric, n) => {
     const res = await fetch(`${url}/v1/metrics/${metric}/event`, { method: "POST", headers: { "x-api-key": "demo-key", "content-type": "application/json" }, body: eventBody(n) });
     if (res.status !== 201) throw new Error(`${metric} event answered ${res.status}: ${await res.text()}`);
@@ -152,7 +156,7 @@ async function measureConfig(config, endpoint) {
     });
   }
   if (endpoint) rows.push(await measureHookRead(config, label, redis));
-  else if (process.env.COST_WORKER !== "off") rows.push(await measureStreamWorker(config, redis));
+  if (worker) rows.push(...(await measureStreamWorker(config, redis, worker)));
   redis.redis.disconnect();
   await children.stopAll();
   await redis.stop();
@@ -172,14 +176,8 @@ function commandCounts(after, before, scripts) {
     .join(", ");
 }
 
-/**
- * The stream worker (issue 6's cost): one StreamWorker in this process drains every record the
- * seed and the phases wrote (the service runs with LAUREL_WORKER=off); instructions per record,
- * all of Redis (the apply script and what it calls).
- */
-async function measureStreamWorker(config, redis) {
-  const tenants = loadConfigFile(config);
-  const worker = new StreamWorker({ redis: redis.redis, tenants, logger: pino({ level: "silent" }) });
+/** One StreamWorker drain in this process, counted: a row, instructions per record, all of Redis (the apply script and what it calls). */
+async function measureDrain(config, redis, worker, label) {
   const before = await redis.redis.info("commandstats");
   control(redis.pid, "-z");
   control(redis.pid, "-i", "on");
@@ -188,7 +186,56 @@ async function measureStreamWorker(config, redis) {
   control(redis.pid, "-d");
   const after = await redis.redis.info("commandstats");
   const d = readDump(redis.dir, ["luaCallFunction", "scriptCall", "mp_unpack", "mp_pack"]);
-  return { config, metric: `stream worker (${records} records)`, perRequest: d.total / records, perScript: d.luaCallFunction / records, commands: d.scriptCall / records, msgpack: (d.mp_unpack + d.mp_pack) / records, inside: commandCounts(after, before, records) };
+  return { config, metric: `${label} (${records} records)`, perRequest: d.total / records, perScript: d.luaCallFunction / records, commands: d.scriptCall / records, msgpack: (d.mp_unpack + d.mp_pack) / records, inside: commandCounts(after, before, records) };
+}
+
+/**
+ * After the seed: the stream worker (the service runs with LAUREL_WORKER=off) applies the seed's
+ * records, counted: every series is new there.
+ */
+async function seedForWorker(config, redis) {
+  const tenants = loadConfigFile(config);
+  const streams = shardStreams(tenants);
+  const worker = new StreamWorker({ redis: redis.redis, tenants, logger: pino({ level: "silent" }) });
+  const seedRow = await measureDrain(config, redis, worker, "stream worker, the seed: new series");
+  const marks = new Map();
+  for (const s of streams) marks.set(s.key, (await redis.redis.hget(s.watermarks, "buckets")) ?? "0-0");
+  return { worker, streams, seedRow, marks };
+}
+
+/**
+ * The stream worker (issue 6's cost) over the phases' records: returning users, every record on
+ * the day its series already has (the common case: the month member is not touched). Then the
+ * same records copied to the next day (applied, not counted) and to the day after (counted):
+ * every record opens a day for its series, so the worker also appends the closed day to its
+ * month member (the rarest case a user with one event a day makes the common one).
+ */
+async function measureStreamWorker(config, redis, { worker, streams, seedRow, marks }) {
+  const phaseRecords = [];
+  for (const s of streams) phaseRecords.push(...(await redis.redis.xrange(s.key, `(${marks.get(s.key)}`, "+")).map(([, flat]) => [s.key, flat]));
+  const rows = [seedRow, await measureDrain(config, redis, worker, "stream worker, returning users: the same day")];
+  const later = async (days) => {
+    for (const [key, flat] of phaseRecords) await redis.redis.xadd(key, "*", ...movedDays(flat, days));
+  };
+  await later(1);
+  await worker.drain();
+  await later(2);
+  rows.push(await measureDrain(config, redis, worker, "stream worker, returning users: each record opens a day"));
+  return rows;
+}
+
+/** A record's fields with an event record's day (and its month) `days` later; other records as they are. */
+function movedDays(flat, days) {
+  const out = [...flat];
+  const e = out.indexOf("e");
+  if (out[out.indexOf("k") + 1] !== "ev" || e < 0) return out;
+  const parts = out[e + 1].split("|");
+  if (parts.length !== 6) return out;
+  const day = Number(parts[3]) + days;
+  parts[3] = String(day);
+  parts[4] = String(periodOfDay(day, "monthly"));
+  out[e + 1] = parts.join("|");
+  return out;
 }
 
 /**

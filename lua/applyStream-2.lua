@@ -22,11 +22,19 @@
   Steps
     1. HGET the watermark; XRANGE the next n records after it.
     2. Per record in order: its series changes (metric from the detail, points from the outcome
-       parts "p:<sys>:<added>:<total>:..."), its day; apply, or stop for days.
-       A series' latest month is read once (ZREVRANGE 0 0 WITHSCORES) and kept in a table.
-       A record whose local day is before the latest bucket's is counted in the latest bucket
-       (days only move forward in a series; src/domain/buckets.ts says why).
-    3. Per touched series: ZREM the latest month as read, ZADD every new or changed month.
+       parts "p:<sys>:<added>:<total>:..."), its day; collected, or stop for days.
+    3. ONE HMGET of the open days ({t:s}:bl) of every series the batch changes; then the changes
+       in order, on those open days. A change on the open day (or before it: days only move
+       forward in a series, src/domain/buckets.ts says why) is added to it; a later day closes
+       the open day, which is appended to its month member in the zset (its latest member read
+       once per series with ZREVRANGE 0 0 WITHSCORES), and opens the new one. So the month
+       members are read and rewritten once per user, series and day, not once per record.
+       A series without an open day (new, or last written by a version that kept the latest day
+       in the zset) reads its latest month member once and moves that member's last day out of
+       the zset into the open day: existing data migrates as it is written to, never counted twice.
+       Every command that can fail (a read) runs before the first write.
+       Then the writes: per series whose month members changed, ZREM the latest month as read
+       (when it changed) and ZADD every new or changed month; ONE HSET of the open days.
        HSET the new watermark.
     4. The consumer group `group` is kept at the watermark (XGROUP SETID, with its entries-read
        so that Redis still reports its lag), so the stream's trimming and GET /metrics read this
@@ -34,8 +42,10 @@
        earlier version are acknowledged (the watermark, not the group, says what is applied).
        Then the stream is trimmed below what every group has finished (stream/trim.lua).
 
-  Bucket layout (src/domain/buckets.ts): zset {t:s}:b:<series>:<user>, one member per month
-  (score = monthly period), member "day:count:change:total;..." with the days ascending.
+  Bucket layout (src/domain/buckets.ts): the open (latest) day of each series in the hash
+  {t:s}:bl, field "<series>:<user>" (lua/buckets/open-day.lua); the days before it in the zset
+  {t:s}:b:<series>:<user>, one member per month (score = monthly period), member
+  "day:count:change:total;..." with the days ascending.
 
   KEYS[1] shard stream       {t:s}:x
   KEYS[2] shard watermarks   {t:s}:xw   (hash: group → last applied id)
@@ -51,72 +61,12 @@
 ]]
 -- @include "stream/ids.lua"
 -- @include "stream/trim.lua"
---@body
-local rcall = redis.call
-local stream, wmKey = KEYS[1], KEYS[2]
-local prefix, group, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
+-- @include "buckets/open-day.lua"
 
-local hints = {}
-for h = 4, #ARGV, 3 do hints[ARGV[h]] = h end
-
-local wm = rcall('HGET', wmKey, group)
-local oldWm = wm
-local records
-if wm then records = rcall('XRANGE', stream, '(' .. wm, '+', 'COUNT', n) else records = rcall('XRANGE', stream, '-', '+', 'COUNT', n) end
-
--- key → {orig = member as read | nil, month, head = the month's earlier days (string),
---        cur = {day, count, change, total} the latest day, done = {{month, member}...} | nil}
-local series, touched = {}, {}
-
-local function fmt(b)
-  return string.format('%d:%d:%d:%d', b[1], b[2], b[3], b[4])
-end
-
-local function bucketOf(key)
-  local b = series[key]
-  if b then return b end
-  b = { head = '' }
-  local latest = rcall('ZREVRANGE', key, 0, 0, 'WITHSCORES')
-  if latest[1] then
-    b.orig, b.month = latest[1], latest[2]
-    local head, last = string.match(latest[1], '^(.*);([^;]+)$')
-    if not head then head, last = '', latest[1] end
-    local d, c, ch, t = string.match(last, '^(-?%d+):(%d+):(-?%d+):(-?%d+)$')
-    b.head = head
-    b.cur = { tonumber(d), tonumber(c), tonumber(ch), tonumber(t) }
-  end
-  series[key] = b
-  touched[#touched + 1] = key
-  return b
-end
-
-local function member(b)
-  if b.head == '' then return fmt(b.cur) end
-  return b.head .. ';' .. fmt(b.cur)
-end
-
--- total nil: the record did not carry the total after it; the running total + change.
-local function add(key, day, month, change, total)
-  local b = bucketOf(key)
-  local cur = b.cur
-  if cur and day <= cur[1] then
-    cur[2] = cur[2] + 1
-    cur[3] = cur[3] + change
-    cur[4] = total or (cur[4] + change)
-    return
-  end
-  local after = total or ((cur and cur[4] or 0) + change)
-  if cur and month == b.month then
-    b.head = member(b)
-  else
-    if cur then
-      b.done = b.done or {}
-      b.done[#b.done + 1] = { b.month, member(b) }
-    end
-    b.head, b.month = '', month
-  end
-  b.cur = { day, 1, change, after }
-end
+-- The event script's detail, "metric|value|eventId|day|month|total".
+local EVENT_DETAIL = '^([^|]*)|([^|]*)|[^|]*|([^|]*)|([^|]*)|([^|]*)$'
+-- One points part of an outcome: system, added, total after.
+local POINTS_PART = 'p:([^:;]*):([^:;]*):([^:;]*)'
 
 -- A record's fields by name. Every writer XADDs k, u, t, z, e, o in this order, so they are
 -- read by position when the names are where they should be (a table per record costs ~4k
@@ -130,22 +80,88 @@ local function fieldsOf(flat)
   return f.k, f.u, f.t, f.z, f.e, f.o
 end
 
+-- A day's bucket as a month member lists it.
+local function dayText(day, count, change, total)
+  return string.format('%d:%d:%d:%d', day, count, change, total)
+end
+
+-- redis.call(cmd, key, list[1..n]) in calls of at most 1000 list items (unpack is bounded by
+-- Lua's C stack; a batch holds far fewer); the replies' tables concatenated.
+local function callChunked(cmd, key, list, n)
+  local out = {}
+  for s = 1, n, 1000 do
+    local part = redis.call(cmd, key, unpack(list, s, math.min(s + 999, n)))
+    if type(part) == 'table' then
+      for i = 1, #part do out[s + i - 1] = part[i] end
+    end
+  end
+  return out
+end
+--@body
+local rcall = redis.call
+-- (The libraries are not reachable while a Function library loads: bound here, per call.)
+local smatch, sfind = string.match, string.find
+local spack, sunpack = struct.pack, struct.unpack
+local stream, wmKey = KEYS[1], KEYS[2]
+local prefix, group, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local openKey = prefix .. 'bl'
+
+local hints = {}
+for h = 4, #ARGV, 3 do hints[ARGV[h]] = h end
+
+local wm = rcall('HGET', wmKey, group)
+local oldWm = wm
+local records
+-- (Arguments to redis.call as text: Redis prints a number with %.17g, ~3.7k instructions.)
+if wm then records = rcall('XRANGE', stream, '(' .. wm, '+', 'COUNT', ARGV[3]) else records = rcall('XRANGE', stream, '-', '+', 'COUNT', ARGV[3]) end
+
+-- 2. The changes, as parallel arrays (a table per change or per series costs ~2-4k instructions).
+-- Per change, in record order: its series (index), day, month, change, total after (false: not
+-- in the record).
+local cSeries, cDay, cMonth, cChange, cTotal, nc = {}, {}, {}, {}, {}, 0
+-- Per series, in first-seen order: field "<series>:<user>", its open day (sDay false: none) and
+-- its zset once read (sMonths, step 3); index: field → series.
+local sField, sDay, sMonth, sCount, sChange, sTotal, sMonths = {}, {}, {}, {}, {}, {}, {}
+local index, ns = {}, 0
+-- Decimal text → number for days and months, which repeat across a batch (tonumber ~1.8k each).
+local numbers = {}
+
+local function num(text)
+  local v = numbers[text]
+  if not v then
+    v = tonumber(text)
+    numbers[text] = v
+  end
+  return v
+end
+
+local function change(field, day, month, delta, total)
+  local i = index[field]
+  if not i then
+    ns = ns + 1
+    i = ns
+    index[field] = i
+    sField[i] = field
+  end
+  nc = nc + 1
+  cSeries[nc], cDay[nc], cMonth[nc], cChange[nc], cTotal[nc] = i, day, month, delta, total
+end
+
 local applied, stopAt = 0, nil
 for r = 1, #records do
   local kind, user, _, _, detail, outcome = fieldsOf(records[r][2])
-  outcome = outcome or ''
   local metric, value, total, day, month
-  if kind == 'ev' then
-    detail = detail or ''
-    metric, value, day, month, total = string.match(detail, '^([^|]*)|([^|]*)|[^|]*|([^|]*)|([^|]*)|([^|]*)$')
+  if kind == 'ev' and detail then
+    metric, value, day, month, total = smatch(detail, EVENT_DETAIL)
     if not metric then
       -- Written before records carried the day: "metric|value|eventId|total", or without the total.
-      metric, value, total = string.match(detail, '^([^|]*)|([^|]*)|[^|]*|([^|]*)$')
-      if not metric then metric, value = string.match(detail, '^([^|]*)|([^|]*)') end
+      metric, value, total = smatch(detail, '^([^|]*)|([^|]*)|[^|]*|([^|]*)$')
+      if not metric then metric, value = smatch(detail, '^([^|]*)|([^|]*)') end
     end
   end
-  local hasPoints = string.find(outcome, 'p:', 1, true)
-  if metric or hasPoints then
+  local p, e, sys, added, after
+  if outcome then p, e, sys, added, after = sfind(outcome, POINTS_PART) end
+  if metric or p then
     if not day then
       local h = hints[records[r][1]]
       if not h then
@@ -154,34 +170,122 @@ for r = 1, #records do
       end
       day, month = ARGV[h + 1], ARGV[h + 2]
     end
-    day = tonumber(day)
-    if metric then add(prefix .. 'b:m:' .. metric .. ':' .. user, day, month, tonumber(value), total and tonumber(total)) end
-    if hasPoints then
-      for sys, added, after in string.gmatch(outcome, 'p:([^:;]*):([^:;]*):([^:;]*)') do
-        add(prefix .. 'b:p:' .. sys .. ':' .. user, day, month, tonumber(added), tonumber(after))
-      end
+    day, month = num(day), num(month)
+    if metric then change('m:' .. metric .. ':' .. user, day, month, tonumber(value), total and tonumber(total) or false) end
+    while p do
+      change('p:' .. sys .. ':' .. user, day, month, tonumber(added), tonumber(after))
+      p, e, sys, added, after = sfind(outcome, POINTS_PART, e + 1)
     end
   end
   wm = records[r][1]
   applied = applied + 1
 end
 
-for t = 1, #touched do
-  local key = touched[t]
-  local b = series[key]
-  if b.orig then rcall('ZREM', key, b.orig) end
-  if b.done then
-    local args = {}
-    for d = 1, #b.done do
-      args[#args + 1] = b.done[d][1]
-      args[#args + 1] = b.done[d][2]
-    end
-    args[#args + 1] = b.month
-    args[#args + 1] = member(b)
-    rcall('ZADD', key, unpack(args))
-  else
-    rcall('ZADD', key, b.month, member(b))
+-- 3. The open days (sDay...). A series' zset, once read (sMonths[i]): key, orig = the latest
+-- member as read (or nil), month = the working member's month (its score as text, as Redis
+-- replies it: an integer's digits), body = the working member ('': none), fresh = body differs
+-- from what Redis holds, rm = orig must go, done = finished members {month, member, ...}.
+local touched = {}
+-- Month number → its text (a score for ZADD: a number argument costs Redis a %.17g).
+local monthTexts = {}
+
+local function monthText(m)
+  local text = monthTexts[m]
+  if not text then
+    text = string.format('%d', m)
+    monthTexts[m] = text
   end
+  return text
+end
+
+local function monthsOf(i)
+  local z = sMonths[i]
+  if z then return z end
+  local key = prefix .. 'b:' .. sField[i]
+  local latest = rcall('ZREVRANGE', key, '0', '0', 'WITHSCORES')
+  z = { key = key, orig = latest[1], month = latest[2], body = latest[1] or '', fresh = false, rm = false }
+  sMonths[i] = z
+  touched[#touched + 1] = z
+  return z
+end
+
+-- A series without an open day: a series kept by an earlier version moves its latest day out of
+-- the zset into the open day; a new one has none (sDay false).
+local function migrate(i)
+  local z = monthsOf(i)
+  if not z.orig then
+    sDay[i] = false
+    return
+  end
+  local head, last = smatch(z.body, '^(.*);([^;]+)$')
+  if not head then head, last = '', z.body end
+  local d, c, ch, t = smatch(last, '^(-?%d+):(%d+):(-?%d+):(-?%d+)$')
+  z.body, z.fresh, z.rm = head, head ~= '', true
+  sDay[i], sMonth[i], sCount[i], sChange[i], sTotal[i] = tonumber(d), tonumber(z.month), tonumber(c), tonumber(ch), tonumber(t)
+end
+
+-- Appends series i's open day, closed, to its month's member.
+local function close(i)
+  local z = monthsOf(i)
+  local text = dayText(sDay[i], sCount[i], sChange[i], sTotal[i])
+  local month = monthText(sMonth[i])
+  if z.body ~= '' and z.month == month then
+    if not z.fresh then z.rm = true end
+    z.body, z.fresh = z.body .. ';' .. text, true
+  else
+    if z.fresh then
+      z.done = z.done or {}
+      z.done[#z.done + 1] = z.month
+      z.done[#z.done + 1] = z.body
+    end
+    z.month, z.body, z.fresh = month, text, true
+  end
+end
+
+if ns > 0 then
+  local packed = callChunked('HMGET', openKey, sField, ns)
+  for i = 1, ns do
+    local v = packed[i]
+    if v then
+      sDay[i], sMonth[i], sCount[i], sChange[i], sTotal[i] = sunpack(OPEN_DAY, v)
+    else
+      migrate(i)
+    end
+  end
+end
+
+for k = 1, nc do
+  local i, day, delta, total = cSeries[k], cDay[k], cChange[k], cTotal[k]
+  local open = sDay[i]
+  if open and day <= open then
+    sCount[i] = sCount[i] + 1
+    sChange[i] = sChange[i] + delta
+    sTotal[i] = total or (sTotal[i] + delta)
+  else
+    local after = total or ((open and sTotal[i] or 0) + delta)
+    if open then close(i) end
+    sDay[i], sMonth[i], sCount[i], sChange[i], sTotal[i] = day, cMonth[k], 1, delta, after
+  end
+end
+
+-- 3. The writes (every read that could fail is done).
+for t = 1, #touched do
+  local z = touched[t]
+  if z.rm then rcall('ZREM', z.key, z.orig) end
+  local args = z.done or {}
+  if z.fresh then
+    args[#args + 1] = z.month
+    args[#args + 1] = z.body
+  end
+  if #args > 0 then rcall('ZADD', z.key, unpack(args)) end
+end
+if ns > 0 then
+  local hashArgs = { OPEN_DAYS_TABLE[1], OPEN_DAYS_TABLE[2] }
+  for i = 1, ns do
+    hashArgs[2 * i + 1] = sField[i]
+    hashArgs[2 * i + 2] = spack(OPEN_DAY, sDay[i], sMonth[i], sCount[i], sChange[i], sTotal[i])
+  end
+  callChunked('HSET', openKey, hashArgs, 2 * ns + 2)
 end
 
 if applied > 0 then

@@ -10,12 +10,15 @@
     Z key min max limit   ZRANGEBYSCORE key min max LIMIT 0 limit
     R key max min limit   ZREVRANGEBYSCORE key max min LIMIT 0 limit
     H key n f1..fn        HMGET of a shard hash
+    O key field           a series' open day (lua/buckets/open-day.lua): {day, count, change,
+                          total} as integers, or {} when the series has none
   Every key in a step carries the user's hash tag {t:s} (src/store/keys.ts builds them).
 
   Reply {0} unknown user (no hot state) | {1, result of step 1, result of step 2, ...};
         a missing value is nil
 ]]
 -- @include "includes/state-read.lua"
+-- @include "buckets/open-day.lua"
 --@body
 local rcall = redis.call
 local blob = rcall('HGET', KEYS[1], 's')
@@ -44,6 +47,13 @@ while i <= #ARGV do
     local n = tonumber(ARGV[i + 2])
     out = rcall('HMGET', ARGV[i + 1], unpack(ARGV, i + 3, i + 2 + n))
     i = i + 3 + n
+  elseif op == 'O' then
+    local packed = rcall('HGET', ARGV[i + 1], ARGV[i + 2])
+    if packed then
+      local day, _, count, change, total = struct.unpack(OPEN_DAY, packed)
+      out = { day, count, change, total }
+    end
+    i = i + 3
   else
     return redis.error_reply('readPlan: unknown step ' .. tostring(op))
   end

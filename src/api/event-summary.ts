@@ -55,9 +55,8 @@ function summaryHandler(tenants: Tenants, target: (context: TenantContext, key: 
     const { series, toWire } = target(context, key);
     const { aggregation, from, to } = summaryRange(req.query);
     const read = readStoreOf(context.store);
-    const bucketsKey = read.keys.buckets(read.shard(userId), series, userId);
     const plan = new ReadPlan(read.slots);
-    const buckets = planBuckets(plan, bucketsKey, from, to);
+    const buckets = planBuckets(plan, read.keys, read.shard(userId), series, userId, from, to);
     const result = await read.runPlan(userId, plan);
     if (result === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
     const { before, inRange } = buckets(result);

@@ -96,7 +96,7 @@ export function wrappedHandler(tenants: Tenants, clock: Clock) {
     const fields = plan.fields(profileFields);
     const state = plan.state(["ct", "up", ...tenant.achievements.map((a) => `a:${a.key}`)]);
     const seriesReads = [...tenant.metrics.map((m) => metricSeries(m.key)), ...tenant.systems.map((s) => pointsSeries(s.key))].map((series) =>
-      planBuckets(plan, read.keys.buckets(shard, series, userId), span.from, span.to),
+      planBuckets(plan, read.keys, shard, series, userId, span.from, span.to),
     );
     // The history before the year too: the longest streak of the year may have begun earlier.
     const history = plan.range(read.keys.streakHistory(shard, userId), streakPeriods.to - STREAK_HISTORY_KEPT, streakPeriods.to);

@@ -1,15 +1,23 @@
-import { bucketsIn, type DayBucket } from "../domain/buckets.js";
+import { bucketsIn, openDayField, type DayBucket } from "../domain/buckets.js";
 import { periodOfDay } from "../domain/periods.js";
+import type { TenantKeys } from "./keys.js";
 import type { ReadPlan } from "./read-plan.js";
 
 /**
- * Adds to a plan the reads of one series' daily buckets over the days from..to (the month
- * members of those months, and the member of the last month before them: O(log n + months)),
- * and returns how to decode them from the plan's result (domain/buckets.ts bucketsIn).
+ * Adds to a plan the reads of one user's daily buckets in one series over the days from..to
+ * (the month members of those months, the member of the last month before them: O(log n +
+ * months); and the series' open day, its latest bucket, kept apart), and returns how to decode
+ * them from the plan's result (domain/buckets.ts bucketsIn).
  */
-export function planBuckets(plan: ReadPlan, key: string, from: number, to: number): (result: unknown[][]) => { before: DayBucket | null; inRange: DayBucket[] } {
+export function planBuckets(plan: ReadPlan, keys: TenantKeys, shard: number, series: string, userId: string, from: number, to: number): (result: unknown[][]) => { before: DayBucket | null; inRange: DayBucket[] } {
+  const key = keys.buckets(shard, series, userId);
   const fromMonth = periodOfDay(from, "monthly");
   const previous = plan.revRange(key, `(${fromMonth}`, "-inf", 1);
   const months = plan.range(key, fromMonth, periodOfDay(to, "monthly"));
-  return (result) => bucketsIn((result[previous]![0] as string | undefined) ?? null, result[months] as string[], from, to);
+  const open = plan.openDay(keys.openDays(shard), openDayField(series, userId));
+  return (result) => {
+    const [day, count, change, total] = result[open] as number[];
+    const openDay = day === undefined ? null : { day, count: count!, change: change!, total: total! };
+    return bucketsIn((result[previous]![0] as string | undefined) ?? null, result[months] as string[], openDay, from, to);
+  };
 }

@@ -29,9 +29,11 @@
  *
  * Written by the stream worker (src/jobs/stream-worker.ts), never by the event path:
  *   {t:s}:b:<series>:<user> zset  daily buckets of one user in one series ("m:<metric>" or
- *                                  "p:<system>"): one member per month, score the monthly
- *                                  period, member "day:count:change:totalAfter;..."
- *                                  (src/domain/buckets.ts)
+ *                                  "p:<system>") before its open day: one member per month,
+ *                                  score the monthly period, member
+ *                                  "day:count:change:totalAfter;..." (src/domain/buckets.ts)
+ *   {t:s}:bl                hash  the open (latest) day of every series of the shard's users:
+ *                                  field "<series>:<user>", value packed (lua/buckets/open-day.lua)
  *   {t:s}:xw                hash  consumer group → last stream id applied (the watermark); during an
  *                                  upgrade from a version whose webhook consumer read {t:s}:x itself,
  *                                  also "webhooks:cutover" (lua/hookUpgrade-3.lua)
@@ -78,6 +80,11 @@ export class TenantKeys {
   /** The shard's hook stream: the name is the stream's with "h" appended (lua/includes/hooks.lua builds it so). */
   hookStream(shard: number): string {
     return `${this.stream(shard)}h`;
+  }
+
+  /** The open day of every series of the shard's users (field: domain/buckets.ts openDayField). */
+  openDays(shard: number): string {
+    return `${this.prefix(shard)}bl`;
   }
 
   watermarks(shard: number): string {

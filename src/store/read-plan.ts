@@ -46,6 +46,11 @@ export class ReadPlan {
     return this.step("H", key, fields.length, ...fields);
   }
 
+  /** A series' open day from the shard's hash of open days (lua/buckets/open-day.lua): [day, count, change, total], or [] when none. */
+  openDay(key: string, field: string): number {
+    return this.step("O", key, field);
+  }
+
   /** Runs the plan: null for an unknown user, else one result per step. */
   async run(redis: Redis, userKey: string): Promise<unknown[][] | null> {
     const reply = (await runScript(redis, readPlanScript, [userKey], this.args)) as unknown[];

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { seriesBuckets, seriesLayout, toPreviousLayout } from "../helpers/buckets.js";
 import { dailySeries, expectedSummary, type LoggedChange } from "../helpers/summary-oracle.js";
 import { bucketWorker } from "../helpers/worker.js";
 
@@ -8,7 +9,10 @@ import { bucketWorker } from "../helpers/worker.js";
  * The event summaries (trophy-compat §2.2 #12, #16) after events driven through the manual
  * clock across days, ISO weeks, months, the Europe/London DST change of 29 March 2026 and two
  * zone changes (one moving the calendar back), checked against an independent oracle: luxon's
- * calendar over the totals the event responses reported.
+ * calendar over the totals the event responses reported. Three users get the same events: ada's
+ * applied one batch per event, bo's in one batch, cy's one batch per event with every series
+ * rewritten in the layout of the versions before the open day after each batch (every day in the
+ * month members, no open day), so each batch migrates them again.
  */
 const tenantId = uniqueTenantId("sum");
 const YAML = tenantYaml(
@@ -82,7 +86,15 @@ beforeAll(async () => {
   // bo gets the same events (the clock set back to each instant) applied in ONE batch.
   for (const e of EVENTS) await send("bo", e);
   await worker.drain();
+  // cy's series are left after each batch as a worker before the open day would have left them.
+  for (const e of EVENTS) {
+    await send("cy", e);
+    await worker.drain();
+    for (const series of SERIES) await toPreviousLayout(t.redis, tenantId, t.tenants[0]!.shards, series, "cy");
+  }
 });
+
+const SERIES = ["m:lessons", "m:api-calls", "p:xp", "p:energy"];
 afterAll(async () => t.close());
 
 describe("GET /v1/users/{id}/metrics/{key}/event-summary", () => {
@@ -120,12 +132,26 @@ describe("GET /v1/users/{id}/metrics/{key}/event-summary", () => {
     ] as const) {
       const daily = dailySeries(logs.get(series)!);
       for (const [aggregation, from, to] of cases) {
-        for (const user of ["ada", "bo"]) {
+        for (const user of ["ada", "bo", "cy"]) {
           const res = await summary(kind, key, `aggregation=${aggregation}&startDate=${from}&endDate=${to}`, user);
           expect(res.status).toBe(200);
           expect(res.body, `${user} ${series} ${aggregation} ${from}..${to}`).toEqual(expectedSummary(daily, aggregation as "daily", from, to));
         }
       }
+    }
+  });
+
+  it("the same buckets whether applied one batch per event, in one batch, or migrating from the previous layout at every batch", async () => {
+    for (const series of SERIES) {
+      const ada = await seriesBuckets(t.redis, tenantId, t.tenants[0]!.shards, series, "ada");
+      expect(ada.length).toBeGreaterThan(1);
+      expect(await seriesBuckets(t.redis, tenantId, t.tenants[0]!.shards, series, "bo"), series).toEqual(ada);
+      expect(await seriesBuckets(t.redis, tenantId, t.tenants[0]!.shards, series, "cy"), series).toEqual(ada);
+      // ada's latest day is the open day; cy's is still in the zset (the previous layout).
+      const { open, months } = await seriesLayout(t.redis, tenantId, t.tenants[0]!.shards, series, "ada");
+      expect(open).toMatchObject(ada.at(-1)!);
+      expect(months.flatMap(([, member]) => member.split(";")).length).toBe(ada.length - 1);
+      expect((await seriesLayout(t.redis, tenantId, t.tenants[0]!.shards, series, "cy")).open).toBeNull();
     }
   });
 

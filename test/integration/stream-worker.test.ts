@@ -4,16 +4,20 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
+import { encodeMonth, type DayBucket } from "../../src/domain/buckets.js";
+import { formatDay, parseDay, periodOfDay } from "../../src/domain/periods.js";
 import { streamLag } from "../../src/jobs/stream-lag.js";
 import { BUCKET_GROUP, type Entry } from "../../src/jobs/stream-worker.js";
-import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { dumpTenant, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { seriesBuckets, seriesLayout } from "../helpers/buckets.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
 import { bucketWorker } from "../helpers/worker.js";
 
 /**
  * The stream worker (src/jobs/stream-worker.ts): exactly once and in order (the script reads,
  * applies and moves the watermark atomically), trimming what it has processed, with its lag
- * exported. One shard, so every record of the tenant is in one stream.
+ * exported; each series' open day kept apart from its month members, and series of the previous
+ * layout migrated as they are written to. One shard, so every record of the tenant is in one stream.
  */
 const tenantId = uniqueTenantId("wrk");
 const YAML = tenantYaml(
@@ -30,7 +34,7 @@ const YAML = tenantYaml(
 
 let t: TestApp;
 beforeAll(async () => {
-  t = await startTestApp({ yaml: YAML, manualClock: "2026-06-01T12:00:00Z" });
+  t = await startTestApp({ yaml: YAML, manualClock: START });
 });
 afterAll(async () => t.close());
 
@@ -42,6 +46,23 @@ const summary = async (user: string, metric: "lessons" | "xp", date: string) => 
   return (await t.call("GET", `${path}?aggregation=daily&startDate=${date}&endDate=${date}`)).body[0];
 };
 const streamKey = `{${tenantId}:0}:x`;
+const START = "2026-06-01T12:00:00Z";
+const day = (iso: string) => parseDay(iso)!;
+const bucket = (iso: string, count: number, change: number, total: number): DayBucket => ({ day: day(iso), count, change, total });
+const buckets = (user: string, series = "m:lessons") => seriesBuckets(t.redis, tenantId, 1, series, user);
+const layout = (user: string, series = "m:lessons") => seriesLayout(t.redis, tenantId, 1, series, user);
+/** A daily summary's items from `from` on, one [total, change] per day. */
+const items = (from: string, days: [number, number][]) => days.map(([total, change], i) => ({ date: formatDay(day(from) + i), total, change }));
+const daily = async (user: string, kind: "metrics/lessons" | "points/xp", from: string, to: string) =>
+  (await t.call("GET", `/v1/users/${user}/${kind}/event-summary?aggregation=daily&startDate=${from}&endDate=${to}`)).body;
+/** Runs `body` with the manual clock free to move, and sets it back to START after. */
+async function onClock(body: () => Promise<void>): Promise<void> {
+  try {
+    await body();
+  } finally {
+    await t.setClock(START);
+  }
+}
 const pendingCount = async () => ((await t.redis.xpending(streamKey, BUCKET_GROUP)) as [number])[0];
 const watermark = async () => t.redis.hget(`{${tenantId}:0}:xw`, BUCKET_GROUP);
 
@@ -173,6 +194,119 @@ describe("stream worker", () => {
   });
 });
 
+describe("the open day and the month members", () => {
+  const M = 1_000_000;
+
+  it("a day stays open until a later day opens; then it joins its month's member, and a new month starts a new member", () =>
+    onClock(async () => {
+      await t.setClock("2026-06-29T10:00:00Z");
+      await lesson("hand", 1);
+      await lesson("hand", 2);
+      await bucketWorker(t).drain();
+      expect(await layout("hand")).toEqual({ open: { ...bucket("2026-06-29", 2, 3 * M, 3 * M), month: periodOfDay(day("2026-06-29"), "monthly") }, months: [] });
+
+      await t.setClock("2026-06-30T10:00:00Z");
+      await lesson("hand", 1);
+      await bucketWorker(t).drain();
+      const june = periodOfDay(day("2026-06-01"), "monthly");
+      expect(await layout("hand")).toEqual({ open: { ...bucket("2026-06-30", 1, M, 4 * M), month: june }, months: [[june, encodeMonth([bucket("2026-06-29", 2, 3 * M, 3 * M)])]] });
+
+      // 1 July, then a time trigger's record and an achievement completed by API (neither
+      // carries its day: Node computes it) on 2 and 3 July, all applied in one batch.
+      await t.setClock("2026-07-01T10:00:00Z");
+      await lesson("hand", 1);
+      const ms = (iso: string) => String(Date.parse(iso));
+      await t.redis.xadd(streamKey, "*", "k", "tt", "u", "hand", "t", ms("2026-07-02T09:00:00Z"), "z", "UTC", "e", "bonus", "o", "p:xp:5:55:1:1");
+      await t.redis.xadd(streamKey, "*", "k", "ac", "u", "hand", "t", ms("2026-07-03T09:00:00Z"), "z", "UTC", "e", "profile", "o", "a:profile;p:xp:7:62:1:1");
+      expect(await bucketWorker(t).drain()).toBe(3);
+      expect(await layout("hand")).toEqual({
+        open: { ...bucket("2026-07-01", 1, M, 5 * M), month: june + 1 },
+        months: [[june, encodeMonth([bucket("2026-06-29", 2, 3 * M, 3 * M), bucket("2026-06-30", 1, M, 4 * M)])]],
+      });
+      expect(await buckets("hand", "p:xp")).toEqual([bucket("2026-06-29", 2, 30, 30), bucket("2026-06-30", 1, 10, 40), bucket("2026-07-01", 1, 10, 50), bucket("2026-07-02", 1, 5, 55), bucket("2026-07-03", 1, 7, 62)]);
+      expect((await layout("hand", "p:xp")).months.map(([month]) => month)).toEqual([june, june + 1]);
+
+      expect(await daily("hand", "metrics/lessons", "2026-06-28", "2026-07-03")).toEqual(items("2026-06-28", [[0, 0], [3, 3], [4, 1], [5, 1], [5, 0], [5, 0]]));
+      expect((await daily("hand", "points/xp", "2026-06-30", "2026-07-04")).map((i: { change: number }) => i.change)).toEqual([10, 10, 5, 7, 0]);
+      // A range after the open day reads it as the total before; one inside June reads the members only.
+      expect(await daily("hand", "points/xp", "2026-08-01", "2026-08-01")).toEqual([{ date: "2026-08-01", total: 62, change: 0 }]);
+      expect(await daily("hand", "metrics/lessons", "2026-06-30", "2026-06-30")).toEqual([{ date: "2026-06-30", total: 4, change: 1 }]);
+    }));
+
+  it("a record whose day is before the open day (the calendar moved back) counts in the open day", () =>
+    onClock(async () => {
+      await t.setClock("2026-06-10T12:00:00Z");
+      await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "back", tz: "Asia/Tokyo" }, value: 1 }); // 21:00, 10 June
+      await bucketWorker(t).drain();
+      await t.setClock("2026-06-10T16:00:00Z");
+      await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "back", tz: "Asia/Tokyo" }, value: 1 }); // 01:00, 11 June
+      await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "back", tz: "America/Los_Angeles" }, value: 1 }); // 09:00, 10 June there
+      await bucketWorker(t).drain();
+      expect(await buckets("back")).toEqual([bucket("2026-06-10", 1, M, M), bucket("2026-06-11", 2, 2 * M, 3 * M)]);
+    }));
+
+  it("a series written by the previous layout (its latest day in the zset, no open day) moves that day to the open day once: nothing counts twice", () =>
+    onClock(async () => {
+      const send = async (iso: string, value: number) => {
+        await t.setClock(iso);
+        await lesson("old", value);
+      };
+      await send("2026-05-30T10:00:00Z", 1);
+      await send("2026-05-31T10:00:00Z", 1);
+      await send("2026-05-31T11:00:00Z", 1);
+      await send("2026-06-01T10:00:00Z", 1);
+      await bucketWorker(t).drain();
+      // What a worker of the previous version left for these four records, written by hand.
+      const previous = (series: string, unit: number) => {
+        const key = `{${tenantId}:0}:b:${series}:old`;
+        return [
+          key,
+          [periodOfDay(day("2026-05-01"), "monthly"), `${day("2026-05-30")}:1:${unit}:${unit};${day("2026-05-31")}:2:${2 * unit}:${3 * unit}`],
+          [periodOfDay(day("2026-06-01"), "monthly"), `${day("2026-06-01")}:1:${unit}:${4 * unit}`],
+        ] as const;
+      };
+      for (const [key, may, june] of [previous("m:lessons", M), previous("p:xp", 10)]) {
+        await t.redis.del(key);
+        await t.redis.zadd(key, may[0], may[1], june[0], june[1]);
+      }
+      await t.redis.hdel(`{${tenantId}:0}:bl`, "m:lessons:old", "p:xp:old");
+      const summary = await daily("old", "metrics/lessons", "2026-05-29", "2026-06-02");
+      expect(summary.map((i: { total: number }) => i.total)).toEqual([0, 1, 3, 4, 4]);
+
+      // The same day as the zset's latest, then the next day: one batch each.
+      await send("2026-06-01T11:00:00Z", 2);
+      await bucketWorker(t).drain();
+      expect(await layout("old")).toEqual({
+        open: { ...bucket("2026-06-01", 2, 3 * M, 6 * M), month: periodOfDay(day("2026-06-01"), "monthly") },
+        months: [[periodOfDay(day("2026-05-01"), "monthly"), encodeMonth([bucket("2026-05-30", 1, M, M), bucket("2026-05-31", 2, 2 * M, 3 * M)])]],
+      });
+      await send("2026-06-02T11:00:00Z", 1);
+      await bucketWorker(t).drain();
+      expect(await daily("old", "metrics/lessons", "2026-05-29", "2026-06-03")).toEqual(items("2026-05-29", [[0, 0], [1, 1], [3, 2], [6, 3], [7, 1], [7, 0]]));
+      expect(await buckets("old", "p:xp")).toEqual([bucket("2026-05-30", 1, 10, 10), bucket("2026-05-31", 2, 20, 30), bucket("2026-06-01", 2, 30, 60), bucket("2026-06-02", 1, 10, 70)]);
+    }));
+
+  it("a batch that fails part-way writes nothing and moves no watermark; applied again, it counts once", async () => {
+    for (const user of ["f1", "f2"]) await lesson(user);
+    await bucketWorker(t).drain();
+    // In one batch: f1, then fx, whose bucket key is not a zset (Redis answers WRONGTYPE when the
+    // script reads it, after it has read f1's open day), then f2.
+    await lesson("f1");
+    await lesson("fx");
+    await lesson("f2");
+    const fxKey = `{${tenantId}:0}:b:m:lessons:fx`;
+    await t.redis.set(fxKey, "not a zset");
+    const before = await dumpTenant(t.redis, tenantId);
+    await expect(bucketWorker(t).drain()).rejects.toThrow(/WRONGTYPE/);
+    expect(await dumpTenant(t.redis, tenantId)).toEqual(before);
+
+    await t.redis.del(fxKey);
+    expect(await bucketWorker(t).drain()).toBe(3);
+    expect(await bucketWorker(t).drain()).toBe(0);
+    for (const [user, count] of [["f1", 2], ["f2", 2], ["fx", 1]] as const) expect(await today(user)).toEqual({ date: "2026-06-01", total: count, change: count });
+  });
+});
+
 describe("node dist/worker.js", () => {
   const dir = mkdtempSync(join(tmpdir(), "laurel-worker-"));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -191,5 +325,49 @@ describe("node dist/worker.js", () => {
     expect(await today("standalone")).toMatchObject({ total: 5, change: 5 });
     child.kill("SIGTERM");
     expect(await exited).toBe(0);
+  });
+
+  it("killed (SIGKILL) mid-backlog: another worker finishes, and every record counts exactly once", async () => {
+    await bucketWorker(t).drain();
+    // A backlog of 3 000 event records: 30 users, 100 records each over 10 days crossing a month
+    // end, each record with the day and the total a real one carries; and the buckets they make.
+    const first = day("2026-06-26");
+    const expected = new Map<string, DayBucket[]>();
+    const pipeline = t.redis.pipeline();
+    for (let r = 0; r < 100; r++) {
+      for (let u = 0; u < 30; u++) {
+        const user = `kill-${u}`;
+        const d = first + Math.floor(r / 10);
+        const value = 1 + ((r + u) % 4);
+        const days = expected.get(user) ?? [];
+        const total = (days.at(-1)?.total ?? 0) + value;
+        if (days.at(-1)?.day === d) Object.assign(days.at(-1)!, { count: days.at(-1)!.count + 1, change: days.at(-1)!.change + value, total });
+        else days.push({ day: d, count: 1, change: value, total });
+        expected.set(user, days);
+        const detail = `lessons|${value}|00000000-0000-4000-8000-${String(r * 100 + u).padStart(12, "0")}|${d}|${periodOfDay(d, "monthly")}|${total}`;
+        pipeline.xadd(streamKey, "*", "k", "ev", "u", user, "t", String(Date.parse(START)), "z", "UTC", "e", detail, "o", "");
+      }
+    }
+    await pipeline.exec();
+    const last = (await t.redis.xrevrange(streamKey, "+", "-", "COUNT", 1))[0]![0];
+    const startMark = await watermark();
+
+    const config = join(dir, "kill.yaml");
+    writeFileSync(config, YAML);
+    const child = spawn(process.execPath, [new URL("../../dist/worker.js", import.meta.url).pathname], {
+      env: { ...process.env, REDIS_URL: inject("redisUrl"), LAUREL_CONFIG: config, LOG_LEVEL: "warn" },
+      stdio: "ignore",
+    });
+    const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once("exit", (_code, signal) => resolve(signal)));
+    // Killed as soon as it has applied something (wherever it then is: between two calls, or
+    // with a call in flight, which Redis runs whole or not at all). Whenever the kill lands, the
+    // assertions below hold.
+    for (let i = 0; i < 400 && (await watermark()) === startMark; i++) await new Promise((r) => setTimeout(r, 10));
+    child.kill("SIGKILL");
+    expect(await exited).toBe("SIGKILL");
+
+    await bucketWorker(t).drain();
+    expect(await watermark()).toBe(last);
+    for (const [user, days] of expected) expect(await buckets(user), user).toEqual(days);
   });
 });
