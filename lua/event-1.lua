@@ -40,8 +40,8 @@
            filters the event passes: Node evaluates them), then per board of R.lb its current
            run and threshold (run -1 while scheduled or finished; format R.lbf). Binary because
            `tonumber` of a decimal string costs ~1.8k instructions (strtod); struct.unpack reads
-           ten for about one. The price is in Node: ioredis serialises a command with a Buffer
-           argument in its slower buffer mode, ~3-4 µs more; Redis time is the scarcer.
+           ten for about one. (Node encodes a command with a binary argument itself:
+           src/store/redis-script.ts encodeCommand.)
   ARGV[4]  the zone Node computed the calendar for: the event's, or the one it assumed
   ARGV[5]  idempotency field "i:<metric>:<key>", or '' without a key
   ARGV[6]  stream record detail "metric|value|eventId|day|month" (the local day and its monthly

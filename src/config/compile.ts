@@ -25,7 +25,7 @@ export class ConfigError extends Error {
   }
 }
 
-export function hashApiKey(key: string): Buffer {
+function hashApiKey(key: string): Buffer {
   return createHash("sha256").update(key, "utf8").digest();
 }
 
