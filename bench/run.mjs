@@ -111,9 +111,6 @@ async function main() {
   const phases = {};
   phases.baselineEvalsha = await phase("baseline EVALSHA", baseline, eventRequests(config.users, { lessons: "/event", apiCalls: "/event" }));
   phases.events = await phase("events", service, eventRequests(config.users, { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" }));
-  // The same events one at a time: Redis runs each script while nothing else wants its core, so
-  // its µs per script is the script's own cost, not inflated by the other processes of this box.
-  phases.eventsSolo = await phase("events, 1 connection", service, eventRequests(config.users, { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" }), 1);
   phases.baselineHget = await phase("baseline HGET", baseline, readRequests(config.users, (id) => `/users/${id}`));
   phases.read = await phase("read", service, readRequests(config.users, (id) => `/v1/users/${id}/points/energy?awards=10`));
   // Issue 4's user reads: the streak (one script on the user's shard, then one per shard for the

@@ -23,7 +23,8 @@
 // lua/ beside its dist/, to compare two trees), COST_KEEP (a directory: keep each phase's callgrind
 // dump there as cg.<n>.out, for callgrind_annotate; with a redis-server built with symbols first on
 // PATH the dumps name Lua's and Redis's own functions), COST_TYPES (the endpoint's event types,
-// comma-separated; default the milestones), COST_ENDPOINT=only (only the runs with the endpoint).
+// comma-separated; default the milestones), COST_ENDPOINT=only (only the runs with the endpoint) or none (only the runs without: a build older than
+// the hook streams).
 // Needs valgrind (Debian: apt-get install -y valgrind). Reports; never gates.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -278,7 +279,7 @@ function scriptCalls(info) {
 async function main() {
   if (spawnSync("valgrind", ["--version"], { stdio: "ignore" }).status !== 0) throw new Error("valgrind is not installed (Debian: apt-get install -y valgrind)");
   const rows = [];
-  const variants = process.env.COST_ENDPOINT === "only" ? [true] : [false, true];
+  const variants = process.env.COST_ENDPOINT === "only" ? [true] : process.env.COST_ENDPOINT === "none" ? [false] : [false, true];
   for (const config of configs) for (const endpoint of variants) rows.push(...(await measureConfig(config, endpoint)));
   const k = (x) => `${(x / 1000).toFixed(1)}k`;
   console.log(`\nRedis instructions (callgrind), ${events} events per metric after ${users} seeded users and 200 warm-up events:`);

@@ -1,0 +1,83 @@
+// node bench/alternate.mjs <events|read> <config> <pairs> <A> <B>   (after npm run build)
+//
+// One phase of bench/run.mjs for the service under two settings, alternated pair by pair on a
+// fresh redis-server each time, so that this VM's drift (a third between runs) falls on both
+// alike. A and B are environment settings for the service, each "NAME=value[,NAME=value]" or
+// "-" for none; "nice=N" starts its redis-server at that niceness instead (as root).
+//   node bench/alternate.mjs read bench/core-tenant.yaml 3 LAUREL_COALESCE=off LAUREL_COALESCE=on
+//   node bench/alternate.mjs events bench/core-tenant.yaml 2 - nice=-10
+// Environment: BENCH_USERS (default 20000), BENCH_DURATION (10), BENCH_WARMUP (3), BENCH_CONNECTIONS (100).
+// Prints req/s, p99 and Redis µs per script (or per LRANGE) of each run. Reports; never gates.
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
+import { Children, runBench } from "./processes.mjs";
+import { eventRequests, load, phaseSettings, readRequests, seedUsers } from "./workload.mjs";
+
+const [phaseName, config, pairsText, ...variants] = process.argv.slice(2);
+if (!["events", "read"].includes(phaseName) || !config || variants.length !== 2) {
+  console.error("usage: node bench/alternate.mjs <events|read> <config> <pairs> <A> <B>");
+  process.exit(2);
+}
+const settings = phaseSettings(20_000);
+const children = new Children();
+const cleanups = [];
+const cleanup = async () => {
+  await children.stopAll();
+  for (const fn of cleanups.splice(0)) await fn();
+};
+
+function parseVariant(text) {
+  const env = {};
+  let nice = null;
+  if (text !== "-") {
+    for (const pair of text.split(",")) {
+      const [name, value] = pair.split("=");
+      if (name === "nice") nice = value;
+      else env[name] = value;
+    }
+  }
+  return { env, nice };
+}
+
+async function run(label, { env, nice }) {
+  const dir = mkdtempSync(join(tmpdir(), "laurel-alt-"));
+  const server = await startEmbeddedRedis({ dir, appendOnly: false });
+  const stop = async () => {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  cleanups.push(stop);
+  const redis = new Redis(server.url);
+  if (nice !== null) execFileSync("renice", ["-n", nice, "-p", String((await redis.info("server")).match(/process_id:(\d+)/)[1])]);
+  const port = await freePort();
+  await children.start(`service ${label}`, "node", ["dist/main.js"], { REDIS_URL: server.url, PORT: String(port), LAUREL_CONFIG: config, LAUREL_WORKER: "off", LOG_LEVEL: "warn", ...env }, `http://127.0.0.1:${port}/healthz`);
+  const url = `http://127.0.0.1:${port}`;
+  await seedUsers(url, settings, `${label}: `);
+  const requests =
+    phaseName === "events"
+      ? eventRequests(settings.users, { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" })
+      : readRequests(settings.users, (id) => `/v1/users/${id}/points/energy?awards=10`);
+  await load(url, requests, { connections: settings.connections, duration: settings.warmup });
+  await redis.config("RESETSTAT");
+  const result = await load(url, requests, { connections: settings.connections, duration: settings.duration });
+  const stats = await redis.info("commandstats");
+  const command = phaseName === "events" ? "fcall" : "lrange";
+  const m = new RegExp(`cmdstat_${command}:calls=(\\d+),usec=(\\d+)`).exec(stats);
+  console.log(`${label}: ${Math.round(result.rps)} req/s, p99 ${result.p99} ms, ${m ? (Number(m[2]) / Number(m[1])).toFixed(1) : "n/a"} µs per ${command}`);
+  redis.disconnect();
+  await children.stopAll();
+  await stop();
+  cleanups.splice(cleanups.indexOf(stop), 1);
+}
+
+async function main() {
+  for (let pair = 0; pair < Number(pairsText); pair++) {
+    for (const variant of variants) await run(variant, parseVariant(variant));
+  }
+}
+
+await runBench(main, cleanup);
