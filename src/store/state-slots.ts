@@ -69,9 +69,13 @@ export class StateSlots {
     return index;
   }
 
-  /** State keys for the read scripts (lua/includes/state-read.lua): index, name, index, name... */
+  /**
+   * State keys for the read scripts (lua/includes/state-read.lua): index, name, index, name...
+   * A name no config registered (a board a record names after the config dropped it, say) reads
+   * as absent: index 0.
+   */
   readArgs(names: readonly string[]): (string | number)[] {
-    return names.flatMap((name) => [this.index(name), name]);
+    return names.flatMap((name) => [this.byName.get(name) ?? 0, name]);
   }
 
   /** The map R.slot of the rules literal: every registered name and its index. */
