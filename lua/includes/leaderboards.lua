@@ -6,7 +6,11 @@
   R.lb[i] = {k, by = 'metric'|'points'|'streak', sys = index into R.sys|false,
              bd = 'ua:<attr>'|false, style = 'competition'|'dense'|'ordinal', max}
   boards[i] (from Node) = {run, threshold} of board i, or false when the board is scheduled or
-  finished. The user's entry is kept in S['lb:<board>'] = {run, value, reachedAt, breakdown, rank}.
+  finished. The user's entry of the board's latest run is kept in five state positions (scalars:
+  cheaper to decode and encode than a table each, and no table made per change): lb:<board> the
+  run, lbv: the value, lbm: the zset member (which holds reachedAt), lbk: the breakdown group,
+  lbr: the rank given at that change. A state of an earlier version holds a table
+  {run, value, reachedAt, breakdown, rank} at lb:<board>, read as such (boardEntry).
   Values: metric boards the metric's total within the run (micro-units), points boards the
   points earned within the run, streak boards the current streak length (0 leaves the board).
   Members are "<13 digits of (MAX - reachedAt)>|<userId>": among equal values Redis orders first
@@ -54,6 +58,25 @@ end
 
 local function boardMember(reachedAt, user)
   return string.format('%013d|%s', MAX_MS - reachedAt, user)
+end
+
+-- Each board's state positions and its run key's constant part, resolved once per library load.
+for i = 1, #R.lb do
+  local board = R.lb[i]
+  board.ri, board.vi, board.mi = SLOT['lb:' .. board.k], SLOT['lbv:' .. board.k], SLOT['lbm:' .. board.k]
+  board.ki, board.rki = SLOT['lbk:' .. board.k], SLOT['lbr:' .. board.k]
+  board.kp = 'lb:' .. board.k .. ':'
+end
+
+-- The user's entry of the board's run `run`: value, member, breakdown, rank given (nil: none).
+local function boardEntry(board, run)
+  local stored = S[board.ri]
+  if type(stored) == 'table' then
+    if stored[1] ~= run then return nil end
+    return stored[2], boardMember(stored[3], userId), stored[4], stored[5] or nil
+  end
+  if stored ~= run then return nil end
+  return S[board.vi], S[board.mi], S[board.ki] or '', S[board.rki] or nil
 end
 
 -- Rank number of (value, member) by the board's style (the model's modelRank, src/domain/model.ts).
@@ -147,16 +170,17 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
         absolute = streakLength
       end
       if delta ~= 0 or absolute then
-        local field = 'lb:' .. board.k
-        local entry = num(field)
-        local current = (entry and entry[1] == run) and entry or nil
-        local old = current and current[2] or nil
+        local old, oldMember, oldBreakdown, previousRank = boardEntry(board, run)
         local new = absolute or ((old or 0) + delta)
-        local runKey = prefix .. 'lb:' .. board.k .. ':' .. runText
-        if current then rcall('ZREM', current[4] ~= '' and (runKey .. ':' .. current[4]) or runKey, boardMember(current[3], userId)) end
+        local runKey = prefix .. board.kp .. runText
+        if old then rcall('ZREM', oldBreakdown ~= '' and (runKey .. ':' .. oldBreakdown) or runKey, oldMember) end
         local rank = nil
         if absolute == 0 then
-          set(field, nil)
+          put(board.ri, nil)
+          put(board.vi, nil)
+          put(board.mi, nil)
+          put(board.ki, nil)
+          put(board.rki, nil)
         else
           local member = boardMember(now, userId)
           rcall('ZADD', breakdown ~= '' and (runKey .. ':' .. breakdown) or runKey, new, member)
@@ -166,11 +190,13 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
             rank = rankOf(board, runText, breakdown, new, member)
             if rank > board.max then rank = nil end
           end
-          set(field, { run, new, now, breakdown, rank or false })
+          put(board.ri, run)
+          put(board.vi, new)
+          put(board.mi, member)
+          put(board.ki, breakdown ~= '' and breakdown or nil)
+          put(board.rki, rank)
         end
         -- previousRank: the rank this user was given at their previous change in this run.
-        local previousRank = current and current[5] or nil
-        if previousRank == false then previousRank = nil end
         -- History of rank changes: a change off the board before and after is not one.
         if rank or previousRank then
           local historyKey = prefix .. 'lh:' .. board.k .. ':' .. runText .. ':' .. userId

@@ -22,8 +22,10 @@
  *   sl, ss, sp        streak length (0 once lost), first period, last period extended or frozen
  *   sq, sv:<metric>   period being accumulated, and each streak metric's value in it
  *   sb                longest streak ever; sxt when the streak was last extended, ms
- *   lb:<board>        (table) the user's entry of the board's latest run: {run, value, reachedAt,
- *                     breakdown, rank given at that change}
+ *   lb:<board>        the user's entry of the board's latest run: its run; lbv:<board> the value,
+ *                     lbm:<board> (string) the zset member, lbk:<board> (string) the breakdown group,
+ *                     lbr:<board> the rank given at that change (a state of an earlier version holds
+ *                     the table {run, value, reachedAt, breakdown, rank} at lb:<board>)
  *   fz, fg            streak freezes held; auto-earn grants credited so far
  *   pd                the digest of the last profile an event applied (lua/event-1.lua ARGV[7])
  *   _x                (map) names found in a state of the earlier map layout that no config registered

@@ -132,11 +132,26 @@ export async function entriesAround(
   };
 }
 
+/** The state keys of a user's entry in a board's latest run (lua/includes/leaderboards.lua). */
+export const boardEntryKeys = (boardKey: string): string[] => [`lb:${boardKey}`, `lbv:${boardKey}`, `lbm:${boardKey}`, `lbk:${boardKey}`];
+
 /**
- * A user's entry in a run: the state field lb:<board> = {run, value, reachedAt, breakdown} that
- * the scripts keep next to the zset entry, for the user's latest run. Null when the user has no
- * value in that run. An earlier run (the user has moved in a later one since) is found by the
- * newest change of the run's rank history instead (pastEntry).
+ * That entry from the keys read: the run, the value, the zset member and the breakdown group;
+ * null when the user has none. A state of an earlier version holds the table
+ * {run, value, reachedAt, breakdown, rank} at lb:<board> instead.
+ */
+export function boardEntryOf(state: ReadonlyMap<string, unknown>, boardKey: string, userId: string): { run: number; value: number; member: string; breakdown: string } | null {
+  const stored = state.get(`lb:${boardKey}`);
+  if (Array.isArray(stored)) return { run: stored[0] as number, value: stored[1] as number, member: boardMember(stored[2] as number, userId), breakdown: (stored[3] as string | undefined) ?? "" };
+  if (typeof stored !== "number") return null;
+  return { run: stored, value: state.get(`lbv:${boardKey}`) as number, member: state.get(`lbm:${boardKey}`) as string, breakdown: (state.get(`lbk:${boardKey}`) as string | undefined) ?? "" };
+}
+
+/**
+ * A user's entry in a run: the one the scripts keep in the user's state next to the zset entry,
+ * for the user's latest run (boardEntryOf). Null when the user has no value in that run. An
+ * earlier run (the user has moved in a later one since) is found by the newest change of the
+ * run's rank history instead (pastEntry).
  */
 export async function userEntry(
   store: TenantStore,
@@ -144,13 +159,13 @@ export async function userEntry(
   run: number,
   userId: string,
 ): Promise<{ value: number; member: string; breakdown: string } | null> {
-  const found = await readUser(store, userId, [`lb:${board.key}`]);
-  const entry = found?.state.get(`lb:${board.key}`) as unknown as [number, number, number, string] | undefined;
-  if (!entry || entry[0] < run) return null;
-  if (entry[0] === run) return { value: entry[1], member: boardMember(entry[2], userId), breakdown: entry[3] ?? "" };
+  const found = await readUser(store, userId, boardEntryKeys(board.key));
+  const entry = found ? boardEntryOf(found.state, board.key, userId) : null;
+  if (!entry || entry.run < run) return null;
+  if (entry.run === run) return { value: entry.value, member: entry.member, breakdown: entry.breakdown };
   // The group of a breakdown board is not in the history: the one of the latest run, else the
   // user's attribute now.
-  const groups = board.breakdownAttribute === null ? [""] : [entry[3] ?? "", found!.profile.fields.get(userAttributeField(board.breakdownAttribute)) ?? ""];
+  const groups = board.breakdownAttribute === null ? [""] : [entry.breakdown, found!.profile.fields.get(userAttributeField(board.breakdownAttribute)) ?? ""];
   return pastEntry(store, board, run, userId, [...new Set(groups)].filter((g) => g !== "" || board.breakdownAttribute === null));
 }
 

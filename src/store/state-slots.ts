@@ -36,7 +36,8 @@ export function stateNames(tenant: CompiledTenant): string[] {
     }
   }
   for (const a of tenant.achievements) names.push(`a:${a.key}`);
-  for (const b of tenant.leaderboards) names.push(`lb:${b.key}`);
+  // A board entry: the run, value, zset member, breakdown group and rank given (lua/includes/leaderboards.lua).
+  for (const b of tenant.leaderboards) names.push(`lb:${b.key}`, `lbv:${b.key}`, `lbm:${b.key}`, `lbk:${b.key}`, `lbr:${b.key}`);
   return names;
 }
 

@@ -128,6 +128,36 @@ describe("the state array", () => {
     expect(values[slots.index("_x") - 1]).toEqual({ "zz:retired": 7 });
   });
 
+  it("a board entry kept as a table by an earlier version is moved, not duplicated, and read", async () => {
+    const shard = shardOf("legacy-board", 16);
+    const keys = new TenantKeys(tenantId);
+    const key = keys.user(shard, "legacy-board");
+    const runKey = `${keys.prefix(shard)}lb:xp-all-time:0`;
+    const reachedAt = Date.parse("2026-03-01T09:00:00Z");
+    const oldMember = `${String(9999999999999 - reachedAt).padStart(13, "0")}|legacy-board`;
+    // 20 XP on the perpetual board (run 0), with the entry an earlier version kept.
+    await redis.eval(
+      `redis.call('HSET', KEYS[1], 's', cmsgpack.pack({ ct = tonumber(ARGV[1]), up = tonumber(ARGV[1]), cd = 20513,
+         ['m:lessons'] = 2000000, ['p:xp'] = 20, ['pn:xp'] = 2, ['hw:xp.lesson-completed'] = 2000000,
+         ['lb:xp-all-time'] = { 0, 20, tonumber(ARGV[1]), '', 1 } }), 'tz', 'UTC')
+       redis.call('ZADD', KEYS[2], 20, ARGV[2])`,
+      2,
+      key,
+      runKey,
+      reachedAt,
+      oldMember,
+    );
+    // Read as it is.
+    expect((await a.call("GET", "/v1/users/legacy-board/leaderboards/xp-all-time")).body).toMatchObject({ rank: 1, value: 20 });
+    const res = await a.call("POST", "/v1/metrics/lessons/event", { user: { id: "legacy-board" }, value: 1 });
+    expect(res.body.leaderboards["xp-all-time"]).toMatchObject({ previousRank: 1 });
+    // The old member is gone from the run's set, the new one holds 30.
+    const members = await redis.zrange(runKey, 0, -1, "WITHSCORES");
+    expect(members.filter((m) => m.endsWith("|legacy-board"))).toHaveLength(1);
+    expect(members[members.indexOf(members.find((m) => m.endsWith("|legacy-board"))!) + 1]).toBe("30");
+    expect((await a.call("GET", "/v1/users/legacy-board/leaderboards/xp-all-time")).body).toMatchObject({ value: 30 });
+  });
+
   it("a user boost written to a map-layout state keeps the map; to an array state, its position", async () => {
     for (const [id, legacy] of [["boost-map", true], ["boost-array", false]] as const) {
       const key = new TenantKeys(tenantId).user(shardOf(id, 16), id);

@@ -10,7 +10,7 @@ import { parseAwardRecord } from "../../domain/outcome.js";
 import { localDayIndex, periodOfDay } from "../../domain/periods.js";
 import { viewStreak } from "../../domain/streak.js";
 import type { StreamRecord } from "../../domain/stream-record.js";
-import { boardKeys, boardRank, topEntries } from "../../store/leaderboard-store.js";
+import { boardEntryKeys, boardEntryOf, boardKeys, boardRank, topEntries } from "../../store/leaderboard-store.js";
 import type { TenantStore } from "../../store/tenant-store.js";
 import { readUser } from "../../store/user-store.js";
 import type { RecordEvent } from "./kinds.js";
@@ -36,7 +36,7 @@ interface UserView {
 }
 
 async function userView(ctx: PayloadContext, record: StreamRecord, boards: readonly string[]): Promise<UserView> {
-  const found = await readUser(ctx.store, record.userId, ["ss", "fz", ...boards.map((b) => `lb:${b}`)]);
+  const found = await readUser(ctx.store, record.userId, ["ss", "fz", ...boards.flatMap(boardEntryKeys)]);
   if (!found) return { user: { id: record.userId }, state: new Map() };
   return { user: userJson(ctx.tenant, record.userId, found.profile), state: found.state };
 }
@@ -167,8 +167,8 @@ export async function recordPayloads(ctx: PayloadContext, record: StreamRecord, 
         case "leaderboard.rank_changed": {
           const board = ctx.tenant.leaderboardByKey.get(event.board.boardKey);
           if (!board) return null;
-          const entry = view.state.get(`lb:${board.key}`) as unknown[] | undefined;
-          const breakdown = Array.isArray(entry) && entry[0] === event.board.run && typeof entry[3] === "string" ? entry[3] : "";
+          const entry = boardEntryOf(view.state, board.key, record.userId);
+          const breakdown = entry !== null && entry.run === event.board.run ? entry.breakdown : "";
           const { rank, previousRank } = await ranksOf(ctx, board, record, event.board.run, event.board.oldValue, event.board.newValue, breakdown);
           if (rank === previousRank) return null;
           const left = board.rankBy === "streak" && event.board.newValue === 0;
