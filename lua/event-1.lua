@@ -38,7 +38,7 @@
            event sent its zone), the profile digest, n (profile pairs in ARGV[7]), the
            event-attribute mask (the bits R.mt[i].eb of the filtered metric triggers whose
            filters the event passes: Node evaluates them), then per board of R.lb its current
-           run and threshold (run -1 while scheduled or finished; format R.lbf). Binary because
+           run and threshold as two doubles (run -1 while scheduled or finished). Binary because
            `tonumber` of a decimal string costs ~1.8k instructions (strtod); struct.unpack reads
            ten for about one. (Node encodes a command with a binary argument itself:
            src/store/redis-script.ts encodeCommand.)
@@ -185,9 +185,6 @@ for i = 1, #pointsReply do
   n = n + 1; reply[n] = #entry - 4
   for j = 5, #entry do n = n + 1; reply[n] = entry[j] end
 end
-n = n + 1; reply[n] = #boardOut
-for i = 1, #boardOut do
-  local entry = boardOut[i]
-  for j = 1, 8 do n = n + 1; reply[n] = entry[j] end
-end
+n = n + 1; reply[n] = #boardOut / 8
+for i = 1, #boardOut do n = n + 1; reply[n] = boardOut[i] end
 return reply

@@ -36,28 +36,43 @@ local function parseBoards(text)
 end
 
 -- The event script's boards: R.lb's runs and thresholds as doubles in `blob` from byte `at`
--- (format R.lbf; run -1 while a board is scheduled or finished), in parseBoards' form. A run's
--- text is kept on the board's rules table (a Function library keeps it across calls), so the
--- printf happens once per run, not once per event.
+-- (two doubles per board; run -1 while a board is scheduled or finished), in parseBoards' form.
+-- A run's text is kept on the board's rules table (a Function library keeps it across calls), so
+-- the printf happens once per run, not once per event; so are the list and each board's
+-- {run, threshold, run text}, refilled per call instead of made (a table each otherwise).
+local eventBoards = {}
 local function numericBoards(blob, at)
   local lb = R.lb
   if #lb == 0 then return lb end
-  local values = { struct.unpack(R.lbf, blob, at) }
-  local boards = {}
   for i = 1, #lb do
-    local board, run = lb[i], values[2 * i - 1]
+    local board = lb[i]
+    local run, threshold
+    run, threshold, at = struct.unpack('<dd', blob, at)
     if run < 0 then
-      boards[i] = false
+      eventBoards[i] = false
     else
       if board.runNumber ~= run then board.runNumber, board.runText = run, string.format('%d', run) end
-      boards[i] = { run, values[2 * i], board.runText }
+      local info = board.info
+      if not info then info = {}; board.info = info end
+      info[1], info[2], info[3] = run, threshold, board.runText
+      eventBoards[i] = info
     end
   end
-  return boards
+  return eventBoards
 end
 
 local function boardMember(reachedAt, user)
   return string.format('%013d|%s', MAX_MS - reachedAt, user)
+end
+
+-- The member a change made now by this call's user gets: the same on every board it moves, so
+-- it is formatted once per call and user (a printf and an interned string each time otherwise).
+local memberAt, memberOf, memberNow
+local function currentMember()
+  if memberAt ~= now or memberOf ~= userId then
+    memberAt, memberOf, memberNow = now, userId, boardMember(now, userId)
+  end
+  return memberNow
 end
 
 -- Each board's state positions and its run key's constant part, resolved once per library load.
@@ -91,6 +106,21 @@ local function runKeys(board, runText, breakdown)
     board.runSuffix, board.runKeys = suffix, keys
   end
   return board.runKeys
+end
+
+-- The run's key on this call's shard, and the head "b:<board>:<run>:" of the record's part,
+-- kept per board for its latest run (a Function library keeps them across calls): the
+-- concatenations and the interning of their result happen once per shard and run, not per event.
+local function shardRunKey(board, runText)
+  if board.rkRun ~= runText then
+    board.rkRun, board.rkByPrefix, board.partHead = runText, {}, 'b:' .. board.k .. ':' .. runText .. ':'
+  end
+  local key = board.rkByPrefix[prefix]
+  if not key then
+    key = prefix .. board.kp .. runText
+    board.rkByPrefix[prefix] = key
+  end
+  return key
 end
 
 local function rankOf(board, runText, breakdown, value, member)
@@ -172,17 +202,16 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
       if delta ~= 0 or absolute then
         local old, oldMember, oldBreakdown, previousRank = boardEntry(board, run)
         local new = absolute or ((old or 0) + delta)
-        local runKey = prefix .. board.kp .. runText
+        local runKey = shardRunKey(board, runText)
         if old then rcall('ZREM', oldBreakdown ~= '' and (runKey .. ':' .. oldBreakdown) or runKey, oldMember) end
         local rank = nil
+        -- The five positions are written directly (false: absent), not through put(): a Lua
+        -- call each otherwise.
+        stateDirty = true
         if absolute == 0 then
-          put(board.ri, nil)
-          put(board.vi, nil)
-          put(board.mi, nil)
-          put(board.ki, nil)
-          put(board.rki, nil)
+          S[board.ri], S[board.vi], S[board.mi], S[board.ki], S[board.rki] = false, false, false, false, false
         else
-          local member = boardMember(now, userId)
+          local member = currentMember()
           rcall('ZADD', breakdown ~= '' and (runKey .. ':' .. breakdown) or runKey, new, member)
           -- A changed value was reached now, so it sits behind every entry of the same value: on a
           -- full board it must beat the threshold (the value at position max) to be on it.
@@ -190,11 +219,8 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
             rank = rankOf(board, runText, breakdown, new, member)
             if rank > board.max then rank = nil end
           end
-          put(board.ri, run)
-          put(board.vi, new)
-          put(board.mi, member)
-          put(board.ki, breakdown ~= '' and breakdown or nil)
-          put(board.rki, rank)
+          S[board.ri], S[board.vi], S[board.mi] = run, new, member
+          S[board.ki], S[board.rki] = breakdown ~= '' and breakdown or false, rank or false
         end
         -- previousRank: the rank this user was given at their previous change in this run.
         -- History of rank changes: a change off the board before and after is not one.
@@ -203,8 +229,11 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
           local n = rcall('LPUSH', historyKey, historyEntry(previousRank, rank, old, absolute ~= 0 and new or nil))
           if n > 120 then rcall('LTRIM', historyKey, 0, 99) end
         end
-        boardOut[#boardOut + 1] = { board.k, run, old or false, new, breakdown, rank or false, previousRank or false, info[2] }
-        outParts[#outParts + 1] = old and string.format('b:%s:%s:%d:%d', board.k, runText, old, new) or string.format('b:%s:%s::%d', board.k, runText, new)
+        -- boardOut is flat, 8 values per board (the reply's order): no table per change.
+        local n = #boardOut
+        boardOut[n + 1], boardOut[n + 2], boardOut[n + 3], boardOut[n + 4] = board.k, run, old or false, new
+        boardOut[n + 5], boardOut[n + 6], boardOut[n + 7], boardOut[n + 8] = breakdown, rank or false, previousRank or false, info[2]
+        outParts[#outParts + 1] = old and sformat('%s%d:%d', board.partHead, old, new) or sformat('%s:%d', board.partHead, new)
       end
     end
   end

@@ -64,8 +64,6 @@ export interface LuaRules {
   /** The event script's profile reads: the declared attributes' fields, and the same after "tz". */
   pf: string[];
   pfz: string[];
-  /** struct format of the boards' numbers in the event script's ARGV[3] (run and threshold each). */
-  lbf: string;
   /** Every registered state name and its index in the state array; their count (state-slots.ts). */
   slot: Record<string, number>;
   ns: number;
@@ -208,7 +206,6 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
     attrs: [...tenant.userAttributes],
     pf: [...tenant.userAttributes].map(userAttributeField),
     pfz: ["tz", ...[...tenant.userAttributes].map(userAttributeField)],
-    lbf: "",
     slot: slots.toRecord(),
     ns: slots.size,
     allSys: tenant.systems.map((s) => s.key),
@@ -229,7 +226,6 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
     max: b.maxParticipants,
     keys: Array.from({ length: tenant.shards }, (_, shard) => `{${tenant.id}:${shard}}:lb:${b.key}:`),
   }));
-  rules.lbf = boards.length > 0 ? `<${"dd".repeat(boards.length)}` : "";
   for (const t of triggers) if (t.type === "achievement") (rules.at[t.achievement] ??= []).push(lua(t));
   for (const a of achievements) {
     const up = composites.filter((c) => c.type === "composite" && c.prerequisites.includes(a.key) && reachable.has(c.key)).map((c) => c.key);
