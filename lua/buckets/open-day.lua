@@ -20,7 +20,7 @@
 local OPEN_DAY, OPEN_DAY_BYTES = '<i4i4i4dd', 28
 local CLOSED_DAY, CLOSED_DAY_BYTES = '<i4i4dd', 24
 
--- Written with every HSET of the open days: a value longer than hash-max-listpack-value (64)
+-- Written with every HSET of the open months: a value longer than hash-max-listpack-value (64)
 -- makes Redis keep the hash a hash table from its first field on. As a listpack (up to
 -- hash-max-listpack-entries fields, 128 to 512 by build) every field read or written is a scan
 -- of the hash: 18k instructions a field at 375 fields (callgrind, bench/script-cost.mjs).

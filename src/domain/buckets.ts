@@ -41,7 +41,7 @@ export interface DayBucket {
 
 export const metricSeries = (metricKey: string): string => `m:${metricKey}`;
 export const pointsSeries = (systemKey: string): string => `p:${systemKey}`;
-/** A series' field in the shard's hash of open days (lua/applyStream-2.lua builds the same). */
+/** A series' field in the shard's hash of open months (lua/applyStream-2.lua builds the same). */
 export const openDayField = (series: string, userId: string): string => `${series}:${userId}`;
 
 /** A month's member: "day:count:change:total;..." (lua/applyStream-2.lua writes it). */
