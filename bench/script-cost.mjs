@@ -7,8 +7,9 @@
 // `valgrind --tool=callgrind` (instrumentation off until the measured phase), starts the service
 // on it, seeds users, then counts what Redis executes for a fixed sequence of events, per metric;
 // then per stream record, the stream worker's apply script (over the seed's records: every series
-// new; over the phases' records: returning users, on the day they already have; and over copies of
-// those records moved to the next day and the day after: each record opens a day for its series).
+// new; over the phases' records: returning users, on the day they already have; over copies of
+// those records moved to the next day and the day after: each record opens a day for its series;
+// and over copies moved to the next month: each record opens a month).
 // Each config runs twice: as written, and with one webhook endpoint subscribed to the milestone
 // types (as bench/webhooks.mjs; COST_TYPES=a,b for others): the event scripts then also select
 // records into the hook streams (lua/includes/hooks.lua), and the webhook consumer's read
@@ -208,8 +209,10 @@ async function seedForWorker(config, redis) {
  * The stream worker (issue 6's cost) over the phases' records: returning users, every record on
  * the day its series already has (the common case: the month member is not touched). Then the
  * same records copied to the next day (applied, not counted) and to the day after (counted):
- * every record opens a day for its series, so the worker also appends the closed day to its
- * month member (the rarest case a user with one event a day makes the common one).
+ * every record opens a day for its series, so the worker also closes the open day (the rarest
+ * case a user with one event a day makes the common one); within a month unless the run's dates
+ * cross one. Then copies moved to the first day of the month after (counted): every record
+ * opens a month, so the worker writes the closed month's member (once per series and month).
  */
 async function measureStreamWorker(config, redis, { worker, streams, seedRow, marks }) {
   const phaseRecords = [];
@@ -222,17 +225,30 @@ async function measureStreamWorker(config, redis, { worker, streams, seedRow, ma
   await worker.drain();
   await later(2);
   rows.push(await measureDrain(config, redis, worker, "stream worker, returning users: each record opens a day"));
+  for (const [key, flat] of phaseRecords) await redis.redis.xadd(key, "*", ...movedRecord(flat, firstOfNextMonth));
+  rows.push(await measureDrain(config, redis, worker, "stream worker, returning users: each record opens a month"));
   return rows;
 }
 
 /** A record's fields with an event record's day (and its month) `days` later; other records as they are. */
-function movedDays(flat, days) {
+const movedDays = (flat, days) => movedRecord(flat, (day) => day + days);
+
+/** The first day of the month after the month two days after `day` (past the "opens a day" row's days). */
+function firstOfNextMonth(day) {
+  let d = day + 2;
+  const month = periodOfDay(d, "monthly");
+  while (periodOfDay(d, "monthly") === month) d += 1;
+  return d;
+}
+
+/** A record's fields with an event record's day moved to `to(day)` (and its month); other records as they are. */
+function movedRecord(flat, to) {
   const out = [...flat];
   const e = out.indexOf("e");
   if (out[out.indexOf("k") + 1] !== "ev" || e < 0) return out;
   const parts = out[e + 1].split("|");
   if (parts.length !== 6) return out;
-  const day = Number(parts[3]) + days;
+  const day = to(Number(parts[3]));
   parts[3] = String(day);
   parts[4] = String(periodOfDay(day, "monthly"));
   out[e + 1] = parts.join("|");

@@ -10,8 +10,9 @@
     Z key min max limit   ZRANGEBYSCORE key min max LIMIT 0 limit
     R key max min limit   ZREVRANGEBYSCORE key max min LIMIT 0 limit
     H key n f1..fn        HMGET of a shard hash
-    O key field           a series' open day (lua/buckets/open-day.lua): {day, count, change,
-                          total} as integers, or {} when the series has none
+    O key field           a series' open month (lua/buckets/open-day.lua): its days ascending,
+                          the closed days of the month then the open day, flat as {day, count,
+                          change, total, ...} integers; {} when the series has none
   Every key in a step carries the user's hash tag {t:s} (src/store/keys.ts builds them).
 
   Reply {0} unknown user (no hot state) | {1, result of step 1, result of step 2, ...};
@@ -50,8 +51,10 @@ while i <= #ARGV do
   elseif op == 'O' then
     local packed = rcall('HGET', ARGV[i + 1], ARGV[i + 2])
     if packed then
+      out = closedDays(packed, OPEN_DAY_BYTES + 1)
       local day, _, count, change, total = struct.unpack(OPEN_DAY, packed)
-      out = { day, count, change, total }
+      local n = #out
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = day, count, change, total
     end
     i = i + 3
   else

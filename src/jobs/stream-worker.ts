@@ -10,9 +10,9 @@ export { shardStreams, type ShardStream } from "./stream-loop.js";
 
 /**
  * The stream worker (DESIGN: Background work): materialises what the hot path does not keep,
- * the daily buckets of the event summaries and wrapped (each series' open day in the shard hash
- * {t:s}:bl, the days before it in month members: src/domain/buckets.ts), from every shard
- * stream ({t:s}:x) of every tenant.
+ * the daily buckets of the event summaries and wrapped (each series' open month, its latest day
+ * and the days of that month before it, in the shard hash {t:s}:bl, the days before them in
+ * month members: src/domain/buckets.ts), from every shard stream ({t:s}:x) of every tenant.
  *
  * The work is in Redis: lua/applyStream-2.lua reads the records after the shard's watermark,
  * applies them and moves the watermark in one atomic call, so each record counts exactly once

@@ -6,7 +6,7 @@ import type { ReadPlan } from "./read-plan.js";
 /**
  * Adds to a plan the reads of one user's daily buckets in one series over the days from..to
  * (the month members of those months, the member of the last month before them: O(log n +
- * months); and the series' open day, its latest bucket, kept apart), and returns how to decode
+ * months); and the series' open month, its latest days, kept apart), and returns how to decode
  * them from the plan's result (domain/buckets.ts bucketsIn).
  */
 export function planBuckets(plan: ReadPlan, keys: TenantKeys, shard: number, series: string, userId: string, from: number, to: number): (result: unknown[][]) => { before: DayBucket | null; inRange: DayBucket[] } {
@@ -14,10 +14,13 @@ export function planBuckets(plan: ReadPlan, keys: TenantKeys, shard: number, ser
   const fromMonth = periodOfDay(from, "monthly");
   const previous = plan.revRange(key, `(${fromMonth}`, "-inf", 1);
   const months = plan.range(key, fromMonth, periodOfDay(to, "monthly"));
-  const open = plan.openDay(keys.openDays(shard), openDayField(series, userId));
-  return (result) => {
-    const [day, count, change, total] = result[open] as number[];
-    const openDay = day === undefined ? null : { day, count: count!, change: change!, total: total! };
-    return bucketsIn((result[previous]![0] as string | undefined) ?? null, result[months] as string[], openDay, from, to);
-  };
+  const open = plan.openMonth(keys.openMonths(shard), openDayField(series, userId));
+  return (result) => bucketsIn((result[previous]![0] as string | undefined) ?? null, result[months] as string[], daysOf(result[open] as number[]), from, to);
+}
+
+/** The open month's days as the plan's step replies them: flat, day, count, change, total each. */
+function daysOf(flat: readonly number[]): DayBucket[] {
+  const days: DayBucket[] = [];
+  for (let i = 0; i < flat.length; i += 4) days.push({ day: flat[i]!, count: flat[i + 1]!, change: flat[i + 2]!, total: flat[i + 3]! });
+  return days;
 }

@@ -29,10 +29,11 @@
  *
  * Written by the stream worker (src/jobs/stream-worker.ts), never by the event path:
  *   {t:s}:b:<series>:<user> zset  daily buckets of one user in one series ("m:<metric>" or
- *                                  "p:<system>") before its open day: one member per month,
+ *                                  "p:<system>") before its open month: one member per month,
  *                                  score the monthly period, member
  *                                  "day:count:change:totalAfter;..." (src/domain/buckets.ts)
- *   {t:s}:bl                hash  the open (latest) day of every series of the shard's users:
+ *   {t:s}:bl                hash  the open month of every series of the shard's users, its open
+ *                                  (latest) day and the days of that month closed before it:
  *                                  field "<series>:<user>", value packed (lua/buckets/open-day.lua)
  *   {t:s}:xw                hash  consumer group → last stream id applied (the watermark); during an
  *                                  upgrade from a version whose webhook consumer read {t:s}:x itself,
@@ -82,8 +83,8 @@ export class TenantKeys {
     return `${this.stream(shard)}h`;
   }
 
-  /** The open day of every series of the shard's users (field: domain/buckets.ts openDayField). */
-  openDays(shard: number): string {
+  /** The open month of every series of the shard's users (field: domain/buckets.ts openDayField). */
+  openMonths(shard: number): string {
     return `${this.prefix(shard)}bl`;
   }
 

@@ -46,8 +46,12 @@ export class ReadPlan {
     return this.step("H", key, fields.length, ...fields);
   }
 
-  /** A series' open day from the shard's hash of open days (lua/buckets/open-day.lua): [day, count, change, total], or [] when none. */
-  openDay(key: string, field: string): number {
+  /**
+   * A series' open month from the shard's hash of open months (lua/buckets/open-day.lua): its
+   * days ascending (the month's closed days, then the open day), flat as [day, count, change,
+   * total, ...]; [] when none.
+   */
+  openMonth(key: string, field: string): number {
     return this.step("O", key, field);
   }
 

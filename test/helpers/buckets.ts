@@ -1,15 +1,15 @@
 import type { Redis } from "ioredis";
-import { decodeMonth, encodeMonth, openDayField, type DayBucket } from "../../src/domain/buckets.js";
+import { allBuckets, closeMonth, decodeMonth, encodeMonth, encodeOpenMonth, decodeOpenMonth, openDayField, openMonthDays, type DayBucket, type OpenMonth, type SeriesStore } from "../../src/domain/buckets.js";
 import { periodOfDay } from "../../src/domain/periods.js";
 import { TenantKeys, shardOf } from "../../src/store/keys.js";
 
 /**
- * The daily buckets' layout in Redis, for tests: a series' open day in the shard hash {t:s}:bl
- * (lua/buckets/open-day.lua: day, month, count as int32, change, total as doubles,
- * little-endian) and its month members in the zset (src/domain/buckets.ts).
+ * The daily buckets' layout in Redis, for tests: a series' open month in the shard hash {t:s}:bl
+ * (its open day and the month's closed days, packed: src/domain/buckets.ts encodeOpenMonth) and
+ * its month members in the zset (src/domain/buckets.ts).
  */
 export interface SeriesLayout {
-  open: (DayBucket & { month: number }) | null;
+  open: OpenMonth | null;
   /** [score, member] ascending. */
   months: [number, string][];
 }
@@ -17,56 +17,85 @@ export interface SeriesLayout {
 function where(tenantId: string, shards: number, series: string, userId: string) {
   const keys = new TenantKeys(tenantId);
   const shard = shardOf(userId, shards);
-  return { zset: keys.buckets(shard, series, userId), hash: keys.openDays(shard), field: openDayField(series, userId) };
+  return { zset: keys.buckets(shard, series, userId), hash: keys.openMonths(shard), field: openDayField(series, userId) };
 }
 
 export async function seriesLayout(redis: Redis, tenantId: string, shards: number, series: string, userId: string): Promise<SeriesLayout> {
   const at = where(tenantId, shards, series, userId);
   const packed = await redis.hgetBuffer(at.hash, at.field);
-  const open = packed === null ? null : { day: packed.readInt32LE(0), month: packed.readInt32LE(4), count: packed.readInt32LE(8), change: packed.readDoubleLE(12), total: packed.readDoubleLE(20) };
   const flat = await redis.zrange(at.zset, 0, -1, "WITHSCORES");
   const months: [number, string][] = [];
   for (let i = 0; i < flat.length; i += 2) months.push([Number(flat[i + 1]), flat[i]!]);
-  return { open, months };
+  return { open: packed === null ? null : decodeOpenMonth(packed), months };
+}
+
+/** The layout as the model's SeriesStore (src/domain/buckets.ts), after checking that each month has one member. */
+export async function seriesStore(redis: Redis, tenantId: string, shards: number, series: string, userId: string): Promise<SeriesStore> {
+  const { open, months } = await seriesLayout(redis, tenantId, shards, series, userId);
+  const byMonth = new Map<number, string>();
+  for (const [score, member] of months) {
+    if (byMonth.has(score)) throw new Error(`${series}:${userId}: two members of month ${score}: ${byMonth.get(score)} and ${member}`);
+    byMonth.set(score, member);
+  }
+  return { months: byMonth, open };
+}
+
+/** Writes a SeriesStore as the series' layout, replacing what Redis held (an earlier version's layout, for tests of the migration). */
+export async function writeSeriesStore(redis: Redis, tenantId: string, shards: number, series: string, userId: string, store: SeriesStore): Promise<void> {
+  const at = where(tenantId, shards, series, userId);
+  await redis.del(at.zset);
+  for (const [month, member] of store.months) await redis.zadd(at.zset, month, member);
+  if (store.open === null) await redis.hdel(at.hash, at.field);
+  else await redis.hset(at.hash, at.field, encodeOpenMonth(store.open));
 }
 
 /**
- * Every bucket of a series, oldest first, and the layout's invariants: each member in its
- * month's score, days ascending across members, the open day after all of them and in its month.
+ * Every bucket of a series, oldest first, and the layout's invariants: one member per month,
+ * each member in its month's score, days ascending across members, the open month's days after
+ * all of them, ascending and in its month.
  */
 export async function seriesBuckets(redis: Redis, tenantId: string, shards: number, series: string, userId: string): Promise<DayBucket[]> {
-  const { open, months } = await seriesLayout(redis, tenantId, shards, series, userId);
-  const days: DayBucket[] = [];
-  for (const [score, member] of months) {
-    for (const b of decodeMonth(member)) {
-      if (periodOfDay(b.day, "monthly") !== score) throw new Error(`${series}:${userId}: day ${b.day} in the member of month ${score}`);
-      if (days.length > 0 && b.day <= days.at(-1)!.day) throw new Error(`${series}:${userId}: day ${b.day} after day ${days.at(-1)!.day}`);
-      days.push(b);
-    }
-  }
-  if (open) {
-    if (periodOfDay(open.day, "monthly") !== open.month) throw new Error(`${series}:${userId}: open day ${open.day} with month ${open.month}`);
-    if (days.length > 0 && open.day <= days.at(-1)!.day) throw new Error(`${series}:${userId}: open day ${open.day} not after day ${days.at(-1)!.day}`);
-    days.push({ day: open.day, count: open.count, change: open.change, total: open.total });
-  }
-  return days;
+  const store = await seriesStore(redis, tenantId, shards, series, userId);
+  let last: number | null = null;
+  const inOrder = (b: DayBucket, month: number, where: string) => {
+    if (periodOfDay(b.day, "monthly") !== month) throw new Error(`${series}:${userId}: day ${b.day} in ${where} of month ${month}`);
+    if (last !== null && b.day <= last) throw new Error(`${series}:${userId}: day ${b.day} in ${where} after day ${last}`);
+    last = b.day;
+  };
+  for (const [score, member] of [...store.months].sort(([a], [b]) => a - b)) for (const b of decodeMonth(member)) inOrder(b, score, "the member");
+  if (store.open) for (const b of openMonthDays(store.open)) inOrder(b, store.open.month, "the open month");
+  return allBuckets(store);
 }
 
 /**
- * Rewrites a series in the layout of the versions before the open day (every day in the month
- * members, the latest in the last one; no open-day field), as those versions' workers left it.
+ * A series in the layout of the versions before the open day (every day in the month members,
+ * the latest in the last one; no open-day field), as those versions' workers left it.
  */
-export async function toPreviousLayout(redis: Redis, tenantId: string, shards: number, series: string, userId: string): Promise<void> {
-  const at = where(tenantId, shards, series, userId);
-  const { open, months } = await seriesLayout(redis, tenantId, shards, series, userId);
-  if (!open) return;
-  const last = months.at(-1);
-  const day = { day: open.day, count: open.count, change: open.change, total: open.total };
-  if (last && last[0] === open.month) {
-    await redis.zrem(at.zset, last[1]);
-    await redis.zadd(at.zset, open.month, encodeMonth([...decodeMonth(last[1]), day]));
-  } else {
-    await redis.zadd(at.zset, open.month, encodeMonth([day]));
-  }
-  await redis.hdel(at.hash, at.field);
+export function previousLayout(store: SeriesStore): SeriesStore {
+  const months = new Map(store.months);
+  if (store.open !== null) closeMonth(months, store.open);
+  return { months, open: null };
 }
+
+/**
+ * A series in the layout of the version before the open month: the open day alone in the hash
+ * (28 bytes), the days before it, its month's too, in the month members.
+ */
+export function openDayLayout(store: SeriesStore): SeriesStore {
+  if (store.open === null || store.open.closed.length === 0) return store;
+  const { month, closed, open } = store.open;
+  const months = new Map(store.months);
+  const member = months.get(month);
+  months.set(month, member === undefined ? encodeMonth(closed) : `${member};${encodeMonth(closed)}`);
+  return { months, open: { month, closed: [], open } };
+}
+
+/** Rewrites a series in Redis with `to` (previousLayout or openDayLayout). */
+export async function rewriteLayout(redis: Redis, tenantId: string, shards: number, series: string, userId: string, to: (store: SeriesStore) => SeriesStore): Promise<void> {
+  const store = await seriesStore(redis, tenantId, shards, series, userId);
+  await writeSeriesStore(redis, tenantId, shards, series, userId, to(store));
+}
+
+/** The previous layout in Redis (see previousLayout). */
+export const toPreviousLayout = (redis: Redis, tenantId: string, shards: number, series: string, userId: string): Promise<void> =>
+  rewriteLayout(redis, tenantId, shards, series, userId, previousLayout);

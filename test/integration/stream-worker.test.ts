@@ -197,19 +197,19 @@ describe("stream worker", () => {
 describe("the open day and the month members", () => {
   const M = 1_000_000;
 
-  it("a day stays open until a later day opens; then it joins its month's member, and a new month starts a new member", () =>
+  it("a day stays open until a later day opens; a later day of the month closes it beside the open day (no month member); a new month writes the month's member", () =>
     onClock(async () => {
+      const june = periodOfDay(day("2026-06-01"), "monthly");
       await t.setClock("2026-06-29T10:00:00Z");
       await lesson("hand", 1);
       await lesson("hand", 2);
       await bucketWorker(t).drain();
-      expect(await layout("hand")).toEqual({ open: { ...bucket("2026-06-29", 2, 3 * M, 3 * M), month: periodOfDay(day("2026-06-29"), "monthly") }, months: [] });
+      expect(await layout("hand")).toEqual({ open: { month: june, closed: [], open: bucket("2026-06-29", 2, 3 * M, 3 * M) }, months: [] });
 
       await t.setClock("2026-06-30T10:00:00Z");
       await lesson("hand", 1);
       await bucketWorker(t).drain();
-      const june = periodOfDay(day("2026-06-01"), "monthly");
-      expect(await layout("hand")).toEqual({ open: { ...bucket("2026-06-30", 1, M, 4 * M), month: june }, months: [[june, encodeMonth([bucket("2026-06-29", 2, 3 * M, 3 * M)])]] });
+      expect(await layout("hand")).toEqual({ open: { month: june, closed: [bucket("2026-06-29", 2, 3 * M, 3 * M)], open: bucket("2026-06-30", 1, M, 4 * M) }, months: [] });
 
       // 1 July, then a time trigger's record and an achievement completed by API (neither
       // carries its day: Node computes it) on 2 and 3 July, all applied in one batch.
@@ -220,11 +220,14 @@ describe("the open day and the month members", () => {
       await t.redis.xadd(streamKey, "*", "k", "ac", "u", "hand", "t", ms("2026-07-03T09:00:00Z"), "z", "UTC", "e", "profile", "o", "a:profile;p:xp:7:62:1:1");
       expect(await bucketWorker(t).drain()).toBe(3);
       expect(await layout("hand")).toEqual({
-        open: { ...bucket("2026-07-01", 1, M, 5 * M), month: june + 1 },
+        open: { month: june + 1, closed: [], open: bucket("2026-07-01", 1, M, 5 * M) },
         months: [[june, encodeMonth([bucket("2026-06-29", 2, 3 * M, 3 * M), bucket("2026-06-30", 1, M, 4 * M)])]],
       });
       expect(await buckets("hand", "p:xp")).toEqual([bucket("2026-06-29", 2, 30, 30), bucket("2026-06-30", 1, 10, 40), bucket("2026-07-01", 1, 10, 50), bucket("2026-07-02", 1, 5, 55), bucket("2026-07-03", 1, 7, 62)]);
-      expect((await layout("hand", "p:xp")).months.map(([month]) => month)).toEqual([june, june + 1]);
+      expect(await layout("hand", "p:xp")).toEqual({
+        open: { month: june + 1, closed: [bucket("2026-07-01", 1, 10, 50), bucket("2026-07-02", 1, 5, 55)], open: bucket("2026-07-03", 1, 7, 62) },
+        months: [[june, encodeMonth([bucket("2026-06-29", 2, 30, 30), bucket("2026-06-30", 1, 10, 40)])]],
+      });
 
       expect(await daily("hand", "metrics/lessons", "2026-06-28", "2026-07-03")).toEqual(items("2026-06-28", [[0, 0], [3, 3], [4, 1], [5, 1], [5, 0], [5, 0]]));
       expect((await daily("hand", "points/xp", "2026-06-30", "2026-07-04")).map((i: { change: number }) => i.change)).toEqual([10, 10, 5, 7, 0]);
@@ -277,7 +280,7 @@ describe("the open day and the month members", () => {
       await send("2026-06-01T11:00:00Z", 2);
       await bucketWorker(t).drain();
       expect(await layout("old")).toEqual({
-        open: { ...bucket("2026-06-01", 2, 3 * M, 6 * M), month: periodOfDay(day("2026-06-01"), "monthly") },
+        open: { month: periodOfDay(day("2026-06-01"), "monthly"), closed: [], open: bucket("2026-06-01", 2, 3 * M, 6 * M) },
         months: [[periodOfDay(day("2026-05-01"), "monthly"), encodeMonth([bucket("2026-05-30", 1, M, M), bucket("2026-05-31", 2, 2 * M, 3 * M)])]],
       });
       await send("2026-06-02T11:00:00Z", 1);

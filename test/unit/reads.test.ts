@@ -24,24 +24,27 @@ describe("daily buckets and summaries", () => {
   it("bucketsIn: the last bucket before the range may be in the previous month's member or in the first month's", () => {
     const feb = encodeMonth([bucket("2026-02-03", 1, 1), bucket("2026-02-20", 2, 3)]);
     const mar = encodeMonth([bucket("2026-03-01", 1, 4), bucket("2026-03-10", 5, 9), bucket("2026-03-31", 1, 10)]);
-    expect(bucketsIn(feb, [mar], null, day("2026-03-05"), day("2026-03-30"))).toEqual({ before: bucket("2026-03-01", 1, 4), inRange: [bucket("2026-03-10", 5, 9)] });
-    expect(bucketsIn(feb, [mar], null, day("2026-03-01"), day("2026-03-01")).before).toEqual(bucket("2026-02-20", 2, 3));
-    expect(bucketsIn(null, [], null, day("2026-03-01"), day("2026-03-02"))).toEqual({ before: null, inRange: [] });
+    expect(bucketsIn(feb, [mar], [], day("2026-03-05"), day("2026-03-30"))).toEqual({ before: bucket("2026-03-01", 1, 4), inRange: [bucket("2026-03-10", 5, 9)] });
+    expect(bucketsIn(feb, [mar], [], day("2026-03-01"), day("2026-03-01")).before).toEqual(bucket("2026-02-20", 2, 3));
+    expect(bucketsIn(null, [], [], day("2026-03-01"), day("2026-03-02"))).toEqual({ before: null, inRange: [] });
   });
 
-  it("bucketsIn: the open day is the latest bucket, after every month member's days", () => {
+  it("bucketsIn: the open month's days (its closed days, then the open day) are the latest buckets, after every month member's days", () => {
     const feb = encodeMonth([bucket("2026-02-03", 1, 1), bucket("2026-02-20", 2, 3)]);
     const mar = encodeMonth([bucket("2026-03-01", 1, 4)]);
+    const closed = bucket("2026-03-05", 1, 5);
     const open = bucket("2026-03-12", 2, 6, 3);
     // In the range: last of the range's buckets.
-    expect(bucketsIn(feb, [mar], open, day("2026-03-01"), day("2026-03-31"))).toEqual({ before: bucket("2026-02-20", 2, 3), inRange: [bucket("2026-03-01", 1, 4), open] });
+    expect(bucketsIn(feb, [mar], [closed, open], day("2026-03-01"), day("2026-03-31"))).toEqual({ before: bucket("2026-02-20", 2, 3), inRange: [bucket("2026-03-01", 1, 4), closed, open] });
     // Before the range (even a range of months with no member): the bucket before it.
-    expect(bucketsIn(null, [], open, day("2026-04-01"), day("2026-04-30"))).toEqual({ before: open, inRange: [] });
-    expect(bucketsIn(feb, [mar], open, day("2026-03-13"), day("2026-03-20"))).toEqual({ before: open, inRange: [] });
+    expect(bucketsIn(null, [], [closed, open], day("2026-04-01"), day("2026-04-30"))).toEqual({ before: open, inRange: [] });
+    expect(bucketsIn(feb, [mar], [closed, open], day("2026-03-13"), day("2026-03-20"))).toEqual({ before: open, inRange: [] });
+    expect(bucketsIn(feb, [mar], [closed, open], day("2026-03-06"), day("2026-03-12"))).toEqual({ before: closed, inRange: [open] });
     // After the range: not seen.
-    expect(bucketsIn(feb, [], open, day("2026-03-01"), day("2026-03-11"))).toEqual({ before: bucket("2026-02-20", 2, 3), inRange: [] });
+    expect(bucketsIn(feb, [], [closed, open], day("2026-03-01"), day("2026-03-04"))).toEqual({ before: bucket("2026-02-20", 2, 3), inRange: [] });
+    expect(bucketsIn(feb, [mar], [closed, open], day("2026-03-05"), day("2026-03-11"))).toEqual({ before: bucket("2026-03-01", 1, 4), inRange: [closed] });
     // A series with only its open day.
-    expect(bucketsIn(null, [], open, day("2026-03-12"), day("2026-03-12"))).toEqual({ before: null, inRange: [open] });
+    expect(bucketsIn(null, [], [open], day("2026-03-12"), day("2026-03-12"))).toEqual({ before: null, inRange: [open] });
   });
 
   it("summarise: running totals carry over empty periods; changes add up to the range's net change", () => {
