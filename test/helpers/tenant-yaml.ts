@@ -3,6 +3,21 @@ export function tenantYaml(tenantId: string, body: string): string {
   return `tenants:\n  - id: ${tenantId}\n    apiKeys: [demo-key]\n    adminKeys: [demo-admin-key]\n${body.replace(/^\n/, "")}`;
 }
 
+/** One shard (every record of the tenant in one stream), lessons paying 10 XP: the stream worker's tests. */
+export function lessonsXpTenantYaml(tenantId: string): string {
+  return tenantYaml(
+    tenantId,
+    `
+    shards: 1
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
+`,
+  );
+}
+
 /** The types an application typically reacts to: rare per event (bench/webhooks.mjs MILESTONES). */
 export const MILESTONES = ["points.level_changed", "achievement.completed", "streak.started", "streak.lost", "streak.freeze_consumed"];
 

@@ -5,7 +5,7 @@ import { formatDay, parseDay, periodOfDay, type Frequency } from "../../src/doma
 import { wrappedPeriods } from "../../src/domain/wrapped.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { openDayLayout, previousLayout, rewriteLayout, seriesBuckets, seriesLayout, seriesStore } from "../helpers/buckets.js";
-import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
 import { bucketWorker } from "../helpers/worker.js";
 
 /**
@@ -21,17 +21,7 @@ import { bucketWorker } from "../helpers/worker.js";
  * the open day). Each batch then migrates them again.
  */
 const tenantId = uniqueTenantId("om");
-const YAML = tenantYaml(
-  tenantId,
-  `
-    shards: 1
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
-`,
-);
+const YAML = lessonsXpTenantYaml(tenantId);
 const SERIES = ["m:lessons", "p:xp"] as const;
 const USERS = ["ada", "bo", "leo", "nox"] as const;
 

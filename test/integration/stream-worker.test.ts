@@ -10,7 +10,7 @@ import { streamLag } from "../../src/jobs/stream-lag.js";
 import { BUCKET_GROUP, type Entry } from "../../src/jobs/stream-worker.js";
 import { dumpTenant, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { seriesBuckets, seriesLayout } from "../helpers/buckets.js";
-import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
 import { bucketWorker } from "../helpers/worker.js";
 
 /**
@@ -20,17 +20,7 @@ import { bucketWorker } from "../helpers/worker.js";
  * layout migrated as they are written to. One shard, so every record of the tenant is in one stream.
  */
 const tenantId = uniqueTenantId("wrk");
-const YAML = tenantYaml(
-  tenantId,
-  `
-    shards: 1
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
-`,
-);
+const YAML = lessonsXpTenantYaml(tenantId);
 
 let t: TestApp;
 beforeAll(async () => {
