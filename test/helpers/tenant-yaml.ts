@@ -4,18 +4,17 @@ export function tenantYaml(tenantId: string, body: string): string {
 }
 
 /** One shard (every record of the tenant in one stream), lessons paying 10 XP: the stream worker's tests. */
-export function lessonsXpTenantYaml(tenantId: string): string {
-  return tenantYaml(
-    tenantId,
-    `
+const LESSONS_XP = `
     shards: 1
     metrics: [{ key: lessons, name: Lessons }]
     points:
       - key: xp
         name: XP
         triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
-`,
-  );
+`;
+
+export function lessonsXpTenantYaml(tenantId: string): string {
+  return tenantYaml(tenantId, LESSONS_XP);
 }
 
 /** The types an application typically reacts to: rare per event (bench/webhooks.mjs MILESTONES). */
@@ -30,14 +29,7 @@ export function lessonsTenantYaml(tenantId: string, endpoint?: { url: string; ev
   const webhooks = endpoint ? `    webhooks:\n      - { key: main, url: "${endpoint.url}", secret: "a-test-secret-0123456789", events: [${endpoint.events.join(", ")}] }\n` : "";
   return tenantYaml(
     tenantId,
-    `
-    shards: 1
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
-        levels:
+    `${LESSONS_XP}        levels:
           - { key: bronze, name: Bronze, points: 15 }
     achievements:
       - { key: first-lesson, name: First lesson, type: metric, metric: lessons, value: 1 }
