@@ -208,35 +208,32 @@ async function seedForWorker(config, redis) {
 /**
  * The stream worker (issue 6's cost) over the phases' records: returning users, every record on
  * the day its series already has (the common case: the month member is not touched). Then the
- * same records copied to the next day (applied, not counted) and to the day after (counted):
- * every record opens a day for its series, so the worker also closes the open day (the rarest
- * case a user with one event a day makes the common one); within a month unless the run's dates
- * cross one. Then copies moved to the first day of the month after (counted): every record
- * opens a month, so the worker writes the closed month's member (once per series and month).
+ * same records copied to the first day of the month after theirs (counted): every record opens a
+ * month, so the worker writes the closed month's member (once per series and month). Then copies
+ * on that month's second day (applied, not counted) and third (counted): every record opens a
+ * day for its series, so the worker also closes the open day (the rarest case a user with one
+ * event a day makes the common one), inside one month whatever the run's date.
  */
 async function measureStreamWorker(config, redis, { worker, streams, seedRow, marks }) {
   const phaseRecords = [];
   for (const s of streams) phaseRecords.push(...(await redis.redis.xrange(s.key, `(${marks.get(s.key)}`, "+")).map(([, flat]) => [s.key, flat]));
   const rows = [seedRow, await measureDrain(config, redis, worker, "stream worker, returning users: the same day")];
-  const later = async (days) => {
-    for (const [key, flat] of phaseRecords) await redis.redis.xadd(key, "*", ...movedDays(flat, days));
+  const moved = async (to) => {
+    for (const [key, flat] of phaseRecords) await redis.redis.xadd(key, "*", ...movedRecord(flat, to));
   };
-  await later(1);
+  await moved(firstOfNextMonth);
+  const monthRow = await measureDrain(config, redis, worker, "stream worker, returning users: each record opens a month");
+  await moved((day) => firstOfNextMonth(day) + 1);
   await worker.drain();
-  await later(2);
-  rows.push(await measureDrain(config, redis, worker, "stream worker, returning users: each record opens a day"));
-  for (const [key, flat] of phaseRecords) await redis.redis.xadd(key, "*", ...movedRecord(flat, firstOfNextMonth));
-  rows.push(await measureDrain(config, redis, worker, "stream worker, returning users: each record opens a month"));
+  await moved((day) => firstOfNextMonth(day) + 2);
+  rows.push(await measureDrain(config, redis, worker, "stream worker, returning users: each record opens a day"), monthRow);
   return rows;
 }
 
-/** A record's fields with an event record's day (and its month) `days` later; other records as they are. */
-const movedDays = (flat, days) => movedRecord(flat, (day) => day + days);
-
-/** The first day of the month after the month two days after `day` (past the "opens a day" row's days). */
+/** The first day of the month after `day`'s. */
 function firstOfNextMonth(day) {
-  let d = day + 2;
-  const month = periodOfDay(d, "monthly");
+  let d = day + 1;
+  const month = periodOfDay(day, "monthly");
   while (periodOfDay(d, "monthly") === month) d += 1;
   return d;
 }
