@@ -50,7 +50,9 @@
            carry no control characters). Read only when the digest differs from the state's
            `pd`, the digest of the last profile an event applied (user.lua applyProfileText):
            an event repeating the profile costs no profile reads or writes.
-  ARGV[8]  event id (uuid), only with an idempotency key (the key's stored value)
+  ARGV[8]  now (ARGV[3]'s first number) as decimal digits, as string.format('%d') gives them:
+           the records carry it as text, and Node writes it for less than Lua formats it
+  ARGV[9]  event id (uuid), only with an idempotency key (the key's stored value)
 
   Reply: ONE flat array. Redis converts a Lua table to RESP with ~7 field lookups per table
   (err, ok, double, map...), so nested tables cost ~5k instructions each; counts announce the
@@ -86,7 +88,7 @@ local function eventReplyHead(status, id, total, created, extended)
 end
 --@body
 local nowMs, value, nowPeriod, nowDay, lostIfExtended, lostIfPrevious, flags, digest, nProfile, eventMask = struct.unpack('<dddddddddd', ARGV[3])
-beginCall(nowMs, ARGV[1], ARGV[2])
+beginCall(nowMs, ARGV[1], ARGV[2], ARGV[8])
 local userKey, aggKey, streamKey = KEYS[1], prefix .. 'agg', prefix .. 'x'
 local zone, idemField, recordDetail = ARGV[4], ARGV[5], ARGV[6]
 local zoneSent = flags % 2 == 1
@@ -112,7 +114,7 @@ if newTotal > R.maxTotal or newTotal < -R.maxTotal then return { -2 } end
 
 -- The key is stored with the event it first recorded (spec: idempotency rule 3).
 local extraWrites = {}
-if idemField ~= '' then extraWrites = { idemField, ARGV[8] } end
+if idemField ~= '' then extraWrites = { idemField, ARGV[9] } end
 
 -- 5. User.
 local created = not S[I_CT]

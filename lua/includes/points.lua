@@ -96,7 +96,12 @@ local function flushPoints(aggKey, outParts)
         if lvBefore > 0 then rcall('HINCRBY', aggKey, 'lv:' .. sys.key .. ':' .. sys.lk[lvBefore], '-1') end
         if lvAfter > 0 then rcall('HINCRBY', aggKey, 'lv:' .. sys.key .. ':' .. sys.lk[lvAfter], '1') end
       end
-      rcall('ZADD', prefix .. 'pz:' .. sys.key, o.total, userId)
+      -- The shard's points zset key, kept per system and shard prefix across calls.
+      local pzKeys = sys.pzKeys
+      if not pzKeys then pzKeys = {}; sys.pzKeys = pzKeys end
+      local pzKey = pzKeys[prefix]
+      if not pzKey then pzKey = prefix .. 'pz:' .. sys.key; pzKeys[prefix] = pzKey end
+      rcall('ZADD', pzKey, o.total, userId)
       -- The same total in the user's groups by attribute value (points summary filter).
       local attrs = R.attrs
       for a = 1, #attrs do

@@ -141,6 +141,8 @@ export class TenantStore {
         // (lua/applyStream-2.lua), and only Node has the zone data to compute them.
         `${input.metricKey}|${input.valueMicro}|${input.eventId}|${nowDay}|${periodOfDay(nowDay, "monthly")}`,
         profile.text,
+        // ARGV[8]: now as the records' text (Lua's %d truncates: so does Math.trunc).
+        String(Math.trunc(input.now)),
       ];
       if (input.idempotencyKey !== null) args.push(input.eventId);
       const reply = (await runScript(this.redis, entry.script, keys, args)) as unknown[];
