@@ -41,7 +41,7 @@ export function print(config, phases, f) {
   out.push(`laurel bench: ${config.connections} connections, ${config.warmup} s warm-up + ${config.duration} s per phase, ${config.users} users, tree ${config.tree}`);
   out.push("");
   const head = ["phase", "req/s", "p50 ms", "p99 ms", "non-2xx", "errors", "Redis µs/call", "CPU µs/req server/redis", "CPU % server/redis/load"];
-  const rows = Object.entries(LABELS).filter(([key]) => phases[key]).map(([key, label]) => {
+  const rows = Object.entries(LABELS).map(([key, label]) => {
     const p = phases[key];
     // The service runs its scripts with FCALL (Redis Functions) unless LAUREL_LUA=eval; the
     // metering read is a plain LRANGE (a script only for a user with no award in the system).

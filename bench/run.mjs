@@ -53,9 +53,9 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
 }
 
 /** Warm-up, then one measured run with Redis and CPU read before and after. */
-async function phase(name, server, requests, connections = config.connections) {
+async function phase(name, server, requests) {
   const url = `http://127.0.0.1:${server.port}`;
-  const opts = { connections };
+  const opts = { connections: config.connections };
   process.stdout.write(`${name}: warm-up ${config.warmup} s, measure ${config.duration} s ... `);
   await load(url, requests, { ...opts, duration: config.warmup });
   const before = await snapshot(redis, server.pid);

@@ -2,7 +2,6 @@ import { Queue, QueueEvents, Worker, type ConnectionOptions } from "bullmq";
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
 import { runScript } from "../store/redis-script.js";
-import { userAttributeField } from "../store/fields.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import type { Tenants } from "../tenants.js";
 
@@ -27,7 +26,7 @@ interface TickJob {
 
 /** Pays one trigger on every shard of a tenant; returns the number of users paid. */
 export async function runTimeTrigger(store: TenantStore, index: number, now: number): Promise<number> {
-  const profileFields = ["tz", ...[...store.tenant.userAttributes].map(userAttributeField)];
+  const profileFields = store.tenantRules.profileFields;
   let paid = 0;
   for (let shard = 0; shard < store.tenant.shards; shard++) {
     for (let more = true; more; ) {

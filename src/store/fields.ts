@@ -35,3 +35,15 @@ export const PROFILE_FIELDS = ["tz", "em", "nm", "se", "dt"] as const;
 export const userAttributeField = (key: string): string => `ua:${key}`;
 
 export const idempotencyField = (metricKey: string, key: string): string => `i:${metricKey}:${key}`;
+
+/**
+ * The `s` names of a user's entry in a board's latest run, in the order lua/includes/leaderboards.lua
+ * resolves them: run, value, zset member, breakdown group, rank given.
+ */
+export const boardStateNames = (boardKey: string): [run: string, value: string, member: string, breakdown: string, rank: string] => [
+  `lb:${boardKey}`,
+  `lbv:${boardKey}`,
+  `lbm:${boardKey}`,
+  `lbk:${boardKey}`,
+  `lbr:${boardKey}`,
+];

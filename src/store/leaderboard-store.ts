@@ -1,6 +1,6 @@
 import type { CompiledLeaderboard } from "../config/compiled.js";
 import { boardMember, compareEntries, type BoardEntry } from "../domain/leaderboards.js";
-import { userAttributeField } from "./fields.js";
+import { boardStateNames, userAttributeField } from "./fields.js";
 import { readUser } from "./user-store.js";
 import type { TenantStore } from "./tenant-store.js";
 
@@ -132,8 +132,8 @@ export async function entriesAround(
   };
 }
 
-/** The state keys of a user's entry in a board's latest run (lua/includes/leaderboards.lua). */
-export const boardEntryKeys = (boardKey: string): string[] => [`lb:${boardKey}`, `lbv:${boardKey}`, `lbm:${boardKey}`, `lbk:${boardKey}`];
+/** The state keys of a user's entry in a board's latest run that a reader needs (all but the rank given). */
+export const boardEntryKeys = (boardKey: string): string[] => boardStateNames(boardKey).slice(0, 4);
 
 /**
  * That entry from the keys read: the run, the value, the zset member and the breakdown group;
@@ -141,10 +141,11 @@ export const boardEntryKeys = (boardKey: string): string[] => [`lb:${boardKey}`,
  * {run, value, reachedAt, breakdown, rank} at lb:<board> instead.
  */
 export function boardEntryOf(state: ReadonlyMap<string, unknown>, boardKey: string, userId: string): { run: number; value: number; member: string; breakdown: string } | null {
-  const stored = state.get(`lb:${boardKey}`);
+  const [runName, valueName, memberName, breakdownName] = boardStateNames(boardKey);
+  const stored = state.get(runName);
   if (Array.isArray(stored)) return { run: stored[0] as number, value: stored[1] as number, member: boardMember(stored[2] as number, userId), breakdown: (stored[3] as string | undefined) ?? "" };
   if (typeof stored !== "number") return null;
-  return { run: stored, value: state.get(`lbv:${boardKey}`) as number, member: state.get(`lbm:${boardKey}`) as string, breakdown: (state.get(`lbk:${boardKey}`) as string | undefined) ?? "" };
+  return { run: stored, value: state.get(valueName) as number, member: state.get(memberName) as string, breakdown: (state.get(breakdownName) as string | undefined) ?? "" };
 }
 
 /**

@@ -74,7 +74,11 @@ export function encodeCommand(name: string, args: readonly (string | Buffer)[]):
   return out;
 }
 
-/** A command ioredis sends as encodeCommand builds it; replies as ioredis' own (utf8 strings). */
+/**
+ * A command ioredis sends as encodeCommand builds it; replies as ioredis' own (utf8 strings).
+ * Sent with sendCommand, it bypasses ioredis' auto-pipelining (LAUREL_AUTOPIPELINE=1 pipelines
+ * every other command, not the event script); write coalescing (write-coalescing.ts) covers it.
+ */
 class EncodedCommand extends Command {
   private encoded: Buffer | undefined;
   override toWritable(): Buffer {

@@ -8,6 +8,7 @@ import type {
 } from "../config/compiled.js";
 import { MAX_TOTAL_MICRO } from "../domain/decimal.js";
 import { STREAK_HISTORY_KEPT } from "../domain/streak.js";
+import { MAX_EVENT_FILTERED_TRIGGERS } from "../domain/filters.js";
 import { tenantHookParts } from "../jobs/webhooks/kinds.js";
 import { userAttributeField } from "./fields.js";
 import type { StateSlots } from "./state-slots.js";
@@ -119,6 +120,8 @@ export function isFiltered(t: CompiledMetricTrigger): boolean {
 export function eventMaskBits(metricTriggers: readonly CompiledMetricTrigger[]): Map<CompiledMetricTrigger, number> {
   const bits = new Map<CompiledMetricTrigger, number>();
   for (const t of metricTriggers) if (t.eventAttributes.length > 0) bits.set(t, 2 ** bits.size);
+  // The config compiler refuses more; past it the mask would lose bits silently.
+  if (bits.size > MAX_EVENT_FILTERED_TRIGGERS) throw new Error(`${bits.size} event-filtered triggers on one metric; at most ${MAX_EVENT_FILTERED_TRIGGERS}`);
   return bits;
 }
 
@@ -176,6 +179,7 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
 
   const metricTriggers = triggers.filter((t): t is CompiledMetricTrigger => t.type === "metric" && metricKey !== null);
   const maskBits = eventMaskBits(metricTriggers);
+  const attributeFields = [...tenant.userAttributes].map(userAttributeField);
   const rules: LuaRules = {
     mf: metricKey === null ? false : `m:${metricKey}`,
     maxTotal: MAX_TOTAL_MICRO,
@@ -204,8 +208,8 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
     sach: countsForStreak ? achievements.filter((a) => a.type === "streak").map((a) => a.key) : [],
     lb: [],
     attrs: [...tenant.userAttributes],
-    pf: [...tenant.userAttributes].map(userAttributeField),
-    pfz: ["tz", ...[...tenant.userAttributes].map(userAttributeField)],
+    pf: attributeFields,
+    pfz: ["tz", ...attributeFields],
     slot: slots.toRecord(),
     ns: slots.size,
     allSys: tenant.systems.map((s) => s.key),
@@ -251,5 +255,5 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
       fz: fz ? { init: fz.initial, max: fz.max, every: fz.everyDays, amt: fz.amount } : false,
     };
   }
-  return { rules, maskBits, profileFields: ["tz", ...[...tenant.userAttributes].map(userAttributeField)], boards };
+  return { rules, maskBits, profileFields: rules.pfz, boards };
 }

@@ -4,6 +4,7 @@ import { loadLua } from "./lua-loader.js";
 import { runScript } from "./redis-script.js";
 import { highWaterField, isFiltered, streakValueField, triggerCountField, userBoostField } from "./rules.js";
 import type { TenantKeys } from "./keys.js";
+import { boardStateNames } from "./fields.js";
 
 /**
  * The user's hot state `s` is a msgpack ARRAY: each name (lua/includes/state.lua) has a fixed
@@ -36,8 +37,7 @@ export function stateNames(tenant: CompiledTenant): string[] {
     }
   }
   for (const a of tenant.achievements) names.push(`a:${a.key}`);
-  // A board entry: the run, value, zset member, breakdown group and rank given (lua/includes/leaderboards.lua).
-  for (const b of tenant.leaderboards) names.push(`lb:${b.key}`, `lbv:${b.key}`, `lbm:${b.key}`, `lbk:${b.key}`, `lbr:${b.key}`);
+  for (const b of tenant.leaderboards) names.push(...boardStateNames(b.key));
   return names;
 }
 

@@ -39,10 +39,15 @@ export interface TenantHooks {
   timeline: Timeline;
 }
 
-/** The entry id a hook stream's record got in the shard stream (its "x" field). */
-export function shardEntryId(hookId: string, fields: readonly string[]): string {
-  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === "x") return fields[i + 1]!;
-  return hookId;
+/**
+ * The entry id a hook stream's record got in the shard stream: its "x" field, the last pair every
+ * writer appends (lua/includes/hooks.lua, lua/hookUpgrade-3.lua). Event ids derive from it, so a
+ * record without it fails loudly rather than getting ids from the hook stream's own entry id.
+ */
+function shardEntryId(hookId: string, fields: readonly string[]): string {
+  const n = fields.length;
+  if (n >= 2 && fields[n - 2] === "x") return fields[n - 1]!;
+  throw new Error(`hook stream entry ${hookId} has no "x" field (its shard stream entry id)`);
 }
 
 export class WebhookConsumer extends StreamGroupConsumer {
