@@ -16,7 +16,7 @@ local SLOT = R.slot
 
 -- Indexes of the fixed names and of the names the rules carry, resolved once when the library
 -- loads (a name costs a lookup in SLOT; the hot paths use indexes: at/put below).
-local I_CT, I_CD, I_SL, I_SS, I_SP, I_SQ, I_FZ, I_FG = SLOT.ct, SLOT.cd, SLOT.sl, SLOT.ss, SLOT.sp, SLOT.sq, SLOT.fz, SLOT.fg
+local I_CT, I_CD, I_SL, I_SS, I_SP, I_SQ, I_FZ, I_FG, I_X = SLOT.ct, SLOT.cd, SLOT.sl, SLOT.ss, SLOT.sp, SLOT.sq, SLOT.fz, SLOT.fg, SLOT._x
 R.mfi = R.mf and SLOT[R.mf] or false
 for i = 1, #R.sys do
   local sys = R.sys[i]
@@ -45,7 +45,7 @@ local function decodeState(blob)
         unknown[name] = value
       end
     end
-    array[SLOT._x] = unknown or false
+    array[I_X] = unknown or false
     for i = 1, R.ns do
       if array[i] == nil then array[i] = false end
     end
@@ -53,6 +53,20 @@ local function decodeState(blob)
   end
   -- Positions registered since the state was written (or a new user's: all of them).
   for i = #state + 1, R.ns do state[i] = false end
+  -- Names kept in `_x` that a config has registered since (a metric dropped before the upgrade
+  -- to the array and added back): their values move to their positions, written with the state.
+  local unknown = state[I_X]
+  if unknown then
+    for name, value in next, unknown do
+      local index = SLOT[name]
+      if index then
+        if state[index] == false then state[index] = value end
+        unknown[name] = nil
+        stateDirty = true
+      end
+    end
+    if next(unknown) == nil then state[I_X] = false end
+  end
   return state
 end
 

@@ -45,6 +45,8 @@ describe("the state slots registry", () => {
     const keys = new TenantKeys(tenantId);
     const first = await registerStateSlots(redis, keys, demo!);
     FIXED_STATE_NAMES.forEach((name, i) => expect(first.index(name)).toBe(i + 1));
+    // The read scripts find `_x` at 13 without being told (lua/includes/state-read.lua).
+    expect(first.index("_x")).toBe(13);
     expect(first.size).toBe(stateNames(demo!).length);
     const second = await registerStateSlots(redis, keys, more!);
     for (const [name, index] of first.byName) expect(second.index(name)).toBe(index);
@@ -173,6 +175,50 @@ describe("the state array", () => {
       const { raw } = await storedState(tenantId, id);
       expect(isArrayBlob(raw)).toBe(!legacy);
       expect((await a.call("GET", `/v1/users/${id}/points/xp/boosts`)).body).toHaveLength(1);
+    }
+  });
+});
+
+describe("names kept in _x", () => {
+  it("come back to their positions when a later config registers them: readers see them at once, the next write moves them", async () => {
+    const config = demoConfig();
+    const key = new TenantKeys(config.tenantId).user(shardOf("returning", 16), "returning");
+    // The first process of the array version knows no quizzes: the map state's quiz total and the
+    // quiz trigger's high-water mark go to _x when a lesson rewrites it.
+    const older = await startTestApp({ yaml: config.yaml, redisUrl: server.url, manualClock: "2026-03-02T12:00:00Z", jobs: false });
+    try {
+      const ct = Date.parse("2026-03-01T09:00:00Z");
+      await redis.eval(
+        `redis.call('HSET', KEYS[1], 's', cmsgpack.pack({ ct = tonumber(ARGV[1]), up = tonumber(ARGV[1]), cd = 20513,
+           ['m:quizzes'] = 4000000, ['hw:xp.quiz-done'] = 4000000, ['p:xp'] = 12, ['pn:xp'] = 4 }), 'tz', 'UTC')`,
+        1,
+        key,
+        ct,
+      );
+      expect((await older.call("POST", "/v1/metrics/lessons/event", { user: { id: "returning" }, value: 1 })).status).toBe(201);
+    } finally {
+      await older.close();
+    }
+    const slotsKey = new TenantKeys(config.tenantId).slots();
+    expect(await redis.hexists(slotsKey, "m:quizzes")).toBe(0);
+    const x = (await storedState(config.tenantId, "returning")).value as unknown[];
+    expect(x[12]).toEqual({ "m:quizzes": 4_000_000, "hw:xp.quiz-done": 4_000_000 });
+
+    // A later config adds quizzes back.
+    const newer = await startTestApp({ yaml: withQuizzes(config.yaml), redisUrl: server.url, manualClock: "2026-03-02T12:00:00Z", jobs: false });
+    try {
+      expect((await newer.call("GET", "/v1/users/returning/metrics/quizzes")).body.current).toBe(4);
+      const quiz = await newer.call("POST", "/v1/metrics/quizzes/event", { user: { id: "returning" }, value: 1 });
+      expect(quiz.body.total).toBe(5);
+      // The high-water mark came back too: only the fifth quiz pays.
+      expect(quiz.body.points.xp).toMatchObject({ added: 3, total: 25 });
+      const after = (await storedState(config.tenantId, "returning")).value as unknown[];
+      const slots = newer.app.tenants.all[0]!.store.slots;
+      expect(after[slots.index("m:quizzes") - 1]).toBe(5_000_000);
+      expect(after[slots.index("hw:xp.quiz-done") - 1]).toBe(5_000_000);
+      expect(after[slots.index("_x") - 1]).toBe(false);
+    } finally {
+      await newer.close();
     }
   });
 });
