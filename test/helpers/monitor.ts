@@ -14,7 +14,9 @@ export interface Observed {
  * (ioredis' test/functional/scripting.ts does the same). Markers sent before and after bracket
  * exactly the action's commands, without sleeping. MONITOR sees every client: give the test
  * its own redis-server (startTestRedis) so that no other test file's commands fall in the window,
- * or pass `only`, the service's connection, to keep just its commands (and the scripts' ones).
+ * or pass `only`, the service's connection, to keep just its commands. Commands run inside
+ * scripts show as from "lua" whichever client's script ran them: `only` keeps them all, so
+ * filter those by key (the test's tenant) when other files may run scripts on the same server.
  */
 export async function commandsDuring(redisUrl: string, action: () => Promise<unknown>, only?: Redis): Promise<Observed> {
   const monitor = await new Redis(redisUrl).monitor();

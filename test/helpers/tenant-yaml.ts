@@ -3,18 +3,20 @@ export function tenantYaml(tenantId: string, body: string): string {
   return `tenants:\n  - id: ${tenantId}\n    apiKeys: [demo-key]\n    adminKeys: [demo-admin-key]\n${body.replace(/^\n/, "")}`;
 }
 
-/** One shard (every record of the tenant in one stream), lessons paying 10 XP: the stream worker's tests. */
-const LESSONS_XP = `
-    shards: 1
+/** Lessons paying 10 XP, in `shards` shards (one: every record of the tenant in one stream). */
+const lessonsXp = (shards: number): string => `
+    shards: ${shards}
     metrics: [{ key: lessons, name: Lessons }]
     points:
       - key: xp
         name: XP
         triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
 `;
+const LESSONS_XP = lessonsXp(1);
 
-export function lessonsXpTenantYaml(tenantId: string): string {
-  return tenantYaml(tenantId, LESSONS_XP);
+/** The stream worker's tests' tenant; `rest`, more tenant fields (indented 4 spaces). */
+export function lessonsXpTenantYaml(tenantId: string, shards = 1, rest = ""): string {
+  return tenantYaml(tenantId, lessonsXp(shards) + rest);
 }
 
 /** The types an application typically reacts to: rare per event (bench/webhooks.mjs MILESTONES). */

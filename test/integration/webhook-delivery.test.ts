@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WEBHOOK_GROUP } from "../../src/jobs/webhooks/keys.js";
 import { startTestApp, uniqueTenantId, type TestApp, type TestAppOptions } from "../helpers/app.js";
-import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
 
 /**
@@ -15,18 +15,7 @@ const FAST: TestAppOptions["webhooks"] = { delivery: { backoff: { firstMs: 0, fa
 const admin = { "x-api-key": "demo-admin-key" };
 
 function hookYaml(tenantId: string, endpoints: string): string {
-  return tenantYaml(
-    tenantId,
-    `
-    shards: 2
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
-    webhooks:
-${endpoints}`,
-  );
+  return lessonsXpTenantYaml(tenantId, 2, `    webhooks:\n${endpoints}`);
 }
 
 const endpoint = (key: string, url: string, extra = "") =>

@@ -68,7 +68,8 @@ describe("the records an earlier version's webhooks group had not finished", () 
       );
       expect(got.filter((r) => r.body.type === "points.level_changed")[0]!.body.user.id).toBe("ada");
 
-      // A restart moves nothing again.
+      // A restart moves nothing again (the old group is gone, so the upgrade has nothing to do) and
+      // delivers nothing twice.
       await t.close();
       t = await startTestApp({ yaml: config, manualClock: "2026-06-01T12:00:00Z" });
       expect(await redis.xlen(hookKey)).toBeLessThanOrEqual(1); // trimmed to the last acknowledged entry

@@ -48,6 +48,10 @@ describe("write coalescing", () => {
     // The client reconnects, and every command of a later turn is answered, in order.
     const replies = await Promise.all(Array.from({ length: 50 }, (_, i) => redis.set(`coalesce:r${i}`, String(i)).then(() => redis.get(`coalesce:r${i}`))));
     expect(replies).toEqual(Array.from({ length: 50 }, (_, i) => String(i)));
+    // And the new socket coalesces: a turn of 200 commands is still a few reads.
+    const before = await readsProcessed();
+    await Promise.all(Array.from({ length: 200 }, () => redis.incr("coalesce:after-kill")));
+    expect((await readsProcessed()) - before).toBeLessThanOrEqual(5);
     redis.disconnect();
   });
 
