@@ -1,7 +1,11 @@
 import type { Redis } from "ioredis";
 import { allBuckets, closeMonth, decodeMonth, encodeMonth, encodeOpenMonth, decodeOpenMonth, openDayField, openMonthDays, type DayBucket, type OpenMonth, type SeriesStore } from "../../src/domain/buckets.js";
-import { periodOfDay } from "../../src/domain/periods.js";
+import { parseDay, periodOfDay } from "../../src/domain/periods.js";
 import { TenantKeys, shardOf } from "../../src/store/keys.js";
+
+/** A day index from "YYYY-MM-DD", and a day's bucket: the tests' shorthand. */
+export const day = (iso: string): number => parseDay(iso)!;
+export const bucket = (iso: string, count: number, change: number, total: number): DayBucket => ({ day: day(iso), count, change, total });
 
 /**
  * The daily buckets' layout in Redis, for tests: a series' open month in the shard hash {t:s}:bl

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { allBuckets, applyChange, encodeMonth, summarise, type DayBucket, type SeriesStore } from "../../src/domain/buckets.js";
+import { allBuckets, applyChange, encodeMonth, summarise, type SeriesStore } from "../../src/domain/buckets.js";
 import { fromMicro, toMicro } from "../../src/domain/decimal.js";
-import { formatDay, parseDay, periodOfDay, type Frequency } from "../../src/domain/periods.js";
+import { formatDay, periodOfDay, type Frequency } from "../../src/domain/periods.js";
 import { wrappedPeriods } from "../../src/domain/wrapped.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
-import { openDayLayout, previousLayout, rewriteLayout, seriesBuckets, seriesLayout, seriesStore } from "../helpers/buckets.js";
+import { bucket, day, openDayLayout, previousLayout, rewriteLayout, seriesBuckets, seriesLayout, seriesStore } from "../helpers/buckets.js";
 import { lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
 import { bucketWorker } from "../helpers/worker.js";
 
@@ -42,9 +42,7 @@ const EVENTS: [at: string, value: number][] = [
 
 let t: TestApp;
 const shards = () => t.tenants[0]!.shards;
-const day = (iso: string) => parseDay(iso)!;
 const M = 1_000_000;
-const bucket = (iso: string, count: number, change: number, total: number): DayBucket => ({ day: day(iso), count, change, total });
 /** The reference model's series, fed with what the event responses (ada's) reported. */
 const model = new Map<string, SeriesStore>(SERIES.map((s) => [s, { months: new Map(), open: null }]));
 

@@ -5,11 +5,11 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
 import { encodeMonth, type DayBucket } from "../../src/domain/buckets.js";
-import { formatDay, parseDay, periodOfDay } from "../../src/domain/periods.js";
+import { formatDay, periodOfDay } from "../../src/domain/periods.js";
 import { streamLag } from "../../src/jobs/stream-lag.js";
 import { BUCKET_GROUP, type Entry } from "../../src/jobs/stream-worker.js";
 import { dumpTenant, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
-import { seriesBuckets, seriesLayout } from "../helpers/buckets.js";
+import { bucket, day, seriesBuckets, seriesLayout } from "../helpers/buckets.js";
 import { lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
 import { bucketWorker } from "../helpers/worker.js";
 
@@ -37,8 +37,6 @@ const summary = async (user: string, metric: "lessons" | "xp", date: string) => 
 };
 const streamKey = `{${tenantId}:0}:x`;
 const START = "2026-06-01T12:00:00Z";
-const day = (iso: string) => parseDay(iso)!;
-const bucket = (iso: string, count: number, change: number, total: number): DayBucket => ({ day: day(iso), count, change, total });
 const buckets = (user: string, series = "m:lessons") => seriesBuckets(t.redis, tenantId, 1, series, user);
 const layout = (user: string, series = "m:lessons") => seriesLayout(t.redis, tenantId, 1, series, user);
 /** A daily summary's items from `from` on, one [total, change] per day. */

@@ -1,15 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { allBuckets, applyChange, decodeOpenMonth, encodeMonth, encodeOpenMonth, type DayBucket, type SeriesStore } from "../../src/domain/buckets.js";
-import { parseDay, periodOfDay } from "../../src/domain/periods.js";
+import { allBuckets, applyChange, decodeOpenMonth, encodeMonth, encodeOpenMonth, type SeriesStore } from "../../src/domain/buckets.js";
+import { periodOfDay } from "../../src/domain/periods.js";
+import { bucket, day } from "../helpers/buckets.js";
 
 /**
  * The reference of the stream worker's bucket layout (src/domain/buckets.ts): the open month's
  * packed value and applyChange, which lua/applyStream-2.lua implements
  * (test/integration/open-month.test.ts holds the two together).
  */
-const day = (iso: string) => parseDay(iso)!;
 const month = (iso: string) => periodOfDay(day(iso), "monthly");
-const bucket = (iso: string, count: number, change: number, total: number): DayBucket => ({ day: day(iso), count, change, total });
 const apply = (s: SeriesStore, iso: string, change: number, total: number | null = null) => applyChange(s, day(iso), month(iso), change, total);
 
 describe("the open month's value", () => {
