@@ -80,7 +80,12 @@ export function wantedParts(types: Iterable<string>): string[] {
  */
 export function tenantHookParts(tenant: Pick<CompiledTenant, "webhooks">): false | Record<string, true> {
   if (tenant.webhooks.length === 0) return false;
-  return Object.fromEntries(wantedParts(tenant.webhooks.flatMap((w) => [...w.events])).map((part) => [part, true]));
+  return Object.fromEntries(tenantWantedParts(tenant).map((part) => [part, true]));
+}
+
+/** The record parts the tenant's endpoints, all together, want (wantedParts of every type subscribed). */
+export function tenantWantedParts(tenant: Pick<CompiledTenant, "webhooks">): string[] {
+  return wantedParts(tenant.webhooks.flatMap((w) => [...w.events]));
 }
 
 export interface BoardPart {

@@ -4,7 +4,7 @@ import { TenantKeys } from "../../store/keys.js";
 import { loadLua } from "../../store/lua-loader.js";
 import { runScript } from "../../store/redis-script.js";
 import { WEBHOOK_GROUP } from "./keys.js";
-import { wantedParts } from "./kinds.js";
+import { tenantWantedParts } from "./kinds.js";
 
 const upgradeScript = loadLua("hookUpgrade-3");
 
@@ -20,7 +20,7 @@ export const HOOK_CUTOVER_FIELD = "webhooks:cutover";
  */
 export async function moveShardStreamGroup(redis: Redis, tenant: CompiledTenant, batch = 500): Promise<number> {
   const keys = new TenantKeys(tenant.id);
-  const wanted = wantedParts(tenant.webhooks.flatMap((w) => [...w.events]));
+  const wanted = tenantWantedParts(tenant);
   let appended = 0;
   for (let shard = 0; shard < tenant.shards; shard++) {
     // Checked here first: once upgraded, the script is never loaded (each library loaded stays on
