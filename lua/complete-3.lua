@@ -12,7 +12,7 @@
   ARGV[3] now, ms
   ARGV[4] achievement key (an "api" achievement of R.ach)
   ARGV[5] local day index of now (stored as the day of first identification if the user is new)
-  ARGV[6] each board of R.lb: "run:threshold", or "-" when scheduled or finished
+  ARGV[6] each board of R.lb: its run and threshold, two little-endian doubles (leaderboards.lua boardsOf)
   ARGV[7] r, the number of profile fields to read; ARGV[8 .. 7+r] their names
   ARGV[8+r] n, the number of profile fields sent; then n field, value pairs
 
@@ -34,7 +34,7 @@
 beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
 local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
 local key, localDay = ARGV[4], tonumber(ARGV[5])
-local boards = parseBoards(ARGV[6])
+local boards = boardsOf(ARGV[6], 1)
 local nRead = tonumber(ARGV[7])
 local nProfile = tonumber(ARGV[8 + nRead])
 

@@ -93,7 +93,7 @@ local userKey, aggKey, streamKey = KEYS[1], prefix .. 'agg', prefix .. 'x'
 local zone, idemField, recordDetail = ARGV[4], ARGV[5], ARGV[6]
 local zoneSent = flags % 2 == 1
 local deadlines = { lostIfExtended, lostIfPrevious }
-local boards = numericBoards(ARGV[3], 81)
+local boards = boardsOf(ARGV[3], 81)
 
 -- 1. Read.
 local original = loadState(userKey, idemField ~= '' and idemField or 's', zoneSent and R.pf or R.pfz)

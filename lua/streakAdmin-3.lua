@@ -16,7 +16,7 @@
   ARGV[8] instant the streak is lost if last covered in the previous period
   ARGV[9] instant the streak is lost if extended in the current period
   ARGV[10] "freeze": how many freezes to grant; "restore": first period of the restore window
-  ARGV[11] each board of R.lb: "run:threshold", or "-" when scheduled or finished
+  ARGV[11] each board of R.lb: its run and threshold, two little-endian doubles (leaderboards.lua boardsOf)
 
   Reply
     {-1, storedZone}         the zone assumption was wrong; nothing written
@@ -41,7 +41,7 @@ local op, tzAssumed = ARGV[4], ARGV[5]
 local nowDay, nowPeriod = tonumber(ARGV[6]), tonumber(ARGV[7])
 local deadlinePrevious, deadlineCurrent = tonumber(ARGV[8]), tonumber(ARGV[9])
 local amount = tonumber(ARGV[10])
-local boards = parseBoards(ARGV[11])
+local boards = boardsOf(ARGV[11], 1)
 
 loadState(userKey, 's', { 'tz' })
 if not num('ct') then return { 0 } end

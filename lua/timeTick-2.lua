@@ -16,7 +16,7 @@
   ARGV[2] now, ms
   ARGV[3] index of the trigger in R.tt
   ARGV[4] limit, users per call
-  ARGV[5] each board of R.lb: "run:threshold", or "-" when scheduled or finished
+  ARGV[5] each board of R.lb: its run and threshold, two little-endian doubles (leaderboards.lua boardsOf)
   ARGV[6] r, the number of profile fields to read (tz, declared attributes); ARGV[7 .. 6+r]
 
   Reply {paid, more}
@@ -33,7 +33,7 @@ beginCall(tonumber(ARGV[2]), ARGV[1], '')
 local aggKey, streamKey = KEYS[1], KEYS[2]
 local trigger = R.tt[tonumber(ARGV[3])]
 local limit = tonumber(ARGV[4])
-local boards = parseBoards(ARGV[5])
+local boards = boardsOf(ARGV[5], 1)
 local readFields = { unpack(ARGV, 7, 6 + tonumber(ARGV[6])) }
 local dueKey = prefix .. trigger.z
 

@@ -14,7 +14,7 @@
   ARGV[5] local day index of now in the user's zone (stored as the day of first identification)
   ARGV[6] preferences patch for "prefs", else '': "type=channel,channel;type=" (an empty list
           disables the type; a type not in the patch keeps its stored value)
-  ARGV[7] each board of R.lb: "run:threshold", or "-" when scheduled or finished
+  ARGV[7] each board of R.lb: its run and threshold, two little-endian doubles (leaderboards.lua boardsOf)
   ARGV[8] r, the number of profile fields to read; ARGV[9 .. 8+r] their names
   ARGV[9+r] n, the number of profile fields sent; then n field, value pairs
 
@@ -37,7 +37,7 @@ local NOTIFICATION_TYPES = { 'achievement_completed', 'recap', 'reactivation', '
 beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
 local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
 local mode, localDay, prefsPatch = ARGV[4], tonumber(ARGV[5]), ARGV[6]
-local boards = parseBoards(ARGV[7])
+local boards = boardsOf(ARGV[7], 1)
 local nRead = tonumber(ARGV[8])
 local readFields = { unpack(ARGV, 9, 8 + nRead) }
 readFields[#readFields + 1] = 'np'

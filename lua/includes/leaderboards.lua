@@ -5,8 +5,8 @@
   A run's participants are one sorted set per shard, {t:s}:lb:<board>:<run>[:<breakdown>].
   R.lb[i] = {k, by = 'metric'|'points'|'streak', sys = index into R.sys|false,
              bd = 'ua:<attr>'|false, style = 'competition'|'dense'|'ordinal', max}
-  boards[i] (from Node) = {run, threshold} of board i, or false when the board is scheduled or
-  finished. The user's entry of the board's latest run is kept in five state positions (scalars:
+  boards[i] (from Node, boardsOf) = {run, threshold, run text} of board i, or false when the
+  board is scheduled or finished. The user's entry of the board's latest run is kept in five state positions (scalars:
   cheaper to decode and encode than a table each, and no table made per change): lb:<board> the
   run, lbv: the value, lbm: the zset member (which holds reachedAt), lbk: the breakdown group,
   lbr: the rank given at that change. A state of an earlier version holds a table
@@ -23,25 +23,15 @@
 ]]
 local MAX_MS = 9999999999999
 
--- "3:120,-,0:0" → {{3, 120, '3'}, false, {0, 0, '0'}}: the run also as the text Node sent, for
--- key names (Lua turns a number into text with a printf, ~3.5k instructions a time: callgrind).
-local function parseBoards(text)
-  local boards, i = {}, 0
-  for token in string.gmatch(text, '[^,]+') do
-    i = i + 1
-    local run, cut = string.match(token, '^(%d+):(-?[%d.e+]+)$')
-    boards[i] = run and { tonumber(run), tonumber(cut), run } or false
-  end
-  return boards
-end
-
--- The event script's boards: R.lb's runs and thresholds as doubles in `blob` from byte `at`
--- (two doubles per board; run -1 while a board is scheduled or finished), in parseBoards' form.
+-- The boards argument of every script that moves boards: R.lb's current runs and thresholds as
+-- little-endian doubles in `blob` from byte `at` (two per board; run -1 while a board is
+-- scheduled or finished; Node's TenantStore.boardNumbers). Binary because `tonumber` of decimal
+-- text costs ~1.8k instructions (strtod). Returns per board {run, threshold, run text} or false.
 -- A run's text is kept on the board's rules table (a Function library keeps it across calls), so
--- the printf happens once per run, not once per event; so are the list and each board's
--- {run, threshold, run text}, refilled per call instead of made (a table each otherwise).
-local eventBoards = {}
-local function numericBoards(blob, at)
+-- Lua's printf (~3.5k instructions) happens once per run, not once per call; so are the list and
+-- each board's {run, threshold, run text}, refilled per call instead of made (a table each otherwise).
+local callBoards = {}
+local function boardsOf(blob, at)
   local lb = R.lb
   if #lb == 0 then return lb end
   for i = 1, #lb do
@@ -49,16 +39,16 @@ local function numericBoards(blob, at)
     local run, threshold
     run, threshold, at = struct.unpack('<dd', blob, at)
     if run < 0 then
-      eventBoards[i] = false
+      callBoards[i] = false
     else
       if board.runNumber ~= run then board.runNumber, board.runText = run, string.format('%d', run) end
       local info = board.info
       if not info then info = {}; board.info = info end
       info[1], info[2], info[3] = run, threshold, board.runText
-      eventBoards[i] = info
+      callBoards[i] = info
     end
   end
-  return eventBoards
+  return callBoards
 end
 
 local function boardMember(reachedAt, user)

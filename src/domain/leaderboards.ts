@@ -56,19 +56,6 @@ export function activeRun(board: CompiledLeaderboard, now: number): number | nul
   return runOfDay(board, Math.floor(now / DAY_MS));
 }
 
-/**
- * Each board as the scripts take it: "run:threshold" for an active board, "-" for a scheduled
- * or finished one ("3:120,-,0:0"). `thresholdOf` gives the cached threshold of a run.
- */
-export function boardsArg(boards: readonly CompiledLeaderboard[], now: number, thresholdOf: (board: CompiledLeaderboard, run: number) => number): string {
-  return boards
-    .map((b) => {
-      const run = activeRun(b, now);
-      return run === null ? "-" : `${run}:${thresholdOf(b, run)}`;
-    })
-    .join(",");
-}
-
 /** The value at position maxParticipants of a run in board order, 0 while the run has room. */
 export function thresholdOfEntries(board: CompiledLeaderboard, sorted: readonly BoardEntry[]): number {
   return sorted.length >= board.maxParticipants ? sorted[board.maxParticipants - 1]!.value : 0;

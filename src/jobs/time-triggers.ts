@@ -35,7 +35,7 @@ export async function runTimeTrigger(store: TenantStore, index: number, now: num
         now,
         index,
         BATCH,
-        store.boardsArg(store.tenantRules.boards, now),
+        store.boardsBlob(now),
         profileFields.length,
         ...profileFields,
       ])) as number[];

@@ -4,7 +4,7 @@ import { fail } from "../domain/errors.js";
 import { parseAwardRecord, type AwardRecord, type BoardChange, type EventInput, type EventOutcome, type PointsChange, type StreakState } from "../domain/outcome.js";
 import { eventFiltersMatch } from "../domain/filters.js";
 import { localDayIndex, periodOfDay, streakDeadline } from "../domain/periods.js";
-import { activeRun, boardsArg } from "../domain/leaderboards.js";
+import { activeRun } from "../domain/leaderboards.js";
 import type { CompiledLeaderboard } from "../config/compiled.js";
 import { ThresholdCache } from "./thresholds.js";
 import { buildRules, type BuiltRules } from "./rules.js";
@@ -85,7 +85,13 @@ export class TenantStore {
     return [...[...this.eventScripts.values()].map((e) => e.script), ...Object.values(this.tenantScripts), ...SHARED_SCRIPTS];
   }
 
-  /** The event script's boards (lua/event-1.lua ARGV[3]): each board's current run (-1 when none) and cached threshold. */
+  /**
+   * The boards argument of every script that moves boards (lua/includes/leaderboards.lua
+   * boardsOf): each board's current run (-1 while scheduled or finished) and cached threshold.
+   * The event script carries these numbers at the end of its ARGV[3]; the others take
+   * boardsBlob. `activeRun` is recomputed per call: for perpetual and day-unit boards it is two
+   * comparisons and a division, cheaper than a cache lookup.
+   */
   boardNumbers(boards: readonly CompiledLeaderboard[], now: number): number[] {
     const numbers: number[] = [];
     for (const board of boards) {
@@ -95,9 +101,9 @@ export class TenantStore {
     return numbers;
   }
 
-  /** The boards argument of a script call: each board's current run and cached threshold. */
-  boardsArg(boards: readonly CompiledLeaderboard[], now: number): string {
-    return boardsArg(boards, now, (board, run) => this.thresholds.get(board, run));
+  /** boardNumbers of all the tenant's boards as one argument (user, complete, time-tick, streak-admin scripts). */
+  boardsBlob(now: number): Buffer {
+    return packDoubles(this.boardNumbers(this.tenantRules.boards, now));
   }
 
   shard(userId: string): number {

@@ -51,7 +51,7 @@ export async function upsertUser(
     mode,
     localDayIndex(now, tz),
     prefsPatch,
-    store.boardsArg(store.tenantRules.boards, now),
+    store.boardsBlob(now),
     names.length,
     ...names,
     profile.length,
@@ -122,7 +122,7 @@ export async function completeAchievement(
     now,
     achievementKey,
     localDayIndex(now, tz),
-    store.boardsArg(store.tenantRules.boards, now),
+    store.boardsBlob(now),
     names.length,
     ...names,
     profile.length,
@@ -198,7 +198,7 @@ export async function streakAdmin(
       streakDeadline(nowPeriod - 1, rule.frequency, tz),
       streakDeadline(nowPeriod, rule.frequency, tz),
       amountOrWindow(nowPeriod),
-      store.boardsArg(store.tenantRules.boards, now),
+      store.boardsBlob(now),
     ])) as unknown[];
     if (reply[0] === -1) {
       tz = reply[1] as string;
