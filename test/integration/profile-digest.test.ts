@@ -69,6 +69,17 @@ describe("the event's profile digest", () => {
     expect(await profileOf("digest-put")).toMatchObject({ email: "event@example.com", name: "Event" });
   });
 
+  it("a profile changed by completing an api achievement (complete-3) is set back likewise", async () => {
+    const user = { id: "digest-complete", email: "event@example.com", name: "Event" };
+    await event(user);
+    await event(user);
+    const completed = await t.call("POST", "/v1/achievements/complete-profile/complete", { user: { ...user, email: "complete@example.com", name: "Complete" } });
+    expect(completed.status).toBe(201);
+    expect(await profileOf("digest-complete")).toMatchObject({ email: "complete@example.com", name: "Complete" });
+    await event(user);
+    expect(await profileOf("digest-complete")).toMatchObject({ email: "event@example.com", name: "Event" });
+  });
+
   it("an event without profile fields leaves the stored profile as it is", async () => {
     await event({ id: "digest-none", email: "kept@example.com", tz: "Europe/Berlin" });
     expect((await event({ id: "digest-none" })).status).toBe(201);

@@ -1,13 +1,13 @@
-import { readFileSync } from "node:fs";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
 import type { WebhookEventType } from "../../src/config/types.js";
 import { decodeStreamRecord } from "../../src/domain/stream-record.js";
-import { boardParts, recordEvents, streamEventId, tenantHookParts, WANTED_PARTS, WEBHOOK_EVENT_TYPES } from "../../src/jobs/webhooks/kinds.js";
+import { recordEvents, streamEventId, tenantHookParts, WANTED_PARTS, WEBHOOK_EVENT_TYPES } from "../../src/jobs/webhooks/kinds.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { lessonsTenantYaml, MILESTONES } from "../helpers/tenant-yaml.js";
 import { startReceiver, type Receiver, type Received } from "../helpers/webhook-receiver.js";
+import { fieldsOf, HOOKS, keptForPointsChanged, selected as selectedIn, standsFor } from "../helpers/webhook-select.js";
 
 /**
  * The webhook selection made when a record is written (lua/includes/hooks.lua): every script
@@ -19,23 +19,14 @@ import { startReceiver, type Receiver, type Received } from "../helpers/webhook-
  * writers end to end: what lands in the hook stream (by its length, not by timing), the ids of
  * what is delivered, and a tenant without endpoints.
  */
-const HOOKS = readFileSync(new URL("../../lua/includes/hooks.lua", import.meta.url), "utf8");
 let redis: Redis;
 beforeAll(() => {
   redis = new Redis(inject("redisUrl"));
 });
 afterAll(() => redis.disconnect());
 
-/** The include's hookWanted, as the writers run it, on the parts of `outcome`. */
-async function selected(outcome: string, wanted: string[]): Promise<boolean> {
-  const script = `${HOOKS}
-local W = {}
-for i = 2, #ARGV do W[ARGV[i]] = true end
-local parts = {}
-for part in string.gmatch(ARGV[1], '[^;]+') do parts[#parts + 1] = part end
-return hookWanted(parts, W) and 1 or 0`;
-  return (await redis.eval(script, 0, outcome, ...wanted)) === 1;
-}
+/** The include's hookWanted, as the writers run it, on the parts of `outcome` (test/helpers/webhook-select.ts). */
+const selected = (outcome: string, wanted: string[]) => selectedIn(redis, outcome, wanted);
 
 /** One outcome per type that stands for an event of it (checked against recordEvents below). */
 const CASES: [WebhookEventType, string][] = [
@@ -54,9 +45,6 @@ const CASES: [WebhookEventType, string][] = [
 /** Outcomes that stand for no event at all. */
 const NOTHING = ["", "c", "sr:3", "c;sr:12"];
 
-const fieldsOf = (kind: string, outcome: string) => ["k", kind, "u", "ada", "t", "1780000000000", "z", "UTC", "e", "detail", "o", outcome];
-const standsFor = (outcome: string, type: WebhookEventType) => recordEvents(decodeStreamRecord("1-0", fieldsOf("ev", outcome)), boardParts(fieldsOf("ev", outcome))).some((e) => e.type === type);
-
 describe("the selection in Lua (lua/includes/hooks.lua) against recordEvents", () => {
   it("each case stands for its type (recordEvents)", () => {
     for (const [type, outcome] of CASES) expect(standsFor(outcome, type), `${type} ${outcome}`).toBe(true);
@@ -68,7 +56,7 @@ describe("the selection in Lua (lua/includes/hooks.lua) against recordEvents", (
       const part = WANTED_PARTS[type];
       if (part === null) continue;
       for (const outcome of [...CASES.map(([, o]) => o), ...NOTHING]) {
-        const superset = type === "points.changed" && /(^|;)p:[^:;]*:0:/.test(outcome);
+        const superset = type === "points.changed" && keptForPointsChanged(outcome);
         expect(await selected(outcome, [part]), `${type}: ${outcome}`).toBe(standsFor(outcome, type) || superset);
       }
     }
