@@ -3,18 +3,21 @@
 // One phase of bench/run.mjs for the service under two settings, alternated pair by pair on a
 // fresh redis-server each time, so that this VM's drift (a third between runs) falls on both
 // alike. A and B are environment settings for the service, each "NAME=value[,NAME=value]" or
-// "-" for none; "nice=N" starts its redis-server at that niceness instead (as root).
+// "-" for none; "nice=N" starts its redis-server at that niceness instead (as root);
+// "entry=<path>" runs another build's dist/main.js (a git worktree of an earlier commit, built).
 //   node bench/alternate.mjs read bench/core-tenant.yaml 3 LAUREL_COALESCE=off LAUREL_COALESCE=on
 //   node bench/alternate.mjs events bench/core-tenant.yaml 2 - nice=-10
+//   node bench/alternate.mjs events bench/core-tenant.yaml 3 entry=/tmp/before/dist/main.js -
 // Environment: BENCH_USERS (default 20000), BENCH_DURATION (10), BENCH_WARMUP (3), BENCH_CONNECTIONS (100).
-// Prints req/s, p99 and Redis µs per script (or per LRANGE) of each run. Reports; never gates.
+// Prints req/s, p99, Redis µs per script (or per LRANGE) and the service's CPU µs per request of
+// each run. Reports; never gates.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
-import { Children, runBench } from "./processes.mjs";
+import { Children, cpuSeconds, runBench } from "./processes.mjs";
 import { eventRequests, load, phaseSettings, readRequests, seedUsers } from "./workload.mjs";
 
 const [phaseName, config, pairsText, ...variants] = process.argv.slice(2);
@@ -33,17 +36,19 @@ const cleanup = async () => {
 function parseVariant(text) {
   const env = {};
   let nice = null;
+  let entry = "dist/main.js";
   if (text !== "-") {
     for (const pair of text.split(",")) {
       const [name, value] = pair.split("=");
       if (name === "nice") nice = value;
+      else if (name === "entry") entry = value;
       else env[name] = value;
     }
   }
-  return { env, nice };
+  return { env, nice, entry };
 }
 
-async function run(label, { env, nice }) {
+async function run(label, { env, nice, entry }) {
   const dir = mkdtempSync(join(tmpdir(), "laurel-alt-"));
   const server = await startEmbeddedRedis({ dir, appendOnly: false });
   const stop = async () => {
@@ -54,7 +59,7 @@ async function run(label, { env, nice }) {
   const redis = new Redis(server.url);
   if (nice !== null) execFileSync("renice", ["-n", nice, "-p", String((await redis.info("server")).match(/process_id:(\d+)/)[1])]);
   const port = await freePort();
-  await children.start(`service ${label}`, "node", ["dist/main.js"], { REDIS_URL: server.url, PORT: String(port), LAUREL_CONFIG: config, LAUREL_WORKER: "off", LOG_LEVEL: "warn", ...env }, `http://127.0.0.1:${port}/healthz`);
+  const service = await children.start(`service ${label}`, "node", [entry], { REDIS_URL: server.url, PORT: String(port), LAUREL_CONFIG: config, LAUREL_WORKER: "off", LOG_LEVEL: "warn", ...env }, `http://127.0.0.1:${port}/healthz`);
   const url = `http://127.0.0.1:${port}`;
   await seedUsers(url, settings, `${label}: `);
   const requests =
@@ -63,11 +68,13 @@ async function run(label, { env, nice }) {
       : readRequests(settings.users, (id) => `/v1/users/${id}/points/energy?awards=10`);
   await load(url, requests, { connections: settings.connections, duration: settings.warmup });
   await redis.config("RESETSTAT");
+  const cpuBefore = cpuSeconds(service.pid);
   const result = await load(url, requests, { connections: settings.connections, duration: settings.duration });
+  const serviceCpuUs = ((cpuSeconds(service.pid) - cpuBefore) * 1e6) / result.requests;
   const stats = await redis.info("commandstats");
   const command = phaseName === "events" ? "fcall" : "lrange";
   const m = new RegExp(`cmdstat_${command}:calls=(\\d+),usec=(\\d+)`).exec(stats);
-  console.log(`${label}: ${Math.round(result.rps)} req/s, p99 ${result.p99} ms, ${m ? (Number(m[2]) / Number(m[1])).toFixed(1) : "n/a"} µs per ${command}`);
+  console.log(`${label}: ${Math.round(result.rps)} req/s, p99 ${result.p99} ms, ${m ? (Number(m[2]) / Number(m[1])).toFixed(1) : "n/a"} µs per ${command}, service CPU ${serviceCpuUs.toFixed(1)} µs per request`);
   redis.disconnect();
   await children.stopAll();
   await stop();

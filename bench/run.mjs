@@ -26,6 +26,11 @@ const config = {
 };
 
 /** The commit measured, marked dirty when src/, lua/ or config/ differ from it (dist/ is built from the work tree). */
+/** Extra node flags for the service only, e.g. BENCH_SERVICE_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" (NODE_OPTIONS refuses --cpu-prof). */
+function serviceNodeArgs() {
+  return (process.env.BENCH_SERVICE_NODE_ARGS ?? "").split(/\s+/).filter(Boolean);
+}
+
 function treeState() {
   const git = (...args) => spawnSync("git", args, { encoding: "utf8" }).stdout?.trim() ?? "";
   const head = git("rev-parse", "--short", "HEAD") || "unknown";
@@ -95,7 +100,7 @@ async function main() {
   const servicePort = await freePort();
   // The stream worker is off in the service so the phases measure the request path alone, as
   // in the earlier rows; its own cost is measured at the end, draining what the phases wrote.
-  const service = await children.start("service", "node", ["dist/main.js"], { ...env, PORT: String(servicePort), LAUREL_WORKER: "off" }, `http://127.0.0.1:${servicePort}/healthz`);
+  const service = await children.start("service", "node", [...serviceNodeArgs(), "dist/main.js"], { ...env, PORT: String(servicePort), LAUREL_WORKER: "off" }, `http://127.0.0.1:${servicePort}/healthz`);
   service.port = servicePort;
   let baselinePort = await freePort();
   while (baselinePort === servicePort) baselinePort = await freePort();

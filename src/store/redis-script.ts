@@ -76,13 +76,21 @@ export function encodeCommand(name: string, args: readonly (string | Buffer)[]):
 
 /**
  * A command ioredis sends as encodeCommand builds it; replies as ioredis' own (utf8 strings).
+ * ioredis' Command constructor copies its arguments with Array.prototype.flat, which costs Node 20
+ * ~250 ns per argument (the generic path: a property lookup per element; ~3 µs for an event
+ * call, measured in bench/README.md), so the constructor gets none and the arguments, flat
+ * already, are set after it. Its conversion of numbers to text runs in the constructor too, so
+ * numbers become text here.
  * Sent with sendCommand, it bypasses ioredis' auto-pipelining (LAUREL_AUTOPIPELINE=1 pipelines
- * every other command, not the event script); write coalescing (write-coalescing.ts) covers it.
+ * every other command, not the scripts); write coalescing (write-coalescing.ts) covers it.
  */
-class EncodedCommand extends Command {
+export class EncodedCommand extends Command {
   private encoded: Buffer | undefined;
+  constructor(name: string, args: readonly (string | number | Buffer)[]) {
+    super(name, [], { replyEncoding: "utf8" });
+    this.args = args.map((arg) => (typeof arg === "number" ? String(arg) : arg));
+  }
   override toWritable(): Buffer {
-    // After the constructor's stringifyArguments: numbers are text, Buffers stay.
     this.encoded ??= encodeCommand(this.name, this.args as (string | Buffer)[]);
     return this.encoded;
   }
@@ -93,13 +101,10 @@ class EncodedCommand extends Command {
  * FUNCTION FLUSH) and retrying once, as ioredis' Script does for NOSCRIPT.
  */
 export async function runScript(redis: Redis, script: LuaSource, keys: string[], args: (string | number | Buffer)[]): Promise<unknown> {
-  const binary = args.some((arg) => Buffer.isBuffer(arg));
   const call = () =>
     mode === "eval"
       ? redis.evalsha(script.sha, script.numKeys, ...keys, ...args)
-      : binary
-        ? redis.sendCommand(new EncodedCommand("fcall", [script.functionName, script.numKeys, ...keys, ...args], { replyEncoding: "utf8" }))
-        : redis.fcall(script.functionName, script.numKeys, ...keys, ...args);
+      : redis.sendCommand(new EncodedCommand("fcall", [script.functionName, script.numKeys, ...keys, ...args]));
   try {
     return await call();
   } catch (err) {

@@ -1,8 +1,8 @@
 import { Command } from "ioredis";
 import { describe, expect, it } from "vitest";
-import { encodeCommand } from "../../src/store/redis-script.js";
+import { EncodedCommand, encodeCommand } from "../../src/store/redis-script.js";
 
-// runScript sends a command with a binary argument as encodeCommand builds it: it must be the
+// runScript sends every Function call as encodeCommand builds it (EncodedCommand): it must be the
 // very bytes ioredis would have written (RESP: *n, then $len and each argument).
 describe("encodeCommand", () => {
   const cases: [string, (string | Buffer)[]][] = [
@@ -15,5 +15,10 @@ describe("encodeCommand", () => {
     const written = new Command("fcall", args).toWritable({});
     // ioredis writes a string when no argument is binary: the same bytes in UTF-8.
     expect(encodeCommand("fcall", args).equals(typeof written === "string" ? Buffer.from(written, "utf8") : written)).toBe(true);
+  });
+  it("EncodedCommand, which sets its arguments after ioredis' constructor: numbers as ioredis turns them into text", () => {
+    const args = ["laurel_0123", 1, "{t:3}:u:ada", 1764000000123, -2.5, 0, Buffer.from([9, 13, 10]), ""];
+    const written = new Command("fcall", args).toWritable({});
+    expect(new EncodedCommand("fcall", args).toWritable().equals(written as Buffer)).toBe(true);
   });
 });
