@@ -8,7 +8,17 @@ import type { ObjectTimes } from "../store/object-times.js";
  * JSON shapes of the wire (service-spec "Resources", trophy-compat §3). Optional fields the
  * hosted API always emits are emitted here too, as null, so clients see one stable shape.
  */
-export const iso = (ms: number): string => new Date(ms).toISOString();
+// The last instant formatted: an event's reply formats the same `now` several times (each award's
+// date, each achievement's achievedAt), and a Date with its toISOString costs ~1 µs a time here.
+let lastIsoMs = NaN;
+let lastIso = "";
+export function iso(ms: number): string {
+  if (ms !== lastIsoMs) {
+    lastIso = new Date(ms).toISOString();
+    lastIsoMs = ms;
+  }
+  return lastIso;
+}
 
 export function levelJson(level: CompiledLevel) {
   return {

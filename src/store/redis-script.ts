@@ -44,9 +44,6 @@ export function packDoubles(values: readonly number[]): Buffer {
   return buf;
 }
 
-const ASCII = /^[\x00-\x7f]*$/;
-const byteLength = (text: string): number => (ASCII.test(text) ? text.length : Buffer.byteLength(text));
-
 /**
  * A command as RESP in one buffer: the text around each binary argument encoded with one write.
  * ioredis serialises a command holding a Buffer argument in its buffer mode: every argument its
@@ -58,16 +55,16 @@ export function encodeCommand(name: string, args: readonly (string | Buffer)[]):
   let total = 0;
   for (const arg of args) {
     if (typeof arg === "string") {
-      text += `$${byteLength(arg)}\r\n${arg}\r\n`;
+      text += `$${Buffer.byteLength(arg)}\r\n${arg}\r\n`;
     } else {
       text += `$${arg.length}\r\n`;
       parts.push(text, arg);
-      total += byteLength(text) + arg.length;
+      total += Buffer.byteLength(text) + arg.length;
       text = "\r\n";
     }
   }
   parts.push(text);
-  total += byteLength(text);
+  total += Buffer.byteLength(text);
   const out = Buffer.allocUnsafe(total);
   let at = 0;
   for (const part of parts) at += typeof part === "string" ? out.write(part, at, "utf8") : part.copy(out, at);
