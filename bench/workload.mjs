@@ -22,18 +22,20 @@ export function eventRequests(users, paths) {
   return [{
     method: "POST",
     headers: HEADERS,
-    setupRequest: (req) => ({
-      ...req,
-      path: Math.random() < API_CALL_SHARE ? paths.apiCalls : paths.lessons,
-      body: eventBody(randomUser(users)),
-    }),
+    // The request is autocannon's fresh copy of its ~40 options: set on it, not spread again
+    // (~4 µs of the load generator's CPU a request on this box, which the service then lacks).
+    setupRequest: (req) => {
+      req.path = Math.random() < API_CALL_SHARE ? paths.apiCalls : paths.lessons;
+      req.body = eventBody(randomUser(users));
+      return req;
+    },
   }];
 }
 
 /** One lessons event for each of users 0 .. users-1, in order: use with `amount: users`. */
 export function seedRequests(path) {
   let next = 0;
-  return [{ method: "POST", headers: HEADERS, setupRequest: (req) => ({ ...req, path, body: eventBody(next++) }) }];
+  return [{ method: "POST", headers: HEADERS, setupRequest: (req) => Object.assign(req, { path, body: eventBody(next++) }) }];
 }
 
 /**
@@ -50,7 +52,7 @@ export async function seedUsers(url, { users, connections }, label = "") {
 
 /** GETs of pathOf(userId) for random users among `users`. */
 export function readRequests(users, pathOf) {
-  return [{ method: "GET", headers: HEADERS, setupRequest: (req) => ({ ...req, path: pathOf(userId(randomUser(users))) }) }];
+  return [{ method: "GET", headers: HEADERS, setupRequest: (req) => Object.assign(req, { path: pathOf(userId(randomUser(users))) }) }];
 }
 
 /** One autocannon run; returns the figures the report uses. */
