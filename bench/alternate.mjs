@@ -8,7 +8,8 @@
 //   node bench/alternate.mjs read bench/core-tenant.yaml 3 LAUREL_COALESCE=off LAUREL_COALESCE=on
 //   node bench/alternate.mjs events bench/core-tenant.yaml 2 - nice=-10
 //   node bench/alternate.mjs events bench/core-tenant.yaml 3 entry=/tmp/before/dist/main.js -
-// Environment: BENCH_USERS (default 20000), BENCH_DURATION (10), BENCH_WARMUP (3), BENCH_CONNECTIONS (100).
+// Environment: BENCH_USERS (default 20000), BENCH_DURATION (10), BENCH_WARMUP (3), BENCH_CONNECTIONS (100),
+// BENCH_SERVICE_NODE_ARGS (extra node flags for the service, e.g. --cpu-prof).
 // Prints req/s, p99, Redis µs per script (or per LRANGE) and the service's CPU µs per request of
 // each run. Reports; never gates.
 import { execFileSync } from "node:child_process";
@@ -17,7 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
-import { Children, cpuSeconds, runBench } from "./processes.mjs";
+import { Children, cpuSeconds, runBench, serviceNodeArgs } from "./processes.mjs";
 import { eventRequests, load, phaseSettings, readRequests, seedUsers } from "./workload.mjs";
 
 const [phaseName, config, pairsText, ...variants] = process.argv.slice(2);
@@ -59,7 +60,7 @@ async function run(label, { env, nice, entry }) {
   const redis = new Redis(server.url);
   if (nice !== null) execFileSync("renice", ["-n", nice, "-p", String((await redis.info("server")).match(/process_id:(\d+)/)[1])]);
   const port = await freePort();
-  const service = await children.start(`service ${label}`, "node", [entry], { REDIS_URL: server.url, PORT: String(port), LAUREL_CONFIG: config, LAUREL_WORKER: "off", LOG_LEVEL: "warn", ...env }, `http://127.0.0.1:${port}/healthz`);
+  const service = await children.start(`service ${label}`, "node", [...serviceNodeArgs(), entry], { REDIS_URL: server.url, PORT: String(port), LAUREL_CONFIG: config, LAUREL_WORKER: "off", LOG_LEVEL: "warn", ...env }, `http://127.0.0.1:${port}/healthz`);
   const url = `http://127.0.0.1:${port}`;
   await seedUsers(url, settings, `${label}: `);
   const requests =

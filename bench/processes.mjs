@@ -103,3 +103,8 @@ export async function runBench(main, cleanup) {
   }
   process.exit(exitCode);
 }
+
+/** Extra node flags for the service only, e.g. BENCH_SERVICE_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" (NODE_OPTIONS refuses --cpu-prof). */
+export function serviceNodeArgs() {
+  return (process.env.BENCH_SERVICE_NODE_ARGS ?? "").split(/\s+/).filter(Boolean);
+}

@@ -14,7 +14,7 @@ import { pino } from "pino";
 import { loadConfigFile } from "../dist/config/load.js";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
 import { StreamWorker } from "../dist/jobs/stream-worker.js";
-import { Children, runBench } from "./processes.mjs";
+import { Children, serviceNodeArgs, runBench } from "./processes.mjs";
 import { figures, print, TARGETS } from "./report.mjs";
 import { delta, snapshot } from "./snapshot.mjs";
 import { eventRequests, load, phaseSettings, readRequests, seedUsers, userId } from "./workload.mjs";
@@ -26,11 +26,6 @@ const config = {
 };
 
 /** The commit measured, marked dirty when src/, lua/ or config/ differ from it (dist/ is built from the work tree). */
-/** Extra node flags for the service only, e.g. BENCH_SERVICE_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" (NODE_OPTIONS refuses --cpu-prof). */
-function serviceNodeArgs() {
-  return (process.env.BENCH_SERVICE_NODE_ARGS ?? "").split(/\s+/).filter(Boolean);
-}
-
 function treeState() {
   const git = (...args) => spawnSync("git", args, { encoding: "utf8" }).stdout?.trim() ?? "";
   const head = git("rev-parse", "--short", "HEAD") || "unknown";
