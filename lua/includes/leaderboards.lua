@@ -6,10 +6,10 @@
   R.lb[i] = {k, by = 'metric'|'points'|'streak', sys = index into R.sys|false,
              bd = 'ua:<attr>'|false, style = 'competition'|'dense'|'ordinal', max}
   boards[i] (from Node, boardsOf) = {run, threshold, run text} of board i, or false when the
-  board is scheduled or finished. The user's entry of the board's latest run is kept in five state positions (scalars:
-  cheaper to decode and encode than a table each, and no table made per change): lb:<board> the
-  run, lbv: the value, lbm: the zset member (which holds reachedAt), lbk: the breakdown group,
-  lbr: the rank given at that change. A state of an earlier version holds a table
+  board is scheduled or finished. The user's entry of the board's latest run is kept in five
+  state positions (scalars: cheaper to decode and encode than a table each, and no table made per
+  change): lb:<board> the run, lbv: the value, lbm: the zset member (which holds reachedAt),
+  lbk: the breakdown group, lbr: the rank given at that change. A state of an earlier version holds a table
   {run, value, reachedAt, breakdown, rank} at lb:<board>, read as such (boardEntry).
   Values: metric boards the metric's total within the run (micro-units), points boards the
   points earned within the run, streak boards the current streak length (0 leaves the board).

@@ -8,6 +8,7 @@ import type { ObjectTimes } from "../store/object-times.js";
  * JSON shapes of the wire (service-spec "Resources", trophy-compat §3). Optional fields the
  * hosted API always emits are emitted here too, as null, so clients see one stable shape.
  */
+
 // The last instant formatted: an event's reply formats the same `now` several times (each award's
 // date, each achievement's achievedAt), and a Date with its toISOString costs ~1 µs a time here.
 let lastIsoMs = NaN;
