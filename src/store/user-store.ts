@@ -25,6 +25,16 @@ export interface UpsertResult {
 
 export type UpsertMode = "upsert" | "update" | "prefs";
 
+/** The zone a request sent for the user, UTC without one (the day of first identification is counted in it). */
+function sentZone(profile: readonly (readonly [string, string])[]): string {
+  return profile.find(([field]) => field === "tz")?.[1] ?? "UTC";
+}
+
+/** The profile tail of the user and complete scripts: r, the r field names to read, n, the n sent field/value pairs. */
+function profileArgs(names: readonly string[], profile: readonly (readonly [string, string])[]): (string | number)[] {
+  return [names.length, ...names, profile.length, ...profile.flat()];
+}
+
 function profileFieldNames(store: TenantStore): string[] {
   return [...PROFILE_FIELDS, ...[...store.tenant.userAttributes].map(userAttributeField)];
 }
@@ -43,19 +53,15 @@ export async function upsertUser(
   prefsPatch = "",
 ): Promise<UpsertResult> {
   const names = profileFieldNames(store);
-  const tz = profile.find(([f]) => f === "tz")?.[1] ?? "UTC";
   const reply = (await runScript(store.redis, store.tenantScripts.user, userKeys(store, userId), [
     store.keys.prefix(store.shard(userId)),
     userId,
     now,
     mode,
-    localDayIndex(now, tz),
+    localDayIndex(now, sentZone(profile)),
     prefsPatch,
     store.boardsBlob(now),
-    names.length,
-    ...names,
-    profile.length,
-    ...profile.flat(),
+    ...profileArgs(names, profile),
   ])) as unknown[];
   if (reply[0] === 0) return { status: "missing", profile: null, points: [] };
   const fields = new Map<string, string>();
@@ -115,18 +121,14 @@ export async function completeAchievement(
   // The zone, the declared attributes (filters) and whatever else the request sends.
   const names = [...store.tenantRules.profileFields];
   for (const [field] of profile) if (!names.includes(field)) names.push(field);
-  const tz = profile.find(([f]) => f === "tz")?.[1] ?? "UTC";
   const reply = (await runScript(store.redis, store.tenantScripts.complete, userKeys(store, userId), [
     store.keys.prefix(store.shard(userId)),
     userId,
     now,
     achievementKey,
-    localDayIndex(now, tz),
+    localDayIndex(now, sentZone(profile)),
     store.boardsBlob(now),
-    names.length,
-    ...names,
-    profile.length,
-    ...profile.flat(),
+    ...profileArgs(names, profile),
   ])) as unknown[];
   if (reply[0] === 2) return { status: "already", achievedAt: reply[1] as number };
   if (reply[0] === 3) return { status: "ineligible" };
