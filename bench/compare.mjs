@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
-import { Children, runBench } from "./processes.mjs";
+import { Children, runBench, serviceNodeArgs } from "./processes.mjs";
 import { eventRequests, load, phaseSettings, seedUsers } from "./workload.mjs";
 
 const [configA, configB] = process.argv.slice(2).map((p) => p && resolve(p));
@@ -50,7 +50,7 @@ async function startService(name, configPath) {
   redisServers.push(redisServer);
   const port = await freePort();
   const env = { REDIS_URL: redisServer.url, PORT: String(port), LAUREL_CONFIG: configPath, LAUREL_WORKER: "off", LOG_LEVEL: "warn" };
-  await children.start(name, "node", ["dist/main.js"], env, `http://127.0.0.1:${port}/healthz`);
+  await children.start(name, "node", [...serviceNodeArgs(), "dist/main.js"], env, `http://127.0.0.1:${port}/healthz`);
   const url = `http://127.0.0.1:${port}`;
   await seedUsers(url, settings, `${name}: `);
   return { name, url };

@@ -39,7 +39,7 @@ import { join } from "node:path";
 import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
-import { Children, runBench } from "./processes.mjs";
+import { Children, runBench, serviceNodeArgs } from "./processes.mjs";
 import { delta, snapshot } from "./snapshot.mjs";
 import { eventRequests, load, phaseSettings, seedUsers } from "./workload.mjs";
 
@@ -81,7 +81,7 @@ function webhookConfig(url, types, name) {
 
 async function startService(name, env) {
   const port = await freePort();
-  const service = await children.start(name, "node", ["dist/main.js"], { ...env, PORT: String(port) }, `http://127.0.0.1:${port}/healthz`);
+  const service = await children.start(name, "node", [...serviceNodeArgs(), "dist/main.js"], { ...env, PORT: String(port) }, `http://127.0.0.1:${port}/healthz`);
   return { ...service, port, url: `http://127.0.0.1:${port}` };
 }
 
