@@ -76,8 +76,8 @@ export interface OpenMonth {
  * month; then each closed day, ascending, as day, count (int32), change, total (doubles), 24
  * bytes. A closed day is appended, never rewritten, so a day change costs no text formatting.
  */
-export const OPEN_DAY_BYTES = 28;
-export const CLOSED_DAY_BYTES = 24;
+const OPEN_DAY_BYTES = 28;
+const CLOSED_DAY_BYTES = 24;
 
 export function encodeOpenMonth({ month, closed, open }: OpenMonth): Buffer {
   const buf = Buffer.alloc(OPEN_DAY_BYTES + CLOSED_DAY_BYTES * closed.length);

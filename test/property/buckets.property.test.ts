@@ -7,6 +7,7 @@ import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { openDayLayout, previousLayout, rewriteLayout, seriesStore } from "../helpers/buckets.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
 import { bucketWorker } from "../helpers/worker.js";
+import { propertyParameters } from "../helpers/property.js";
 
 /**
  * The stream worker's buckets against the reference model (src/domain/buckets.ts applyChange):
@@ -122,11 +123,6 @@ async function runSequence(commands: Command[]): Promise<void> {
 
 describe("stream worker buckets: Lua equals the reference model", () => {
   it("agrees on random records, batches and earlier layouts, across days and months", async () => {
-    const seed = process.env.FC_SEED ? Number(process.env.FC_SEED) : Date.now() % 2 ** 31;
-    console.log(`property seed: FC_SEED=${seed}`);
-    await fc.assert(fc.asyncProperty(fc.array(commandArb, { minLength: 1, maxLength: 60 }), runSequence), {
-      seed,
-      numRuns: Number(process.env.FC_RUNS ?? 40),
-    });
+    await fc.assert(fc.asyncProperty(fc.array(commandArb, { minLength: 1, maxLength: 60 }), runSequence), propertyParameters(40));
   });
 });

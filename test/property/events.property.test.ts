@@ -13,6 +13,7 @@ import { awardJson } from "../../src/api/wire.js";
 import { levelOf } from "../../src/domain/levels.js";
 import { startAppOnOwnRedis, type TestApp } from "../helpers/app.js";
 import { expectStateEqual } from "./state-check.js";
+import { propertyParameters } from "../helpers/property.js";
 
 /**
  * The oracle test (DESIGN: "Tests you can trust"): random sequences of events, replays, zones
@@ -160,11 +161,6 @@ async function runSequence(commands: Command[]): Promise<void> {
 
 describe("event path: HTTP + Lua equals the reference model", () => {
   it("agrees on random sequences of events, replays, zones and clock jumps", async () => {
-    const seed = process.env.FC_SEED ? Number(process.env.FC_SEED) : Date.now() % 2 ** 31;
-    console.log(`property seed: FC_SEED=${seed}`);
-    await fc.assert(fc.asyncProperty(sequenceArb, runSequence), {
-      seed,
-      numRuns: Number(process.env.FC_RUNS ?? 150),
-    });
+    await fc.assert(fc.asyncProperty(sequenceArb, runSequence), propertyParameters(150));
   });
 });

@@ -30,6 +30,7 @@ import { runTimeTrigger } from "../../src/jobs/time-triggers.js";
 import { awardJson } from "../../src/api/wire.js";
 import { startAppOnOwnRedis, type TestApp } from "../helpers/app.js";
 import { expectStateEqual } from "./state-check.js";
+import { propertyParameters } from "../helpers/property.js";
 
 /**
  * The oracle test for every rule of the rules issue: boosts (global, cohort, per user, stacked,
@@ -318,11 +319,6 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
 
 describe("every points and achievement rule: HTTP + Lua equals the reference model", () => {
   it("agrees on random sequences of events, identifications, completions, boosts, freezes and clock jumps", async () => {
-    const seed = process.env.FC_SEED ? Number(process.env.FC_SEED) : Date.now() % 2 ** 31;
-    console.log(`property seed: FC_SEED=${seed}`);
-    await fc.assert(fc.asyncProperty(fc.array(commandArb, { minLength: 1, maxLength: 70 }), runSequence), {
-      seed,
-      numRuns: Number(process.env.FC_RUNS ?? 80),
-    });
+    await fc.assert(fc.asyncProperty(fc.array(commandArb, { minLength: 1, maxLength: 70 }), runSequence), propertyParameters(80));
   });
 });

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { WebhookEventType } from "../../src/config/types.js";
 import { wantedParts, WEBHOOK_EVENT_TYPES } from "../../src/jobs/webhooks/kinds.js";
 import { eventTypesOf, keptForPointsChanged, selectedEach } from "../helpers/webhook-select.js";
+import { propertyParameters } from "../helpers/property.js";
 
 /**
  * The webhook selection made when a record is written (lua/includes/hooks.lua hookWanted, given
@@ -80,8 +81,6 @@ function expected(outcome: string, subscribed: readonly WebhookEventType[]): boo
 
 describe("the webhook selection (lua/includes/hooks.lua) against recordEvents, on random records", () => {
   it("selects a record exactly when it stands for an event of a subscribed type (a points part with nothing added is kept for points.changed)", async () => {
-    const seed = process.env.FC_SEED ? Number(process.env.FC_SEED) : Date.now() % 2 ** 31;
-    console.log(`property seed: FC_SEED=${seed}`);
     await fc.assert(
       fc.asyncProperty(fc.array(caseArb, { minLength: 1, maxLength: 50 }), async (cases) => {
         const got = await selectedEach(redis, cases.map(([outcome, subscribed]) => [outcome, wantedParts(subscribed)] as const));
@@ -90,7 +89,7 @@ describe("the webhook selection (lua/includes/hooks.lua) against recordEvents, o
           .filter((c) => c.selected !== c.expected);
         expect(mismatches).toEqual([]);
       }),
-      { seed, numRuns: Number(process.env.FC_RUNS ?? 200) },
+      propertyParameters(200),
     );
   });
 });
