@@ -120,7 +120,7 @@ export class StreamWorker extends StreamLoop {
     // The moved shards one after another, not all at once: a call holds Redis for its whole batch
     // (~10 µs a record), and 16 calls sent together held it for ~7 ms at 14k events/s, every
     // event behind them waiting as long. One at a time, events get in between the calls:
-    // alternated pairs put the demo's events at 0.96-1.0 of the worker off instead of 0.85-0.89
+    // alternated pairs put the demo's events at 1.02-1.09 of the worker off instead of 0.87-0.89
     // (bench/README.md, "The eighth stop"). The worker is background work; it yields.
     for (const { stream } of await this.waitForRecords(blocking, this.opts.blockMs ?? 2000)) {
       const { applied, watermark } = await this.catchUp(stream);
