@@ -30,6 +30,8 @@
 // BENCH_PAIRS=n (default 0): then n alternated pairs of "events" (worker off) and "events +
 // webhooks (milestones)" (worker and consumer on), each sustained, and the median ratio: the
 // single phases drift by a third from run to run on a shared VM, alternated pairs much less.
+// Each phase of a pair has BENCH_USERS users of its own, new to the service, so that every pair
+// sends about as many deliveries per request as the first.
 //
 // Environment: BENCH_DURATION, BENCH_WARMUP, BENCH_CONNECTIONS, BENCH_USERS (default 20000),
 // BENCH_JSON, as for bench/run.mjs.
@@ -89,10 +91,14 @@ async function stop(name) {
   await children.stop(name);
 }
 
-/** `withWorker`: something consumes the streams in this phase, so it starts settled and its catch-up is timed. */
-async function measure(name, server, queue, withWorker) {
+/**
+ * `withWorker`: something consumes the streams in this phase, so it starts settled and its
+ * catch-up is timed. `firstUser`: the phase's users start at this number instead of the seeded
+ * ones (see the pairs in main).
+ */
+async function measure(name, server, queue, withWorker, firstUser = 0) {
   process.stdout.write(`${name}: warm-up ${config.warmup} s, measure ${config.duration} s ... `);
-  const requests = eventRequests(config.users, EVENT_PATHS);
+  const requests = eventRequests(config.users, EVENT_PATHS, firstUser);
   await load(server.url, requests, { connections: config.connections, duration: config.warmup });
   if (withWorker) await drainBacklog(queue);
   if (receiverUrl) await (await fetch(`${receiverUrl}/reset`)).arrayBuffer();
@@ -194,13 +200,17 @@ async function main() {
   await stop("service+webhooks-apart");
   await stop("worker");
 
+  // Each phase of a pair has users of its own, new to the service (created by their first event
+  // in its warm-up): with the seeded users, who pass their milestones during the phases before,
+  // the later pairs sent next to nothing (0.000-0.001 deliveries per request at the eighth stop).
   const pairs = [];
   for (let i = 0; i < Number(process.env.BENCH_PAIRS ?? 0); i++) {
+    const firstUser = (n) => 1_000_000 * (2 * i + n);
     service = await startService("pair-events", { ...env, LAUREL_WORKER: "off" });
-    const off = await measure(`pair ${i + 1}: events`, service, queue, false);
+    const off = await measure(`pair ${i + 1}: events`, service, queue, false, firstUser(1));
     await stop("pair-events");
     service = await startService("pair-milestones", { ...env, LAUREL_CONFIG: milestones });
-    const on = await measure(`pair ${i + 1}: events + webhooks (milestones)`, service, queue, true);
+    const on = await measure(`pair ${i + 1}: events + webhooks (milestones)`, service, queue, true, firstUser(2));
     await stop("pair-milestones");
     pairs.push({ events: off.sustainedRps, milestones: on.sustainedRps, deliveriesPerRequest: on.delivery.received / on.requests, ratio: on.sustainedRps / off.sustainedRps });
   }

@@ -17,8 +17,12 @@ export function eventBody(n) {
   return JSON.stringify({ user: { id, email: `${id}@example.com`, tz: ZONES[n % ZONES.length] }, value: 1 });
 }
 
-/** Events for random users among `users`; `paths` = { lessons, apiCalls }. */
-export function eventRequests(users, paths) {
+/**
+ * Events for random users among `users` (numbers first .. first + users - 1); `paths` =
+ * { lessons, apiCalls }. A `first` past the seeded users gives a phase users of its own, who
+ * are created by their first event and reach their milestones during the phase.
+ */
+export function eventRequests(users, paths, first = 0) {
   return [{
     method: "POST",
     headers: HEADERS,
@@ -26,7 +30,7 @@ export function eventRequests(users, paths) {
     // (~4 µs of the load generator's CPU a request on this box, which the service then lacks).
     setupRequest: (req) => {
       req.path = Math.random() < API_CALL_SHARE ? paths.apiCalls : paths.lessons;
-      req.body = eventBody(randomUser(users));
+      req.body = eventBody(first + randomUser(users));
       return req;
     },
   }];
