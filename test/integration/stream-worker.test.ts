@@ -4,10 +4,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
+import { pino } from "pino";
 import { encodeMonth, type DayBucket } from "../../src/domain/buckets.js";
 import { formatDay, periodOfDay } from "../../src/domain/periods.js";
+import { shardOf } from "../../src/domain/shards.js";
 import { streamLag } from "../../src/jobs/stream-lag.js";
-import { BUCKET_GROUP, type Entry } from "../../src/jobs/stream-worker.js";
+import { BUCKET_GROUP, StreamWorker, type Entry } from "../../src/jobs/stream-worker.js";
+import { loadLua } from "../../src/store/lua-loader.js";
 import { dumpTenant, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { bucket, day, seriesBuckets, seriesLayout } from "../helpers/buckets.js";
 import { lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
@@ -295,6 +298,61 @@ describe("the open day and the month members", () => {
     expect(await bucketWorker(t).drain()).toBe(3);
     expect(await bucketWorker(t).drain()).toBe(0);
     for (const [user, count] of [["f1", 2], ["f2", 2], ["fx", 1]] as const) expect(await today(user)).toEqual({ date: "2026-06-01", total: count, change: count });
+  });
+});
+
+describe("the loop over many shards", () => {
+  const shards = 8;
+  const manyId = uniqueTenantId("wrs");
+  let m: TestApp;
+  beforeAll(async () => {
+    m = await startTestApp({ yaml: lessonsXpTenantYaml(manyId, shards), manualClock: START });
+  });
+  afterAll(async () => m.close());
+
+  // A call holds Redis for its whole batch; calls for every moved shard sent together held it
+  // for milliseconds and every event waited behind them (bench/README.md, "The eighth stop").
+  // So the loop catches shards up one after another: never two apply calls in flight.
+  it("catches the moved shards up one after another: one apply call in flight at a time", async () => {
+    const users = Array.from({ length: 64 }, (_, i) => `many-${i}`);
+    const moved = new Set(users.map((user) => shardOf(user, shards)));
+    expect(moved.size).toBe(shards);
+    for (const user of users) expect((await m.call("POST", "/v1/metrics/lessons/event", { user: { id: user, tz: "UTC" }, value: 1 })).status).toBe(201);
+
+    const apply = loadLua("applyStream-2");
+    const counting = m.redis.duplicate();
+    let inFlight = 0;
+    let most = 0;
+    let calls = 0;
+    const send = counting.sendCommand.bind(counting);
+    counting.sendCommand = ((command, stream) => {
+      const target = String(command.args[0]);
+      if ((command.name === "fcall" && target === apply.functionName) || (command.name === "evalsha" && target === apply.sha)) {
+        calls++;
+        most = Math.max(most, ++inFlight);
+        void command.promise.then(
+          () => inFlight--,
+          () => inFlight--,
+        );
+      }
+      return send(command, stream);
+    }) as typeof counting.sendCommand;
+
+    const worker = new StreamWorker({ redis: counting, tenants: m.tenants, logger: pino({ level: "silent" }) });
+    worker.start();
+    const lastIds = await Promise.all(Array.from({ length: shards }, async (_, s) => ((await m.redis.xrevrange(`{${manyId}:${s}}:x`, "+", "-", "COUNT", 1)) as [string, string[]][])[0]![0]));
+    const caughtUp = async () => {
+      for (let s = 0; s < shards; s++) if ((await m.redis.hget(`{${manyId}:${s}}:xw`, BUCKET_GROUP)) !== lastIds[s]) return false;
+      return true;
+    };
+    // Wait for the effect (bounded), not for a time.
+    for (let i = 0; i < 400 && !(await caughtUp()); i++) await new Promise((r) => setTimeout(r, 25));
+    await worker.stop();
+    counting.disconnect();
+
+    expect(await caughtUp()).toBe(true);
+    expect(calls).toBeGreaterThanOrEqual(shards);
+    expect(most).toBe(1);
   });
 });
 
