@@ -156,9 +156,14 @@ export function applyChange(series: SeriesStore, day: number, month: number, cha
  * member per month.
  */
 export function closeMonth(months: Map<number, string>, closing: OpenMonth): void {
-  const text = encodeMonth(openMonthDays(closing));
-  const member = months.get(closing.month);
-  months.set(closing.month, member === undefined ? text : `${member};${text}`);
+  appendToMonth(months, closing.month, openMonthDays(closing));
+}
+
+/** Appends days (later than the member's) to a month's member, or makes the member: one member per month. */
+export function appendToMonth(months: Map<number, string>, month: number, days: readonly DayBucket[]): void {
+  const text = encodeMonth(days);
+  const member = months.get(month);
+  months.set(month, member === undefined ? text : `${member};${text}`);
 }
 
 /** The latest day of the latest month member becomes the open day; the member keeps the rest. */

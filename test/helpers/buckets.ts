@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import { allBuckets, closeMonth, decodeMonth, encodeMonth, encodeOpenMonth, decodeOpenMonth, openDayField, openMonthDays, type DayBucket, type OpenMonth, type SeriesStore } from "../../src/domain/buckets.js";
+import { allBuckets, appendToMonth, closeMonth, decodeMonth, encodeOpenMonth, decodeOpenMonth, openDayField, openMonthDays, type DayBucket, type OpenMonth, type SeriesStore } from "../../src/domain/buckets.js";
 import { parseDay, periodOfDay } from "../../src/domain/periods.js";
 import { TenantKeys, shardOf } from "../../src/store/keys.js";
 
@@ -89,8 +89,7 @@ export function openDayLayout(store: SeriesStore): SeriesStore {
   if (store.open === null || store.open.closed.length === 0) return store;
   const { month, closed, open } = store.open;
   const months = new Map(store.months);
-  const member = months.get(month);
-  months.set(month, member === undefined ? encodeMonth(closed) : `${member};${encodeMonth(closed)}`);
+  appendToMonth(months, month, closed);
   return { months, open: { month, closed: [], open } };
 }
 
