@@ -69,7 +69,7 @@ async function directly(jobs, target, secrets) {
   const lane = async () => {
     while (next < jobs.length) {
       const job = jobs[next++];
-      await post(target, signedHeaders(job.eventId, job.body, secrets, Date.now()), job.body, 5000, new AbortController().signal);
+      await post(target, signedHeaders(job.eventId, job.body, secrets, Date.now()), job.body, 5000, new AbortController());
     }
   };
   await Promise.all(Array.from({ length: DEFAULT_DELIVERY.concurrency }, lane));

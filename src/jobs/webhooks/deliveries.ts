@@ -219,7 +219,7 @@ export class DeliveryQueue {
     const attempt = job.attemptsMade + 1;
     let status = 0;
     try {
-      status = await post(endpoint.target, signedHeaders(job.data.eventId, job.data.body, endpoint.secrets, Date.now()), job.data.body, endpoint.timeoutMs, controller.signal);
+      status = await post(endpoint.target, signedHeaders(job.data.eventId, job.data.body, endpoint.secrets, Date.now()), job.data.body, endpoint.timeoutMs, controller);
     } catch (err) {
       const reason = controller.signal.aborted ? "worker stopped" : (err as Error).message;
       await job.log(logLine(started, attempt, reason)).catch(() => undefined);
