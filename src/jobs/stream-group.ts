@@ -84,7 +84,7 @@ export abstract class StreamGroupConsumer extends StreamLoop {
       for (const s of this.streams) {
         const claimed = await this.claim(s, 0);
         if (claimed.length > 0) {
-          const done = await this.process(s, claimed);
+          const done = await this.process(s, claimed, true);
           applied += done.applied;
           progress += done.acked;
         }
@@ -92,7 +92,7 @@ export abstract class StreamGroupConsumer extends StreamLoop {
       const fresh = await this.readNew(this.opts.redis, null);
       progress += fresh.read;
       for (const [s, entries] of fresh.batches) {
-        const done = await this.process(s, entries);
+        const done = await this.process(s, entries, false);
         applied += done.applied;
       }
       if (progress === 0) return applied;
@@ -107,17 +107,17 @@ export abstract class StreamGroupConsumer extends StreamLoop {
     }
     const { batches, read } = await this.readNew(blocking, this.opts.blockMs ?? 2000);
     // Shards at once: their round trips overlap instead of queueing behind the service's traffic.
-    await Promise.all(batches.map(([s, entries]) => this.process(s, entries)));
+    await Promise.all(batches.map(([s, entries]) => this.process(s, entries, false)));
     if (read < this.batchSize && !this.stopping) await pause(this.opts.gatherMs ?? GATHER_MS);
   }
 
   /** Own pending entries (left by a gap or a failed call), then other consumers' idle ones. */
   private async recover(): Promise<void> {
-    for (const [s, entries] of await this.read(this.opts.redis, "0", null)) await this.process(s, entries);
+    for (const [s, entries] of await this.read(this.opts.redis, "0", null)) await this.process(s, entries, true);
     const idle = this.opts.claimIdleMs ?? 30_000;
     for (const s of this.streams) {
       const claimed = await this.claim(s, idle);
-      if (claimed.length > 0) await this.process(s, claimed);
+      if (claimed.length > 0) await this.process(s, claimed, true);
     }
   }
 
@@ -162,8 +162,12 @@ export abstract class StreamGroupConsumer extends StreamLoop {
   }
 
 
-  /** Processes one shard's entries (ascending ids) and acknowledges what it finished. */
-  abstract process(s: ShardStream, entries: Entry[]): Promise<{ applied: number; acked: number }>;
+  /**
+   * Processes one shard's entries (ascending ids) and acknowledges what it finished.
+   * `redelivered`: the entries were read before (this consumer's pending ones, or taken over from
+   * another), so their effects may have happened already.
+   */
+  abstract process(s: ShardStream, entries: Entry[], redelivered: boolean): Promise<{ applied: number; acked: number }>;
 
   /**
    * lua/ackStream-1.lua: acknowledges the entries at or below `upTo` (and those deleted from the

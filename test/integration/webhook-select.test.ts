@@ -175,7 +175,7 @@ describe("the writers select for a tenant with an endpoint subscribed to the mil
     });
     // Read again (a consumer that crashed before its XACK): the same ids, which the queue holds already.
     const consumer = t.app.webhooks!.consumer!;
-    await consumer.process(consumer.streamOf(tenantId, 0), hooked);
+    await consumer.process(consumer.streamOf(tenantId, 0), hooked, true);
     expect(await t.app.webhooks!.drain()).toBe(0);
     await t.app.webhooks!.settled(tenantId);
     expect(receiver.received).toHaveLength(3);

@@ -273,7 +273,7 @@ describe("time-driven events fire when the service clock passes their instant, w
     // A redelivered record (a consumer that crashed before its XACK) schedules the same boundary
     // again: the same event id, which the queue already holds, so nothing new is sent.
     const consumer = t.app.webhooks!.consumer!;
-    await consumer.process(consumer.streamOf(tenantId, added!.shard), [added!.entry]);
+    await consumer.process(consumer.streamOf(tenantId, added!.shard), [added!.entry], true);
     await t.setClock("2026-06-04T02:10:00Z");
     // Ended early by the admin: it finishes now, not at its planned end.
     await t.setClock("2026-06-04T02:30:00Z");
@@ -282,7 +282,7 @@ describe("time-driven events fire when the service clock passes their instant, w
     expect(ended.fields.e).toBe(`end|xp|${res.body.id}|${Date.parse("2026-06-04T02:00:00Z")}|${Date.parse("2026-06-04T02:30:00Z")}`);
     const [finished] = await delivered(1, userBoostEvent("points.boost_finished", res.body.id));
     expect(finished!.body).toMatchObject({ timestamp: "2026-06-04T02:30:00.000Z", boost: { status: "finished", end: "2026-06-04T02:30:00.000Z" } });
-    await consumer.process(consumer.streamOf(tenantId, ended.shard), [ended.entry]);
+    await consumer.process(consumer.streamOf(tenantId, ended.shard), [ended.entry], true);
     await t.setClock("2026-06-04T03:00:00Z");
     await t.app.webhooks!.settled(tenantId);
     expect(receiver.received.filter(userBoostEvent("points.boost_started", res.body.id))).toHaveLength(1);

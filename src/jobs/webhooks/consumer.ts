@@ -62,7 +62,7 @@ export class WebhookConsumer extends StreamGroupConsumer {
     super({ redis, tenants: [...hooks.values()].map((h) => h.ctx.tenant), logger, group: WEBHOOK_GROUP, groupStart: "$", streams: "hooks", batchSize: 100, ...opts });
   }
 
-  override async process(s: ShardStream, entries: Entry[]): Promise<{ applied: number; acked: number }> {
+  override async process(s: ShardStream, entries: Entry[], redelivered: boolean): Promise<{ applied: number; acked: number }> {
     const hooks = this.hooks.get(s.tenantId)!;
     const { tenant } = hooks.ctx;
     const jobs: DeliveryJob[] = [];
@@ -97,7 +97,7 @@ export class WebhookConsumer extends StreamGroupConsumer {
         });
       }),
     );
-    await hooks.deliveries.enqueue(jobs);
+    await hooks.deliveries.dispatch(jobs, !redelivered);
     await hooks.coalescer.put(held);
     const last = entries.at(-1)?.[0] ?? null;
     return { applied: entries.length, acked: await this.acknowledge(s, entries, last) };

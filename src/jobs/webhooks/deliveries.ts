@@ -1,9 +1,12 @@
 import { Queue, QueueEvents, UnrecoverableError, Worker, type ConnectionOptions, type Job, type JobState } from "bullmq";
+import type { Redis } from "ioredis";
 import type { Logger } from "pino";
-import type { CompiledTenant, CompiledWebhook } from "../../config/compiled.js";
+import type { CompiledTenant } from "../../config/compiled.js";
+import { attemptDelivery, logLine, outcomeLine, type AttemptResult, type DeliveryJob, type Target } from "./attempt.js";
+import { DEFAULT_FIRST_ATTEMPT, FirstAttempts, type FirstAttemptOptions } from "./first-attempt.js";
 import { deliveryId, deliveryQueueName, JOBS_PREFIX } from "./keys.js";
-import { post } from "./post.js";
-import { signedHeaders } from "./signing.js";
+
+export type { DeliveryJob } from "./attempt.js";
 
 /**
  * Delivery of outbound events: one BullMQ queue per tenant (`laurel-hooks-<tenant>`), one job
@@ -11,24 +14,16 @@ import { signedHeaders } from "./signing.js";
  * id exists, so a record processed twice (a redelivery, a crashed consumer) queues one delivery;
  * and even after the job is gone the receiver sees the same event id (webhook-id), never a new one.
  *
- * An attempt is one POST of the stored body with fresh signatures and a timeout; a 2xx answer
- * is a success, anything else (status, timeout, network error) a failure, retried with
- * exponential backoff and jitter (backoffDelay) until the attempts run out; the job then stays
- * in BullMQ's failed set: the dead letters, listed and replayed by the admin API.
+ * An attempt (attempt.ts) is one POST of the stored body with fresh signatures and a timeout; a
+ * 2xx answer is a success, anything else (status, timeout, network error) a failure, retried
+ * with exponential backoff and jitter (backoffDelay) until the attempts run out; the job then
+ * stays in BullMQ's failed set: the dead letters, listed and replayed by the admin API.
  *
- * Attempts run in BullMQ workers, never on the request path: a slow or dead receiver holds at
- * most `concurrency` sockets of one worker, bounded by the endpoint's timeout.
+ * The first attempt of a fresh delivery is made by the webhook consumer in a process that sends
+ * (first-attempt.ts), which writes the job as BullMQ would have left it; the rest are BullMQ
+ * workers' (startWorker). None is ever made on the request path: a slow or dead receiver holds
+ * at most a bounded number of sockets, each bounded by a timeout.
  */
-export interface DeliveryJob {
-  endpoint: string;
-  eventId: string;
-  type: string;
-  /** The user the event is about (null for calendar events). */
-  userId: string | null;
-  /** The JSON body, exactly as signed and sent on every attempt. */
-  body: string;
-}
-
 export interface BackoffOptions {
   /** Delay before the first retry, ms. @default 30000 */
   firstMs: number;
@@ -54,7 +49,12 @@ export interface DeliveryOptions {
   keepDelivered: { age: number; count: number };
   /** Dead-lettered jobs kept. @default 30 days */
   keepDead: { age: number };
+  /** The first attempt, made by the webhook consumer (first-attempt.ts). */
+  firstAttempt: FirstAttemptOptions;
 }
+
+/** DeliveryOptions as callers give them: any part left out takes its default. */
+export type DeliveryOptionsInput = Partial<Omit<DeliveryOptions, "firstAttempt">> & { firstAttempt?: Partial<FirstAttemptOptions> };
 
 export const DEFAULT_BACKOFF: BackoffOptions = { firstMs: 30_000, factor: 2.5, jitter: 0.2, maxMs: 12 * 3_600_000 };
 
@@ -66,7 +66,12 @@ export const DEFAULT_DELIVERY: DeliveryOptions = {
   stalledIntervalMs: 30_000,
   keepDelivered: { age: 7 * 86_400, count: 50_000 },
   keepDead: { age: 30 * 86_400 },
+  firstAttempt: DEFAULT_FIRST_ATTEMPT,
 };
+
+export function deliveryOptions(input: DeliveryOptionsInput = {}): DeliveryOptions {
+  return { ...DEFAULT_DELIVERY, ...input, firstAttempt: { ...DEFAULT_FIRST_ATTEMPT, ...input.firstAttempt } };
+}
 
 /**
  * The wait before retry n (n = 1 after the first failure): firstMs × factor^(n−1), at most
@@ -77,16 +82,6 @@ export function backoffDelay(retry: number, opts: BackoffOptions, random: () => 
   const base = Math.min(opts.maxMs, opts.firstMs * opts.factor ** Math.max(0, retry - 1));
   return Math.max(0, Math.round(base * (1 + opts.jitter * (2 * random() - 1))));
 }
-
-/** What a successful attempt returns (kept by BullMQ as the job's return value). */
-interface AttemptResult {
-  status: number;
-  ms: number;
-  attempt: number;
-  at: number;
-}
-
-const logLine = (at: number, attempt: number, outcome: string): string => `${new Date(at).toISOString()} attempt ${attempt}: ${outcome}`;
 
 /** The admin API's delivery states (BullMQ's in brackets). */
 export type DeliveryStatus = "pending" | "delivering" | "retrying" | "delivered" | "dead";
@@ -134,6 +129,7 @@ export class DeliveryQueue {
   private stopping = false;
   /** Parsed once: each attempt reuses it. */
   private readonly targets: Map<string, URL>;
+  private readonly firstAttempts: FirstAttempts;
 
   /** Deliveries per status (the admin overview and GET /metrics): one BullMQ count per state. */
   async counts(): Promise<Record<DeliveryStatus, number>> {
@@ -142,11 +138,13 @@ export class DeliveryQueue {
     return Object.fromEntries(DELIVERY_STATUSES.map((status) => [status, sum(status)])) as Record<DeliveryStatus, number>;
   }
 
+  /** `redis`: a connection to the queue's Redis for the first attempts' one script per batch. */
   constructor(
     private readonly tenant: CompiledTenant,
     private readonly connection: ConnectionOptions,
     private readonly opts: DeliveryOptions,
     private readonly logger: Logger,
+    redis: Redis,
   ) {
     this.targets = new Map(tenant.webhooks.map((w) => [w.key, new URL(w.url)]));
     const name = deliveryQueueName(tenant.id);
@@ -160,6 +158,18 @@ export class DeliveryQueue {
         removeOnFail: opts.keepDead,
       },
     });
+    this.firstAttempts = new FirstAttempts(
+      {
+        queue: this.queue,
+        redis,
+        attempts: opts.attempts,
+        keepDelivered: opts.keepDelivered,
+        endpoint: (key) => this.endpointOf(key),
+        retryDelay: (retry) => backoffDelay(retry, opts.backoff),
+        track: (controller) => this.track(controller),
+      },
+      opts.firstAttempt,
+    );
   }
 
   get name(): string {
@@ -203,35 +213,42 @@ export class DeliveryQueue {
     return ids;
   }
 
-  private endpointOf(key: string): (CompiledWebhook & { target: URL }) | undefined {
+  /**
+   * Sends deliveries of records read for the first time: in a process that sends, the consumer
+   * makes their first attempt itself (first-attempt.ts) and queues what it left; otherwise, and
+   * for records delivered again (`fresh` false), they are queued, and BullMQ ignores the ids it
+   * holds, those of first attempts included.
+   */
+  async dispatch(jobs: readonly DeliveryJob[], fresh: boolean): Promise<void> {
+    if (jobs.length === 0) return;
+    const direct = fresh && this.sending && this.opts.firstAttempt.enabled;
+    await this.enqueue(direct ? await this.firstAttempts.run(jobs) : jobs);
+  }
+
+  private endpointOf(key: string): Target | undefined {
     const endpoint = this.tenant.webhooks.find((w) => w.key === key);
     return endpoint && { ...endpoint, target: this.targets.get(key)! };
   }
 
-  /** One attempt: POST the stored body with fresh signatures; a non-2xx answer throws (BullMQ retries). */
+  /** Registers an attempt to cut when this process stops; cut at once if it is stopping. */
+  private track(controller: AbortController): () => void {
+    this.inFlight.add(controller);
+    if (this.stopping) controller.abort();
+    return () => this.inFlight.delete(controller);
+  }
+
+  /** A BullMQ worker's attempt: a failure throws (BullMQ retries), after its line is logged. */
   private async attempt(job: Job<DeliveryJob>): Promise<AttemptResult> {
     const endpoint = this.endpointOf(job.data.endpoint);
     if (!endpoint) throw new UnrecoverableError(`endpoint ${job.data.endpoint} is no longer configured`);
     const controller = new AbortController();
-    this.inFlight.add(controller);
-    if (this.stopping) controller.abort();
-    const started = Date.now();
+    const release = this.track(controller);
     const attempt = job.attemptsMade + 1;
-    let status = 0;
-    try {
-      status = await post(endpoint.target, signedHeaders(job.data.eventId, job.data.body, endpoint.secrets, Date.now()), job.data.body, endpoint.timeoutMs, controller);
-    } catch (err) {
-      const reason = controller.signal.aborted ? "worker stopped" : (err as Error).message;
-      await job.log(logLine(started, attempt, reason)).catch(() => undefined);
-      throw new Error(reason);
-    } finally {
-      this.inFlight.delete(controller);
-    }
-    const ms = Date.now() - started;
+    const outcome = await attemptDelivery(endpoint, job.data, endpoint.timeoutMs, controller).finally(release);
     // A success is recorded by BullMQ with the job (its return value): no extra write for it.
-    if (status >= 200 && status <= 299) return { status, ms, attempt, at: started };
-    await job.log(logLine(started, attempt, `HTTP ${status} in ${ms} ms`));
-    throw new Error(`HTTP ${status}`);
+    if (outcome.ok) return { status: outcome.status!, ms: outcome.ms, attempt, at: outcome.at };
+    await job.log(outcomeLine(outcome, attempt)).catch(() => undefined);
+    throw new Error(outcome.error!);
   }
 
   // ---- admin API ----

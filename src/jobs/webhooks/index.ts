@@ -5,7 +5,7 @@ import type { Clock } from "../../clock.js";
 import { TenantKeys } from "../../store/keys.js";
 import { Coalescer } from "./coalesce.js";
 import { WebhookConsumer, type TenantHooks } from "./consumer.js";
-import { DEFAULT_DELIVERY, DeliveryQueue, type DeliveryOptions } from "./deliveries.js";
+import { DeliveryQueue, deliveryOptions, type DeliveryOptions, type DeliveryOptionsInput } from "./deliveries.js";
 import { JOBS_PREFIX, timelineQueueName, WEBHOOK_GROUP, WebhookKeys } from "./keys.js";
 import type { PayloadContext } from "./payloads.js";
 import { Timeline } from "./timeline.js";
@@ -39,7 +39,7 @@ export interface WebhookStartOptions {
   contexts: readonly PayloadContext[];
   clock: Clock;
   logger: Logger;
-  options?: Partial<Omit<WebhookOptions, "delivery">> & { delivery?: Partial<DeliveryOptions> };
+  options?: Partial<Omit<WebhookOptions, "delivery">> & { delivery?: DeliveryOptionsInput };
 }
 
 
@@ -51,7 +51,7 @@ export class Webhooks {
   ) {}
 
   static async start(opts: WebhookStartOptions): Promise<Webhooks> {
-    const delivery: DeliveryOptions = { ...DEFAULT_DELIVERY, ...opts.options?.delivery };
+    const delivery = deliveryOptions(opts.options?.delivery);
     const tickEveryMs = opts.options?.tickEveryMs ?? 60_000;
     const tenants = new Map<string, TenantHooks>();
     for (const ctx of opts.contexts) {
@@ -59,7 +59,7 @@ export class Webhooks {
         await forget(opts.redis, opts.connection, ctx);
         continue;
       }
-      const deliveries = new DeliveryQueue(ctx.tenant, opts.connection, delivery, opts.logger);
+      const deliveries = new DeliveryQueue(ctx.tenant, opts.connection, delivery, opts.logger, opts.redis);
       const coalescer = new Coalescer(ctx);
       const timeline = new Timeline(ctx, deliveries, coalescer, { connection: opts.connection, clock: opts.clock, logger: opts.logger, tickEveryMs });
       tenants.set(ctx.tenant.id, { ctx, deliveries, coalescer, timeline });

@@ -1,0 +1,131 @@
+import type { Queue } from "bullmq";
+import type { Redis } from "ioredis";
+import { loadLua } from "../../store/lua-loader.js";
+import { runScript } from "../../store/redis-script.js";
+import { attemptDelivery, outcomeLine, type AttemptOutcome, type AttemptResult, type DeliveryJob, type Target } from "./attempt.js";
+import { deliveryId } from "./keys.js";
+
+/**
+ * The first attempt of a delivery, made by the webhook consumer itself before it acknowledges the
+ * record, instead of by a BullMQ worker after a trip through the queue.
+ *
+ * Why: through BullMQ a delivery costs the box ~280 µs (its add, its moves to active and to
+ * completed, each a script with its own round trip, and the job's (de)serialisation), against
+ * ~110 µs for the POST alone (`node bench/delivery-cost.mjs queue|direct`), and deliveries share
+ * the two cores with the event path (issue 6: the event bench within 10% with an endpoint).
+ * Most first attempts succeed, so most deliveries now cost a POST and their share of one script
+ * per batch (lua/firstAttempts-5.lua), which writes each as the job BullMQ would have left:
+ * delivered, or failed once and waiting for its retry (attempt 2 onwards by the queue's workers,
+ * with the backoff from retry 1), or dead when the queue allows one attempt. The admin API,
+ * GET /metrics and replays see one kind of job whoever made the attempt.
+ *
+ * Bounds, so a slow receiver never holds the consumer (and every other endpoint's deliveries)
+ * for long: at most `concurrency` attempts at once, each cut after `timeoutMs` (or the
+ * endpoint's own timeout when lower; later attempts get the endpoint's full timeout), and after a
+ * failed first attempt the endpoint's deliveries go straight to the queue for `pauseMs`.
+ *
+ * Exactly one id per change still holds: only records read for the first time come here; a
+ * record delivered again (a crashed consumer's, taken over) goes through BullMQ's add, which
+ * ignores the job ids the first attempts wrote. A crash after a POST and before the record is
+ * written sends that delivery again, with the same event id (at least once).
+ */
+export interface FirstAttemptOptions {
+  /** Whether the consumer makes first attempts (false: every delivery goes through the queue). @default true */
+  enabled: boolean;
+  /** Longest wait for a first attempt's answer, ms; the endpoint's timeout when lower. @default 2000 */
+  timeoutMs: number;
+  /** After a failed first attempt, the endpoint's deliveries go straight to the queue for this long, ms. @default 30000 */
+  pauseMs: number;
+  /** First attempts in flight at once, per tenant and process. @default 32 */
+  concurrency: number;
+}
+
+export const DEFAULT_FIRST_ATTEMPT: FirstAttemptOptions = { enabled: true, timeoutMs: 2_000, pauseMs: 30_000, concurrency: 32 };
+
+/** What the first attempts need of the delivery queue they feed. */
+export interface FirstAttemptHost {
+  readonly queue: Queue<DeliveryJob>;
+  /** A connection to the queue's Redis. */
+  readonly redis: Redis;
+  /** Attempts in all, the first included. */
+  readonly attempts: number;
+  readonly keepDelivered: { age: number; count: number };
+  endpoint(key: string): Target | undefined;
+  /** The wait before retry n (backoffDelay with the queue's options). */
+  retryDelay(retry: number): number;
+  /** Registers an attempt to cut when the process stops (aborted at once if it is stopping); returns its release. */
+  track(controller: AbortController): () => void;
+}
+
+const script = loadLua("firstAttempts-5");
+
+export class FirstAttempts {
+  /** Endpoint key → until when (ms, wall clock) its deliveries skip the first attempt. */
+  private readonly pausedUntil = new Map<string, number>();
+  /** The jobs' opts as BullMQ stores them: the queue's defaults. */
+  private readonly optsJson: string;
+
+  constructor(
+    private readonly host: FirstAttemptHost,
+    private readonly opts: FirstAttemptOptions,
+  ) {
+    this.optsJson = JSON.stringify(host.queue.defaultJobOptions);
+  }
+
+  /** Whether an endpoint's deliveries skip the first attempt now (after a failed one). */
+  paused(endpointKey: string): boolean {
+    return (this.pausedUntil.get(endpointKey) ?? 0) > Date.now();
+  }
+
+  /**
+   * Makes the first attempt of each job whose endpoint is not paused and records them all; returns
+   * the jobs it left for the queue as they are (paused endpoints, attempts cut by a stop).
+   */
+  async run(jobs: readonly DeliveryJob[]): Promise<DeliveryJob[]> {
+    const left: DeliveryJob[] = [];
+    const done: { job: DeliveryJob; outcome: AttemptOutcome }[] = [];
+    let next = 0;
+    const lane = async (): Promise<void> => {
+      while (next < jobs.length) {
+        const job = jobs[next++]!;
+        const endpoint = this.host.endpoint(job.endpoint);
+        // Checked per job: a failure earlier in the batch pauses the endpoint for the rest of it.
+        if (!endpoint || this.paused(job.endpoint)) {
+          left.push(job);
+          continue;
+        }
+        const controller = new AbortController();
+        const release = this.host.track(controller);
+        const outcome = await attemptDelivery(endpoint, job, Math.min(endpoint.timeoutMs, this.opts.timeoutMs), controller).finally(release);
+        if (outcome.stopped) {
+          left.push(job);
+          continue;
+        }
+        if (!outcome.ok) this.pausedUntil.set(job.endpoint, Date.now() + this.opts.pauseMs);
+        done.push({ job, outcome });
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.opts.concurrency, jobs.length) }, lane));
+    await this.record(done);
+    return left;
+  }
+
+  /** One script call: each attempt as the BullMQ job it leaves (lua/firstAttempts-5.lua). */
+  private async record(done: readonly { job: DeliveryJob; outcome: AttemptOutcome }[]): Promise<void> {
+    if (done.length === 0) return;
+    const { queue, keepDelivered } = this.host;
+    const args: (string | number)[] = [queue.toKey(""), Date.now(), keepDelivered.age, keepDelivered.count, this.optsJson];
+    for (const { job, outcome } of done) {
+      const head = [deliveryId(job.eventId, job.endpoint), job.type, JSON.stringify(job), outcome.at];
+      if (outcome.ok) {
+        const result: AttemptResult = { status: outcome.status!, ms: outcome.ms, attempt: 1, at: outcome.at, by: "consumer" };
+        args.push("delivered", ...head, JSON.stringify(result), "", "");
+      } else {
+        const kind = this.host.attempts <= 1 ? "dead" : "retry";
+        args.push(kind, ...head, outcome.error!, this.host.retryDelay(1), outcomeLine(outcome, 1));
+      }
+    }
+    const k = queue.keys;
+    await runScript(this.host.redis, script, [k.completed!, k.delayed!, k.wait!, k.marker!, k.failed!], args);
+  }
+}

@@ -1,0 +1,165 @@
+import type { Job } from "bullmq";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { DeliveryJob } from "../../src/jobs/webhooks/attempt.js";
+import { startTestApp, uniqueTenantId, type TestApp, type TestAppOptions } from "../helpers/app.js";
+import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
+import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
+
+/**
+ * The first attempt of a delivery, made by the webhook consumer before it acknowledges the record
+ * (src/jobs/webhooks/first-attempt.ts), written by lua/firstAttempts-5.lua in BullMQ's own job
+ * layout. These tests read what it wrote through BullMQ's API (getJob, getState, the worker that
+ * takes a retry over, retry and promote through the admin API), so a BullMQ upgrade that changes
+ * its layout fails here. Nothing sleeps: retries are held back by a long backoff or wait 0 ms.
+ */
+const admin = { "x-api-key": "demo-admin-key" };
+const SLOW_RETRY = { backoff: { firstMs: 3_600_000, factor: 1, jitter: 0, maxMs: 3_600_000 } };
+
+interface Scenario {
+  t: TestApp;
+  receiver: Receiver;
+  tenantId: string;
+}
+
+async function scenario(respond: Receiver["respond"], delivery: NonNullable<TestAppOptions["webhooks"]>["delivery"] = {}): Promise<Scenario> {
+  const receiver = await startReceiver(respond);
+  const tenantId = uniqueTenantId("wfa");
+  const yaml = lessonsTenantYaml(tenantId, { url: receiver.url, events: ["achievement.completed"] });
+  const t = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: { delivery } });
+  return { t, receiver, tenantId };
+}
+
+async function close(s: Scenario): Promise<void> {
+  await s.t.close();
+  await s.receiver.close();
+}
+
+/** An event whose one delivery (achievement.completed, first-lesson) is about `user`. */
+async function deliveryFor(s: Scenario, user: string): Promise<Job<DeliveryJob>> {
+  expect((await s.t.call("POST", "/v1/metrics/lessons/event", { user: { id: user }, value: 1 })).status).toBe(201);
+  await s.t.app.webhooks!.drain();
+  const queue = s.t.app.webhooks!.deliveries(s.tenantId)!.queue;
+  const [delivery] = (await s.t.call("GET", `/admin/v1/webhooks/deliveries?userId=${user}`, undefined, admin)).body.deliveries;
+  return (await queue.getJob(delivery.id)) as Job<DeliveryJob>;
+}
+
+const withoutTimes = (line: string) => line.replace(/^\S+ /, "").replace(/ in \d+ ms$/, "");
+
+describe("a first attempt that succeeds", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    s = await scenario(() => 200, { keepDelivered: { age: 86_400, count: 3 } });
+  });
+  afterAll(() => close(s));
+
+  it("is made by the consumer and kept as BullMQ's completed job, which the admin API shows and replays", async () => {
+    const job = await deliveryFor(s, "ok1");
+    expect(s.receiver.received).toHaveLength(1);
+    expect(await job.getState()).toBe("completed");
+    expect(job.attemptsMade).toBe(1);
+    expect(job.returnvalue).toMatchObject({ status: 200, attempt: 1, by: "consumer" });
+    expect(job.data).toMatchObject({ endpoint: "main", type: "achievement.completed", userId: "ok1" });
+    expect(JSON.parse(job.data.body)).toMatchObject({ id: job.data.eventId, type: "achievement.completed" });
+    expect(job.opts.attempts).toBe(10);
+
+    const detail = await s.t.call("GET", `/admin/v1/webhooks/deliveries/${job.id}`, undefined, admin);
+    expect(detail.body).toMatchObject({ status: "delivered", attempts: 1, maxAttempts: 10, responseStatus: 200, lastError: null });
+    expect(detail.body.log.map(withoutTimes)).toEqual(["attempt 1: HTTP 200"]);
+
+    // A replay (BullMQ's retry of a completed job) is sent again by the queue's worker, same id.
+    const replay = await s.t.call("POST", `/admin/v1/webhooks/deliveries/${job.id}/replay`, {}, admin);
+    expect(replay.body).toEqual({ replayed: [job.id], issues: [] });
+    const [, again] = await s.receiver.waitFor(2);
+    await s.t.app.webhooks!.settled(s.tenantId);
+    expect(again!.headers["webhook-id"]).toBe(job.data.eventId);
+    const replayed = (await s.t.app.webhooks!.deliveries(s.tenantId)!.queue.getJob(job.id!)) as Job<DeliveryJob>;
+    expect(await replayed.getState()).toBe("completed");
+    expect(replayed.returnvalue).toEqual(expect.not.objectContaining({ by: "consumer" }));
+  });
+
+  it("keeps as many delivered jobs as removeOnComplete's count, dropping the oldest with their keys", async () => {
+    const jobs: Job<DeliveryJob>[] = [];
+    for (const user of ["k1", "k2", "k3", "k4"]) jobs.push(await deliveryFor(s, user));
+    const queue = s.t.app.webhooks!.deliveries(s.tenantId)!.queue;
+    const kept = await queue.getJobs(["completed"]);
+    expect(kept).toHaveLength(3);
+    expect(kept.map((j) => j.id).sort()).toEqual(jobs.slice(1).map((j) => j.id).sort());
+    expect(await s.t.redis.exists(queue.toKey(jobs[0]!.id!))).toBe(0);
+  });
+});
+
+describe("a first attempt that fails", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    s = await scenario((_r, i) => (i === 0 ? 503 : 200), SLOW_RETRY);
+  });
+  afterAll(() => close(s));
+
+  it("leaves BullMQ's delayed job after one failed attempt, which the queue's worker takes over as attempt 2", async () => {
+    const job = await deliveryFor(s, "f1");
+    expect(await job.getState()).toBe("delayed");
+    expect(job.attemptsMade).toBe(1);
+    expect(job.failedReason).toBe("HTTP 503");
+    expect(job.delay).toBe(3_600_000);
+    const retrying = await s.t.call("GET", `/admin/v1/webhooks/deliveries/${job.id}`, undefined, admin);
+    expect(retrying.body).toMatchObject({ status: "retrying", attempts: 1, maxAttempts: 10, lastError: "HTTP 503" });
+    expect(retrying.body.log.map(withoutTimes)).toEqual(["attempt 1: HTTP 503"]);
+
+    // "Send now" (BullMQ's promote of a delayed job): the worker makes attempt 2.
+    expect((await s.t.call("POST", `/admin/v1/webhooks/deliveries/${job.id}/replay`, {}, admin)).status).toBe(200);
+    await s.receiver.waitFor(2);
+    await s.t.app.webhooks!.settled(s.tenantId);
+    const delivered = await s.t.call("GET", `/admin/v1/webhooks/deliveries/${job.id}`, undefined, admin);
+    expect(delivered.body).toMatchObject({ status: "delivered", attempts: 2, responseStatus: 200 });
+    expect(delivered.body.log.map(withoutTimes)).toEqual(["attempt 1: HTTP 503", "attempt 2: HTTP 200"]);
+    expect(new Set(s.receiver.received.map((r) => r.headers["webhook-id"]))).toEqual(new Set([job.data.eventId]));
+  });
+
+  it("sends the endpoint's next deliveries through the queue for a while (pauseMs), not by the consumer", async () => {
+    const job = await deliveryFor(s, "f2");
+    await s.receiver.waitFor(3);
+    await s.t.app.webhooks!.settled(s.tenantId);
+    const done = (await s.t.app.webhooks!.deliveries(s.tenantId)!.queue.getJob(job.id!)) as Job<DeliveryJob>;
+    expect(await done.getState()).toBe("completed");
+    expect(done.attemptsMade).toBe(1);
+    expect(done.returnvalue).toMatchObject({ status: 200, attempt: 1 });
+    expect(done.returnvalue).not.toHaveProperty("by");
+  });
+});
+
+describe("a queue that allows one attempt", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    s = await scenario(() => 500, { attempts: 1 });
+  });
+  afterAll(() => close(s));
+
+  it("dead-letters a failed first attempt at once (BullMQ's failed set), and a replay goes through the queue", async () => {
+    const job = await deliveryFor(s, "d1");
+    expect(await job.getState()).toBe("failed");
+    expect(job.attemptsMade).toBe(1);
+    expect((await s.t.call("GET", "/admin/v1/webhooks", undefined, admin)).body.deliveries).toMatchObject({ dead: 1, delivered: 0, retrying: 0 });
+    s.receiver.respond = () => 200;
+    expect((await s.t.call("POST", "/admin/v1/webhooks/deliveries/replay", { status: "dead" }, admin)).body).toEqual({ replayed: [job.id], issues: [] });
+    await s.receiver.waitFor(2);
+    await s.t.app.webhooks!.settled(s.tenantId);
+    expect((await s.t.call("GET", `/admin/v1/webhooks/deliveries/${job.id}`, undefined, admin)).body).toMatchObject({ status: "delivered", attempts: 1 });
+  });
+});
+
+describe("with first attempts off", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    s = await scenario(() => 200, { firstAttempt: { enabled: false } });
+  });
+  afterAll(() => close(s));
+
+  it("every delivery goes through the queue", async () => {
+    const job = await deliveryFor(s, "q1");
+    await s.receiver.waitFor(1);
+    await s.t.app.webhooks!.settled(s.tenantId);
+    const done = (await s.t.app.webhooks!.deliveries(s.tenantId)!.queue.getJob(job.id!)) as Job<DeliveryJob>;
+    expect(done.returnvalue).toMatchObject({ status: 200, attempt: 1 });
+    expect(done.returnvalue).not.toHaveProperty("by");
+  });
+});
