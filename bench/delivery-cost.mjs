@@ -1,10 +1,14 @@
-// node bench/delivery-cost.mjs [queue|direct]   (after npm run build)
+// node bench/delivery-cost.mjs [first|queue|direct]   (after npm run build)
 //
 // What one webhook delivery costs, with no event load beside it: CPU of this process (Node),
 // of redis-server and of the receiver (bench/receiver.mjs on loopback), per delivery, over three
 // rounds of N deliveries (the first warms up).
-//   queue   the delivery path Laurel runs: DeliveryQueue.enqueue (BullMQ addBulk, as the webhook
-//           consumer calls it) and the queue's BullMQ worker, 16 at a time, POSTing each job
+//   first   the delivery path Laurel runs: DeliveryQueue.dispatch, as the webhook consumer calls
+//           it with each batch of fresh records' deliveries: the first attempts made at once (32
+//           at a time) and written as BullMQ jobs by one script per batch (first-attempt.ts)
+//   queue   every attempt through BullMQ (firstAttempt off, and the path of retries and of
+//           redelivered records): DeliveryQueue.enqueue (BullMQ addBulk) and the queue's BullMQ
+//           worker, 16 at a time, POSTing each job
 //   direct  the same signed POSTs, 16 at a time, without BullMQ: the floor of any design that
 //           keeps HTTP and HMAC (what a first attempt made outside the queue would cost)
 // The gap is BullMQ's share: its add, its moves to active and to completed (each a Lua script
@@ -16,15 +20,15 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import pino from "pino";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
-import { DEFAULT_DELIVERY, DeliveryQueue } from "../dist/jobs/webhooks/deliveries.js";
+import { DEFAULT_DELIVERY, DeliveryQueue, deliveryOptions } from "../dist/jobs/webhooks/deliveries.js";
 import { post } from "../dist/jobs/webhooks/post.js";
 import { signedHeaders } from "../dist/jobs/webhooks/signing.js";
 import { Children, cpuSeconds, runBench } from "./processes.mjs";
 
 const N = Number(process.env.N ?? 4000);
 const mode = process.argv[2] ?? "queue";
-if (!["queue", "direct"].includes(mode)) {
-  console.error("usage: node bench/delivery-cost.mjs [queue|direct]");
+if (!["first", "queue", "direct"].includes(mode)) {
+  console.error("usage: node bench/delivery-cost.mjs [first|queue|direct]");
   process.exit(2);
 }
 
@@ -84,16 +88,17 @@ async function main() {
   const secrets = [`whsec_${Buffer.from("bench-secret-bench-secret-32byte").toString("base64")}`];
   const tenant = { id: "bench", webhooks: [{ key: "bench", url, secrets, events: new Set(), coalesceMs: new Map(), timeoutMs: 5000 }] };
   const { hostname, port } = new URL(redisServer.url);
-  if (mode === "queue") {
-    queue = new DeliveryQueue(tenant, { host: hostname, port: Number(port) }, DEFAULT_DELIVERY, pino({ level: "warn" }));
+  if (mode !== "direct") {
+    const options = deliveryOptions({ firstAttempt: { enabled: mode === "first" } });
+    queue = new DeliveryQueue(tenant, { host: hostname, port: Number(port) }, options, pino({ level: "warn" }), redis);
     await queue.startWorker();
   }
   for (let round = 0; round < 3; round++) {
     const jobs = Array.from({ length: N }, (_, i) => ({ endpoint: "bench", eventId: `event-${round}-${i}`, type: "points.level_changed", userId: `user-${i}`, body: BODY }));
     const before = { node: selfCpuSeconds(), redis: await redisCpuSeconds(), receiver: cpuSeconds(receiverPid), at: performance.now() };
     if (queue) {
-      // As the webhook consumer queues them: a batch of records' deliveries at a time.
-      for (let i = 0; i < jobs.length; i += 100) await queue.enqueue(jobs.slice(i, i + 100));
+      // As the webhook consumer hands them over: a batch of records' deliveries at a time.
+      for (let i = 0; i < jobs.length; i += 100) await queue.dispatch(jobs.slice(i, i + 100), true);
       await queue.settled();
     } else {
       await directly(jobs, new URL(url), secrets);
