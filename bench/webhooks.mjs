@@ -27,11 +27,13 @@
 // consumer get the event loop only when HTTP leaves it, so req/s alone counts their work as free
 // when it was only deferred.
 //
-// BENCH_PAIRS=n (default 0): then n alternated pairs of "events" (worker off) and "events +
-// webhooks (milestones)" (worker and consumer on), each sustained, and the median ratio: the
-// single phases drift by a third from run to run on a shared VM, alternated pairs much less.
-// Each phase of a pair has BENCH_USERS users of its own, new to the service, so that every pair
-// sends about as many deliveries per request as the first.
+// BENCH_PAIRS=n, BENCH_SEEDED_PAIRS=n (default 0 each): then n alternated pairs of "events"
+// (worker off) and "events + webhooks (milestones)" (worker and consumer on), each sustained,
+// and the median ratio of each kind: the single phases drift by a third from run to run on a
+// shared VM, alternated pairs much less. Each phase of a pair has BENCH_USERS users of its own:
+// new to the service (BENCH_PAIRS: every request is among a user's first few, the worst case for
+// milestones), or seeded with one event each before the phase, as the core bench seeds its users
+// (BENCH_SEEDED_PAIRS: the core bench's traffic with an endpoint). See the pairs in main.
 //
 // Environment: BENCH_DURATION, BENCH_WARMUP, BENCH_CONNECTIONS, BENCH_USERS (default 20000),
 // BENCH_JSON, as for bench/run.mjs.
@@ -200,19 +202,34 @@ async function main() {
   await stop("service+webhooks-apart");
   await stop("worker");
 
-  // Each phase of a pair has users of its own, new to the service (created by their first event
-  // in its warm-up): with the seeded users, who pass their milestones during the phases before,
-  // the later pairs sent next to nothing (0.000-0.001 deliveries per request at the eighth stop).
+  // Each phase of a pair has users of its own: with the seeded users, who pass their milestones
+  // during the phases before, the later pairs sent next to nothing (0.000-0.001 deliveries per
+  // request at the eighth stop). BENCH_PAIRS: the users are new to the service, created by their
+  // first event in the phase's warm-up (a milestone or two each: the worst case, ~0.4-0.7
+  // deliveries per request). BENCH_SEEDED_PAIRS: each phase first seeds its users with one event,
+  // as the core bench (and the events phase above) does, so the measured traffic is the core
+  // bench's with an endpoint (~0.06-0.1 deliveries per request; the seed's own deliveries are
+  // sent before the measurement starts).
   const pairs = [];
-  for (let i = 0; i < Number(process.env.BENCH_PAIRS ?? 0); i++) {
-    const firstUser = (n) => 1_000_000 * (2 * i + n);
-    service = await startService("pair-events", { ...env, LAUREL_WORKER: "off" });
-    const off = await measure(`pair ${i + 1}: events`, service, queue, false, firstUser(1));
-    await stop("pair-events");
-    service = await startService("pair-milestones", { ...env, LAUREL_CONFIG: milestones });
-    const on = await measure(`pair ${i + 1}: events + webhooks (milestones)`, service, queue, true, firstUser(2));
-    await stop("pair-milestones");
-    pairs.push({ events: off.sustainedRps, milestones: on.sustainedRps, deliveriesPerRequest: on.delivery.received / on.requests, ratio: on.sustainedRps / off.sustainedRps });
+  const pairKinds = [
+    ["new users", Number(process.env.BENCH_PAIRS ?? 0), false],
+    ["seeded users", Number(process.env.BENCH_SEEDED_PAIRS ?? 0), true],
+  ];
+  let pairNumber = 0;
+  for (const [kind, count, seeded] of pairKinds) {
+    for (let i = 0; i < count; i++, pairNumber++) {
+      const firstUser = (n) => 1_000_000 * (2 * pairNumber + n);
+      const label = `pair ${i + 1} (${kind})`;
+      service = await startService("pair-events", { ...env, LAUREL_WORKER: "off" });
+      if (seeded) await seedUsers(service.url, config, `${label}: `, firstUser(1));
+      const off = await measure(`${label}: events`, service, queue, false, firstUser(1));
+      await stop("pair-events");
+      service = await startService("pair-milestones", { ...env, LAUREL_CONFIG: milestones });
+      if (seeded) await seedUsers(service.url, config, `${label}: `, firstUser(2));
+      const on = await measure(`${label}: events + webhooks (milestones)`, service, queue, true, firstUser(2));
+      await stop("pair-milestones");
+      pairs.push({ kind, events: off.sustainedRps, milestones: on.sustainedRps, deliveriesPerRequest: on.delivery.received / on.requests, ratio: on.sustainedRps / off.sustainedRps });
+    }
   }
   phases.pairs = pairs;
   await queue.close();
@@ -237,9 +254,13 @@ async function main() {
     console.log(`| ${name} | ${Math.round(p.rps)} | ${p.p50} / ${p.p99} | ${ratio(p, phases.events)} | ${ratio(p, phases.worker)} | ${sustained} | ${c.server.toFixed(0)} / ${c.redis.toFixed(0)} / ${c.loadGenerator.toFixed(0)} / ${c.receiver.toFixed(0)} | ${p.non2xx} / ${p.errors} | ${delivered} | ${lag} |`);
   }
   if (pairs.length > 0) {
-    const sorted = pairs.map((p) => p.ratio).sort((a, b) => a - b);
-    const median = sorted.length % 2 ? sorted[(sorted.length - 1) / 2] : (sorted[sorted.length / 2 - 1] + sorted[sorted.length / 2]) / 2;
-    console.log(`\nalternated pairs, sustained milestones ÷ events: ${pairs.map((p) => `${p.ratio.toFixed(2)} (${Math.round(p.milestones)} ÷ ${Math.round(p.events)}, ${p.deliveriesPerRequest.toFixed(3)} deliveries per request)`).join("; ")}; median ${median.toFixed(3)}`);
+    for (const [kind] of pairKinds) {
+      const ofKind = pairs.filter((p) => p.kind === kind);
+      if (ofKind.length === 0) continue;
+      const sorted = ofKind.map((p) => p.ratio).sort((a, b) => a - b);
+      const median = sorted.length % 2 ? sorted[(sorted.length - 1) / 2] : (sorted[sorted.length / 2 - 1] + sorted[sorted.length / 2]) / 2;
+      console.log(`\nalternated pairs (${kind}), sustained milestones ÷ events: ${ofKind.map((p) => `${p.ratio.toFixed(2)} (${Math.round(p.milestones)} ÷ ${Math.round(p.events)}, ${p.deliveriesPerRequest.toFixed(3)} deliveries per request)`).join("; ")}; median ${median.toFixed(3)}`);
+    }
   }
   console.log(`load average at start: ${loadAtStart.map((x) => x.toFixed(2)).join(" ")}; ${cpus().length} CPUs`);
   if (process.env.BENCH_JSON) writeFileSync(process.env.BENCH_JSON, `${JSON.stringify({ date: new Date().toISOString(), config, seed, phases, loadAtStart }, null, 2)}\n`);

@@ -36,19 +36,19 @@ export function eventRequests(users, paths, first = 0) {
   }];
 }
 
-/** One lessons event for each of users 0 .. users-1, in order: use with `amount: users`. */
-export function seedRequests(path) {
-  let next = 0;
+/** One lessons event for each of users first .. first + users - 1, in order: use with `amount: users`. */
+export function seedRequests(path, first = 0) {
+  let next = first;
   return [{ method: "POST", headers: HEADERS, setupRequest: (req) => Object.assign(req, { path, body: eventBody(next++) }) }];
 }
 
 /**
- * Seeds users 0 .. users-1 with one lessons event each (so every user a phase asks for exists),
- * printing "<label>seed: N users ... R req/s"; throws when any request fails.
+ * Seeds users first .. first + users - 1 with one lessons event each (so every user a phase asks
+ * for exists), printing "<label>seed: N users ... R req/s"; throws when any request fails.
  */
-export async function seedUsers(url, { users, connections }, label = "") {
+export async function seedUsers(url, { users, connections }, label = "", first = 0) {
   process.stdout.write(`${label}seed: ${users} users ... `);
-  const seed = await load(url, seedRequests("/v1/metrics/lessons/event"), { connections: Math.min(connections, users), amount: users });
+  const seed = await load(url, seedRequests("/v1/metrics/lessons/event", first), { connections: Math.min(connections, users), amount: users });
   console.log(`${Math.round(seed.rps)} req/s`);
   if (seed.non2xx > 0 || seed.errors > 0) throw new Error(`${label}seeding failed: ${JSON.stringify(seed.statusCodes)}, ${seed.errors} errors`);
   return seed;
