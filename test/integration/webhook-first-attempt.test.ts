@@ -163,3 +163,35 @@ describe("with first attempts off", () => {
     expect(done.returnvalue).not.toHaveProperty("by");
   });
 });
+
+describe("first attempts in flight", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    s = await scenario(() => "hang", { firstAttempt: { concurrency: 2 } });
+  });
+  afterAll(() => close(s));
+
+  it("are bounded per tenant and process, across the batches the consumer hands over at once", async () => {
+    const deliveries = s.t.app.webhooks!.deliveries(s.tenantId)!;
+    const jobs = (tag: string): DeliveryJob[] =>
+      [0, 1, 2].map((i) => {
+        const eventId = `00000000-0000-5000-8000-${tag}${String(i).padStart(11, "0")}`;
+        return { endpoint: "main", eventId, type: "achievement.completed", userId: `${tag}${i}`, body: JSON.stringify({ id: eventId, type: "achievement.completed" }) };
+      });
+    // Two shards' batches at once, as the consumer's turn processes them.
+    const batches = Promise.all([deliveries.dispatch(jobs("a"), true), deliveries.dispatch(jobs("b"), true)]);
+    // Two requests held by the receiver, two attempts in flight: the other four wait for a slot.
+    await s.receiver.waitFor(2);
+    expect(deliveries.attemptsInFlight).toBe(2);
+    for (let answered = 0; answered < 6; answered++) {
+      // Each answer frees a slot, which the next attempt takes.
+      await s.receiver.waitFor(Math.min(answered + 2, 6));
+      expect(deliveries.attemptsInFlight).toBeLessThanOrEqual(2);
+      s.receiver.hanging.shift()!.writeHead(200).end("ok");
+    }
+    await batches;
+    const delivered = await deliveries.queue.getJobs(["completed"]);
+    expect(delivered).toHaveLength(6);
+    expect(delivered.every((job) => (job.returnvalue as { by?: string }).by === "consumer")).toBe(true);
+  });
+});

@@ -176,6 +176,11 @@ export class DeliveryQueue {
     return this.queue.name;
   }
 
+  /** Attempts this process has in flight (first attempts and its worker's). */
+  get attemptsInFlight(): number {
+    return this.inFlight.size;
+  }
+
   /** Whether this process runs a worker on the queue (sends deliveries); false with LAUREL_DELIVERIES=off. */
   get sending(): boolean {
     return this.worker !== null;

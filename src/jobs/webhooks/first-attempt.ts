@@ -64,6 +64,9 @@ export class FirstAttempts {
   private readonly pausedUntil = new Map<string, number>();
   /** The jobs' opts as BullMQ stores them: the queue's defaults. */
   private readonly optsJson: string;
+  /** First attempts holding a slot, and those waiting for one (acquire). */
+  private active = 0;
+  private readonly waiting: (() => void)[] = [];
 
   constructor(
     private readonly host: FirstAttemptHost,
@@ -84,30 +87,51 @@ export class FirstAttempts {
   async run(jobs: readonly DeliveryJob[]): Promise<DeliveryJob[]> {
     const left: DeliveryJob[] = [];
     const done: { job: DeliveryJob; outcome: AttemptOutcome }[] = [];
-    let next = 0;
-    const lane = async (): Promise<void> => {
-      while (next < jobs.length) {
-        const job = jobs[next++]!;
-        const endpoint = this.host.endpoint(job.endpoint);
-        // Checked per job: a failure earlier in the batch pauses the endpoint for the rest of it.
-        if (!endpoint || this.paused(job.endpoint)) {
-          left.push(job);
-          continue;
+    await Promise.all(
+      jobs.map(async (job) => {
+        await this.acquire();
+        try {
+          // Checked once the slot is ours: a failure earlier in the batch pauses the endpoint for the rest.
+          const endpoint = this.host.endpoint(job.endpoint);
+          if (!endpoint || this.paused(job.endpoint)) {
+            left.push(job);
+            return;
+          }
+          const controller = new AbortController();
+          const release = this.host.track(controller);
+          const outcome = await attemptDelivery(endpoint, job, Math.min(endpoint.timeoutMs, this.opts.timeoutMs), controller).finally(release);
+          if (outcome.stopped) {
+            left.push(job);
+            return;
+          }
+          if (!outcome.ok) this.pausedUntil.set(job.endpoint, Date.now() + this.opts.pauseMs);
+          done.push({ job, outcome });
+        } finally {
+          this.release();
         }
-        const controller = new AbortController();
-        const release = this.host.track(controller);
-        const outcome = await attemptDelivery(endpoint, job, Math.min(endpoint.timeoutMs, this.opts.timeoutMs), controller).finally(release);
-        if (outcome.stopped) {
-          left.push(job);
-          continue;
-        }
-        if (!outcome.ok) this.pausedUntil.set(job.endpoint, Date.now() + this.opts.pauseMs);
-        done.push({ job, outcome });
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(this.opts.concurrency, jobs.length) }, lane));
+      }),
+    );
     await this.record(done);
     return left;
+  }
+
+  /**
+   * A slot among `concurrency`, shared by every batch in flight: the consumer processes its
+   * shards' batches at once, and the bound is per tenant and process, not per batch.
+   */
+  private acquire(): Promise<void> {
+    if (this.active < this.opts.concurrency) {
+      this.active++;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  /** Hands the slot to the next waiting attempt, or frees it. */
+  private release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.active--;
   }
 
   /** One script call: each attempt as the BullMQ job it leaves (lua/firstAttempts-5.lua). */
