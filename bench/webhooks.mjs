@@ -34,6 +34,8 @@
 // new to the service (BENCH_PAIRS: every request is among a user's first few, the worst case for
 // milestones), or seeded with one event each before the phase, as the core bench seeds its users
 // (BENCH_SEEDED_PAIRS: the core bench's traffic with an endpoint). See the pairs in main.
+// BENCH_PAIR_BASE=worker: the pairs' first phase runs with the stream worker on, so the ratio is
+// the endpoint's own cost rather than the endpoint's and the stream worker's.
 //
 // Environment: BENCH_DURATION, BENCH_WARMUP, BENCH_CONNECTIONS, BENCH_USERS (default 20000),
 // BENCH_JSON, as for bench/run.mjs.
@@ -215,14 +217,18 @@ async function main() {
     ["new users", Number(process.env.BENCH_PAIRS ?? 0), false],
     ["seeded users", Number(process.env.BENCH_SEEDED_PAIRS ?? 0), true],
   ];
+  // BENCH_PAIR_BASE=worker: the pairs' first phase runs the stream worker too (the deployment
+  // without the endpoint), so the ratio is the endpoint's own cost; by default it is the core
+  // figure's phase (LAUREL_WORKER=off), and the ratio counts the stream worker's cost as well.
+  const workerBase = process.env.BENCH_PAIR_BASE === "worker";
   let pairNumber = 0;
   for (const [kind, count, seeded] of pairKinds) {
     for (let i = 0; i < count; i++, pairNumber++) {
       const firstUser = (n) => 1_000_000 * (2 * pairNumber + n);
       const label = `pair ${i + 1} (${kind})`;
-      service = await startService("pair-events", { ...env, LAUREL_WORKER: "off" });
+      service = await startService("pair-events", { ...env, LAUREL_WORKER: workerBase ? "on" : "off" });
       if (seeded) await seedUsers(service.url, config, `${label}: `, firstUser(1));
-      const off = await measure(`${label}: events`, service, queue, false, firstUser(1));
+      const off = await measure(`${label}: events${workerBase ? ", worker on" : ""}`, service, queue, workerBase, firstUser(1));
       await stop("pair-events");
       service = await startService("pair-milestones", { ...env, LAUREL_CONFIG: milestones });
       if (seeded) await seedUsers(service.url, config, `${label}: `, firstUser(2));
@@ -259,7 +265,7 @@ async function main() {
       if (ofKind.length === 0) continue;
       const sorted = ofKind.map((p) => p.ratio).sort((a, b) => a - b);
       const median = sorted.length % 2 ? sorted[(sorted.length - 1) / 2] : (sorted[sorted.length / 2 - 1] + sorted[sorted.length / 2]) / 2;
-      console.log(`\nalternated pairs (${kind}), sustained milestones ÷ events: ${ofKind.map((p) => `${p.ratio.toFixed(2)} (${Math.round(p.milestones)} ÷ ${Math.round(p.events)}, ${p.deliveriesPerRequest.toFixed(3)} deliveries per request)`).join("; ")}; median ${median.toFixed(3)}`);
+      console.log(`\nalternated pairs (${kind}), sustained milestones ÷ events${workerBase ? " (worker on)" : ""}: ${ofKind.map((p) => `${p.ratio.toFixed(2)} (${Math.round(p.milestones)} ÷ ${Math.round(p.events)}, ${p.deliveriesPerRequest.toFixed(3)} deliveries per request)`).join("; ")}; median ${median.toFixed(3)}`);
     }
   }
   console.log(`load average at start: ${loadAtStart.map((x) => x.toFixed(2)).join(" ")}; ${cpus().length} CPUs`);
