@@ -1,5 +1,6 @@
 import type { Job } from "bullmq";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { createRedisClient } from "../../src/store/redis-client.js";
 import type { DeliveryJob } from "../../src/jobs/webhooks/attempt.js";
 import { startTestApp, uniqueTenantId, type TestApp, type TestAppOptions } from "../helpers/app.js";
 import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
@@ -193,5 +194,39 @@ describe("first attempts in flight", () => {
     const delivered = await deliveries.queue.getJobs(["completed"]);
     expect(delivered).toHaveLength(6);
     expect(delivered.every((job) => (job.returnvalue as { by?: string }).by === "consumer")).toBe(true);
+  });
+});
+
+describe("a process that stops during a first attempt", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    s = await scenario(() => "hang");
+  });
+  afterAll(async () => {
+    await s.receiver.close();
+  });
+
+  it("cuts the attempt without counting it and queues the delivery, instead of waiting for the receiver", async () => {
+    const queue = s.t.app.webhooks!.deliveries(s.tenantId)!.queue;
+    const hookStream = `{${s.tenantId}:0}:xh`;
+    // The consumer's own loop, as the service runs it: it reads the record and POSTs.
+    s.t.app.webhooks!.startConsumer();
+    expect((await s.t.call("POST", "/v1/metrics/lessons/event", { user: { id: "st1" }, value: 1 })).status).toBe(201);
+    await s.receiver.waitFor(1);
+    await s.t.close();
+    const redis = createRedisClient(inject("redisUrl"));
+    try {
+      // Waited out, the attempt would have been written as failed attempt 1 ("no answer within 2000 ms").
+      const [id] = await redis.lrange(queue.keys.wait!, 0, -1);
+      expect(id).toBeDefined();
+      const job = await redis.hgetall(queue.toKey(id!));
+      expect(job.atm ?? "0").toBe("0");
+      expect(job.failedReason).toBeUndefined();
+      expect(JSON.parse(job.data!)).toMatchObject({ endpoint: "main", type: "achievement.completed", userId: "st1" });
+      // And the record was acknowledged: the queue has it now.
+      expect(((await redis.xpending(hookStream, "webhooks")) as [number])[0]).toBe(0);
+    } finally {
+      redis.disconnect();
+    }
   });
 });

@@ -397,6 +397,11 @@ export class DeliveryQueue {
     await this.stop(true);
   }
 
+  /** Stops sending (this process's worker, and first attempts): attempts in flight are cut; the queue stays open. */
+  async stopSending(): Promise<void> {
+    await this.stop(false);
+  }
+
   private async stop(force: boolean): Promise<void> {
     this.stopping = true;
     // Closing first stops the worker taking jobs; then the attempts in flight are cut.

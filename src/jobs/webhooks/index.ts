@@ -121,6 +121,10 @@ export class Webhooks {
   }
 
   async close(): Promise<void> {
+    // Sending stops first: attempts in flight are cut, the consumer's first attempts among them,
+    // whose deliveries it then queues (it sends nothing more once its process stops sending), so
+    // a stop never waits for a slow receiver.
+    for (const t of this.tenants.values()) await t.deliveries.stopSending();
     await this.consumer?.stop();
     for (const t of this.tenants.values()) {
       await t.timeline.close();
