@@ -1,6 +1,5 @@
 import type { Job } from "bullmq";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { createRedisClient } from "../../src/store/redis-client.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DeliveryJob } from "../../src/jobs/webhooks/attempt.js";
 import { startTestApp, uniqueTenantId, type TestApp, type TestAppOptions } from "../helpers/app.js";
 import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
@@ -198,35 +197,40 @@ describe("first attempts in flight", () => {
 });
 
 describe("a process that stops during a first attempt", () => {
-  let s: Scenario;
-  beforeAll(async () => {
-    s = await scenario(() => "hang");
-  });
+  let receiver: Receiver;
+  let next: TestApp | null = null;
   afterAll(async () => {
-    await s.receiver.close();
+    await next?.close();
+    await receiver.close();
   });
 
-  it("cuts the attempt without counting it and queues the delivery, instead of waiting for the receiver", async () => {
-    const queue = s.t.app.webhooks!.deliveries(s.tenantId)!.queue;
-    const hookStream = `{${s.tenantId}:0}:xh`;
-    // The consumer's own loop, as the service runs it: it reads the record and POSTs.
-    s.t.app.webhooks!.startConsumer();
-    expect((await s.t.call("POST", "/v1/metrics/lessons/event", { user: { id: "st1" }, value: 1 })).status).toBe(201);
-    await s.receiver.waitFor(1);
-    await s.t.close();
-    const redis = createRedisClient(inject("redisUrl"));
-    try {
-      // Waited out, the attempt would have been written as failed attempt 1 ("no answer within 2000 ms").
-      const [id] = await redis.lrange(queue.keys.wait!, 0, -1);
-      expect(id).toBeDefined();
-      const job = await redis.hgetall(queue.toKey(id!));
-      expect(job.atm ?? "0").toBe("0");
-      expect(job.failedReason).toBeUndefined();
-      expect(JSON.parse(job.data!)).toMatchObject({ endpoint: "main", type: "achievement.completed", userId: "st1" });
-      // And the record was acknowledged: the queue has it now.
-      expect(((await redis.xpending(hookStream, "webhooks")) as [number])[0]).toBe(0);
-    } finally {
-      redis.disconnect();
-    }
+  it("cuts it uncounted and leaves its record pending; the consumer that takes the record over sends it, same id", async () => {
+    receiver = await startReceiver((_r, i) => (i === 0 ? "hang" : 200));
+    const tenantId = uniqueTenantId("wfa");
+    const yaml = lessonsTenantYaml(tenantId, { url: receiver.url, events: ["achievement.completed"] });
+    const first = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z" });
+    const queue = first.app.webhooks!.deliveries(tenantId)!.queue;
+    const hookStream = `{${tenantId}:0}:xh`;
+    // The consumer's own loop, as the service runs it: it reads the record and POSTs; the receiver holds the request.
+    first.app.webhooks!.startConsumer();
+    expect((await first.call("POST", "/v1/metrics/lessons/event", { user: { id: "st1" }, value: 1 })).status).toBe(201);
+    const [cut] = await receiver.waitFor(1);
+    await first.close();
+
+    // Waited out, the attempt would have been written as failed attempt 1 ("no answer within 2000 ms").
+    next = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z" });
+    expect(((await next.redis.xpending(hookStream, "webhooks")) as [number])[0]).toBe(1);
+    expect(await next.redis.llen(queue.keys.wait!)).toBe(0);
+    expect(await next.redis.zcard(queue.keys.delayed!)).toBe(0);
+
+    // The next process takes the record over (drain claims every pending entry) and queues it.
+    expect(await next.app.webhooks!.drain()).toBe(1);
+    const [, again] = await receiver.waitFor(2);
+    await next.app.webhooks!.settled(tenantId);
+    expect(again!.headers["webhook-id"]).toBe(cut!.headers["webhook-id"]);
+    expect(again!.raw).toBe(cut!.raw);
+    const [delivery] = (await next.call("GET", "/admin/v1/webhooks/deliveries", undefined, admin)).body.deliveries;
+    expect(delivery).toMatchObject({ status: "delivered", attempts: 1, userId: "st1" });
+    expect(((await next.redis.xpending(hookStream, "webhooks")) as [number])[0]).toBe(0);
   });
 });

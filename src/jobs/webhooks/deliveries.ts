@@ -119,6 +119,13 @@ const ENQUEUE_CHUNK = 50;
 /** Jobs scanned at most by one listing with a filter on endpoint, type or user. */
 const LIST_SCAN = 10_000;
 
+/** A stopping process cut first attempts: their records must stay unacknowledged (dispatch). */
+export class DeliveriesStopped extends Error {
+  constructor(readonly cut: number) {
+    super(`${cut} first attempt(s) cut by a stopping process; their records stay pending`);
+  }
+}
+
 export class DeliveryQueue {
   readonly queue: Queue<DeliveryJob>;
   /** Created on first use (settled()): a QueueEvents reads every event of the queue, a cost for nothing in production. */
@@ -223,11 +230,21 @@ export class DeliveryQueue {
    * makes their first attempt itself (first-attempt.ts) and queues what it left; otherwise, and
    * for records delivered again (`fresh` false), they are queued, and BullMQ ignores the ids it
    * holds, those of first attempts included.
+   *
+   * Throws DeliveriesStopped when this process stopped sending during the first attempts: the
+   * cut deliveries are not queued here (this process's worker may be closing, and would take
+   * them only to cut them again), so the consumer must not acknowledge the records; the
+   * consumer that takes them over queues them.
    */
   async dispatch(jobs: readonly DeliveryJob[], fresh: boolean): Promise<void> {
     if (jobs.length === 0) return;
-    const direct = fresh && this.sending && this.opts.firstAttempt.enabled;
-    await this.enqueue(direct ? await this.firstAttempts.run(jobs) : jobs);
+    if (!(fresh && this.sending && this.opts.firstAttempt.enabled)) {
+      await this.enqueue(jobs);
+      return;
+    }
+    const { left, cut } = await this.firstAttempts.run(jobs);
+    await this.enqueue(left);
+    if (cut > 0) throw new DeliveriesStopped(cut);
   }
 
   private endpointOf(key: string): Target | undefined {

@@ -27,7 +27,9 @@ import { deliveryId } from "./keys.js";
  * Exactly one id per change still holds: only records read for the first time come here; a
  * record delivered again (a crashed consumer's, taken over) goes through BullMQ's add, which
  * ignores the job ids the first attempts wrote. A crash after a POST and before the record is
- * written sends that delivery again, with the same event id (at least once).
+ * written sends that delivery again, with the same event id (at least once). So does a stop:
+ * the attempts it cuts are not counted, and their records stay unacknowledged for the consumer
+ * that takes them over.
  */
 export interface FirstAttemptOptions {
   /** Whether the consumer makes first attempts (false: every delivery goes through the queue). @default true */
@@ -81,11 +83,13 @@ export class FirstAttempts {
   }
 
   /**
-   * Makes the first attempt of each job whose endpoint is not paused and records them all; returns
-   * the jobs it left for the queue as they are (paused endpoints, attempts cut by a stop).
+   * Makes the first attempt of each job whose endpoint is not paused and records them; returns the
+   * jobs it left for the queue as they are (paused endpoints), and how many attempts a stopping
+   * process cut (those are neither recorded nor left: see DeliveryQueue.dispatch).
    */
-  async run(jobs: readonly DeliveryJob[]): Promise<DeliveryJob[]> {
+  async run(jobs: readonly DeliveryJob[]): Promise<{ left: DeliveryJob[]; cut: number }> {
     const left: DeliveryJob[] = [];
+    let cut = 0;
     const done: { job: DeliveryJob; outcome: AttemptOutcome }[] = [];
     await Promise.all(
       jobs.map(async (job) => {
@@ -101,7 +105,7 @@ export class FirstAttempts {
           const release = this.host.track(controller);
           const outcome = await attemptDelivery(endpoint, job, Math.min(endpoint.timeoutMs, this.opts.timeoutMs), controller).finally(release);
           if (outcome.stopped) {
-            left.push(job);
+            cut++;
             return;
           }
           if (!outcome.ok) this.pausedUntil.set(job.endpoint, Date.now() + this.opts.pauseMs);
@@ -112,7 +116,7 @@ export class FirstAttempts {
       }),
     );
     await this.record(done);
-    return left;
+    return { left, cut };
   }
 
   /**

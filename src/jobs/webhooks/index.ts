@@ -121,11 +121,13 @@ export class Webhooks {
   }
 
   async close(): Promise<void> {
-    // Sending stops first: attempts in flight are cut, the consumer's first attempts among them,
-    // whose deliveries it then queues (it sends nothing more once its process stops sending), so
-    // a stop never waits for a slow receiver.
+    // The consumer is told to stop first (its loop ends after the current turn), then sending
+    // stops: attempts in flight are cut, the consumer's first attempts among them, whose records
+    // it leaves unacknowledged for the consumer that takes them over (DeliveryQueue.dispatch).
+    // So a stop never waits for a slow receiver, and a cut attempt is neither counted nor lost.
+    const consumerStopped = this.consumer?.stop();
     for (const t of this.tenants.values()) await t.deliveries.stopSending();
-    await this.consumer?.stop();
+    await consumerStopped;
     for (const t of this.tenants.values()) {
       await t.timeline.close();
       await t.deliveries.close();
