@@ -127,6 +127,26 @@ describe("a first attempt that fails", () => {
   });
 });
 
+describe("a first attempt that succeeds slowly", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    // slowMs 0: every answer is slow enough, so the rule is tested without waiting for a slow one.
+    s = await scenario(() => 200, { firstAttempt: { slowMs: 0 } });
+  });
+  afterAll(() => close(s));
+
+  it("is delivered, and sends the endpoint's next deliveries through the queue for a while", async () => {
+    const first = await deliveryFor(s, "sl1");
+    expect(first.returnvalue).toMatchObject({ status: 200, by: "consumer" });
+    const second = await deliveryFor(s, "sl2");
+    await s.receiver.waitFor(2);
+    await s.t.app.webhooks!.settled(s.tenantId);
+    const done = (await s.t.app.webhooks!.deliveries(s.tenantId)!.queue.getJob(second.id!)) as Job<DeliveryJob>;
+    expect(await done.getState()).toBe("completed");
+    expect(done.returnvalue).not.toHaveProperty("by");
+  });
+});
+
 describe("a queue that allows one attempt", () => {
   let s: Scenario;
   beforeAll(async () => {

@@ -22,7 +22,8 @@ import { deliveryId } from "./keys.js";
  * Bounds, so a slow receiver never holds the consumer (and every other endpoint's deliveries)
  * for long: at most `concurrency` attempts at once, each cut after `timeoutMs` (or the
  * endpoint's own timeout when lower; later attempts get the endpoint's full timeout), and after a
- * failed first attempt the endpoint's deliveries go straight to the queue for `pauseMs`.
+ * failed first attempt, or one that took `slowMs` or more, the endpoint's deliveries go straight
+ * to the queue for `pauseMs`.
  *
  * Exactly one id per change still holds: only records read for the first time come here; a
  * record delivered again (a crashed consumer's, taken over) goes through BullMQ's add, which
@@ -36,13 +37,15 @@ export interface FirstAttemptOptions {
   enabled: boolean;
   /** Longest wait for a first attempt's answer, ms; the endpoint's timeout when lower. @default 2000 */
   timeoutMs: number;
-  /** After a failed first attempt, the endpoint's deliveries go straight to the queue for this long, ms. @default 30000 */
+  /** After a failed or slow first attempt, the endpoint's deliveries go straight to the queue for this long, ms. @default 30000 */
   pauseMs: number;
+  /** A first attempt that succeeds but takes at least this long (ms) pauses its endpoint too. @default 500 */
+  slowMs: number;
   /** First attempts in flight at once, per tenant and process. @default 32 */
   concurrency: number;
 }
 
-export const DEFAULT_FIRST_ATTEMPT: FirstAttemptOptions = { enabled: true, timeoutMs: 2_000, pauseMs: 30_000, concurrency: 32 };
+export const DEFAULT_FIRST_ATTEMPT: FirstAttemptOptions = { enabled: true, timeoutMs: 2_000, pauseMs: 30_000, slowMs: 500, concurrency: 32 };
 
 /** What the first attempts need of the delivery queue they feed. */
 export interface FirstAttemptHost {
@@ -108,7 +111,8 @@ export class FirstAttempts {
             cut++;
             return;
           }
-          if (!outcome.ok) this.pausedUntil.set(job.endpoint, Date.now() + this.opts.pauseMs);
+          // A slow receiver would hold the consumer batch after batch: the queue's workers wait for it instead.
+          if (!outcome.ok || outcome.ms >= this.opts.slowMs) this.pausedUntil.set(job.endpoint, Date.now() + this.opts.pauseMs);
           done.push({ job, outcome });
         } finally {
           this.release();
