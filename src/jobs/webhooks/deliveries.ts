@@ -134,8 +134,8 @@ export class DeliveryQueue {
   /** In-flight attempts, cut by close() and kill(), so a stopping worker never waits for a slow receiver. */
   private readonly inFlight = new Set<AbortController>();
   private stopping = false;
-  /** Parsed once: each attempt reuses it. */
-  private readonly targets: Map<string, URL>;
+  /** The endpoints by key, each URL parsed once: every attempt reuses them. */
+  private readonly targets: Map<string, Target>;
   private readonly firstAttempts: FirstAttempts;
 
   /** Deliveries per status (the admin overview and GET /metrics): one BullMQ count per state. */
@@ -147,13 +147,13 @@ export class DeliveryQueue {
 
   /** `redis`: a connection to the queue's Redis for the first attempts' one script per batch. */
   constructor(
-    private readonly tenant: CompiledTenant,
+    tenant: CompiledTenant,
     private readonly connection: ConnectionOptions,
     private readonly opts: DeliveryOptions,
     private readonly logger: Logger,
     redis: Redis,
   ) {
-    this.targets = new Map(tenant.webhooks.map((w) => [w.key, new URL(w.url)]));
+    this.targets = new Map(tenant.webhooks.map((w) => [w.key, { ...w, target: new URL(w.url) }]));
     const name = deliveryQueueName(tenant.id);
     this.queue = new Queue<DeliveryJob>(name, {
       connection,
@@ -248,8 +248,7 @@ export class DeliveryQueue {
   }
 
   private endpointOf(key: string): Target | undefined {
-    const endpoint = this.tenant.webhooks.find((w) => w.key === key);
-    return endpoint && { ...endpoint, target: this.targets.get(key)! };
+    return this.targets.get(key);
   }
 
   /** Registers an attempt to cut when this process stops; cut at once if it is stopping. */
