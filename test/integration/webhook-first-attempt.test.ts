@@ -88,6 +88,25 @@ describe("a first attempt that succeeds", () => {
   });
 });
 
+describe("delivered jobs kept by age", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    // Age 0: a delivered job is already as old as removeOnComplete keeps, so the script's age trim removes it at once.
+    s = await scenario(() => 200, { keepDelivered: { age: 0, count: 1000 } });
+  });
+  afterAll(() => close(s));
+
+  it("are trimmed by removeOnComplete's age as BullMQ trims them, with their keys", async () => {
+    expect((await s.t.call("POST", "/v1/metrics/lessons/event", { user: { id: "age1" }, value: 1 })).status).toBe(201);
+    await s.t.app.webhooks!.drain();
+    expect(s.receiver.received).toHaveLength(1);
+    const queue = s.t.app.webhooks!.deliveries(s.tenantId)!.queue;
+    expect(await queue.getJobCounts("completed")).toEqual({ completed: 0 });
+    const eventId = s.receiver.received[0]!.headers["webhook-id"] as string;
+    expect(await s.t.redis.exists(queue.toKey(`${eventId}.main`))).toBe(0);
+  });
+});
+
 describe("a first attempt that fails", () => {
   let s: Scenario;
   beforeAll(async () => {

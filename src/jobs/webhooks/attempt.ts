@@ -1,5 +1,5 @@
 import type { CompiledWebhook } from "../../config/compiled.js";
-import { post } from "./post.js";
+import { post, PostError } from "./post.js";
 import { signedHeaders } from "./signing.js";
 
 /**
@@ -40,7 +40,7 @@ export async function attemptDelivery(endpoint: Target, job: DeliveryJob, timeou
     const ok = status >= 200 && status <= 299;
     return { ok, status, error: ok ? null : `HTTP ${status}`, stopped: false, at, ms: Date.now() - at };
   } catch (err) {
-    const stopped = controller.signal.aborted && (err as Error).message === "worker stopped";
+    const stopped = err instanceof PostError && err.failure === "stopped";
     return { ok: false, status: null, error: (err as Error).message, stopped, at, ms: Date.now() - at };
   }
 }

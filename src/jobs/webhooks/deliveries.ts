@@ -174,6 +174,7 @@ export class DeliveryQueue {
         endpoint: (key) => this.endpointOf(key),
         retryDelay: (retry) => backoffDelay(retry, opts.backoff),
         track: (controller) => this.track(controller),
+        deadLettered: (id, reason) => this.deadLettered(id, reason),
       },
       opts.firstAttempt,
     );
@@ -208,7 +209,7 @@ export class DeliveryQueue {
       settings: { backoffStrategy: (attemptsMade: number) => backoffDelay(attemptsMade, this.opts.backoff) },
     });
     this.worker.on("failed", (job, err) => {
-      if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) this.logger.warn({ delivery: job.id, err: err.message }, "webhook delivery dead-lettered");
+      if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) this.deadLettered(job.id!, err.message);
     });
     this.worker.on("error", (err) => this.logger.error({ err }, "webhook delivery worker error"));
     await this.worker.waitUntilReady();
@@ -249,6 +250,11 @@ export class DeliveryQueue {
 
   private endpointOf(key: string): Target | undefined {
     return this.targets.get(key);
+  }
+
+  /** Whoever made the last attempt (a worker, or the consumer when the queue allows one attempt). */
+  private deadLettered(id: string, reason: string): void {
+    this.logger.warn({ delivery: id, err: reason }, "webhook delivery dead-lettered");
   }
 
   /** Registers an attempt to cut when this process stops; cut at once if it is stopping. */

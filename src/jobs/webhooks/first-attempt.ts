@@ -60,6 +60,8 @@ export interface FirstAttemptHost {
   retryDelay(retry: number): number;
   /** Registers an attempt to cut when the process stops (aborted at once if it is stopping); returns its release. */
   track(controller: AbortController): () => void;
+  /** Reports a delivery whose last attempt failed (logged as the queue's workers log theirs). */
+  deadLettered(id: string, reason: string): void;
 }
 
 const script = loadLua("firstAttempts-5");
@@ -80,8 +82,8 @@ export class FirstAttempts {
     this.optsJson = JSON.stringify(host.queue.defaultJobOptions);
   }
 
-  /** Whether an endpoint's deliveries skip the first attempt now (after a failed one). */
-  paused(endpointKey: string): boolean {
+  /** Whether an endpoint's deliveries skip the first attempt now (after a failed or slow one). */
+  private paused(endpointKey: string): boolean {
     return (this.pausedUntil.get(endpointKey) ?? 0) > Date.now();
   }
 
@@ -159,5 +161,6 @@ export class FirstAttempts {
     }
     const k = queue.keys;
     await runScript(this.host.redis, script, [k.completed!, k.delayed!, k.wait!, k.marker!, k.failed!], args);
+    if (this.host.attempts <= 1) for (const { job, outcome } of done) if (!outcome.ok) this.host.deadLettered(deliveryId(job.eventId, job.endpoint), outcome.error!);
   }
 }

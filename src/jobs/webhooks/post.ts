@@ -10,8 +10,11 @@ import { Agent, request } from "undici";
  */
 const agent = new Agent({ connections: 64, keepAliveTimeout: 4_000 });
 
+/** Why a POST got no answer: its timeout, the caller cutting it (a stopping process), or the network. */
+export type PostFailure = "timeout" | "stopped" | "network";
+
 export class PostError extends Error {
-  constructor(message: string, readonly timedOut = false) {
+  constructor(message: string, readonly failure: PostFailure) {
     super(message);
   }
 }
@@ -25,16 +28,16 @@ const TIMED_OUT = Symbol("timed out");
  * only idle periods.
  */
 export async function post(url: URL, headers: Record<string, string>, body: string, timeoutMs: number, controller: AbortController): Promise<number> {
-  if (controller.signal.aborted) throw new PostError("worker stopped");
+  if (controller.signal.aborted) throw new PostError("worker stopped", "stopped");
   const timer = setTimeout(() => controller.abort(TIMED_OUT), timeoutMs);
   try {
     const answer = await request(url, { method: "POST", headers, body, dispatcher: agent, signal: controller.signal });
     await answer.body.dump();
     return answer.statusCode;
   } catch (err) {
-    if (controller.signal.reason === TIMED_OUT) throw new PostError(`no answer within ${timeoutMs} ms`, true);
-    if (controller.signal.aborted) throw new PostError("worker stopped");
-    throw new PostError((err as Error).message);
+    if (controller.signal.reason === TIMED_OUT) throw new PostError(`no answer within ${timeoutMs} ms`, "timeout");
+    if (controller.signal.aborted) throw new PostError("worker stopped", "stopped");
+    throw new PostError((err as Error).message, "network");
   } finally {
     clearTimeout(timer);
   }
