@@ -13,3 +13,13 @@ export function createRedisClient(url: string, options: RedisOptions = {}, env: 
   if (env.LAUREL_COALESCE !== "off") coalesceWrites(redis);
   return redis;
 }
+
+/**
+ * A second connection with the client's options and the same write coalescing, for work that
+ * must not queue ahead of the event path's calls on one socket (the webhook consumer).
+ */
+export function duplicateClient(redis: Redis, env: NodeJS.ProcessEnv = process.env): Redis {
+  const copy = redis.duplicate();
+  if (env.LAUREL_COALESCE !== "off") coalesceWrites(copy);
+  return copy;
+}

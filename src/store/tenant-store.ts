@@ -81,6 +81,16 @@ export class TenantStore {
     }
   }
 
+  /**
+   * This store on another connection, sharing everything else (scripts, caches, thresholds). The
+   * webhook consumer reads through its own connection: a turn of it sends thousands of payload
+   * reads at once, and on the event path's connection every event call waited behind them (p99
+   * ~400 ms with every type subscribed; bench/README.md, "The tenth stop").
+   */
+  onConnection(redis: Redis): TenantStore {
+    return Object.assign(Object.create(TenantStore.prototype) as TenantStore, this, { redis });
+  }
+
   scripts(): LuaSource[] {
     return [...[...this.eventScripts.values()].map((e) => e.script), ...Object.values(this.tenantScripts), ...SHARED_SCRIPTS];
   }

@@ -1,8 +1,10 @@
 import type { Job } from "bullmq";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { DeliveryJob } from "../../src/jobs/webhooks/attempt.js";
+import { TURN_RECORDS } from "../../src/jobs/webhooks/consumer.js";
 import { startTestApp, uniqueTenantId, type TestApp, type TestAppOptions } from "../helpers/app.js";
 import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
+import { commandsDuring } from "../helpers/monitor.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
 
 /**
@@ -75,6 +77,38 @@ describe("a first attempt that succeeds", () => {
     const replayed = (await s.t.app.webhooks!.deliveries(s.tenantId)!.queue.getJob(job.id!)) as Job<DeliveryJob>;
     expect(await replayed.getState()).toBe("completed");
     expect(replayed.returnvalue).toEqual(expect.not.objectContaining({ by: "consumer" }));
+  });
+
+  it("is read, sent and recorded over the consumer's own connection, never the event path's", async () => {
+    expect((await s.t.call("POST", "/v1/metrics/lessons/event", { user: { id: "conn1" }, value: 1 })).status).toBe(201);
+    const before = s.receiver.received.length;
+    // Only the service's connection's own commands (scripts' inner calls are filtered by tenant key).
+    const seen = await commandsDuring(inject("redisUrl"), () => s.t.app.webhooks!.drain(), s.t.redis);
+    expect(s.receiver.received.length).toBe(before + 1);
+    // A consumer turn sends its reads by the thousand under load: on this connection every event call would wait behind them.
+    expect(seen.commands).toEqual([]);
+    expect(seen.luaCommands.filter((c) => c.some((a) => a.includes(s.tenantId)))).not.toEqual([]);
+  });
+
+  it("are taken at most TURN_RECORDS records a turn, however many wait, so a turn never holds the event loop for long", async () => {
+    const consumer = s.t.app.webhooks!.consumer!;
+    const sizes: number[] = [];
+    const process = consumer.process.bind(consumer);
+    consumer.process = (stream, entries, redelivered) => {
+      sizes.push(entries.length);
+      return process(stream, entries, redelivered);
+    };
+    try {
+      const before = s.receiver.received.length;
+      const waiting = TURN_RECORDS + 6;
+      for (let i = 0; i < waiting; i++) expect((await s.t.call("POST", "/v1/metrics/lessons/event", { user: { id: `turn${i}` }, value: 1 })).status).toBe(201);
+      await s.t.app.webhooks!.drain();
+      expect(s.receiver.received.length - before).toBe(waiting);
+      // One shard, so one stream takes the whole turn: a full turn, then the rest.
+      expect(sizes).toEqual([TURN_RECORDS, waiting - TURN_RECORDS]);
+    } finally {
+      consumer.process = process;
+    }
   });
 
   it("keeps as many delivered jobs as removeOnComplete's count, dropping the oldest with their keys", async () => {

@@ -50,6 +50,23 @@ function shardEntryId(hookId: string, fields: readonly string[]): string {
   throw new Error(`hook stream entry ${hookId} has no "x" field (its shard stream entry id)`);
 }
 
+/**
+ * The records one turn of the consumer reads at most, across all its hook streams. A turn
+ * processes its records at once, and in a service process their payload reads, first attempts,
+ * signatures and JSON share the event loop with the HTTP requests. With every type subscribed
+ * (~1.2 deliveries per event), 100 records per stream (1 600 a turn on 16 shards) held the loop
+ * long enough to put the event endpoint's p99 at 370-460 ms; 8 per stream gave 39 ms and 4 gave
+ * 25 ms, and the box's CPU per request fell as well (fewer objects alive at each collection):
+ * bench/README.md, "The tenth stop". Past the box's capacity the records wait in the hook
+ * streams (the consumer lags) instead of the requests waiting.
+ */
+export const TURN_RECORDS = 64;
+
+/** Records per stream per read, so that a turn reads at most about TURN_RECORDS in all. */
+export function perStreamBatch(streams: number): number {
+  return Math.max(1, Math.ceil(TURN_RECORDS / Math.max(1, streams)));
+}
+
 export class WebhookConsumer extends StreamGroupConsumer {
   constructor(
     redis: Redis,
@@ -57,9 +74,9 @@ export class WebhookConsumer extends StreamGroupConsumer {
     logger: Logger,
     opts: { consumer?: string; blockMs?: number; claimIdleMs?: number } = {},
   ) {
-    // Small batches: a batch's deliveries are queued in one BullMQ MULTI per chunk, and a long
-    // MULTI would hold Redis (and so the event path) for its whole length.
-    super({ redis, tenants: [...hooks.values()].map((h) => h.ctx.tenant), logger, group: WEBHOOK_GROUP, groupStart: "$", streams: "hooks", batchSize: 100, ...opts });
+    const tenants = [...hooks.values()].map((h) => h.ctx.tenant);
+    const batchSize = perStreamBatch(tenants.reduce((n, t) => n + t.shards, 0));
+    super({ redis, tenants, logger, group: WEBHOOK_GROUP, groupStart: "$", streams: "hooks", batchSize, ...opts });
   }
 
   override async process(s: ShardStream, entries: Entry[], redelivered: boolean): Promise<{ applied: number; acked: number }> {

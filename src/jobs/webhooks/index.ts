@@ -3,6 +3,7 @@ import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import type { Clock } from "../../clock.js";
 import { TenantKeys } from "../../store/keys.js";
+import { duplicateClient } from "../../store/redis-client.js";
 import { Coalescer } from "./coalesce.js";
 import { WebhookConsumer, type TenantHooks } from "./consumer.js";
 import { DeliveryQueue, deliveryOptions, type DeliveryOptions, type DeliveryOptionsInput } from "./deliveries.js";
@@ -48,24 +49,31 @@ export class Webhooks {
     private readonly tenants: ReadonlyMap<string, TenantHooks>,
     readonly consumer: WebhookConsumer | null,
     private readonly logger: Logger,
+    /** The connection the consumer, its payload reads and its first attempts' records use (null without endpoints). */
+    private readonly own: Redis | null,
   ) {}
 
   static async start(opts: WebhookStartOptions): Promise<Webhooks> {
     const delivery = deliveryOptions(opts.options?.delivery);
     const tickEveryMs = opts.options?.tickEveryMs ?? 60_000;
     const tenants = new Map<string, TenantHooks>();
-    for (const ctx of opts.contexts) {
-      if (ctx.tenant.webhooks.length === 0) {
-        await forget(opts.redis, opts.connection, ctx);
+    // A connection of its own: a consumer turn sends thousands of reads at once (payloads, first
+    // attempts' records), and on the caller's connection (the service's event path) every event
+    // call would wait behind them. Redis serves its clients in turn.
+    const own = opts.contexts.some((ctx) => ctx.tenant.webhooks.length > 0) ? duplicateClient(opts.redis) : null;
+    for (const shared of opts.contexts) {
+      if (shared.tenant.webhooks.length === 0 || own === null) {
+        await forget(opts.redis, opts.connection, shared);
         continue;
       }
-      const deliveries = new DeliveryQueue(ctx.tenant, opts.connection, delivery, opts.logger, opts.redis);
+      const ctx: PayloadContext = { ...shared, store: shared.store.onConnection(own) };
+      const deliveries = new DeliveryQueue(ctx.tenant, opts.connection, delivery, opts.logger, own);
       const coalescer = new Coalescer(ctx);
       const timeline = new Timeline(ctx, deliveries, coalescer, { connection: opts.connection, clock: opts.clock, logger: opts.logger, tickEveryMs });
       tenants.set(ctx.tenant.id, { ctx, deliveries, coalescer, timeline });
     }
-    if (tenants.size === 0) return new Webhooks(tenants, null, opts.logger);
-    const consumer = new WebhookConsumer(opts.redis, tenants, opts.logger, { consumer: opts.options?.consumer, claimIdleMs: opts.options?.claimIdleMs });
+    if (own === null) return new Webhooks(tenants, null, opts.logger, null);
+    const consumer = new WebhookConsumer(own, tenants, opts.logger, { consumer: opts.options?.consumer, claimIdleMs: opts.options?.claimIdleMs });
     // The group exists from now on, before this process writes: every later change reaches the endpoints.
     await consumer.ensureGroups();
     // From the version whose group read the shard streams: what it had not finished, into the hook streams.
@@ -77,7 +85,7 @@ export class Webhooks {
       if (opts.options?.deliveryWorkers !== false) await t.deliveries.startWorker();
       await t.timeline.start();
     }
-    return new Webhooks(tenants, consumer, opts.logger);
+    return new Webhooks(tenants, consumer, opts.logger, own);
   }
 
   /** Another consumer of the same group on the same queues (tests: a second worker; tools). */
@@ -132,6 +140,7 @@ export class Webhooks {
       await t.timeline.close();
       await t.deliveries.close();
     }
+    await this.own?.quit().catch(() => undefined);
   }
 }
 
