@@ -40,7 +40,8 @@ function parseVariant(text) {
   let entry = "dist/main.js";
   if (text !== "-") {
     for (const pair of text.split(",")) {
-      const [name, value] = pair.split("=");
+      const at = pair.indexOf("=");
+      const [name, value] = [pair.slice(0, at), pair.slice(at + 1)]; // a value may hold "=": NODE_OPTIONS=--flag=1
       if (name === "nice") nice = value;
       else if (name === "entry") entry = value;
       else env[name] = value;

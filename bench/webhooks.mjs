@@ -37,6 +37,12 @@
 // BENCH_PAIR_BASE=worker: the pairs' first phase runs with the stream worker on, so the ratio is
 // the endpoint's own cost rather than the endpoint's and the stream worker's.
 //
+// BENCH_SEEDED_USERS (default 100000, the core bench's BENCH_USERS): users per phase of a seeded
+// pair. Until the tenth stop they had BENCH_USERS (20 000), so each user had ~8 events in a phase
+// and passed a level in it (~0.14 deliveries per request); the core bench spreads its events over
+// 100 000 users (~0.006). BENCH_PHASES: which single phases (below). Every phase and pair also reports
+// the box's CPU per request (service, Redis and receiver, catch-up included): see boxCpuPerRequest.
+//
 // Environment: BENCH_DURATION, BENCH_WARMUP, BENCH_CONNECTIONS, BENCH_USERS (default 20000),
 // BENCH_JSON, as for bench/run.mjs.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -50,6 +56,21 @@ import { delta, snapshot } from "./snapshot.mjs";
 import { eventRequests, load, phaseSettings, seedUsers } from "./workload.mjs";
 
 const config = phaseSettings(20_000);
+/** Users of each seeded pair's phases: the core bench's 100 000 by default, so the pairs are its traffic. */
+const seededUsers = Number(process.env.BENCH_SEEDED_USERS ?? 100_000);
+/**
+ * BENCH_PHASES: the single phases to run, comma-separated among events, worker, quiet, milestones,
+ * every, apart (default all); "pairs" for none (only the alternated pairs).
+ */
+const SINGLE_PHASES = ["events", "worker", "quiet", "milestones", "every", "apart"];
+const phasesToRun = new Set(process.env.BENCH_PHASES ? process.env.BENCH_PHASES.split(",") : SINGLE_PHASES);
+const runs = (name) => phasesToRun.has(name);
+
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
 
 const children = new Children();
 const dir = mkdtempSync(join(tmpdir(), "laurel-bench-hooks-"));
@@ -57,6 +78,8 @@ let redisServer = null;
 let redis = null;
 let receiverUrl = null;
 let receiverPid = null;
+/** `node dist/worker.js` while a phase runs it: its CPU counts in the box's. */
+let workerPid = null;
 
 async function cleanup() {
   redis?.disconnect();
@@ -100,16 +123,17 @@ async function stop(name) {
  * catch-up is timed. `firstUser`: the phase's users start at this number instead of the seeded
  * ones (see the pairs in main).
  */
-async function measure(name, server, queue, withWorker, firstUser = 0) {
+async function measure(name, server, queue, withWorker, firstUser = 0, users = config.users) {
   process.stdout.write(`${name}: warm-up ${config.warmup} s, measure ${config.duration} s ... `);
-  const requests = eventRequests(config.users, EVENT_PATHS, firstUser);
+  const requests = eventRequests(users, EVENT_PATHS, firstUser);
   await load(server.url, requests, { connections: config.connections, duration: config.warmup });
   if (withWorker) await drainBacklog(queue);
   if (receiverUrl) await (await fetch(`${receiverUrl}/reset`)).arrayBuffer();
   // The receiver shares the box: its CPU is the bench's, not Laurel's, and is reported apart.
-  const before = await snapshot(redis, server.pid, { receiver: receiverPid });
+  const others = () => ({ receiver: receiverPid, ...(workerPid ? { worker: workerPid } : {}) });
+  const before = await snapshot(redis, server.pid, others());
   const result = await load(server.url, requests, { connections: config.connections, duration: config.duration });
-  const change = delta(before, await snapshot(redis, server.pid, { receiver: receiverPid }));
+  const change = delta(before, await snapshot(redis, server.pid, others()));
   console.log(`${Math.round(result.rps)} req/s (p50 ${result.p50} ms, p99 ${result.p99} ms)`);
   const phase = { ...result, cpuPercent: change.cpuPercent, redisCommands: change.commands.fcall?.calls ?? 0 };
   if (withWorker) {
@@ -119,7 +143,21 @@ async function measure(name, server, queue, withWorker, firstUser = 0) {
   } else {
     phase.sustainedRps = result.rps; // nothing consumes the records in this phase
   }
+  phase.boxCpuUs = boxCpuPerRequest(before, await snapshot(redis, server.pid, others()), result.requests);
   return phase;
+}
+
+/**
+ * CPU µs per request of the service, Redis and the receiver from the start of the measured run
+ * until every record is applied and delivered (the catch-up included; the load generator
+ * excluded). On this box a phase's rate is bound by round trips and scheduling rather than by a
+ * full core, and drifts by a tenth between identical phases; the CPU a request costs is what a
+ * saturated box would divide its cores by, and varies much less (bench/README.md, "The tenth stop").
+ */
+function boxCpuPerRequest(before, after, requests) {
+  let seconds = after.serverCpu - before.serverCpu + (after.redisCpu - before.redisCpu);
+  for (const [name, cpu] of Object.entries(after.othersCpu)) seconds += cpu - before.othersCpu[name];
+  return (seconds * 1e6) / requests;
 }
 
 /**
@@ -175,34 +213,44 @@ async function main() {
   const queue = new Queue("laurel-hooks-demo", { connection: { host: hostname, port: Number(port) }, prefix: "{laurel-jobs}" });
 
   const phases = {};
-  let service = await startService("service", { ...env, LAUREL_WORKER: "off" });
-  const seed = await seedUsers(service.url, config);
-  phases.events = await measure("events", service, queue, false);
-  await stop("service");
-
-  // The same service with its stream worker on (the default), to tell the worker's share from the webhooks'.
-  service = await startService("service+worker", env);
-  phases.worker = await measure("events, worker on", service, queue, true);
-  await stop("service+worker");
-
-  service = await startService("service+quiet", { ...env, LAUREL_CONFIG: quiet });
-  phases.quiet = await measure("events + webhooks (quiet endpoint)", service, queue, true);
-  await stop("service+quiet");
-
-  service = await startService("service+milestones", { ...env, LAUREL_CONFIG: milestones });
-  phases.milestones = await measure("events + webhooks (milestones)", service, queue, true);
-  await stop("service+milestones");
-
-  service = await startService("service+webhooks", { ...env, LAUREL_CONFIG: everyType });
-  phases.webhooks = await measure("events + webhooks (every type)", service, queue, true);
-  await stop("service+webhooks");
-
-  service = await startService("service+webhooks-apart", { ...env, LAUREL_CONFIG: everyType, LAUREL_WORKER: "off", LAUREL_DELIVERIES: "off" });
-  const workerPid = (await children.start("worker", "node", ["dist/worker.js"], { ...env, LAUREL_CONFIG: everyType }, `${service.url}/healthz`)).pid;
-  phases.webhooksApart = await measure("events + webhooks (every type), worker apart", service, queue, true);
-  phases.webhooksApart.workerPid = workerPid;
-  await stop("service+webhooks-apart");
-  await stop("worker");
+  let service;
+  let seed = null;
+  // The events phase seeds the users every single phase shares; it runs whenever another single phase does.
+  if (SINGLE_PHASES.some(runs)) {
+    service = await startService("service", { ...env, LAUREL_WORKER: "off" });
+    seed = await seedUsers(service.url, config);
+    phases.events = await measure("events", service, queue, false);
+    await stop("service");
+  }
+  if (runs("worker")) {
+    // The same service with its stream worker on (the default), to tell the worker's share from the webhooks'.
+    service = await startService("service+worker", env);
+    phases.worker = await measure("events, worker on", service, queue, true);
+    await stop("service+worker");
+  }
+  if (runs("quiet")) {
+    service = await startService("service+quiet", { ...env, LAUREL_CONFIG: quiet });
+    phases.quiet = await measure("events + webhooks (quiet endpoint)", service, queue, true);
+    await stop("service+quiet");
+  }
+  if (runs("milestones")) {
+    service = await startService("service+milestones", { ...env, LAUREL_CONFIG: milestones });
+    phases.milestones = await measure("events + webhooks (milestones)", service, queue, true);
+    await stop("service+milestones");
+  }
+  if (runs("every")) {
+    service = await startService("service+webhooks", { ...env, LAUREL_CONFIG: everyType });
+    phases.webhooks = await measure("events + webhooks (every type)", service, queue, true);
+    await stop("service+webhooks");
+  }
+  if (runs("apart")) {
+    service = await startService("service+webhooks-apart", { ...env, LAUREL_CONFIG: everyType, LAUREL_WORKER: "off", LAUREL_DELIVERIES: "off" });
+    workerPid = (await children.start("worker", "node", ["dist/worker.js"], { ...env, LAUREL_CONFIG: everyType }, `${service.url}/healthz`)).pid;
+    phases.webhooksApart = await measure("events + webhooks (every type), worker apart", service, queue, true);
+    await stop("service+webhooks-apart");
+    await stop("worker");
+    workerPid = null;
+  }
 
   // Each phase of a pair has users of its own: with the seeded users, who pass their milestones
   // during the phases before, the later pairs sent next to nothing (0.000-0.001 deliveries per
@@ -227,45 +275,56 @@ async function main() {
       const firstUser = (n) => 1_000_000 * (2 * pairNumber + n);
       const label = `pair ${i + 1} (${kind})`;
       service = await startService("pair-events", { ...env, LAUREL_WORKER: workerBase ? "on" : "off" });
-      if (seeded) await seedUsers(service.url, config, `${label}: `, firstUser(1));
-      const off = await measure(`${label}: events${workerBase ? ", worker on" : ""}`, service, queue, workerBase, firstUser(1));
+      const users = seeded ? seededUsers : config.users;
+      if (seeded) await seedUsers(service.url, { ...config, users }, `${label}: `, firstUser(1));
+      const off = await measure(`${label}: events${workerBase ? ", worker on" : ""}`, service, queue, workerBase, firstUser(1), users);
       await stop("pair-events");
       service = await startService("pair-milestones", { ...env, LAUREL_CONFIG: milestones });
-      if (seeded) await seedUsers(service.url, config, `${label}: `, firstUser(2));
-      const on = await measure(`${label}: events + webhooks (milestones)`, service, queue, true, firstUser(2));
+      if (seeded) await seedUsers(service.url, { ...config, users }, `${label}: `, firstUser(2));
+      const on = await measure(`${label}: events + webhooks (milestones)`, service, queue, true, firstUser(2), users);
       await stop("pair-milestones");
-      pairs.push({ kind, events: off.sustainedRps, milestones: on.sustainedRps, deliveriesPerRequest: on.delivery.received / on.requests, ratio: on.sustainedRps / off.sustainedRps });
+      pairs.push({
+        kind,
+        events: off.sustainedRps,
+        milestones: on.sustainedRps,
+        deliveriesPerRequest: on.delivery.received / on.requests,
+        ratio: on.sustainedRps / off.sustainedRps,
+        cpuUs: { events: off.boxCpuUs, milestones: on.boxCpuUs },
+        cpuRatio: off.boxCpuUs / on.boxCpuUs,
+      });
     }
   }
   phases.pairs = pairs;
   await queue.close();
 
   const ratio = (p, base) => (p.rps / base.rps).toFixed(2);
-  console.log("\n| phase | req/s | p50 / p99 ms | ÷ events | ÷ worker on | sustained req/s (÷ events) | CPU % server / redis / load / receiver | non-2xx / errors | deliveries (distinct ids) | left at stop: bucket records / webhook records / jobs, caught up in |");
-  console.log("|---|---|---|---|---|---|---|---|---|---|");
-  const rows = [
-    ["events", phases.events],
-    ["events, worker on", phases.worker],
-    ["events + webhooks (quiet endpoint)", phases.quiet],
-    ["events + webhooks (milestones)", phases.milestones],
-    ["events + webhooks (every type)", phases.webhooks],
-    ["events + webhooks (every type), worker apart", phases.webhooksApart],
-  ];
-  for (const [name, p] of rows) {
-    const c = p.cpuPercent;
-    const d = p.delivery;
-    const delivered = d ? `${d.received} (${d.distinctIds}), ${(d.received / p.requests).toFixed(3)} per request` : "";
-    const lag = d ? `${d.atStop.buckets} / ${d.atStop.records} / ${d.atStop.jobs}, ${d.seconds.toFixed(1)} s` : "";
-    const sustained = `${Math.round(p.sustainedRps)} (${(p.sustainedRps / phases.events.rps).toFixed(2)})`;
-    console.log(`| ${name} | ${Math.round(p.rps)} | ${p.p50} / ${p.p99} | ${ratio(p, phases.events)} | ${ratio(p, phases.worker)} | ${sustained} | ${c.server.toFixed(0)} / ${c.redis.toFixed(0)} / ${c.loadGenerator.toFixed(0)} / ${c.receiver.toFixed(0)} | ${p.non2xx} / ${p.errors} | ${delivered} | ${lag} |`);
+  if (phases.events) {
+    console.log("\n| phase | req/s | p50 / p99 ms | ÷ events | ÷ worker on | sustained req/s (÷ events) | CPU % server / redis / load / receiver | box CPU µs per request | non-2xx / errors | deliveries (distinct ids) | left at stop: bucket records / webhook records / jobs, caught up in |");
+    console.log("|---|---|---|---|---|---|---|---|---|---|---|");
+    const rows = [
+      ["events", phases.events],
+      ["events, worker on", phases.worker],
+      ["events + webhooks (quiet endpoint)", phases.quiet],
+      ["events + webhooks (milestones)", phases.milestones],
+      ["events + webhooks (every type)", phases.webhooks],
+      ["events + webhooks (every type), worker apart", phases.webhooksApart],
+    ];
+    for (const [name, p] of rows) {
+      if (!p) continue;
+      const c = p.cpuPercent;
+      const d = p.delivery;
+      const delivered = d ? `${d.received} (${d.distinctIds}), ${(d.received / p.requests).toFixed(3)} per request` : "";
+      const lag = d ? `${d.atStop.buckets} / ${d.atStop.records} / ${d.atStop.jobs}, ${d.seconds.toFixed(1)} s` : "";
+      const sustained = `${Math.round(p.sustainedRps)} (${(p.sustainedRps / phases.events.rps).toFixed(2)})`;
+      console.log(`| ${name} | ${Math.round(p.rps)} | ${p.p50} / ${p.p99} | ${ratio(p, phases.events)} | ${(phases.worker ? ratio(p, phases.worker) : "")} | ${sustained} | ${c.server.toFixed(0)} / ${c.redis.toFixed(0)} / ${c.loadGenerator.toFixed(0)} / ${c.receiver.toFixed(0)} | ${p.boxCpuUs.toFixed(1)} | ${p.non2xx} / ${p.errors} | ${delivered} | ${lag} |`);
+    }
   }
   if (pairs.length > 0) {
     for (const [kind] of pairKinds) {
       const ofKind = pairs.filter((p) => p.kind === kind);
       if (ofKind.length === 0) continue;
-      const sorted = ofKind.map((p) => p.ratio).sort((a, b) => a - b);
-      const median = sorted.length % 2 ? sorted[(sorted.length - 1) / 2] : (sorted[sorted.length / 2 - 1] + sorted[sorted.length / 2]) / 2;
-      console.log(`\nalternated pairs (${kind}), sustained milestones ÷ events${workerBase ? " (worker on)" : ""}: ${ofKind.map((p) => `${p.ratio.toFixed(2)} (${Math.round(p.milestones)} ÷ ${Math.round(p.events)}, ${p.deliveriesPerRequest.toFixed(3)} deliveries per request)`).join("; ")}; median ${median.toFixed(3)}`);
+      console.log(`\nalternated pairs (${kind}), sustained milestones ÷ events${workerBase ? " (worker on)" : ""}: ${ofKind.map((p) => `${p.ratio.toFixed(2)} (${Math.round(p.milestones)} ÷ ${Math.round(p.events)}, ${p.deliveriesPerRequest.toFixed(3)} deliveries per request)`).join("; ")}; median ${median(ofKind.map((p) => p.ratio)).toFixed(3)}`);
+      console.log(`  box CPU per request (service + Redis + receiver, catch-up included), events ÷ milestones: ${ofKind.map((p) => `${p.cpuRatio.toFixed(2)} (${p.cpuUs.events.toFixed(1)} ÷ ${p.cpuUs.milestones.toFixed(1)} µs)`).join("; ")}; median ${median(ofKind.map((p) => p.cpuRatio)).toFixed(3)}`);
     }
   }
   console.log(`load average at start: ${loadAtStart.map((x) => x.toFixed(2)).join(" ")}; ${cpus().length} CPUs`);
