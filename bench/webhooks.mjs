@@ -222,35 +222,23 @@ async function main() {
     phases.events = await measure("events", service, queue, false);
     await stop("service");
   }
-  if (runs("worker")) {
-    // The same service with its stream worker on (the default), to tell the worker's share from the webhooks'.
-    service = await startService("service+worker", env);
-    phases.worker = await measure("events, worker on", service, queue, true);
-    await stop("service+worker");
-  }
-  if (runs("quiet")) {
-    service = await startService("service+quiet", { ...env, LAUREL_CONFIG: quiet });
-    phases.quiet = await measure("events + webhooks (quiet endpoint)", service, queue, true);
-    await stop("service+quiet");
-  }
-  if (runs("milestones")) {
-    service = await startService("service+milestones", { ...env, LAUREL_CONFIG: milestones });
-    phases.milestones = await measure("events + webhooks (milestones)", service, queue, true);
-    await stop("service+milestones");
-  }
-  if (runs("every")) {
-    service = await startService("service+webhooks", { ...env, LAUREL_CONFIG: everyType });
-    phases.webhooks = await measure("events + webhooks (every type)", service, queue, true);
-    await stop("service+webhooks");
-  }
-  if (runs("apart")) {
-    service = await startService("service+webhooks-apart", { ...env, LAUREL_CONFIG: everyType, LAUREL_WORKER: "off", LAUREL_DELIVERIES: "off" });
-    workerPid = (await children.start("worker", "node", ["dist/worker.js"], { ...env, LAUREL_CONFIG: everyType }, `${service.url}/healthz`)).pid;
-    phases.webhooksApart = await measure("events + webhooks (every type), worker apart", service, queue, true);
-    await stop("service+webhooks-apart");
-    await stop("worker");
+  // One single phase: its service started (and with `apart`, `node dist/worker.js` running the
+  // consumer and the deliveries), measured, stopped.
+  const single = async (key, label, serviceEnv, apart = false) => {
+    if (!runs(key)) return;
+    service = await startService(key, { ...env, ...serviceEnv });
+    if (apart) workerPid = (await children.start("worker", "node", ["dist/worker.js"], { ...env, LAUREL_CONFIG: serviceEnv.LAUREL_CONFIG }, `${service.url}/healthz`)).pid;
+    phases[key] = await measure(label, service, queue, true);
+    await stop(key);
+    if (apart) await stop("worker");
     workerPid = null;
-  }
+  };
+  // The same service with its stream worker on (the default), to tell the worker's share from the webhooks'.
+  await single("worker", "events, worker on", {});
+  await single("quiet", "events + webhooks (quiet endpoint)", { LAUREL_CONFIG: quiet });
+  await single("milestones", "events + webhooks (milestones)", { LAUREL_CONFIG: milestones });
+  await single("every", "events + webhooks (every type)", { LAUREL_CONFIG: everyType });
+  await single("apart", "events + webhooks (every type), worker apart", { LAUREL_CONFIG: everyType, LAUREL_WORKER: "off", LAUREL_DELIVERIES: "off" }, true);
 
   // Each phase of a pair has users of its own: with the seeded users, who pass their milestones
   // during the phases before, the later pairs sent next to nothing (0.000-0.001 deliveries per
@@ -306,8 +294,8 @@ async function main() {
       ["events, worker on", phases.worker],
       ["events + webhooks (quiet endpoint)", phases.quiet],
       ["events + webhooks (milestones)", phases.milestones],
-      ["events + webhooks (every type)", phases.webhooks],
-      ["events + webhooks (every type), worker apart", phases.webhooksApart],
+      ["events + webhooks (every type)", phases.every],
+      ["events + webhooks (every type), worker apart", phases.apart],
     ];
     for (const [name, p] of rows) {
       if (!p) continue;
