@@ -41,7 +41,7 @@
 // pair. Until the tenth stop they had BENCH_USERS (20 000), so each user had ~8 events in a phase
 // and passed a level in it (~0.14 deliveries per request); the core bench spreads its events over
 // 100 000 users (~0.006). BENCH_PHASES: which single phases (below). Every phase and pair also reports
-// the box's CPU per request (service, Redis and receiver, catch-up included): see boxCpuPerRequest.
+// the box's CPU per request (service, Redis and receiver, catch-up included): see cpuPerRequest.
 //
 // Environment: BENCH_DURATION, BENCH_WARMUP, BENCH_CONNECTIONS, BENCH_USERS (default 20000),
 // BENCH_JSON, as for bench/run.mjs.
@@ -143,7 +143,16 @@ async function measure(name, server, queue, withWorker, firstUser = 0, users = c
   } else {
     phase.sustainedRps = result.rps; // nothing consumes the records in this phase
   }
-  phase.boxCpuUs = boxCpuPerRequest(before, await snapshot(redis, server.pid, others()), result.requests);
+  const settled = await snapshot(redis, server.pid, others());
+  phase.cpuUs = cpuPerRequest(before, settled, result.requests);
+  // Redis µs per request by command, catch-up included (the event scripts are fcall): where a phase's extra Redis time goes.
+  phase.redisUsByCommand = Object.fromEntries(
+    Object.entries(delta(before, settled).commands)
+      .map(([name, c]) => [name, Number((c.usec / result.requests).toFixed(2))])
+      .filter(([, us]) => us >= 0.05)
+      .sort((a, b) => b[1] - a[1]),
+  );
+  phase.boxCpuUs = phase.cpuUs.service + phase.cpuUs.redis + phase.cpuUs.others;
   return phase;
 }
 
@@ -153,11 +162,13 @@ async function measure(name, server, queue, withWorker, firstUser = 0, users = c
  * excluded). On this box a phase's rate is bound by round trips and scheduling rather than by a
  * full core, and drifts by a tenth between identical phases; the CPU a request costs is what a
  * saturated box would divide its cores by, and varies much less (bench/README.md, "The tenth stop").
+ * Split as the service, Redis, and the rest (the receiver, and a phase's `node dist/worker.js`).
  */
-function boxCpuPerRequest(before, after, requests) {
-  let seconds = after.serverCpu - before.serverCpu + (after.redisCpu - before.redisCpu);
-  for (const [name, cpu] of Object.entries(after.othersCpu)) seconds += cpu - before.othersCpu[name];
-  return (seconds * 1e6) / requests;
+function cpuPerRequest(before, after, requests) {
+  const us = (seconds) => (seconds * 1e6) / requests;
+  let others = 0;
+  for (const [name, cpu] of Object.entries(after.othersCpu)) others += cpu - before.othersCpu[name];
+  return { service: us(after.serverCpu - before.serverCpu), redis: us(after.redisCpu - before.redisCpu), others: us(others) };
 }
 
 /**
@@ -262,11 +273,16 @@ async function main() {
     for (let i = 0; i < count; i++, pairNumber++) {
       const firstUser = (n) => 1_000_000 * (2 * pairNumber + n);
       const label = `pair ${i + 1} (${kind})`;
+      // Each phase of a pair starts on an empty Redis. Until the tenth stop the second phase ran
+      // on the first's data as well: twice the users in its zsets, so its event scripts were
+      // slower (ZADD 9.4 -> 10.9 µs per request) and the endpoint's side was charged for it.
+      await redis.flushall();
       service = await startService("pair-events", { ...env, LAUREL_WORKER: workerBase ? "on" : "off" });
       const users = seeded ? seededUsers : config.users;
       if (seeded) await seedUsers(service.url, { ...config, users }, `${label}: `, firstUser(1));
       const off = await measure(`${label}: events${workerBase ? ", worker on" : ""}`, service, queue, workerBase, firstUser(1), users);
       await stop("pair-events");
+      await redis.flushall();
       service = await startService("pair-milestones", { ...env, LAUREL_CONFIG: milestones });
       if (seeded) await seedUsers(service.url, { ...config, users }, `${label}: `, firstUser(2));
       const on = await measure(`${label}: events + webhooks (milestones)`, service, queue, true, firstUser(2), users);
@@ -277,7 +293,8 @@ async function main() {
         milestones: on.sustainedRps,
         deliveriesPerRequest: on.delivery.received / on.requests,
         ratio: on.sustainedRps / off.sustainedRps,
-        cpuUs: { events: off.boxCpuUs, milestones: on.boxCpuUs },
+        cpuUs: { events: off.cpuUs, milestones: on.cpuUs },
+        redisUsByCommand: { events: off.redisUsByCommand, milestones: on.redisUsByCommand },
         cpuRatio: off.boxCpuUs / on.boxCpuUs,
       });
     }
@@ -312,7 +329,8 @@ async function main() {
       const ofKind = pairs.filter((p) => p.kind === kind);
       if (ofKind.length === 0) continue;
       console.log(`\nalternated pairs (${kind}), sustained milestones ÷ events${workerBase ? " (worker on)" : ""}: ${ofKind.map((p) => `${p.ratio.toFixed(2)} (${Math.round(p.milestones)} ÷ ${Math.round(p.events)}, ${p.deliveriesPerRequest.toFixed(3)} deliveries per request)`).join("; ")}; median ${median(ofKind.map((p) => p.ratio)).toFixed(3)}`);
-      console.log(`  box CPU per request (service + Redis + receiver, catch-up included), events ÷ milestones: ${ofKind.map((p) => `${p.cpuRatio.toFixed(2)} (${p.cpuUs.events.toFixed(1)} ÷ ${p.cpuUs.milestones.toFixed(1)} µs)`).join("; ")}; median ${median(ofKind.map((p) => p.cpuRatio)).toFixed(3)}`);
+      const split = (c) => `${c.service.toFixed(1)} + ${c.redis.toFixed(1)} + ${c.others.toFixed(1)}`;
+      console.log(`  box CPU µs per request (service + Redis + receiver, catch-up included), events ÷ milestones: ${ofKind.map((p) => `${p.cpuRatio.toFixed(2)} (${split(p.cpuUs.events)} ÷ ${split(p.cpuUs.milestones)})`).join("; ")}; median ${median(ofKind.map((p) => p.cpuRatio)).toFixed(3)}`);
     }
   }
   console.log(`load average at start: ${loadAtStart.map((x) => x.toFixed(2)).join(" ")}; ${cpus().length} CPUs`);
