@@ -86,20 +86,30 @@ interface HistoryEntry {
   v: number | null;
 }
 
+/** History entries a rank change reads, newest first. */
+const HISTORY_READ = 20;
+
 /**
  * Rank and previous rank of a board change. The event script records both in the user's rank
  * history of the run ({t:s}:lh:<board>:<run>:<user>) in the same call as the stream record, so
- * they are the ranks of the change itself; when that entry has left the history (100 kept),
- * the ranks are computed from the board at processing time.
+ * they are the ranks of the change itself. It records every change that had or got a rank
+ * (lua/includes/leaderboards.lua), and the history is never cut below 100 entries: when fewer
+ * than HISTORY_READ were read and none is this change's, the change had no rank before or after
+ * (off the board), and both are null (no event). Only when the entry may lie deeper than what
+ * was read (a long history, a consumer far behind) are the ranks computed from the board at
+ * processing time. That computation costs two cross-shard rank reads (16 ZCOUNTs each on 16
+ * shards); it used to run for every change off the board, ~85% of the rank changes in the
+ * webhooks bench with every type subscribed (bench/README.md, "The tenth stop").
  */
 async function ranksOf(ctx: PayloadContext, board: CompiledLeaderboard, record: StreamRecord, run: number, oldValue: number | null, newValue: number, breakdown: string) {
   const shard = ctx.store.shard(record.userId);
-  const raw = await ctx.store.redis.lrange(`${ctx.store.keys.prefix(shard)}lh:${board.key}:${run}:${record.userId}`, 0, 19);
+  const raw = await ctx.store.redis.lrange(`${ctx.store.keys.prefix(shard)}lh:${board.key}:${run}:${record.userId}`, 0, HISTORY_READ - 1);
   const left = board.rankBy === "streak" && newValue === 0;
   for (const text of raw) {
     const h = JSON.parse(text) as HistoryEntry;
     if (h.t === record.ms && (h.v === (left ? null : newValue))) return { rank: h.r, previousRank: h.pr };
   }
+  if (raw.length < HISTORY_READ) return { rank: null, previousRank: null };
   const keys = boardKeys(ctx.store, board, run, breakdown);
   const onBoard = async (value: number | null): Promise<number | null> => {
     if (value === null) return null;
