@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { commandsDuring } from "../helpers/monitor.js";
-import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
 
 /**
@@ -17,17 +17,10 @@ let t: TestApp;
 
 beforeAll(async () => {
   receiver = await startReceiver();
-  const yaml = tenantYaml(
+  const yaml = lessonsXpTenantYaml(
     tenantId,
-    `
-    shards: 4
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers:
-          - { key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }
-    leaderboards:
+    4,
+    `    leaderboards:
       - { key: top, name: Top, rankBy: points, points: xp, start: "2026-06-01", maxParticipants: 1 }
     webhooks:
       - { key: main, url: "${receiver.url}", secret: "a-test-secret-0123456789", events: [leaderboard.rank_changed] }
