@@ -36,6 +36,16 @@ async function close(s: Scenario): Promise<void> {
   await s.receiver.close();
 }
 
+/** A scenario for the describe block that calls this: started before its tests, closed after them. */
+function useScenario(respond: Receiver["respond"], delivery: NonNullable<TestAppOptions["webhooks"]>["delivery"] = {}): Scenario {
+  const s = {} as Scenario;
+  beforeAll(async () => {
+    Object.assign(s, await scenario(respond, delivery));
+  });
+  afterAll(() => close(s));
+  return s;
+}
+
 /** An event whose one delivery (achievement.completed, first-lesson) is about `user`. */
 async function deliveryFor(s: Scenario, user: string): Promise<Job<DeliveryJob>> {
   expect((await s.t.call("POST", "/v1/metrics/lessons/event", { user: { id: user }, value: 1 })).status).toBe(201);
@@ -48,11 +58,7 @@ async function deliveryFor(s: Scenario, user: string): Promise<Job<DeliveryJob>>
 const withoutTimes = (line: string) => line.replace(/^\S+ /, "").replace(/ in \d+ ms$/, "");
 
 describe("a first attempt that succeeds", () => {
-  let s: Scenario;
-  beforeAll(async () => {
-    s = await scenario(() => 200, { keepDelivered: { age: 86_400, count: 3 } });
-  });
-  afterAll(() => close(s));
+  const s = useScenario(() => 200, { keepDelivered: { age: 86_400, count: 3 } });
 
   it("is made by the consumer and kept as BullMQ's completed job, which the admin API shows and replays", async () => {
     const job = await deliveryFor(s, "ok1");
@@ -123,12 +129,8 @@ describe("a first attempt that succeeds", () => {
 });
 
 describe("delivered jobs kept by age", () => {
-  let s: Scenario;
-  beforeAll(async () => {
-    // Age 0: a delivered job is already as old as removeOnComplete keeps, so the script's age trim removes it at once.
-    s = await scenario(() => 200, { keepDelivered: { age: 0, count: 1000 } });
-  });
-  afterAll(() => close(s));
+  // Age 0: a delivered job is already as old as removeOnComplete keeps, so the script's age trim removes it at once.
+  const s = useScenario(() => 200, { keepDelivered: { age: 0, count: 1000 } });
 
   it("are trimmed by removeOnComplete's age as BullMQ trims them, with their keys", async () => {
     expect((await s.t.call("POST", "/v1/metrics/lessons/event", { user: { id: "age1" }, value: 1 })).status).toBe(201);
@@ -142,11 +144,7 @@ describe("delivered jobs kept by age", () => {
 });
 
 describe("a first attempt that fails", () => {
-  let s: Scenario;
-  beforeAll(async () => {
-    s = await scenario((_r, i) => (i === 0 ? 503 : 200), SLOW_RETRY);
-  });
-  afterAll(() => close(s));
+  const s = useScenario((_r, i) => (i === 0 ? 503 : 200), SLOW_RETRY);
 
   it("leaves BullMQ's delayed job after one failed attempt, which the queue's worker takes over as attempt 2", async () => {
     const job = await deliveryFor(s, "f1");
@@ -181,12 +179,8 @@ describe("a first attempt that fails", () => {
 });
 
 describe("a first attempt that succeeds slowly", () => {
-  let s: Scenario;
-  beforeAll(async () => {
-    // slowMs 0: every answer is slow enough, so the rule is tested without waiting for a slow one.
-    s = await scenario(() => 200, { firstAttempt: { slowMs: 0 } });
-  });
-  afterAll(() => close(s));
+  // slowMs 0: every answer is slow enough, so the rule is tested without waiting for a slow one.
+  const s = useScenario(() => 200, { firstAttempt: { slowMs: 0 } });
 
   it("is delivered, and sends the endpoint's next deliveries through the queue for a while", async () => {
     const first = await deliveryFor(s, "sl1");
@@ -201,11 +195,7 @@ describe("a first attempt that succeeds slowly", () => {
 });
 
 describe("a queue that allows one attempt", () => {
-  let s: Scenario;
-  beforeAll(async () => {
-    s = await scenario(() => 500, { attempts: 1 });
-  });
-  afterAll(() => close(s));
+  const s = useScenario(() => 500, { attempts: 1 });
 
   it("dead-letters a failed first attempt at once (BullMQ's failed set), and a replay goes through the queue", async () => {
     const job = await deliveryFor(s, "d1");
@@ -221,11 +211,7 @@ describe("a queue that allows one attempt", () => {
 });
 
 describe("with first attempts off", () => {
-  let s: Scenario;
-  beforeAll(async () => {
-    s = await scenario(() => 200, { firstAttempt: { enabled: false } });
-  });
-  afterAll(() => close(s));
+  const s = useScenario(() => 200, { firstAttempt: { enabled: false } });
 
   it("every delivery goes through the queue", async () => {
     const job = await deliveryFor(s, "q1");
@@ -238,11 +224,7 @@ describe("with first attempts off", () => {
 });
 
 describe("first attempts in flight", () => {
-  let s: Scenario;
-  beforeAll(async () => {
-    s = await scenario(() => "hang", { firstAttempt: { concurrency: 2 } });
-  });
-  afterAll(() => close(s));
+  const s = useScenario(() => "hang", { firstAttempt: { concurrency: 2 } });
 
   it("are bounded per tenant and process, across the batches the consumer hands over at once", async () => {
     const deliveries = s.t.app.webhooks!.deliveries(s.tenantId)!;
