@@ -120,12 +120,11 @@ async function stop(name) {
 
 /**
  * `withWorker`: something consumes the streams in this phase, so it starts settled and its
- * catch-up is timed. `firstUser`: the phase's users start at this number instead of the seeded
- * ones (see the pairs in main).
+ * catch-up is timed. `users`: how many the phase's events pick from (user-0 onwards).
  */
-async function measure(name, server, queue, withWorker, firstUser = 0, users = config.users) {
+async function measure(name, server, queue, withWorker, users = config.users) {
   process.stdout.write(`${name}: warm-up ${config.warmup} s, measure ${config.duration} s ... `);
-  const requests = eventRequests(users, EVENT_PATHS, firstUser);
+  const requests = eventRequests(users, EVENT_PATHS);
   await load(server.url, requests, { connections: config.connections, duration: config.warmup });
   if (withWorker) await drainBacklog(queue);
   if (receiverUrl) await (await fetch(`${receiverUrl}/reset`)).arrayBuffer();
@@ -251,14 +250,14 @@ async function main() {
   await single("every", "events + webhooks (every type)", { LAUREL_CONFIG: everyType });
   await single("apart", "events + webhooks (every type), worker apart", { LAUREL_CONFIG: everyType, LAUREL_WORKER: "off", LAUREL_DELIVERIES: "off" }, true);
 
-  // Each phase of a pair has users of its own: with the seeded users, who pass their milestones
-  // during the phases before, the later pairs sent next to nothing (0.000-0.001 deliveries per
-  // request at the eighth stop). BENCH_PAIRS: the users are new to the service, created by their
-  // first event in the phase's warm-up (a milestone or two each: the worst case, ~0.4-0.7
-  // deliveries per request). BENCH_SEEDED_PAIRS: each phase first seeds its users with one event,
-  // as the core bench (and the events phase above) does, so the measured traffic is the core
-  // bench's with an endpoint (~0.06-0.1 deliveries per request; the seed's own deliveries are
-  // sent before the measurement starts).
+  // Each phase of a pair has users of its own (an empty Redis, below): with the single phases'
+  // users, who pass their milestones in the phases before, the later pairs sent next to nothing
+  // (0.000-0.001 deliveries per request at the eighth stop). BENCH_PAIRS: the users are new to
+  // the service, created by their first event in the phase's warm-up (a milestone or two each:
+  // the worst case, ~0.24 deliveries per request at the tenth stop). BENCH_SEEDED_PAIRS: each
+  // phase first seeds BENCH_SEEDED_USERS users with one event, as the core bench does, so the
+  // measured traffic is the core bench's with an endpoint (~0.01 deliveries per request; the
+  // seed's own deliveries are sent before the measurement starts).
   const pairs = [];
   const pairKinds = [
     ["new users", Number(process.env.BENCH_PAIRS ?? 0), false],
@@ -268,24 +267,24 @@ async function main() {
   // without the endpoint), so the ratio is the endpoint's own cost; by default it is the core
   // figure's phase (LAUREL_WORKER=off), and the ratio counts the stream worker's cost as well.
   const workerBase = process.env.BENCH_PAIR_BASE === "worker";
-  let pairNumber = 0;
   for (const [kind, count, seeded] of pairKinds) {
-    for (let i = 0; i < count; i++, pairNumber++) {
-      const firstUser = (n) => 1_000_000 * (2 * pairNumber + n);
+    for (let i = 0; i < count; i++) {
       const label = `pair ${i + 1} (${kind})`;
-      // Each phase of a pair starts on an empty Redis. Until the tenth stop the second phase ran
-      // on the first's data as well: twice the users in its zsets, so its event scripts were
-      // slower (ZADD 9.4 -> 10.9 µs per request) and the endpoint's side was charged for it.
+      // Each phase of a pair starts on an empty Redis, so its users are its own (new to the
+      // service, or seeded just before). Until the tenth stop the phases took user numbers of
+      // their own on one Redis, and the second ran on the first's data as well: twice the users
+      // in its zsets, so its event scripts were slower (ZADD 9.4 -> 10.9 µs per request) and the
+      // endpoint's side was charged for it.
       await redis.flushall();
       service = await startService("pair-events", { ...env, LAUREL_WORKER: workerBase ? "on" : "off" });
       const users = seeded ? seededUsers : config.users;
-      if (seeded) await seedUsers(service.url, { ...config, users }, `${label}: `, firstUser(1));
-      const off = await measure(`${label}: events${workerBase ? ", worker on" : ""}`, service, queue, workerBase, firstUser(1), users);
+      if (seeded) await seedUsers(service.url, { ...config, users }, `${label}: `);
+      const off = await measure(`${label}: events${workerBase ? ", worker on" : ""}`, service, queue, workerBase, users);
       await stop("pair-events");
       await redis.flushall();
       service = await startService("pair-milestones", { ...env, LAUREL_CONFIG: milestones });
-      if (seeded) await seedUsers(service.url, { ...config, users }, `${label}: `, firstUser(2));
-      const on = await measure(`${label}: events + webhooks (milestones)`, service, queue, true, firstUser(2), users);
+      if (seeded) await seedUsers(service.url, { ...config, users }, `${label}: `);
+      const on = await measure(`${label}: events + webhooks (milestones)`, service, queue, true, users);
       await stop("pair-milestones");
       pairs.push({
         kind,

@@ -17,12 +17,8 @@ export function eventBody(n) {
   return JSON.stringify({ user: { id, email: `${id}@example.com`, tz: ZONES[n % ZONES.length] }, value: 1 });
 }
 
-/**
- * Events for random users among `users` (numbers first .. first + users - 1); `paths` =
- * { lessons, apiCalls }. A `first` past the seeded users gives a phase users of its own, who
- * are created by their first event and reach their milestones during the phase.
- */
-export function eventRequests(users, paths, first = 0) {
+/** Events for random users among `users` (user-0 .. user-(users - 1)); `paths` = { lessons, apiCalls }. */
+export function eventRequests(users, paths) {
   return [{
     method: "POST",
     headers: HEADERS,
@@ -30,25 +26,25 @@ export function eventRequests(users, paths, first = 0) {
     // (~4 µs of the load generator's CPU a request on this box, which the service then lacks).
     setupRequest: (req) => {
       req.path = Math.random() < API_CALL_SHARE ? paths.apiCalls : paths.lessons;
-      req.body = eventBody(first + randomUser(users));
+      req.body = eventBody(randomUser(users));
       return req;
     },
   }];
 }
 
-/** One lessons event for each of users first .. first + users - 1, in order: use with `amount: users`. */
-export function seedRequests(path, first = 0) {
-  let next = first;
+/** One lessons event for each of users 0 .. users-1, in order: use with `amount: users`. */
+export function seedRequests(path) {
+  let next = 0;
   return [{ method: "POST", headers: HEADERS, setupRequest: (req) => Object.assign(req, { path, body: eventBody(next++) }) }];
 }
 
 /**
- * Seeds users first .. first + users - 1 with one lessons event each (so every user a phase asks
- * for exists), printing "<label>seed: N users ... R req/s"; throws when any request fails.
+ * Seeds users 0 .. users-1 with one lessons event each (so every user a phase asks for exists),
+ * printing "<label>seed: N users ... R req/s"; throws when any request fails.
  */
-export async function seedUsers(url, { users, connections }, label = "", first = 0) {
+export async function seedUsers(url, { users, connections }, label = "") {
   process.stdout.write(`${label}seed: ${users} users ... `);
-  const seed = await load(url, seedRequests("/v1/metrics/lessons/event", first), { connections: Math.min(connections, users), amount: users });
+  const seed = await load(url, seedRequests("/v1/metrics/lessons/event"), { connections: Math.min(connections, users), amount: users });
   console.log(`${Math.round(seed.rps)} req/s`);
   if (seed.non2xx > 0 || seed.errors > 0) throw new Error(`${label}seeding failed: ${JSON.stringify(seed.statusCodes)}, ${seed.errors} errors`);
   return seed;
