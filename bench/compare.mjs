@@ -58,8 +58,9 @@ async function startService(name, configPath) {
 
 async function measure(service) {
   const opts = { connections: settings.connections };
-  await load(service.url, eventRequests(settings.users, PATHS), { ...opts, duration: settings.warmup });
-  const r = await load(service.url, eventRequests(settings.users, PATHS), { ...opts, duration: settings.duration });
+  const traffic = eventRequests(settings.users, PATHS); // one traffic: its requests are built by the warm-up
+  await load(service.url, traffic, { ...opts, duration: settings.warmup });
+  const r = await load(service.url, traffic, { ...opts, duration: settings.duration });
   if (r.non2xx > 0 || r.errors > 0) throw new Error(`${service.name}: ${r.non2xx} non-2xx, ${r.errors} errors`);
   return r;
 }

@@ -17,19 +17,18 @@ export function eventBody(n) {
   return JSON.stringify({ user: { id, email: `${id}@example.com`, tz: ZONES[n % ZONES.length] }, value: 1 });
 }
 
-/** Events for random users among `users` (user-0 .. user-(users - 1)); `paths` = { lessons, apiCalls }. */
+/**
+ * Events for random users among `users` (user-0 .. user-(users - 1)); `paths` = { lessons, apiCalls }.
+ * A traffic: `load` turns its draws into prebuilt requests (see `prebuiltClients`).
+ */
 export function eventRequests(users, paths) {
-  return [{
-    method: "POST",
-    headers: HEADERS,
-    // The request is autocannon's fresh copy of its ~40 options: set on it, not spread again
-    // (~4 µs of the load generator's CPU a request on this box, which the service then lacks).
-    setupRequest: (req) => {
-      req.path = Math.random() < API_CALL_SHARE ? paths.apiCalls : paths.lessons;
-      req.body = eventBody(randomUser(users));
-      return req;
-    },
-  }];
+  return {
+    draw: () => ({
+      method: "POST",
+      path: Math.random() < API_CALL_SHARE ? paths.apiCalls : paths.lessons,
+      body: eventBody(randomUser(users)),
+    }),
+  };
 }
 
 /** One lessons event for each of users 0 .. users-1, in order: use with `amount: users`. */
@@ -50,16 +49,71 @@ export async function seedUsers(url, { users, connections }, label = "") {
   return seed;
 }
 
-/** GETs of pathOf(userId) for random users among `users`. */
+/** GETs of pathOf(userId) for random users among `users`: a traffic, as `eventRequests`. */
 export function readRequests(users, pathOf) {
-  return [{ method: "GET", headers: HEADERS, setupRequest: (req) => Object.assign(req, { path: pathOf(userId(randomUser(users))) }) }];
+  return { draw: () => ({ method: "GET", path: pathOf(userId(randomUser(users))) }) };
+}
+
+/**
+ * Why requests are prebuilt: autocannon rebuilds a request with a `setupRequest` on every send
+ * (`Object.assign` over its ~40 options, then the text), which cost ~25 of its ~52 µs of CPU per
+ * event request on a 2-core box whose other core the service and Redis share (bench/README.md,
+ * *The eleventh stop*). Here `PREBUILT_REQUESTS` draws are turned into raw HTTP/1.1 requests once
+ * per traffic, in one buffer, by its first run (the warm-up, so never inside a measured window),
+ * and every connection walks that list from its own place: connection i of c starts at
+ * (r + i·n/c) mod n for a random r per run, so no two connections send the same user at the same
+ * time and a measured run does not replay its warm-up.
+ */
+const PREBUILT_REQUESTS = 1 << 18;
+
+function prebuiltList(host, traffic) {
+  const headers = Object.entries(HEADERS).map(([name, value]) => `${name}: ${value}\r\n`).join("");
+  const texts = [];
+  for (let i = 0; i < PREBUILT_REQUESTS; i++) {
+    const { method, path, body = "" } = traffic.draw();
+    const length = body ? `Content-Length: ${Buffer.byteLength(body)}\r\n` : "";
+    texts.push(`${method} ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: keep-alive\r\n${headers}${length}\r\n${body}`);
+  }
+  const all = Buffer.from(texts.join(""));
+  const list = [];
+  let at = 0;
+  for (const text of texts) {
+    const end = at + Buffer.byteLength(text);
+    list.push({ requestBuffer: all.subarray(at, end) });
+    at = end;
+  }
+  return list;
+}
+
+/** autocannon's `setupClient` for one run of `traffic`: each connection gets its place in the prebuilt list. */
+function prebuiltClients(url, traffic, connections) {
+  const host = new URL(url).host;
+  if (traffic.prebuilt?.host !== host) traffic.prebuilt = { host, list: prebuiltList(host, traffic) };
+  const { list } = traffic.prebuilt;
+  const rotation = Math.floor(Math.random() * list.length);
+  let next = 0;
+  // autocannon 9 (pinned in package.json) has no public way to hand a connection prebuilt
+  // buffers; its RequestIterator sends `currentRequest.requestBuffer` and only rebuilds entries
+  // that have a setupRequest. Fail loudly if that shape ever changes rather than bench nonsense.
+  return (client) => {
+    const iterator = client.requestIterator;
+    if (!iterator || !Array.isArray(iterator.requests) || typeof iterator.nextRequest !== "function") {
+      throw new Error("autocannon's RequestIterator changed: bench/workload.mjs prebuiltClients expects autocannon 9");
+    }
+    const start = (rotation + Math.floor((next++ * list.length) / connections)) % list.length;
+    iterator.requests = list;
+    iterator.currentRequestIndex = start;
+    iterator.currentRequest = list[start];
+  };
 }
 
 /** One autocannon run; returns the figures the report uses. */
-export async function load(url, requests, { connections, duration, amount }) {
+export async function load(url, traffic, { connections, duration, amount }) {
+  // A traffic with `draw` is prebuilt; seeding (an exact sequence, `amount`) keeps autocannon's requests.
+  const requests = traffic.draw ? { requests: [{ method: "GET", path: "/" }], setupClient: prebuiltClients(url, traffic, connections) } : { requests: traffic };
   const result = await autocannon({
     url,
-    requests,
+    ...requests,
     connections,
     pipelining: 1,
     ...(amount ? { amount } : { duration }),
