@@ -9,15 +9,36 @@ import type { ObjectTimes } from "../store/object-times.js";
  * hosted API always emits are emitted here too, as null, so clients see one stable shape.
  */
 
-// The last instant formatted: an event's reply formats the same `now` several times (each award's
-// date, each achievement's achievedAt), and a Date with its toISOString costs ~1 µs a time here.
+// Instants as ISO 8601 text (Date#toISOString's format). A Date and its toISOString cost ~1 µs a
+// time here, and a points read formats one date per award, each a different instant. The day's
+// "YYYY-MM-DDT" comes from toISOString once per day (so every year it can print stays right); the
+// time of day is arithmetic. An event's reply formats the same `now` several times: the last
+// instant's text is kept as well.
+const DAY_MS = 86_400_000;
+const MAX_DATE_MS = 8.64e15;
+let lastDay = NaN;
+let lastDayText = "";
 let lastIsoMs = NaN;
 let lastIso = "";
+const two = (n: number): string => (n < 10 ? `0${n}` : `${n}`);
+const three = (n: number): string => (n < 10 ? `00${n}` : n < 100 ? `0${n}` : `${n}`);
+
 export function iso(ms: number): string {
-  if (ms !== lastIsoMs) {
-    lastIso = new Date(ms).toISOString();
-    lastIsoMs = ms;
+  if (ms === lastIsoMs) return lastIso;
+  // A fraction, NaN or an instant past what a Date holds: Date's own answer (truncation, or RangeError).
+  if (!Number.isInteger(ms) || Math.abs(ms) > MAX_DATE_MS) return new Date(ms).toISOString();
+  const day = Math.floor(ms / DAY_MS);
+  if (day !== lastDay) {
+    lastDayText = new Date(day * DAY_MS).toISOString().slice(0, -13); // "YYYY-MM-DDT" (or "+YYYYYY-MM-DDT")
+    lastDay = day;
   }
+  let rest = ms - day * DAY_MS;
+  const millis = rest % 1000;
+  rest = (rest - millis) / 1000;
+  const seconds = rest % 60;
+  rest = (rest - seconds) / 60;
+  lastIso = `${lastDayText}${two((rest - (rest % 60)) / 60)}:${two(rest % 60)}:${two(seconds)}.${three(millis)}Z`;
+  lastIsoMs = ms;
   return lastIso;
 }
 

@@ -89,7 +89,20 @@ export interface ReplayedEvent {
 
 export type EventOutcome = ProcessedEvent | ReplayedEvent;
 
+/**
+ * "seq|ms|awarded|total|triggerKey" (lua/includes/points.lua); the trigger key may hold "|".
+ * Cut at the first four bars rather than split and re-joined: every read and reply parses these.
+ */
 export function parseAwardRecord(text: string): AwardRecord {
-  const [seq, ms, awarded, total, ...rest] = text.split("|");
-  return { seq: Number(seq), ms: Number(ms), awarded: Number(awarded), total: Number(total), triggerKey: rest.join("|") };
+  const a = text.indexOf("|");
+  const b = text.indexOf("|", a + 1);
+  const c = text.indexOf("|", b + 1);
+  const d = text.indexOf("|", c + 1);
+  return {
+    seq: Number(text.slice(0, a)),
+    ms: Number(text.slice(a + 1, b)),
+    awarded: Number(text.slice(b + 1, c)),
+    total: Number(text.slice(c + 1, d)),
+    triggerKey: text.slice(d + 1),
+  };
 }

@@ -1,0 +1,42 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { iso } from "../../src/api/wire.js";
+import { parseAwardRecord } from "../../src/domain/outcome.js";
+
+// Text the hot paths format and parse by hand, held to what the plain versions give.
+describe("iso", () => {
+  const MAX = 8.64e15; // the largest instant a Date holds
+
+  it("is Date#toISOString for any instant a Date holds, including the first and last millisecond of a day and extended years", () => {
+    const edges = [0, -1, 1, 86_399_999, 86_400_000, -86_400_000, -86_400_001, 1764000000123, 253402300799999, 253402300800000, -62167219200001, MAX, -MAX];
+    for (const ms of edges) expect(iso(ms), String(ms)).toBe(new Date(ms).toISOString());
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: -MAX, max: MAX }), { minLength: 1, maxLength: 5 }), (instants) => {
+        // several in a row, so a cached day or instant from the call before is exercised too
+        for (const ms of instants) expect(iso(ms)).toBe(new Date(ms).toISOString());
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("within one day, every millisecond field rolls over as Date's does", () => {
+    const day = Date.UTC(2026, 10, 24);
+    fc.assert(fc.property(fc.integer({ min: 0, max: 86_399_999 }), (offset) => {
+      expect(iso(day + offset)).toBe(new Date(day + offset).toISOString());
+    }), { numRuns: 2000 });
+  });
+
+  it("a fraction truncates and an invalid instant throws, as Date does", () => {
+    expect(iso(1764000000123.9)).toBe(new Date(1764000000123.9).toISOString());
+    expect(() => iso(Number.NaN)).toThrow(RangeError);
+    expect(() => iso(MAX + 1)).toThrow(RangeError);
+  });
+});
+
+describe("parseAwardRecord", () => {
+  it("reads seq|ms|awarded|total|triggerKey, the trigger key whole even when it holds bars", () => {
+    expect(parseAwardRecord("7|1764000000123|-2.5|97.5|api-call")).toEqual({ seq: 7, ms: 1764000000123, awarded: -2.5, total: 97.5, triggerKey: "api-call" });
+    expect(parseAwardRecord("1|0|10|10|a|b||c")).toEqual({ seq: 1, ms: 0, awarded: 10, total: 10, triggerKey: "a|b||c" });
+    expect(parseAwardRecord("2|5|0|0|")).toEqual({ seq: 2, ms: 5, awarded: 0, total: 0, triggerKey: "" });
+  });
+});
