@@ -1,0 +1,60 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+// The bench's own traffic (bench/workload.mjs): its figures are only as good as the requests it sends.
+import { eventRequests, load } from "../../bench/workload.mjs";
+import { startTestApp, type TestApp } from "../helpers/app.js";
+
+/**
+ * bench/workload.mjs prebuilds each phase's requests and hands them to autocannon's connections
+ * through its RequestIterator (autocannon has no public way to). These tests send that traffic
+ * to a real service with autocannon and count what arrived, so a change in autocannon's
+ * internals, a wrong Content-Length or a traffic that stops drawing users shows here.
+ */
+const USERS = 40;
+const PATHS = { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" };
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await startTestApp({ jobs: false });
+});
+afterAll(async () => t.close());
+
+async function totals(): Promise<{ lessons: number; apiCalls: number; users: number }> {
+  let lessons = 0;
+  let apiCalls = 0;
+  let users = 0;
+  for (let n = 0; n < USERS; n++) {
+    const res = await t.call("GET", `/v1/users/user-${n}/metrics`);
+    if (res.status === 404) continue;
+    expect(res.status).toBe(200);
+    users++;
+    for (const metric of res.body as { key: string; current: number }[]) {
+      if (metric.key === "lessons") lessons += metric.current;
+      if (metric.key === "api-calls") apiCalls += metric.current;
+    }
+  }
+  return { lessons, apiCalls, users };
+}
+
+describe("the bench's prebuilt event traffic", () => {
+  const traffic = eventRequests(USERS, PATHS);
+
+  it("sends valid events, every one counted, for random users and both metrics", async () => {
+    const result = await load(t.url, traffic, { connections: 4, amount: 400 });
+    expect(result).toMatchObject({ requests: 400, non2xx: 0, errors: 0, timeouts: 0 });
+    const after = await totals();
+    expect(after.lessons + after.apiCalls).toBe(400);
+    // 20% api-calls: 80 expected of 400 (binomial sd ~8), so these bounds hold by ~5 sd.
+    expect(after.apiCalls).toBeGreaterThan(40);
+    expect(after.apiCalls).toBeLessThan(140);
+    // 400 draws among 40 users: a user is missed with probability (39/40)^400 ≈ 4e-5.
+    expect(after.users).toBeGreaterThanOrEqual(35);
+  });
+
+  it("a second run of the same traffic reuses its list from another place and still counts each event once", async () => {
+    const before = await totals();
+    const result = await load(t.url, traffic, { connections: 4, amount: 100 });
+    expect(result).toMatchObject({ requests: 100, non2xx: 0, errors: 0 });
+    const after = await totals();
+    expect(after.lessons + after.apiCalls - (before.lessons + before.apiCalls)).toBe(100);
+  });
+});
