@@ -1,6 +1,6 @@
 import { hash as oneShotHash } from "node:crypto";
 
-const sha1 = (data: Buffer): Buffer => oneShotHash("sha1", data, "buffer") as unknown as Buffer;
+const sha1Hex = (data: Buffer): string => oneShotHash("sha1", data, "hex") as string;
 
 /**
  * Stable ids (DESIGN: "Stable ids derive from tenant and key (UUIDv5)"). A restart, a second
@@ -15,11 +15,6 @@ function uuidBytes(uuid: string): Buffer {
   return Buffer.from(uuid.replace(/-/g, ""), "hex");
 }
 
-function formatUuid(bytes: Buffer): string {
-  const h = bytes.toString("hex");
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
-}
-
 // The namespaces in use are few (one per tenant); award ids hash one per award of every reply.
 const namespaceBytes = new Map<string, Buffer>();
 
@@ -29,20 +24,23 @@ function cachedUuidBytes(namespace: string): Buffer {
   return bytes;
 }
 
+// The variant's hex digit: its two top bits are 10 (RFC 9562), the low two come from the hash.
+const VARIANT_DIGITS = "89ab";
+
 /**
- * RFC 9562 UUID version 5 (SHA-1, name-based). One-shot `crypto.hash` over namespace + name:
- * ~1.2 µs against ~1.5 µs for a Hash object, and a read renders up to 100 award ids.
+ * RFC 9562 UUID version 5 (SHA-1, name-based). One-shot `crypto.hash` over namespace + name, as
+ * hex: the first 32 digits are the UUID's bytes, with digit 12 replaced by the version (5) and
+ * digit 16 by the variant. Hex output and string cuts cost ~1.2 µs here against ~2.4 for the
+ * digest as a Buffer, its bits set and the copy turned to hex; a read renders up to 100 award ids.
  */
 export function uuidV5(name: string, namespace: string): string {
   const ns = cachedUuidBytes(namespace);
   const input = Buffer.allocUnsafe(ns.length + Buffer.byteLength(name, "utf8"));
   ns.copy(input);
   input.write(name, ns.length, "utf8");
-  const hash = sha1(input);
-  const bytes = hash.subarray(0, 16);
-  bytes[6] = (bytes[6]! & 0x0f) | 0x50;
-  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
-  return formatUuid(Buffer.from(bytes));
+  const h = sha1Hex(input);
+  const variant = VARIANT_DIGITS[parseInt(h[16]!, 16) & 3]!;
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
 
 export function tenantNamespace(tenantId: string): string {

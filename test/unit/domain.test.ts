@@ -1,3 +1,5 @@
+import { createHash } from "node:crypto";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { floorDiv, fromMicro, toMicro } from "../../src/domain/decimal.js";
 import { stableId, tenantNamespace, uuidV5 } from "../../src/domain/ids.js";
@@ -27,6 +29,29 @@ describe("ids", () => {
   it("implements UUIDv5 (RFC 9562 test vector)", () => {
     // uuid v5 of "www.example.com" in the DNS namespace.
     expect(uuidV5("www.example.com", "6ba7b810-9dad-11d1-80b4-00c04fd430c8")).toBe("2ed6657d-e927-568b-95e1-2665a8aea6a2");
+  });
+
+  it("UUIDv5 is the RFC's construction for any name and namespace: SHA-1 of both, version 5, variant 10", () => {
+    const reference = (name: string, namespace: string): string => {
+      const digest = createHash("sha1").update(Buffer.from(namespace.replace(/-/g, ""), "hex")).update(name, "utf8").digest();
+      digest[6] = (digest[6]! & 0x0f) | 0x50;
+      digest[8] = (digest[8]! & 0x3f) | 0x80;
+      const h = digest.subarray(0, 16).toString("hex");
+      return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+    };
+    fc.assert(
+      fc.property(fc.string({ unit: "grapheme", maxLength: 80 }), fc.uuid(), (name, namespace) => {
+        expect(uuidV5(name, namespace)).toBe(reference(name, namespace));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("ids that have shipped stay the same (the core tenant's lessons metric, XP and energy systems)", () => {
+    const ns = tenantNamespace("demo");
+    expect(stableId(ns, "metric", "lessons")).toBe("e673ce80-9ed7-5efd-9513-f33fc403f160");
+    expect(stableId(ns, "points", "xp")).toBe("e207b8f5-4a18-5dd8-9839-f85d6a748e02");
+    expect(stableId(ns, "points", "energy")).toBe("55311e08-25c8-5788-ba33-36b98b51a7fd");
   });
 
   it("derives stable, tenant-scoped ids", () => {
