@@ -9,9 +9,7 @@ import { coalesceWrites } from "./write-coalescing.js";
  *   LAUREL_AUTOPIPELINE=1    ioredis auto-pipelining (measured no better here: bench/README.md)
  */
 export function createRedisClient(url: string, options: RedisOptions = {}, env: NodeJS.ProcessEnv = process.env): Redis {
-  const redis = new Redis(url, { maxRetriesPerRequest: 3, enableAutoPipelining: env.LAUREL_AUTOPIPELINE === "1", ...options });
-  if (env.LAUREL_COALESCE !== "off") coalesceWrites(redis);
-  return redis;
+  return withCoalescing(new Redis(url, { maxRetriesPerRequest: 3, enableAutoPipelining: env.LAUREL_AUTOPIPELINE === "1", ...options }), env);
 }
 
 /**
@@ -19,7 +17,10 @@ export function createRedisClient(url: string, options: RedisOptions = {}, env: 
  * must not queue ahead of the event path's calls on one socket (the webhook consumer).
  */
 export function duplicateClient(redis: Redis, env: NodeJS.ProcessEnv = process.env): Redis {
-  const copy = redis.duplicate();
-  if (env.LAUREL_COALESCE !== "off") coalesceWrites(copy);
-  return copy;
+  return withCoalescing(redis.duplicate(), env);
+}
+
+function withCoalescing(redis: Redis, env: NodeJS.ProcessEnv): Redis {
+  if (env.LAUREL_COALESCE !== "off") coalesceWrites(redis);
+  return redis;
 }

@@ -78,8 +78,8 @@ export function encodeCommand(name: string, args: readonly (string | Buffer)[]):
  * call, measured in bench/README.md), so the constructor gets none and the arguments, flat
  * already, are set after it. Its conversion of numbers to text runs in the constructor too, so
  * numbers become text here.
- * Sent with sendCommand, it bypasses ioredis' auto-pipelining (LAUREL_AUTOPIPELINE=1 pipelines
- * every other command, not the scripts); write coalescing (write-coalescing.ts) covers it.
+ * Sent with sendCommand (sendEncoded), it bypasses ioredis' auto-pipelining (LAUREL_AUTOPIPELINE=1
+ * pipelines every other command, not these); write coalescing (write-coalescing.ts) covers it.
  */
 export class EncodedCommand extends Command {
   private encoded: Buffer | undefined;
@@ -94,6 +94,14 @@ export class EncodedCommand extends Command {
 }
 
 /**
+ * A command of the hot paths (the event call, the metering read's LRANGE) as EncodedCommand
+ * encodes it: its reply as ioredis gives it, text as utf8 strings.
+ */
+export function sendEncoded(redis: Redis, name: string, args: readonly (string | number | Buffer)[]): Promise<unknown> {
+  return redis.sendCommand(new EncodedCommand(name, args)) as Promise<unknown>;
+}
+
+/**
  * Runs a script, loading it when Redis does not have it (a restarted or failed-over Redis, or a
  * FUNCTION FLUSH) and retrying once, as ioredis' Script does for NOSCRIPT.
  */
@@ -101,7 +109,7 @@ export async function runScript(redis: Redis, script: LuaSource, keys: string[],
   const call = () =>
     mode === "eval"
       ? redis.evalsha(script.sha, script.numKeys, ...keys, ...args)
-      : redis.sendCommand(new EncodedCommand("fcall", [script.functionName, script.numKeys, ...keys, ...args]));
+      : sendEncoded(redis, "fcall", [script.functionName, script.numKeys, ...keys, ...args]);
   try {
     return await call();
   } catch (err) {

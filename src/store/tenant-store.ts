@@ -11,7 +11,7 @@ import { buildRules, type BuiltRules } from "./rules.js";
 import { idempotencyField } from "./fields.js";
 import { shardOf, TenantKeys } from "./keys.js";
 import { loadLua, type LuaSource } from "./lua-loader.js";
-import { EncodedCommand, packDoubles, runScript } from "./redis-script.js";
+import { packDoubles, runScript, sendEncoded } from "./redis-script.js";
 import { registerStateSlots, type StateSlots } from "./state-slots.js";
 
 export const userBoostScript = loadLua("userBoost-3");
@@ -186,9 +186,8 @@ export class TenantStore {
    */
   async readUserPoints(userId: string, systemKey: string, awards: number): Promise<{ total: number; awards: AwardRecord[] } | null> {
     const shard = this.shard(userId);
-    // Encoded as the event call is (redis-script.ts EncodedCommand): ioredis' own lrange pays its
-    // argument flattening on the one read that sits in a metering gate.
-    const newest = (await this.redis.sendCommand(new EncodedCommand("lrange", [this.keys.awards(shard, systemKey, userId), 0, awards - 1]))) as string[];
+    // Encoded as the event call is: ioredis' own lrange pays its argument flattening (redis-script.ts).
+    const newest = (await sendEncoded(this.redis, "lrange", [this.keys.awards(shard, systemKey, userId), 0, awards - 1])) as string[];
     if (newest.length > 0) {
       const records = newest.map(parseAwardRecord);
       return { total: records[0]!.total, awards: records };
