@@ -86,7 +86,7 @@ function prebuiltList(host, traffic) {
 }
 
 /** autocannon's `setupClient` for one run of `traffic`: each connection gets its place in the prebuilt list. */
-function prebuiltClients(url, traffic, connections) {
+export function prebuiltClients(url, traffic, connections) {
   const host = new URL(url).host;
   if (traffic.prebuilt?.host !== host) traffic.prebuilt = { host, list: prebuiltList(host, traffic) };
   const { list } = traffic.prebuilt;

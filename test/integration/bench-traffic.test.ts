@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // The bench's own traffic (bench/workload.mjs): its figures are only as good as the requests it sends.
-import { eventRequests, load } from "../../bench/workload.mjs";
+import { eventRequests, load, prebuiltClients } from "../../bench/workload.mjs";
 import { startTestApp, type TestApp } from "../helpers/app.js";
 
 /**
@@ -50,11 +50,37 @@ describe("the bench's prebuilt event traffic", () => {
     expect(after.users).toBeGreaterThanOrEqual(35);
   });
 
-  it("a second run of the same traffic reuses its list from another place and still counts each event once", async () => {
+  it("a second run of the same traffic reuses its list (built by the first, outside the measured run) and still counts each event once", async () => {
+    const list = (traffic as { prebuilt: { list: unknown[] } }).prebuilt.list;
     const before = await totals();
     const result = await load(t.url, traffic, { connections: 4, amount: 100 });
     expect(result).toMatchObject({ requests: 100, non2xx: 0, errors: 0 });
     const after = await totals();
     expect(after.lessons + after.apiCalls - (before.lessons + before.apiCalls)).toBe(100);
+    expect((traffic as { prebuilt: { list: unknown[] } }).prebuilt.list).toBe(list);
+  });
+});
+
+describe("where each connection starts in the prebuilt list", () => {
+  const fakeClient = () => ({ requestIterator: { requests: [] as unknown[], currentRequestIndex: 0, currentRequest: null as unknown, nextRequest() {} } });
+
+  it("connection i of c starts n/c after connection i-1, at the request it will send first, so no two send the same user together", () => {
+    const traffic = eventRequests(USERS, PATHS);
+    const setup = prebuiltClients("http://127.0.0.1:1", traffic, 4);
+    const clients = Array.from({ length: 4 }, fakeClient);
+    clients.forEach(setup);
+    const list = (traffic as unknown as { prebuilt: { list: unknown[] } }).prebuilt.list;
+    const n = list.length;
+    const starts = clients.map((c) => c.requestIterator.currentRequestIndex);
+    for (let i = 1; i < starts.length; i++) expect((starts[i]! - starts[i - 1]! + n) % n).toBe(n / 4);
+    for (const c of clients) {
+      expect(c.requestIterator.requests).toBe(list);
+      expect(c.requestIterator.currentRequest).toBe(list[c.requestIterator.currentRequestIndex]);
+    }
+  });
+
+  it("refuses a client whose iterator is not autocannon 9's shape", () => {
+    const setup = prebuiltClients("http://127.0.0.1:1", eventRequests(USERS, PATHS), 1);
+    expect(() => setup({ requestIterator: undefined })).toThrow(/autocannon's RequestIterator changed/);
   });
 });
