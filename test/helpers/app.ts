@@ -98,10 +98,15 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
 
 /** Every key of a tenant with its value, for "nothing changed" assertions. */
 export async function dumpTenant(redis: Redis, tenantId: string): Promise<Record<string, unknown>> {
+  return dumpKeys(redis, `{${tenantId}*`);
+}
+
+/** Every key matching a SCAN pattern with its value (streams by length). */
+export async function dumpKeys(redis: Redis, match: string): Promise<Record<string, unknown>> {
   const keys: string[] = [];
   let cursor = "0";
   do {
-    const [next, batch] = await redis.scan(cursor, "MATCH", `{${tenantId}*`, "COUNT", 1000);
+    const [next, batch] = await redis.scan(cursor, "MATCH", match, "COUNT", 1000);
     cursor = next;
     keys.push(...batch);
   } while (cursor !== "0");
@@ -109,6 +114,7 @@ export async function dumpTenant(redis: Redis, tenantId: string): Promise<Record
   for (const key of keys.sort()) {
     const type = await redis.type(key);
     if (type === "hash") out[key] = await redis.hgetall(key);
+    else if (type === "set") out[key] = (await redis.smembers(key)).sort();
     else if (type === "list") out[key] = await redis.lrange(key, 0, -1);
     else if (type === "zset") out[key] = await redis.zrange(key, 0, -1, "WITHSCORES");
     else if (type === "stream") out[key] = (await redis.xrange(key, "-", "+")).length;
