@@ -1,5 +1,6 @@
 import uWS from "uWebSockets.js";
 import type { Redis } from "ioredis";
+import { queueConnection } from "./store/redis-client.js";
 import type { Logger } from "pino";
 import type { Clock } from "./clock.js";
 import type { CompiledTenant } from "./config/compiled.js";
@@ -73,8 +74,7 @@ export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
 export async function startApp(opts: AppOptions): Promise<RunningApp> {
   assertNativeUws();
   const tenants = await Tenants.create(opts.redis, opts.tenants, opts.clock.now());
-  const { host: redisHost, port: redisPort, username, password, db } = opts.redis.options;
-  const connection = { host: redisHost, port: redisPort, username, password, db };
+  const connection = queueConnection(opts.redis);
   // issue 6 (outbound events): begin
   // First: it creates the webhook groups (and moves an earlier version's records) before anything here writes.
   const webhooks =

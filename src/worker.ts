@@ -1,7 +1,7 @@
 import { pino } from "pino";
 import { loadTenantsOrExit, stopOnSignals } from "./boot.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
-import { createRedisClient } from "./store/redis-client.js";
+import { createRedisClient, queueConnection } from "./store/redis-client.js";
 // issue 6 (outbound events): begin
 import { SystemClock } from "./clock.js";
 import { Webhooks } from "./jobs/webhooks/index.js";
@@ -31,9 +31,8 @@ async function main(): Promise<void> {
   worker.start();
   // issue 6 (outbound events): begin
   // The webhook consumer, deliveries and timeline run here too (the queues share the work with the service's).
-  const { host, port, username, password, db } = redis.options;
   const contexts = await Promise.all(tenants.map(async (tenant) => ({ tenant, store: await TenantStore.open(redis, tenant) })));
-  const webhooks = await Webhooks.start({ redis, connection: { host, port, username, password, db }, contexts, clock: new SystemClock(), logger });
+  const webhooks = await Webhooks.start({ redis, connection: queueConnection(redis), contexts, clock: new SystemClock(), logger });
   webhooks.startConsumer();
   // issue 6: end
   logger.info({ tenants: tenants.map((t) => t.id) }, "laurel stream worker running");

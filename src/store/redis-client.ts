@@ -1,4 +1,5 @@
 import { Redis, type RedisOptions } from "ioredis";
+import type { ConnectionOptions } from "bullmq";
 import { coalesceWrites } from "./write-coalescing.js";
 
 /**
@@ -23,4 +24,14 @@ export function duplicateClient(redis: Redis, env: NodeJS.ProcessEnv = process.e
 function withCoalescing(redis: Redis, env: NodeJS.ProcessEnv): Redis {
   if (env.LAUREL_COALESCE !== "off") coalesceWrites(redis);
   return redis;
+}
+
+/**
+ * BullMQ's connection options for the Redis a client talks to: its address (TCP host and port,
+ * or a Unix socket path), credentials, database and TLS settings, so that the queues reach the
+ * same server the same way (a rediss:// URL keeps its TLS, a socket path its socket).
+ */
+export function queueConnection(redis: Redis): ConnectionOptions {
+  const { host, port, path, username, password, db, tls } = redis.options;
+  return path ? { path, username, password, db } : { host, port, username, password, db, tls };
 }

@@ -1,0 +1,79 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createRedisClient, queueConnection } from "../../src/store/redis-client.js";
+import { startTestApp, type TestApp } from "../helpers/app.js";
+
+/**
+ * REDIS_URL may name a Unix socket (`/var/run/redis/redis-server.sock`) or a TLS server
+ * (`rediss://`). The scheduled and retried work (BullMQ) must reach the same server the same way
+ * as the event path: before, its connection was rebuilt from host and port alone, so with a
+ * socket it went to localhost:6379 (whatever Redis runs there), and with rediss:// it dropped TLS.
+ */
+
+describe("queueConnection", () => {
+  it("keeps a rediss:// URL's TLS, credentials and database", () => {
+    const redis = createRedisClient("rediss://ops:s3cret@redis.example:6390/2", { lazyConnect: true });
+    const connection = queueConnection(redis) as Record<string, unknown>;
+    expect(connection).toMatchObject({ host: "redis.example", port: 6390, username: "ops", password: "s3cret", db: 2 });
+    expect(connection.tls).toBeTruthy();
+    expect(connection.tls).toEqual(redis.options.tls);
+    redis.disconnect();
+  });
+
+  it("keeps a socket path, with no host or port to fall back to", () => {
+    const redis = createRedisClient("/run/redis/redis.sock?db=3", { lazyConnect: true });
+    const connection = queueConnection(redis) as Record<string, unknown>;
+    expect(connection).toMatchObject({ path: "/run/redis/redis.sock", db: 3 });
+    expect(connection.host).toBeUndefined();
+    expect(connection.port).toBeUndefined();
+    redis.disconnect();
+  });
+});
+
+describe("a service on a Redis reached only by its Unix socket", () => {
+  let dir: string;
+  let server: ChildProcess;
+  let socket: string;
+  let t: TestApp;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "laurel-sock-"));
+    socket = join(dir, "redis.sock");
+    // --port 0: no TCP listener at all, so nothing can silently reach another server instead.
+    server = spawn("redis-server", ["--port", "0", "--unixsocket", socket, "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", dir], { stdio: "ignore" });
+    const probe = new Redis(socket, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    probe.on("error", () => undefined);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await probe.connect();
+        await probe.ping();
+        break;
+      } catch {
+        probe.disconnect();
+        if (attempt > 300) throw new Error("redis-server on a socket did not start");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    probe.disconnect();
+    t = await startTestApp({ redisUrl: socket, manualClock: "2026-03-02T12:00:00Z" });
+  });
+
+  afterAll(async () => {
+    await t?.close();
+    server?.kill("SIGTERM");
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("records an event and keeps its scheduled work on that server", async () => {
+    const res = await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "sock" }, value: 1 });
+    expect(res.status).toBe(201);
+    expect(res.body.total).toBe(1);
+    // The time-trigger queues (BullMQ) wrote their keys to the socket's server.
+    const jobs = await t.redis.keys("{laurel-jobs}*");
+    expect(jobs.length).toBeGreaterThan(0);
+  });
+});
