@@ -8,7 +8,13 @@
 
   Steps
     1. HMGET the user's state (`s`, msgpack), the idempotency field, the declared attributes,
-       and the stored zone when the event sent none.
+       and the stored zone when the event sent none. A call this script already applied (the
+       same writer and call number, or a later one of that writer for this user) answers 3 and
+       writes nothing: ioredis re-sends every command still unanswered when its connection
+       drops, and Redis may have run it before the drop (test/integration/lost-reply.test.ts).
+       Calls of one service process go out on one connection in the order of their numbers and
+       Redis runs them in that order, so the last applied number of a writer says which of its
+       calls ran. Not a rule of the API: the reference model has no counterpart.
     2. Zone check: without a zone in the event, Node computed the calendar for the zone it
        assumed; if the stored zone differs, reply -1 so Node recomputes and calls again.
     3. Idempotency (spec: idempotency rules 1-6): a key already used by this user on this
@@ -38,7 +44,9 @@
            event sent its zone), the profile digest, n (profile pairs in ARGV[7]), the
            event-attribute mask (the bits R.mt[i].eb of the filtered metric triggers whose
            filters the event passes: Node evaluates them), then per board of R.lb its current
-           run and threshold as two doubles (run -1 while scheduled or finished). Binary because
+           run and threshold as two doubles (run -1 while scheduled or finished), then the
+           writer (a random id of the service process, src/store/event-calls.ts) and the call's
+           number (grows with every event call the process sends; step 1). Binary because
            `tonumber` of a decimal string costs ~1.8k instructions (strtod); struct.unpack reads
            ten for about one. (Node encodes a command with a binary argument itself:
            src/store/redis-script.ts encodeCommand.)
@@ -60,6 +68,8 @@
     {-1, storedZone}      the zone assumption was wrong; nothing written
     {-2}                  the metric total would leave ±maxTotal; nothing written
     {2, eventId, total, 0, streak...}                 replay of an idempotency key; nothing written
+    {3, false, total, 0, streak...}                   a call already applied, re-sent (step 1);
+                                                      nothing written (Node knows its event id)
     {1, false, total, created 0/1, streak..., #achievements, key..., #points, points...,
      #boards, boards...}       (Node knows the new event's id)
       streak   = length, startPeriod|false, lastPeriod|false, extended 0/1, freezes|false,
@@ -87,16 +97,17 @@ local function eventReplyHead(status, id, total, created, extended)
   return { status, id, total, created and 1 or 0, S[I_SL] or 0, S[I_SS] or false, S[I_SP] or false, extended and 1 or 0, S[I_FZ] or false, S[I_FG] or false, S[I_CD] or false }
 end
 --@body
-local nowMs, value, nowPeriod, nowDay, lostIfExtended, lostIfPrevious, flags, digest, nProfile, eventMask = struct.unpack('<dddddddddd', ARGV[3])
+local nowMs, value, nowPeriod, nowDay, lostIfExtended, lostIfPrevious, flags, digest, nProfile, eventMask, writer, callNumber = struct.unpack('<dddddddddddd', ARGV[3])
 beginCall(nowMs, ARGV[1], ARGV[2], ARGV[8])
 local userKey, aggKey, streamKey = KEYS[1], prefix .. 'agg', prefix .. 'x'
 local zone, idemField, recordDetail = ARGV[4], ARGV[5], ARGV[6]
 local zoneSent = flags % 2 == 1
 local deadlines = { lostIfExtended, lostIfPrevious }
-local boards = boardsOf(ARGV[3], 81)
+local boards = boardsOf(ARGV[3], 97)
 
 -- 1. Read.
 local original = loadState(userKey, idemField ~= '' and idemField or 's', zoneSent and R.pf or R.pfz)
+if S[I_WE] == writer and S[I_WN] >= callNumber then return eventReplyHead(3, false, S[R.mfi] or 0, false, false) end
 
 -- 2. Zone.
 if not zoneSent and (U.tz or 'UTC') ~= zone then return { -1, U.tz or 'UTC' } end
@@ -111,6 +122,10 @@ end
 -- 4. Range.
 local newTotal = oldTotal + value
 if newTotal > R.maxTotal or newTotal < -R.maxTotal then return { -2 } end
+
+-- The call is applied: its writer and number (step 1).
+put(I_WE, writer)
+put(I_WN, callNumber)
 
 -- The key is stored with the event it first recorded (spec: idempotency rule 3).
 local extraWrites = {}

@@ -102,7 +102,7 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   const app = uWS.App();
   const router = new Router(app, { maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, logger: opts.logger });
 
-  const recordEvent = recordEventHandler(tenants, opts.clock);
+  const recordEvent = recordEventHandler(tenants, opts.clock, opts.logger);
   router.add("post", "/v1/metrics/:key/event", 1, recordEvent);
   router.add("post", "/api/metrics/:key/event", 1, recordEvent);
   router.add("get", "/v1/users/:id/points/:key", 2, userPointsHandler(tenants));

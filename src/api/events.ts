@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type { Logger } from "pino";
 import typia from "typia";
 import type { Clock } from "../clock.js";
 import { MAX_EVENT_VALUE, toMicro } from "../domain/decimal.js";
@@ -32,7 +33,7 @@ function checkValue(raw: unknown): void {
   if (Math.abs(value) > MAX_EVENT_VALUE) fail("INVALID_VALUE", `value must be between -${MAX_EVENT_VALUE} and ${MAX_EVENT_VALUE}`);
 }
 
-export function recordEventHandler(tenants: Tenants, clock: Clock) {
+export function recordEventHandler(tenants: Tenants, clock: Clock, logger: Logger) {
   return async (req: ApiRequest): Promise<ApiReply> => {
     const context = tenants.authenticate(req.apiKey);
     const { tenant, store } = context;
@@ -60,6 +61,9 @@ export function recordEventHandler(tenants: Tenants, clock: Clock) {
       profile,
       eventAttributes,
     });
+    if (recorded.outcome.kind === "resent") {
+      logger.warn({ tenant: tenant.id, metric: metricKey, user: body.user.id, eventId: recorded.outcome.eventId }, "event re-sent after a dropped Redis connection was already recorded: counted once, answered without its changes");
+    }
     return eventReply(context, metric.id, body.user.id, now, recorded, idempotencyKey);
   };
 }
@@ -75,6 +79,9 @@ export function eventReply(
   const { tenant } = context;
   const { outcome } = recorded;
   const processed = outcome.kind === "processed";
+  // A re-sent call (ResentEvent) is the first answer its request gets: 201, not a replay; its
+  // changes went with the lost reply, so it lists none.
+  const replayed = outcome.kind === "replay";
   const body: Record<string, unknown> = {
     metricId,
     eventId: outcome.eventId,
@@ -89,7 +96,7 @@ export function eventReply(
   };
   if (idempotencyKey !== null) {
     body.idempotencyKey = idempotencyKey;
-    body.idempotentReplayed = !processed;
+    body.idempotentReplayed = replayed;
   }
-  return { status: processed ? 201 : 202, body };
+  return { status: replayed ? 202 : 201, body };
 }

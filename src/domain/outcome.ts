@@ -87,7 +87,18 @@ export interface ReplayedEvent {
   streak: StreakState;
 }
 
-export type EventOutcome = ProcessedEvent | ReplayedEvent;
+/**
+ * A call Redis had already applied when ioredis re-sent it after a dropped connection
+ * (src/store/event-calls.ts): the event counted once, and its changes went with the lost reply.
+ */
+export interface ResentEvent {
+  kind: "resent";
+  eventId: string;
+  totalMicro: number;
+  streak: StreakState;
+}
+
+export type EventOutcome = ProcessedEvent | ReplayedEvent | ResentEvent;
 
 /**
  * "seq|ms|awarded|total|triggerKey" (lua/includes/points.lua); the trigger key may hold "|".

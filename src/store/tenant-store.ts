@@ -8,6 +8,7 @@ import { activeRun } from "../domain/leaderboards.js";
 import type { CompiledLeaderboard } from "../config/compiled.js";
 import { ThresholdCache } from "./thresholds.js";
 import { buildRules, type BuiltRules } from "./rules.js";
+import { EVENT_WRITER, nextEventCall } from "./event-calls.js";
 import { idempotencyField } from "./fields.js";
 import { shardOf, TenantKeys } from "./keys.js";
 import { loadLua, type LuaSource } from "./lua-loader.js";
@@ -149,6 +150,8 @@ export class TenantStore {
           profile.digest,
           input.profile.length,
           mask,
+          EVENT_WRITER,
+          nextEventCall(),
           ...boards,
         ]),
         tz,
@@ -275,6 +278,7 @@ function decodeEventReply(reply: unknown[], eventId: string): EventOutcome {
   if (reply[0] === 2) {
     return { kind: "replay", eventId: reply[1] as string, totalMicro: reply[2] as number, streak: decodeStreak(streakRaw) };
   }
+  if (reply[0] === 3) return { kind: "resent", eventId, totalMicro: reply[2] as number, streak: decodeStreak(streakRaw) };
   let at = 11;
   const take = (n: number): unknown[] => reply.slice(at, (at += n));
   const achievements = take(reply[at++] as number) as string[];
