@@ -5,7 +5,7 @@ import { loadTenantsOrExit, ROOT, stopOnSignals } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
-import { createRedisClient } from "./store/redis-client.js";
+import { createRedisClient, logConnectionErrors } from "./store/redis-client.js";
 
 /**
  * `node dist/main.js` (what `npm start` runs). Environment:
@@ -38,7 +38,7 @@ async function main(): Promise<void> {
     redisUrl = embedded.url;
     logger.info({ redis: redisUrl, dir: dataDir }, "started embedded redis-server (AOF on)");
   }
-  const redis = createRedisClient(redisUrl);
+  const redis = logConnectionErrors(createRedisClient(redisUrl), logger);
 
   const port = Number(process.env.PORT ?? 3000);
   const app = await startApp({ tenants, redis, clock, logger, port, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } });

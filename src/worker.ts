@@ -1,7 +1,7 @@
 import { pino } from "pino";
 import { loadTenantsOrExit, stopOnSignals } from "./boot.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
-import { createRedisClient, queueConnection } from "./store/redis-client.js";
+import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
 // issue 6 (outbound events): begin
 import { SystemClock } from "./clock.js";
 import { Webhooks } from "./jobs/webhooks/index.js";
@@ -26,7 +26,7 @@ async function main(): Promise<void> {
     logger.fatal("REDIS_URL is required: the worker works on the service's Redis");
     process.exit(1);
   }
-  const redis = createRedisClient(url);
+  const redis = logConnectionErrors(createRedisClient(url), logger);
   const worker = new StreamWorker({ redis, tenants, logger });
   worker.start();
   // issue 6 (outbound events): begin

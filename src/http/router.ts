@@ -41,6 +41,19 @@ function decodeParam(raw: string): string {
   }
 }
 
+/**
+ * ioredis gave up on a command: the connection stayed down through its retries
+ * (maxRetriesPerRequest) or was closed for good. Whether Redis ran it is unknown, so the answer
+ * says so; 503 rather than 500 because nothing is wrong with the request, and the official SDK
+ * retries either (trophy-compat §1.4).
+ */
+function isRedisUnreachable(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  return err.name === "MaxRetriesPerRequestError" || err.message === "Connection is closed.";
+}
+
+const REDIS_UNREACHABLE = "Redis is not reachable; whether this request was applied is unknown (retry it with the same Idempotency-Key to be safe)";
+
 const BODY_METHODS = new Set<Method>(["post", "put", "patch"]);
 const JSON_TYPE = /^application\/(?:[a-z0-9.+-]*\+)?json\s*(?:;|$)/i;
 
@@ -64,7 +77,10 @@ export class Router {
       };
       const fail = (err: unknown): void => {
         if (err instanceof LaurelError) finish(err.status, errorJson(err.message));
-        else {
+        else if (isRedisUnreachable(err)) {
+          this.opts.logger.warn({ err: (err as Error).message, path: pattern }, "request failed: Redis not reachable");
+          finish(503, errorJson(REDIS_UNREACHABLE));
+        } else {
           this.opts.logger.error({ err, path: pattern }, "request failed");
           finish(500, errorJson("Internal server error"));
         }

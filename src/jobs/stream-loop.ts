@@ -2,6 +2,7 @@ import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import type { CompiledTenant } from "../config/compiled.js";
 import { TenantKeys } from "../store/keys.js";
+import { quietDuplicate } from "../store/redis-client.js";
 
 /**
  * One shard stream of a tenant, with the keys its consumers use beside it: the shard stream
@@ -95,7 +96,7 @@ export abstract class StreamLoop {
   start(): void {
     if (this.loop) return;
     this.stopped = false;
-    const blocking = this.loopOpts.redis.duplicate();
+    const blocking = quietDuplicate(this.loopOpts.redis);
     this.connection = blocking;
     this.loop = this.run(blocking);
   }

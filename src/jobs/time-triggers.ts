@@ -4,6 +4,7 @@ import type { Clock } from "../clock.js";
 import { runScript } from "../store/redis-script.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import type { Tenants } from "../tenants.js";
+import { logQueueErrors } from "./queue-errors.js";
 
 /**
  * Time triggers (trophy-compat §5.5: "every N hours/days"). One BullMQ job scheduler per
@@ -72,6 +73,7 @@ class TenantTimeQueue {
     this.events = new QueueEvents(name, { connection: opts.connection, prefix });
     this.worker = new Worker<TickJob>(name, (job) => this.process(job.data), { connection: opts.connection, prefix, concurrency: 1 });
     this.worker.on("failed", (job, err) => opts.logger.error({ err, job: job?.data }, "time trigger tick failed"));
+    for (const part of [this.queue, this.events, this.worker]) logQueueErrors(part, opts.logger, name);
   }
 
   get triggers(): number {

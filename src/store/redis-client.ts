@@ -1,5 +1,6 @@
 import { Redis, type RedisOptions } from "ioredis";
 import type { ConnectionOptions } from "bullmq";
+import type { Logger } from "pino";
 import { coalesceWrites } from "./write-coalescing.js";
 
 /**
@@ -18,7 +19,35 @@ export function createRedisClient(url: string, options: RedisOptions = {}, env: 
  * must not queue ahead of the event path's calls on one socket (the webhook consumer).
  */
 export function duplicateClient(redis: Redis, env: NodeJS.ProcessEnv = process.env): Redis {
-  return withCoalescing(redis.duplicate(), env);
+  return withCoalescing(quietDuplicate(redis), env);
+}
+
+/** `redis.duplicate()` with the client's connection-error listeners (ioredis copies options, not listeners). */
+export function quietDuplicate(redis: Redis): Redis {
+  const copy = redis.duplicate();
+  for (const listener of redis.listeners("error")) copy.on("error", listener as (err: Error) => void);
+  return copy;
+}
+
+/**
+ * Connection errors go to the log, once per outage: without an "error" listener ioredis prints
+ * every failed reconnect attempt to stderr, and with one that logs each, an outage writes a
+ * line every retry. The first error after the connection was ready is a warning; the next
+ * "ready" says it is back.
+ */
+export function logConnectionErrors(redis: Redis, logger: Logger, name = "redis"): Redis {
+  let down = false;
+  redis.on("error", (err: Error) => {
+    if (down) return;
+    down = true;
+    logger.warn({ err: err.message, connection: name }, "redis connection lost; retrying");
+  });
+  redis.on("ready", () => {
+    if (!down) return;
+    down = false;
+    logger.info({ connection: name }, "redis connection restored");
+  });
+  return redis;
 }
 
 function withCoalescing(redis: Redis, env: NodeJS.ProcessEnv): Redis {

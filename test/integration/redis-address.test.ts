@@ -4,7 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createRedisClient, queueConnection } from "../../src/store/redis-client.js";
+import { startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
+import { pino } from "pino";
+import { createRedisClient, logConnectionErrors, queueConnection } from "../../src/store/redis-client.js";
 import { startTestApp, type TestApp } from "../helpers/app.js";
 
 /**
@@ -75,5 +77,50 @@ describe("a service on a Redis reached only by its Unix socket", () => {
     // The time-trigger queues (BullMQ) wrote their keys to the socket's server.
     const jobs = await t.redis.keys("{laurel-jobs}*");
     expect(jobs.length).toBeGreaterThan(0);
+  });
+});
+
+describe("a service whose Redis went away", () => {
+  let dir: string;
+  let server: EmbeddedRedis;
+  let t: TestApp;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "laurel-gone-"));
+    server = await startEmbeddedRedis({ dir, appendOnly: true });
+    t = await startTestApp({ redisUrl: server.url, manualClock: "2026-03-02T12:00:00Z", jobs: false });
+  });
+
+  afterAll(async () => {
+    await t?.close();
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const lesson = () => t.call("POST", "/v1/metrics/lessons/event", { user: { id: "gone" }, value: 1 });
+
+  it("answers 503 with {error} while Redis is down, and serves again once it is back; the log says so once", async () => {
+    const lines: Array<{ level: number; msg: string }> = [];
+    logConnectionErrors(t.redis, pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }));
+    expect((await lesson()).status).toBe(201);
+    await server.stop();
+    const refused = await lesson();
+    expect(refused.status).toBe(503);
+    expect(refused.body).toEqual({ error: expect.stringContaining("Redis is not reachable") });
+    const read = await t.call("GET", "/v1/users/gone/points/xp");
+    expect(read.status).toBe(503);
+    expect(read.body).toEqual({ error: expect.any(String) });
+    // The same port and data directory: the AOF brings the first event back.
+    server = await startEmbeddedRedis({ dir, appendOnly: true, port: Number(new URL(server.url).port) });
+    while (t.redis.status !== "ready") await new Promise((r) => setTimeout(r, 20));
+    const after = await lesson();
+    expect(after.status).toBe(201);
+    // Redis was stopped before the refused event was sent: only the two others count.
+    expect(after.body.total).toBe(2);
+    // Every failed reconnect attempt was an error event; the log has one warning and one recovery.
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([
+      [40, "redis connection lost; retrying"],
+      [30, "redis connection restored"],
+    ]);
   });
 });

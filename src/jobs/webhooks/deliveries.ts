@@ -5,6 +5,7 @@ import type { CompiledTenant } from "../../config/compiled.js";
 import { attemptDelivery, logLine, outcomeLine, type AttemptResult, type DeliveryJob, type Target } from "./attempt.js";
 import { DEFAULT_FIRST_ATTEMPT, FirstAttempts, type FirstAttemptOptions } from "./first-attempt.js";
 import { deliveryId, deliveryQueueName, JOBS_PREFIX } from "./keys.js";
+import { logQueueErrors } from "../queue-errors.js";
 
 export type { DeliveryJob } from "./attempt.js";
 
@@ -165,6 +166,7 @@ export class DeliveryQueue {
         removeOnFail: opts.keepDead,
       },
     });
+    logQueueErrors(this.queue, logger, name);
     this.firstAttempts = new FirstAttempts(
       {
         queue: this.queue,
@@ -211,7 +213,7 @@ export class DeliveryQueue {
     this.worker.on("failed", (job, err) => {
       if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) this.deadLettered(job.id!, err.message);
     });
-    this.worker.on("error", (err) => this.logger.error({ err }, "webhook delivery worker error"));
+    logQueueErrors(this.worker, this.logger, this.queue.name);
     await this.worker.waitUntilReady();
   }
 
@@ -388,6 +390,7 @@ export class DeliveryQueue {
   private async events(): Promise<QueueEvents> {
     if (!this.queueEvents) {
       this.queueEvents = new QueueEvents(this.queue.name, { connection: this.connection, prefix: JOBS_PREFIX });
+      logQueueErrors(this.queueEvents, this.logger, this.queue.name);
       await this.queueEvents.waitUntilReady();
     }
     return this.queueEvents;

@@ -11,6 +11,7 @@ import type { DeliveryJob, DeliveryQueue } from "./deliveries.js";
 import { boundaryEventId } from "./kinds.js";
 import { JOBS_PREFIX, timelineQueueName, WebhookKeys } from "./keys.js";
 import { globalBoostPayloadJson, runPayloadJson, type PayloadContext } from "./payloads.js";
+import { logQueueErrors } from "../queue-errors.js";
 
 /**
  * What happens at a moment of the service clock rather than at an event (issue 6, "time-driven
@@ -68,6 +69,7 @@ export class Timeline {
   ) {
     const name = timelineQueueName(ctx.tenant.id);
     this.queue = new Queue(name, { connection: opts.connection, prefix: JOBS_PREFIX });
+    logQueueErrors(this.queue, opts.logger, name);
     this.keys = new WebhookKeys(ctx.tenant.id);
   }
 
@@ -81,6 +83,7 @@ export class Timeline {
     await this.ctx.store.redis.zadd(this.keys.cursor(), "NX", this.opts.clock.now(), "c");
     this.worker = new Worker(this.queue.name, async () => this.tick(this.opts.clock.now()), { connection: this.opts.connection, prefix: JOBS_PREFIX, concurrency: 1 });
     this.worker.on("failed", (_job, err) => this.opts.logger.error({ err, tenant: this.ctx.tenant.id }, "webhook timeline tick failed"));
+    logQueueErrors(this.worker, this.opts.logger, this.queue.name);
     await this.worker.waitUntilReady();
     if (this.opts.clock.manual) await this.queueEvents();
     await this.queue.upsertJobScheduler("tick", { every: this.opts.tickEveryMs }, { name: "tick", opts: { removeOnComplete: true, removeOnFail: 100 } });
@@ -89,6 +92,7 @@ export class Timeline {
   private async queueEvents(): Promise<QueueEvents> {
     if (!this.events) {
       this.events = new QueueEvents(this.queue.name, { connection: this.opts.connection, prefix: JOBS_PREFIX });
+      logQueueErrors(this.events, this.opts.logger, this.queue.name);
       await this.events.waitUntilReady();
     }
     return this.events;
