@@ -49,26 +49,7 @@ export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boole
   const child: ChildProcess = spawn("redis-server", args, { stdio: ["ignore", "ignore", "inherit"] });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const url = `redis://127.0.0.1:${port}`;
-  const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  probe.on("error", () => undefined);
-  try {
-    for (let attempt = 0; ; attempt++) {
-      if (child.exitCode !== null) throw new Error(`redis-server exited with code ${child.exitCode}`);
-      try {
-        await probe.connect();
-        await probe.ping();
-        // AOF loading answers LOADING to commands; wait until the data set is in memory.
-        const info = await probe.info("persistence");
-        if (/loading:0/.test(info)) break;
-      } catch {
-        probe.disconnect();
-      }
-      if (attempt > 300) throw new Error("redis-server did not become ready in 30 s");
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  } finally {
-    probe.disconnect();
-  }
+  await waitForRedis(url, child);
   const stopOnExit = (): void => {
     child.kill("SIGTERM");
   };
@@ -83,4 +64,32 @@ export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boole
       }
     },
   };
+}
+
+/**
+ * Waits until a redis-server just spawned answers at `address` (a URL, a port or a socket path)
+ * with its data set loaded (AOF loading answers LOADING to commands), for up to 30 s; fails at
+ * once if the process exits.
+ */
+export async function waitForRedis(address: string | number, child: ChildProcess): Promise<void> {
+  const options = { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null };
+  // Two calls for ioredis' overloads (a port, or a URL or socket path).
+  const probe = typeof address === "number" ? new Redis(address, options) : new Redis(address, options);
+  probe.on("error", () => undefined); // refused while the server starts: the loop retries
+  try {
+    for (let attempt = 0; ; attempt++) {
+      if (child.exitCode !== null) throw new Error(`redis-server exited with code ${child.exitCode}`);
+      try {
+        await probe.connect();
+        const info = await probe.info("persistence");
+        if (/loading:0/.test(info)) return;
+      } catch {
+        probe.disconnect();
+      }
+      if (attempt > 300) throw new Error("redis-server did not become ready in 30 s");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    probe.disconnect();
+  }
 }

@@ -2,9 +2,8 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
+import { startEmbeddedRedis, waitForRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
 import { pino } from "pino";
 import { createRedisClient, logConnectionErrors, queueConnection } from "../../src/store/redis-client.js";
 import { startTestApp, type TestApp } from "../helpers/app.js";
@@ -47,20 +46,7 @@ describe("a service on a Redis reached only by its Unix socket", () => {
     socket = join(dir, "redis.sock");
     // --port 0: no TCP listener at all, so nothing can silently reach another server instead.
     server = spawn("redis-server", ["--port", "0", "--unixsocket", socket, "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", dir], { stdio: "ignore" });
-    const probe = new Redis(socket, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    probe.on("error", () => undefined);
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await probe.connect();
-        await probe.ping();
-        break;
-      } catch {
-        probe.disconnect();
-        if (attempt > 300) throw new Error("redis-server on a socket did not start");
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
-    probe.disconnect();
+    await waitForRedis(socket, server);
     t = await startTestApp({ redisUrl: socket, manualClock: "2026-03-02T12:00:00Z" });
   });
 
