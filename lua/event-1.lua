@@ -45,7 +45,7 @@
            event-attribute mask (the bits R.mt[i].eb of the filtered metric triggers whose
            filters the event passes: Node evaluates them), then per board of R.lb its current
            run and threshold as two doubles (run -1 while scheduled or finished), then the
-           writer (a random id of the service process, src/store/event-calls.ts) and the call's
+           writer (a random id of the service process, src/store/call-order.ts) and the call's
            number (grows with every event call the process sends; step 1). Binary because
            `tonumber` of a decimal string costs ~1.8k instructions (strtod); struct.unpack reads
            ten for about one. (Node encodes a command with a binary argument itself:

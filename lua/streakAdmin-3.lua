@@ -17,6 +17,9 @@
   ARGV[9] instant the streak is lost if extended in the current period
   ARGV[10] "freeze": how many freezes to grant; "restore": first period of the restore window
   ARGV[11] each board of R.lb: its run and threshold, two little-endian doubles (leaderboards.lua boardsOf)
+  ARGV[12] writer, ARGV[13] call number (src/store/call-order.ts): a "freeze" call this script
+           already applied, re-sent by ioredis after the connection dropped before its reply,
+           answers {5} and grants nothing again ("restore" and "settle" give the same result twice)
 
   Reply
     {-1, storedZone}         the zone assumption was wrong; nothing written
@@ -24,6 +27,7 @@
     "freeze":  {1, granted, held}      granted may be less than asked (the maximum)
     "restore": {1, length} restored | {3} no streak in the window | {4} already at that length
     "settle":  {1, consumed, lost length (0 = not lost)}
+    {5}                      "freeze" already applied (ARGV[12]); nothing written
 ]]
 --@rules
 -- @include "includes/context.lua"
@@ -45,6 +49,8 @@ local boards = boardsOf(ARGV[11], 1)
 
 loadState(userKey, 's', { 'tz' })
 if not num('ct') then return { 0 } end
+local writer, callNumber = tonumber(ARGV[12]), tonumber(ARGV[13])
+if op == 'freeze' and S[I_WE] == writer and S[I_WN] >= callNumber then return { 5 } end
 if (U.tz or 'UTC') ~= tzAssumed then return { -1, U.tz or 'UTC' } end
 
 settleStreak(nowDay, nowPeriod)
@@ -57,6 +63,8 @@ if op == 'settle' then
 elseif op == 'freeze' then
   local held = num('fz') or 0
   local granted = math.max(0, math.min(amount, R.streak.fz.max - held))
+  put(I_WE, writer)
+  put(I_WN, callNumber)
   if granted > 0 then
     set('fz', held + granted)
     outParts[#outParts + 1] = 'fa:' .. granted

@@ -51,6 +51,8 @@ export function grantFreezesHandler(tenants: Tenants, clock: Clock) {
       const result = await streakAdmin(store, userId, "freeze", now, () => asked);
       if (result.status === "missing") issues.push(issue(userId, "error", "User does not exist"));
       else if (result.status === "frozen" && result.granted < asked) issues.push(issue(userId, "warning", "Would exceed maximum freeze limit"));
+      // "already-applied": the grant ran before a dropped connection lost its reply; what it
+      // granted went with that reply, so no issue is reported for it.
     }
     return { status: 200, body: { issues } };
   };

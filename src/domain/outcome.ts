@@ -89,7 +89,7 @@ export interface ReplayedEvent {
 
 /**
  * A call Redis had already applied when ioredis re-sent it after a dropped connection
- * (src/store/event-calls.ts): the event counted once, and its changes went with the lost reply.
+ * (src/store/call-order.ts): the event counted once, and its changes went with the lost reply.
  */
 export interface ResentEvent {
   kind: "resent";

@@ -8,7 +8,7 @@ import { activeRun } from "../domain/leaderboards.js";
 import type { CompiledLeaderboard } from "../config/compiled.js";
 import { ThresholdCache } from "./thresholds.js";
 import { buildRules, type BuiltRules } from "./rules.js";
-import { EVENT_WRITER, nextEventCall } from "./event-calls.js";
+import { nextCallNumber, WRITER_ID } from "./call-order.js";
 import { idempotencyField } from "./fields.js";
 import { shardOf, TenantKeys } from "./keys.js";
 import { loadLua, type LuaSource } from "./lua-loader.js";
@@ -150,8 +150,8 @@ export class TenantStore {
           profile.digest,
           input.profile.length,
           mask,
-          EVENT_WRITER,
-          nextEventCall(),
+          WRITER_ID,
+          nextCallNumber(),
           ...boards,
         ]),
         tz,

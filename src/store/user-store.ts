@@ -4,6 +4,7 @@ import { PROFILE_FIELDS, userAttributeField } from "./fields.js";
 import { runScript } from "./redis-script.js";
 import { userBoostField } from "./rules.js";
 import { decodePoints, readUserScript, userBoostScript, type TenantStore } from "./tenant-store.js";
+import { nextCallNumber, WRITER_ID } from "./call-order.js";
 
 /**
  * Every script call about one user other than the event and the metering read: identify,
@@ -168,6 +169,8 @@ export async function changeUserBoost(
 export type StreakAdminResult =
   | { status: "missing" }
   | { status: "frozen"; granted: number; held: number }
+  /** A freeze grant Redis had applied when ioredis re-sent it after a dropped connection (src/store/call-order.ts). */
+  | { status: "already-applied" }
   | { status: "restored"; length: number }
   | { status: "nothing-to-restore" }
   | { status: "already-longest" }
@@ -201,6 +204,8 @@ export async function streakAdmin(
       streakDeadline(nowPeriod, rule.frequency, tz),
       amountOrWindow(nowPeriod),
       store.boardsBlob(now),
+      WRITER_ID,
+      nextCallNumber(),
     ])) as unknown[];
     if (reply[0] === -1) {
       tz = reply[1] as string;
@@ -208,6 +213,7 @@ export async function streakAdmin(
       continue;
     }
     if (reply[0] === 0) return { status: "missing" };
+    if (reply[0] === 5) return { status: "already-applied" };
     if (op === "settle") return { status: "settled", consumed: reply[1] as number, lost: reply[2] as number };
     if (op === "freeze") return { status: "frozen", granted: reply[1] as number, held: reply[2] as number };
     if (reply[0] === 3) return { status: "nothing-to-restore" };

@@ -9,7 +9,7 @@ import { demoConfig, startAppOnOwnRedis, type TestApp } from "../helpers/app.js"
  * count the event twice although the client got one 201. Each event call carries the service
  * process's writer id and a call number that grows with every call; the script remembers the
  * last one it applied for the user and answers a call it has already applied without applying it
- * again (lua/event-1.lua, step 1).
+ * again (lua/event-1.lua, step 1; the admin freeze grant the same way, src/store/call-order.ts).
  *
  * The drop is made exact, not timed: the service's socket stops reading, the test waits until
  * Redis has run every call (INFO commandstats on another connection), then destroys the socket.
@@ -71,6 +71,17 @@ describe("an event whose reply was lost with the connection", () => {
     const again = await lesson("lost-k", { "idempotency-key": "k-1" });
     expect(again.status).toBe(202);
     expect(again.body.eventId).toBe(reply!.body.eventId);
+  });
+
+  it("an admin freeze grant whose reply was lost grants once", async () => {
+    expect((await lesson("lost-f")).status).toBe(201);
+    const admin = { "x-api-key": t.adminKey };
+    const [reply] = await withLostReplies(1, () => [t.call("POST", "/admin/v1/streaks/freezes", { freezes: [{ userId: "lost-f" }] }, admin)]);
+    expect(reply).toEqual({ status: 200, body: { issues: [] } });
+    expect((await t.call("GET", "/v1/users/lost-f/streak")).body.freezes).toBe(1);
+    // A new grant is a new call: it applies.
+    expect((await t.call("POST", "/admin/v1/streaks/freezes", { freezes: [{ userId: "lost-f" }] }, admin)).status).toBe(200);
+    expect((await t.call("GET", "/v1/users/lost-f/streak")).body.freezes).toBe(2);
   });
 
   it("does not hold back the events that follow on the new connection", async () => {
