@@ -70,6 +70,9 @@ export function assertNativeUws(): void {
 
 export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
 
+/** How long a stop waits for the requests already taken to be answered. */
+const DRAIN_MS = 10_000;
+
 /** The HTTP service: every route of the API on one uWS app. */
 export async function startApp(opts: AppOptions): Promise<RunningApp> {
   assertNativeUws();
@@ -148,7 +151,11 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
     tenants,
     webhooks,
     async close() {
+      // No new connections; then the requests already taken are answered before the
+      // connections close (Router.drain), up to DRAIN_MS.
       uWS.us_listen_socket_close(listenSocket);
+      const unanswered = await router.drain(DRAIN_MS);
+      if (unanswered > 0) opts.logger.warn({ unanswered }, `stopping with requests still unanswered after ${DRAIN_MS} ms`);
       // Present at runtime though missing from this build's types (STACK.md §2): closes open connections too.
       (app as unknown as { close?: () => void }).close?.();
       if (refreshTimer) clearInterval(refreshTimer);

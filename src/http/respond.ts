@@ -24,7 +24,7 @@ export function sendJson(res: HttpResponse, status: number, json: string, closeC
   res.cork(() => {
     res.writeStatus(STATUS_TEXT[status] ?? `${status} Status`);
     res.writeHeader("content-type", contentType);
-    if (closeConnection) res.writeHeader("connection", "close");
+    // end(_, true) writes `Connection: close` itself (a header written here too came out twice).
     res.end(json, closeConnection);
   });
 }

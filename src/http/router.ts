@@ -63,17 +63,62 @@ const JSON_TYPE = /^application\/(?:[a-z0-9.+-]*\+)?json\s*(?:;|$)/i;
  * every error turned into `{"error": ...}` with its status.
  */
 export class Router {
+  /** Requests started and not yet answered or aborted (drain waits for them). */
+  private inFlight = 0;
+  private draining = false;
+  private drained: (() => void) | null = null;
+
   constructor(private readonly app: TemplatedApp, private readonly opts: RouterOptions) {}
+
+  /**
+   * For a graceful stop, after the listen socket is closed: waits until every request already
+   * taken is answered (or `timeoutMs` passes), so that no client loses the answer to a write
+   * Redis applies. Requests still arriving on open keep-alive connections meanwhile are served
+   * and answered with `Connection: close`, so their clients move to another instance.
+   */
+  drain(timeoutMs: number): Promise<number> {
+    this.draining = true;
+    if (this.inFlight === 0) return Promise.resolve(0);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.drained = null;
+        resolve(this.inFlight);
+      }, timeoutMs);
+      this.drained = () => {
+        clearTimeout(timer);
+        resolve(0);
+      };
+    });
+  }
+
+  private settle(): void {
+    this.inFlight--;
+    if (this.inFlight === 0 && this.drained) {
+      const drained = this.drained;
+      this.drained = null;
+      drained();
+    }
+  }
 
   add(method: Method, pattern: string, paramCount: number, handler: Handler): void {
     const withBody = BODY_METHODS.has(method);
     this.app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
       let aborted = false;
+      let settled = false;
+      this.inFlight++;
       res.onAborted(() => {
         aborted = true;
+        if (!settled) {
+          settled = true;
+          this.settle();
+        }
       });
       const finish = (status: number, json: string, close = false, contentType?: string): void => {
-        if (!aborted) sendJson(res, status, json, close, contentType);
+        if (!aborted) sendJson(res, status, json, close || this.draining, contentType);
+        if (!settled) {
+          settled = true;
+          this.settle();
+        }
       };
       const fail = (err: unknown): void => {
         if (err instanceof LaurelError) finish(err.status, errorJson(err.message));
