@@ -52,7 +52,7 @@ function isRedisUnreachable(err: unknown): boolean {
   return err.name === "MaxRetriesPerRequestError" || err.message === "Connection is closed.";
 }
 
-const REDIS_UNREACHABLE = "Redis is not reachable; whether this request was applied is unknown (retry it with the same Idempotency-Key to be safe)";
+const REDIS_UNREACHABLE = "Redis is not reachable; whether this request took effect is unknown (a write is safe to retry with the same Idempotency-Key)";
 
 const BODY_METHODS = new Set<Method>(["post", "put", "patch"]);
 const JSON_TYPE = /^application\/(?:[a-z0-9.+-]*\+)?json\s*(?:;|$)/i;
@@ -122,10 +122,9 @@ export class Router {
       };
       const fail = (err: unknown): void => {
         if (err instanceof LaurelError) finish(err.status, errorJson(err.message));
-        else if (isRedisUnreachable(err)) {
-          this.opts.logger.warn({ err: (err as Error).message, path: pattern }, "request failed: Redis not reachable");
-          finish(503, errorJson(REDIS_UNREACHABLE));
-        } else {
+        // Not logged per request: the client's connection log says it once per outage (main.ts).
+        else if (isRedisUnreachable(err)) finish(503, errorJson(REDIS_UNREACHABLE));
+        else {
           this.opts.logger.error({ err, path: pattern }, "request failed");
           finish(500, errorJson("Internal server error"));
         }
