@@ -1,6 +1,7 @@
 import uWS from "uWebSockets.js";
 import type { Redis } from "ioredis";
 import { queueConnection } from "./store/redis-client.js";
+import { warnIfRedisEvicts } from "./store/eviction-check.js";
 import type { Logger } from "pino";
 import type { Clock } from "./clock.js";
 import type { CompiledTenant } from "./config/compiled.js";
@@ -76,6 +77,7 @@ const DRAIN_MS = 10_000;
 /** The HTTP service: every route of the API on one uWS app. */
 export async function startApp(opts: AppOptions): Promise<RunningApp> {
   assertNativeUws();
+  await warnIfRedisEvicts(opts.redis, opts.logger);
   const tenants = await Tenants.create(opts.redis, opts.tenants, opts.clock.now());
   const connection = queueConnection(opts.redis);
   // issue 6 (outbound events): begin

@@ -5,7 +5,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEmbeddedRedis, waitForRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
 import { pino } from "pino";
+import { warnIfRedisEvicts } from "../../src/store/eviction-check.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "../../src/store/redis-client.js";
+import { startTestRedis } from "../helpers/redis-server.js";
 import { startTestApp, type TestApp } from "../helpers/app.js";
 
 /**
@@ -108,5 +110,25 @@ describe("a service whose Redis went away", () => {
       [40, "redis connection lost; retrying"],
       [30, "redis connection restored"],
     ]);
+  });
+});
+
+describe("a Redis that may evict keys", () => {
+  it("is named in a warning at start; noeviction is not", async () => {
+    const server = await startTestRedis();
+    const redis = createRedisClient(server.url);
+    try {
+      const lines: Array<{ level: number; msg: string; maxmemoryPolicy?: string }> = [];
+      const logger = pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) });
+      expect(await warnIfRedisEvicts(redis, logger)).toBe("noeviction");
+      expect(lines).toEqual([]);
+      await redis.config("SET", "maxmemory-policy", "allkeys-lru");
+      expect(await warnIfRedisEvicts(redis, logger)).toBe("allkeys-lru");
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatchObject({ level: 40, maxmemoryPolicy: "allkeys-lru", msg: expect.stringContaining("set maxmemory-policy noeviction") });
+    } finally {
+      redis.disconnect();
+      await server.stop();
+    }
   });
 });
