@@ -2,6 +2,7 @@ import uWS from "uWebSockets.js";
 import type { Redis } from "ioredis";
 import { queueConnection } from "./store/redis-client.js";
 import { warnIfRedisEvicts } from "./store/eviction-check.js";
+import { LogThrottle } from "./log-throttle.js";
 import type { Logger } from "pino";
 import type { Clock } from "./clock.js";
 import type { CompiledTenant } from "./config/compiled.js";
@@ -95,9 +96,11 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   await refreshThresholds();
   if (opts.clock instanceof ManualClock) opts.clock.onChange(refreshThresholds);
   const refreshEvery = opts.thresholdRefreshMs ?? 1000;
+  // Fails every second while Redis is down: logged once per 30 s.
+  const refreshFailures = new LogThrottle();
   const refreshTimer =
     refreshEvery > 0 && tenants.all.some((c) => c.tenant.leaderboards.length > 0)
-      ? setInterval(() => refreshThresholds().catch((err) => opts.logger.error({ err }, "threshold refresh failed")), refreshEvery)
+      ? setInterval(() => refreshThresholds().catch((err) => refreshFailures.run((unlogged) => opts.logger.error({ err, unlogged }, "threshold refresh failed"))), refreshEvery)
       : null;
   refreshTimer?.unref();
   // issue 6 (outbound events): begin

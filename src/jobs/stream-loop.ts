@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import type { CompiledTenant } from "../config/compiled.js";
 import { TenantKeys } from "../store/keys.js";
 import { quietDuplicate } from "../store/redis-client.js";
+import { LogThrottle } from "../log-throttle.js";
 
 /**
  * One shard stream of a tenant, with the keys its consumers use beside it: the shard stream
@@ -139,6 +140,9 @@ export abstract class StreamLoop {
     this.seen.set(s.key, id);
   }
 
+  /** A failing turn repeats every second while Redis is down: logged once per 30 s. */
+  private readonly failures = new LogThrottle();
+
   private async run(blocking: Redis): Promise<void> {
     while (!this.stopped) {
       try {
@@ -147,7 +151,7 @@ export abstract class StreamLoop {
       } catch (err) {
         if (this.stopped) break;
         this.groupsReady = false;
-        this.loopOpts.logger.error({ err }, `${this.loopOpts.name}: read or work failed; retrying`);
+        this.failures.run((unlogged) => this.loopOpts.logger.error({ err, unlogged }, `${this.loopOpts.name}: read or work failed; retrying`));
         await pause(1000);
       }
     }

@@ -4,7 +4,7 @@ import type { Clock } from "../clock.js";
 import { runScript } from "../store/redis-script.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import type { Tenants } from "../tenants.js";
-import { logQueueErrors } from "./queue-errors.js";
+import { logQueueErrors } from "../log-throttle.js";
 
 /**
  * Time triggers (trophy-compat §5.5: "every N hours/days"). One BullMQ job scheduler per

@@ -5,7 +5,7 @@ import type { CompiledTenant } from "../../config/compiled.js";
 import { attemptDelivery, logLine, outcomeLine, type AttemptResult, type DeliveryJob, type Target } from "./attempt.js";
 import { DEFAULT_FIRST_ATTEMPT, FirstAttempts, type FirstAttemptOptions } from "./first-attempt.js";
 import { deliveryId, deliveryQueueName, JOBS_PREFIX } from "./keys.js";
-import { logQueueErrors } from "../queue-errors.js";
+import { logQueueErrors } from "../../log-throttle.js";
 
 export type { DeliveryJob } from "./attempt.js";
 

@@ -11,7 +11,7 @@ import type { DeliveryJob, DeliveryQueue } from "./deliveries.js";
 import { boundaryEventId } from "./kinds.js";
 import { JOBS_PREFIX, timelineQueueName, WebhookKeys } from "./keys.js";
 import { globalBoostPayloadJson, runPayloadJson, type PayloadContext } from "./payloads.js";
-import { logQueueErrors } from "../queue-errors.js";
+import { logQueueErrors } from "../../log-throttle.js";
 
 /**
  * What happens at a moment of the service clock rather than at an event (issue 6, "time-driven
