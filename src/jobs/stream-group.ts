@@ -4,7 +4,7 @@ import type { Logger } from "pino";
 import type { CompiledTenant } from "../config/compiled.js";
 import { loadLua } from "../store/lua-loader.js";
 import { runScript } from "../store/redis-script.js";
-import { GATHER_MS, pause, StreamLoop, type ShardStream, type StreamKind } from "./stream-loop.js";
+import { GATHER_MS, pause, someBatchFull, StreamLoop, type ShardStream, type StreamKind } from "./stream-loop.js";
 import { compareStreamIds } from "./stream-ops.js";
 
 /**
@@ -108,11 +108,7 @@ export abstract class StreamGroupConsumer extends StreamLoop {
     const { batches } = await this.readNew(blocking, this.opts.blockMs ?? 2000);
     // Shards at once: their round trips overlap instead of queueing behind the service's traffic.
     await Promise.all(batches.map(([s, entries]) => this.process(s, entries, false)));
-    // Behind only while some stream filled its batch (more may wait there), as the stream worker
-    // judges it. Comparing the turn's total with one stream's batch instead, small per-stream
-    // batches (the webhook consumer's 4) made the loop spin on a record or two per turn at a few
-    // hundred records a second, paying a read and a shard's scripts for each.
-    const full = batches.some(([, entries]) => entries.length >= this.batchSize);
+    const full = someBatchFull(batches.map(([, entries]) => entries.length), this.batchSize);
     if (!full && !this.stopping) await pause(this.opts.gatherMs ?? GATHER_MS);
   }
 

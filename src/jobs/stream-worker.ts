@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import type { CompiledTenant } from "../config/compiled.js";
 import { loadLua } from "../store/lua-loader.js";
 import { runScript } from "../store/redis-script.js";
-import { GATHER_MS, pause, StreamLoop, type ShardStream } from "./stream-loop.js";
+import { GATHER_MS, pause, someBatchFull, StreamLoop, type ShardStream } from "./stream-loop.js";
 import { recordDayArgs } from "./stream-ops.js";
 
 export { shardStreams, type ShardStream } from "./stream-loop.js";
@@ -116,7 +116,7 @@ export class StreamWorker extends StreamLoop {
    */
   protected async turn(blocking: Redis): Promise<void> {
     let stuck = false;
-    let full = false;
+    const appliedPerShard: number[] = [];
     // The moved shards one after another, not all at once: a call holds Redis for its whole batch
     // (~10 µs a record), and 16 calls sent together held it for ~7 ms at 14k events/s, every
     // event behind them waiting as long. One at a time, events get in between the calls:
@@ -124,14 +124,14 @@ export class StreamWorker extends StreamLoop {
     // (bench/README.md, "The eighth stop"). The worker is background work; it yields.
     for (const { stream } of await this.waitForRecords(blocking, this.opts.blockMs ?? 2000)) {
       const { applied, watermark } = await this.catchUp(stream);
-      if (applied >= this.batchSize) full = true;
+      appliedPerShard.push(applied);
       // No progress past a watermark already known: a record the script cannot apply yet;
       // pause instead of spinning on XREAD, which answers at once while it is there.
       if (applied === 0 && (watermark ?? "0-0") === this.seenOf(stream)) stuck = true;
       this.markSeen(stream, watermark ?? "0-0");
     }
     if (stuck) await pause(1000);
-    else if (!full && !this.stopping) await pause(this.opts.gatherMs ?? GATHER_MS);
+    else if (!someBatchFull(appliedPerShard, this.batchSize) && !this.stopping) await pause(this.opts.gatherMs ?? GATHER_MS);
   }
 
 }
