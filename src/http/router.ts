@@ -1,6 +1,6 @@
 import type { HttpRequest, HttpResponse, TemplatedApp } from "uWebSockets.js";
 import type { Logger } from "pino";
-import { LaurelError } from "../domain/errors.js";
+import { ErrorCodes, LaurelError } from "../domain/errors.js";
 import { readBody } from "./body.js";
 import { stringifyReply } from "./raw-json.js";
 import { errorJson, sendJson } from "./respond.js";
@@ -51,8 +51,6 @@ function isRedisUnreachable(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   return err.name === "MaxRetriesPerRequestError" || err.message === "Connection is closed.";
 }
-
-const REDIS_UNREACHABLE = "Redis is not reachable; whether this request took effect is unknown (a write is safe to retry with the same Idempotency-Key)";
 
 const BODY_METHODS = new Set<Method>(["post", "put", "patch"]);
 const JSON_TYPE = /^application\/(?:[a-z0-9.+-]*\+)?json\s*(?:;|$)/i;
@@ -123,7 +121,7 @@ export class Router {
       const fail = (err: unknown): void => {
         if (err instanceof LaurelError) finish(err.status, errorJson(err.message));
         // Not logged per request: the client's connection log says it once per outage (main.ts).
-        else if (isRedisUnreachable(err)) finish(503, errorJson(REDIS_UNREACHABLE));
+        else if (isRedisUnreachable(err)) finish(ErrorCodes.REDIS_UNREACHABLE.status, errorJson(ErrorCodes.REDIS_UNREACHABLE.message));
         else {
           this.opts.logger.error({ err, path: pattern }, "request failed");
           finish(500, errorJson("Internal server error"));
