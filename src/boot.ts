@@ -1,5 +1,6 @@
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { ConfigError } from "./config/compile.js";
 import type { CompiledTenant } from "./config/compiled.js";
@@ -34,4 +35,30 @@ export function stopOnSignals(logger: Logger, close: () => Promise<void>): void 
   };
   process.on("SIGINT", () => void stop("SIGINT"));
   process.on("SIGTERM", () => void stop("SIGTERM"));
+}
+
+/**
+ * At start, Redis may not be up yet (a container started beside it, a failover in progress):
+ * waits for a PING answer up to LAUREL_REDIS_WAIT seconds (default 60), saying once that it
+ * waits, then exits 1 with a message naming the address instead of a stack trace.
+ */
+export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<void> {
+  const seconds = Number(process.env.LAUREL_REDIS_WAIT ?? 60);
+  const deadline = Date.now() + (Number.isFinite(seconds) && seconds >= 0 ? seconds : 60) * 1000;
+  const { host, port, path } = redis.options;
+  const address = path ?? `${host}:${port}`;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await redis.ping();
+      if (attempt > 0) logger.info({ redis: address }, "redis is reachable");
+      return;
+    } catch (err) {
+      if (Date.now() >= deadline) {
+        logger.fatal({ redis: address, err: (err as Error).message }, `Redis at ${address} is not reachable (waited ${seconds} s, LAUREL_REDIS_WAIT); check REDIS_URL`);
+        process.exit(1);
+      }
+      if (attempt === 0) logger.warn({ redis: address }, `waiting for Redis at ${address} (up to ${seconds} s, LAUREL_REDIS_WAIT)`);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
 }

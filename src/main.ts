@@ -1,7 +1,7 @@
 import { resolve } from "node:path";
 import { pino } from "pino";
 import { startApp } from "./app.js";
-import { loadTenantsOrExit, ROOT, stopOnSignals } from "./boot.js";
+import { loadTenantsOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -18,6 +18,7 @@ import { createRedisClient, logConnectionErrors } from "./store/redis-client.js"
  *   LAUREL_DELIVERIES "off": this process queues webhook deliveries but does not send them
  *                   (`node dist/worker.js` processes do): the event path never shares its CPU with the sending
  *   LAUREL_COALESCE "off": one socket write per Redis command (src/store/write-coalescing.ts)
+ *   LAUREL_REDIS_WAIT seconds to wait at start for a REDIS_URL that does not answer yet (default 60)
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(): Promise<void> {
@@ -39,6 +40,7 @@ async function main(): Promise<void> {
     logger.info({ redis: redisUrl, dir: dataDir }, "started embedded redis-server (AOF on)");
   }
   const redis = logConnectionErrors(createRedisClient(redisUrl), logger);
+  await waitForRedisOrExit(redis, logger);
 
   const port = Number(process.env.PORT ?? 3000);
   const app = await startApp({ tenants, redis, clock, logger, port, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } });

@@ -1,5 +1,5 @@
 import { pino } from "pino";
-import { loadTenantsOrExit, stopOnSignals } from "./boot.js";
+import { loadTenantsOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
 // issue 6 (outbound events): begin
@@ -16,6 +16,7 @@ import { TenantStore } from "./store/tenant-store.js";
  * outbound events (src/jobs/webhooks): their consumer group, deliveries and timeline. Environment:
  *   REDIS_URL       the service's Redis (required: the embedded Redis belongs to the service)
  *   LAUREL_CONFIG   the same tenant file as the service (default config/demo.yaml)
+ *   LAUREL_REDIS_WAIT seconds to wait at start for Redis to answer (default 60)
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(): Promise<void> {
@@ -27,6 +28,7 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   const redis = logConnectionErrors(createRedisClient(url), logger);
+  await waitForRedisOrExit(redis, logger);
   const worker = new StreamWorker({ redis, tenants, logger });
   worker.start();
   // issue 6 (outbound events): begin

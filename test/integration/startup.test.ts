@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Queue } from "bullmq";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { freePort } from "../../src/embedded-redis.js";
+import { freePort, startEmbeddedRedis } from "../../src/embedded-redis.js";
 import { deliveryQueueName, JOBS_PREFIX } from "../../src/jobs/webhooks/keys.js";
 import { DEMO_YAML, uniqueTenantId } from "../helpers/app.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
@@ -89,6 +89,38 @@ describe("node dist/main.js", () => {
     const proc = run({ NODE_ENV: "production", REDIS_URL: "redis://127.0.0.1:1" });
     expect(await proc.exited).toBe(1);
     expect(proc.output()).toMatch(/apiKeys\[0\].*demo keys are refused/);
+  });
+
+  it("exits 1 with a message naming the address when REDIS_URL does not answer within LAUREL_REDIS_WAIT", async () => {
+    const port = await freePort();
+    const service = run({ PORT: String(await freePort()), REDIS_URL: `redis://127.0.0.1:${port}`, LAUREL_REDIS_WAIT: "1" });
+    expect(await service.exited).toBe(1);
+    expect(service.output()).toContain(`Redis at 127.0.0.1:${port} is not reachable`);
+    expect(service.output()).not.toMatch(/\n\s+at /); // no stack trace
+  });
+
+  it("waits for a Redis that comes up after it, then serves", async () => {
+    const redisPort = await freePort();
+    const dir = tempDir();
+    const port = await freePort();
+    const service = run({ PORT: String(port), REDIS_URL: `redis://127.0.0.1:${redisPort}`, LAUREL_WORKER: "off" });
+    let redis: Awaited<ReturnType<typeof startEmbeddedRedis>> | null = null;
+    try {
+      await waitFor(() => service.output().includes("waiting for Redis"), "the wait", service.exited);
+      redis = await startEmbeddedRedis({ dir, appendOnly: false, port: redisPort });
+      await waitFor(() => service.output().includes("laurel listening"), "listening", service.exited);
+      const post = await fetch(`http://127.0.0.1:${port}/v1/metrics/lessons/event`, {
+        method: "POST",
+        headers: { "x-api-key": "demo-key", "content-type": "application/json" },
+        body: JSON.stringify({ user: { id: "late-redis" }, value: 1 }),
+      });
+      expect(post.status).toBe(201);
+      service.child.kill("SIGTERM");
+      expect(await service.exited).toBe(0);
+    } finally {
+      service.child.kill("SIGKILL");
+      await redis?.stop();
+    }
   });
 
   it("LAUREL_DELIVERIES=off: the process runs no delivery worker on its tenants' queues; by default it runs one", async () => {
