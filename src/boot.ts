@@ -62,3 +62,17 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
     }
   }
 }
+
+/**
+ * PORT as an integer 0-65535 (0: any free port), or exit 1 naming it: a typo such as "3000x" or
+ * "70000" made uWS listen on some other port and the service come up where nobody looked. Empty
+ * is unset (a compose file's `${PORT}` of an unset variable): 3000.
+ */
+export function portOrExit(logger: Logger, text = process.env.PORT || "3000"): number {
+  const port = /^\d{1,5}$/.test(text) ? Number(text) : NaN;
+  if (!(port <= 65_535)) {
+    logger.fatal(`PORT must be an integer from 0 to 65535 (got ${JSON.stringify(text)})`);
+    process.exit(1);
+  }
+  return port;
+}

@@ -1,7 +1,7 @@
 import { resolve } from "node:path";
 import { pino } from "pino";
 import { startApp } from "./app.js";
-import { loadTenantsOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { loadTenantsOrExit, portOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -24,6 +24,7 @@ import { createRedisClient, logConnectionErrors } from "./store/redis-client.js"
 async function main(): Promise<void> {
   const logger = pino({ level: process.env.LOG_LEVEL ?? "info" });
   const tenants = loadTenantsOrExit(logger);
+  const port = portOrExit(logger);
   const clock: Clock = process.env.LAUREL_CLOCK === "manual" ? new ManualClock() : new SystemClock();
 
   const dataDir = resolve(process.env.LAUREL_DATA_DIR ?? resolve(ROOT, "data/redis"));
@@ -42,7 +43,6 @@ async function main(): Promise<void> {
   const redis = logConnectionErrors(createRedisClient(redisUrl), logger);
   await waitForRedisOrExit(redis, logger);
 
-  const port = Number(process.env.PORT ?? 3000);
   const app = await startApp({ tenants, redis, clock, logger, port, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } });
   logger.info({ port: app.port, tenants: tenants.map((t) => t.id), clock: clock.manual ? "manual" : "system" }, "laurel listening");
   // The stream worker (daily buckets for the event summaries) runs here unless it runs alone.

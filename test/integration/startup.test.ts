@@ -91,6 +91,12 @@ describe("node dist/main.js", () => {
     expect(proc.output()).toMatch(/apiKeys\[0\].*demo keys are refused/);
   });
 
+  it.each(["abc", "3000x", "70000", "-1"])("refuses PORT=%j with a message, before it starts anything", async (port) => {
+    const service = run({ PORT: port, REDIS_URL: inject("redisUrl") });
+    expect(await service.exited).toBe(1);
+    expect(service.output()).toContain("PORT must be an integer from 0 to 65535");
+  });
+
   it("exits 1 with a message naming the address when REDIS_URL does not answer within LAUREL_REDIS_WAIT", async () => {
     const port = await freePort();
     const service = run({ PORT: String(await freePort()), REDIS_URL: `redis://127.0.0.1:${port}`, LAUREL_REDIS_WAIT: "1" });
