@@ -43,8 +43,8 @@ export function stopOnSignals(logger: Logger, close: () => Promise<void>): void 
  * waits, then exits 1 with a message naming the address instead of a stack trace.
  */
 export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<void> {
-  const seconds = Number(process.env.LAUREL_REDIS_WAIT ?? 60);
-  const deadline = Date.now() + (Number.isFinite(seconds) && seconds >= 0 ? seconds : 60) * 1000;
+  const seconds = Number(process.env.LAUREL_REDIS_WAIT || 60); // checked by checkEnvironmentOrExit
+  const deadline = Date.now() + seconds * 1000;
   const { host, port, path } = redis.options;
   const address = path ?? `${host}:${port}`;
   for (let attempt = 0; ; attempt++) {
@@ -75,4 +75,33 @@ export function portOrExit(logger: Logger, text = process.env.PORT || "3000"): n
     process.exit(1);
   }
   return port;
+}
+
+/** The switches Laurel reads from the environment, with the values each takes ("" is unset). */
+const SWITCHES: Record<string, readonly string[]> = {
+  LAUREL_CLOCK: ["manual", "system"],
+  LAUREL_WORKER: ["on", "off"],
+  LAUREL_DELIVERIES: ["on", "off"],
+  LAUREL_COALESCE: ["on", "off"],
+  LAUREL_LUA: ["function", "eval"],
+  LAUREL_AUTOPIPELINE: ["0", "1"],
+};
+
+/**
+ * Exit 1 naming a switch set to a value it does not take (`LAUREL_CLOCK=manul` ran the system
+ * clock, `LAUREL_WORKER=false` ran the worker), or a LAUREL_REDIS_WAIT that is not a number of
+ * seconds. Run first, before anything starts.
+ */
+export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = process.env): void {
+  const problems: string[] = [];
+  for (const [name, values] of Object.entries(SWITCHES)) {
+    const value = env[name];
+    if (value && !values.includes(value)) problems.push(`${name} must be ${values.join(" or ")} (got ${JSON.stringify(value)})`);
+  }
+  const wait = env.LAUREL_REDIS_WAIT;
+  if (wait && !/^\d+(\.\d+)?$/.test(wait)) problems.push(`LAUREL_REDIS_WAIT must be a number of seconds (got ${JSON.stringify(wait)})`);
+  if (problems.length > 0) {
+    logger.fatal(`invalid environment: ${problems.join("; ")}`);
+    process.exit(1);
+  }
 }

@@ -1,7 +1,7 @@
 import { resolve } from "node:path";
 import { pino } from "pino";
 import { startApp } from "./app.js";
-import { loadTenantsOrExit, portOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { checkEnvironmentOrExit, loadTenantsOrExit, portOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -23,6 +23,7 @@ import { createRedisClient, logConnectionErrors } from "./store/redis-client.js"
  */
 async function main(): Promise<void> {
   const logger = pino({ level: process.env.LOG_LEVEL ?? "info" });
+  checkEnvironmentOrExit(logger);
   const tenants = loadTenantsOrExit(logger);
   const port = portOrExit(logger);
   const clock: Clock = process.env.LAUREL_CLOCK === "manual" ? new ManualClock() : new SystemClock();

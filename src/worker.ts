@@ -1,5 +1,5 @@
 import { pino } from "pino";
-import { loadTenantsOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { checkEnvironmentOrExit, loadTenantsOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
 // issue 6 (outbound events): begin
@@ -21,6 +21,7 @@ import { TenantStore } from "./store/tenant-store.js";
  */
 async function main(): Promise<void> {
   const logger = pino({ level: process.env.LOG_LEVEL ?? "info" });
+  checkEnvironmentOrExit(logger);
   const tenants = loadTenantsOrExit(logger);
   const url = process.env.REDIS_URL;
   if (!url) {

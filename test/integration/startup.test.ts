@@ -97,6 +97,16 @@ describe("node dist/main.js", () => {
     expect(service.output()).toContain("PORT must be an integer from 0 to 65535");
   });
 
+  it("refuses a switch set to a value it does not take, naming each", async () => {
+    const service = run({ PORT: String(await freePort()), REDIS_URL: inject("redisUrl"), LAUREL_CLOCK: "manul", LAUREL_WORKER: "false", LAUREL_REDIS_WAIT: "1m" });
+    expect(await service.exited).toBe(1);
+    const output = service.output();
+    expect(output).toContain('LAUREL_CLOCK must be manual or system (got \\"manul\\")');
+    expect(output).toContain('LAUREL_WORKER must be on or off (got \\"false\\")');
+    expect(output).toContain("LAUREL_REDIS_WAIT must be a number of seconds");
+    expect(output).not.toContain("laurel listening");
+  });
+
   it("exits 1 with a message naming the address when REDIS_URL does not answer within LAUREL_REDIS_WAIT", async () => {
     const port = await freePort();
     const service = run({ PORT: String(await freePort()), REDIS_URL: `redis://127.0.0.1:${port}`, LAUREL_REDIS_WAIT: "1" });
