@@ -1,7 +1,7 @@
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Redis } from "ioredis";
-import type { Logger } from "pino";
+import { pino, type Logger } from "pino";
 import { ConfigError } from "./config/compile.js";
 import type { CompiledTenant } from "./config/compiled.js";
 import { loadConfigFile } from "./config/load.js";
@@ -104,4 +104,14 @@ export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = 
     logger.fatal(`invalid environment: ${problems.join("; ")}`);
     process.exit(1);
   }
+}
+
+/** The process logger at LOG_LEVEL (default info), or exit 1 naming the levels pino knows. */
+export function loggerOrExit(): Logger {
+  const level = process.env.LOG_LEVEL || "info";
+  if (!(level in pino.levels.values) && level !== "silent") {
+    console.error(`LOG_LEVEL must be one of ${Object.keys(pino.levels.values).join(", ")} or silent (got ${JSON.stringify(level)})`);
+    process.exit(1);
+  }
+  return pino({ level });
 }

@@ -1,7 +1,6 @@
 import { resolve } from "node:path";
-import { pino } from "pino";
 import { startApp } from "./app.js";
-import { checkEnvironmentOrExit, loadTenantsOrExit, portOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { checkEnvironmentOrExit, loadTenantsOrExit, loggerOrExit, portOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -22,7 +21,7 @@ import { createRedisClient, logConnectionErrors } from "./store/redis-client.js"
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(): Promise<void> {
-  const logger = pino({ level: process.env.LOG_LEVEL ?? "info" });
+  const logger = loggerOrExit();
   checkEnvironmentOrExit(logger);
   const tenants = loadTenantsOrExit(logger);
   const port = portOrExit(logger);

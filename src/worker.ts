@@ -1,5 +1,4 @@
-import { pino } from "pino";
-import { checkEnvironmentOrExit, loadTenantsOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { checkEnvironmentOrExit, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
 // issue 6 (outbound events): begin
@@ -20,7 +19,7 @@ import { TenantStore } from "./store/tenant-store.js";
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(): Promise<void> {
-  const logger = pino({ level: process.env.LOG_LEVEL ?? "info" });
+  const logger = loggerOrExit();
   checkEnvironmentOrExit(logger);
   const tenants = loadTenantsOrExit(logger);
   const url = process.env.REDIS_URL;

@@ -107,6 +107,12 @@ describe("node dist/main.js", () => {
     expect(output).not.toContain("laurel listening");
   });
 
+  it("refuses a LOG_LEVEL pino does not know, with the ones it does", async () => {
+    const service = run({ PORT: String(await freePort()), REDIS_URL: inject("redisUrl"), LOG_LEVEL: "verbose" });
+    expect(await service.exited).toBe(1);
+    expect(service.output()).toContain('LOG_LEVEL must be one of trace, debug, info, warn, error, fatal or silent (got "verbose")');
+  });
+
   it("exits 1 with a message naming the address when REDIS_URL does not answer within LAUREL_REDIS_WAIT", async () => {
     const port = await freePort();
     const service = run({ PORT: String(await freePort()), REDIS_URL: `redis://127.0.0.1:${port}`, LAUREL_REDIS_WAIT: "1" });
