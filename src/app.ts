@@ -47,6 +47,11 @@ export interface AppOptions {
   jobs?: boolean;
   /** How often leaderboard thresholds are recomputed (wall-clock ms); 0: only when the manual clock moves. */
   thresholdRefreshMs?: number;
+  /**
+   * How long close() waits for the requests already taken to be answered (Router.drain).
+   * @default 10000
+   */
+  drainMs?: number;
   // issue 6 (outbound events): begin
   /** Webhook delivery and timeline settings (tests shorten the backoff and the locks). */
   webhooks?: WebhookStartOptions["options"];
@@ -72,8 +77,7 @@ export function assertNativeUws(): void {
 
 export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
 
-/** How long a stop waits for the requests already taken to be answered. */
-const DRAIN_MS = 10_000;
+const DEFAULT_DRAIN_MS = 10_000;
 
 /** The HTTP service: every route of the API on one uWS app. */
 export async function startApp(opts: AppOptions): Promise<RunningApp> {
@@ -157,10 +161,11 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
     webhooks,
     async close() {
       // No new connections; then the requests already taken are answered before the
-      // connections close (Router.drain), up to DRAIN_MS.
+      // connections close (Router.drain), up to drainMs.
       uWS.us_listen_socket_close(listenSocket);
-      const unanswered = await router.drain(DRAIN_MS);
-      if (unanswered > 0) opts.logger.warn({ unanswered }, `stopping with requests still unanswered after ${DRAIN_MS} ms`);
+      const drainMs = opts.drainMs ?? DEFAULT_DRAIN_MS;
+      const unanswered = await router.drain(drainMs);
+      if (unanswered > 0) opts.logger.warn({ unanswered }, `stopping with requests still unanswered after ${drainMs} ms`);
       // Present at runtime though missing from this build's types (STACK.md §2): closes open connections too.
       (app as unknown as { close?: () => void }).close?.();
       if (refreshTimer) clearInterval(refreshTimer);

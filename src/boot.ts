@@ -89,8 +89,8 @@ const SWITCHES: Record<string, readonly string[]> = {
 
 /**
  * Exit 1 naming a switch set to a value it does not take (`LAUREL_CLOCK=manul` ran the system
- * clock, `LAUREL_WORKER=false` ran the worker), or a LAUREL_REDIS_WAIT that is not a number of
- * seconds. Run first, before anything starts.
+ * clock, `LAUREL_WORKER=false` ran the worker), or a LAUREL_REDIS_WAIT or LAUREL_DRAIN that is
+ * not a number of seconds. Run first, before anything starts.
  */
 export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = process.env): void {
   const problems: string[] = [];
@@ -98,8 +98,10 @@ export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = 
     const value = env[name];
     if (value && !values.includes(value)) problems.push(`${name} must be ${values.join(" or ")} (got ${JSON.stringify(value)})`);
   }
-  const wait = env.LAUREL_REDIS_WAIT;
-  if (wait && !/^\d+(\.\d+)?$/.test(wait)) problems.push(`LAUREL_REDIS_WAIT must be a number of seconds (got ${JSON.stringify(wait)})`);
+  for (const name of ["LAUREL_REDIS_WAIT", "LAUREL_DRAIN"]) {
+    const seconds = env[name];
+    if (seconds && !/^\d+(\.\d+)?$/.test(seconds)) problems.push(`${name} must be a number of seconds (got ${JSON.stringify(seconds)})`);
+  }
   if (problems.length > 0) {
     logger.fatal(`invalid environment: ${problems.join("; ")}`);
     process.exit(1);

@@ -18,6 +18,7 @@ import { createRedisClient, logConnectionErrors } from "./store/redis-client.js"
  *                   (`node dist/worker.js` processes do): the event path never shares its CPU with the sending
  *   LAUREL_COALESCE "off": one socket write per Redis command (src/store/write-coalescing.ts)
  *   LAUREL_REDIS_WAIT seconds to wait at start for a REDIS_URL that does not answer yet (default 60)
+ *   LAUREL_DRAIN    seconds a stop waits for the requests already taken to be answered (default 10)
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(): Promise<void> {
@@ -43,7 +44,8 @@ async function main(): Promise<void> {
   const redis = logConnectionErrors(createRedisClient(redisUrl), logger);
   await waitForRedisOrExit(redis, logger);
 
-  const app = await startApp({ tenants, redis, clock, logger, port, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } });
+  const drainMs = process.env.LAUREL_DRAIN ? Number(process.env.LAUREL_DRAIN) * 1000 : undefined; // checked by checkEnvironmentOrExit
+  const app = await startApp({ tenants, redis, clock, logger, port, drainMs, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } });
   logger.info({ port: app.port, tenants: tenants.map((t) => t.id), clock: clock.manual ? "manual" : "system" }, "laurel listening");
   // The stream worker (daily buckets for the event summaries) runs here unless it runs alone.
   const worker = process.env.LAUREL_WORKER === "off" ? null : new StreamWorker({ redis, tenants, logger });

@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { connect } from "node:net";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../src/embedded-redis.js";
@@ -16,6 +17,7 @@ import { startTestRedis } from "../helpers/redis-server.js";
  */
 
 const MAIN = new URL("../../dist/main.js", import.meta.url).pathname;
+const CORE_TENANT = new URL("../../bench/core-tenant.yaml", import.meta.url).pathname;
 let redis: Awaited<ReturnType<typeof startTestRedis>>;
 let observer: Redis;
 
@@ -36,36 +38,79 @@ async function until(predicate: () => boolean | Promise<boolean>, what: string):
   throw new Error(`timed out waiting for ${what}`);
 }
 
+/**
+ * Whether a TCP connection to the port is refused. A raw socket, not fetch: a connection the
+ * kernel accepted into a closing listener's backlog would leave a fetch waiting for minutes.
+ */
+function connectionRefused(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, "127.0.0.1");
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once("error", (err: NodeJS.ErrnoException) => resolve(err.code === "ECONNREFUSED"));
+  });
+}
+
+/**
+ * The built service on the test's Redis, with an event held inside Redis when SIGTERM arrives.
+ * The tenant is the core one (bench/core-tenant.yaml): no time triggers, boards or webhooks, so
+ * once an event has been answered the service sends no script call of its own, and the call
+ * Redis holds is the event's (with the demo tenant, a time-trigger tick at start was held
+ * instead, now and then, and the event had not arrived yet).
+ */
+async function stopWithEventInFlight(env: Record<string, string>, user: string) {
+  const port = await freePort();
+  const { REDIS_URL: _omit, ...base } = process.env;
+  const child = spawn(process.execPath, [MAIN], {
+    env: { ...base, REDIS_URL: redis.url, PORT: String(port), LOG_LEVEL: "info", LAUREL_WORKER: "off", LAUREL_CONFIG: CORE_TENANT, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout!.on("data", (d) => (out += d));
+  child.stderr!.on("data", (d) => (out += d));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  await until(() => out.includes("laurel listening"), "listening");
+  const url = `http://127.0.0.1:${port}/v1/metrics/lessons/event`;
+  const send = (id: string) => fetch(url, { method: "POST", headers: { "x-api-key": "demo-key", "content-type": "application/json" }, body: JSON.stringify({ user: { id }, value: 1 }) });
+  expect((await send(`${user}-warm-up`)).status).toBe(201);
+  await observer.client("PAUSE", 60_000, "WRITE");
+  const inFlight = send(user);
+  inFlight.catch(() => undefined); // awaited (or expected to fail) by the caller
+  await until(async () => /flags=b\b.*cmd=fcall/.test(await observer.client("LIST")), "the event call held by Redis");
+  child.kill("SIGTERM");
+  await until(() => out.includes('"msg":"stopping"'), "the stop to begin");
+  return { child, exited, inFlight, port, output: () => out };
+}
+
 describe("SIGTERM with an event in flight", () => {
   it("answers it before exiting, and takes no new connection meanwhile", async () => {
-    const port = await freePort();
-    const { REDIS_URL: _omit, ...base } = process.env;
-    const child = spawn(process.execPath, [MAIN], {
-      env: { ...base, REDIS_URL: redis.url, PORT: String(port), LOG_LEVEL: "info", LAUREL_WORKER: "off" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    child.stdout!.on("data", (d) => (out += d));
-    child.stderr!.on("data", (d) => (out += d));
-    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    const { child, exited, inFlight, port } = await stopWithEventInFlight({}, "draining");
     try {
-      await until(() => out.includes("laurel listening"), "listening");
-      const url = `http://127.0.0.1:${port}/v1/metrics/lessons/event`;
-      const send = (id: string) => fetch(url, { method: "POST", headers: { "x-api-key": "demo-key", "content-type": "application/json" }, body: JSON.stringify({ user: { id }, value: 1 }) });
-
-      await observer.client("PAUSE", 60_000, "WRITE");
-      const inFlight = send("draining");
-      await until(async () => /flags=b\b.*cmd=fcall/.test(await observer.client("LIST")), "the event call held by Redis");
-      child.kill("SIGTERM");
-      await until(() => out.includes('"msg":"stopping"'), "the stop to begin");
       // The listen socket is closed: a new connection is refused while the old request waits.
-      await expect(send("late")).rejects.toThrow();
+      await until(() => connectionRefused(port), "new connections to be refused");
       await observer.client("UNPAUSE");
 
       const reply = await inFlight;
       expect(reply.status).toBe(201);
       expect(reply.headers.get("connection")).toBe("close");
       expect((await reply.json()).total).toBe(1);
+      expect(await exited).toBe(0);
+    } finally {
+      await observer.client("UNPAUSE").catch(() => undefined);
+      child.kill("SIGKILL");
+    }
+  });
+
+  it("LAUREL_DRAIN=0: stops at once, saying how many requests it left unanswered", async () => {
+    const { child, exited, inFlight, output } = await stopWithEventInFlight({ LAUREL_DRAIN: "0" }, "no-drain");
+    try {
+      // The connection is closed while Redis still holds the call: the client is cut off.
+      await expect(inFlight).rejects.toThrow();
+      await until(() => output().includes('"unanswered":1'), "the warning");
+      // The rest of the stop (the queued QUIT) waits behind the held call.
+      await observer.client("UNPAUSE");
       expect(await exited).toBe(0);
     } finally {
       await observer.client("UNPAUSE").catch(() => undefined);
