@@ -29,7 +29,6 @@ export const ErrorCodes = {
   NO_LEVELS: { status: 422, message: "No levels configured on the points system" },
   CLOCK_NOT_MANUAL: { status: 404, message: "Not found" },
   INTERNAL: { status: 500, message: "Internal server error" },
-  UNAVAILABLE: { status: 503, message: "Service unavailable" },
   // ioredis gave up on a command (src/http/router.ts): Redis may or may not have run it.
   REDIS_UNREACHABLE: { status: 503, message: "Redis is not reachable; whether this request took effect is unknown (a write is safe to retry with the same Idempotency-Key)" },
 } as const satisfies Record<string, { status: number; message: string }>;

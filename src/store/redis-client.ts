@@ -30,7 +30,7 @@ export function quietDuplicate(redis: Redis): Redis {
 }
 
 /**
- * Connection errors go to the log, once per outage: without an "error" listener ioredis prints
+ * Connection errors go to the log, once per outage (at start too, before the first connection): without an "error" listener ioredis prints
  * every failed reconnect attempt to stderr, and with one that logs each, an outage writes a
  * line every retry. The first error after the connection was ready is a warning; the next
  * "ready" says it is back.
@@ -40,7 +40,7 @@ export function logConnectionErrors(redis: Redis, logger: Logger, name = "redis"
   redis.on("error", (err: Error) => {
     if (down) return;
     down = true;
-    logger.warn({ err: err.message, connection: name }, "redis connection lost; retrying");
+    logger.warn({ err: err.message, connection: name }, "redis not reachable; retrying");
   });
   redis.on("ready", () => {
     if (!down) return;

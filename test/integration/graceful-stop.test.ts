@@ -1,9 +1,9 @@
-import { spawn } from "node:child_process";
 import { connect } from "node:net";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../src/embedded-redis.js";
 import { startTestRedis } from "../helpers/redis-server.js";
+import { runService, waitFor } from "../helpers/service-process.js";
 
 /**
  * A stop (SIGTERM, as a rolling deploy sends) must not cut off a request whose write Redis is
@@ -16,7 +16,6 @@ import { startTestRedis } from "../helpers/redis-server.js";
  * for the service to log that it is stopping, and then lets Redis go on.
  */
 
-const MAIN = new URL("../../dist/main.js", import.meta.url).pathname;
 const CORE_TENANT = new URL("../../bench/core-tenant.yaml", import.meta.url).pathname;
 let redis: Awaited<ReturnType<typeof startTestRedis>>;
 let observer: Redis;
@@ -29,14 +28,6 @@ afterAll(async () => {
   observer?.disconnect();
   await redis?.stop();
 });
-
-async function until(predicate: () => boolean | Promise<boolean>, what: string): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    if (await predicate()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 /**
  * Whether a TCP connection to the port is refused. A raw socket, not fetch: a connection the
@@ -62,26 +53,18 @@ function connectionRefused(port: number): Promise<boolean> {
  */
 async function stopWithEventInFlight(env: Record<string, string>, user: string) {
   const port = await freePort();
-  const { REDIS_URL: _omit, ...base } = process.env;
-  const child = spawn(process.execPath, [MAIN], {
-    env: { ...base, REDIS_URL: redis.url, PORT: String(port), LOG_LEVEL: "info", LAUREL_WORKER: "off", LAUREL_CONFIG: CORE_TENANT, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  child.stdout!.on("data", (d) => (out += d));
-  child.stderr!.on("data", (d) => (out += d));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  await until(() => out.includes("laurel listening"), "listening");
+  const { child, output, exited } = runService({ REDIS_URL: redis.url, PORT: String(port), LAUREL_WORKER: "off", LAUREL_CONFIG: CORE_TENANT, ...env });
+  await waitFor(() => output().includes("laurel listening"), "listening", exited);
   const url = `http://127.0.0.1:${port}/v1/metrics/lessons/event`;
   const send = (id: string) => fetch(url, { method: "POST", headers: { "x-api-key": "demo-key", "content-type": "application/json" }, body: JSON.stringify({ user: { id }, value: 1 }) });
   expect((await send(`${user}-warm-up`)).status).toBe(201);
   await observer.client("PAUSE", 60_000, "WRITE");
   const inFlight = send(user);
   inFlight.catch(() => undefined); // awaited (or expected to fail) by the caller
-  await until(async () => /flags=b\b.*cmd=fcall/.test(await observer.client("LIST")), "the event call held by Redis");
+  await waitFor(async () => /flags=b\b.*cmd=fcall/.test(await observer.client("LIST")), "the event call held by Redis");
   child.kill("SIGTERM");
-  await until(() => out.includes('"msg":"stopping"'), "the stop to begin");
-  return { child, exited, inFlight, port, output: () => out };
+  await waitFor(() => output().includes('"msg":"stopping"'), "the stop to begin");
+  return { child, exited, inFlight, port, output };
 }
 
 describe("SIGTERM with an event in flight", () => {
@@ -89,7 +72,7 @@ describe("SIGTERM with an event in flight", () => {
     const { child, exited, inFlight, port } = await stopWithEventInFlight({}, "draining");
     try {
       // The listen socket is closed: a new connection is refused while the old request waits.
-      await until(() => connectionRefused(port), "new connections to be refused");
+      await waitFor(() => connectionRefused(port), "new connections to be refused");
       await observer.client("UNPAUSE");
 
       const reply = await inFlight;
@@ -108,7 +91,7 @@ describe("SIGTERM with an event in flight", () => {
     try {
       // The connection is closed while Redis still holds the call: the client is cut off.
       await expect(inFlight).rejects.toThrow();
-      await until(() => output().includes('"unanswered":1'), "the warning");
+      await waitFor(() => output().includes('"unanswered":1'), "the warning");
       // The rest of the stop (the queued QUIT) waits behind the held call.
       await observer.client("UNPAUSE");
       expect(await exited).toBe(0);

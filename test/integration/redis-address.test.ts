@@ -107,7 +107,7 @@ describe("a service whose Redis went away", () => {
     expect(after.body.total).toBe(2);
     // Every failed reconnect attempt was an error event; the log has one warning and one recovery.
     expect(lines.map((l) => [l.level, l.msg])).toEqual([
-      [40, "redis connection lost; retrying"],
+      [40, "redis not reachable; retrying"],
       [30, "redis connection restored"],
     ]);
   });

@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,6 +7,9 @@ import { freePort, startEmbeddedRedis } from "../../src/embedded-redis.js";
 import { deliveryQueueName, JOBS_PREFIX } from "../../src/jobs/webhooks/keys.js";
 import { DEMO_YAML, uniqueTenantId } from "../helpers/app.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { runService, waitFor } from "../helpers/service-process.js";
+import { startTestRedis } from "../helpers/redis-server.js";
+import { Redis } from "ioredis";
 
 /**
  * The built service as a user starts it: `node dist/main.js` (npm test builds first). Without
@@ -23,33 +25,13 @@ function tempDir(): string {
   return dir;
 }
 
-function run(env: Record<string, string>): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
-  const { REDIS_URL: _omit, ...base } = process.env;
-  const child = spawn(process.execPath, [MAIN], { env: { ...base, LOG_LEVEL: "info", ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  let out = "";
-  child.stdout!.on("data", (d) => (out += d));
-  child.stderr!.on("data", (d) => (out += d));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  return { child, output: () => out, exited };
-}
-
-async function waitFor(predicate: () => boolean, what: string, exited: Promise<number | null>): Promise<void> {
-  let done = false;
-  void exited.then(() => (done = true));
-  for (let i = 0; i < 600 && !predicate(); i++) {
-    if (done) throw new Error(`process exited before ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  if (!predicate()) throw new Error(`timed out waiting for ${what}`);
-}
-
 describe("node dist/main.js", () => {
   it("starts with an embedded redis-server (AOF on), serves the demo tenant, and keeps data across a restart", async () => {
     expect(existsSync(MAIN)).toBe(true);
     const dataDir = tempDir();
     const port = await freePort();
     const env = { PORT: String(port), LAUREL_DATA_DIR: dataDir };
-    const first = run(env);
+    const first = runService(env);
     await waitFor(() => first.output().includes("laurel listening"), "listening", first.exited);
     const post = await fetch(`http://127.0.0.1:${port}/v1/metrics/lessons/event`, {
       method: "POST",
@@ -62,7 +44,7 @@ describe("node dist/main.js", () => {
     expect(await first.exited).toBe(0);
     expect(existsSync(join(dataDir, "appendonlydir"))).toBe(true);
 
-    const second = run(env);
+    const second = runService(env);
     await waitFor(() => second.output().includes("laurel listening"), "listening again", second.exited);
     const read = await fetch(`http://127.0.0.1:${port}/v1/users/persisted/points/xp`, { headers: { "x-api-key": "demo-key" } });
     expect(((await read.json()) as { total: number }).total).toBe(20);
@@ -74,31 +56,31 @@ describe("node dist/main.js", () => {
     const dir = tempDir();
     const path = join(dir, "bad.yaml");
     writeFileSync(path, DEMO_YAML.replace("threshold: 1\n            points: 10", "threshold: -1\n            points: 10"));
-    const proc = run({ LAUREL_CONFIG: path, REDIS_URL: "redis://127.0.0.1:1" });
+    const proc = runService({ LAUREL_CONFIG: path, REDIS_URL: "redis://127.0.0.1:1" });
     expect(await proc.exited).toBe(1);
     expect(proc.output()).toContain("$input.tenants[0].points[0].triggers[0].threshold");
   });
 
   it("says how to install redis-server when it is missing and REDIS_URL is unset", async () => {
-    const proc = run({ PATH: "/nonexistent", LAUREL_DATA_DIR: tempDir() });
+    const proc = runService({ PATH: "/nonexistent", LAUREL_DATA_DIR: tempDir() });
     expect(await proc.exited).toBe(1);
     expect(proc.output()).toContain("apt-get install -y redis-server");
   });
 
   it("refuses the demo keys when NODE_ENV=production", async () => {
-    const proc = run({ NODE_ENV: "production", REDIS_URL: "redis://127.0.0.1:1" });
+    const proc = runService({ NODE_ENV: "production", REDIS_URL: "redis://127.0.0.1:1" });
     expect(await proc.exited).toBe(1);
     expect(proc.output()).toMatch(/apiKeys\[0\].*demo keys are refused/);
   });
 
   it.each(["abc", "3000x", "70000", "-1"])("refuses PORT=%j with a message, before it starts anything", async (port) => {
-    const service = run({ PORT: port, REDIS_URL: inject("redisUrl") });
+    const service = runService({ PORT: port, REDIS_URL: inject("redisUrl") });
     expect(await service.exited).toBe(1);
     expect(service.output()).toContain("PORT must be an integer from 0 to 65535");
   });
 
   it("refuses a switch set to a value it does not take, naming each", async () => {
-    const service = run({ PORT: String(await freePort()), REDIS_URL: inject("redisUrl"), LAUREL_CLOCK: "manul", LAUREL_WORKER: "false", LAUREL_REDIS_WAIT: "1m" });
+    const service = runService({ PORT: String(await freePort()), REDIS_URL: inject("redisUrl"), LAUREL_CLOCK: "manul", LAUREL_WORKER: "false", LAUREL_REDIS_WAIT: "1m" });
     expect(await service.exited).toBe(1);
     const output = service.output();
     expect(output).toContain('LAUREL_CLOCK must be manual or system (got \\"manul\\")');
@@ -108,14 +90,31 @@ describe("node dist/main.js", () => {
   });
 
   it("refuses a LOG_LEVEL pino does not know, with the ones it does", async () => {
-    const service = run({ PORT: String(await freePort()), REDIS_URL: inject("redisUrl"), LOG_LEVEL: "verbose" });
+    const service = runService({ PORT: String(await freePort()), REDIS_URL: inject("redisUrl"), LOG_LEVEL: "verbose" });
     expect(await service.exited).toBe(1);
     expect(service.output()).toContain('LOG_LEVEL must be one of trace, debug, info, warn, error, fatal or silent (got "verbose")');
   });
 
+  it("warns at start when its Redis may evict keys", async () => {
+    const redis = await startTestRedis();
+    const admin = new Redis(redis.url);
+    await admin.config("SET", "maxmemory-policy", "allkeys-lru");
+    const service = runService({ PORT: String(await freePort()), REDIS_URL: redis.url, LAUREL_WORKER: "off" });
+    try {
+      await waitFor(() => service.output().includes("laurel listening"), "listening", service.exited);
+      expect(service.output()).toContain("Redis maxmemory-policy is allkeys-lru");
+      service.child.kill("SIGTERM");
+      expect(await service.exited).toBe(0);
+    } finally {
+      service.child.kill("SIGKILL");
+      admin.disconnect();
+      await redis.stop();
+    }
+  });
+
   it("exits 1 with a message naming the address when REDIS_URL does not answer within LAUREL_REDIS_WAIT", async () => {
     const port = await freePort();
-    const service = run({ PORT: String(await freePort()), REDIS_URL: `redis://127.0.0.1:${port}`, LAUREL_REDIS_WAIT: "1" });
+    const service = runService({ PORT: String(await freePort()), REDIS_URL: `redis://127.0.0.1:${port}`, LAUREL_REDIS_WAIT: "1" });
     expect(await service.exited).toBe(1);
     expect(service.output()).toContain(`Redis at 127.0.0.1:${port} is not reachable`);
     expect(service.output()).not.toMatch(/\n\s+at /); // no stack trace
@@ -125,7 +124,7 @@ describe("node dist/main.js", () => {
     const redisPort = await freePort();
     const dir = tempDir();
     const port = await freePort();
-    const service = run({ PORT: String(port), REDIS_URL: `redis://127.0.0.1:${redisPort}`, LAUREL_WORKER: "off" });
+    const service = runService({ PORT: String(port), REDIS_URL: `redis://127.0.0.1:${redisPort}`, LAUREL_WORKER: "off" });
     let redis: Awaited<ReturnType<typeof startEmbeddedRedis>> | null = null;
     try {
       await waitFor(() => service.output().includes("waiting for Redis"), "the wait", service.exited);
@@ -163,7 +162,7 @@ describe("node dist/main.js", () => {
     const queue = new Queue(deliveryQueueName(tenantId), { connection: { host: url.hostname, port: Number(url.port) }, prefix: JOBS_PREFIX });
     try {
       for (const [deliveries, workers] of [["off", 0], ["on", 1]] as const) {
-        const service = run({ PORT: String(await freePort()), REDIS_URL: url.href, LAUREL_CONFIG: config, LAUREL_WORKER: "off", LAUREL_DELIVERIES: deliveries });
+        const service = runService({ PORT: String(await freePort()), REDIS_URL: url.href, LAUREL_CONFIG: config, LAUREL_WORKER: "off", LAUREL_DELIVERIES: deliveries });
         // The delivery workers are ready before the service listens (Webhooks.start awaits them).
         await waitFor(() => service.output().includes("laurel listening"), "listening", service.exited);
         expect((await queue.getWorkers()).length, `LAUREL_DELIVERIES=${deliveries}`).toBe(workers);

@@ -1,0 +1,40 @@
+import { spawn, type ChildProcess } from "node:child_process";
+
+const MAIN = new URL("../../dist/main.js", import.meta.url).pathname;
+
+export interface ServiceProcess {
+  child: ChildProcess;
+  /** Everything the process wrote so far, stdout and stderr together. */
+  output: () => string;
+  /** The exit code, once it exits. */
+  exited: Promise<number | null>;
+}
+
+/**
+ * The built service as a user starts it, `node dist/main.js`, with the test's environment over
+ * this process's (REDIS_URL removed unless given: without it the service embeds its own Redis).
+ */
+export function runService(env: Record<string, string>): ServiceProcess {
+  const { REDIS_URL: _omit, ...base } = process.env;
+  const child = spawn(process.execPath, [MAIN], { env: { ...base, LOG_LEVEL: "info", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  child.stdout!.on("data", (d) => (out += d));
+  child.stderr!.on("data", (d) => (out += d));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return { child, output: () => out, exited };
+}
+
+/**
+ * Polls `predicate` (every 50 ms, up to 30 s) until it holds: a state to reach, not a time to
+ * wait. With `exited`, fails at once if the process exits first.
+ */
+export async function waitFor(predicate: () => boolean | Promise<boolean>, what: string, exited?: Promise<unknown>): Promise<void> {
+  let gone = false;
+  void exited?.then(() => (gone = true));
+  for (let i = 0; i < 600; i++) {
+    if (await predicate()) return;
+    if (gone) throw new Error(`process exited before ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
