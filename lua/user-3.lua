@@ -21,7 +21,7 @@
   Reply
     {0}                                             unknown user ("update", "prefs"); nothing written
     {1 created | 2 existed, ct, up, points, profile...}
-      points  = as lua/event-1.lua (first identification awards)
+      points  = as lua/event-2.lua (first identification awards)
       profile = the values of the r fields read, after the change, then np
 ]]
 --@rules

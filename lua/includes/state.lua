@@ -17,7 +17,6 @@ local SLOT = R.slot
 -- Indexes of the fixed names and of the names the rules carry, resolved once when the library
 -- loads (a name costs a lookup in SLOT; the hot paths use indexes: at/put below).
 local I_CT, I_CD, I_SL, I_SS, I_SP, I_SQ, I_FZ, I_FG, I_X = SLOT.ct, SLOT.cd, SLOT.sl, SLOT.ss, SLOT.sp, SLOT.sq, SLOT.fz, SLOT.fg, SLOT._x
-local I_WE, I_WN = SLOT.we, SLOT.wn
 R.mfi = R.mf and SLOT[R.mf] or false
 for i = 1, #R.sys do
   local sys = R.sys[i]

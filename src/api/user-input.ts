@@ -31,7 +31,7 @@ export function checkUserId(id: string, where = "user.id"): void {
 const EMAIL = /^[^\s@]+@[^\s@]+$/;
 
 /**
- * Semantic checks and the state-hash fields the upsert writes (lua/event-1.lua ARGV[7]).
+ * Semantic checks and the state-hash fields the upsert writes (lua/event-2.lua ARGV[7]).
  * `declaredAttributes` are the user attribute keys the tenant declares; any other key is refused
  * with the message trophy-compat §5.2 shows.
  */

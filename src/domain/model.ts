@@ -602,7 +602,7 @@ export function applyUserBoost(state: ModelState, userId: string, systemKey: str
   return true;
 }
 
-/** lua/streakAdmin-3.lua: settle, then grant freezes or restore the streak. */
+/** lua/streakAdmin-4.lua: settle, then grant freezes or restore the streak. */
 export function applyStreakAdmin(
   tenant: CompiledTenant,
   state: ModelState,

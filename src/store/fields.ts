@@ -27,8 +27,7 @@
  *                     lbr:<board> the rank given at that change (a state of an earlier version holds
  *                     the table {run, value, reachedAt, breakdown, rank} at lb:<board>)
  *   fz, fg            streak freezes held; auto-earn grants credited so far
- *   pd                the digest of the last profile an event applied (lua/event-1.lua ARGV[7])
- *   we, wn            the writer and number of the last event call or freeze grant applied (src/store/call-order.ts)
+ *   pd                the digest of the last profile an event applied (lua/event-2.lua ARGV[7])
  *   _x                (map) names found in a state of the earlier map layout that no config registered
  */
 export const PROFILE_FIELDS = ["tz", "em", "nm", "se", "dt"] as const;

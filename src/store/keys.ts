@@ -6,7 +6,7 @@
  * on Cluster. Tenant-wide keys use {<tenant>}. Tenants never share a key: the tenant id is in
  * every tag, and it matches ^[a-z0-9][a-z0-9_-]*$ so it cannot contain a brace or a colon.
  *
- * Layout (fields are documented where they are written: lua/event-1.lua):
+ * Layout (fields are documented where they are written: lua/event-2.lua):
  *   {t:s}:u:<user>          hash  the user's whole state (profile, totals, streak, idempotency keys)
  *   {t:s}:agg               hash  shard counters: users, ac:<achievement>, lv:<system>:<level>
  *   {t:s}:x                 stream the shard's event records
@@ -23,6 +23,9 @@
  *   {t:s}:ub                hash  every user boost of the shard: id → JSON record (admin listing)
  *   {t:s}:uv:<attr>:<value> set   users with that custom attribute value
  *   {t:s}:pa:<sys>:<attr>:<value> zset  their totals in a system (points summary filter)
+ *   {t:s}:wr:<writer>       string the number of the writer's last event call or freeze grant
+ *                                  applied on the shard, a little-endian double; expires a day
+ *                                  after its last write (src/store/call-order.ts)
  *   {t}:meta                hash  first-seen and last-changed times of configured objects
  *   {t}:slots               hash  state name -> its index in every user's state array `s`, never
  *                                  changed or reused (src/store/state-slots.ts)
@@ -51,6 +54,11 @@ export class TenantKeys {
 
   user(shard: number, userId: string): string {
     return `${this.prefix(shard)}u:${userId}`;
+  }
+
+  /** The record of a writer's calls on a shard (src/store/call-order.ts). */
+  writer(shard: number, writer: number): string {
+    return `${this.prefix(shard)}wr:${writer}`;
   }
 
   agg(shard: number): string {

@@ -72,6 +72,14 @@ export function encodeCommand(name: string, args: readonly (string | Buffer)[]):
 }
 
 /**
+ * Called when a call may have run already: before ioredis re-sends it on a new connection (it
+ * re-sends every command left unanswered when a connection drops), or, where that cannot be
+ * told (LAUREL_LUA=eval sends ioredis' own command), before it is sent at all. It may change the
+ * call's Buffer arguments in place; the command is encoded again after it (src/store/call-order.ts).
+ */
+export type MayHaveRun = () => void;
+
+/**
  * A command ioredis sends as encodeCommand builds it; replies as ioredis' own (utf8 strings).
  * ioredis' Command constructor copies its arguments with Array.prototype.flat, which costs Node 20
  * ~250 ns per argument (the generic path: a property lookup per element; ~3 µs for an event
@@ -80,14 +88,26 @@ export function encodeCommand(name: string, args: readonly (string | Buffer)[]):
  * numbers become text here.
  * Sent with sendCommand (sendEncoded), it bypasses ioredis' auto-pipelining (LAUREL_AUTOPIPELINE=1
  * pipelines every other command, not these); write coalescing (write-coalescing.ts) covers it.
+ * ioredis asks for a command's bytes each time it writes it, with the socket it writes to (its
+ * own Script relies on that): a second socket means a re-send, and `mayHaveRun` is told.
  */
 export class EncodedCommand extends Command {
   private encoded: Buffer | undefined;
-  constructor(name: string, args: readonly (string | number | Buffer)[]) {
+  private firstSocket: unknown;
+  constructor(name: string, args: readonly (string | number | Buffer)[], private mayHaveRun?: MayHaveRun) {
     super(name, [], { replyEncoding: "utf8" });
     this.args = args.map((arg) => (typeof arg === "number" ? String(arg) : arg));
   }
-  override toWritable(): Buffer {
+  override toWritable(socket?: unknown): Buffer {
+    if (this.mayHaveRun !== undefined) {
+      if (this.firstSocket === undefined) {
+        this.firstSocket = socket;
+      } else if (socket !== this.firstSocket) {
+        this.mayHaveRun();
+        this.mayHaveRun = undefined;
+        this.encoded = undefined;
+      }
+    }
     this.encoded ??= encodeCommand(this.name, this.args as (string | Buffer)[]);
     return this.encoded;
   }
@@ -97,19 +117,21 @@ export class EncodedCommand extends Command {
  * A command of the hot paths (the event call, the metering read's LRANGE) as EncodedCommand
  * encodes it: its reply as ioredis gives it, text as utf8 strings.
  */
-export function sendEncoded(redis: Redis, name: string, args: readonly (string | number | Buffer)[]): Promise<unknown> {
-  return redis.sendCommand(new EncodedCommand(name, args)) as Promise<unknown>;
+export function sendEncoded(redis: Redis, name: string, args: readonly (string | number | Buffer)[], mayHaveRun?: MayHaveRun): Promise<unknown> {
+  return redis.sendCommand(new EncodedCommand(name, args, mayHaveRun)) as Promise<unknown>;
 }
 
 /**
  * Runs a script, loading it when Redis does not have it (a restarted or failed-over Redis, or a
- * FUNCTION FLUSH) and retrying once, as ioredis' Script does for NOSCRIPT.
+ * FUNCTION FLUSH) and retrying once, as ioredis' Script does for NOSCRIPT. `mayHaveRun`: see
+ * MayHaveRun (a retry after NOSCRIPT is a new command: the first did not run).
  */
-export async function runScript(redis: Redis, script: LuaSource, keys: string[], args: (string | number | Buffer)[]): Promise<unknown> {
+export async function runScript(redis: Redis, script: LuaSource, keys: string[], args: (string | number | Buffer)[], mayHaveRun?: MayHaveRun): Promise<unknown> {
+  if (mode === "eval") mayHaveRun?.();
   const call = () =>
     mode === "eval"
       ? redis.evalsha(script.sha, script.numKeys, ...keys, ...args)
-      : sendEncoded(redis, "fcall", [script.functionName, script.numKeys, ...keys, ...args]);
+      : sendEncoded(redis, "fcall", [script.functionName, script.numKeys, ...keys, ...args], mayHaveRun);
   try {
     return await call();
   } catch (err) {

@@ -48,7 +48,7 @@ export interface LuaRules {
   /**
    * Metric triggers on this metric: threshold, high-water field, own counter field when filtered,
    * and for a trigger with event-attribute filters its bit in the event script's mask (Node
-   * evaluates those filters: lua/event-1.lua ARGV[3]), false for one without.
+   * evaluates those filters: lua/event-2.lua ARGV[3]), false for one without.
    */
   mt: (LuaTrigger & { th: number; hw: string; tc: string | false; eb: number | false })[];
   st: (LuaTrigger & { n: number })[];

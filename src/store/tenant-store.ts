@@ -8,7 +8,7 @@ import { activeRun } from "../domain/leaderboards.js";
 import type { CompiledLeaderboard } from "../config/compiled.js";
 import { ThresholdCache } from "./thresholds.js";
 import { buildRules, type BuiltRules } from "./rules.js";
-import { nextCallNumber, WRITER_ID } from "./call-order.js";
+import { callOrderOf } from "./call-order.js";
 import { idempotencyField } from "./fields.js";
 import { shardOf, TenantKeys } from "./keys.js";
 import { loadLua, type LuaSource } from "./lua-loader.js";
@@ -50,6 +50,18 @@ export class ZoneCache {
   }
 }
 
+// The flags of the event call (lua/event-2.lua ARGV[3], its 7th number).
+const FLAGS_AT = 6 * 8;
+const FLAG_ZONE_SENT = 1;
+const FLAG_MAY_HAVE_RUN = 2;
+const FLAG_SET_EXPIRY = 4;
+
+/** Sets the flag that makes the event script read its writer's record (redis-script.ts MayHaveRun). */
+function markMayHaveRun(numbers: Buffer): void {
+  const flags = numbers.readDoubleLE(FLAGS_AT);
+  if ((flags & FLAG_MAY_HAVE_RUN) === 0) numbers.writeDoubleLE(flags + FLAG_MAY_HAVE_RUN, FLAGS_AT);
+}
+
 /** Every script call of one tenant, with its KEYS and ARGV built in one place (BullMQ's scripts.ts). */
 export class TenantStore {
   readonly keys: TenantKeys;
@@ -74,11 +86,11 @@ export class TenantStore {
       user: loadLua("user-3", rules),
       complete: loadLua("complete-3", rules),
       timeTick: loadLua("timeTick-2", rules),
-      streakAdmin: loadLua("streakAdmin-3", rules),
+      streakAdmin: loadLua("streakAdmin-4", rules),
     };
     for (const metric of tenant.metrics) {
       const built = buildRules(tenant, metric.key, slots);
-      this.eventScripts.set(metric.key, { script: loadLua("event-1", built.rules), built });
+      this.eventScripts.set(metric.key, { script: loadLua("event-2", built.rules), built });
     }
   }
 
@@ -125,7 +137,9 @@ export class TenantStore {
     const entry = this.eventScripts.get(input.metricKey);
     if (!entry) fail("METRIC_NOT_FOUND");
     const shard = this.shard(input.userId);
-    const keys = [this.keys.user(shard, input.userId)];
+    const order = callOrderOf(this.redis);
+    const writerKey = this.keys.writer(shard, order.writer);
+    const keys = [this.keys.user(shard, input.userId), writerKey];
     let tz = input.tz ?? this.zones.get(input.userId) ?? "UTC";
     const frequency = this.tenant.streak?.frequency ?? "daily";
     let mask = 0;
@@ -135,25 +149,25 @@ export class TenantStore {
     for (let attempt = 0; ; attempt++) {
       const nowDay = localDayIndex(input.now, tz);
       const nowPeriod = periodOfDay(nowDay, frequency);
+      // lua/event-2.lua ARGV[3]; micro-unit values are bounded by maxTotal, inside 2^53.
+      const numbers = packDoubles([
+        input.now,
+        input.valueMicro,
+        nowPeriod,
+        nowDay,
+        streakDeadline(nowPeriod, frequency, tz),
+        streakDeadline(nowPeriod - 1, frequency, tz),
+        (input.tz === null ? 0 : FLAG_ZONE_SENT) + (order.expiryDue(writerKey) ? FLAG_SET_EXPIRY : 0),
+        profile.digest,
+        input.profile.length,
+        mask,
+        order.next(),
+        ...boards,
+      ]);
       const args: (string | Buffer)[] = [
         this.keys.prefix(shard),
         input.userId,
-        // lua/event-1.lua ARGV[3]; micro-unit values are bounded by maxTotal, inside 2^53.
-        packDoubles([
-          input.now,
-          input.valueMicro,
-          nowPeriod,
-          nowDay,
-          streakDeadline(nowPeriod, frequency, tz),
-          streakDeadline(nowPeriod - 1, frequency, tz),
-          input.tz === null ? 0 : 1,
-          profile.digest,
-          input.profile.length,
-          mask,
-          WRITER_ID,
-          nextCallNumber(),
-          ...boards,
-        ]),
+        numbers,
         tz,
         input.idempotencyKey === null ? "" : idempotencyField(input.metricKey, input.idempotencyKey),
         // The record's local day and its month: the stream worker files the daily buckets by them
@@ -164,7 +178,7 @@ export class TenantStore {
         String(Math.trunc(input.now)),
       ];
       if (input.idempotencyKey !== null) args.push(input.eventId);
-      const reply = (await runScript(this.redis, entry.script, keys, args)) as unknown[];
+      const reply = (await runScript(this.redis, entry.script, keys, args, () => markMayHaveRun(numbers))) as unknown[];
       const status = reply[0] as number;
       if (status === -1) {
         // The stored zone differs from the guess: nothing was written; evaluate in the stored zone.
@@ -200,7 +214,7 @@ export class TenantStore {
 }
 
 /**
- * The profile fields an event sent, as lua/event-1.lua ARGV[7] takes them ("field\0value\0...";
+ * The profile fields an event sent, as lua/event-2.lua ARGV[7] takes them ("field\0value\0...";
  * values never hold control characters: user-input.ts), and their digest: the script compares
  * it with the digest of the last profile an event applied and reads and writes no profile field
  * when they are equal. A collision would leave one event's profile change unapplied; the digest
@@ -272,7 +286,7 @@ export function decodePoints(raw: unknown[][]): PointsChange[] {
   }));
 }
 
-/** The event script's flat reply (lua/event-1.lua, "Reply"): a head of 11 values, then counted parts. */
+/** The event script's flat reply (lua/event-2.lua, "Reply"): a head of 11 values, then counted parts. */
 function decodeEventReply(reply: unknown[], eventId: string): EventOutcome {
   const streakRaw = reply.slice(4, 11);
   if (reply[0] === 2) {

@@ -4,7 +4,7 @@ import { PROFILE_FIELDS, userAttributeField } from "./fields.js";
 import { runScript } from "./redis-script.js";
 import { userBoostField } from "./rules.js";
 import { decodePoints, readUserScript, userBoostScript, type TenantStore } from "./tenant-store.js";
-import { nextCallNumber, WRITER_ID } from "./call-order.js";
+import { callOrderOf } from "./call-order.js";
 
 /**
  * Every script call about one user other than the event and the metering read: identify,
@@ -189,10 +189,12 @@ export async function streakAdmin(
 ): Promise<StreakAdminResult> {
   const rule = store.tenant.streak!;
   let tz = store.zones.get(userId) ?? "UTC";
+  const order = callOrderOf(store.redis);
+  const keys = [...userKeys(store, userId), store.keys.writer(store.shard(userId), order.writer)];
   for (let attempt = 0; attempt < 2; attempt++) {
     const nowDay = localDayIndex(now, tz);
     const nowPeriod = periodOfDay(nowDay, rule.frequency);
-    const reply = (await runScript(store.redis, store.tenantScripts.streakAdmin, userKeys(store, userId), [
+    const reply = (await runScript(store.redis, store.tenantScripts.streakAdmin, keys, [
       store.keys.prefix(store.shard(userId)),
       userId,
       now,
@@ -204,8 +206,7 @@ export async function streakAdmin(
       streakDeadline(nowPeriod, rule.frequency, tz),
       amountOrWindow(nowPeriod),
       store.boardsBlob(now),
-      WRITER_ID,
-      nextCallNumber(),
+      order.next(),
     ])) as unknown[];
     if (reply[0] === -1) {
       tz = reply[1] as string;

@@ -1,92 +1,173 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { demoConfig, startAppOnOwnRedis, type TestApp } from "../helpers/app.js";
+import { callOrderOf } from "../../src/store/call-order.js";
+import { preloadScripts, setScriptMode, type ScriptMode } from "../../src/store/redis-script.js";
+import { demoConfig, dumpKeys, startAppOnOwnRedis, startTestApp, type TestApp } from "../helpers/app.js";
 
 /**
  * A connection to Redis can drop after Redis ran an event's script and before its reply reached
  * the service (a network blip, a proxy restart). ioredis then re-sends every command that had no
  * reply on the new connection (autoResendUnfulfilledCommands), and a script run twice would
- * count the event twice although the client got one 201. Each event call carries the service
- * process's writer id and a call number that grows with every call; the script remembers the
- * last one it applied for the user and answers a call it has already applied without applying it
- * again (lua/event-1.lua, step 1; the admin freeze grant the same way, src/store/call-order.ts).
+ * count the event twice although the client got one 201. Each event call carries its Redis
+ * client's writer key and a call number that grows with every call; the script keeps, per shard,
+ * the last number each writer applied and answers a call it has already applied without applying
+ * it again (lua/event-2.lua, step 1; the admin freeze grant the same way, src/store/call-order.ts).
+ *
+ * Only a call that may have run reads the record: the service marks the calls ioredis re-sends
+ * (and, with LAUREL_LUA=eval, where it cannot tell, every call), so both modes run here.
  *
  * The drop is made exact, not timed: the service's socket stops reading, the test waits until
  * Redis has run every call (INFO commandstats on another connection), then destroys the socket.
  */
 
 let t: TestApp;
+/** A second service on the same Redis and tenant: another process, as far as Redis can tell. */
+let other: TestApp;
 let close: () => Promise<void>;
 let observer: Redis;
 
 beforeAll(async () => {
-  ({ t, close } = await startAppOnOwnRedis({ yaml: demoConfig().yaml, manualClock: "2026-03-02T12:00:00Z" }));
+  const { yaml } = demoConfig();
+  ({ t, close } = await startAppOnOwnRedis({ yaml, manualClock: "2026-03-02T12:00:00Z" }));
+  other = await startTestApp({ yaml, redisUrl: `redis://127.0.0.1:${t.redis.options.port}`, jobs: false, manualClock: "2026-03-02T12:00:00Z" });
   observer = new Redis(t.redis.options);
 });
 afterAll(async () => {
   observer?.disconnect();
+  await other?.close();
   await close?.();
 });
 
-const lesson = (user: string, headers: Record<string, string> = {}) => t.call("POST", "/v1/metrics/lessons/event", { user: { id: user, tz: "UTC" }, value: 1 }, headers);
+const lessonVia = (app: TestApp, user: string, headers: Record<string, string> = {}) =>
+  app.call("POST", "/v1/metrics/lessons/event", { user: { id: user, tz: "UTC" }, value: 1 }, headers);
+const lesson = (user: string, headers: Record<string, string> = {}) => lessonVia(t, user, headers);
 
+/** Script calls Redis ran (FCALL, or EVALSHA with LAUREL_LUA=eval) since the last RESETSTAT. */
 async function scriptCalls(): Promise<number> {
   const stats = await observer.info("commandstats");
-  return Number(/cmdstat_fcall:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+  const calls = (command: string) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+  return calls("fcall") + calls("evalsha");
 }
 
-/** Sends the requests, lets Redis run all `calls` of them, and drops the connection before any reply is read. */
-async function withLostReplies<T>(calls: number, send: () => Promise<T>[]): Promise<T[]> {
+const socketOf = (app: TestApp) => (app.redis as unknown as { stream: import("node:net").Socket }).stream;
+
+/**
+ * Sends the requests, lets Redis run all `calls` of them, runs `meanwhile` (with the replies
+ * still held), and drops the connection before any reply is read.
+ */
+async function withLostReplies<T>(calls: number, send: () => Promise<T>[], meanwhile: () => Promise<void> = async () => {}): Promise<T[]> {
   await observer.config("RESETSTAT");
-  const socket = (t.redis as unknown as { stream: import("node:net").Socket }).stream;
+  const socket = socketOf(t);
   socket.pause();
   const pending = send();
   while ((await scriptCalls()) < calls) await new Promise((r) => setTimeout(r, 5));
+  await meanwhile();
   socket.destroy();
   return Promise.all(pending);
 }
 
-describe("an event whose reply was lost with the connection", () => {
-  it("is counted once when ioredis re-sends it, and answered 201 with its event id and the current total", async () => {
-    const replies = await withLostReplies(3, () => [lesson("lost-a"), lesson("lost-a"), lesson("lost-b")]);
-    expect(replies.map((r) => r.status)).toEqual([201, 201, 201]);
-    // Redis ran the three scripts once each before the drop, and the re-sent three again.
-    expect(await scriptCalls()).toBe(6);
-    // The changes went with the lost replies: each answer carries the total as it stands.
-    expect(replies.map((r) => r.body.total)).toEqual([2, 2, 1]);
-    expect(replies.map((r) => [r.body.points, r.body.achievements])).toEqual([[{}, []], [{}, []], [{}, []]]);
-    for (const r of replies) expect(r.body.eventId).toMatch(/^[0-9a-f-]{36}$/);
-    expect((await t.call("GET", "/v1/users/lost-a/metrics/lessons")).body.current).toBe(2);
-    expect((await t.call("GET", "/v1/users/lost-a/points/xp")).body.total).toBe(20);
-    expect((await t.call("GET", "/v1/users/lost-b/points/xp")).body.total).toBe(10);
-    // One first identification each: the welcome energy was paid once.
-    const energy = await t.call("GET", "/v1/users/lost-a/points/energy?awards=100");
-    expect(energy.body.awards.filter((a: { trigger: { type: string } }) => a.trigger.type === "user_creation")).toHaveLength(1);
+describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
+  beforeAll(async () => {
+    setScriptMode(mode);
+    // The services started in function mode: load the scripts for EVALSHA, so that no NOSCRIPT
+    // and reload blurs the count of script calls.
+    for (const app of [t, other]) for (const { store } of app.app.tenants.all) await preloadScripts(app.redis, store.scripts());
+  });
+  afterAll(() => setScriptMode("function"));
+
+  describe("an event whose reply was lost with the connection", () => {
+    it("is counted once when ioredis re-sends it, and answered 201 with its event id and the current total", async () => {
+      const replies = await withLostReplies(3, () => [lesson(`${mode}-lost-a`), lesson(`${mode}-lost-a`), lesson(`${mode}-lost-b`)]);
+      expect(replies.map((r) => r.status)).toEqual([201, 201, 201]);
+      // Redis ran the three scripts once each before the drop, and the re-sent three again.
+      expect(await scriptCalls()).toBe(6);
+      // The changes went with the lost replies: each answer carries the total as it stands.
+      expect(replies.map((r) => r.body.total)).toEqual([2, 2, 1]);
+      expect(replies.map((r) => [r.body.points, r.body.achievements])).toEqual([[{}, []], [{}, []], [{}, []]]);
+      for (const r of replies) expect(r.body.eventId).toMatch(/^[0-9a-f-]{36}$/);
+      expect((await t.call("GET", `/v1/users/${mode}-lost-a/metrics/lessons`)).body.current).toBe(2);
+      expect((await t.call("GET", `/v1/users/${mode}-lost-a/points/xp`)).body.total).toBe(20);
+      expect((await t.call("GET", `/v1/users/${mode}-lost-b/points/xp`)).body.total).toBe(10);
+      // One first identification each: the welcome energy was paid once.
+      const energy = await t.call("GET", `/v1/users/${mode}-lost-a/points/energy?awards=100`);
+      expect(energy.body.awards.filter((a: { trigger: { type: string } }) => a.trigger.type === "user_creation")).toHaveLength(1);
+    });
+
+    it("with an Idempotency-Key, is answered as the first request (201, not a replay)", async () => {
+      const [reply] = await withLostReplies(1, () => [lesson(`${mode}-lost-k`, { "idempotency-key": "k-1" })]);
+      expect(reply!.status).toBe(201);
+      expect(reply!.body).toMatchObject({ total: 1, idempotencyKey: "k-1", idempotentReplayed: false });
+      const again = await lesson(`${mode}-lost-k`, { "idempotency-key": "k-1" });
+      expect(again.status).toBe(202);
+      expect(again.body.eventId).toBe(reply!.body.eventId);
+    });
+
+    it("an admin freeze grant whose reply was lost grants once", async () => {
+      expect((await lesson(`${mode}-lost-f`)).status).toBe(201);
+      const admin = { "x-api-key": t.adminKey };
+      const [reply] = await withLostReplies(1, () => [t.call("POST", "/admin/v1/streaks/freezes", { freezes: [{ userId: `${mode}-lost-f` }] }, admin)]);
+      expect(reply).toEqual({ status: 200, body: { issues: [] } });
+      expect((await t.call("GET", `/v1/users/${mode}-lost-f/streak`)).body.freezes).toBe(1);
+      // A new grant is a new call: it applies.
+      expect((await t.call("POST", "/admin/v1/streaks/freezes", { freezes: [{ userId: `${mode}-lost-f` }] }, admin)).status).toBe(200);
+      expect((await t.call("GET", `/v1/users/${mode}-lost-f/streak`)).body.freezes).toBe(2);
+    });
+
+    it("does not hold back the events that follow on the new connection", async () => {
+      expect((await lesson(`${mode}-lost-a`)).body.total).toBe(3);
+      expect((await lesson(`${mode}-lost-c`)).body.total).toBe(1);
+      expect((await t.call("GET", `/v1/users/${mode}-lost-a/points/xp`)).body.total).toBe(30);
+    });
+
+    it("is counted once when another process wrote the same user before the re-send", async () => {
+      // The other service's event lands between the lost reply and the re-send: a record kept per
+      // user (the last writer only) would have forgotten this service's call and applied it again.
+      let between: { status: number; body: any } | undefined;
+      const [reply] = await withLostReplies(1, () => [lesson(`${mode}-lost-shared`)], async () => {
+        between = await lessonVia(other, `${mode}-lost-shared`);
+      });
+      expect(between).toMatchObject({ status: 201, body: { total: 2 } });
+      expect(reply).toMatchObject({ status: 201, body: { total: 2, points: {} } });
+      expect((await t.call("GET", `/v1/users/${mode}-lost-shared/metrics/lessons`)).body.current).toBe(2);
+      expect((await t.call("GET", `/v1/users/${mode}-lost-shared/points/xp`)).body.total).toBe(20);
+    });
   });
 
-  it("with an Idempotency-Key, is answered as the first request (201, not a replay)", async () => {
-    const [reply] = await withLostReplies(1, () => [lesson("lost-k", { "idempotency-key": "k-1" })]);
-    expect(reply!.status).toBe(201);
-    expect(reply!.body).toMatchObject({ total: 1, idempotencyKey: "k-1", idempotentReplayed: false });
-    const again = await lesson("lost-k", { "idempotency-key": "k-1" });
-    expect(again.status).toBe(202);
-    expect(again.body.eventId).toBe(reply!.body.eventId);
+  describe("two Redis clients of one process", () => {
+    it("number their calls apart: a call overtaken on the other connection is still applied", async () => {
+      // Both services run in this test process. If they shared one writer and one sequence of
+      // numbers, this service's call (sent first, so numbered lower) reaching Redis after the
+      // other's would look re-sent, and the event would be lost.
+      const socket = socketOf(t);
+      socket.cork(); // this service's call waits in its socket's buffer
+      const first = lesson(`${mode}-two-clients`);
+      while (socket.writableLength === 0) await new Promise((r) => setImmediate(r));
+      const second = await lessonVia(other, `${mode}-two-clients`);
+      expect(second).toMatchObject({ status: 201, body: { total: 1 } });
+      socket.uncork();
+      const reply = await first;
+      expect(reply).toMatchObject({ status: 201, body: { total: 2 } });
+      expect(reply.body.points.xp).toMatchObject({ added: 10, total: 20 });
+      expect((await t.call("GET", `/v1/users/${mode}-two-clients/metrics/lessons`)).body.current).toBe(2);
+    });
   });
 
-  it("an admin freeze grant whose reply was lost grants once", async () => {
-    expect((await lesson("lost-f")).status).toBe(201);
-    const admin = { "x-api-key": t.adminKey };
-    const [reply] = await withLostReplies(1, () => [t.call("POST", "/admin/v1/streaks/freezes", { freezes: [{ userId: "lost-f" }] }, admin)]);
-    expect(reply).toEqual({ status: 200, body: { issues: [] } });
-    expect((await t.call("GET", "/v1/users/lost-f/streak")).body.freezes).toBe(1);
-    // A new grant is a new call: it applies.
-    expect((await t.call("POST", "/admin/v1/streaks/freezes", { freezes: [{ userId: "lost-f" }] }, admin)).status).toBe(200);
-    expect((await t.call("GET", "/v1/users/lost-f/streak")).body.freezes).toBe(2);
+  it("leaves every writer's record with an expiry", async () => {
+    const records = Object.keys(await dumpKeys(observer, "*:wr:*"));
+    expect(records.length).toBeGreaterThan(0);
+    for (const key of records) expect(await observer.pttl(key)).toBeGreaterThan(0);
   });
+});
 
-  it("does not hold back the events that follow on the new connection", async () => {
-    expect((await lesson("lost-a")).body.total).toBe(3);
-    expect((await lesson("lost-c")).body.total).toBe(1);
-    expect((await t.call("GET", "/v1/users/lost-a/points/xp")).body.total).toBe(30);
+describe("the expiry of a writer's record", () => {
+  it("is asked for on a record's first call, then once an hour of wall clock", () => {
+    const order = callOrderOf(new Redis({ lazyConnect: true }));
+    const hour = 3_600_000;
+    expect(order.expiryDue("{t:1}:wr:9", 0)).toBe(true);
+    expect(order.expiryDue("{t:1}:wr:9", hour - 1)).toBe(false);
+    expect(order.expiryDue("{t:2}:wr:9", hour - 1)).toBe(true); // another shard's record
+    expect(order.expiryDue("{t:1}:wr:9", hour)).toBe(true);
+    expect(order.expiryDue("{t:1}:wr:9", hour + 1)).toBe(false);
+    expect(order.expiryDue("{t:1}:wr:9", 5)).toBe(true); // the wall clock went back
   });
 });

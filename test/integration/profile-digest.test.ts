@@ -3,7 +3,7 @@ import { startTestApp, type TestApp } from "../helpers/app.js";
 import { commandsDuring } from "../helpers/monitor.js";
 
 // The event script reads and writes no profile field when the event repeats the profile the
-// last event applied (its digest is kept in the user's state, `pd`: lua/event-1.lua ARGV[7]).
+// last event applied (its digest is kept in the user's state, `pd`: lua/event-2.lua ARGV[7]).
 // Every other write of a profile field forgets the digest, so a later event applies its fields.
 let t: TestApp;
 beforeAll(async () => {

@@ -6,6 +6,7 @@
   KEYS[1] user state hash   {t:s}:u:<userId>
   KEYS[2] shard counters    {t:s}:agg
   KEYS[3] shard stream      {t:s}:x, and the hook stream {t:s}:xh (includes/hooks.lua)
+  KEYS[4] the writer's record on the shard  {t:s}:wr:<writer> (includes/call-order.lua)
 
   ARGV[1] key prefix {t:s}:
   ARGV[2] user id
@@ -17,9 +18,9 @@
   ARGV[9] instant the streak is lost if extended in the current period
   ARGV[10] "freeze": how many freezes to grant; "restore": first period of the restore window
   ARGV[11] each board of R.lb: its run and threshold, two little-endian doubles (leaderboards.lua boardsOf)
-  ARGV[12] writer, ARGV[13] call number (src/store/call-order.ts): a "freeze" call this script
-           already applied, re-sent by ioredis after the connection dropped before its reply,
-           answers {5} and grants nothing again ("restore" and "settle" give the same result twice)
+  ARGV[12] the call's number (src/store/call-order.ts): a "freeze" call this script already
+           applied, re-sent by ioredis after the connection dropped before its reply, answers
+           {5} and grants nothing again ("restore" and "settle" give the same result twice)
 
   Reply
     {-1, storedZone}         the zone assumption was wrong; nothing written
@@ -27,10 +28,11 @@
     "freeze":  {1, granted, held}      granted may be less than asked (the maximum)
     "restore": {1, length} restored | {3} no streak in the window | {4} already at that length
     "settle":  {1, consumed, lost length (0 = not lost)}
-    {5}                      "freeze" already applied (ARGV[12]); nothing written
+    {5}                      "freeze" already applied (KEYS[4], ARGV[12]); nothing written
 ]]
 --@rules
 -- @include "includes/context.lua"
+-- @include "includes/call-order.lua"
 -- @include "includes/math.lua"
 -- @include "includes/state.lua"
 -- @include "includes/points.lua"
@@ -40,7 +42,7 @@
 -- @include "includes/hooks.lua"
 --@body
 beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
-local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
+local userKey, aggKey, streamKey, writerKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, tzAssumed = ARGV[4], ARGV[5]
 local nowDay, nowPeriod = tonumber(ARGV[6]), tonumber(ARGV[7])
 local deadlinePrevious, deadlineCurrent = tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -49,8 +51,8 @@ local boards = boardsOf(ARGV[11], 1)
 
 loadState(userKey, 's', { 'tz' })
 if not num('ct') then return { 0 } end
-local writer, callNumber = tonumber(ARGV[12]), tonumber(ARGV[13])
-if op == 'freeze' and S[I_WE] == writer and S[I_WN] >= callNumber then return { 5 } end
+local callNumber = tonumber(ARGV[12])
+if op == 'freeze' and appliedBefore(writerKey, callNumber) then return { 5 } end
 if (U.tz or 'UTC') ~= tzAssumed then return { -1, U.tz or 'UTC' } end
 
 settleStreak(nowDay, nowPeriod)
@@ -63,8 +65,7 @@ if op == 'settle' then
 elseif op == 'freeze' then
   local held = num('fz') or 0
   local granted = math.max(0, math.min(amount, R.streak.fz.max - held))
-  put(I_WE, writer)
-  put(I_WN, callNumber)
+  markApplied(writerKey, callNumber, true)
   if granted > 0 then
     set('fz', held + granted)
     outParts[#outParts + 1] = 'fa:' .. granted

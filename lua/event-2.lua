@@ -8,13 +8,12 @@
 
   Steps
     1. HMGET the user's state (`s`, msgpack), the idempotency field, the declared attributes,
-       and the stored zone when the event sent none. A call this script already applied (the
-       same writer and call number, or a later one of that writer for this user) answers 3 and
-       writes nothing: ioredis re-sends every command still unanswered when its connection
-       drops, and Redis may have run it before the drop (test/integration/lost-reply.test.ts).
-       Calls of one service process go out on one connection in the order of their numbers and
-       Redis runs them in that order, so the last applied number of a writer says which of its
-       calls ran. Not a rule of the API: the reference model has no counterpart.
+       and the stored zone when the event sent none. A call this script already applied (re-sent,
+       and its number not above the last one its writer applied on this shard, KEYS[2]) answers
+       3 and writes nothing: ioredis re-sends every command still unanswered when its connection
+       drops, and Redis may have run it before the drop (includes/call-order.lua,
+       test/integration/lost-reply.test.ts). Not a rule of the API: the reference model has no
+       counterpart.
     2. Zone check: without a zone in the event, Node computed the calendar for the zone it
        assumed; if the stored zone differs, reply -1 so Node recomputes and calls again.
     3. Idempotency (spec: idempotency rules 1-6): a key already used by this user on this
@@ -30,6 +29,7 @@
        zsets, and one XADD of the event's record to the shard stream.
 
   KEYS[1] user state hash   {t:s}:u:<userId>
+  KEYS[2] the writer's record on the shard  {t:s}:wr:<writer> (includes/call-order.lua)
   The shard's other keys ({t:s}:agg counters, {t:s}:x stream and its hook stream {t:s}:xh
   (includes/hooks.lua), zsets, lists) are built from the prefix: they share the user's hash tag,
   so the same slot. Every argument costs Redis ~1k instructions (parsed from the request, then
@@ -40,16 +40,17 @@
   ARGV[3]  the numbers, little-endian doubles (struct): now (ms since epoch, the service clock),
            value in micro-units, current streak period index and current local day index in the
            zone Node computed the calendar for, the instant (ms) the streak is lost if extended
-           in the current period, and if last covered in the previous period, flags (1: the
-           event sent its zone), the profile digest, n (profile pairs in ARGV[7]), the
+           in the current period, and if last covered in the previous period, flags (bits: 1 the
+           event sent its zone; 2 the call may have run already, re-sent after a dropped
+           connection, so step 1 reads its writer's record; 4 set the record's expiry:
+           includes/call-order.lua), the profile digest, n (profile pairs in ARGV[7]), the
            event-attribute mask (the bits R.mt[i].eb of the filtered metric triggers whose
-           filters the event passes: Node evaluates them), then per board of R.lb its current
-           run and threshold as two doubles (run -1 while scheduled or finished), then the
-           writer (a random id of the service process, src/store/call-order.ts) and the call's
-           number (grows with every event call the process sends; step 1). Binary because
-           `tonumber` of a decimal string costs ~1.8k instructions (strtod); struct.unpack reads
-           ten for about one. (Node encodes a command with a binary argument itself:
-           src/store/redis-script.ts encodeCommand.)
+           filters the event passes: Node evaluates them), the call's number (grows with every
+           call its Redis client sends: src/store/call-order.ts; step 1), then per board of R.lb
+           its current run and threshold as two doubles (run -1 while scheduled or finished).
+           Binary because `tonumber` of a decimal string costs ~1.8k instructions (strtod);
+           struct.unpack reads ten for about one. (Node encodes a command with a binary argument
+           itself: src/store/redis-script.ts encodeCommand.)
   ARGV[4]  the zone Node computed the calendar for: the event's, or the one it assumed
   ARGV[5]  idempotency field "i:<metric>:<key>", or '' without a key
   ARGV[6]  stream record detail "metric|value|eventId|day|month" (the local day and its monthly
@@ -82,6 +83,7 @@
 ]]
 --@rules
 -- @include "includes/context.lua"
+-- @include "includes/call-order.lua"
 -- @include "includes/math.lua"
 -- @include "includes/state.lua"
 -- @include "includes/points.lua"
@@ -97,17 +99,17 @@ local function eventReplyHead(status, id, total, created, extended)
   return { status, id, total, created and 1 or 0, S[I_SL] or 0, S[I_SS] or false, S[I_SP] or false, extended and 1 or 0, S[I_FZ] or false, S[I_FG] or false, S[I_CD] or false }
 end
 --@body
-local nowMs, value, nowPeriod, nowDay, lostIfExtended, lostIfPrevious, flags, digest, nProfile, eventMask, writer, callNumber = struct.unpack('<dddddddddddd', ARGV[3])
+local nowMs, value, nowPeriod, nowDay, lostIfExtended, lostIfPrevious, flags, digest, nProfile, eventMask, callNumber = struct.unpack('<ddddddddddd', ARGV[3])
 beginCall(nowMs, ARGV[1], ARGV[2], ARGV[8])
-local userKey, aggKey, streamKey = KEYS[1], prefix .. 'agg', prefix .. 'x'
+local userKey, writerKey, aggKey, streamKey = KEYS[1], KEYS[2], prefix .. 'agg', prefix .. 'x'
 local zone, idemField, recordDetail = ARGV[4], ARGV[5], ARGV[6]
-local zoneSent = flags % 2 == 1
+local zoneSent = bit.band(flags, 1) ~= 0
 local deadlines = { lostIfExtended, lostIfPrevious }
-local boards = boardsOf(ARGV[3], 97)
+local boards = boardsOf(ARGV[3], 89)
 
 -- 1. Read.
 local original = loadState(userKey, idemField ~= '' and idemField or 's', zoneSent and R.pf or R.pfz)
-if S[I_WE] == writer and S[I_WN] >= callNumber then return eventReplyHead(3, false, S[R.mfi] or 0, false, false) end
+if bit.band(flags, 2) ~= 0 and appliedBefore(writerKey, callNumber) then return eventReplyHead(3, false, S[R.mfi] or 0, false, false) end
 
 -- 2. Zone.
 if not zoneSent and (U.tz or 'UTC') ~= zone then return { -1, U.tz or 'UTC' } end
@@ -123,9 +125,8 @@ end
 local newTotal = oldTotal + value
 if newTotal > R.maxTotal or newTotal < -R.maxTotal then return { -2 } end
 
--- The call is applied: its writer and number (step 1).
-put(I_WE, writer)
-put(I_WN, callNumber)
+-- The call is applied: its number is its writer's last on this shard (step 1).
+markApplied(writerKey, callNumber, bit.band(flags, 4) ~= 0)
 
 -- The key is stored with the event it first recorded (spec: idempotency rule 3).
 local extraWrites = {}
