@@ -93,6 +93,7 @@ export type MayHaveRun = () => void;
  */
 export class EncodedCommand extends Command {
   private encoded: Buffer | undefined;
+  private written = false;
   private firstSocket: unknown;
   constructor(name: string, args: readonly (string | number | Buffer)[], private mayHaveRun?: MayHaveRun) {
     super(name, [], { replyEncoding: "utf8" });
@@ -100,7 +101,8 @@ export class EncodedCommand extends Command {
   }
   override toWritable(socket?: unknown): Buffer {
     if (this.mayHaveRun !== undefined) {
-      if (this.firstSocket === undefined) {
+      if (!this.written) {
+        this.written = true;
         this.firstSocket = socket;
       } else if (socket !== this.firstSocket) {
         this.mayHaveRun();
