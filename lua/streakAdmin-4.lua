@@ -87,15 +87,8 @@ else
   else
     -- Restored: alive at that length, extendable in the current period (or already extended in it).
     local newLast = (last ~= nil and last >= nowPeriod) and last or (nowPeriod - 1)
-    set('sl', best)
     set('ss', newLast - best + 1)
-    set('sp', newLast)
-    if best > (num('sb') or 0) then
-      set('sb', best)
-      rcall('ZADD', prefix .. 'sb', best, userId)
-    end
-    rcall('ZADD', prefix .. 'sa', best, userId)
-    rcall('ZADD', prefix .. 'sd', newLast == nowPeriod and deadlineCurrent or deadlinePrevious, userId)
+    storeStreak(best, newLast, newLast == nowPeriod and deadlineCurrent or deadlinePrevious)
     outParts[#outParts + 1] = 'sr:' .. best
     reply = { 1, best }
   end

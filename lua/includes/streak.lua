@@ -78,6 +78,20 @@ local function settleStreak(nowDay, nowPeriod)
   end
 end
 
+-- The streak at `length` with `lastPeriod` its last covered period (the caller sets its start,
+-- `ss`), and the shard's indexes of it: longest ever (sb), active by length (sa) and the instant
+-- it is lost (sd). Rankings and the expiry sweep read sa and sd.
+local function storeStreak(length, lastPeriod, lostAt)
+  set('sl', length)
+  set('sp', lastPeriod)
+  if length > (num('sb') or 0) then
+    set('sb', length)
+    rcall('ZADD', prefix .. 'sb', length, userId)
+  end
+  rcall('ZADD', prefix .. 'sa', length, userId)
+  rcall('ZADD', prefix .. 'sd', lostAt, userId)
+end
+
 -- Adds this event's value to the period's accumulation and extends the streak the first time
 -- in a period that the threshold is met. `deadlines` = {lost-at if extended now, lost-at if
 -- last covered period is nowPeriod - 1}. Returns whether the streak was extended.
@@ -114,16 +128,8 @@ local function extendStreak(nowPeriod, value, deadlines)
     length = 1
     set('ss', nowPeriod)
   end
-  set('sl', length)
-  set('sp', nowPeriod)
   set('sxt', now)
-  if length > (num('sb') or 0) then
-    set('sb', length)
-    rcall('ZADD', prefix .. 'sb', length, userId)
-  end
-  -- Active streaks by length, and when each is lost (rankings and the expiry sweep read them).
-  rcall('ZADD', prefix .. 'sa', length, userId)
-  rcall('ZADD', prefix .. 'sd', deadlines[1], userId)
+  storeStreak(length, nowPeriod, deadlines[1])
   -- History: one member per extended period, "period:length".
   local historyKey = prefix .. 'sh:' .. userId
   rcall('ZADD', historyKey, nowPeriod, nowPeriod .. ':' .. length)
