@@ -4,7 +4,7 @@
 export const TARGETS = { usPerEventScript: 40, eventsToCeiling: 0.8, readToBaseline: 0.8, p99Ms: 10 };
 
 /** phases: { baselineEvalsha, events, baselineHget, read }, each a load result plus its delta. */
-export function figures(phases) {
+export function figures(phases, readSlices = []) {
   const usPerEventScript = (phases.events.redis.fcall ?? phases.events.redis.evalsha)?.usPerCall ?? NaN;
   // Redis CPU per event script: the events phase's Redis CPU per request less what a request
   // costs Redis around its script (the baseline's CPU per request less its script's µs).
@@ -19,6 +19,8 @@ export function figures(phases) {
     ceilingBoundBy: phases.baselineEvalsha.rps <= scriptCeiling ? "baseline EVALSHA req/s" : "1e6 / µs per script",
     eventsToCeiling: phases.events.rps / ceiling,
     readToBaseline: phases.read.rps / phases.baselineHget.rps,
+    slicedReadToBaseline: median(readSlices.map((p) => p.ratio)),
+    slicedReadRange: readSlices.length ? [Math.min(...readSlices.map((p) => p.ratio)), Math.max(...readSlices.map((p) => p.ratio))] : [NaN, NaN],
     eventsP99: phases.events.p99,
     readP99: phases.read.p99,
     streakReadToBaseline: phases.streakRead.rps / phases.baselineHget.rps,
@@ -68,6 +70,7 @@ export function print(config, phases, f) {
   out.push(`  events ceiling       ${fmt(f.ceiling, 0)} req/s = min(baseline EVALSHA ${fmt(phases.baselineEvalsha.rps, 0)}, 1e6/µs ${fmt(f.scriptCeiling, 0)}); bound by ${f.ceilingBoundBy}`);
   out.push(check("events ÷ ceiling", fmt(f.eventsToCeiling, 2), f.eventsToCeiling >= TARGETS.eventsToCeiling, `≥ ${TARGETS.eventsToCeiling}`));
   out.push(check("read ÷ HGET baseline", fmt(f.readToBaseline, 2), f.readToBaseline >= TARGETS.readToBaseline, `≥ ${TARGETS.readToBaseline}`));
+  out.push(`  info  read ÷ HGET in ${config.slices} alternated pairs of ${config.slice}-s slices: median ${fmt(f.slicedReadToBaseline, 2)} (${fmt(f.slicedReadRange[0], 2)}-${fmt(f.slicedReadRange[1], 2)}); the phases above are ~25 s apart and this box's speed drifts`);
   out.push(check(`events p99 at c${config.connections}`, `${f.eventsP99} ms`, f.eventsP99 <= TARGETS.p99Ms, `≤ ${TARGETS.p99Ms} ms`));
   out.push(check(`read p99 at c${config.connections}`, `${f.readP99} ms`, f.readP99 <= TARGETS.p99Ms, `≤ ${TARGETS.p99Ms} ms`));
   out.push(`  info  streak read ÷ HGET baseline ${fmt(f.streakReadToBaseline, 2)}, p99 ${phases.streakRead.p99} ms (1 + S script calls per read)`);
@@ -94,6 +97,13 @@ function perScript(calls, scripts) {
 
 function check(label, value, ok, target) {
   return `${ok ? "  ok  " : "  MISS"} ${label.padEnd(26)} ${value.padStart(8)}   target ${target}`;
+}
+
+function median(values) {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
 function fmt(x, digits) {

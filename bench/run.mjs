@@ -4,6 +4,7 @@
 //
 // Environment: BENCH_DURATION (s, default 10), BENCH_WARMUP (s, default 3), BENCH_CONNECTIONS
 // (default 100), BENCH_USERS (default 100000), BENCH_JSON (write the figures to this path),
+// BENCH_SLICES (default 6) and BENCH_SLICE (s, default 2): the alternated read / HGET slices,
 // LAUREL_AUTOPIPELINE=1 (ioredis auto-pipelining in both servers).
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -21,9 +22,17 @@ import { eventRequests, load, phaseSettings, readRequests, seedUsers, userId } f
 
 const config = {
   ...phaseSettings(100_000),
+  slices: positiveInteger("BENCH_SLICES", 6),
+  slice: positiveInteger("BENCH_SLICE", 2),
   autoPipelining: process.env.LAUREL_AUTOPIPELINE === "1",
   tree: treeState(),
 };
+
+function positiveInteger(name, fallback) {
+  const value = Number(process.env[name] ?? fallback);
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer`);
+  return value;
+}
 
 /** The commit measured, marked dirty when src/, lua/ or config/ differ from it (dist/ is built from the work tree). */
 function treeState() {
@@ -71,6 +80,32 @@ async function phase(name, server, requests) {
   };
 }
 
+/**
+ * read ÷ HGET again, from short slices of the two phases' traffic alternated (HGET then read, then
+ * read then HGET, ...): this box changes speed by a third for tens of seconds at a time, and the
+ * two 10-s phases, ~25 s apart, can land in different speeds (bench/README.md, *The thirteenth
+ * stop*). Both servers are warm by now. Each pair gives a ratio; the report shows their median.
+ */
+async function readSlices(baseline, service, hgetTraffic, readTraffic) {
+  process.stdout.write(`read ÷ HGET: ${config.slices} alternated pairs of ${config.slice}-s slices ... `);
+  const run = (server, traffic) => load(`http://127.0.0.1:${server.port}`, traffic, { connections: config.connections, duration: config.slice });
+  const pairs = [];
+  for (let i = 0; i < config.slices; i++) {
+    let hget;
+    let read;
+    if (i % 2 === 0) {
+      hget = await run(baseline, hgetTraffic);
+      read = await run(service, readTraffic);
+    } else {
+      read = await run(service, readTraffic);
+      hget = await run(baseline, hgetTraffic);
+    }
+    pairs.push({ hgetRps: hget.rps, readRps: read.rps, ratio: read.rps / hget.rps });
+  }
+  console.log(pairs.map((p) => p.ratio.toFixed(2)).join(" "));
+  return pairs;
+}
+
 /** One stream worker (in this process) drains every record the phases wrote: its throughput and Redis cost per record. */
 async function drainPhase() {
   process.stdout.write("stream worker: drain ... ");
@@ -111,15 +146,18 @@ async function main() {
   const phases = {};
   phases.baselineEvalsha = await phase("baseline EVALSHA", baseline, eventRequests(config.users, { lessons: "/event", apiCalls: "/event" }));
   phases.events = await phase("events", service, eventRequests(config.users, { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" }));
-  phases.baselineHget = await phase("baseline HGET", baseline, readRequests(config.users, (id) => `/users/${id}`));
-  phases.read = await phase("read", service, readRequests(config.users, (id) => `/v1/users/${id}/points/energy?awards=10`));
+  const hgetTraffic = readRequests(config.users, (id) => `/users/${id}`);
+  const readTraffic = readRequests(config.users, (id) => `/v1/users/${id}/points/energy?awards=10`);
+  phases.baselineHget = await phase("baseline HGET", baseline, hgetTraffic);
+  phases.read = await phase("read", service, readTraffic);
+  const slices = await readSlices(baseline, service, hgetTraffic, readTraffic);
   // Issue 4's user reads: the streak (one script on the user's shard, then one per shard for the
   // rank: every seeded user holds an active streak) and the achievements (one script + S HMGET).
   phases.streakRead = await phase("streak read", service, readRequests(config.users, (id) => `/v1/users/${id}/streak`));
   phases.achievementsRead = await phase("achievements read", service, readRequests(config.users, (id) => `/v1/users/${id}/achievements`));
   const worker = await drainPhase();
 
-  const f = figures(phases);
+  const f = figures(phases, slices);
   print(config, phases, f);
   console.log(`stream worker: drained ${worker.entries} records in ${worker.seconds.toFixed(1)} s = ${Math.round(worker.entries / worker.seconds)} records/s, one worker; Redis µs per record ${(worker.redisUsec / worker.entries).toFixed(1)} (scripts), Redis CPU µs per record ${((worker.redisCpuPercent * 1e4 * worker.seconds) / worker.entries).toFixed(1)}`);
   console.log(`load average at start: ${loadAtStart.map((x) => x.toFixed(2)).join(" ")} (other work on the box makes figures noisy)`);
@@ -132,6 +170,7 @@ async function main() {
       config,
       seed,
       phases,
+      readSlices: slices,
       worker,
       figures: f,
       targets: TARGETS,
