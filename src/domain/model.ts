@@ -98,6 +98,7 @@ export function emptyState(): ModelState {
 export interface ModelEventResult {
   outcome: EventOutcome;
   tz: string;
+  nowDay: number;
   nowPeriod: number;
 }
 
@@ -285,7 +286,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
   if (input.idempotencyKey !== null && existing) {
     const original = existing.idempotency.get(`${input.metricKey}:${input.idempotencyKey}`);
     if (original !== undefined) {
-      return { outcome: { kind: "replay", eventId: original, totalMicro: oldTotal, streak: streakState(existing) }, tz, nowPeriod };
+      return { outcome: { kind: "replay", eventId: original, totalMicro: oldTotal, streak: streakState(existing) }, tz, nowDay, nowPeriod };
     }
   }
 
@@ -386,6 +387,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
       boards,
     },
     tz,
+    nowDay,
     nowPeriod,
   };
 }

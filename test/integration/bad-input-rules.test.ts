@@ -60,7 +60,7 @@ describe("users", () => {
     ["PUT", "/v1/users/newbie", { nickname: "n" }, "an unknown field on identify"],
     ["PATCH", "/v1/users/seed", { email: ["a@example.com"] }, "email as an array"],
     ["PATCH", "/v1/users/seed", { timezone: "UTC" }, "an unknown field on update"],
-  ])("%s %s refuses %j (%s) with 400", async (method, path, body) => {
+  ])("%s %s refuses %j (%s) with 400", async (method, path, body, _why) => {
     await refused(400, () => t.call(method, path, body));
   });
 
@@ -112,7 +112,7 @@ describe("preferences", () => {
     [{ notifications: { recap: ["email", "push", "email"] } }, "more than two channels"],
     [{ notifications: ["recap"] }, "notifications as an array"],
     [{ notifications: { recap: ["email"] }, streak: {} }, "an unknown top-level field"],
-  ])("refuses %j (%s) with 400", async (body) => {
+  ])("refuses %j (%s) with 400", async (body, _why) => {
     await refused(400, () => t.call("PATCH", "/v1/users/seed/preferences", body));
   });
 
@@ -145,7 +145,7 @@ describe("achievement completion", () => {
     [{ user: { id: "newbie" }, value: 1 }, "an unknown top-level field"],
     [{ user: { id: "newbie", timezone: "UTC" } }, "an unknown user field"],
     [{ userId: "newbie" }, "userId instead of user"],
-  ])("refuses %j (%s) with 400", async (body) => {
+  ])("refuses %j (%s) with 400", async (body, _why) => {
     await refused(400, () => complete("complete-profile", body));
   });
 
@@ -182,7 +182,7 @@ describe("admin streak freezes and restore", () => {
     [{ freezes: [{ userId: "seed", amount: 2 }] }, "an unknown entry field"],
     [{ freezes: [{ userId: "seed" }], dryRun: true }, "an unknown top-level field"],
     [{ freezes: [{ userId: "" }] }, "an empty userId"],
-  ])("refuses the freezes body %j (%s) with 400", async (body) => {
+  ])("refuses the freezes body %j (%s) with 400", async (body, _why) => {
     await refused(400, () => freezes(body));
   });
 
@@ -196,7 +196,7 @@ describe("admin streak freezes and restore", () => {
     [{ users: ["seed"] }, "ids as strings"],
     [{ users: [{ userId: "seed" }] }, "userId instead of id"],
     [{ users: [{ id: "seed" }], force: true }, "an unknown top-level field"],
-  ])("refuses the restore body %j (%s) with 400", async (body) => {
+  ])("refuses the restore body %j (%s) with 400", async (body, _why) => {
     await refused(400, () => restore(body));
   });
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // The bench's own traffic (bench/workload.mjs): its figures are only as good as the requests it sends.
+// @ts-expect-error bench/ is plain JavaScript, without declarations
 import { eventRequests, load, prebuiltClients } from "../../bench/workload.mjs";
 import { startTestApp, type TestApp } from "../helpers/app.js";
 

@@ -61,7 +61,7 @@ async function stopWithEventInFlight(env: Record<string, string>, user: string) 
   await observer.client("PAUSE", 60_000, "WRITE");
   const inFlight = send(user);
   inFlight.catch(() => undefined); // awaited (or expected to fail) by the caller
-  await waitFor(async () => /flags=b\b.*cmd=fcall/.test(await observer.client("LIST")), "the event call held by Redis");
+  await waitFor(async () => /flags=b\b.*cmd=fcall/.test(String(await observer.client("LIST"))), "the event call held by Redis");
   child.kill("SIGTERM");
   await waitFor(() => output().includes('"msg":"stopping"'), "the stop to begin");
   return { child, exited, inFlight, port, output };
@@ -78,7 +78,7 @@ describe("SIGTERM with an event in flight", () => {
       const reply = await inFlight;
       expect(reply.status).toBe(201);
       expect(reply.headers.get("connection")).toBe("close");
-      expect((await reply.json()).total).toBe(1);
+      expect(((await reply.json()) as { total: number }).total).toBe(1);
       expect(await exited).toBe(0);
     } finally {
       await observer.client("UNPAUSE").catch(() => undefined);
