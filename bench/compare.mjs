@@ -13,6 +13,7 @@ import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
 import { Children, runBench, serviceNodeArgs } from "./processes.mjs";
+import { median } from "./report.mjs";
 import { eventRequests, load, phaseSettings, seedUsers } from "./workload.mjs";
 
 const [configA, configB] = process.argv.slice(2).map((p) => p && resolve(p));
@@ -64,11 +65,6 @@ async function measure(service) {
   if (r.non2xx > 0 || r.errors > 0) throw new Error(`${service.name}: ${r.non2xx} non-2xx, ${r.errors} errors`);
   return r;
 }
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 async function main() {
   const loadAtStart = loadavg();

@@ -99,7 +99,8 @@ function check(label, value, ok, target) {
   return `${ok ? "  ok  " : "  MISS"} ${label.padEnd(26)} ${value.padStart(8)}   target ${target}`;
 }
 
-function median(values) {
+/** The median of a list of numbers (NaN for none): the benches' alternated pairs report it. */
+export function median(values) {
   if (values.length === 0) return NaN;
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;

@@ -22,17 +22,9 @@ import { eventRequests, load, phaseSettings, readRequests, seedUsers, userId } f
 
 const config = {
   ...phaseSettings(100_000),
-  slices: positiveInteger("BENCH_SLICES", 6),
-  slice: positiveInteger("BENCH_SLICE", 2),
   autoPipelining: process.env.LAUREL_AUTOPIPELINE === "1",
   tree: treeState(),
 };
-
-function positiveInteger(name, fallback) {
-  const value = Number(process.env[name] ?? fallback);
-  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer`);
-  return value;
-}
 
 /** The commit measured, marked dirty when src/, lua/ or config/ differ from it (dist/ is built from the work tree). */
 function treeState() {

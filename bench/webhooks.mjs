@@ -52,6 +52,7 @@ import { Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
 import { Children, runBench, serviceNodeArgs } from "./processes.mjs";
+import { median } from "./report.mjs";
 import { delta, snapshot } from "./snapshot.mjs";
 import { eventRequests, load, phaseSettings, seedUsers } from "./workload.mjs";
 
@@ -65,12 +66,6 @@ const seededUsers = Number(process.env.BENCH_SEEDED_USERS ?? 100_000);
 const SINGLE_PHASES = ["events", "worker", "quiet", "milestones", "every", "apart"];
 const phasesToRun = new Set(process.env.BENCH_PHASES ? process.env.BENCH_PHASES.split(",") : SINGLE_PHASES);
 const runs = (name) => phasesToRun.has(name);
-
-function median(values) {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
 
 const children = new Children();
 const dir = mkdtempSync(join(tmpdir(), "laurel-bench-hooks-"));

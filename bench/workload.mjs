@@ -130,12 +130,20 @@ export async function load(url, traffic, { connections, duration, amount }) {
   };
 }
 
-/** The phase settings every bench reads from the environment (bench/README.md): BENCH_DURATION, BENCH_WARMUP, BENCH_CONNECTIONS, BENCH_USERS. */
+/** The phase settings every bench reads from the environment (bench/README.md): BENCH_DURATION, BENCH_WARMUP, BENCH_CONNECTIONS, BENCH_USERS, BENCH_SLICES, BENCH_SLICE. */
 export function phaseSettings(defaultUsers) {
   const num = (name, fallback) => {
     const value = Number(process.env[name] ?? fallback);
     if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`);
     return value;
   };
-  return { duration: num("BENCH_DURATION", 10), warmup: num("BENCH_WARMUP", 3), connections: num("BENCH_CONNECTIONS", 100), users: num("BENCH_USERS", defaultUsers) };
+  return {
+    duration: num("BENCH_DURATION", 10),
+    warmup: num("BENCH_WARMUP", 3),
+    connections: num("BENCH_CONNECTIONS", 100),
+    users: num("BENCH_USERS", defaultUsers),
+    // bench/run.mjs's alternated read / HGET slices: how many pairs, seconds per slice.
+    slices: Math.ceil(num("BENCH_SLICES", 6)),
+    slice: num("BENCH_SLICE", 2),
+  };
 }

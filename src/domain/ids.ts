@@ -27,8 +27,8 @@ function cachedUuidBytes(namespace: string): Buffer {
 // The variant's hex digit: its two top bits are 10 (RFC 9562), the low two come from the hash.
 const VARIANT_DIGITS = "89ab";
 
-// The hash input is built in one reused buffer: allocating, copying into and dropping a Buffer
-// per id cost ~0.1 µs of the ~0.5 an id took (10 ids: 5.2 → 4.1 µs; bench/README.md, "The
+// The hash input is built in one reused buffer: a Buffer allocated, filled and dropped per id
+// made 10 ids cost 7.7 µs against 6.3 (node bench/award-render.mjs; bench/README.md, "The
 // thirteenth stop"), and a metering read renders up to 100 ids. Node runs one id at a time.
 let scratch = Buffer.allocUnsafe(1024);
 
