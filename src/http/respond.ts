@@ -15,15 +15,23 @@ const STATUS_TEXT: Record<number, string> = {
   503: "503 Service Unavailable",
 };
 
+// Status lines and the JSON content type as bytes, encoded once: uWS takes an ArrayBufferView as
+// it is, where a string costs it a UTF-8 conversion per call (a Utf8Value each for the status
+// line, the header's name and its value).
+const STATUS_BYTES = new Map<number, Buffer>(Object.entries(STATUS_TEXT).map(([code, text]) => [Number(code), Buffer.from(text)]));
+const CONTENT_TYPE = Buffer.from("content-type");
+const JSON_TYPE = "application/json";
+const JSON_TYPE_BYTES = Buffer.from(JSON_TYPE);
+
 /**
  * Writes a whole JSON response inside one cork: status first (uWS sends 200 on its own when a
  * header comes first), then headers, then the body. `closeConnection` is for answers given
  * before the body was read (413), where the rest of the upload must not be parsed as a request.
  */
-export function sendJson(res: HttpResponse, status: number, json: string, closeConnection = false, contentType = "application/json"): void {
+export function sendJson(res: HttpResponse, status: number, json: string, closeConnection = false, contentType = JSON_TYPE): void {
   res.cork(() => {
-    res.writeStatus(STATUS_TEXT[status] ?? `${status} Status`);
-    res.writeHeader("content-type", contentType);
+    res.writeStatus(STATUS_BYTES.get(status) ?? `${status} Status`);
+    res.writeHeader(CONTENT_TYPE, contentType === JSON_TYPE ? JSON_TYPE_BYTES : contentType);
     // end(_, true) writes `Connection: close` itself (a header written here too came out twice).
     res.end(json, closeConnection);
   });

@@ -44,3 +44,25 @@ describe("system clock", () => {
     }
   });
 });
+
+describe("the status line and content type of answers (respond.ts writes them as bytes encoded once)", () => {
+  it("carry each status's reason phrase and the JSON type, or the type a handler names", async () => {
+    const t = await startTestApp();
+    try {
+      const answer = async (method: string, path: string, headers: Record<string, string>, body?: unknown) => {
+        const res = await fetch(`${t.url}${path}`, { method, headers: { ...headers, ...(body === undefined ? {} : { "content-type": "application/json" }) }, body: body === undefined ? undefined : JSON.stringify(body) });
+        await res.arrayBuffer();
+        return [res.status, res.statusText, res.headers.get("content-type")];
+      };
+      const key = { "x-api-key": t.apiKey };
+      expect(await answer("GET", "/healthz", {})).toEqual([200, "OK", "application/json"]);
+      expect(await answer("POST", "/v1/metrics/lessons/event", key, { user: { id: "status-line" }, value: 1 })).toEqual([201, "Created", "application/json"]);
+      expect(await answer("GET", "/v1/users/status-line/points/xp", { "x-api-key": "wrong" })).toEqual([401, "Unauthorized", "application/json"]);
+      expect(await answer("GET", "/v1/users/nobody/points/xp", key)).toEqual([404, "Not Found", "application/json"]);
+      expect(await answer("GET", "/v1/users/status-line/points/xp?awards=0", key)).toEqual([422, "Unprocessable Entity", "application/json"]);
+      expect(await answer("GET", "/metrics", {})).toEqual([200, "OK", "text/plain; version=0.0.4; charset=utf-8"]);
+    } finally {
+      await t.close();
+    }
+  });
+});
