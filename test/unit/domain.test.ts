@@ -3,6 +3,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { floorDiv, fromMicro, toMicro } from "../../src/domain/decimal.js";
 import { stableId, tenantNamespace, uuidV5 } from "../../src/domain/ids.js";
+import { numberIn } from "../../src/domain/outcome.js";
 import { levelIndex } from "../../src/domain/levels.js";
 import { dateToDay, formatDay, localDayIndex, parseDay, periodEndDay, periodOfDay, periodStartDay } from "../../src/domain/periods.js";
 
@@ -62,6 +63,26 @@ describe("ids", () => {
     expect(stableId(tenantNamespace("a"), "metric", "lessons")).toBe(stableId(tenantNamespace("a"), "metric", "lessons"));
     expect(stableId(tenantNamespace("a"), "metric", "lessons")).not.toBe(stableId(tenantNamespace("b"), "metric", "lessons"));
     expect(stableId(tenantNamespace("a"), "metric", "lessons")).not.toBe(stableId(tenantNamespace("a"), "achievement", "lessons"));
+  });
+});
+
+describe("award records", () => {
+  it("numberIn reads a number as Number reads the same text", () => {
+    const texts = fc.oneof(
+      fc.stringMatching(/^-?[0-9]{0,20}(\.[0-9]{0,8})?(e[+-]?[0-9]{1,3})?$/),
+      fc.string({ maxLength: 20, unit: fc.constantFrom(..."0123456789-+.e x") }),
+      fc.integer({ min: -(2 ** 53), max: 2 ** 53 }).map(String),
+      fc.double().map(String),
+    );
+    fc.assert(
+      fc.property(texts, fc.string({ maxLength: 3 }), fc.string({ maxLength: 3 }), (text, before, after) => {
+        expect(Object.is(numberIn(before + text + after, before.length, before.length + text.length), Number(text))).toBe(true);
+      }),
+      { numRuns: 5000 },
+    );
+    for (const text of ["", "-", "-0", "007", "999999999999999", "9999999999999999", "1795544704599", "0.1", "+5", " 5"]) {
+      expect(Object.is(numberIn(text, 0, text.length), Number(text))).toBe(true);
+    }
   });
 });
 
