@@ -13,12 +13,19 @@ describe("encodeCommand", () => {
   ];
   it.each(cases)("%s: the bytes ioredis writes", (_name, args) => {
     const written = new Command("fcall", args).toWritable({});
-    // ioredis writes a string when no argument is binary: the same bytes in UTF-8.
-    expect(encodeCommand("fcall", args).equals(typeof written === "string" ? Buffer.from(written, "utf8") : written)).toBe(true);
+    // ioredis writes a string when no argument is binary, and so does encodeCommand: the same bytes in UTF-8.
+    const encoded = encodeCommand("fcall", args);
+    expect(typeof encoded).toBe(typeof written);
+    expect(Buffer.from(encoded as string | Buffer).equals(Buffer.from(written as string | Buffer))).toBe(true);
   });
   it("EncodedCommand, which sets its arguments after ioredis' constructor: numbers as ioredis turns them into text", () => {
     const args = ["laurel_0123", 1, "{t:3}:u:ada", 1764000000123, -2.5, 0, Buffer.from([9, 13, 10]), ""];
     const written = new Command("fcall", args).toWritable({});
-    expect(new EncodedCommand("fcall", args).toWritable().equals(written as Buffer)).toBe(true);
+    expect(Buffer.from(new EncodedCommand("fcall", args).toWritable()).equals(written as Buffer)).toBe(true);
+  });
+  it("EncodedCommand of text only (the metering read's LRANGE): the text ioredis writes", () => {
+    const args = ["{t:3}:aw:energy:adä", 0, 9];
+    const written = new Command("lrange", args).toWritable({});
+    expect(new EncodedCommand("lrange", args).toWritable()).toBe(written);
   });
 });
