@@ -7,11 +7,18 @@ import { fail } from "../domain/errors.js";
  */
 export function parseJson(body: Buffer | null): unknown {
   if (body === null || body.length === 0) fail("MALFORMED_JSON", "Request body is empty; expected a JSON object");
+  let value: unknown;
   try {
-    return JSON.parse(body.toString("utf8"));
+    value = JSON.parse(body.toString("utf8"));
   } catch {
     return fail("MALFORMED_JSON");
   }
+  // Every body of the API is an object. Said first, because the validator's message for `[]`
+  // named a missing field instead ("body.user must be UserInput (got nothing)").
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    fail("INVALID_BODY", `body must be a JSON object (got ${Array.isArray(value) ? "an array" : JSON.stringify(value).slice(0, 60)})`);
+  }
+  return value;
 }
 
 export function describeFailure(errors: IValidation.IError[]): string {

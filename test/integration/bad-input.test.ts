@@ -109,6 +109,13 @@ describe("malformed bodies (400)", () => {
     expect(await refused(400, () => event({ user: { id: "seed", timezone: "UTC" }, value: 1 }))).toMatch(/timezone/);
   });
 
+  it("says a body that is not an object is not one", async () => {
+    expect(await refused(400, () => event(JSON.stringify([{ user: { id: "seed" }, value: 1 }])))).toBe("body must be a JSON object (got an array)");
+    expect(await refused(400, () => event("null"))).toBe("body must be a JSON object (got null)");
+    expect(await refused(400, () => event('"hello"'))).toBe('body must be a JSON object (got "hello")');
+    expect(await refused(400, () => t.call("POST", "/v1/users", [1]))).toBe("body must be a JSON object (got an array)");
+  });
+
   it("refuses an Idempotency-Key of 300 characters or with a control character", async () => {
     await refused(400, () => event({ user: { id: "seed" }, value: 1 }, { "idempotency-key": "k".repeat(300) }));
     await refused(400, () => event({ user: { id: "seed" }, value: 1 }, { "idempotency-key": "a\tb" }));
