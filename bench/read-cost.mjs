@@ -15,14 +15,17 @@
 //
 // Usage: node bench/read-cost.mjs [service entry]   (default dist/main.js: another build's, to compare two trees)
 // Environment: COST_USERS (seeded users, default 2000), COST_READS (reads per round, default 3000),
-// COST_ROUNDS (default 3), COST_SERVICE_ENV (NAME=value,... for the service).
+// COST_ROUNDS (default 3), COST_SERVICE_ENV (NAME=value,... for the service), COST_KEEP (a directory:
+// keep each round's callgrind dump there, for callgrind_annotate).
 // Needs valgrind (Debian: apt-get install -y valgrind). Reports; never gates.
-import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
+import { countInstructions } from "./callgrind.mjs";
 import { runBench } from "./processes.mjs";
+import { median } from "./report.mjs";
 import { load, readRequests, seedUsers } from "./workload.mjs";
 
 const entry = process.argv[2] ?? "dist/main.js";
@@ -67,34 +70,18 @@ async function startUnderCallgrind(script, env, readyPath) {
   return { pid: child.pid, dir, url, stop };
 }
 
-const control = (pid, ...args) => execFileSync("callgrind_control", [...args, String(pid)], { stdio: "ignore" });
-
-/** Instructions the process executes while `work` runs (the newest dump's program total). */
-async function countInstructions({ pid, dir }, work) {
-  control(pid, "-z");
-  control(pid, "-i", "on");
-  const result = await work();
-  control(pid, "-i", "off");
-  control(pid, "-d");
-  const dump = readdirSync(dir).filter((f) => f.startsWith("cg.out.")).map((f) => join(dir, f)).sort().pop();
-  const text = execFileSync("callgrind_annotate", ["--threshold=100", dump], { encoding: "utf8", maxBuffer: 64 << 20 });
-  rmSync(dump);
-  const total = Number(text.split("\n").find((l) => l.includes("PROGRAM TOTALS")).trim().split(/\s+/)[0].replace(/,/g, ""));
-  return { total, result };
-}
-
 /** k instructions per request of `traffic`, per round. */
 async function measure(label, proc, traffic) {
   await load(proc.url, traffic, { connections: CONNECTIONS, amount: WARM_READS });
   const perRound = [];
   for (let round = 0; round < rounds; round++) {
-    const { total, result } = await countInstructions(proc, () => load(proc.url, traffic, { connections: CONNECTIONS, amount: reads }));
+    const { result, counts } = await countInstructions(proc.pid, proc.dir, [], () => load(proc.url, traffic, { connections: CONNECTIONS, amount: reads }));
     if (result.non2xx > 0 || result.errors > 0) throw new Error(`${label}: ${result.non2xx} non-2xx answers, ${result.errors} errors`);
-    perRound.push(total / result.requests / 1000);
+    perRound.push(counts.total / result.requests / 1000);
   }
-  const median = [...perRound].sort((a, b) => a - b)[Math.floor(perRound.length / 2)];
-  console.log(`${label.padEnd(34)} ${median.toFixed(1)}k instructions per request (rounds: ${perRound.map((k) => k.toFixed(1)).join(", ")})`);
-  return median;
+  const middle = median(perRound);
+  console.log(`${label.padEnd(34)} ${middle.toFixed(1)}k instructions per request (rounds: ${perRound.map((k) => k.toFixed(1)).join(", ")})`);
+  return middle;
 }
 
 async function main() {

@@ -27,8 +27,8 @@
 // comma-separated; default the milestones), COST_ENDPOINT=only (only the runs with the endpoint) or none (only the runs without: a build older than
 // the hook streams).
 // Needs valgrind (Debian: apt-get install -y valgrind). Reports; never gates.
-import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
@@ -39,6 +39,7 @@ import { shardStreams, StreamWorker } from "../dist/jobs/stream-worker.js";
 import { periodOfDay } from "../dist/domain/periods.js";
 import { loadLua } from "../dist/store/lua-loader.js";
 import { runScript } from "../dist/store/redis-script.js";
+import { countInstructions } from "./callgrind.mjs";
 import { Children, runBench } from "./processes.mjs";
 import { eventBody, seedUsers } from "./workload.mjs";
 
@@ -76,24 +77,8 @@ async function startRedisUnderCallgrind(dir) {
   return { port, pid: child.pid, redis, stop, dir };
 }
 
-const control = (pid, ...args) => execFileSync("callgrind_control", [...args, String(pid)], { stdio: "ignore" });
-
-let kept = 0; // dumps copied to COST_KEEP, in measuring order
-
-/** Inclusive instruction counts of the named functions in the newest dump, and the program total. */
-function readDump(dir, names) {
-  const dump = readdirSync(dir).filter((f) => f.startsWith("cg.out")).map((f) => join(dir, f)).sort().pop();
-  const text = execFileSync("callgrind_annotate", ["--inclusive=yes", "--threshold=100", dump], { encoding: "utf8", maxBuffer: 64 << 20 });
-  const count = (line) => Number(line.trim().split(/\s+/)[0].replace(/,/g, ""));
-  const found = { total: count(text.split("\n").find((l) => l.includes("PROGRAM TOTALS"))) };
-  for (const name of names) {
-    const line = text.split("\n").find((l) => new RegExp(`:${name} \\[`).test(l));
-    found[name] = line ? count(line) : 0;
-  }
-  if (process.env.COST_KEEP) copyFileSync(dump, join(process.env.COST_KEEP, `cg.${++kept}.out`));
-  rmSync(dump);
-  return found;
-}
+/** Redis's functions counted inclusive: the script (luaCallFunction), the commands it calls, msgpack. */
+const SCRIPT_FUNCTIONS = ["luaCallFunction", "scriptCall", "mp_unpack", "mp_pack"];
 
 /** The types an application typically reacts to (bench/webhooks.mjs MILESTONES): rare per event. */
 const MILESTONES = ["points.level_changed", "achievement.completed", "streak.started", "streak.lost", "streak.freeze_consumed"];
@@ -137,15 +122,12 @@ async function measureConfig(config, endpoint) {
   for (const metric of METRICS) {
     for (let i = 0; i < 200; i++) await post(metric, userAt(i)); // warm: the user's state as traffic leaves it
     const before = await redis.redis.info("commandstats");
-    control(redis.pid, "-z");
-    control(redis.pid, "-i", "on");
-    for (let i = 0; i < events; i++) await post(metric, userAt(i + 200));
-    control(redis.pid, "-i", "off");
-    control(redis.pid, "-d");
+    const { counts: d } = await countInstructions(redis.pid, dir, SCRIPT_FUNCTIONS, async () => {
+      for (let i = 0; i < events; i++) await post(metric, userAt(i + 200));
+    });
     const after = await redis.redis.info("commandstats");
     const calls = scriptCalls(after) - scriptCalls(before);
     const inside = commandCounts(after, before, calls);
-    const d = readDump(dir, ["luaCallFunction", "scriptCall", "mp_unpack", "mp_pack"]);
     rows.push({
       config: label,
       metric,
@@ -181,13 +163,8 @@ function commandCounts(after, before, scripts) {
 /** One StreamWorker drain in this process, counted: a row, instructions per record, all of Redis (the apply script and what it calls). */
 async function measureDrain(config, redis, worker, label) {
   const before = await redis.redis.info("commandstats");
-  control(redis.pid, "-z");
-  control(redis.pid, "-i", "on");
-  const records = await worker.drain();
-  control(redis.pid, "-i", "off");
-  control(redis.pid, "-d");
+  const { result: records, counts: d } = await countInstructions(redis.pid, redis.dir, SCRIPT_FUNCTIONS, () => worker.drain());
   const after = await redis.redis.info("commandstats");
-  const d = readDump(redis.dir, ["luaCallFunction", "scriptCall", "mp_unpack", "mp_pack"]);
   return { config, metric: `${label} (${records} records)`, perRequest: d.total / records, perScript: d.luaCallFunction / records, commands: d.scriptCall / records, msgpack: (d.mp_unpack + d.mp_pack) / records, inside: commandCounts(after, before, records) };
 }
 
@@ -265,20 +242,17 @@ async function measureHookRead(config, label, redis) {
   let written = 0;
   for (const s of shardStreams(tenants)) written += await redis.redis.xlen(s.key);
   const ack = loadLua("ackStream-1");
-  control(redis.pid, "-z");
-  control(redis.pid, "-i", "on");
   let read = 0;
-  for (;;) {
-    const reply = await redis.redis.xreadgroup("GROUP", "webhooks", "cost", "COUNT", 100, "STREAMS", ...hooks.map((s) => s.key), ...hooks.map(() => ">"));
-    if (!reply) break;
-    for (const [key, entries] of reply) {
-      read += entries.length;
-      await runScript(redis.redis, ack, [key], ["webhooks", ...entries.map(([id]) => id)]);
+  const { counts: d } = await countInstructions(redis.pid, redis.dir, SCRIPT_FUNCTIONS, async () => {
+    for (;;) {
+      const reply = await redis.redis.xreadgroup("GROUP", "webhooks", "cost", "COUNT", 100, "STREAMS", ...hooks.map((s) => s.key), ...hooks.map(() => ">"));
+      if (!reply) break;
+      for (const [key, entries] of reply) {
+        read += entries.length;
+        await runScript(redis.redis, ack, [key], ["webhooks", ...entries.map(([id]) => id)]);
+      }
     }
-  }
-  control(redis.pid, "-i", "off");
-  control(redis.pid, "-d");
-  const d = readDump(redis.dir, ["luaCallFunction", "scriptCall", "mp_unpack", "mp_pack"]);
+  });
   const perRead = (x) => (read === 0 ? 0 : x / read);
   return { config: label, metric: `webhook consumer's read (${read} of ${written} records selected)`, perRequest: perRead(d.total), perScript: perRead(d.luaCallFunction), commands: perRead(d.scriptCall), msgpack: 0, inside: "xreadgroup per 100 records, ackStream-1 per shard and read" };
 }

@@ -5,7 +5,7 @@ import { fail } from "../domain/errors.js";
  * JSON body → typed value, or a 400 that names the offending field. Unknown fields are
  * refused (validateEquals): a misspelt `timezone` must not silently drop the user's zone.
  */
-export function parseJson(body: Buffer | null): unknown {
+export function parseJson(body: Buffer | null): Record<string, unknown> {
   if (body === null || body.length === 0) fail("MALFORMED_JSON", "Request body is empty; expected a JSON object");
   let value: unknown;
   try {
@@ -18,7 +18,7 @@ export function parseJson(body: Buffer | null): unknown {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     fail("INVALID_BODY", `body must be a JSON object (got ${Array.isArray(value) ? "an array" : JSON.stringify(value).slice(0, 60)})`);
   }
-  return value;
+  return value as Record<string, unknown>;
 }
 
 export function describeFailure(errors: IValidation.IError[]): string {

@@ -25,9 +25,8 @@ const validateEventBody = typia.createValidateEquals<EventBody>();
 const MAX_IDEMPOTENCY_KEY = 255;
 
 /** Refuses values JSON can carry but no total should (1e400 parses as Infinity): 422, not 400. */
-function checkValue(raw: unknown): void {
-  if (typeof raw !== "object" || raw === null) return;
-  const value = (raw as { value?: unknown }).value;
+function checkValue(raw: Record<string, unknown>): void {
+  const value = raw.value;
   if (typeof value !== "number") return;
   if (!Number.isFinite(value)) fail("INVALID_VALUE", "value must be a finite number");
   if (Math.abs(value) > MAX_EVENT_VALUE) fail("INVALID_VALUE", `value must be between -${MAX_EVENT_VALUE} and ${MAX_EVENT_VALUE}`);

@@ -28,4 +28,30 @@ describe("encodeCommand", () => {
     const written = new Command("lrange", args).toWritable({});
     expect(new EncodedCommand("lrange", args).toWritable()).toBe(written);
   });
+  it("EncodedCommand tells a re-send by the socket it is written to, and encodes the call again after mayHaveRun", () => {
+    const flags = Buffer.from([0]);
+    let told = 0;
+    const mayHaveRun = () => {
+      told++;
+      flags[0] = 2; // as markMayHaveRun does: the call's numbers change in place
+    };
+    const [first, second] = [{}, {}];
+    const again = new EncodedCommand("fcall", ["f", 0, flags], mayHaveRun);
+    expect(Buffer.from(again.toWritable(first)).includes(Buffer.from([0]))).toBe(true);
+    again.toWritable(first); // the same socket asking again is not a re-send
+    expect(told).toBe(0);
+    const resent = Buffer.from(again.toWritable(second));
+    expect(told).toBe(1);
+    expect(resent.equals(Buffer.from(new Command("fcall", ["f", "0", Buffer.from([2])]).toWritable({}) as Buffer))).toBe(true);
+    again.toWritable({}); // told once only
+    expect(told).toBe(1);
+
+    // A first write with no socket named (ioredis passes none in some paths) still counts as the first.
+    flags[0] = 0;
+    told = 0;
+    const unnamed = new EncodedCommand("fcall", ["f", 0, flags], mayHaveRun);
+    unnamed.toWritable();
+    unnamed.toWritable(first);
+    expect(told).toBe(1);
+  });
 });
