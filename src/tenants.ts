@@ -13,7 +13,7 @@ export interface TenantContext {
 }
 
 interface KeyEntry {
-  /** The key's SHA-256 digest, hex. */
+  /** The key's SHA-256 digest, one character per byte (latin1). */
   digest: string;
   context: TenantContext;
   admin: boolean;
@@ -51,15 +51,17 @@ export class Tenants {
   private constructor(contexts: TenantContext[]) {
     this.all = contexts;
     for (const context of this.all) {
-      for (const key of context.tenant.apiKeyHashes) this.byHash.set(key.toString("hex"), { digest: key.toString("hex"), context, admin: false });
-      for (const key of context.tenant.adminKeyHashes) this.byHash.set(key.toString("hex"), { digest: key.toString("hex"), context, admin: true });
+      for (const key of context.tenant.apiKeyHashes) this.byHash.set(key.toString("latin1"), { digest: key.toString("latin1"), context, admin: false });
+      for (const key of context.tenant.adminKeyHashes) this.byHash.set(key.toString("latin1"), { digest: key.toString("latin1"), context, admin: true });
     }
   }
 
   private lookup(apiKey: string, admin: boolean): TenantContext {
     if (apiKey === "" || apiKey.length > 512) fail("UNAUTHORIZED");
-    // One-shot hex digest: ~0.5 µs, against ~2.5 µs for createHash and a Buffer turned to hex (every request pays it).
-    const digest = hash("sha256", apiKey, "hex");
+    // One-shot digest as a string: ~0.2 µs, against ~1 µs for createHash and a Buffer (every
+    // request pays it). latin1, a character per byte, not hex: half the characters for the Map
+    // to hash and the comparison to walk (~60 ns less, bench/README.md "The fifteenth stop").
+    const digest = hash("sha256", apiKey, "binary"); // "binary" is latin1
     const entry = this.byHash.get(digest);
     if (!entry || !constantTimeEqual(entry.digest, digest) || entry.admin !== admin) fail("UNAUTHORIZED");
     return entry.context;
