@@ -5,6 +5,8 @@ import { pino, type Logger } from "pino";
 import { ConfigError } from "./config/compile.js";
 import type { CompiledTenant } from "./config/compiled.js";
 import { loadConfigFile } from "./config/load.js";
+import { isAwardIdSlots, MAX_AWARD_ID_SLOTS } from "./domain/award-ids.js";
+import { setAwardIdSlots } from "./domain/ids.js";
 
 /** The repository root (dist/.. or src/..), where config/ and data/ live by default. */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -90,7 +92,8 @@ const SWITCHES: Record<string, readonly string[]> = {
 /**
  * Exit 1 naming a switch set to a value it does not take (`LAUREL_CLOCK=manul` ran the system
  * clock, `LAUREL_WORKER=false` ran the worker), or a LAUREL_REDIS_WAIT or LAUREL_DRAIN that is
- * not a number of seconds. Run first, before anything starts.
+ * not a number of seconds, or a LAUREL_AWARD_IDS the award id table cannot take. Run first,
+ * before anything starts.
  */
 export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = process.env): void {
   const problems: string[] = [];
@@ -102,10 +105,19 @@ export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = 
     const seconds = env[name];
     if (seconds && !/^\d+(\.\d+)?$/.test(seconds)) problems.push(`${name} must be a number of seconds (got ${JSON.stringify(seconds)})`);
   }
+  const slots = env.LAUREL_AWARD_IDS;
+  if (slots && !(/^\d{1,8}$/.test(slots) && isAwardIdSlots(Number(slots)))) {
+    problems.push(`LAUREL_AWARD_IDS must be 0 or a power of two up to ${MAX_AWARD_ID_SLOTS} (got ${JSON.stringify(slots)})`);
+  }
   if (problems.length > 0) {
     logger.fatal(`invalid environment: ${problems.join("; ")}`);
     process.exit(1);
   }
+}
+
+/** LAUREL_AWARD_IDS (checked by checkEnvironmentOrExit): how many award ids the process remembers. */
+export function applyAwardIdSlots(env: NodeJS.ProcessEnv = process.env): void {
+  if (env.LAUREL_AWARD_IDS) setAwardIdSlots(Number(env.LAUREL_AWARD_IDS));
 }
 
 /** The process logger at LOG_LEVEL (default info), or exit 1 naming the levels pino knows. */

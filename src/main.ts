@@ -1,6 +1,6 @@
 import { resolve } from "node:path";
 import { startApp } from "./app.js";
-import { checkEnvironmentOrExit, loadTenantsOrExit, loggerOrExit, portOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { applyAwardIdSlots, checkEnvironmentOrExit, loadTenantsOrExit, loggerOrExit, portOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -19,11 +19,13 @@ import { createRedisClient, logConnectionErrors } from "./store/redis-client.js"
  *   LAUREL_COALESCE "off": one socket write per Redis command (src/store/write-coalescing.ts)
  *   LAUREL_REDIS_WAIT seconds to wait at start for a REDIS_URL that does not answer yet (default 60)
  *   LAUREL_DRAIN    seconds a stop waits for the requests already taken to be answered (default 10)
+ *   LAUREL_AWARD_IDS award ids remembered (a power of two, default 262144, 13.6 MB; 0: none)
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(): Promise<void> {
   const logger = loggerOrExit();
   checkEnvironmentOrExit(logger);
+  applyAwardIdSlots();
   const tenants = loadTenantsOrExit(logger);
   const port = portOrExit(logger);
   const clock: Clock = process.env.LAUREL_CLOCK === "manual" ? new ManualClock() : new SystemClock();

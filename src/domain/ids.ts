@@ -1,4 +1,5 @@
 import { hash as oneShotHash } from "node:crypto";
+import { AwardIdTable } from "./award-ids.js";
 
 const sha1Hex = (data: Buffer): string => oneShotHash("sha1", data, "hex") as string;
 
@@ -61,5 +62,17 @@ export function stableId(namespace: string, kind: string, path: string): string 
 
 /** Award ids: one per (user, system, sequence number); the sequence lives in the user's state. */
 export function awardId(namespace: string, userId: string, systemKey: string, seq: number): string {
-  return uuidV5(`award:${systemKey}:${seq}:${userId}`, namespace);
+  awardIds ??= new AwardIdTable(DEFAULT_AWARD_ID_SLOTS);
+  return awardIds.get(namespace, systemKey, userId, seq, () => uuidV5(`award:${systemKey}:${seq}:${userId}`, namespace));
+}
+
+/** Award ids remembered by default (LAUREL_AWARD_IDS): 2^18 slots, 13.6 MB outside the JS heap. */
+export const DEFAULT_AWARD_ID_SLOTS = 1 << 18;
+
+// Allocated at the first award id, so a process that renders none holds none.
+let awardIds: AwardIdTable | null = null;
+
+/** How many award ids to remember (a power of two; 0: none). Replaces the table: ids are recomputed. */
+export function setAwardIdSlots(slots: number): void {
+  awardIds = new AwardIdTable(slots);
 }

@@ -80,9 +80,10 @@ describe("node dist/main.js", () => {
   });
 
   it("refuses a switch set to a value it does not take, naming each", async () => {
-    const service = runService({ PORT: String(await freePort()), REDIS_URL: inject("redisUrl"), LAUREL_CLOCK: "manul", LAUREL_WORKER: "false", LAUREL_REDIS_WAIT: "1m" });
+    const service = runService({ PORT: String(await freePort()), REDIS_URL: inject("redisUrl"), LAUREL_CLOCK: "manul", LAUREL_WORKER: "false", LAUREL_REDIS_WAIT: "1m", LAUREL_AWARD_IDS: "1000" });
     expect(await service.exited).toBe(1);
     const output = service.output();
+    expect(output).toContain('LAUREL_AWARD_IDS must be 0 or a power of two up to 16777216 (got \\"1000\\")');
     expect(output).toContain('LAUREL_CLOCK must be manual or system (got \\"manul\\")');
     expect(output).toContain('LAUREL_WORKER must be on or off (got \\"false\\")');
     expect(output).toContain("LAUREL_REDIS_WAIT must be a number of seconds");

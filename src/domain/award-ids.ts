@@ -1,0 +1,101 @@
+import { randomBytes } from "node:crypto";
+
+/**
+ * Award ids, remembered outside the JavaScript heap.
+ *
+ * An award id is a UUIDv5 (ids.ts awardId): a SHA-1 through OpenSSL, its hex and the UUID's
+ * text cost ~8.5k instructions, the largest single item of a metering read (bench/README.md,
+ * "The fifteenth stop"). A read renders the same ids again and again, so they are remembered.
+ * A JavaScript Map of id strings was tried twice and dropped: every entry outlives the young
+ * generation, and the GC's copying of them cost more than the hashes saved (~+2 µs per miss).
+ * Here the ids live in one Buffer and their keys in Int32Arrays, allocated once: nothing per
+ * entry for the GC to trace or copy, and a hit returns a new flat 36-character string that dies
+ * young. The table is direct-mapped: a key has one slot, and a newer key takes it.
+ *
+ * A slot's key is exact in the (tenant, system) pair and the sequence number, and holds the
+ * user id as a 64-bit fingerprint (two seeded 32-bit lanes, different multipliers, each finished
+ * by MurmurHash3's fmix32). A wrong id needs two user ids of one system, with one sequence
+ * number, whose fingerprints agree on all 64 bits; the seed is drawn at start, so user ids
+ * cannot be crafted against it offline.
+ */
+export const MAX_AWARD_ID_SLOTS = 1 << 24;
+
+/** 0 (no table) or a power of two up to MAX_AWARD_ID_SLOTS. */
+export function isAwardIdSlots(slots: number): boolean {
+  return slots === 0 || (Number.isInteger(slots) && slots >= 1 && slots <= MAX_AWARD_ID_SLOTS && (slots & (slots - 1)) === 0);
+}
+
+export class AwardIdTable {
+  private static readonly ID_LENGTH = 36;
+  private readonly mask: number;
+  private readonly ids: Buffer;
+  /** Per slot: the (tenant, system) pair's number + 1 (0: empty), seq, and the two lanes. */
+  private readonly keys: Int32Array;
+  private readonly systems = new Map<string, Map<string, number>>();
+  private systemCount = 0;
+  private readonly seedA: number;
+  private readonly seedB: number;
+
+  /** `slots`: a power of two; 0 turns the table off (every id is computed). */
+  constructor(readonly slots: number) {
+    if (!isAwardIdSlots(slots)) throw new Error(`award id table slots must be 0 or a power of two up to ${MAX_AWARD_ID_SLOTS} (got ${slots})`);
+    this.mask = slots - 1;
+    this.ids = Buffer.alloc(slots * AwardIdTable.ID_LENGTH);
+    this.keys = new Int32Array(slots * 4);
+    const seed = randomBytes(8);
+    this.seedA = seed.readInt32LE(0);
+    this.seedB = seed.readInt32LE(4);
+  }
+
+  /** Bytes held: the ids and their keys (reported at start, README: award id table). */
+  get bytes(): number {
+    return this.ids.length + this.keys.byteLength;
+  }
+
+  /** The id of (namespace, systemKey, userId, seq): remembered, or `compute`d and remembered. */
+  get(namespace: string, systemKey: string, userId: string, seq: number, compute: () => string): string {
+    if (this.slots === 0) return compute();
+    const system = this.systemNumber(namespace, systemKey);
+    let a = this.seedA ^ seq;
+    let b = this.seedB ^ Math.imul(seq, 0x9e3779b1);
+    for (let i = 0; i < userId.length; i++) {
+      const c = userId.charCodeAt(i);
+      a = Math.imul(a ^ c, 0x01000193);
+      b = Math.imul((b ^ c) + (b >>> 13), 0x5bd1e995);
+    }
+    a = fmix32(a ^ userId.length);
+    b = fmix32(b ^ system);
+    const slot = (fmix32(a ^ Math.imul(b, 0x85ebca6b) ^ system) & this.mask) >>> 0;
+    const k = slot * 4;
+    const keys = this.keys;
+    const at = slot * AwardIdTable.ID_LENGTH;
+    if (keys[k] === system && keys[k + 1] === seq && keys[k + 2] === a && keys[k + 3] === b) {
+      return this.ids.toString("latin1", at, at + AwardIdTable.ID_LENGTH);
+    }
+    const id = compute();
+    // A UUID is 36 ASCII characters; anything else is not remembered (it never is, but a wrong length would corrupt the neighbour).
+    if (id.length === AwardIdTable.ID_LENGTH) {
+      this.ids.write(id, at, AwardIdTable.ID_LENGTH, "latin1");
+      keys[k] = system;
+      keys[k + 1] = seq;
+      keys[k + 2] = a;
+      keys[k + 3] = b;
+    }
+    return id;
+  }
+
+  /** A small number per (namespace, system key) pair, from 1: the pairs are the configured ones. */
+  private systemNumber(namespace: string, systemKey: string): number {
+    let bySystem = this.systems.get(namespace);
+    if (!bySystem) this.systems.set(namespace, (bySystem = new Map()));
+    let n = bySystem.get(systemKey);
+    if (n === undefined) bySystem.set(systemKey, (n = ++this.systemCount));
+    return n;
+  }
+}
+
+function fmix32(h: number): number {
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return h ^ (h >>> 16);
+}
