@@ -5,6 +5,7 @@ import { floorDiv, fromMicro, toMicro } from "../../src/domain/decimal.js";
 import { stableId, tenantNamespace, uuidV5 } from "../../src/domain/ids.js";
 import { numberIn } from "../../src/domain/outcome.js";
 import { levelIndex } from "../../src/domain/levels.js";
+import { shardOf } from "../../src/domain/shards.js";
 import { dateToDay, formatDay, localDayIndex, parseDay, periodEndDay, periodOfDay, periodStartDay } from "../../src/domain/periods.js";
 
 describe("decimal", () => {
@@ -23,6 +24,41 @@ describe("decimal", () => {
     expect(floorDiv(2 ** 53 - 1, 3)).toBe(Math.floor((2 ** 53 - 1) / 3));
     // (9e15 - 1) / 9e15 rounds to 1 in doubles; the true floor is 0.
     expect(floorDiv(9e15 - 1, 9e15)).toBe(0);
+  });
+});
+
+describe("shards", () => {
+  // The definition: FNV-1a over the id's UTF-8 bytes as Buffer.from writes them (shards.ts walks
+  // the UTF-16 code units instead, without a Buffer).
+  const reference = (userId: string, shards: number): number => {
+    let hash = 0x811c9dc5;
+    for (const byte of Buffer.from(userId, "utf8")) hash = Math.imul(hash ^ byte, 0x01000193);
+    return (hash >>> 0) % shards;
+  };
+
+  it("a user's shard is FNV-1a of its UTF-8 bytes, for any text, lone surrogates included", () => {
+    fc.assert(
+      fc.property(fc.oneof(fc.string({ unit: "binary", maxLength: 40 }), fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)), maxLength: 20 })), fc.integer({ min: 1, max: 4096 }), (id, shards) => {
+        expect(shardOf(id, shards)).toBe(reference(id, shards));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it("users stay on the shards they were stored on (values computed by the Buffer-based version that shipped)", () => {
+    const shipped: [string, number, number][] = [
+      ["user-1", 4, 372],
+      ["user-99999", 8, 184],
+      ["é", 1, 193],
+      ["😀x", 0, 592],
+      ["\ud800", 10, 74],
+      ["a\udc00b", 13, 1005],
+      ["日本語ユーザー", 8, 712],
+    ];
+    for (const [id, of16, of1024] of shipped) {
+      expect(shardOf(id, 16)).toBe(of16);
+      expect(shardOf(id, 1024)).toBe(of1024);
+    }
   });
 });
 
