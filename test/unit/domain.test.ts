@@ -6,6 +6,7 @@ import { stableId, tenantNamespace, uuidV5 } from "../../src/domain/ids.js";
 import { numberIn } from "../../src/domain/outcome.js";
 import { levelIndex } from "../../src/domain/levels.js";
 import { shardOf } from "../../src/domain/shards.js";
+import { TenantKeys } from "../../src/store/keys.js";
 import { dateToDay, formatDay, localDayIndex, parseDay, periodEndDay, periodOfDay, periodStartDay } from "../../src/domain/periods.js";
 
 describe("decimal", () => {
@@ -58,6 +59,18 @@ describe("shards", () => {
     for (const [id, of16, of1024] of shipped) {
       expect(shardOf(id, 16)).toBe(of16);
       expect(shardOf(id, 1024)).toBe(of1024);
+    }
+  });
+});
+
+describe("keys", () => {
+  it("every key of a user carries its tenant and shard as the hash tag, whichever shard was asked first", () => {
+    const keys = new TenantKeys("demo");
+    const other = new TenantKeys("other");
+    for (const shard of [7, 0, 15, 7, 0]) {
+      expect(keys.user(shard, "u1")).toBe(`{demo:${shard}}:u:u1`);
+      expect(keys.awards(shard, "xp", "u1")).toBe(`{demo:${shard}}:aw:xp:u1`);
+      expect(other.prefix(shard)).toBe(`{other:${shard}}:`);
     }
   });
 });
