@@ -18,9 +18,8 @@ function triggerText(tenant: CompiledTenant, system: CompiledSystem, triggerKey:
   return text;
 }
 
-/** wire.ts awardJson, as text. */
-export function awardText(tenant: CompiledTenant, system: CompiledSystem, userId: string, a: AwardRecord): string {
-  const id = awardId(tenant.ns, userId, system.key, a.seq);
+/** wire.ts awardJson, as text; `id` is the award's (ids.ts awardId, or rememberedAwardId for a read). */
+export function awardText(tenant: CompiledTenant, system: CompiledSystem, a: AwardRecord, id: string): string {
   return `{"id":"${id}","awarded":${a.awarded},"date":"${iso(a.ms)}","total":${a.total},"trigger":${triggerText(tenant, system, a.triggerKey)}}`;
 }
 
@@ -33,7 +32,7 @@ export function pointsMapJson(tenant: CompiledTenant, userId: string, changes: P
   const entries: string[] = [];
   for (const change of changes) {
     const system = tenant.systemByKey.get(change.systemKey)!;
-    const awards = change.awards.map((a) => awardText(tenant, system, userId, a)).join(",");
+    const awards = change.awards.map((a) => awardText(tenant, system, a, awardId(tenant.ns, userId, system.key, a.seq))).join(",");
     let entry = `${JSON.stringify(change.systemKey)}:${systemHeadText(system)},"total":${change.total},"added":${change.added},"awards":[${awards}]`;
     const before = levelIndex(system.levels, change.before);
     const after = levelIndex(system.levels, change.total);

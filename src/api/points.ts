@@ -1,4 +1,5 @@
 import { fail } from "../domain/errors.js";
+import { rememberedAwardId } from "../domain/ids.js";
 import { levelOf } from "../domain/levels.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import type { Tenants } from "../tenants.js";
@@ -24,7 +25,7 @@ export function userPointsHandler(tenants: Tenants) {
     if (read === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
     const level = levelOf(system.levels, read.total);
     // UserPointsResponse: the system's head, total, level, awards (rendered as text, raw-json.ts).
-    const awardsText = read.awards.map((a) => awardText(tenant, system, userId, a)).join(",");
+    const awardsText = read.awards.map((a) => awardText(tenant, system, a, rememberedAwardId(tenant.ns, userId, system.key, a.seq))).join(",");
     return {
       status: 200,
       body: new RawJson(`${systemHeadText(system)},"total":${read.total},"level":${level === null ? "null" : levelText(level)},"awards":[${awardsText}]}`),

@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
  * "The fifteenth stop"). A read renders the same ids again and again, so they are remembered.
  * A JavaScript Map of id strings was tried twice and dropped: every entry outlives the young
  * generation, and the GC's copying of them cost more than the hashes saved (~+2 µs per miss).
- * Here the ids live in one Buffer and their keys in Int32Arrays, allocated once: nothing per
+ * Here the ids and their keys live in one Buffer, allocated once, a cache line a slot: nothing per
  * entry for the GC to trace or copy, and a hit returns a new flat 36-character string that dies
  * young. The table is direct-mapped: a key has one slot, and a newer key takes it.
  *
@@ -27,9 +27,12 @@ export function isAwardIdSlots(slots: number): boolean {
 
 export class AwardIdTable {
   private static readonly ID_LENGTH = 36;
+  /** A slot is one 64-byte cache line: its key (4 int32s, 16 bytes), then the id's 36 characters. */
+  private static readonly SLOT_BYTES = 64;
+  private static readonly ID_OFFSET = 16;
   private readonly mask: number;
-  private readonly ids: Buffer;
-  /** Per slot: the (tenant, system) pair's number + 1 (0: empty), seq, and the two lanes. */
+  private readonly table: Buffer;
+  /** The same memory as int32s: a slot's key is (system number, from 1; 0: empty), seq, lane a, lane b. */
   private readonly keys: Int32Array;
   private readonly systems = new Map<string, Map<string, number>>();
   private systemCount = 0;
@@ -40,16 +43,17 @@ export class AwardIdTable {
   constructor(readonly slots: number) {
     if (!isAwardIdSlots(slots)) throw new Error(`award id table slots must be 0 or a power of two up to ${MAX_AWARD_ID_SLOTS} (got ${slots})`);
     this.mask = slots - 1;
-    this.ids = Buffer.alloc(slots * AwardIdTable.ID_LENGTH);
-    this.keys = new Int32Array(slots * 4);
+    // Not from Buffer's pool (too large for it): its own zeroed memory, 64-byte aligned in practice.
+    this.table = Buffer.alloc(slots * AwardIdTable.SLOT_BYTES);
+    this.keys = new Int32Array(this.table.buffer, this.table.byteOffset, this.table.length / 4);
     const seed = randomBytes(8);
     this.seedA = seed.readInt32LE(0);
     this.seedB = seed.readInt32LE(4);
   }
 
-  /** Bytes held: the ids and their keys (reported at start, README: award id table). */
+  /** Bytes held (README: LAUREL_AWARD_IDS). */
   get bytes(): number {
-    return this.ids.length + this.keys.byteLength;
+    return this.table.length;
   }
 
   /** The id of (namespace, systemKey, userId, seq): remembered, or `compute`d and remembered. */
@@ -66,16 +70,16 @@ export class AwardIdTable {
     a = fmix32(a ^ userId.length);
     b = fmix32(b ^ system);
     const slot = (fmix32(a ^ Math.imul(b, 0x85ebca6b) ^ system) & this.mask) >>> 0;
-    const k = slot * 4;
+    const k = slot * (AwardIdTable.SLOT_BYTES / 4);
     const keys = this.keys;
-    const at = slot * AwardIdTable.ID_LENGTH;
+    const at = slot * AwardIdTable.SLOT_BYTES + AwardIdTable.ID_OFFSET;
     if (keys[k] === system && keys[k + 1] === seq && keys[k + 2] === a && keys[k + 3] === b) {
-      return this.ids.toString("latin1", at, at + AwardIdTable.ID_LENGTH);
+      return this.table.toString("latin1", at, at + AwardIdTable.ID_LENGTH);
     }
     const id = compute();
     // A UUID is 36 ASCII characters; anything else is not remembered (it never is, but a wrong length would corrupt the neighbour).
     if (id.length === AwardIdTable.ID_LENGTH) {
-      this.ids.write(id, at, AwardIdTable.ID_LENGTH, "latin1");
+      this.table.write(id, at, AwardIdTable.ID_LENGTH, "latin1");
       keys[k] = system;
       keys[k + 1] = seq;
       keys[k + 2] = a;
