@@ -1,3 +1,4 @@
+import { Buffer } from "node:buffer"; // not the global, an accessor (see store/redis-script.ts)
 import type { Redis } from "ioredis";
 import type { CompiledTenant } from "../config/compiled.js";
 import { shardOf, TenantKeys } from "./keys.js";

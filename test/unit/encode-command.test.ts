@@ -55,3 +55,21 @@ describe("encodeCommand", () => {
     expect(told).toBe(1);
   });
 });
+
+// EncodedCommand turns the reply's Buffers into text itself (redis-script.ts replyText): it must
+// give what ioredis' own utf8 command gives, for every shape a script or LRANGE replies.
+describe("EncodedCommand replies", () => {
+  const replies: [string, unknown][] = [
+    ["a bulk string", Buffer.from("héllo")],
+    ["an integer", 42],
+    ["null", null],
+    ["an array of text, integers and nulls", [Buffer.from("a"), 1, null, Buffer.from("日本")]],
+    ["nested arrays, empty ones", [[Buffer.from("x"), [Buffer.from(""), []]], [], 0]],
+  ];
+  it.each(replies)("%s: the same value as ioredis' utf8 reply", (_name, reply) => {
+    const ours = new EncodedCommand("fcall", []).transformReply(reply as Buffer);
+    const theirs = new Command("fcall", [], { replyEncoding: "utf8" }).transformReply(reply as Buffer);
+    expect(ours).toEqual(theirs);
+    expect(JSON.stringify(ours)).toBe(JSON.stringify(theirs));
+  });
+});

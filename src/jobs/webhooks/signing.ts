@@ -1,3 +1,4 @@
+import { Buffer } from "node:buffer"; // not the global, an accessor (see store/redis-script.ts)
 import { createHmac } from "node:crypto";
 
 /**
