@@ -8,7 +8,8 @@
 // (1k users) and, with 100k users cycling through 1M ids, a miss's (look, compute, store).
 import { awardText } from "../dist/api/points-json.js";
 import { loadConfigFile } from "../dist/config/load.js";
-import { awardId, rememberedAwardId } from "../dist/domain/ids.js";
+import { rememberedAwardId } from "../dist/domain/award-ids.js";
+import { awardId } from "../dist/domain/ids.js";
 import { parseAwardRecord } from "../dist/domain/outcome.js";
 
 const [tenant] = loadConfigFile("bench/core-tenant.yaml");

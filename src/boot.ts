@@ -5,8 +5,7 @@ import { pino, type Logger } from "pino";
 import { ConfigError } from "./config/compile.js";
 import type { CompiledTenant } from "./config/compiled.js";
 import { loadConfigFile } from "./config/load.js";
-import { isAwardIdSlots, MAX_AWARD_ID_SLOTS } from "./domain/award-ids.js";
-import { setAwardIdSlots } from "./domain/ids.js";
+import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/award-ids.js";
 
 /** The repository root (dist/.. or src/..), where config/ and data/ live by default. */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");

@@ -51,8 +51,12 @@ export class Tenants {
   private constructor(contexts: TenantContext[]) {
     this.all = contexts;
     for (const context of this.all) {
-      for (const key of context.tenant.apiKeyHashes) this.byHash.set(key.toString("latin1"), { digest: key.toString("latin1"), context, admin: false });
-      for (const key of context.tenant.adminKeyHashes) this.byHash.set(key.toString("latin1"), { digest: key.toString("latin1"), context, admin: true });
+      for (const [hashes, admin] of [[context.tenant.apiKeyHashes, false], [context.tenant.adminKeyHashes, true]] as const) {
+        for (const key of hashes) {
+          const digest = key.toString("latin1");
+          this.byHash.set(digest, { digest, context, admin });
+        }
+      }
     }
   }
 

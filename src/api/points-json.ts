@@ -18,7 +18,7 @@ function triggerText(tenant: CompiledTenant, system: CompiledSystem, triggerKey:
   return text;
 }
 
-/** wire.ts awardJson, as text; `id` is the award's (ids.ts awardId, or rememberedAwardId for a read). */
+/** wire.ts awardJson, as text; `id` is the award's (ids.ts awardId, or award-ids.ts rememberedAwardId for a read). */
 export function awardText(tenant: CompiledTenant, system: CompiledSystem, a: AwardRecord, id: string): string {
   return `{"id":"${id}","awarded":${a.awarded},"date":"${iso(a.ms)}","total":${a.total},"trigger":${triggerText(tenant, system, a.triggerKey)}}`;
 }

@@ -1,5 +1,5 @@
 import { fail } from "../domain/errors.js";
-import { rememberedAwardId } from "../domain/ids.js";
+import { rememberedAwardId } from "../domain/award-ids.js";
 import { levelOf } from "../domain/levels.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import type { Tenants } from "../tenants.js";

@@ -1,6 +1,5 @@
 import { Buffer } from "node:buffer"; // not the global, an accessor (see store/redis-script.ts)
 import { hash as oneShotHash } from "node:crypto";
-import { AwardIdTable } from "./award-ids.js";
 
 const sha1Hex = (data: Buffer): string => oneShotHash("sha1", data, "hex") as string;
 
@@ -66,24 +65,3 @@ export function awardId(namespace: string, userId: string, systemKey: string, se
   return uuidV5(`award:${systemKey}:${seq}:${userId}`, namespace);
 }
 
-/**
- * awardId, from the process's award id table (award-ids.ts) when it holds it: for the metering
- * read, which renders the same stored awards again and again. Replies that show new awards (an
- * event's, a completion's, a webhook's) call awardId: the table could not hold them yet, and
- * looking costs a slot's memory access (~0.3 µs on this VM) for nothing.
- */
-export function rememberedAwardId(namespace: string, userId: string, systemKey: string, seq: number): string {
-  awardIds ??= new AwardIdTable(DEFAULT_AWARD_ID_SLOTS);
-  return awardIds.get(namespace, systemKey, userId, seq, () => awardId(namespace, userId, systemKey, seq));
-}
-
-/** Award ids remembered by default (LAUREL_AWARD_IDS): 2^18 slots, 16 MB outside the JS heap. */
-export const DEFAULT_AWARD_ID_SLOTS = 1 << 18;
-
-// Allocated at the first read of an award id, so a process that serves none holds none.
-let awardIds: AwardIdTable | null = null;
-
-/** How many award ids to remember (a power of two; 0: none). Replaces the table: ids are recomputed. */
-export function setAwardIdSlots(slots: number): void {
-  awardIds = new AwardIdTable(slots);
-}
