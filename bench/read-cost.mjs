@@ -14,6 +14,8 @@
 // the req/s ratio; a change that saves instructions saves user-space CPU.
 //
 // Usage: node bench/read-cost.mjs [service entry]   (default dist/main.js: another build's, to compare two trees)
+// COST_TRAFFIC=events counts the event call instead: the events phase's traffic (80% lessons, 20%
+// api-calls, random seeded users) against the baseline's POST /event (JSON.parse + one EVALSHA).
 // Environment: COST_USERS (seeded users, default 2000), COST_READS (reads per round, default 3000),
 // COST_ROUNDS (default 3), COST_SERVICE_ENV (NAME=value,... for the service), COST_KEEP (a directory:
 // keep each round's callgrind dump there, for callgrind_annotate).
@@ -26,13 +28,15 @@ import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
 import { countInstructions } from "./callgrind.mjs";
 import { runBench } from "./processes.mjs";
 import { median } from "./report.mjs";
-import { load, readRequests, seedUsers } from "./workload.mjs";
+import { eventRequests, load, readRequests, seedUsers } from "./workload.mjs";
 
 const entry = process.argv[2] ?? "dist/main.js";
 const users = Number(process.env.COST_USERS ?? 2000);
 const reads = Number(process.env.COST_READS ?? 3000);
 const rounds = Number(process.env.COST_ROUNDS ?? 3);
 const serviceEnv = Object.fromEntries((process.env.COST_SERVICE_ENV ?? "").split(",").filter(Boolean).map((pair) => [pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1)]));
+const traffic = process.env.COST_TRAFFIC ?? "read";
+if (traffic !== "read" && traffic !== "events") throw new Error("COST_TRAFFIC is read or events");
 const CONNECTIONS = 10;
 const WARM_READS = 20_000;
 
@@ -91,16 +95,21 @@ async function main() {
     await redis.stop();
     rmSync(redisDir, { recursive: true, force: true });
   });
-  console.log(`laurel read cost: ${users} users, ${WARM_READS} warm-up reads, ${rounds} rounds of ${reads} reads, ${CONNECTIONS} connections; service ${entry}`);
+  console.log(`laurel ${traffic} cost: ${users} users, ${WARM_READS} warm-up requests, ${rounds} rounds of ${reads} requests, ${CONNECTIONS} connections; service ${entry}`);
   // One at a time, so that neither shares the machine with the other; the baseline's keys ({b}:u:*) are its own.
   const service = await startUnderCallgrind(entry, { REDIS_URL: redis.url, LOG_LEVEL: "warn", LAUREL_CONFIG: "bench/core-tenant.yaml", LAUREL_WORKER: "off", LAUREL_DELIVERIES: "off", ...serviceEnv }, "/healthz");
   await seedUsers(service.url, { users, connections: CONNECTIONS });
-  const read = await measure("read GET /v1/users/*/points/energy", service, readRequests(users, (id) => `/v1/users/${id}/points/energy?awards=10`));
+  const events = traffic === "events";
+  const served = events
+    ? await measure("events POST /v1/metrics/*/event", service, eventRequests(users, { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" }))
+    : await measure("read GET /v1/users/*/points/energy", service, readRequests(users, (id) => `/v1/users/${id}/points/energy?awards=10`));
   await service.stop();
   const baseline = await startUnderCallgrind("bench/baseline-server.mjs", { REDIS_URL: redis.url }, "/ping");
-  const hget = await measure("baseline GET → HGET", baseline, readRequests(users, (id) => `/users/${id}`));
+  const bare = events
+    ? await measure("baseline POST → EVALSHA", baseline, eventRequests(users, { lessons: "/event", apiCalls: "/event" }))
+    : await measure("baseline GET → HGET", baseline, readRequests(users, (id) => `/users/${id}`));
   await baseline.stop();
-  console.log(`  info  HGET ÷ read in user-space instructions ${(hget / read).toFixed(2)} (the kernel's share, not counted, is about the same for both)`);
+  console.log(`  info  ${events ? "EVALSHA ÷ event" : "HGET ÷ read"} in user-space instructions ${(bare / served).toFixed(2)} (the kernel's share, not counted, is about the same for both)`);
 }
 
 await runBench(main, cleanup);
