@@ -2,6 +2,7 @@ import type { CompiledAchievement, CompiledLevel, CompiledSystem, CompiledTenant
 import { fromMicro } from "../domain/decimal.js";
 import { awardId, stableId } from "../domain/ids.js";
 import type { AwardRecord } from "../domain/outcome.js";
+import type { StreakView } from "../domain/streak.js";
 import type { ObjectTimes } from "../store/object-times.js";
 
 /**
@@ -154,3 +155,19 @@ export function achievementJson(tenant: CompiledTenant, achievement: CompiledAch
 }
 
 export const metricTotalJson = fromMicro;
+
+const dayOrNull = (day: string | null): string => (day === null ? "null" : `"${day}"`);
+
+/**
+ * JSON text of `{...view, extended}`, the event reply's currentStreak, in the view's field
+ * order: dates are formatDay's ASCII and the rest numbers or a frequency name, so nothing needs
+ * escaping (test/unit/wire-text.test.ts holds it to JSON.stringify of the same object).
+ */
+export function streakText(view: StreakView, extended: boolean): string {
+  let text = `{"length":${view.length},"frequency":"${view.frequency}","started":${dayOrNull(view.started)},"periodStart":"${view.periodStart}","periodEnd":"${view.periodEnd}","expires":${dayOrNull(view.expires)}`;
+  if (view.freezes !== undefined) text += `,"freezes":${view.freezes}`;
+  if (view.maxFreezes !== undefined) text += `,"maxFreezes":${view.maxFreezes}`;
+  if (view.freezeAutoEarnInterval !== undefined) text += `,"freezeAutoEarnInterval":${view.freezeAutoEarnInterval}`;
+  if (view.freezeAutoEarnAmount !== undefined) text += `,"freezeAutoEarnAmount":${view.freezeAutoEarnAmount}`;
+  return `${text},"extended":${extended}}`;
+}

@@ -1,3 +1,4 @@
+import { Buffer } from "node:buffer"; // not the global, an accessor (see store/redis-script.ts)
 import type { HttpRequest, HttpResponse, TemplatedApp } from "uWebSockets.js";
 import type { Logger } from "pino";
 import { ErrorCodes, LaurelError } from "../domain/errors.js";
@@ -53,6 +54,12 @@ function isRedisUnreachable(err: unknown): boolean {
 }
 
 const BODY_METHODS = new Set<Method>(["post", "put", "patch"]);
+// Header names as bytes: uWS takes an ArrayBufferView as it is, where a string name costs a
+// UTF-8 conversion (a Utf8Value) on every getHeader.
+const X_API_KEY = Buffer.from("x-api-key");
+const IDEMPOTENCY_KEY = Buffer.from("idempotency-key");
+const CONTENT_TYPE = Buffer.from("content-type");
+const CONTENT_LENGTH = Buffer.from("content-length");
 const JSON_TYPE = /^application\/(?:[a-z0-9.+-]*\+)?json\s*(?:;|$)/i;
 
 /**
@@ -134,8 +141,8 @@ export class Router {
         request = {
           params,
           query: new URLSearchParams(req.getQuery() ?? ""),
-          apiKey: req.getHeader("x-api-key"),
-          idempotencyKey: withBody ? req.getHeader("idempotency-key") || null : null,
+          apiKey: req.getHeader(X_API_KEY),
+          idempotencyKey: withBody ? req.getHeader(IDEMPOTENCY_KEY) || null : null,
           body: null,
         };
       } catch (err) {
@@ -156,12 +163,12 @@ export class Router {
         run();
         return;
       }
-      const contentType = req.getHeader("content-type");
+      const contentType = req.getHeader(CONTENT_TYPE);
       if (contentType !== "" && !JSON_TYPE.test(contentType)) {
         finish(415, errorJson("Content-Type must be application/json"), true);
         return;
       }
-      const declared = Number(req.getHeader("content-length") || "0");
+      const declared = Number(req.getHeader(CONTENT_LENGTH) || "0");
       if (declared > this.opts.maxBodyBytes) {
         finish(413, errorJson(`Request body larger than ${this.opts.maxBodyBytes} bytes`), true);
         return;

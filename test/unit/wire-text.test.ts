@@ -1,6 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { iso } from "../../src/api/wire.js";
+import { iso, streakText } from "../../src/api/wire.js";
+import type { Frequency } from "../../src/domain/periods.js";
+import { viewStreak } from "../../src/domain/streak.js";
 import { parseAwardRecord } from "../../src/domain/outcome.js";
 
 // Text the hot paths format and parse by hand, held to what the plain versions give.
@@ -38,5 +40,26 @@ describe("parseAwardRecord", () => {
     expect(parseAwardRecord("7|1764000000123|-2.5|97.5|api-call")).toEqual({ seq: 7, ms: 1764000000123, awarded: -2.5, total: 97.5, triggerKey: "api-call" });
     expect(parseAwardRecord("1|0|10|10|a|b||c")).toEqual({ seq: 1, ms: 0, awarded: 10, total: 10, triggerKey: "a|b||c" });
     expect(parseAwardRecord("2|5|0|0|")).toEqual({ seq: 2, ms: 5, awarded: 0, total: 0, triggerKey: "" });
+  });
+});
+
+describe("streakText", () => {
+  it("is JSON.stringify of {...view, extended} for any view viewStreak gives: every frequency, alive or not, with and without freezes", () => {
+    const period = fc.integer({ min: -1000, max: 120_000 });
+    const freezes = fc.option(fc.record({ initial: fc.nat(5), max: fc.nat(10), everyDays: fc.nat(30), amount: fc.nat(3) }), { nil: null });
+    const rule = fc.option(fc.record({ frequency: fc.constantFrom<Frequency>("daily", "weekly", "monthly"), metrics: fc.constant<{ metric: string; thresholdMicro: number }[]>([]), mode: fc.constant<"all">("all"), freezes }), { nil: null });
+    const state = fc.record({
+      length: fc.nat(5000),
+      startPeriod: fc.option(period, { nil: null }),
+      lastPeriod: fc.option(period, { nil: null }),
+      freezes: fc.option(fc.nat(10), { nil: null }),
+    });
+    fc.assert(
+      fc.property(rule, state, period, fc.boolean(), (rule, state, nowPeriod, extended) => {
+        const view = viewStreak(rule, state, nowPeriod);
+        expect(streakText(view, extended)).toBe(JSON.stringify({ ...view, extended }));
+      }),
+      { numRuns: 2000 },
+    );
   });
 });
