@@ -5,11 +5,11 @@ import { fail } from "../domain/errors.js";
  * JSON body → typed value, or a 400 that names the offending field. Unknown fields are
  * refused (validateEquals): a misspelt `timezone` must not silently drop the user's zone.
  */
-export function parseJson(body: Buffer | null): Record<string, unknown> {
+export function parseJson(body: string | null): Record<string, unknown> {
   if (body === null || body.length === 0) fail("MALFORMED_JSON", "Request body is empty; expected a JSON object");
   let value: unknown;
   try {
-    value = JSON.parse(body.toString("utf8"));
+    value = JSON.parse(body);
   } catch {
     return fail("MALFORMED_JSON");
   }

@@ -2,11 +2,14 @@ import { Buffer } from "node:buffer"; // not the global, an accessor (see store/
 import type { HttpResponse } from "uWebSockets.js";
 
 /**
- * Reads a request body, enforcing the size limit as chunks arrive (STYLE: uWS pitfalls).
- * uWS neuters each chunk when the callback returns, so chunks are copied.
+ * Reads a request body as UTF-8 text (invalid sequences become U+FFFD), enforcing the size limit
+ * as chunks arrive (STYLE: uWS pitfalls). uWS neuters each chunk when the callback returns: a
+ * body that arrives whole (nearly all of them) is decoded straight from uWS's memory, with no
+ * copy; chunks of a longer one are copied and decoded together, so that a character split
+ * between two chunks stays whole.
  */
-export function readBody(res: HttpResponse, maxBytes: number, onBody: (body: Buffer) => void, onTooLarge: () => void): void {
-  const chunks: Buffer[] = [];
+export function readBody(res: HttpResponse, maxBytes: number, onBody: (body: string) => void, onTooLarge: () => void): void {
+  let chunks: Buffer[] | null = null;
   let size = 0;
   let done = false;
   res.onData((chunk, isLast) => {
@@ -17,10 +20,15 @@ export function readBody(res: HttpResponse, maxBytes: number, onBody: (body: Buf
       onTooLarge();
       return;
     }
-    chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
+    if (isLast && chunks === null) {
+      done = true;
+      onBody(Buffer.from(chunk).toString("utf8"));
+      return;
+    }
+    (chunks ??= []).push(Buffer.from(new Uint8Array(chunk).slice()));
     if (isLast) {
       done = true;
-      onBody(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      onBody(Buffer.concat(chunks, size).toString("utf8"));
     }
   });
 }

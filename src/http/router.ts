@@ -13,7 +13,8 @@ export interface ApiRequest {
   query: URLSearchParams;
   apiKey: string;
   idempotencyKey: string | null;
-  body: Buffer | null;
+  /** The request body as UTF-8 text (null for methods without one). */
+  body: string | null;
 }
 
 export interface ApiReply {

@@ -335,6 +335,27 @@ describe("transport limits", () => {
       expect(chunked.status).toBe(201);
       expect(chunked.body).toMatchObject({ total: 3 });
     });
+
+    it("decodes a chunked body whose chunks split a character's UTF-8 bytes as one text", async () => {
+      const name = "Zoë 日本";
+      const bytes = Buffer.from(JSON.stringify({ user: { id: "utf8-split", name }, value: 1 }));
+      const split = bytes.indexOf(Buffer.from("日")) + 1; // inside the three bytes of 日
+      const chunked = await raw(`${small.url}/v1/metrics/lessons/event`, {
+        method: "POST",
+        headers: { "x-api-key": small.apiKey, "content-type": "application/json" },
+        body: new ReadableStream<Uint8Array>({
+          start(controller) {
+            controller.enqueue(bytes.subarray(0, split));
+            controller.enqueue(bytes.subarray(split));
+            controller.close();
+          },
+        }),
+        duplex: "half",
+      });
+      expect(chunked.status).toBe(201);
+      const user = await small.call("GET", "/v1/users/utf8-split");
+      expect(user.body).toMatchObject({ id: "utf8-split", name });
+    });
   });
 });
 
