@@ -49,32 +49,106 @@ export function packDoubles(values: readonly number[]): Buffer {
 
 /**
  * A command as RESP: text when every argument is text (the socket encodes it as it writes, as
- * ioredis does), else one buffer, the text around each binary argument encoded with one write.
- * ioredis serialises a command holding a Buffer argument in its buffer mode: every argument its
- * own Buffer, then a copy of them all (~3.5 µs for an event script's call, measured; this ~1.5).
+ * ioredis does), else one buffer. ioredis serialises a command holding a Buffer argument in its
+ * buffer mode: every argument its own Buffer, then a copy of them all (~3.5 µs for an event
+ * script's call, measured).
+ *
+ * Nearly every argument is ASCII (keys, ids, zones, numbers), whose byte count is its length: the
+ * text between binary arguments is joined with headers from the lengths and written in one call,
+ * and the byte count that call returns proves the guess (any other character makes it longer);
+ * when it does not, encodeExact starts over. Asking each argument its byte count first
+ * (Buffer.byteLength, a native call each) cost an event call ~5k instructions more
+ * (bench/README.md, "The sixteenth stop").
  */
 export function encodeCommand(name: string, args: readonly (string | Buffer)[]): string | Buffer {
   let text = `*${args.length + 1}\r\n$${name.length}\r\n${name}\r\n`;
-  const parts: (string | Buffer)[] = [];
-  let total = 0;
-  for (const arg of args) {
+  let parts: (string | Buffer)[] | null = null;
+  let bound = 0;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
     if (typeof arg === "string") {
-      text += `$${Buffer.byteLength(arg)}\r\n${arg}\r\n`;
+      text += `$${arg.length}\r\n${arg}\r\n`;
     } else {
       text += `$${arg.length}\r\n`;
-      parts.push(text, arg);
-      total += Buffer.byteLength(text) + arg.length;
+      (parts ??= []).push(text, arg);
+      bound += 3 * text.length + arg.length;
       text = "\r\n";
     }
   }
-  // The metering read's LRANGE: a Buffer would cost an allocation and a second pass over the text.
-  if (parts.length === 0) return text;
+  // The metering read's LRANGE: text, which the socket writes as ioredis would.
+  if (parts === null) return Buffer.byteLength(text) === text.length ? text : encodeExact(name, args);
   parts.push(text);
-  total += Buffer.byteLength(text);
-  const out = Buffer.allocUnsafe(total);
+  bound += 3 * text.length;
+  const out = Buffer.allocUnsafe(bound);
+  const raw = out as unknown as RawWriters;
   let at = 0;
-  for (const part of parts) at += typeof part === "string" ? out.write(part, at, "utf8") : part.copy(out, at);
-  return out;
+  for (const part of parts) {
+    if (typeof part === "string") {
+      const bytes = raw.utf8Write(part, at);
+      if (bytes !== part.length) return encodeExact(name, args);
+      at += bytes;
+    } else {
+      at += part.copy(out, at);
+    }
+  }
+  return out.subarray(0, at);
+}
+
+/** Buffer's own UTF-8 writer, which `buf.write(text, at, "utf8")` reaches after parsing its arguments (not in @types/node). */
+type RawWriters = { utf8Write(text: string, offset: number): number };
+
+const digitCount = (n: number): number => (n < 10 ? 1 : n < 100 ? 2 : n < 1000 ? 3 : n < 10_000 ? 4 : String(n).length);
+
+/** Writes `*n` or `$n` and CRLF at `at`; returns the offset after it. */
+function writeHeader(out: Buffer, at: number, mark: number, n: number, digits: number): number {
+  out[at++] = mark;
+  for (let i = digits - 1; i >= 0; i--) {
+    out[at + i] = 0x30 + (n % 10);
+    n = (n - (n % 10)) / 10;
+  }
+  at += digits;
+  out[at++] = 0x0d;
+  out[at++] = 0x0a;
+  return at;
+}
+
+/**
+ * encodeCommand for any text: a buffer sized for the worst case (3 bytes per UTF-16 unit), each
+ * argument encoded straight into it after room for its header as if it were ASCII, the header
+ * written once the byte count is known and the text moved when that count has more digits.
+ * Text only is returned as text, as ioredis writes it.
+ */
+function encodeExact(name: string, args: readonly (string | Buffer)[]): string | Buffer {
+  let bound = 24 + 3 * name.length;
+  let binary = false;
+  for (const arg of args) {
+    bound += typeof arg === "string" ? 3 * arg.length + 16 : arg.length + 16;
+    if (typeof arg !== "string") binary = true;
+  }
+  const out = Buffer.allocUnsafe(bound);
+  const raw = out as unknown as RawWriters;
+  let at = writeHeader(out, 0, 0x2a, args.length + 1, digitCount(args.length + 1));
+  for (let i = -1; i < args.length; i++) {
+    const arg = i < 0 ? name : args[i]!;
+    if (typeof arg === "string") {
+      const guess = digitCount(arg.length);
+      let start = at + 3 + guess;
+      const bytes = arg.length === 0 ? 0 : raw.utf8Write(arg, start);
+      const digits = digitCount(bytes);
+      if (digits !== guess) {
+        out.copyWithin(at + 3 + digits, start, start + bytes);
+        start = at + 3 + digits;
+      }
+      writeHeader(out, at, 0x24, bytes, digits);
+      at = start + bytes;
+    } else {
+      at = writeHeader(out, at, 0x24, arg.length, digitCount(arg.length));
+      at += arg.copy(out, at);
+    }
+    out[at++] = 0x0d;
+    out[at++] = 0x0a;
+  }
+  return binary ? out.subarray(0, at) : out.toString("utf8", 0, at);
 }
 
 /**

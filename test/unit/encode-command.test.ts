@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { Command } from "ioredis";
 import { describe, expect, it } from "vitest";
 import { EncodedCommand, encodeCommand } from "../../src/store/redis-script.js";
@@ -71,5 +72,21 @@ describe("EncodedCommand replies", () => {
     const theirs = new Command("fcall", [], { replyEncoding: "utf8" }).transformReply(reply as Buffer);
     expect(ours).toEqual(theirs);
     expect(JSON.stringify(ours)).toBe(JSON.stringify(theirs));
+  });
+});
+
+describe("encodeCommand, any arguments", () => {
+  it("is the bytes ioredis writes for any mix of text (any Unicode, lone surrogates, lengths whose byte count has more digits) and binary", () => {
+    const text = fc.oneof(fc.string({ unit: "binary", maxLength: 40 }), fc.string({ unit: "grapheme", minLength: 3, maxLength: 12 }), fc.constantFrom("", "é".repeat(5), "日".repeat(4), "x".repeat(99), "é".repeat(50), "\ud800"));
+    const binary = fc.uint8Array({ maxLength: 120 }).map((bytes) => Buffer.from(bytes));
+    fc.assert(
+      fc.property(fc.constantFrom("fcall", "evalsha", "lrange", "x"), fc.array(fc.oneof(text, binary), { maxLength: 14 }), (name, args) => {
+        const written = new Command(name, args).toWritable({});
+        const encoded = encodeCommand(name, args);
+        expect(typeof encoded).toBe(typeof written);
+        expect(Buffer.from(encoded as string | Buffer).equals(Buffer.from(written as string | Buffer))).toBe(true);
+      }),
+      { numRuns: 3000 },
+    );
   });
 });
