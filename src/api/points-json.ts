@@ -7,6 +7,8 @@ import { awardTriggerJson, iso, levelJson, systemHeadJson } from "./wire.js";
 
 // The static parts, rendered once per compiled object (src/http/raw-json.ts says why).
 export const systemHeadText = renderedOnce((system: CompiledSystem) => openObject(systemHeadJson(system)));
+/** `"key":` and the system's head: a points map entry's static opening. */
+const systemEntryText = renderedOnce((system: CompiledSystem) => `${JSON.stringify(system.key)}:${systemHeadText(system)}`);
 export const levelText = renderedOnce((level: CompiledLevel) => JSON.stringify(levelJson(level)));
 const triggerTexts = new WeakMap<CompiledSystem, Map<string, string>>();
 
@@ -33,7 +35,7 @@ export function pointsMapJson(tenant: CompiledTenant, userId: string, changes: P
   for (const change of changes) {
     const system = tenant.systemByKey.get(change.systemKey)!;
     const awards = change.awards.map((a) => awardText(tenant, system, a, awardId(tenant.ns, userId, system.key, a.seq))).join(",");
-    let entry = `${JSON.stringify(change.systemKey)}:${systemHeadText(system)},"total":${change.total},"added":${change.added},"awards":[${awards}]`;
+    let entry = `${systemEntryText(system)},"total":${change.total},"added":${change.added},"awards":[${awards}]`;
     const before = levelIndex(system.levels, change.before);
     const after = levelIndex(system.levels, change.total);
     if (before !== after) entry += `,"level":${after === 0 ? "null" : levelText(system.levels[after - 1]!)}`;
