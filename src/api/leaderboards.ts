@@ -47,7 +47,8 @@ function historyKey(store: TenantStore, board: CompiledLeaderboard, run: number,
   return `${store.keys.prefix(store.shard(userId))}lh:${board.key}:${run}:${userId}`;
 }
 
-const boardHeadText = renderedOnce((board: CompiledLeaderboard, tenant: CompiledTenant) => openObject(boardJson(tenant, board)));
+/** `"key":` and the board's static fields, without the closing brace: an entry's opening. */
+const boardEntryText = renderedOnce((board: CompiledLeaderboard, tenant: CompiledTenant) => `${JSON.stringify(board.key)}:${openObject(boardJson(tenant, board))}`);
 
 /**
  * The `leaderboards` map of an event response (MetricEventLeaderboardResponse): each board the
@@ -61,7 +62,7 @@ export function eventLeaderboardsJson(tenant: CompiledTenant, changes: readonly 
     const board = tenant.leaderboardByKey.get(change.boardKey)!;
     const breakdown = change.breakdown === "" ? "null" : JSON.stringify(change.breakdown);
     entries.push(
-      `${JSON.stringify(board.key)}:${boardHeadText(board, tenant)},"threshold":${wireValue(board, change.threshold)},"rank":${change.rank},` +
+      `${boardEntryText(board, tenant)},"threshold":${wireValue(board, change.threshold)},"rank":${change.rank},` +
         `"previousRank":${change.previousRank},"breakdownAttributeValue":${breakdown},"run":"${runDate(board, change.run)}"}`,
     );
   }

@@ -202,9 +202,9 @@ export class EncodedCommand extends Command {
 function replyText(value: unknown): unknown {
   if (value instanceof Buffer) return value.toString();
   if (!Array.isArray(value)) return value;
-  const text = new Array<unknown>(value.length);
-  for (let i = 0; i < value.length; i++) text[i] = replyText(value[i]);
-  return text;
+  // In place: the parser built this array for this reply alone.
+  for (let i = 0; i < value.length; i++) value[i] = replyText(value[i]);
+  return value;
 }
 
 /**
