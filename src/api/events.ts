@@ -5,13 +5,13 @@ import type { Clock } from "../clock.js";
 import { MAX_EVENT_VALUE, toMicro } from "../domain/decimal.js";
 import { fail } from "../domain/errors.js";
 import { settledStreak, viewStreak } from "../domain/streak.js";
+import { RawJson } from "../http/raw-json.js";
 import type { ApiRequest, ApiReply } from "../http/router.js";
 import type { TenantContext, Tenants } from "../tenants.js";
 import type { RecordedEvent } from "../store/tenant-store.js";
 import { isCleanText, parseJson, validated } from "./body.js";
 import { eventLeaderboardsJson } from "./leaderboards.js";
 import { pointsMapJson } from "./points-json.js";
-import { RawJson } from "../http/raw-json.js";
 import { checkAttributes, userProfileFields, type UserInput } from "./user-input.js";
 import { achievementJson, metricTotalJson, streakText } from "./wire.js";
 

@@ -129,6 +129,11 @@ export function rememberedAwardId(namespace: string, userId: string, systemKey: 
   return processTable.get(namespace, systemKey, userId, seq);
 }
 
+/** How many award ids the process remembers (LAUREL_AWARD_IDS, or the default). */
+export function awardIdSlots(): number {
+  return processTable?.slots ?? DEFAULT_AWARD_ID_SLOTS;
+}
+
 /** How many award ids to remember (a power of two; 0: none). Replaces the table: ids are recomputed. */
 export function setAwardIdSlots(slots: number): void {
   processTable = new AwardIdTable(slots);

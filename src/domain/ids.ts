@@ -64,4 +64,3 @@ export function stableId(namespace: string, kind: string, path: string): string 
 export function awardId(namespace: string, userId: string, systemKey: string, seq: number): string {
   return uuidV5(`award:${systemKey}:${seq}:${userId}`, namespace);
 }
-

@@ -25,7 +25,7 @@ export function readBody(res: HttpResponse, maxBytes: number, onBody: (body: str
       onBody(Buffer.from(chunk).toString("utf8"));
       return;
     }
-    (chunks ??= []).push(Buffer.from(new Uint8Array(chunk).slice()));
+    (chunks ??= []).push(Buffer.from(new Uint8Array(chunk))); // Buffer.from copies
     if (isLast) {
       done = true;
       onBody(Buffer.concat(chunks, size).toString("utf8"));

@@ -97,58 +97,24 @@ export function encodeCommand(name: string, args: readonly (string | Buffer)[]):
 /** Buffer's own UTF-8 writer, which `buf.write(text, at, "utf8")` reaches after parsing its arguments (not in @types/node). */
 type RawWriters = { utf8Write(text: string, offset: number): number };
 
-const digitCount = (n: number): number => (n < 10 ? 1 : n < 100 ? 2 : n < 1000 ? 3 : n < 10_000 ? 4 : String(n).length);
-
-/** Writes `*n` or `$n` and CRLF at `at`; returns the offset after it. */
-function writeHeader(out: Buffer, at: number, mark: number, n: number, digits: number): number {
-  out[at++] = mark;
-  for (let i = digits - 1; i >= 0; i--) {
-    out[at + i] = 0x30 + (n % 10);
-    n = (n - (n % 10)) / 10;
-  }
-  at += digits;
-  out[at++] = 0x0d;
-  out[at++] = 0x0a;
-  return at;
-}
-
 /**
- * encodeCommand for any text: a buffer sized for the worst case (3 bytes per UTF-16 unit), each
- * argument encoded straight into it after room for its header as if it were ASCII, the header
- * written once the byte count is known and the text moved when that count has more digits.
- * Text only is returned as text, as ioredis writes it.
+ * encodeCommand for text that is not all ASCII (rare: a user id or profile value outside it):
+ * each argument's byte count asked first, the way encodeCommand did before the ASCII guess.
  */
 function encodeExact(name: string, args: readonly (string | Buffer)[]): string | Buffer {
-  let bound = 24 + 3 * name.length;
-  let binary = false;
+  let text = `*${args.length + 1}\r\n$${Buffer.byteLength(name)}\r\n${name}\r\n`;
+  const parts: Buffer[] = [];
   for (const arg of args) {
-    bound += typeof arg === "string" ? 3 * arg.length + 16 : arg.length + 16;
-    if (typeof arg !== "string") binary = true;
-  }
-  const out = Buffer.allocUnsafe(bound);
-  const raw = out as unknown as RawWriters;
-  let at = writeHeader(out, 0, 0x2a, args.length + 1, digitCount(args.length + 1));
-  for (let i = -1; i < args.length; i++) {
-    const arg = i < 0 ? name : args[i]!;
     if (typeof arg === "string") {
-      const guess = digitCount(arg.length);
-      let start = at + 3 + guess;
-      const bytes = arg.length === 0 ? 0 : raw.utf8Write(arg, start);
-      const digits = digitCount(bytes);
-      if (digits !== guess) {
-        out.copyWithin(at + 3 + digits, start, start + bytes);
-        start = at + 3 + digits;
-      }
-      writeHeader(out, at, 0x24, bytes, digits);
-      at = start + bytes;
+      text += `$${Buffer.byteLength(arg)}\r\n${arg}\r\n`;
     } else {
-      at = writeHeader(out, at, 0x24, arg.length, digitCount(arg.length));
-      at += arg.copy(out, at);
+      parts.push(Buffer.from(`${text}$${arg.length}\r\n`), arg);
+      text = "\r\n";
     }
-    out[at++] = 0x0d;
-    out[at++] = 0x0a;
   }
-  return binary ? out.subarray(0, at) : out.toString("utf8", 0, at);
+  if (parts.length === 0) return text;
+  parts.push(Buffer.from(text));
+  return Buffer.concat(parts);
 }
 
 /**
