@@ -5,7 +5,9 @@
 // alone. A micro-benchmark in one process, for comparing two versions of the rendering code:
 // the end-to-end read (bench/read-awards.mjs) cannot see differences this size through this
 // VM's noise. Prints µs per ten awards; reports, never gates. The table's rows show a hit's cost
-// (1k users) and, with 100k users cycling through 1M ids, a miss's (look, compute, store).
+// (1k users) and, with 100k users cycling through 1M ids, a miss's (look, compute, store); the
+// last, a look in a table that holds every id but is read in random order (hits, and the misses
+// of ids that share a set).
 import { awardText } from "../dist/api/points-json.js";
 import { loadConfigFile } from "../dist/config/load.js";
 import { rememberedAwardId } from "../dist/domain/award-ids.js";
@@ -39,4 +41,14 @@ measure("10 award ids (table, 1k users)", (i) => {
 measure("10 award ids (table, 100k users)", (i) => {
   for (let k = 0; k < 10; k++) sink += rememberedAwardId(tenant.ns, `user-${i % 100_000}`, "energy", k).length;
 });
+// The bench's read after its events phase: 150 000 ids (100 000 users, one or two awards each),
+// looked up in random order. They fit the default table (2^18 slots); what misses is an id whose
+// set (a slot, when the table was direct-mapped) another id took.
+const pool = Array.from({ length: 150_000 }, (_, i) => [`user-${i % 100_000}`, i < 100_000 ? 1 : 2]);
+for (const [user, seq] of pool) rememberedAwardId(tenant.ns, user, "energy", seq);
+const order = Array.from({ length: 1 << 20 }, () => pool[Math.floor(Math.random() * pool.length)]);
+measure("1 award id (table, 150k ids, random)", (i) => {
+  const [user, seq] = order[i & (order.length - 1)];
+  sink += rememberedAwardId(tenant.ns, user, "energy", seq).length;
+}, 1_000_000);
 if (sink === 0) console.log("(nothing rendered)");

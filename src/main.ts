@@ -19,7 +19,7 @@ import { createRedisClient, logConnectionErrors } from "./store/redis-client.js"
  *   LAUREL_COALESCE "off": one socket write per Redis command (src/store/write-coalescing.ts)
  *   LAUREL_REDIS_WAIT seconds to wait at start for a REDIS_URL that does not answer yet (default 60)
  *   LAUREL_DRAIN    seconds a stop waits for the requests already taken to be answered (default 10)
- *   LAUREL_AWARD_IDS award ids remembered (a power of two, default 262144, 16 MB; 0: none)
+ *   LAUREL_AWARD_IDS award ids remembered (a power of two, default 262144, 13 MB; 0: none)
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(): Promise<void> {

@@ -16,7 +16,7 @@ import { TenantStore } from "./store/tenant-store.js";
  *   REDIS_URL       the service's Redis (required: the embedded Redis belongs to the service)
  *   LAUREL_CONFIG   the same tenant file as the service (default config/demo.yaml)
  *   LAUREL_REDIS_WAIT seconds to wait at start for Redis to answer (default 60)
- *   LAUREL_AWARD_IDS award ids remembered (a power of two, default 262144, 16 MB; 0: none)
+ *   LAUREL_AWARD_IDS award ids remembered (a power of two, default 262144, 13 MB; 0: none)
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(): Promise<void> {

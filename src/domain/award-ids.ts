@@ -9,9 +9,15 @@ import { awardId } from "./ids.js";
  * "The fifteenth stop"). A read renders the same ids again and again, so they are remembered.
  * A JavaScript Map of id strings was tried twice and dropped: every entry outlives the young
  * generation, and the GC's copying of them cost more than the hashes saved (~+2 µs per miss).
- * Here the ids and their keys live in one Buffer, allocated once, a cache line a slot: nothing per
+ * Here the ids live in one Buffer and their keys in one Int32Array, allocated once: nothing per
  * entry for the GC to trace or copy, and a hit returns a new flat 36-character string that dies
- * young. The table is direct-mapped: a key has one slot, and a newer key takes it.
+ * young. The table is 8-way set-associative: a key may sit in any slot of its set, whose eight
+ * keys are side by side (128 bytes: two or three cache lines, where eight scattered slots would
+ * be eight). A set's slots are taken in turn, so once it is full a new key replaces its oldest.
+ * Direct-mapped (one slot a key, until the seventeenth stop), keys sharing a slot evicted each
+ * other: 150 000 ids (100 000 users) in the default table, looked up in random order, cost
+ * ~0.8 µs a look, as a share of them computed their UUID (~1.5 µs) again and again; eight ways
+ * ~0.46 µs (`node bench/award-render.mjs`; bench/README.md, *The seventeenth stop*).
  *
  * A slot's key is exact in the (tenant, system) pair and the sequence number, and holds the
  * user id as a 64-bit fingerprint (two seeded 32-bit lanes, different multipliers, each finished
@@ -28,13 +34,19 @@ export function isAwardIdSlots(slots: number): boolean {
 
 export class AwardIdTable {
   private static readonly ID_LENGTH = 36;
-  /** A slot is one 64-byte cache line: its key (4 int32s, 16 bytes), then the id's 36 characters. */
-  private static readonly SLOT_BYTES = 64;
-  private static readonly ID_OFFSET = 16;
-  private readonly mask: number;
-  private readonly table: Buffer;
-  /** The same memory as int32s: a slot's key is (system number, from 1; 0: empty), seq, lane a, lane b. */
+  /** A slot's key: 4 int32s (system number, from 1, 0 for an empty slot; seq; lane a; lane b). */
+  private static readonly KEY_INTS = 4;
+  /** Slots a set holds (all of them in a table smaller than a set). */
+  static readonly WAYS = 8;
+  private readonly ways: number;
+  /** Sets - 1 (sets: slots ÷ ways, a power of two). */
+  private readonly setMask: number;
+  /** The keys, a set's side by side (8 × 16 bytes). */
   private readonly keys: Int32Array;
+  /** The ids, 36 latin1 characters a slot, in slot order. */
+  private readonly ids: Buffer;
+  /** Per set, the way its next new id takes (round robin: the oldest once the set is full). */
+  private readonly nextWay: Uint8Array;
   private readonly systems = new Map<string, Map<string, number>>();
   private systemCount = 0;
   private readonly seedA: number;
@@ -45,10 +57,12 @@ export class AwardIdTable {
   /** `slots`: a power of two; 0 turns the table off (every id is computed). */
   constructor(readonly slots: number) {
     if (!isAwardIdSlots(slots)) throw new Error(`award id table slots must be 0 or a power of two up to ${MAX_AWARD_ID_SLOTS} (got ${slots})`);
-    this.mask = slots - 1;
-    // Not from Buffer's pool (too large for it): its own zeroed memory, 64-byte aligned in practice.
-    this.table = Buffer.alloc(slots * AwardIdTable.SLOT_BYTES);
-    this.keys = new Int32Array(this.table.buffer, this.table.byteOffset, this.table.length / 4);
+    this.ways = Math.min(AwardIdTable.WAYS, Math.max(slots, 1));
+    this.setMask = slots / this.ways - 1;
+    // Not from Buffer's pool (too large for it): their own zeroed memory.
+    this.keys = new Int32Array(slots * AwardIdTable.KEY_INTS);
+    this.ids = Buffer.alloc(slots * AwardIdTable.ID_LENGTH);
+    this.nextWay = new Uint8Array(this.setMask + 1);
     const seed = randomBytes(8);
     this.seedA = seed.readInt32LE(0);
     this.seedB = seed.readInt32LE(4);
@@ -56,7 +70,7 @@ export class AwardIdTable {
 
   /** Bytes held (README: LAUREL_AWARD_IDS). */
   get bytes(): number {
-    return this.table.length;
+    return this.keys.byteLength + this.ids.length + this.nextWay.length;
   }
 
   /** awardId(namespace, userId, systemKey, seq): remembered, or computed and remembered. */
@@ -72,17 +86,26 @@ export class AwardIdTable {
     }
     a = fmix32(a ^ userId.length);
     b = fmix32(b ^ system);
-    const slot = (fmix32(a ^ Math.imul(b, 0x85ebca6b) ^ system) & this.mask) >>> 0;
-    const k = slot * (AwardIdTable.SLOT_BYTES / 4);
+    const first = ((fmix32(a ^ Math.imul(b, 0x85ebca6b) ^ system) & this.setMask) >>> 0) * this.ways;
     const keys = this.keys;
-    const at = slot * AwardIdTable.SLOT_BYTES + AwardIdTable.ID_OFFSET;
-    if (keys[k] === system && keys[k + 1] === seq && keys[k + 2] === a && keys[k + 3] === b) {
-      return this.table.toString("latin1", at, at + AwardIdTable.ID_LENGTH);
+    const ways = this.ways;
+    for (let way = 0; way < ways; way++) {
+      const k = (first + way) * AwardIdTable.KEY_INTS;
+      if (keys[k] === system && keys[k + 1] === seq && keys[k + 2] === a && keys[k + 3] === b) {
+        const at = (first + way) * AwardIdTable.ID_LENGTH;
+        return this.ids.toString("latin1", at, at + AwardIdTable.ID_LENGTH);
+      }
+      if (keys[k] === 0) break; // a set fills from its first slot: nothing after an empty one
     }
     const id = this.compute(namespace, systemKey, userId, seq);
     // A UUID is 36 ASCII characters; anything else is not remembered (it never is, but a wrong length would corrupt the neighbour).
     if (id.length === AwardIdTable.ID_LENGTH) {
-      this.table.write(id, at, AwardIdTable.ID_LENGTH, "latin1");
+      // The set's slots are taken in turn: the first ones while it fills, then the oldest.
+      const set = first / ways;
+      const slot = first + this.nextWay[set]!;
+      this.nextWay[set] = (this.nextWay[set]! + 1) % ways;
+      this.ids.write(id, slot * AwardIdTable.ID_LENGTH, AwardIdTable.ID_LENGTH, "latin1");
+      const k = slot * AwardIdTable.KEY_INTS;
       keys[k] = system;
       keys[k + 1] = seq;
       keys[k + 2] = a;
@@ -112,7 +135,7 @@ function fmix32(h: number): number {
   return h ^ (h >>> 16);
 }
 
-/** Award ids remembered by default (LAUREL_AWARD_IDS): 2^18 slots, 16 MB outside the JS heap. */
+/** Award ids remembered by default (LAUREL_AWARD_IDS): 2^18 slots, 13 MB outside the JS heap (52 bytes a slot). */
 export const DEFAULT_AWARD_ID_SLOTS = 1 << 18;
 
 // The process's table, allocated at the first read of an award id: a process that serves none holds none.

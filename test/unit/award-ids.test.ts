@@ -56,6 +56,21 @@ describe("award id table", () => {
     );
   });
 
+  it("holds as many keys as a set has ways, whatever their slots would have been, and then replaces the oldest", () => {
+    // A table of eight slots is one set of eight ways: every key lands in it.
+    const { get, computations } = counted(8);
+    const key = (n: number): [string, string, string, number] => [demo, "xp", `user-${n}`, n % 3];
+    for (let n = 0; n < 8; n++) get(...key(n));
+    for (let n = 0; n < 8; n++) expect(get(...key(n))).toBe(computed(...key(n)));
+    expect(computations()).toBe(8); // all eight remembered: none evicted another
+    get(...key(8)); // a ninth key takes the oldest slot, key 0's
+    expect(computations()).toBe(9);
+    for (let n = 1; n <= 8; n++) expect(get(...key(n))).toBe(computed(...key(n)));
+    expect(computations()).toBe(9);
+    expect(get(...key(0))).toBe(computed(...key(0))); // key 0 was the one dropped: computed again
+    expect(computations()).toBe(10);
+  });
+
   it("with 0 slots remembers nothing", () => {
     const { get, computations } = counted(0);
     get(demo, "xp", "user-1", 1);
@@ -69,7 +84,8 @@ describe("award id table", () => {
       expect(isAwardIdSlots(bad)).toBe(false);
       expect(() => new AwardIdTable(bad)).toThrow("power of two");
     }
-    expect(new AwardIdTable(1024).bytes).toBe(1024 * 64);
+    // Per slot a 16-byte key and the id's 36 characters; per set of eight, its next way.
+    expect(new AwardIdTable(1024).bytes).toBe(1024 * 52 + 1024 / 8);
   });
 
   it("rememberedAwardId is awardId, the UUIDv5 of the award's name, whether the process remembers ids or not", () => {
