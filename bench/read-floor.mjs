@@ -12,7 +12,7 @@
 // the seed (BENCH_USERS, default 100 000, one lessons event each); an events run as in bench/run.mjs
 // (BENCH_DURATION s), so that award lists hold what they hold at the main bench's read phase; each
 // traffic warmed up (BENCH_WARMUP s); then BENCH_SLICES rounds (default 6) of BENCH_SLICE-s slices
-// (default 3) of HGET, floor and read, in a rotating order. Per slice: req/s and the server
+// (default 2) of HGET, floor and read, in a rotating order. Per slice: req/s and the server
 // process's CPU µs per request. Prints the medians of the three ratios. Reports; never gates.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,8 +23,8 @@ import { median } from "./report.mjs";
 import { eventRequests, load, phaseSettings, readRequests, seedUsers } from "./workload.mjs";
 
 const settings = phaseSettings(100_000);
-const rounds = Number(process.env.BENCH_SLICES ?? 6);
-const slice = Number(process.env.BENCH_SLICE ?? 3);
+const rounds = settings.slices;
+const slice = settings.slice;
 const children = new Children();
 const dir = mkdtempSync(join(tmpdir(), "laurel-read-floor-"));
 let redisServer;
