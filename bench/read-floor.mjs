@@ -53,7 +53,10 @@ async function main() {
   };
   const probe = await fetch(`${baselineUrl}/floor${path("user-1")}`, { headers: { "x-api-key": "demo-key" } });
   const read = await fetch(`${serviceUrl}/v1${path("user-1")}`, { headers: { "x-api-key": "demo-key" } });
-  console.log(`answer bytes for user-1: floor ${(await probe.text()).length}, read ${(await read.text()).length}`);
+  const floorText = await probe.text();
+  // The floor route builds the demo tenant's keys with 16 shards: any other layout reads empty lists and measures nothing.
+  if (!floorText.includes("|welcome")) throw new Error(`the floor route found no award records for user-1 (${floorText.slice(0, 80)}...): its keys do not match the service's`);
+  console.log(`answer bytes for user-1: floor ${floorText.length}, read ${(await read.text()).length}`);
   for (const traffic of Object.values(traffics)) await load(traffic.url, traffic.requests, { connections: settings.connections, duration: settings.warmup });
 
   const names = Object.keys(traffics);

@@ -1,4 +1,4 @@
-import { applyAwardIdSlots, checkEnvironmentOrExit, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { checkEnvironmentOrExit, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
 // issue 6 (outbound events): begin
@@ -16,13 +16,11 @@ import { TenantStore } from "./store/tenant-store.js";
  *   REDIS_URL       the service's Redis (required: the embedded Redis belongs to the service)
  *   LAUREL_CONFIG   the same tenant file as the service (default config/demo.yaml)
  *   LAUREL_REDIS_WAIT seconds to wait at start for Redis to answer (default 60)
- *   LAUREL_AWARD_IDS award ids remembered (a power of two, default 262144, 13 MB; 0: none)
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(): Promise<void> {
   const logger = loggerOrExit();
   checkEnvironmentOrExit(logger);
-  applyAwardIdSlots();
   const tenants = loadTenantsOrExit(logger);
   const url = process.env.REDIS_URL;
   if (!url) {

@@ -37,7 +37,7 @@ export class AwardIdTable {
   /** A slot's key: 4 int32s (system number, from 1, 0 for an empty slot; seq; lane a; lane b). */
   private static readonly KEY_INTS = 4;
   /** Slots a set holds (all of them in a table smaller than a set). */
-  static readonly WAYS = 8;
+  private static readonly WAYS = 8;
   private readonly ways: number;
   /** Sets - 1 (sets: slots ÷ ways, a power of two). */
   private readonly setMask: number;
