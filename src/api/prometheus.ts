@@ -1,5 +1,6 @@
 import type { Redis } from "ioredis";
 import type { CompiledTenant } from "../config/compiled.js";
+import { awardIdTableStats } from "../domain/award-ids.js";
 import type { ApiReply } from "../http/router.js";
 import { streamLag, type StreamLag } from "../jobs/stream-lag.js";
 import { BUCKET_GROUP } from "../jobs/stream-worker.js";
@@ -17,6 +18,9 @@ import { WEBHOOK_GROUP } from "../jobs/webhooks/keys.js";
  *   whichever process runs the consumers.
  * - `laurel_webhook_deliveries` per tenant and status (pending, delivering, retrying, delivered,
  *   dead), from the delivery queues this process holds (none with webhooks off here).
+ * - This process's award id table (src/domain/award-ids.ts): its slots (LAUREL_AWARD_IDS), and
+ *   the looks and misses of its metering reads, so an operator can see whether it is large
+ *   enough (a miss computes the id's UUID again, ~1.5 µs).
  */
 type GroupLag = StreamLag & { group: string };
 
@@ -32,7 +36,13 @@ export interface TenantDeliveries {
   counts: Record<DeliveryStatus, number>;
 }
 
-export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly TenantDeliveries[]): string {
+export interface AwardIdTableStats {
+  slots: number;
+  lookups: number;
+  misses: number;
+}
+
+export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly TenantDeliveries[], awardIds: AwardIdTableStats): string {
   const lines: string[] = [];
   for (const [name, help, value] of GAUGES) {
     lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} gauge`);
@@ -46,6 +56,17 @@ export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly Te
     lines.push(`# HELP ${name} Outbound event deliveries by status (dead: every attempt failed; replay with the admin API).`, `# TYPE ${name} gauge`);
     for (const d of deliveries) for (const status of DELIVERY_STATUSES) lines.push(`${name}{tenant="${d.tenantId}",status="${status}"} ${d.counts[status]}`);
   }
+  lines.push(
+    "# HELP laurel_award_id_table_slots Award ids this process remembers for the metering read (LAUREL_AWARD_IDS).",
+    "# TYPE laurel_award_id_table_slots gauge",
+    `laurel_award_id_table_slots ${awardIds.slots}`,
+    "# HELP laurel_award_id_lookups_total Award ids the metering reads of this process asked the table for.",
+    "# TYPE laurel_award_id_lookups_total counter",
+    `laurel_award_id_lookups_total ${awardIds.lookups}`,
+    "# HELP laurel_award_id_misses_total Lookups the table could not answer: the id was computed (a UUIDv5) and remembered.",
+    "# TYPE laurel_award_id_misses_total counter",
+    `laurel_award_id_misses_total ${awardIds.misses}`,
+  );
   return `${lines.join("\n")}\n`;
 }
 
@@ -65,7 +86,7 @@ export function prometheusHandler(redis: Redis, tenants: readonly CompiledTenant
     return {
       status: 200,
       contentType: "text/plain; version=0.0.4; charset=utf-8",
-      body: renderMetrics([...buckets.map((l) => ({ ...l, group: BUCKET_GROUP })), ...outbound.map((l) => ({ ...l, group: WEBHOOK_GROUP }))], deliveries),
+      body: renderMetrics([...buckets.map((l) => ({ ...l, group: BUCKET_GROUP })), ...outbound.map((l) => ({ ...l, group: WEBHOOK_GROUP }))], deliveries, awardIdTableStats()),
     };
   };
 }

@@ -51,7 +51,8 @@ export class AwardIdTable {
   private systemCount = 0;
   private readonly seedA: number;
   private readonly seedB: number;
-  /** Looks that found nothing and computed the id (tests; an operator's hit rate, if ever exported). */
+  /** Looks, and those that found nothing and computed the id: GET /metrics exports both, for sizing LAUREL_AWARD_IDS. */
+  lookups = 0;
   misses = 0;
 
   /** `slots`: a power of two; 0 turns the table off (every id is computed). */
@@ -75,6 +76,7 @@ export class AwardIdTable {
 
   /** awardId(namespace, userId, systemKey, seq): remembered, or computed and remembered. */
   get(namespace: string, systemKey: string, userId: string, seq: number): string {
+    this.lookups++;
     if (this.slots === 0) return this.compute(namespace, systemKey, userId, seq);
     const system = this.systemNumber(namespace, systemKey);
     let a = this.seedA ^ seq;
@@ -155,6 +157,11 @@ export function rememberedAwardId(namespace: string, userId: string, systemKey: 
 /** How many award ids the process remembers (LAUREL_AWARD_IDS, or the default). */
 export function awardIdSlots(): number {
   return processTable?.slots ?? DEFAULT_AWARD_ID_SLOTS;
+}
+
+/** The process's table for GET /metrics: its size, and its looks and misses since it was made. */
+export function awardIdTableStats(): { slots: number; lookups: number; misses: number } {
+  return { slots: awardIdSlots(), lookups: processTable?.lookups ?? 0, misses: processTable?.misses ?? 0 };
 }
 
 /** How many award ids to remember (a power of two; 0: none). Replaces the table: ids are recomputed. */

@@ -3,10 +3,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Queue } from "bullmq";
 import { afterAll, describe, expect, inject, it } from "vitest";
+import { DEFAULT_AWARD_ID_SLOTS } from "../../src/domain/award-ids.js";
 import { freePort, startEmbeddedRedis } from "../../src/embedded-redis.js";
 import { deliveryQueueName, JOBS_PREFIX } from "../../src/jobs/webhooks/keys.js";
 import { DEMO_YAML, uniqueTenantId } from "../helpers/app.js";
-import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { lessonsXpTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
 import { runService, waitFor } from "../helpers/service-process.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { Redis } from "ioredis";
@@ -88,6 +89,44 @@ describe("node dist/main.js", () => {
     expect(output).toContain('LAUREL_WORKER must be on or off (got \\"false\\")');
     expect(output).toContain("LAUREL_REDIS_WAIT must be a number of seconds");
     expect(output).not.toContain("laurel listening");
+  });
+
+  it("LAUREL_AWARD_IDS sizes the award id table, and GET /metrics shows its size, looks and misses", async () => {
+    const tenantId = uniqueTenantId("ids");
+    const config = join(tempDir(), "ids.yaml");
+    writeFileSync(config, lessonsXpTenantYaml(tenantId));
+    const metric = async (port: number, name: string): Promise<number> => {
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      const line = text.split("\n").find((l) => l.startsWith(`${name} `));
+      if (!line) throw new Error(`no ${name} in /metrics:\n${text}`);
+      return Number(line.slice(name.length + 1));
+    };
+    for (const [setting, slots] of [["1024", 1024], [undefined, DEFAULT_AWARD_ID_SLOTS]] as const) {
+      const port = await freePort();
+      const service = runService({ PORT: String(port), REDIS_URL: inject("redisUrl"), LAUREL_CONFIG: config, LAUREL_WORKER: "off", ...(setting ? { LAUREL_AWARD_IDS: setting } : {}) });
+      try {
+        await waitFor(() => service.output().includes("laurel listening"), "listening", service.exited);
+        expect(await metric(port, "laurel_award_id_table_slots"), `LAUREL_AWARD_IDS=${setting}`).toBe(slots);
+        const user = `reader-${setting ?? "default"}`;
+        const post = await fetch(`http://127.0.0.1:${port}/v1/metrics/lessons/event`, {
+          method: "POST",
+          headers: { "x-api-key": "demo-key", "content-type": "application/json" },
+          body: JSON.stringify({ user: { id: user }, value: 1 }),
+        });
+        expect(post.status).toBe(201);
+        // The same read twice: its one award's id is computed, then remembered.
+        for (let i = 0; i < 2; i++) {
+          const read = await fetch(`http://127.0.0.1:${port}/v1/users/${user}/points/xp`, { headers: { "x-api-key": "demo-key" } });
+          expect(read.status).toBe(200);
+        }
+        expect(await metric(port, "laurel_award_id_lookups_total")).toBe(2);
+        expect(await metric(port, "laurel_award_id_misses_total")).toBe(1);
+        service.child.kill("SIGTERM");
+        expect(await service.exited).toBe(0);
+      } finally {
+        service.child.kill("SIGKILL");
+      }
+    }
   });
 
   it("refuses a LOG_LEVEL pino does not know, with the ones it does", async () => {
