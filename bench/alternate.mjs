@@ -1,6 +1,7 @@
-// node bench/alternate.mjs <events|read> <config> <pairs> <A> <B>   (after npm run build)
+// node bench/alternate.mjs <events|read|missing> <config> <pairs> <A> <B>   (after npm run build)
 //
-// One phase of bench/run.mjs for the service under two settings, alternated pair by pair on a
+// One phase of bench/run.mjs (or `missing`: metering reads of users that do not exist, each a
+// 404) for the service under two settings, alternated pair by pair on a
 // fresh redis-server each time, so that this VM's drift (a third between runs) falls on both
 // alike. A and B are environment settings for the service, each "NAME=value[,NAME=value]" or
 // "-" for none; "nice=N" starts its redis-server at that niceness instead (as root);
@@ -22,8 +23,8 @@ import { Children, cpuSeconds, runBench, serviceNodeArgs } from "./processes.mjs
 import { eventRequests, load, phaseSettings, readRequests, seedUsers } from "./workload.mjs";
 
 const [phaseName, config, pairsText, ...variants] = process.argv.slice(2);
-if (!["events", "read"].includes(phaseName) || !config || variants.length !== 2) {
-  console.error("usage: node bench/alternate.mjs <events|read> <config> <pairs> <A> <B>");
+if (!["events", "read", "missing"].includes(phaseName) || !config || variants.length !== 2) {
+  console.error("usage: node bench/alternate.mjs <events|read|missing> <config> <pairs> <A> <B>");
   process.exit(2);
 }
 const settings = phaseSettings(20_000);
@@ -67,7 +68,7 @@ async function run(label, { env, nice, entry }) {
   const requests =
     phaseName === "events"
       ? eventRequests(settings.users, { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" })
-      : readRequests(settings.users, (id) => `/v1/users/${id}/points/energy?awards=10`);
+      : readRequests(settings.users, (id) => `/v1/users/${id}${phaseName === "missing" ? "-absent" : ""}/points/energy?awards=10`);
   await load(url, requests, { connections: settings.connections, duration: settings.warmup });
   await redis.config("RESETSTAT");
   const cpuBefore = cpuSeconds(service.pid);

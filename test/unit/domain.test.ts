@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { floorDiv, fromMicro, toMicro } from "../../src/domain/decimal.js";
+import { LaurelError } from "../../src/domain/errors.js";
 import { stableId, tenantNamespace, uuidV5 } from "../../src/domain/ids.js";
 import { numberIn } from "../../src/domain/outcome.js";
 import { levelIndex } from "../../src/domain/levels.js";
@@ -25,6 +26,18 @@ describe("decimal", () => {
     expect(floorDiv(2 ** 53 - 1, 3)).toBe(Math.floor((2 ** 53 - 1) / 3));
     // (9e15 - 1) / 9e15 rounds to 1 in doubles; the true floor is 0.
     expect(floorDiv(9e15 - 1, 9e15)).toBe(0);
+  });
+});
+
+describe("errors", () => {
+  it("a client error carries its status and message but no stack frames, and other errors keep theirs", () => {
+    const before = Error.stackTraceLimit;
+    const err = new LaurelError("USER_NOT_FOUND", "User not found: x");
+    expect([err.status, err.message, err instanceof Error]).toEqual([404, "User not found: x", true]);
+    expect(err.stack).not.toContain("\n    at ");
+    // The limit is put back: an unexpected error (logged with its stack) keeps its frames.
+    expect(Error.stackTraceLimit).toBe(before);
+    expect(new Error("unexpected").stack).toContain("\n    at ");
   });
 });
 
