@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
 import type { CompiledTenant } from "../config/compiled.js";
-import { awardIdTableStats } from "../domain/award-ids.js";
+import { awardIdTableStats, type AwardIdTableStats } from "../domain/award-ids.js";
 import type { ApiReply } from "../http/router.js";
 import { streamLag, type StreamLag } from "../jobs/stream-lag.js";
 import { BUCKET_GROUP } from "../jobs/stream-worker.js";
@@ -36,12 +36,6 @@ export interface TenantDeliveries {
   counts: Record<DeliveryStatus, number>;
 }
 
-export interface AwardIdTableStats {
-  slots: number;
-  lookups: number;
-  misses: number;
-}
-
 export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly TenantDeliveries[], awardIds: AwardIdTableStats): string {
   const lines: string[] = [];
   for (const [name, help, value] of GAUGES) {
@@ -63,7 +57,7 @@ export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly Te
     "# HELP laurel_award_id_lookups_total Award ids the metering reads of this process asked the table for.",
     "# TYPE laurel_award_id_lookups_total counter",
     `laurel_award_id_lookups_total ${awardIds.lookups}`,
-    "# HELP laurel_award_id_misses_total Lookups the table could not answer: the id was computed (a UUIDv5) and remembered.",
+    "# HELP laurel_award_id_misses_total Lookups the table could not answer, so the id was computed (a UUIDv5).",
     "# TYPE laurel_award_id_misses_total counter",
     `laurel_award_id_misses_total ${awardIds.misses}`,
   );

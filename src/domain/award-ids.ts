@@ -159,8 +159,14 @@ export function awardIdSlots(): number {
   return processTable?.slots ?? DEFAULT_AWARD_ID_SLOTS;
 }
 
+export interface AwardIdTableStats {
+  slots: number;
+  lookups: number;
+  misses: number;
+}
+
 /** The process's table for GET /metrics: its size, and its looks and misses since it was made. */
-export function awardIdTableStats(): { slots: number; lookups: number; misses: number } {
+export function awardIdTableStats(): AwardIdTableStats {
   return { slots: awardIdSlots(), lookups: processTable?.lookups ?? 0, misses: processTable?.misses ?? 0 };
 }
 
