@@ -20,7 +20,7 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
 import { Children, cpuSeconds, runBench, serviceNodeArgs } from "./processes.mjs";
-import { eventRequests, load, phaseSettings, readRequests, seedUsers } from "./workload.mjs";
+import { eventRequests, load, phaseSettings, readRequests, seedUsers, SERVICE_EVENT_PATHS } from "./workload.mjs";
 
 const [phaseName, config, pairsText, ...variants] = process.argv.slice(2);
 if (!["events", "read", "missing"].includes(phaseName) || !config || variants.length !== 2) {
@@ -67,7 +67,7 @@ async function run(label, { env, nice, entry }) {
   await seedUsers(url, settings, `${label}: `);
   const requests =
     phaseName === "events"
-      ? eventRequests(settings.users, { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" })
+      ? eventRequests(settings.users, SERVICE_EVENT_PATHS)
       : readRequests(settings.users, (id) => `/v1/users/${id}${phaseName === "missing" ? "-absent" : ""}/points/energy?awards=10`);
   await load(url, requests, { connections: settings.connections, duration: settings.warmup });
   await redis.config("RESETSTAT");

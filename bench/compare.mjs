@@ -14,7 +14,7 @@ import { join, resolve } from "node:path";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
 import { Children, runBench, serviceNodeArgs } from "./processes.mjs";
 import { median } from "./report.mjs";
-import { eventRequests, load, phaseSettings, seedUsers } from "./workload.mjs";
+import { eventRequests, load, phaseSettings, seedUsers, SERVICE_EVENT_PATHS } from "./workload.mjs";
 
 const [configA, configB] = process.argv.slice(2).map((p) => p && resolve(p));
 if (!configA || !configB) {
@@ -27,7 +27,6 @@ const settings = {
   warmup: Number(process.env.BENCH_WARMUP ?? 2),
   pairs: Number(process.env.BENCH_PAIRS ?? 5),
 };
-const PATHS = { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" };
 
 const children = new Children();
 const dirs = [];
@@ -59,7 +58,7 @@ async function startService(name, configPath) {
 
 async function measure(service) {
   const opts = { connections: settings.connections };
-  const traffic = eventRequests(settings.users, PATHS); // one traffic: its requests are built by the warm-up
+  const traffic = eventRequests(settings.users, SERVICE_EVENT_PATHS); // one traffic: its requests are built by the warm-up
   await load(service.url, traffic, { ...opts, duration: settings.warmup });
   const r = await load(service.url, traffic, { ...opts, duration: settings.duration });
   if (r.non2xx > 0 || r.errors > 0) throw new Error(`${service.name}: ${r.non2xx} non-2xx, ${r.errors} errors`);

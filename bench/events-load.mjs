@@ -4,7 +4,7 @@
 // api-calls) against a service that is already running, for profiling it from outside:
 //   strace -c -f -p <service pid>, perf record -p <service pid>, node --cpu-prof on the service.
 // "seed" first sends each user one lesson. Prints req/s. Reports; never gates.
-import { eventRequests, load, seedUsers } from "./workload.mjs";
+import { eventRequests, load, seedUsers, SERVICE_EVENT_PATHS } from "./workload.mjs";
 
 const [url, seed = "seed", seconds = "8"] = process.argv.slice(2);
 if (!url) {
@@ -13,6 +13,6 @@ if (!url) {
 }
 const settings = { users: 20_000, connections: 100 };
 if (seed === "seed") await seedUsers(url, settings, "");
-const traffic = eventRequests(settings.users, { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" });
+const traffic = eventRequests(settings.users, SERVICE_EVENT_PATHS);
 const result = await load(url, traffic, { connections: settings.connections, duration: Number(seconds) });
 console.log(`${Math.round(result.rps)} req/s, ${result.requests} requests`);

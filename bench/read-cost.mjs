@@ -28,7 +28,7 @@ import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
 import { countInstructions } from "./callgrind.mjs";
 import { runBench } from "./processes.mjs";
 import { median } from "./report.mjs";
-import { eventRequests, load, readRequests, seedUsers } from "./workload.mjs";
+import { eventRequests, load, readRequests, seedUsers, SERVICE_EVENT_PATHS } from "./workload.mjs";
 
 const entry = process.argv[2] ?? "dist/main.js";
 const users = Number(process.env.COST_USERS ?? 2000);
@@ -101,7 +101,7 @@ async function main() {
   await seedUsers(service.url, { users, connections: CONNECTIONS });
   const events = traffic === "events";
   const served = events
-    ? await measure("events POST /v1/metrics/*/event", service, eventRequests(users, { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" }))
+    ? await measure("events POST /v1/metrics/*/event", service, eventRequests(users, SERVICE_EVENT_PATHS))
     : await measure("read GET /v1/users/*/points/energy", service, readRequests(users, (id) => `/v1/users/${id}/points/energy?awards=10`));
   await service.stop();
   const baseline = await startUnderCallgrind("bench/baseline-server.mjs", { REDIS_URL: redis.url }, "/ping");

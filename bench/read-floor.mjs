@@ -20,7 +20,7 @@ import { join } from "node:path";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
 import { Children, cpuSeconds, runBench } from "./processes.mjs";
 import { median } from "./report.mjs";
-import { eventRequests, load, phaseSettings, readRequests, seedUsers } from "./workload.mjs";
+import { eventRequests, load, phaseSettings, readRequests, seedUsers, SERVICE_EVENT_PATHS } from "./workload.mjs";
 
 const settings = phaseSettings(100_000);
 const rounds = settings.slices;
@@ -42,7 +42,7 @@ async function main() {
 
   await seedUsers(serviceUrl, settings);
   process.stdout.write(`events: ${settings.duration} s ... `);
-  const events = await load(serviceUrl, eventRequests(settings.users, { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" }), { connections: settings.connections, duration: settings.duration });
+  const events = await load(serviceUrl, eventRequests(settings.users, SERVICE_EVENT_PATHS), { connections: settings.connections, duration: settings.duration });
   console.log(`${Math.round(events.rps)} req/s`);
 
   const path = (id) => `/users/${id}/points/energy?awards=10`;

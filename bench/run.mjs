@@ -18,7 +18,7 @@ import { StreamWorker } from "../dist/jobs/stream-worker.js";
 import { Children, serviceNodeArgs, runBench } from "./processes.mjs";
 import { figures, print, TARGETS } from "./report.mjs";
 import { delta, snapshot } from "./snapshot.mjs";
-import { eventRequests, load, phaseSettings, readRequests, seedUsers, userId } from "./workload.mjs";
+import { eventRequests, load, phaseSettings, readRequests, seedUsers, SERVICE_EVENT_PATHS, userId } from "./workload.mjs";
 
 const config = {
   ...phaseSettings(100_000),
@@ -137,7 +137,7 @@ async function main() {
   // Each service phase runs right after its baseline, so a noisy neighbour skews the pair alike.
   const phases = {};
   phases.baselineEvalsha = await phase("baseline EVALSHA", baseline, eventRequests(config.users, { lessons: "/event", apiCalls: "/event" }));
-  phases.events = await phase("events", service, eventRequests(config.users, { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" }));
+  phases.events = await phase("events", service, eventRequests(config.users, SERVICE_EVENT_PATHS));
   const hgetTraffic = readRequests(config.users, (id) => `/users/${id}`);
   const readTraffic = readRequests(config.users, (id) => `/v1/users/${id}/points/energy?awards=10`);
   phases.baselineHget = await phase("baseline HGET", baseline, hgetTraffic);

@@ -54,7 +54,7 @@ import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
 import { Children, runBench, serviceNodeArgs } from "./processes.mjs";
 import { median } from "./report.mjs";
 import { delta, snapshot } from "./snapshot.mjs";
-import { eventRequests, load, phaseSettings, seedUsers } from "./workload.mjs";
+import { eventRequests, load, phaseSettings, seedUsers, SERVICE_EVENT_PATHS } from "./workload.mjs";
 
 const config = phaseSettings(20_000);
 /** Users of each seeded pair's phases: the core bench's 100 000 by default, so the pairs are its traffic. */
@@ -84,7 +84,6 @@ async function cleanup() {
 }
 for (const signal of ["SIGINT", "SIGTERM"]) process.once(signal, () => void cleanup().finally(() => process.exit(130)));
 
-const EVENT_PATHS = { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" };
 const TYPES = [
   "achievement.completed", "streak.started", "streak.extended", "streak.lost", "streak.freeze_consumed", "streak.freeze_earned",
   "points.changed", "points.level_changed", "points.boost_started", "points.boost_finished",
@@ -119,7 +118,7 @@ async function stop(name) {
  */
 async function measure(name, server, queue, withWorker, users = config.users) {
   process.stdout.write(`${name}: warm-up ${config.warmup} s, measure ${config.duration} s ... `);
-  const requests = eventRequests(users, EVENT_PATHS);
+  const requests = eventRequests(users, SERVICE_EVENT_PATHS);
   await load(server.url, requests, { connections: config.connections, duration: config.warmup });
   if (withWorker) await drainBacklog(queue);
   if (receiverUrl) await (await fetch(`${receiverUrl}/reset`)).arrayBuffer();

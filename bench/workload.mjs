@@ -17,6 +17,9 @@ export function eventBody(n) {
   return JSON.stringify({ user: { id, email: `${id}@example.com`, tz: ZONES[n % ZONES.length] }, value: 1 });
 }
 
+/** The service's two event routes, as `eventRequests` takes them (the baseline's are both /event). */
+export const SERVICE_EVENT_PATHS = { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" };
+
 /**
  * Events for random users among `users` (user-0 .. user-(users - 1)); `paths` = { lessons, apiCalls }.
  * A traffic: `load` turns its draws into prebuilt requests (see `prebuiltClients`).

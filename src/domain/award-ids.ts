@@ -154,20 +154,15 @@ export function rememberedAwardId(namespace: string, userId: string, systemKey: 
   return processTable.get(namespace, systemKey, userId, seq);
 }
 
-/** How many award ids the process remembers (LAUREL_AWARD_IDS, or the default). */
-export function awardIdSlots(): number {
-  return processTable?.slots ?? DEFAULT_AWARD_ID_SLOTS;
-}
-
 export interface AwardIdTableStats {
   slots: number;
   lookups: number;
   misses: number;
 }
 
-/** The process's table for GET /metrics: its size, and its looks and misses since it was made. */
+/** The process's table (GET /metrics): its size (LAUREL_AWARD_IDS, or the default), and its looks and misses since it was made. */
 export function awardIdTableStats(): AwardIdTableStats {
-  return { slots: awardIdSlots(), lookups: processTable?.lookups ?? 0, misses: processTable?.misses ?? 0 };
+  return { slots: processTable?.slots ?? DEFAULT_AWARD_ID_SLOTS, lookups: processTable?.lookups ?? 0, misses: processTable?.misses ?? 0 };
 }
 
 /** How many award ids to remember (a power of two; 0: none). Replaces the table: ids are recomputed. */

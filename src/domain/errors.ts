@@ -42,7 +42,7 @@ export class LaurelError extends Error {
   /** `detail` replaces the default message when the caller can say more precisely what was wrong. */
   constructor(code: ErrorCode, detail?: string) {
     // No stack: these are answers to the client, never logged (src/http/router.ts), and V8's
-    // capture of the frames cost ~12% of the service's CPU under a flood of 404 reads.
+    // capture of the frames was ~11% of the service's CPU under a flood of 404 reads.
     const limit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
     super(detail ?? ErrorCodes[code].message);

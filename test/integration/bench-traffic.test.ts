@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // The bench's own traffic (bench/workload.mjs): its figures are only as good as the requests it sends.
 // @ts-expect-error bench/ is plain JavaScript, without declarations
-import { eventRequests, load, prebuiltClients } from "../../bench/workload.mjs";
+import { eventRequests, load, prebuiltClients, SERVICE_EVENT_PATHS } from "../../bench/workload.mjs";
 import { startTestApp, type TestApp } from "../helpers/app.js";
 
 /**
@@ -11,7 +11,6 @@ import { startTestApp, type TestApp } from "../helpers/app.js";
  * internals, a wrong Content-Length or a traffic that stops drawing users shows here.
  */
 const USERS = 40;
-const PATHS = { lessons: "/v1/metrics/lessons/event", apiCalls: "/v1/metrics/api-calls/event" };
 
 let t: TestApp;
 beforeAll(async () => {
@@ -37,7 +36,7 @@ async function totals(): Promise<{ lessons: number; apiCalls: number; users: num
 }
 
 describe("the bench's prebuilt event traffic", () => {
-  const traffic = eventRequests(USERS, PATHS);
+  const traffic = eventRequests(USERS, SERVICE_EVENT_PATHS);
 
   it("sends valid events, every one counted, for random users and both metrics", async () => {
     const result = await load(t.url, traffic, { connections: 4, amount: 400 });
@@ -66,7 +65,7 @@ describe("where each connection starts in the prebuilt list", () => {
   const fakeClient = () => ({ requestIterator: { requests: [] as unknown[], currentRequestIndex: 0, currentRequest: null as unknown, nextRequest() {} } });
 
   it("connection i of c starts n/c after connection i-1, at the request it will send first, so no two send the same user together", () => {
-    const traffic = eventRequests(USERS, PATHS);
+    const traffic = eventRequests(USERS, SERVICE_EVENT_PATHS);
     const setup = prebuiltClients("http://127.0.0.1:1", traffic, 4);
     const clients = Array.from({ length: 4 }, fakeClient);
     clients.forEach(setup);
@@ -81,7 +80,7 @@ describe("where each connection starts in the prebuilt list", () => {
   });
 
   it("refuses a client whose iterator is not autocannon 9's shape", () => {
-    const setup = prebuiltClients("http://127.0.0.1:1", eventRequests(USERS, PATHS), 1);
+    const setup = prebuiltClients("http://127.0.0.1:1", eventRequests(USERS, SERVICE_EVENT_PATHS), 1);
     expect(() => setup({ requestIterator: undefined })).toThrow(/autocannon's RequestIterator changed/);
   });
 });

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { applyAwardIdSlots } from "../../src/boot.js";
-import { AwardIdTable, awardIdSlots, DEFAULT_AWARD_ID_SLOTS, isAwardIdSlots, rememberedAwardId, setAwardIdSlots } from "../../src/domain/award-ids.js";
+import { AwardIdTable, awardIdTableStats, DEFAULT_AWARD_ID_SLOTS, isAwardIdSlots, rememberedAwardId, setAwardIdSlots } from "../../src/domain/award-ids.js";
 import { awardId, tenantNamespace, uuidV5 } from "../../src/domain/ids.js";
 
 const computed = (namespace: string, systemKey: string, userId: string, seq: number): string => uuidV5(`award:${systemKey}:${seq}:${userId}`, namespace);
@@ -102,13 +102,13 @@ describe("award id table", () => {
   it("LAUREL_AWARD_IDS sets the process's table (0: none); unset, the default stays", () => {
     try {
       applyAwardIdSlots({ LAUREL_AWARD_IDS: "4" });
-      expect(awardIdSlots()).toBe(4);
+      expect(awardIdTableStats().slots).toBe(4);
       applyAwardIdSlots({ LAUREL_AWARD_IDS: "0" });
-      expect(awardIdSlots()).toBe(0);
+      expect(awardIdTableStats().slots).toBe(0);
       expect(rememberedAwardId(demo, "user-1", "xp", 3)).toBe(computed(demo, "xp", "user-1", 3));
       setAwardIdSlots(DEFAULT_AWARD_ID_SLOTS);
       applyAwardIdSlots({});
-      expect(awardIdSlots()).toBe(DEFAULT_AWARD_ID_SLOTS);
+      expect(awardIdTableStats().slots).toBe(DEFAULT_AWARD_ID_SLOTS);
     } finally {
       setAwardIdSlots(DEFAULT_AWARD_ID_SLOTS);
     }
