@@ -24,6 +24,7 @@ import {
 } from "./api/users.js";
 import { ManualClock } from "./clock.js";
 import { TimeTriggers } from "./jobs/time-triggers.js";
+import { StreakExpiry } from "./jobs/streak-expiry.js";
 import { Router } from "./http/router.js";
 // issue 4 (read endpoints, stream worker lag): begin
 import { registerReadRoutes } from "./api/read-routes.js";
@@ -94,6 +95,8 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   // issue 6: end
   const timeTriggers = opts.jobs === false ? null : await TimeTriggers.start({ connection, tenants, clock: opts.clock, logger: opts.logger });
   if (timeTriggers && opts.clock instanceof ManualClock) opts.clock.onChange(() => timeTriggers.runAll());
+  const streakExpiry = opts.jobs === false ? null : await StreakExpiry.start({ redis: opts.redis, connection, tenants, clock: opts.clock, logger: opts.logger });
+  if (streakExpiry && opts.clock instanceof ManualClock) opts.clock.onChange(() => streakExpiry.runAll());
   const refreshThresholds = async (): Promise<void> => {
     for (const { store } of tenants.all) await store.thresholds.refresh(opts.clock.now());
   };
@@ -170,6 +173,7 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
       (app as unknown as { close?: () => void }).close?.();
       if (refreshTimer) clearInterval(refreshTimer);
       await timeTriggers?.close();
+      await streakExpiry?.close();
       await webhooks?.close();
     },
   };

@@ -209,7 +209,8 @@ describe("a tenant without endpoints", () => {
       for (const user of ["ada", "ada", "bob"]) expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: user, tz: "UTC" }, value: 1 })).status).toBe(201);
       expect((await t.call("POST", "/admin/v1/points/xp/boosts", { userId: "ada", name: "B", multiplier: 2, start: "2026-06-10T00:00:00Z" }, admin)).status).toBe(201);
       await t.setClock("2026-06-05T00:00:00Z");
-      expect(await t.redis.xlen(`{${tenantId}:0}:x`)).toBe(4);
+      // Three events, the boost, and the streak expiry sweep's two lost streaks (src/jobs/streak-expiry.ts).
+      expect(await t.redis.xlen(`{${tenantId}:0}:x`)).toBe(6);
       expect(await t.redis.exists(`{${tenantId}:0}:xh`)).toBe(0);
     } finally {
       await t.close();

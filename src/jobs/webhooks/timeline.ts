@@ -4,7 +4,7 @@ import type { Logger } from "pino";
 import type { Clock } from "../../clock.js";
 import { iso } from "../../api/wire.js";
 import type { BoostDetail } from "../../domain/stream-record.js";
-import { streakAdmin } from "../../store/user-store.js";
+import { sweepExpiredStreaks } from "../streak-expiry.js";
 import { configBoundaries, type ConfigBoundary } from "./boundaries.js";
 import type { Coalescer } from "./coalesce.js";
 import type { DeliveryJob, DeliveryQueue } from "./deliveries.js";
@@ -19,11 +19,11 @@ import { logQueueErrors } from "../../log-throttle.js";
  * every `tickEveryMs` of wall time (queue `laurel-hooks-time-<tenant>`); each tick, by the
  * service clock:
  *
- *  1. Streak expiry: the users of each shard whose streak deadline ({t:s}:sd, the instant the
- *     streak is lost) has passed are settled with streakAdmin "settle": in the same script call,
- *     a freeze is consumed or the streak is lost, and the `fc:`/`sl:` parts go to the shard
- *     stream, from which the consumer derives streak.freeze_consumed / streak.lost as for any
- *     change. Only the users whose deadline passed are read (the zset is ordered by deadline).
+ *  1. Streak expiry (../streak-expiry.ts): the users of each shard whose streak deadline
+ *     ({t:s}:sd, the instant the streak is lost) has passed are settled with streakAdmin
+ *     "settle": in the same script call, a freeze is consumed or the streak is lost, and the
+ *     `fc:`/`sl:` parts go to the shard stream, from which the consumer derives
+ *     streak.freeze_consumed / streak.lost as for any change. Only the users whose deadline passed are read (the zset is ordered by deadline).
  *  2. Calendar boundaries in (cursor, now]: global boosts and leaderboard runs starting or
  *     finishing (boundaries.ts), then user boosts (the {t}:wh:due zset the webhook consumer
  *     fills from the "ub" records lua/userBoost-3.lua writes with each admin boost change). Each boundary's event id derives from the boost or the run, so it fires once
@@ -73,7 +73,7 @@ export class Timeline {
     this.keys = new WebhookKeys(ctx.tenant.id);
   }
 
-  /** Sweeping streaks needs a streak rule; it runs for tenants with endpoints only (README: Webhooks). */
+  /** Sweeping streaks needs a streak rule (tenants without endpoints are swept by ../streak-expiry.ts). */
   private get sweeps(): boolean {
     return this.ctx.tenant.streak !== null;
   }
@@ -106,29 +106,11 @@ export class Timeline {
   }
 
   async tick(now: number): Promise<{ settled: number; boundaries: number; coalesced: number }> {
-    const settled = this.sweeps ? await this.sweepStreaks(now) : 0;
+    const settled = this.sweeps ? await sweepExpiredStreaks(this.ctx.store, now) : 0;
     const boundaries = (await this.configBoundaries(now)) + (await this.userBoostBoundaries(now));
     const coalesced = await this.coalescer.flush(now, (jobs) => this.deliveries.enqueue(jobs));
     if (!this.opts.clock.manual) await this.scheduleWake(now);
     return { settled, boundaries, coalesced };
-  }
-
-  /** Settles every user whose streak deadline has passed; returns how many changed. */
-  async sweepStreaks(now: number): Promise<number> {
-    const { store } = this.ctx;
-    let changed = 0;
-    for (let shard = 0; shard < store.tenant.shards; shard++) {
-      // A user the settlement leaves in place (its zone moved the deadline) is skipped past.
-      for (let offset = 0; ; ) {
-        const due = await store.redis.zrangebyscore(store.keys.streakDeadline(shard), "-inf", now, "LIMIT", offset, SWEEP_BATCH);
-        const results = await Promise.all(due.map((userId) => streakAdmin(store, userId, "settle", now, () => 0)));
-        const moved = results.filter((r) => r.status === "settled" && (r.consumed > 0 || r.lost > 0)).length;
-        changed += moved;
-        offset += due.length - moved;
-        if (due.length < SWEEP_BATCH) break;
-      }
-    }
-    return changed;
   }
 
   private async emit(type: string, subject: string, at: number, fields: Record<string, unknown>, userId: string | null): Promise<void> {

@@ -1,0 +1,130 @@
+import { Queue, QueueEvents, Worker, type ConnectionOptions } from "bullmq";
+import type { Redis } from "ioredis";
+import type { Logger } from "pino";
+import type { Clock } from "../clock.js";
+import { logQueueErrors } from "../log-throttle.js";
+import type { TenantStore } from "../store/tenant-store.js";
+import { streakAdmin } from "../store/user-store.js";
+import type { Tenants } from "../tenants.js";
+
+/**
+ * Streak expiry: a streak is settled when its deadline passes ({t:s}:sd, the instant it is lost),
+ * not only at the user's next event. A user who stops coming then leaves the shard's active set
+ * ({t:s}:sa) and the streak boards within a tick. Without it their lost streak stayed there until
+ * they came back: every rank read and active ranking stepped over all of them, and the rank gave
+ * up (null) once a shard held more than 1 000 (lua/streakRank-2.lua). An app whose users churn
+ * reaches that in weeks.
+ *
+ * Settling is what an event would do first (lua/streakAdmin-4.lua "settle": a freeze consumed, or
+ * the streak lost), by the service clock in the user's stored zone. A tenant with webhook
+ * endpoints is swept by its webhook timeline (webhooks/timeline.ts), which also wakes at the next
+ * deadline so that streak.lost fires on time. Every other tenant with a streak rule gets one
+ * BullMQ job scheduler here (queue `laurel-streaks-<tenant>`), ticking every `tickEveryMs` of
+ * wall time; with the manual clock, moving the clock sweeps at once (runAll).
+ */
+export const STREAK_QUEUE = "laurel-streaks";
+const SCHEDULER = "sweep";
+const BATCH = 200;
+
+/** Settles every user of the tenant whose streak deadline has passed; returns how many changed. */
+export async function sweepExpiredStreaks(store: TenantStore, now: number): Promise<number> {
+  let changed = 0;
+  for (let shard = 0; shard < store.tenant.shards; shard++) {
+    // A user the settlement leaves in place (a zone change moved the deadline) is skipped past.
+    for (let offset = 0; ; ) {
+      const due = await store.redis.zrangebyscore(store.keys.streakDeadline(shard), "-inf", now, "LIMIT", offset, BATCH);
+      const results = await Promise.all(due.map((userId) => streakAdmin(store, userId, "settle", now, () => 0)));
+      const moved = results.filter((r) => r.status === "settled" && (r.consumed > 0 || r.lost > 0)).length;
+      changed += moved;
+      offset += due.length - moved;
+      if (due.length < BATCH) break;
+    }
+  }
+  return changed;
+}
+
+/** Whether this module sweeps the tenant (the webhook timeline sweeps tenants with endpoints). */
+function sweptHere(store: TenantStore): boolean {
+  return store.tenant.streak !== null && store.tenant.webhooks.length === 0;
+}
+
+export interface StreakExpiryOptions {
+  redis: Redis;
+  connection: ConnectionOptions;
+  tenants: Tenants;
+  clock: Clock;
+  logger: Logger;
+  /** @default 60000 */
+  tickEveryMs?: number;
+  /** BullMQ key prefix; braces keep each queue in one Cluster slot. @default "{laurel-jobs}" */
+  prefix?: string;
+}
+
+/** One tenant's queue: every process serving the tenant works it; the scheduler makes one job per tick. */
+class TenantStreakQueue {
+  readonly queue: Queue;
+  private readonly worker: Worker;
+  private readonly events: QueueEvents;
+
+  constructor(private readonly store: TenantStore, private readonly opts: StreakExpiryOptions, prefix: string) {
+    const name = queueName(store.tenant.id);
+    this.queue = new Queue(name, { connection: opts.connection, prefix });
+    this.events = new QueueEvents(name, { connection: opts.connection, prefix });
+    this.worker = new Worker(name, () => sweepExpiredStreaks(this.store, this.opts.clock.now()), { connection: opts.connection, prefix, concurrency: 1 });
+    this.worker.on("failed", (_job, err) => opts.logger.error({ err, tenant: store.tenant.id }, "streak expiry sweep failed"));
+    for (const part of [this.queue, this.events, this.worker]) logQueueErrors(part, opts.logger, name);
+  }
+
+  async start(): Promise<void> {
+    await this.worker.waitUntilReady();
+    await this.events.waitUntilReady();
+    await this.queue.upsertJobScheduler(SCHEDULER, { every: this.opts.tickEveryMs ?? 60_000 }, { name: SCHEDULER, opts: { removeOnComplete: true, removeOnFail: 100 } });
+  }
+
+  /** One sweep now, through the queue and a worker (the manual clock). */
+  async runNow(): Promise<void> {
+    const job = await this.queue.add(SCHEDULER, {}, { removeOnComplete: true, removeOnFail: 100 });
+    await job.waitUntilFinished(this.events);
+  }
+
+  async close(): Promise<void> {
+    await this.worker.close();
+    await this.events.close();
+    await this.queue.close();
+  }
+}
+
+const queueName = (tenantId: string): string => `${STREAK_QUEUE}-${tenantId}`;
+
+export class StreakExpiry {
+  private constructor(private readonly queues: TenantStreakQueue[]) {}
+
+  /**
+   * Starts a worker and a scheduler per tenant swept here, and removes the scheduler of a tenant
+   * that no longer is (its streak rule removed, or an endpoint added: the timeline sweeps it now).
+   */
+  static async start(opts: StreakExpiryOptions): Promise<StreakExpiry> {
+    const prefix = opts.prefix ?? "{laurel-jobs}";
+    const queues: TenantStreakQueue[] = [];
+    for (const { store } of opts.tenants.all) {
+      if (sweptHere(store)) {
+        queues.push(new TenantStreakQueue(store, opts, prefix));
+      } else if ((await opts.redis.exists(`${prefix}:${queueName(store.tenant.id)}:repeat`)) === 1) {
+        const queue = new Queue(queueName(store.tenant.id), { connection: opts.connection, prefix });
+        await queue.removeJobScheduler(SCHEDULER);
+        await queue.close();
+      }
+    }
+    await Promise.all(queues.map((q) => q.start()));
+    return new StreakExpiry(queues);
+  }
+
+  /** Sweeps every tenant now and waits for all of them (the manual clock's hook). */
+  async runAll(): Promise<void> {
+    await Promise.all(this.queues.map((q) => q.runNow()));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.queues.map((q) => q.close()));
+  }
+}

@@ -1,0 +1,132 @@
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { inject } from "vitest";
+import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { lessonsTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
+
+/**
+ * Streak expiry for a tenant WITHOUT webhook endpoints (src/jobs/streak-expiry.ts): a streak is
+ * settled when its deadline passes, not only at the user's next event, so users who stopped
+ * coming leave the active set, the rank, the active rankings and the streak board. (Tenants with
+ * endpoints are swept by their webhook timeline: test/integration/webhooks.test.ts.)
+ */
+let redis: Redis;
+beforeAll(() => {
+  redis = new Redis(inject("redisUrl"));
+});
+afterAll(() => redis.disconnect());
+
+/** One shard (so its keys are easy to name), a daily lessons streak, and a perpetual streak board. */
+function streakTenantYaml(tenantId: string): string {
+  return tenantYaml(
+    tenantId,
+    `
+    shards: 1
+    metrics: [{ key: lessons, name: Lessons }]
+    streak:
+      frequency: daily
+      metrics: [{ metric: lessons, threshold: 1 }]
+    leaderboards:
+      - { key: streaks, name: Streaks, rankBy: streak, start: "2026-01-01" }
+`,
+  );
+}
+
+async function lesson(t: TestApp, user: string): Promise<void> {
+  const res = await t.call("POST", "/v1/metrics/lessons/event", { user: { id: user, tz: "UTC" }, value: 1 });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+}
+
+describe("streak expiry without webhook endpoints", () => {
+  it("settles a lost streak at its deadline: it leaves the active set, the rankings and the streak board, and the stream records the loss", async () => {
+    const tenantId = uniqueTenantId("expiry");
+    const t = await startTestApp({ yaml: streakTenantYaml(tenantId), manualClock: "2026-06-01T12:00:00Z" });
+    try {
+      expect(t.tenants[0]!.webhooks).toEqual([]);
+      for (const user of ["ada", "bob", "cy"]) await lesson(t, user);
+      await t.setClock("2026-06-02T12:00:00Z");
+      await lesson(t, "cy");
+      // ada and bob last extended on June 1: their streaks are lost at the end of June 2 (UTC).
+      await t.setClock("2026-06-03T00:30:00Z");
+
+      expect(await redis.zrange(`{${tenantId}:0}:sa`, 0, -1, "WITHSCORES")).toEqual(["cy", "2"]);
+      expect(await redis.zrange(`{${tenantId}:0}:sd`, 0, -1)).toEqual(["cy"]);
+      const records = await redis.xrange(`{${tenantId}:0}:x`, "-", "+");
+      const losses = records.map(([, fields]) => fields.join(" ")).filter((text) => /(^|[ ;])sl:1([ ;]|$)/.test(text));
+      expect(losses).toHaveLength(2);
+
+      const rankings = await t.call("GET", "/v1/streaks/rankings?type=active");
+      expect(rankings.body.map((r: { userId: string }) => r.userId)).toEqual(["cy"]);
+      const board = await t.call("GET", "/v1/leaderboards/streaks");
+      expect(board.status).toBe(200);
+      expect(board.body.rankings.map((r: { userId: string; value: number }) => [r.userId, r.value])).toEqual([["cy", 2]]);
+      const ada = await t.call("GET", "/v1/users/ada/streak");
+      expect([ada.body.length, ada.body.rank]).toEqual([0, null]);
+      const cy = await t.call("GET", "/v1/users/cy/streak");
+      expect([cy.body.length, cy.body.rank]).toEqual([2, 1]);
+
+      // The next event finds the streak already settled: it starts again at 1.
+      await lesson(t, "ada");
+      expect((await t.call("GET", "/v1/users/ada/streak")).body.length).toBe(1);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("keeps the rank known with more than 1 000 lost streaks in a shard (the rank read's cap)", async () => {
+    const tenantId = uniqueTenantId("expiry");
+    const t = await startTestApp({ yaml: streakTenantYaml(tenantId), manualClock: "2026-06-01T12:00:00Z" });
+    try {
+      const users = Array.from({ length: 1005 }, (_, i) => `gone-${i}`);
+      for (let i = 0; i < users.length; i += 50) await Promise.all(users.slice(i, i + 50).map((u) => lesson(t, u)));
+      await lesson(t, "stays");
+      await t.setClock("2026-06-02T12:00:00Z");
+      await lesson(t, "stays");
+      await t.setClock("2026-06-03T12:00:00Z");
+      await lesson(t, "stays");
+
+      expect(await redis.zcard(`{${tenantId}:0}:sa`)).toBe(1);
+      const stays = await t.call("GET", "/v1/users/stays/streak");
+      expect([stays.body.length, stays.body.rank]).toEqual([3, 1]);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("consumes a freeze at the deadline instead of losing the streak", async () => {
+    const tenantId = uniqueTenantId("expiry");
+    const yaml = streakTenantYaml(tenantId).replace("      metrics: [{ metric: lessons, threshold: 1 }]\n", "      metrics: [{ metric: lessons, threshold: 1 }]\n      freezes: { initial: 1, max: 2 }\n");
+    const t = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z" });
+    try {
+      await lesson(t, "ada");
+      await t.setClock("2026-06-03T00:30:00Z");
+      // June 2 was missed: the freeze covered it, so the streak lives until the end of June 3.
+      expect(await redis.zscore(`{${tenantId}:0}:sa`, "ada")).toBe("1");
+      expect(Number(await redis.zscore(`{${tenantId}:0}:sd`, "ada"))).toBe(Date.parse("2026-06-04T00:00:00Z"));
+      const streak = await t.call("GET", "/v1/users/ada/streak");
+      expect([streak.body.length, streak.body.freezes]).toEqual([1, 0]);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("runs one scheduler per tenant it sweeps, and removes it once the webhook timeline sweeps the tenant", async () => {
+    const tenantId = uniqueTenantId("expiry");
+    const scheduler = `{laurel-jobs}:laurel-streaks-${tenantId}:repeat`;
+    const first = await startTestApp({ yaml: lessonsTenantYaml(tenantId) });
+    await first.close();
+    expect(await redis.exists(scheduler)).toBe(1);
+    const second = await startTestApp({ yaml: lessonsTenantYaml(tenantId, { url: "http://127.0.0.1:9/hooks", events: ["streak.lost"] }) });
+    await second.close();
+    expect(await redis.exists(scheduler)).toBe(0);
+  });
+});
+
+describe("without a streak rule", () => {
+  it("starts no sweep", async () => {
+    const tenantId = uniqueTenantId("expiry");
+    const t = await startTestApp({ yaml: tenantYaml(tenantId, "    metrics: [{ key: lessons, name: Lessons }]\n") });
+    await t.close();
+    expect(await redis.exists(`{laurel-jobs}:laurel-streaks-${tenantId}:repeat`)).toBe(0);
+  });
+});
