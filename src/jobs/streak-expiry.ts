@@ -20,10 +20,14 @@ import type { Tenants } from "../tenants.js";
  * endpoints is swept by its webhook timeline (webhooks/timeline.ts), which also wakes at the next
  * deadline so that streak.lost fires on time. Every other tenant with a streak rule gets one
  * BullMQ job scheduler here (queue `laurel-streaks-<tenant>`), ticking every `tickEveryMs` of
- * wall time; with the manual clock, moving the clock sweeps at once (runAll).
+ * wall time; with the system clock each sweep also queues a delayed one at the next deadline when
+ * it comes before the next tick (deadlines gather at each zone's midnight: many users of a shard
+ * may lose theirs at one instant, and the rank is unknown while more than 1 000 of them wait).
+ * With the manual clock, moving the clock sweeps at once (runAll).
  */
 export const STREAK_QUEUE = "laurel-streaks";
 const SCHEDULER = "sweep";
+const JOB_OPTIONS = { removeOnComplete: true, removeOnFail: 100 };
 const BATCH = 200;
 
 /** Settles every user of the tenant whose streak deadline has passed; returns how many changed. */
@@ -41,6 +45,15 @@ export async function sweepExpiredStreaks(store: TenantStore, now: number): Prom
     }
   }
   return changed;
+}
+
+/** The first streak deadline of the tenant after `now` (ms), or null when none is known. */
+export async function nextStreakDeadline(store: TenantStore, now: number): Promise<number | null> {
+  const shards = Array.from({ length: store.tenant.shards }, (_, shard) => shard);
+  // Strictly after now: a user the sweep left in place (its zone moved the deadline) is not next.
+  const firsts = await Promise.all(shards.map((shard) => store.redis.zrangebyscore(store.keys.streakDeadline(shard), `(${now}`, "+inf", "WITHSCORES", "LIMIT", 0, 1)));
+  const deadlines = firsts.filter((first) => first.length === 2).map((first) => Number(first[1]));
+  return deadlines.length > 0 ? Math.min(...deadlines) : null;
 }
 
 /** Whether this module sweeps the tenant (the webhook timeline sweeps tenants with endpoints). */
@@ -70,20 +83,36 @@ class TenantStreakQueue {
     const name = queueName(store.tenant.id);
     this.queue = new Queue(name, { connection: opts.connection, prefix });
     this.events = new QueueEvents(name, { connection: opts.connection, prefix });
-    this.worker = new Worker(name, () => sweepExpiredStreaks(this.store, this.opts.clock.now()), { connection: opts.connection, prefix, concurrency: 1 });
+    this.worker = new Worker(name, () => this.sweep(), { connection: opts.connection, prefix, concurrency: 1 });
     this.worker.on("failed", (_job, err) => opts.logger.error({ err, tenant: store.tenant.id }, "streak expiry sweep failed"));
     for (const part of [this.queue, this.events, this.worker]) logQueueErrors(part, opts.logger, name);
+  }
+
+  private get tickEveryMs(): number {
+    return this.opts.tickEveryMs ?? 60_000;
   }
 
   async start(): Promise<void> {
     await this.worker.waitUntilReady();
     await this.events.waitUntilReady();
-    await this.queue.upsertJobScheduler(SCHEDULER, { every: this.opts.tickEveryMs ?? 60_000 }, { name: SCHEDULER, opts: { removeOnComplete: true, removeOnFail: 100 } });
+    await this.queue.upsertJobScheduler(SCHEDULER, { every: this.tickEveryMs }, { name: SCHEDULER, opts: JOB_OPTIONS });
+  }
+
+  private async sweep(): Promise<number> {
+    const now = this.opts.clock.now();
+    const changed = await sweepExpiredStreaks(this.store, now);
+    if (!this.opts.clock.manual) {
+      const next = await nextStreakDeadline(this.store, now);
+      // Not deduplicated: a wake that ran a little early must be able to ask for the same instant
+      // again, and an extra sweep finds nothing to do.
+      if (next !== null && next - now < this.tickEveryMs) await this.queue.add("wake", {}, { ...JOB_OPTIONS, delay: Math.max(0, next - this.opts.clock.now()) });
+    }
+    return changed;
   }
 
   /** One sweep now, through the queue and a worker (the manual clock). */
   async runNow(): Promise<void> {
-    const job = await this.queue.add(SCHEDULER, {}, { removeOnComplete: true, removeOnFail: 100 });
+    const job = await this.queue.add(SCHEDULER, {}, JOB_OPTIONS);
     await job.waitUntilFinished(this.events);
   }
 

@@ -1,8 +1,12 @@
+import { Queue } from "bullmq";
 import { Redis } from "ioredis";
+import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { lessonsTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
+import { StreakExpiry } from "../../src/jobs/streak-expiry.js";
+import { queueConnection } from "../../src/store/redis-client.js";
 
 /**
  * Streak expiry for a tenant WITHOUT webhook endpoints (src/jobs/streak-expiry.ts): a streak is
@@ -119,6 +123,38 @@ describe("streak expiry without webhook endpoints", () => {
     const second = await startTestApp({ yaml: lessonsTenantYaml(tenantId, { url: "http://127.0.0.1:9/hooks", events: ["streak.lost"] }) });
     await second.close();
     expect(await redis.exists(scheduler)).toBe(0);
+  });
+});
+
+describe("with the system clock", () => {
+  it("queues a sweep at the next deadline when it comes before the next tick, and none when it does not", async () => {
+    const tenantId = uniqueTenantId("expiry");
+    const t = await startTestApp({ yaml: streakTenantYaml(tenantId), manualClock: "2026-06-02T12:00:00Z", jobs: false });
+    // ada's streak is lost at the end of June 3 (UTC) unless extended then.
+    let now = Date.parse("2026-06-02T12:00:00Z");
+    const clock = { manual: false, now: () => now };
+    const prefix = `{laurel-jobs-${tenantId}}`;
+    const connection = queueConnection(t.redis);
+    const queue = new Queue(`laurel-streaks-${tenantId}`, { connection, prefix });
+    const wakes = async () => (await queue.getDelayed()).filter((job) => job.name === "wake").map((job) => job.opts.delay);
+    let expiry: StreakExpiry | null = null;
+    try {
+      await lesson(t, "ada");
+      expiry = await StreakExpiry.start({ redis: t.redis, connection, tenants: t.app.tenants, clock, logger: pino({ level: "silent" }), prefix });
+      await expiry.runAll();
+      expect(await wakes()).toEqual([]);
+
+      now = Date.parse("2026-06-03T23:59:50Z");
+      await expiry.runAll();
+      const delays = await wakes();
+      expect(delays.length).toBeGreaterThan(0);
+      for (const delay of delays) expect(delay).toBe(10_000);
+    } finally {
+      await expiry?.close();
+      await queue.obliterate({ force: true });
+      await queue.close();
+      await t.close();
+    }
   });
 });
 

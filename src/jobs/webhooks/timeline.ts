@@ -4,7 +4,7 @@ import type { Logger } from "pino";
 import type { Clock } from "../../clock.js";
 import { iso } from "../../api/wire.js";
 import type { BoostDetail } from "../../domain/stream-record.js";
-import { sweepExpiredStreaks } from "../streak-expiry.js";
+import { nextStreakDeadline, sweepExpiredStreaks } from "../streak-expiry.js";
 import { configBoundaries, type ConfigBoundary } from "./boundaries.js";
 import type { Coalescer } from "./coalesce.js";
 import type { DeliveryJob, DeliveryQueue } from "./deliveries.js";
@@ -211,7 +211,8 @@ export class Timeline {
       if (first.length === 2) candidates.push(Number(first[1]));
     };
     await firstOf(this.keys.boostDue());
-    if (this.sweeps) for (let shard = 0; shard < store.tenant.shards; shard++) await firstOf(store.keys.streakDeadline(shard));
+    const deadline = this.sweeps ? await nextStreakDeadline(this.ctx.store, now) : null;
+    if (deadline !== null) candidates.push(deadline);
     const close = await this.coalescer.nextClose();
     if (close !== null) candidates.push(close);
     const after = candidates.filter((t) => t > now);
