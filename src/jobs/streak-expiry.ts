@@ -1,11 +1,11 @@
-import { Queue, QueueEvents, Worker, type ConnectionOptions } from "bullmq";
+import { Queue, type ConnectionOptions } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
-import { logQueueErrors } from "../log-throttle.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import { streakAdmin } from "../store/user-store.js";
 import type { Tenants } from "../tenants.js";
+import { JOB_OPTIONS, TenantJobQueue } from "./tenant-job-queue.js";
 
 /**
  * Streak expiry: a streak is settled when its deadline passes ({t:s}:sd, the instant it is lost),
@@ -27,7 +27,6 @@ import type { Tenants } from "../tenants.js";
  */
 export const STREAK_QUEUE = "laurel-streaks";
 const SCHEDULER = "sweep";
-const JOB_OPTIONS = { removeOnComplete: true, removeOnFail: 100 };
 const BATCH = 200;
 
 /** Settles every user of the tenant whose streak deadline has passed; returns how many changed. */
@@ -73,19 +72,12 @@ export interface StreakExpiryOptions {
   prefix?: string;
 }
 
-/** One tenant's queue: every process serving the tenant works it; the scheduler makes one job per tick. */
+/** One tenant's queue (tenant-job-queue.ts); its scheduler makes one job per tick. */
 class TenantStreakQueue {
-  readonly queue: Queue;
-  private readonly worker: Worker;
-  private readonly events: QueueEvents;
+  private readonly jobs: TenantJobQueue<Record<string, never>>;
 
   constructor(private readonly store: TenantStore, private readonly opts: StreakExpiryOptions, prefix: string) {
-    const name = queueName(store.tenant.id);
-    this.queue = new Queue(name, { connection: opts.connection, prefix });
-    this.events = new QueueEvents(name, { connection: opts.connection, prefix });
-    this.worker = new Worker(name, () => this.sweep(), { connection: opts.connection, prefix, concurrency: 1 });
-    this.worker.on("failed", (_job, err) => opts.logger.error({ err, tenant: store.tenant.id }, "streak expiry sweep failed"));
-    for (const part of [this.queue, this.events, this.worker]) logQueueErrors(part, opts.logger, name);
+    this.jobs = new TenantJobQueue(queueName(store.tenant.id), () => this.sweep(), { connection: opts.connection, prefix, logger: opts.logger, failure: "streak expiry sweep failed" });
   }
 
   private get tickEveryMs(): number {
@@ -93,9 +85,8 @@ class TenantStreakQueue {
   }
 
   async start(): Promise<void> {
-    await this.worker.waitUntilReady();
-    await this.events.waitUntilReady();
-    await this.queue.upsertJobScheduler(SCHEDULER, { every: this.tickEveryMs }, { name: SCHEDULER, opts: JOB_OPTIONS });
+    await this.jobs.ready();
+    await this.jobs.queue.upsertJobScheduler(SCHEDULER, { every: this.tickEveryMs }, { name: SCHEDULER, opts: JOB_OPTIONS });
   }
 
   private async sweep(): Promise<number> {
@@ -105,21 +96,18 @@ class TenantStreakQueue {
       const next = await nextStreakDeadline(this.store, now);
       // Not deduplicated: a wake that ran a little early must be able to ask for the same instant
       // again, and an extra sweep finds nothing to do.
-      if (next !== null && next - now < this.tickEveryMs) await this.queue.add("wake", {}, { ...JOB_OPTIONS, delay: Math.max(0, next - this.opts.clock.now()) });
+      if (next !== null && next - now < this.tickEveryMs) await this.jobs.queue.add("wake", {}, { ...JOB_OPTIONS, delay: Math.max(0, next - this.opts.clock.now()) });
     }
     return changed;
   }
 
   /** One sweep now, through the queue and a worker (the manual clock). */
   async runNow(): Promise<void> {
-    const job = await this.queue.add(SCHEDULER, {}, JOB_OPTIONS);
-    await job.waitUntilFinished(this.events);
+    await this.jobs.run(SCHEDULER, {});
   }
 
   async close(): Promise<void> {
-    await this.worker.close();
-    await this.events.close();
-    await this.queue.close();
+    await this.jobs.close();
   }
 }
 

@@ -1,10 +1,10 @@
-import { Queue, QueueEvents, Worker, type ConnectionOptions } from "bullmq";
+import type { ConnectionOptions } from "bullmq";
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
 import { runScript } from "../store/redis-script.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import type { Tenants } from "../tenants.js";
-import { logQueueErrors } from "../log-throttle.js";
+import { TenantJobQueue } from "./tenant-job-queue.js";
 
 /**
  * Time triggers (trophy-compat §5.5: "every N hours/days"). One BullMQ job scheduler per
@@ -57,23 +57,17 @@ export interface TimeTriggerOptions {
   prefix?: string;
 }
 
-/**
- * One queue per tenant: every process serving a tenant works its queue, and a process never
- * takes a job for a tenant it does not serve (several configs may share one Redis).
- */
+/** One queue per tenant (tenant-job-queue.ts), one scheduler per trigger. */
 class TenantTimeQueue {
-  readonly queue: Queue<TickJob>;
-  readonly worker: Worker<TickJob>;
-  readonly events: QueueEvents;
+  private readonly jobs: TenantJobQueue<TickJob>;
 
   constructor(readonly store: TenantStore, private readonly opts: TimeTriggerOptions) {
-    const name = `${TIME_QUEUE}-${store.tenant.id}`;
-    const prefix = opts.prefix ?? "{laurel-jobs}";
-    this.queue = new Queue<TickJob>(name, { connection: opts.connection, prefix });
-    this.events = new QueueEvents(name, { connection: opts.connection, prefix });
-    this.worker = new Worker<TickJob>(name, (job) => this.process(job.data), { connection: opts.connection, prefix, concurrency: 1 });
-    this.worker.on("failed", (job, err) => opts.logger.error({ err, job: job?.data }, "time trigger tick failed"));
-    for (const part of [this.queue, this.events, this.worker]) logQueueErrors(part, opts.logger, name);
+    this.jobs = new TenantJobQueue<TickJob>(`${TIME_QUEUE}-${store.tenant.id}`, (job) => this.process(job.data), {
+      connection: opts.connection,
+      prefix: opts.prefix ?? "{laurel-jobs}",
+      logger: opts.logger,
+      failure: "time trigger tick failed",
+    });
   }
 
   get triggers(): number {
@@ -86,18 +80,18 @@ class TenantTimeQueue {
   }
 
   async start(): Promise<void> {
-    await this.worker.waitUntilReady();
-    await this.events.waitUntilReady();
+    await this.jobs.ready();
+    const queue = this.jobs.queue;
     const wanted = new Set<string>();
     for (let index = 1; index <= this.triggers; index++) {
       wanted.add(this.schedulerId(index));
-      await this.queue.upsertJobScheduler(this.schedulerId(index), { every: this.opts.tickEveryMs ?? 60_000 }, {
+      await queue.upsertJobScheduler(this.schedulerId(index), { every: this.opts.tickEveryMs ?? 60_000 }, {
         name: "tick",
         data: { tenant: this.store.tenant.id, index },
       });
     }
-    for (const scheduler of await this.queue.getJobSchedulers()) {
-      if (!wanted.has(scheduler.key)) await this.queue.removeJobScheduler(scheduler.key);
+    for (const scheduler of await queue.getJobSchedulers()) {
+      if (!wanted.has(scheduler.key)) await queue.removeJobScheduler(scheduler.key);
     }
   }
 
@@ -108,18 +102,11 @@ class TenantTimeQueue {
   }
 
   async runAll(): Promise<void> {
-    const jobs = await Promise.all(
-      Array.from({ length: this.triggers }, (_, i) =>
-        this.queue.add("tick", { tenant: this.store.tenant.id, index: i + 1 }, { removeOnComplete: true, removeOnFail: 100 }),
-      ),
-    );
-    await Promise.all(jobs.map((job) => job.waitUntilFinished(this.events)));
+    await Promise.all(Array.from({ length: this.triggers }, (_, i) => this.jobs.run("tick", { tenant: this.store.tenant.id, index: i + 1 })));
   }
 
   async close(): Promise<void> {
-    await this.worker.close();
-    await this.events.close();
-    await this.queue.close();
+    await this.jobs.close();
   }
 }
 

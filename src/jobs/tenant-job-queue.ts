@@ -1,0 +1,54 @@
+import { Queue, QueueEvents, Worker, type ConnectionOptions, type Job } from "bullmq";
+import type { Logger } from "pino";
+import { logQueueErrors } from "../log-throttle.js";
+
+/** Finished jobs are removed; the last 100 failed ones are kept for inspection. */
+export const JOB_OPTIONS = { removeOnComplete: true, removeOnFail: 100 };
+
+export interface TenantJobQueueOptions {
+  connection: ConnectionOptions;
+  /** BullMQ key prefix; braces keep each queue in one Cluster slot. */
+  prefix: string;
+  logger: Logger;
+  /** Logged with the error when a job fails. */
+  failure: string;
+}
+
+/**
+ * One BullMQ queue of a tenant's background work (time triggers, streak expiry), with the worker
+ * that runs it and the queue events that `run` waits on. Every process serving the tenant works
+ * the queue, and a process never takes a job of a tenant it does not serve (several configs may
+ * share one Redis). Jobs run one at a time per process.
+ */
+export class TenantJobQueue<T> {
+  readonly queue: Queue<T>;
+  private readonly worker: Worker<T>;
+  private readonly events: QueueEvents;
+
+  constructor(name: string, process: (job: Job<T>) => Promise<unknown>, opts: TenantJobQueueOptions) {
+    const { connection, prefix, logger } = opts;
+    this.queue = new Queue<T>(name, { connection, prefix });
+    this.events = new QueueEvents(name, { connection, prefix });
+    this.worker = new Worker<T>(name, process, { connection, prefix, concurrency: 1 });
+    this.worker.on("failed", (job, err) => logger.error({ err, queue: name, job: job?.data }, opts.failure));
+    for (const part of [this.queue, this.events, this.worker]) logQueueErrors(part, logger, name);
+  }
+
+  async ready(): Promise<void> {
+    await this.worker.waitUntilReady();
+    await this.events.waitUntilReady();
+  }
+
+  /** Queues one job now and waits until a worker has finished it (the manual clock's moves). */
+  async run(name: string, data: T): Promise<void> {
+    // BullMQ's generic name types are stricter than the queue's own job names need here.
+    const job = await (this.queue as Queue).add(name, data, JOB_OPTIONS);
+    await job.waitUntilFinished(this.events);
+  }
+
+  async close(): Promise<void> {
+    await this.worker.close();
+    await this.events.close();
+    await this.queue.close();
+  }
+}
