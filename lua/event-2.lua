@@ -17,7 +17,10 @@
     2. Zone check: without a zone in the event, Node computed the calendar for the zone it
        assumed; if the stored zone differs, reply -1 so Node recomputes and calls again.
     3. Idempotency (spec: idempotency rules 1-6): a key already used by this user on this
-       metric replies 2 with the current state and writes nothing.
+       metric replies 2 with the current state and writes nothing. Forever by default (a field
+       of the user's hash, read by the HMGET of step 1); with the tenant's idempotency window
+       (R.iw), only within the window after the key's event (its own expiring key, KEYS[3]),
+       or forever if the hash holds it (stored before the tenant had a window).
     4. Range check of the new metric total: reply -2 and write nothing when out of range.
     5. Upsert the user; first identification fires user_creation triggers, schedules time
        triggers and grants the initial freezes.
@@ -30,6 +33,8 @@
 
   KEYS[1] user state hash   {t:s}:u:<userId>
   KEYS[2] the writer's record on the shard  {t:s}:wr:<writer> (includes/call-order.lua)
+  KEYS[3] with R.iw and a key sent: the key's own key {t:s}:ik:<metric>:<user>\x1f<key>, value
+          "<eventId>|<until ms>" (the service clock decides; Redis expires it after the window)
   The shard's other keys ({t:s}:agg counters, {t:s}:x stream and its hook stream {t:s}:xh
   (includes/hooks.lua), zsets, lists) are built from the prefix: they share the user's hash tag,
   so the same slot. Every argument costs Redis ~1k instructions (parsed from the request, then
@@ -98,6 +103,14 @@
 local function eventReplyHead(status, id, total, created, extended)
   return { status, id, total, created and 1 or 0, S[I_SL] or 0, S[I_SS] or false, S[I_SP] or false, extended and 1 or 0, S[I_FZ] or false, S[I_FG] or false, S[I_CD] or false }
 end
+-- The event a windowed Idempotency-Key recorded while it is remembered (step 3), else nil.
+local function rememberedEvent(key, nowMs)
+  local stored = rcall('GET', key)
+  if not stored then return nil end
+  local bar = string.find(stored, '|', 1, true)
+  if tonumber(string.sub(stored, bar + 1)) <= nowMs then return nil end
+  return string.sub(stored, 1, bar - 1)
+end
 --@body
 local nowMs, value, nowPeriod, nowDay, lostIfExtended, lostIfPrevious, flags, digest, nProfile, eventMask, callNumber = struct.unpack('<ddddddddddd', ARGV[3])
 beginCall(nowMs, ARGV[1], ARGV[2], ARGV[8])
@@ -108,7 +121,10 @@ local deadlines = { lostIfExtended, lostIfPrevious }
 local boards = boardsOf(ARGV[3], 89)
 
 -- 1. Read.
+local idemKey = R.iw and idemField ~= '' and KEYS[3] or nil
 local original = loadState(userKey, idemField ~= '' and idemField or 's', zoneSent and R.pf or R.pfz)
+-- A key stored in the hash before the tenant had a window is still honoured (forever).
+if idemKey and not original then original = rememberedEvent(idemKey, nowMs) end
 if bit.band(flags, 2) ~= 0 and appliedBefore(writerKey, callNumber) then return eventReplyHead(3, false, S[R.mfi] or 0, false, false) end
 
 -- 2. Zone.
@@ -130,7 +146,11 @@ markApplied(writerKey, callNumber, bit.band(flags, 4) ~= 0)
 
 -- The key is stored with the event it first recorded (spec: idempotency rule 3).
 local extraWrites = {}
-if idemField ~= '' then extraWrites = { idemField, ARGV[9] } end
+if idemKey then
+  rcall('SET', idemKey, ARGV[9] .. '|' .. string.format('%d', nowMs + R.iw), 'PX', R.iw)
+elseif idemField ~= '' then
+  extraWrites = { idemField, ARGV[9] }
+end
 
 -- 5. User.
 local created = not S[I_CT]

@@ -290,6 +290,7 @@ export function compileTenant(tenant: TenantConfig, path: string): CompiledTenan
     name: tenant.name ?? tenant.id,
     ns,
     shards: tenant.shards ?? 16,
+    idempotencyWindowMs: tenant.idempotencyWindowHours === undefined ? null : tenant.idempotencyWindowHours * 3_600_000,
     apiKeyHashes: tenant.apiKeys.map(keyHash),
     adminKeyHashes: tenant.adminKeys.map(keyHash),
     metrics,

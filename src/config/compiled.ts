@@ -11,6 +11,8 @@ export interface CompiledTenant {
   /** UUIDv5 namespace of the tenant; every id of the tenant derives from it. */
   ns: string;
   shards: number;
+  /** How long an Idempotency-Key is remembered (ms); null: forever. */
+  idempotencyWindowMs: number | null;
   apiKeyHashes: Buffer[];
   adminKeyHashes: Buffer[];
   metrics: CompiledMetric[];

@@ -32,6 +32,12 @@ export interface TenantConfig {
   adminKeys: ApiKeyConfig[] & tags.MinItems<1>;
   /** Number of user shards; fixed for the life of the tenant's data (default 16). */
   shards?: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<1024>;
+  /**
+   * How long an event's Idempotency-Key is remembered, in hours (up to 10 years). Absent: forever
+   * (the spec's default), in the user's hash; with a window each key is its own Redis key that
+   * expires, so the memory of keys no longer grows with every keyed event.
+   */
+  idempotencyWindowHours?: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<87600>;
   /** Custom attribute keys; any other key sent by a client is refused with 422. */
   attributes?: {
     user?: Key[];

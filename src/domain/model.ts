@@ -46,7 +46,8 @@ export interface ModelUser {
   triggerCounts: Map<string, number>;
   achievements: Map<string, number>;
   streak: ModelStreak;
-  idempotency: Map<string, string>;
+  /** "<metric>:<key>" → the event it recorded, and until when it is remembered (null: forever). */
+  idempotency: Map<string, { eventId: string; until: number | null }>;
   boosts: Map<string, UserBoost[]>;
   /** Per board: the user's entry in its latest run (state field lb:<board>). */
   boards: Map<string, { run: number; value: number; reachedAt: number; breakdown: string; rank: number | null }>;
@@ -284,9 +285,10 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
 
   // Spec: idempotency rules 1-4; a replay changes nothing and reports the current state.
   if (input.idempotencyKey !== null && existing) {
+    // With an idempotency window, a key is remembered until the window after its event has passed.
     const original = existing.idempotency.get(`${input.metricKey}:${input.idempotencyKey}`);
-    if (original !== undefined) {
-      return { outcome: { kind: "replay", eventId: original, totalMicro: oldTotal, streak: streakState(existing) }, tz, nowDay, nowPeriod };
+    if (original !== undefined && (original.until === null || input.now < original.until)) {
+      return { outcome: { kind: "replay", eventId: original.eventId, totalMicro: oldTotal, streak: streakState(existing) }, tz, nowDay, nowPeriod };
     }
   }
 
@@ -299,7 +301,10 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
     state.users.set(input.userId, user);
     state.userCount += 1;
   }
-  if (input.idempotencyKey !== null) user.idempotency.set(`${input.metricKey}:${input.idempotencyKey}`, input.eventId);
+  if (input.idempotencyKey !== null) {
+    const until = tenant.idempotencyWindowMs === null ? null : input.now + tenant.idempotencyWindowMs;
+    user.idempotency.set(`${input.metricKey}:${input.idempotencyKey}`, { eventId: input.eventId, until });
+  }
   const req = new UserRequest(tenant, state, input.userId, user, input.now);
   const profileChanged = applyProfile(user, input.profile);
   if (created) createUser(req, nowDay);

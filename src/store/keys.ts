@@ -23,6 +23,10 @@
  *   {t:s}:ub                hash  every user boost of the shard: id → JSON record (admin listing)
  *   {t:s}:uv:<attr>:<value> set   users with that custom attribute value
  *   {t:s}:pa:<sys>:<attr>:<value> zset  their totals in a system (points summary filter)
+ *   {t:s}:ik:<metric>:<user>\x1f<key>  string  an Idempotency-Key of a tenant with an
+ *                                  idempotency window: "<eventId>|<expiry ms>", expiring with the
+ *                                  window (without a window, keys are fields of the user's hash).
+ *                                  Neither ids nor keys hold control characters: \x1f separates.
  *   {t:s}:wr:<writer>       string the number of the writer's last event call or freeze grant
  *                                  applied on the shard, a little-endian double; expires a day
  *                                  after its last write (src/store/call-order.ts)
@@ -57,6 +61,11 @@ export class TenantKeys {
 
   user(shard: number, userId: string): string {
     return `${this.prefix(shard)}u:${userId}`;
+  }
+
+  /** An Idempotency-Key of a tenant with an idempotency window (lua/event-2.lua KEYS[3]). */
+  idempotency(shard: number, userId: string, metricKey: string, key: string): string {
+    return `${this.prefix(shard)}ik:${metricKey}:${userId}\x1f${key}`;
   }
 
   /** The record of a writer's calls on a shard (src/store/call-order.ts). */

@@ -12,6 +12,7 @@ const LUA_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "../../lua");
 
 export interface LuaSource {
   name: string;
+  /** The keys every call passes (the name's suffix); a script may take optional ones after them (event-2: KEYS[3]). */
   numKeys: number;
   /** The EVAL form: the rules literal, then the body. */
   text: string;

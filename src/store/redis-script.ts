@@ -187,11 +187,12 @@ export function sendEncoded(redis: Redis, name: string, args: readonly (string |
  * MayHaveRun (a retry after NOSCRIPT is a new command: the first did not run).
  */
 export async function runScript(redis: Redis, script: LuaSource, keys: string[], args: (string | number | Buffer)[], mayHaveRun?: MayHaveRun): Promise<unknown> {
+  if (keys.length < script.numKeys) throw new Error(`${script.name} takes at least ${script.numKeys} keys, got ${keys.length}`);
   if (mode === "eval") mayHaveRun?.();
   const call = () =>
     mode === "eval"
-      ? redis.evalsha(script.sha, script.numKeys, ...keys, ...args)
-      : sendEncoded(redis, "fcall", [script.functionName, script.numKeys, ...keys, ...args], mayHaveRun);
+      ? redis.evalsha(script.sha, keys.length, ...keys, ...args)
+      : sendEncoded(redis, "fcall", [script.functionName, keys.length, ...keys, ...args], mayHaveRun);
   try {
     return await call();
   } catch (err) {

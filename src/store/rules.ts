@@ -35,6 +35,8 @@ export interface LuaRules {
   mf: string | false;
   maxTotal: number;
   historyKept: number;
+  /** How long an Idempotency-Key is remembered (ms; its own expiring key, KEYS[3]), false: forever (a field of the user's hash). */
+  iw: number | false;
   sys: {
     key: string;
     cap: number;
@@ -184,6 +186,7 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
     mf: metricKey === null ? false : `m:${metricKey}`,
     maxTotal: MAX_TOTAL_MICRO,
     historyKept: STREAK_HISTORY_KEPT,
+    iw: tenant.idempotencyWindowMs ?? false,
     sys: systems.map((s) => ({
       key: s.key,
       cap: s.cap,
