@@ -1,7 +1,8 @@
-// node bench/alternate.mjs <events|read|missing> <config> <pairs> <A> <B>   (after npm run build)
+// node bench/alternate.mjs <events|read|missing|streak> <config> <pairs> <A> <B>   (after npm run build)
 //
 // One phase of bench/run.mjs (or `missing`: metering reads of users that do not exist, each a
-// 404) for the service under two settings, alternated pair by pair on a
+// 404; `streak`: GET /v1/users/{id}/streak, the user's script and the rank over every shard)
+// for the service under two settings, alternated pair by pair on a
 // fresh redis-server each time, so that this VM's drift (a third between runs) falls on both
 // alike. A and B are environment settings for the service, each "NAME=value[,NAME=value]" or
 // "-" for none; "nice=N" starts its redis-server at that niceness instead (as root);
@@ -23,8 +24,8 @@ import { Children, cpuSeconds, runBench, serviceNodeArgs } from "./processes.mjs
 import { eventRequests, load, phaseSettings, readRequests, seedUsers, SERVICE_EVENT_PATHS } from "./workload.mjs";
 
 const [phaseName, config, pairsText, ...variants] = process.argv.slice(2);
-if (!["events", "read", "missing"].includes(phaseName) || !config || variants.length !== 2) {
-  console.error("usage: node bench/alternate.mjs <events|read|missing> <config> <pairs> <A> <B>");
+if (!["events", "read", "missing", "streak"].includes(phaseName) || !config || variants.length !== 2) {
+  console.error("usage: node bench/alternate.mjs <events|read|missing|streak> <config> <pairs> <A> <B>");
   process.exit(2);
 }
 const settings = phaseSettings(20_000);
@@ -68,16 +69,20 @@ async function run(label, { env, nice, entry }) {
   const requests =
     phaseName === "events"
       ? eventRequests(settings.users, SERVICE_EVENT_PATHS)
-      : readRequests(settings.users, (id) => `/v1/users/${id}${phaseName === "missing" ? "-absent" : ""}/points/energy?awards=10`);
+      : phaseName === "streak"
+        ? readRequests(settings.users, (id) => `/v1/users/${id}/streak`)
+        : readRequests(settings.users, (id) => `/v1/users/${id}${phaseName === "missing" ? "-absent" : ""}/points/energy?awards=10`);
   await load(url, requests, { connections: settings.connections, duration: settings.warmup });
   await redis.config("RESETSTAT");
   const cpuBefore = cpuSeconds(service.pid);
   const result = await load(url, requests, { connections: settings.connections, duration: settings.duration });
   const serviceCpuUs = ((cpuSeconds(service.pid) - cpuBefore) * 1e6) / result.requests;
   const stats = await redis.info("commandstats");
-  const command = phaseName === "events" ? "fcall" : "lrange";
+  const command = phaseName === "events" || phaseName === "streak" ? "fcall" : "lrange";
   const m = new RegExp(`cmdstat_${command}:calls=(\\d+),usec=(\\d+)`).exec(stats);
-  console.log(`${label}: ${Math.round(result.rps)} req/s, p99 ${result.p99} ms, ${m ? (Number(m[2]) / Number(m[1])).toFixed(1) : "n/a"} µs per ${command}, service CPU ${serviceCpuUs.toFixed(1)} µs per request`);
+  // Every command's time, for reads that send several kinds.
+  const redisUs = [...stats.matchAll(/cmdstat_[a-z|]+:calls=\d+,usec=(\d+)/g)].reduce((sum, x) => sum + Number(x[1]), 0) / result.requests;
+  console.log(`${label}: ${Math.round(result.rps)} req/s, p99 ${result.p99} ms, ${m ? (Number(m[2]) / Number(m[1])).toFixed(1) : "n/a"} µs per ${command}, Redis ${redisUs.toFixed(1)} µs and service CPU ${serviceCpuUs.toFixed(1)} µs per request`);
   redis.disconnect();
   await children.stopAll();
   await stop();

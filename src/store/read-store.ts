@@ -4,7 +4,7 @@ import type { CompiledTenant } from "../config/compiled.js";
 import { shardOf, TenantKeys } from "./keys.js";
 import { loadLua } from "./lua-loader.js";
 import { ReadPlan } from "./read-plan.js";
-import { runScript } from "./redis-script.js";
+import { runScript, sendEncoded } from "./redis-script.js";
 import type { StateSlots } from "./state-slots.js";
 
 const readUsersScript = loadLua("readUsers-1");
@@ -111,12 +111,30 @@ export class ReadStore {
     return topStreaks(all, limit);
   }
 
-  /** 1 + active streaks longer than `length`, over all shards; null when a shard cannot tell (LOST_STREAK_CAP). */
+  /**
+   * 1 + active streaks longer than `length`, over all shards; null when a shard cannot tell
+   * (LOST_STREAK_CAP). Per shard, two plain counts: the streaks above `length` and the deadlines
+   * already passed. A shard with none passed (the streak expiry sweep settles them within a
+   * tick: src/jobs/streak-expiry.ts) is answered by its count; only one holding lost streaks not
+   * yet settled needs lua/streakRank-2.lua, which takes them back out, in a second round trip.
+   * Two counts cost Redis and Node less than a script call each.
+   */
   async streakRank(length: number, now: number): Promise<number | null> {
-    const perShard = (await Promise.all(
-      this.shards().map((s) => runScript(this.redis, streakRankScript, [this.keys.streakActive(s), this.keys.streakDeadline(s)], [now, length, LOST_STREAK_CAP])),
+    const shards = this.shards();
+    const above = `(${length}`;
+    const counts = (await Promise.all(
+      shards.flatMap((s) => [sendEncoded(this.redis, "zcount", [this.keys.streakActive(s), above, "+inf"]), sendEncoded(this.redis, "zcount", [this.keys.streakDeadline(s), "-inf", now])]),
     )) as number[];
-    return perShard.some((n) => n < 0) ? null : 1 + perShard.reduce((a, b) => a + b, 0);
+    let rank = 1;
+    const unsettled: number[] = [];
+    for (let i = 0; i < shards.length; i++) {
+      if (counts[2 * i + 1] === 0) rank += counts[2 * i]!;
+      else unsettled.push(shards[i]!);
+    }
+    const exact = (await Promise.all(
+      unsettled.map((s) => runScript(this.redis, streakRankScript, [this.keys.streakActive(s), this.keys.streakDeadline(s)], [now, length, LOST_STREAK_CAP])),
+    )) as number[];
+    return exact.some((n) => n < 0) ? null : rank + exact.reduce((a, b) => a + b, 0);
   }
 
   /** State keys and profile fields of several users: one lua/readUsers-1.lua per shard involved. Unknown users map to null. */
