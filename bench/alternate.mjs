@@ -74,15 +74,18 @@ async function run(label, { env, nice, entry }) {
         : readRequests(settings.users, (id) => `/v1/users/${id}${phaseName === "missing" ? "-absent" : ""}/points/energy?awards=10`);
   await load(url, requests, { connections: settings.connections, duration: settings.warmup });
   await redis.config("RESETSTAT");
+  const redisPid = Number((await redis.info("server")).match(/process_id:(\d+)/)[1]);
   const cpuBefore = cpuSeconds(service.pid);
+  const redisCpuBefore = cpuSeconds(redisPid);
   const result = await load(url, requests, { connections: settings.connections, duration: settings.duration });
   const serviceCpuUs = ((cpuSeconds(service.pid) - cpuBefore) * 1e6) / result.requests;
+  const redisCpuUs = ((cpuSeconds(redisPid) - redisCpuBefore) * 1e6) / result.requests;
   const stats = await redis.info("commandstats");
   const command = phaseName === "events" || phaseName === "streak" ? "fcall" : "lrange";
   const m = new RegExp(`cmdstat_${command}:calls=(\\d+),usec=(\\d+)`).exec(stats);
   // Every command's time, for reads that send several kinds.
   const redisUs = [...stats.matchAll(/cmdstat_[a-z|]+:calls=\d+,usec=(\d+)/g)].reduce((sum, x) => sum + Number(x[1]), 0) / result.requests;
-  console.log(`${label}: ${Math.round(result.rps)} req/s, p99 ${result.p99} ms, ${m ? (Number(m[2]) / Number(m[1])).toFixed(1) : "n/a"} µs per ${command}, Redis ${redisUs.toFixed(1)} µs and service CPU ${serviceCpuUs.toFixed(1)} µs per request`);
+  console.log(`${label}: ${Math.round(result.rps)} req/s, p99 ${result.p99} ms, ${m ? (Number(m[2]) / Number(m[1])).toFixed(1) : "n/a"} µs per ${command}, Redis ${redisUs.toFixed(1)} µs in commands (${redisCpuUs.toFixed(1)} µs of its CPU) and service CPU ${serviceCpuUs.toFixed(1)} µs per request`);
   redis.disconnect();
   await children.stopAll();
   await stop();
