@@ -40,7 +40,7 @@ const QUARTER_HOUR_MS = 900_000;
  * the new string's hash on every call, three calls per event (bench/README.md, "The sixteenth
  * stop"). Cleared whole past `max` entries, as the string-keyed caches were.
  */
-class ZoneNumberCache {
+export class ZoneNumberCache {
   private readonly byZone = new Map<string, Map<number, number>>();
   private size = 0;
   constructor(private readonly max: number) {}

@@ -8,7 +8,7 @@ import { numberIn } from "../../src/domain/outcome.js";
 import { levelIndex } from "../../src/domain/levels.js";
 import { shardOf } from "../../src/domain/shards.js";
 import { TenantKeys } from "../../src/store/keys.js";
-import { dateToDay, formatDay, localDayIndex, parseDay, periodEndDay, periodOfDay, periodStartDay } from "../../src/domain/periods.js";
+import { dateToDay, formatDay, localDayIndex, parseDay, periodEndDay, periodOfDay, periodStartDay, ZoneNumberCache } from "../../src/domain/periods.js";
 
 describe("decimal", () => {
   it("keeps six decimals exactly and rounds half away from zero beyond them", () => {
@@ -156,6 +156,16 @@ describe("levels", () => {
 });
 
 describe("periods", () => {
+  it("the zone caches hold at most their maximum: past it they start again empty (a memory bound)", () => {
+    const cache = new ZoneNumberCache(3);
+    cache.set("UTC", 1, 10);
+    cache.set("UTC", 2, 20);
+    cache.set("Asia/Tokyo", 1, 30);
+    expect([cache.get("UTC", 1), cache.get("UTC", 2), cache.get("Asia/Tokyo", 1)]).toEqual([10, 20, 30]);
+    cache.set("Europe/Paris", 7, 40);
+    expect([cache.get("UTC", 1), cache.get("UTC", 2), cache.get("Asia/Tokyo", 1), cache.get("Europe/Paris", 7)]).toEqual([undefined, undefined, undefined, 40]);
+  });
+
   it("parses only real calendar dates", () => {
     expect(parseDay("2024-02-29")).toBe(dateToDay(2024, 2, 29));
     expect(parseDay("2026-02-29")).toBeNull();
