@@ -1,11 +1,8 @@
-import { Queue, type ConnectionOptions } from "bullmq";
+import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
-import type { Logger } from "pino";
-import type { Clock } from "../clock.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import { streakAdmin } from "../store/user-store.js";
-import type { Tenants } from "../tenants.js";
-import { JOB_OPTIONS, TenantJobQueue } from "./tenant-job-queue.js";
+import { JOB_OPTIONS, TenantJobQueue, TenantJobsSet, type TenantJobs, type TenantJobsOptions } from "./tenant-job-queue.js";
 
 /**
  * Streak expiry: a streak is settled when its deadline passes ({t:s}:sd, the instant it is lost),
@@ -60,20 +57,13 @@ function sweptHere(store: TenantStore): boolean {
   return store.tenant.streak !== null && store.tenant.webhooks.length === 0;
 }
 
-export interface StreakExpiryOptions {
+export interface StreakExpiryOptions extends TenantJobsOptions {
+  /** For the start's check of a scheduler left by an earlier config. */
   redis: Redis;
-  connection: ConnectionOptions;
-  tenants: Tenants;
-  clock: Clock;
-  logger: Logger;
-  /** @default 60000 */
-  tickEveryMs?: number;
-  /** BullMQ key prefix; braces keep each queue in one Cluster slot. @default "{laurel-jobs}" */
-  prefix?: string;
 }
 
 /** One tenant's queue (tenant-job-queue.ts); its scheduler makes one job per tick. */
-class TenantStreakQueue {
+class TenantStreakQueue implements TenantJobs {
   private readonly jobs: TenantJobQueue<Record<string, never>>;
 
   constructor(private readonly store: TenantStore, private readonly opts: StreakExpiryOptions, prefix: string) {
@@ -113,9 +103,7 @@ class TenantStreakQueue {
 
 const queueName = (tenantId: string): string => `${STREAK_QUEUE}-${tenantId}`;
 
-export class StreakExpiry {
-  private constructor(private readonly queues: TenantStreakQueue[]) {}
-
+export class StreakExpiry extends TenantJobsSet {
   /**
    * Starts a worker and a scheduler per tenant swept here, and removes the scheduler of a tenant
    * that no longer is (its streak rule removed, or an endpoint added: the timeline sweeps it now).
@@ -136,12 +124,4 @@ export class StreakExpiry {
     return new StreakExpiry(queues);
   }
 
-  /** Sweeps every tenant now and waits for all of them (the manual clock's hook). */
-  async runAll(): Promise<void> {
-    await Promise.all(this.queues.map((q) => q.runNow()));
-  }
-
-  async close(): Promise<void> {
-    await Promise.all(this.queues.map((q) => q.close()));
-  }
 }

@@ -1,6 +1,8 @@
 import { Queue, QueueEvents, Worker, type ConnectionOptions, type Job } from "bullmq";
 import type { Logger } from "pino";
+import type { Clock } from "../clock.js";
 import { logQueueErrors } from "../log-throttle.js";
+import type { Tenants } from "../tenants.js";
 
 /** Finished jobs are removed; the last 100 failed ones are kept for inspection. */
 export const JOB_OPTIONS = { removeOnComplete: true, removeOnFail: 100 };
@@ -50,5 +52,37 @@ export class TenantJobQueue<T> {
     await this.worker.close();
     await this.events.close();
     await this.queue.close();
+  }
+}
+
+/** What a kind of background work needs to start. */
+export interface TenantJobsOptions {
+  connection: ConnectionOptions;
+  tenants: Tenants;
+  clock: Clock;
+  logger: Logger;
+  /** Wall-clock period of each tenant's scheduler. @default 60000 */
+  tickEveryMs?: number;
+  /** BullMQ key prefix; braces keep each queue in one Cluster slot. @default "{laurel-jobs}" */
+  prefix?: string;
+}
+
+/** One tenant's part of a kind of background work: run it now (the manual clock), or stop. */
+export interface TenantJobs {
+  runNow(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Every tenant's part of one kind of background work (time triggers, streak expiry). */
+export class TenantJobsSet {
+  protected constructor(private readonly parts: readonly TenantJobs[]) {}
+
+  /** Runs every tenant's part now, through the queues and the workers, and waits for all of them. */
+  async runAll(): Promise<void> {
+    await Promise.all(this.parts.map((p) => p.runNow()));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.parts.map((p) => p.close()));
   }
 }

@@ -1,10 +1,6 @@
-import type { ConnectionOptions } from "bullmq";
-import type { Logger } from "pino";
-import type { Clock } from "../clock.js";
 import { runScript } from "../store/redis-script.js";
 import type { TenantStore } from "../store/tenant-store.js";
-import type { Tenants } from "../tenants.js";
-import { TenantJobQueue } from "./tenant-job-queue.js";
+import { TenantJobQueue, TenantJobsSet, type TenantJobs, type TenantJobsOptions } from "./tenant-job-queue.js";
 
 /**
  * Time triggers (trophy-compat §5.5: "every N hours/days"). One BullMQ job scheduler per
@@ -47,18 +43,10 @@ export async function runTimeTrigger(store: TenantStore, index: number, now: num
   return paid;
 }
 
-export interface TimeTriggerOptions {
-  connection: ConnectionOptions;
-  tenants: Tenants;
-  clock: Clock;
-  logger: Logger;
-  tickEveryMs?: number;
-  /** BullMQ key prefix; braces keep each queue in one Cluster slot. */
-  prefix?: string;
-}
+export type TimeTriggerOptions = TenantJobsOptions;
 
 /** One queue per tenant (tenant-job-queue.ts), one scheduler per trigger. */
-class TenantTimeQueue {
+class TenantTimeQueue implements TenantJobs {
   private readonly jobs: TenantJobQueue<TickJob>;
 
   constructor(readonly store: TenantStore, private readonly opts: TimeTriggerOptions) {
@@ -101,7 +89,7 @@ class TenantTimeQueue {
     return runTimeTrigger(this.store, job.index, this.opts.clock.now());
   }
 
-  async runAll(): Promise<void> {
+  async runNow(): Promise<void> {
     await Promise.all(Array.from({ length: this.triggers }, (_, i) => this.jobs.run("tick", { tenant: this.store.tenant.id, index: i + 1 })));
   }
 
@@ -110,9 +98,7 @@ class TenantTimeQueue {
   }
 }
 
-export class TimeTriggers {
-  private constructor(private readonly queues: TenantTimeQueue[]) {}
-
+export class TimeTriggers extends TenantJobsSet {
   /** Starts a worker per tenant with time triggers and makes the schedulers match the config. */
   static async start(opts: TimeTriggerOptions): Promise<TimeTriggers> {
     const queues = opts.tenants.all
@@ -122,12 +108,4 @@ export class TimeTriggers {
     return new TimeTriggers(queues);
   }
 
-  /** Runs every trigger now, through the queues and the workers, and waits for all of them. */
-  async runAll(): Promise<void> {
-    await Promise.all(this.queues.map((q) => q.runAll()));
-  }
-
-  async close(): Promise<void> {
-    await Promise.all(this.queues.map((q) => q.close()));
-  }
 }
