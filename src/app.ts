@@ -25,6 +25,7 @@ import {
 import { ManualClock } from "./clock.js";
 import { TimeTriggers } from "./jobs/time-triggers.js";
 import { StreakExpiry } from "./jobs/streak-expiry.js";
+import { RunRetention } from "./jobs/run-retention.js";
 import { Router } from "./http/router.js";
 // issue 4 (read endpoints, stream worker lag): begin
 import { registerReadRoutes } from "./api/read-routes.js";
@@ -93,10 +94,13 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
       ? null
       : await Webhooks.start({ redis: opts.redis, connection, contexts: tenants.all, clock: opts.clock, logger: opts.logger, options: opts.webhooks });
   // issue 6: end
-  const timeTriggers = opts.jobs === false ? null : await TimeTriggers.start({ connection, tenants, clock: opts.clock, logger: opts.logger });
+  const jobOptions = { redis: opts.redis, connection, tenants, clock: opts.clock, logger: opts.logger };
+  const timeTriggers = opts.jobs === false ? null : await TimeTriggers.start(jobOptions);
   if (timeTriggers && opts.clock instanceof ManualClock) opts.clock.onChange(() => timeTriggers.runAll());
-  const streakExpiry = opts.jobs === false ? null : await StreakExpiry.start({ redis: opts.redis, connection, tenants, clock: opts.clock, logger: opts.logger });
+  const streakExpiry = opts.jobs === false ? null : await StreakExpiry.start(jobOptions);
   if (streakExpiry && opts.clock instanceof ManualClock) opts.clock.onChange(() => streakExpiry.runAll());
+  const runRetention = opts.jobs === false ? null : await RunRetention.start(jobOptions);
+  if (runRetention && opts.clock instanceof ManualClock) opts.clock.onChange(() => runRetention.runAll());
   const refreshThresholds = async (): Promise<void> => {
     for (const { store } of tenants.all) await store.thresholds.refresh(opts.clock.now());
   };
@@ -174,6 +178,7 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
       if (refreshTimer) clearInterval(refreshTimer);
       await timeTriggers?.close();
       await streakExpiry?.close();
+      await runRetention?.close();
       await webhooks?.close();
     },
   };

@@ -2,7 +2,7 @@ import type { Clock } from "../clock.js";
 import type { CompiledLeaderboard, CompiledTenant } from "../config/compiled.js";
 import { fromMicro } from "../domain/decimal.js";
 import { fail } from "../domain/errors.js";
-import { activeRun, boardStatus, memberUser, runDate, runOfDay, type BoardEntry } from "../domain/leaderboards.js";
+import { activeRun, boardStatus, firstKeptRun, memberUser, runDate, runOfDay, type BoardEntry } from "../domain/leaderboards.js";
 import type { BoardChange } from "../domain/outcome.js";
 import { formatDay, parseDay } from "../domain/periods.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
@@ -88,6 +88,9 @@ function selectRun(board: CompiledLeaderboard, query: URLSearchParams, now: numb
     if (day === null) fail("INVALID_QUERY", "run must be a date YYYY-MM-DD");
     const run = runOfDay(board, day);
     if (run === null) fail("OUT_OF_RANGE", `No run of ${board.key} contains ${raw}`);
+    if (run < firstKeptRun(board, now)) {
+      fail("RUN_NOT_KEPT", `The run of ${board.key} from ${runDate(board, run)} is no longer kept (keepFinishedRuns: ${board.keepFinishedRuns})`);
+    }
     return run;
   }
   const status = boardStatus(board, now);

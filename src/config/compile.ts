@@ -264,6 +264,9 @@ export function compileTenant(tenant: TenantConfig, path: string): CompiledTenan
     if ((b.runUnit === undefined) !== (b.runInterval === undefined)) {
       throw new ConfigError(`${bp}.runInterval`, "runUnit and runInterval go together");
     }
+    if (b.keepFinishedRuns !== undefined && b.runUnit === undefined) {
+      throw new ConfigError(`${bp}.keepFinishedRuns`, "a perpetual board has no finished runs to keep (keepFinishedRuns needs runUnit)");
+    }
     if (b.breakdownAttribute !== undefined && !userAttributes.has(b.breakdownAttribute)) {
       throw new ConfigError(`${bp}.breakdownAttribute`, `user attribute "${b.breakdownAttribute}" is not declared in attributes.user`);
     }
@@ -280,6 +283,7 @@ export function compileTenant(tenant: TenantConfig, path: string): CompiledTenan
       runUnit: b.runUnit ?? null,
       runInterval: b.runInterval ?? null,
       maxParticipants: b.maxParticipants ?? 1000,
+      keepFinishedRuns: b.keepFinishedRuns ?? null,
       breakdownAttribute: b.breakdownAttribute ?? null,
       ranking: b.ranking ?? "competition",
     };

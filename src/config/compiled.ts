@@ -61,6 +61,8 @@ export interface CompiledLeaderboard {
   runUnit: "day" | "month" | "year" | null;
   runInterval: number | null;
   maxParticipants: number;
+  /** Finished runs kept, the newest; null: all. */
+  keepFinishedRuns: number | null;
   breakdownAttribute: string | null;
   ranking: "competition" | "dense" | "ordinal";
 }

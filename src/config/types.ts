@@ -241,6 +241,12 @@ export interface LeaderboardConfig {
   runInterval?: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<3650>;
   /** Users on the board: the top maxParticipants (default 1000; millions are fine). */
   maxParticipants?: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<100000000>;
+  /**
+   * Boards with runs: how many finished runs stay stored and readable, the newest ones (default:
+   * all). Older runs are deleted by a background job (src/jobs/run-retention.ts); a read that
+   * names one answers 404.
+   */
+  keepFinishedRuns?: number & tags.Type<"uint32"> & tags.Minimum<1> & tags.Maximum<100000>;
   /** Split the board by this user attribute (declared in attributes.user). */
   breakdownAttribute?: Key;
   /**

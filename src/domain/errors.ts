@@ -17,6 +17,7 @@ export const ErrorCodes = {
   ACHIEVEMENT_NOT_FOUND: { status: 404, message: "Achievement not found" },
   BOOST_NOT_FOUND: { status: 404, message: "Boost not found" },
   LEADERBOARD_NOT_FOUND: { status: 404, message: "Leaderboard not found" },
+  RUN_NOT_KEPT: { status: 404, message: "Leaderboard run no longer kept" },
   METHOD_NOT_ALLOWED: { status: 405, message: "Method not allowed" },
   BODY_TOO_LARGE: { status: 413, message: "Request body too large" },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: "Content-Type must be application/json" },

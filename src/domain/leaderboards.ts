@@ -70,6 +70,19 @@ export function boardStatus(board: CompiledLeaderboard, now: number): BoardStatu
   return "active";
 }
 
+/**
+ * The first run still kept (keepFinishedRuns: the newest finished runs, and the active one); runs
+ * before it are deleted or due for deletion (src/jobs/run-retention.ts). 0 when all are kept.
+ */
+export function firstKeptRun(board: CompiledLeaderboard, now: number): number {
+  if (board.keepFinishedRuns === null) return 0;
+  const status = boardStatus(board, now);
+  if (status === "scheduled") return 0;
+  // The newest finished run: the one before the active run, or the last run of an ended board.
+  const newestFinished = status === "active" ? activeRun(board, now)! - 1 : runOfDay(board, board.endDay! - 1)!;
+  return Math.max(0, newestFinished - board.keepFinishedRuns + 1);
+}
+
 export function runDate(board: CompiledLeaderboard, run: number): string {
   return formatDay(runStartDay(board, run));
 }

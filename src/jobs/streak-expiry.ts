@@ -1,8 +1,6 @@
-import { Queue } from "bullmq";
-import type { Redis } from "ioredis";
 import type { TenantStore } from "../store/tenant-store.js";
 import { streakAdmin } from "../store/user-store.js";
-import { JOB_OPTIONS, TenantJobQueue, TenantJobsSet, type TenantJobs, type TenantJobsOptions } from "./tenant-job-queue.js";
+import { JOB_OPTIONS, removeStaleScheduler, TenantJobQueue, TenantJobsSet, type TenantJobs, type TenantJobsOptions } from "./tenant-job-queue.js";
 
 /**
  * Streak expiry: a streak is settled when its deadline passes ({t:s}:sd, the instant it is lost),
@@ -57,16 +55,11 @@ function sweptHere(store: TenantStore): boolean {
   return store.tenant.streak !== null && store.tenant.webhooks.length === 0;
 }
 
-export interface StreakExpiryOptions extends TenantJobsOptions {
-  /** For the start's check of a scheduler left by an earlier config. */
-  redis: Redis;
-}
-
 /** One tenant's queue (tenant-job-queue.ts); its scheduler makes one job per tick. */
 class TenantStreakQueue implements TenantJobs {
   private readonly jobs: TenantJobQueue<Record<string, never>>;
 
-  constructor(private readonly store: TenantStore, private readonly opts: StreakExpiryOptions, prefix: string) {
+  constructor(private readonly store: TenantStore, private readonly opts: TenantJobsOptions, prefix: string) {
     this.jobs = new TenantJobQueue(queueName(store.tenant.id), () => this.sweep(), { connection: opts.connection, prefix, logger: opts.logger, failure: "streak expiry sweep failed" });
   }
 
@@ -108,16 +101,14 @@ export class StreakExpiry extends TenantJobsSet {
    * Starts a worker and a scheduler per tenant swept here, and removes the scheduler of a tenant
    * that no longer is (its streak rule removed, or an endpoint added: the timeline sweeps it now).
    */
-  static async start(opts: StreakExpiryOptions): Promise<StreakExpiry> {
+  static async start(opts: TenantJobsOptions): Promise<StreakExpiry> {
     const prefix = opts.prefix ?? "{laurel-jobs}";
     const queues: TenantStreakQueue[] = [];
     for (const { store } of opts.tenants.all) {
       if (sweptHere(store)) {
         queues.push(new TenantStreakQueue(store, opts, prefix));
-      } else if ((await opts.redis.exists(`${prefix}:${queueName(store.tenant.id)}:repeat`)) === 1) {
-        const queue = new Queue(queueName(store.tenant.id), { connection: opts.connection, prefix });
-        await queue.removeJobScheduler(SCHEDULER);
-        await queue.close();
+      } else {
+        await removeStaleScheduler(opts.redis, opts.connection, prefix, queueName(store.tenant.id), SCHEDULER);
       }
     }
     await Promise.all(queues.map((q) => q.start()));

@@ -1,4 +1,5 @@
 import { Queue, QueueEvents, Worker, type ConnectionOptions, type Job } from "bullmq";
+import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
 import { logQueueErrors } from "../log-throttle.js";
@@ -57,6 +58,8 @@ export class TenantJobQueue<T> {
 
 /** What a kind of background work needs to start. */
 export interface TenantJobsOptions {
+  /** The service's client: the start's check of a scheduler an earlier config left (removeStaleScheduler). */
+  redis: Redis;
   connection: ConnectionOptions;
   tenants: Tenants;
   clock: Clock;
@@ -65,6 +68,18 @@ export interface TenantJobsOptions {
   tickEveryMs?: number;
   /** BullMQ key prefix; braces keep each queue in one Cluster slot. @default "{laurel-jobs}" */
   prefix?: string;
+}
+
+/**
+ * Removes the job scheduler `scheduler` of queue `name` if one exists: a tenant whose config no
+ * longer wants the work (its scheduler would otherwise leave a job nobody takes). The check is one
+ * EXISTS, so a start does not open a queue per tenant.
+ */
+export async function removeStaleScheduler(redis: Redis, connection: ConnectionOptions, prefix: string, name: string, scheduler: string): Promise<void> {
+  if ((await redis.exists(`${prefix}:${name}:repeat`)) === 0) return;
+  const queue = new Queue(name, { connection, prefix });
+  await queue.removeJobScheduler(scheduler);
+  await queue.close();
 }
 
 /** One tenant's part of a kind of background work: run it now (the manual clock), or stop. */

@@ -31,6 +31,8 @@
  *                                  applied on the shard, a little-endian double; expires a day
  *                                  after its last write (src/store/call-order.ts)
  *   {t}:meta                hash  first-seen and last-changed times of configured objects
+ *   {t}:runs-deleted        hash  board → the first run not deleted yet (keepFinishedRuns:
+ *                                  src/jobs/run-retention.ts)
  *   {t}:slots               hash  state name -> its index in every user's state array `s`, never
  *                                  changed or reused (src/store/state-slots.ts)
  *
@@ -127,6 +129,10 @@ export class TenantKeys {
 
   streakHistory(shard: number, userId: string): string {
     return `${this.prefix(shard)}sh:${userId}`;
+  }
+
+  runsDeleted(): string {
+    return `{${this.tenantId}}:runs-deleted`;
   }
 
   meta(): string {

@@ -1,0 +1,105 @@
+import type { CompiledLeaderboard } from "../config/compiled.js";
+import { firstKeptRun } from "../domain/leaderboards.js";
+import type { TenantStore } from "../store/tenant-store.js";
+import { JOB_OPTIONS, removeStaleScheduler, TenantJobQueue, TenantJobsSet, type TenantJobs, type TenantJobsOptions } from "./tenant-job-queue.js";
+
+/**
+ * Leaderboard run retention (`keepFinishedRuns`): a board with runs gains a sorted set per shard
+ * (and per breakdown group) and a rank history per user on the board for every run, and finished
+ * runs stay readable, so a daily board grows by a day of participants every day. With
+ * keepFinishedRuns a board keeps its newest finished runs (and the active one); this job deletes
+ * the runs before them (domain/leaderboards.ts firstKeptRun decides, by the service clock, and
+ * reads refuse those runs with 404 from the same moment, whether or not the job has run yet).
+ *
+ * One BullMQ job scheduler per tenant with such a board (queue `laurel-runs-<tenant>`), ticking
+ * every `tickEveryMs` of wall time; with the manual clock, moving the clock runs it at once.
+ * A tick costs one HGET per board ({t}:runs-deleted, the first run not deleted yet) until a run
+ * is due; then one SCAN pass over the keyspace finds every key of the due runs, every shard's and
+ * group's (breakdown values are not listed anywhere), and UNLINKs them.
+ */
+export const RUNS_QUEUE = "laurel-runs";
+const SCHEDULER = "retention";
+const SCAN_COUNT = 1000;
+
+/** The run of a board's run key ({t:s}:lb:<board>:<run>[:<group>]) or rank history ({t:s}:lh:<board>:<run>:<user>). */
+function runOfKey(key: string, boardKey: string): number | null {
+  const tag = key.indexOf("}:");
+  if (tag < 0) return null;
+  const rest = key.slice(tag + 2);
+  for (const kind of ["lb:", "lh:"]) {
+    const head = `${kind}${boardKey}:`;
+    if (!rest.startsWith(head)) continue;
+    const digits = /^\d+/.exec(rest.slice(head.length));
+    const after = digits ? rest.charAt(head.length + digits[0].length) : "x";
+    if (digits && (after === "" || after === ":")) return Number(digits[0]);
+  }
+  return null;
+}
+
+/** Deletes the stored runs of `board` before its first kept run at `now`; returns how many keys went. */
+export async function deleteOldRuns(store: TenantStore, board: CompiledLeaderboard, now: number): Promise<number> {
+  const redis = store.redis;
+  const first = firstKeptRun(board, now);
+  const progress = store.keys.runsDeleted();
+  if (first <= Number((await redis.hget(progress, board.key)) ?? 0)) return 0;
+  let deleted = 0;
+  let cursor = "0";
+  do {
+    const [next, keys] = await redis.scan(cursor, "MATCH", `{${store.tenant.id}:*}:l[bh]:${board.key}:*`, "COUNT", SCAN_COUNT);
+    cursor = next;
+    const due = keys.filter((key) => {
+      const run = runOfKey(key, board.key);
+      return run !== null && run < first;
+    });
+    if (due.length > 0) deleted += await redis.unlink(...due);
+  } while (cursor !== "0");
+  await redis.hset(progress, board.key, first);
+  return deleted;
+}
+
+const queueName = (tenantId: string): string => `${RUNS_QUEUE}-${tenantId}`;
+
+const retainedBoards = (store: TenantStore): CompiledLeaderboard[] => store.tenant.leaderboards.filter((b) => b.keepFinishedRuns !== null);
+
+class TenantRunQueue implements TenantJobs {
+  private readonly jobs: TenantJobQueue<Record<string, never>>;
+
+  constructor(private readonly store: TenantStore, private readonly opts: TenantJobsOptions, prefix: string) {
+    this.jobs = new TenantJobQueue(queueName(store.tenant.id), () => this.deleteDue(), { connection: opts.connection, prefix, logger: opts.logger, failure: "leaderboard run retention failed" });
+  }
+
+  private async deleteDue(): Promise<number> {
+    const now = this.opts.clock.now();
+    let deleted = 0;
+    for (const board of retainedBoards(this.store)) deleted += await deleteOldRuns(this.store, board, now);
+    if (deleted > 0) this.opts.logger.info({ tenant: this.store.tenant.id, keys: deleted }, "leaderboard runs past keepFinishedRuns deleted");
+    return deleted;
+  }
+
+  async start(): Promise<void> {
+    await this.jobs.ready();
+    await this.jobs.queue.upsertJobScheduler(SCHEDULER, { every: this.opts.tickEveryMs ?? 60_000 }, { name: SCHEDULER, opts: JOB_OPTIONS });
+  }
+
+  async runNow(): Promise<void> {
+    await this.jobs.run(SCHEDULER, {});
+  }
+
+  async close(): Promise<void> {
+    await this.jobs.close();
+  }
+}
+
+export class RunRetention extends TenantJobsSet {
+  /** Starts a worker and a scheduler per tenant with a board that keeps only some runs; removes a stale one. */
+  static async start(opts: TenantJobsOptions): Promise<RunRetention> {
+    const prefix = opts.prefix ?? "{laurel-jobs}";
+    const queues: TenantRunQueue[] = [];
+    for (const { store } of opts.tenants.all) {
+      if (retainedBoards(store).length > 0) queues.push(new TenantRunQueue(store, opts, prefix));
+      else await removeStaleScheduler(opts.redis, opts.connection, prefix, queueName(store.tenant.id), SCHEDULER);
+    }
+    await Promise.all(queues.map((q) => q.start()));
+    return new RunRetention(queues);
+  }
+}

@@ -1,0 +1,124 @@
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { loadConfigText } from "../../src/config/load.js";
+import { firstKeptRun } from "../../src/domain/leaderboards.js";
+import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
+
+/**
+ * keepFinishedRuns (src/jobs/run-retention.ts): a board with runs keeps its newest finished runs
+ * and deletes the older ones, every shard's sets, every breakdown group's and the rank histories;
+ * reads of a deleted run answer 404.
+ */
+let redis: Redis;
+beforeAll(() => {
+  redis = new Redis(inject("redisUrl"));
+});
+afterAll(() => redis.disconnect());
+
+function boardsYaml(tenantId: string): string {
+  return tenantYaml(
+    tenantId,
+    `
+    shards: 2
+    attributes: { user: [plan] }
+    metrics: [{ key: lessons, name: Lessons }]
+    leaderboards:
+      - { key: daily, name: Daily, rankBy: metric, metric: lessons, start: "2026-06-01", runUnit: day, runInterval: 1, keepFinishedRuns: 2 }
+      - { key: daily-plan, name: Daily by plan, rankBy: metric, metric: lessons, start: "2026-06-01", runUnit: day, runInterval: 1, breakdownAttribute: plan, keepFinishedRuns: 1 }
+      - { key: daily-all, name: Daily kept, rankBy: metric, metric: lessons, start: "2026-06-01", runUnit: day, runInterval: 1 }
+`,
+  );
+}
+
+/** The runs of `board` that still have keys, sorted, from every shard, group and history. */
+async function storedRuns(tenantId: string, board: string): Promise<number[]> {
+  const runs = new Set<number>();
+  for (const key of await redis.keys(`{${tenantId}:*}:l[bh]:${board}:*`)) {
+    const match = new RegExp(`\\}:l[bh]:${board}:(\\d+)(:|$)`).exec(key);
+    if (match) runs.add(Number(match[1]));
+  }
+  return [...runs].sort((a, b) => a - b);
+}
+
+describe("keepFinishedRuns", () => {
+  it("deletes the runs before the newest kept finished ones, in every shard, group and history, and reads of them answer 404", async () => {
+    const tenantId = uniqueTenantId("runs");
+    const t: TestApp = await startTestApp({ yaml: boardsYaml(tenantId), manualClock: "2026-06-01T12:00:00Z" });
+    try {
+      const users = [
+        { id: "ada", attributes: { plan: "pro" } },
+        { id: "bob", attributes: { plan: "free" } },
+        { id: "cy", attributes: { plan: "pro" } },
+      ];
+      const lessonsOn = async (day: string) => {
+        await t.setClock(`2026-06-${day}T12:00:00Z`);
+        for (const user of users) expect((await t.call("POST", "/v1/metrics/lessons/event", { user, value: 1 })).status).toBe(201);
+      };
+      for (const day of ["01", "02", "03"]) await lessonsOn(day);
+      // June 3: runs 0 and 1 are the two finished runs kept; each run holds entries in both shards and rank histories.
+      expect(await storedRuns(tenantId, "daily")).toEqual([0, 1, 2]);
+      expect(new Set((await redis.keys(`{${tenantId}:*}:lb:daily:0`)).map((k) => k.split("}")[0]))).toEqual(new Set([`{${tenantId}:0`, `{${tenantId}:1`]));
+      expect((await redis.keys(`{${tenantId}:*}:lh:daily:0:*`)).length).toBe(3);
+      await lessonsOn("04");
+      expect(await storedRuns(tenantId, "daily")).toEqual([1, 2, 3]);
+
+      // June 5: run 4 is active, run 3 the newest finished one.
+      await t.setClock("2026-06-05T00:30:00Z");
+      expect(await storedRuns(tenantId, "daily")).toEqual([2, 3]);
+      expect(await storedRuns(tenantId, "daily-plan")).toEqual([3]);
+      expect(await storedRuns(tenantId, "daily-all")).toEqual([0, 1, 2, 3]);
+
+      const gone = await t.call("GET", "/v1/leaderboards/daily?run=2026-06-02");
+      expect(gone).toEqual({ status: 404, body: { error: "The run of daily from 2026-06-02 is no longer kept (keepFinishedRuns: 2)" } });
+      expect((await t.call("GET", "/v1/users/ada/leaderboards/daily?run=2026-06-01")).status).toBe(404);
+      const kept = await t.call("GET", "/v1/leaderboards/daily?run=2026-06-03");
+      expect(kept.status).toBe(200);
+      expect(kept.body.rankings.map((r: { userId: string; value: number }) => r.value)).toEqual([1, 1, 1]);
+      const group = await t.call("GET", "/v1/leaderboards/daily-plan?run=2026-06-04&userAttributes=plan:pro");
+      expect(group.body.rankings.map((r: { userId: string }) => r.userId).sort()).toEqual(["ada", "cy"]);
+      expect((await t.call("GET", "/v1/leaderboards/daily-plan?run=2026-06-03&userAttributes=plan:pro")).status).toBe(404);
+      expect((await t.call("GET", "/v1/leaderboards/daily-all?run=2026-06-01")).status).toBe(200);
+
+      // The next day deletes one more run; the run before stays deleted.
+      await t.setClock("2026-06-06T00:30:00Z");
+      expect(await storedRuns(tenantId, "daily")).toEqual([3]);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("is refused on a perpetual board, naming the field", () => {
+    const text = tenantYaml(
+      "runs",
+      `    metrics: [{ key: lessons, name: Lessons }]\n    leaderboards:\n      - { key: all, name: All, rankBy: metric, metric: lessons, start: "2026-06-01", keepFinishedRuns: 3 }\n`,
+    );
+    expect(() => loadConfigText(text, "bad.yaml", {})).toThrow(/leaderboards\[0\]\.keepFinishedRuns.*perpetual/);
+  });
+});
+
+describe("firstKeptRun (the runs reads refuse and the job deletes)", () => {
+  const board = (extra: string) =>
+    loadConfigText(
+      tenantYaml("runs", `    metrics: [{ key: lessons, name: Lessons }]\n    leaderboards:\n      - { key: weekly, name: Weekly, rankBy: metric, metric: lessons, start: "2026-06-01", runUnit: day, runInterval: 7${extra} }\n`),
+      "t.yaml",
+      {},
+    )[0]!.leaderboards[0]!;
+  const at = (iso: string) => Date.parse(iso);
+
+  it("keeps every run without keepFinishedRuns, and everything before the start", () => {
+    expect(firstKeptRun(board(""), at("2027-06-01T00:00:00Z"))).toBe(0);
+    expect(firstKeptRun(board(", keepFinishedRuns: 1"), at("2026-05-01T00:00:00Z"))).toBe(0);
+  });
+
+  it("while active: the newest finished runs before the active one", () => {
+    // 2026-06-29 is in run 4 (weeks from June 1): runs 2 and 3 are the two newest finished.
+    expect(firstKeptRun(board(", keepFinishedRuns: 2"), at("2026-06-29T10:00:00Z"))).toBe(2);
+    expect(firstKeptRun(board(", keepFinishedRuns: 9"), at("2026-06-29T10:00:00Z"))).toBe(0);
+  });
+
+  it("once the board has ended: the newest finished runs up to its last", () => {
+    // Ends on July 6: its last run is run 4 (June 29 - July 5).
+    expect(firstKeptRun(board(', end: "2026-07-06", keepFinishedRuns: 2'), at("2027-01-01T00:00:00Z"))).toBe(3);
+  });
+});
