@@ -1,5 +1,6 @@
 import type { CompiledLeaderboard } from "../config/compiled.js";
-import { firstKeptRun } from "../domain/leaderboards.js";
+import { firstKeptRun, memberUser } from "../domain/leaderboards.js";
+import { boardKeys } from "../store/leaderboard-store.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import { JOB_OPTIONS, removeStaleScheduler, TenantJobQueue, TenantJobsSet, type TenantJobs, type TenantJobsOptions } from "./tenant-job-queue.js";
 
@@ -14,8 +15,10 @@ import { JOB_OPTIONS, removeStaleScheduler, TenantJobQueue, TenantJobsSet, type 
  * One BullMQ job scheduler per tenant with such a board (queue `laurel-runs-<tenant>`), ticking
  * every `tickEveryMs` of wall time; with the manual clock, moving the clock runs it at once.
  * A tick costs one HGET per board ({t}:runs-deleted, the first run not deleted yet) until a run
- * is due; then one SCAN pass over the keyspace finds every key of the due runs, every shard's and
- * group's (breakdown values are not listed anywhere), and UNLINKs them.
+ * is due. Then, for a board without breakdown, each due run's set is read in pages per shard:
+ * its members name the users with a rank history in the run, and the set and the histories are
+ * UNLINKed (O(participants)). A breakdown board's groups are listed nowhere, so one SCAN pass
+ * over the keyspace finds every key of its due runs (O(keys of the database)).
  */
 export const RUNS_QUEUE = "laurel-runs";
 const SCHEDULER = "retention";
@@ -38,10 +41,38 @@ function runOfKey(key: string, boardKey: string): number | null {
 
 /** Deletes the stored runs of `board` before its first kept run at `now`; returns how many keys went. */
 export async function deleteOldRuns(store: TenantStore, board: CompiledLeaderboard, now: number): Promise<number> {
-  const redis = store.redis;
   const first = firstKeptRun(board, now);
   const progress = store.keys.runsDeleted();
-  if (first <= Number((await redis.hget(progress, board.key)) ?? 0)) return 0;
+  const from = Number((await store.redis.hget(progress, board.key)) ?? 0);
+  if (first <= from) return 0;
+  let deleted = 0;
+  if (board.breakdownAttribute === null) {
+    for (let run = from; run < first; run++) for (const key of boardKeys(store, board, run, "")) deleted += await deleteRunSet(store, board, run, key);
+  } else {
+    deleted = await scanAndDelete(store, board, first);
+  }
+  await store.redis.hset(progress, board.key, first);
+  return deleted;
+}
+
+const PAGE = 1000;
+
+/** One shard's set of a run and the rank histories of its members. */
+async function deleteRunSet(store: TenantStore, board: CompiledLeaderboard, run: number, key: string): Promise<number> {
+  const prefix = key.slice(0, key.indexOf("}:") + 2);
+  let deleted = 0;
+  // A finished run's set no longer changes, so pages by position are stable.
+  for (let start = 0; ; start += PAGE) {
+    const members = await store.redis.zrange(key, start, start + PAGE - 1);
+    if (members.length > 0) deleted += await store.redis.unlink(...members.map((m) => `${prefix}lh:${board.key}:${run}:${memberUser(m)}`));
+    if (members.length < PAGE) break;
+  }
+  return deleted + (await store.redis.unlink(key));
+}
+
+/** Every key of the board's runs before `first`, found by one SCAN pass (a breakdown board's groups). */
+async function scanAndDelete(store: TenantStore, board: CompiledLeaderboard, first: number): Promise<number> {
+  const redis = store.redis;
   let deleted = 0;
   let cursor = "0";
   do {
@@ -53,7 +84,6 @@ export async function deleteOldRuns(store: TenantStore, board: CompiledLeaderboa
     });
     if (due.length > 0) deleted += await redis.unlink(...due);
   } while (cursor !== "0");
-  await redis.hset(progress, board.key, first);
   return deleted;
 }
 
