@@ -135,7 +135,7 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   router.add("patch", "/v1/users/:id", 1, updateUserHandler(tenants, opts.clock));
   router.add("get", "/v1/users/:id/preferences", 1, getPreferencesHandler(tenants));
   router.add("patch", "/v1/users/:id/preferences", 1, patchPreferencesHandler(tenants, opts.clock));
-  router.add("post", "/v1/achievements/:key/complete", 1, completeAchievementHandler(tenants, opts.clock));
+  router.add("post", "/v1/achievements/:key/complete", 1, completeAchievementHandler(tenants, opts.clock, opts.logger));
   router.add("post", "/admin/v1/points/:key/boosts", 1, createBoostHandler(tenants, opts.clock));
   router.add("get", "/admin/v1/points/:key/boosts", 1, listUserBoostsHandler(tenants, opts.clock));
   router.add("del", "/admin/v1/points/:key/boosts/:id", 2, endBoostHandler(tenants, opts.clock));

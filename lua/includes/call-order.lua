@@ -1,7 +1,9 @@
 --[[
-  Calls that must not apply twice (src/store/call-order.ts): the event script and the admin
-  freeze grant. When the connection to Redis drops, ioredis re-sends every command that had no
-  reply, and Redis may have run it already.
+  Calls that must not apply twice, or must know they applied (src/store/call-order.ts): the
+  event script, the admin freeze grant and the API completion (complete-4.lua: a re-sent
+  completion is answered as the first, not as "already completed"). When the connection to
+  Redis drops, ioredis re-sends every command that had no reply, and Redis may have run it
+  already.
 
   Each such call carries its writer's key on the user's shard, {t:s}:wr:<writer> (one writer per
   Redis client of a process), and its call number, which grows with every call that client
@@ -12,7 +14,8 @@
   between cannot hide a re-sent call.
 
   Only a call that may have run already reads the record: Node marks the calls it re-sends (the
-  event script's flags) and the freeze grant always reads it. Every applied call writes it.
+  event script's flags), the freeze grant always reads it, and a completion when the achievement
+  is already completed. Every applied call writes it.
   The record expires a day after its expiry was last set: a re-send comes when the connection
   is back, seconds later, or when Redis has restarted and loaded its data. Setting the expiry
   costs ~8k instructions (Redis rewrites a relative expiry for propagation: bench/README.md), so

@@ -1,3 +1,4 @@
+import type { Logger } from "pino";
 import typia from "typia";
 import type { Clock } from "../clock.js";
 import { fail } from "../domain/errors.js";
@@ -20,8 +21,11 @@ const validateCompleteBody = typia.createValidateEquals<CompleteBody>();
  * Only `type: api` achievements complete this way (422 otherwise; 404 for an unknown key). The
  * user is upserted like in an event. Completing again answers 200 with the original achievedAt,
  * the same completionId and `points: {}`, and changes nothing; the first completion answers 201.
+ * A completion whose reply was lost with the Redis connection, re-sent by ioredis, is still the
+ * first for its request: 201, with `points: {}` and only the achievement itself in
+ * `achievements` (what it paid and unlocked went with the lost reply; lua/complete-4.lua).
  */
-export function completeAchievementHandler(tenants: Tenants, clock: Clock) {
+export function completeAchievementHandler(tenants: Tenants, clock: Clock, logger: Logger) {
   return async (req: ApiRequest): Promise<ApiReply> => {
     const { tenant, store } = tenants.authenticate(req.apiKey);
     const key = req.params[0]!;
@@ -31,6 +35,9 @@ export function completeAchievementHandler(tenants: Tenants, clock: Clock) {
     const profile = userProfileFields(body.user, tenant.userAttributes);
     const result = await completeAchievement(store, body.user.id, key, profile, clock.now());
     if (result.status === "ineligible") fail("INVALID_VALUE", `User ${body.user.id} does not have the attributes achievement ${key} requires`);
+    if (result.status === "completed" && result.resent) {
+      logger.warn({ tenant: tenant.id, achievement: key, user: body.user.id }, "completion re-sent after a dropped Redis connection was already applied: applied once, answered without its points");
+    }
     const completionId = stableId(tenant.ns, "completion", `${key}/${body.user.id}`);
     return {
       status: result.status === "completed" ? 201 : 200,

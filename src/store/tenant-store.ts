@@ -84,7 +84,7 @@ export class TenantStore {
     const rules = this.tenantRules.rules;
     this.tenantScripts = {
       user: loadLua("user-3", rules),
-      complete: loadLua("complete-3", rules),
+      complete: loadLua("complete-4", rules),
       timeTick: loadLua("timeTick-2", rules),
       streakAdmin: loadLua("streakAdmin-4", rules),
     };

@@ -108,7 +108,8 @@ export async function readUser(
 }
 
 export type CompletionResult =
-  | { status: "completed"; achievedAt: number; completed: string[]; points: PointsChange[] }
+  /** `resent`: this call's reply was lost with the connection and ioredis re-sent it; what it paid went with the lost reply. */
+  | { status: "completed"; achievedAt: number; completed: string[]; points: PointsChange[]; resent?: true }
   | { status: "already"; achievedAt: number }
   | { status: "ineligible" };
 
@@ -122,7 +123,9 @@ export async function completeAchievement(
   // The zone, the declared attributes (filters) and whatever else the request sends.
   const names = [...store.tenantRules.profileFields];
   for (const [field] of profile) if (!names.includes(field)) names.push(field);
-  const reply = (await runScript(store.redis, store.tenantScripts.complete, userKeys(store, userId), [
+  const order = callOrderOf(store.redis);
+  const keys = [...userKeys(store, userId), store.keys.writer(store.shard(userId), order.writer)];
+  const reply = (await runScript(store.redis, store.tenantScripts.complete, keys, [
     store.keys.prefix(store.shard(userId)),
     userId,
     now,
@@ -130,8 +133,10 @@ export async function completeAchievement(
     localDayIndex(now, sentZone(profile)),
     store.boardsBlob(now),
     ...profileArgs(names, profile),
+    order.next(),
   ])) as unknown[];
   if (reply[0] === 2) return { status: "already", achievedAt: reply[1] as number };
+  if (reply[0] === 4) return { status: "completed", achievedAt: reply[1] as number, completed: [achievementKey], points: [], resent: true };
   if (reply[0] === 3) return { status: "ineligible" };
   return { status: "completed", achievedAt: reply[1] as number, completed: reply[2] as string[], points: decodePoints(reply[3] as unknown[][]) };
 }

@@ -113,6 +113,20 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
       expect((await t.call("GET", `/v1/users/${mode}-lost-f/streak`)).body.freezes).toBe(2);
     });
 
+    it("an API completion whose reply was lost is answered 201 once, and completes once", async () => {
+      const user = `${mode}-lost-c`;
+      const complete = () => t.call("POST", "/v1/achievements/complete-profile/complete", { user: { id: user } });
+      const [reply] = await withLostReplies(1, () => [complete()]);
+      expect(reply!.status).toBe(201);
+      expect(reply!.body.points).toEqual({});
+      expect(reply!.body.achievements.map((a: { key: string }) => a.key)).toEqual(["complete-profile"]);
+      // A new request for the same completion is a repeat: 200, the same completion.
+      const again = await complete();
+      expect([again.status, again.body.completionId, again.body.achievement.achievedAt]).toEqual([200, reply!.body.completionId, reply!.body.achievement.achievedAt]);
+      // Its achievement trigger (profile-bonus, 50 coins) paid once.
+      expect((await t.call("GET", `/v1/users/${user}/points/coins`)).body.total).toBe(50);
+    });
+
     it("does not hold back the events that follow on the new connection", async () => {
       expect((await lesson(`${mode}-lost-a`)).body.total).toBe(3);
       expect((await lesson(`${mode}-lost-c`)).body.total).toBe(1);

@@ -6,6 +6,7 @@
   KEYS[1] user state hash   {t:s}:u:<userId>
   KEYS[2] shard counters    {t:s}:agg
   KEYS[3] shard stream      {t:s}:x, and the hook stream {t:s}:xh (includes/hooks.lua)
+  KEYS[4] the writer's record on the shard  {t:s}:wr:<writer> (includes/call-order.lua)
 
   ARGV[1] key prefix {t:s}:
   ARGV[2] user id
@@ -15,14 +16,19 @@
   ARGV[6] each board of R.lb: its run and threshold, two little-endian doubles (leaderboards.lua boardsOf)
   ARGV[7] r, the number of profile fields to read; ARGV[8 .. 7+r] their names
   ARGV[8+r] n, the number of profile fields sent; then n field, value pairs
+  ARGV[last] the call's number (src/store/call-order.ts)
 
   Reply
     {2, achievedAt}                                  already completed; nothing written
+    {4, achievedAt}                                  this very call completed it already: ioredis
+                                                     re-sent it after the connection dropped before
+                                                     its reply (KEYS[4]); nothing written
     {3}                                              the user's attributes do not match; nothing written
     {1, achievedAt, completed, points, created}      completed now (completed = keys, in order)
 ]]
 --@rules
 -- @include "includes/context.lua"
+-- @include "includes/call-order.lua"
 -- @include "includes/math.lua"
 -- @include "includes/state.lua"
 -- @include "includes/points.lua"
@@ -32,7 +38,8 @@
 -- @include "includes/hooks.lua"
 --@body
 beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
-local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
+local userKey, aggKey, streamKey, writerKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local callNumber = tonumber(ARGV[#ARGV])
 local key, localDay = ARGV[4], tonumber(ARGV[5])
 local boards = boardsOf(ARGV[6], 1)
 local nRead = tonumber(ARGV[7])
@@ -40,13 +47,19 @@ local nProfile = tonumber(ARGV[8 + nRead])
 
 loadState(userKey, 's', { unpack(ARGV, 8, 7 + nRead) })
 local a = R.ach[key]
-if num(a.f) then return { 2, num(a.f) } end
+if num(a.f) then
+  -- Completed by this call, whose reply was lost, or by another request: the client of this
+  -- call should hear 201 only in the first case.
+  if appliedBefore(writerKey, callNumber) then return { 4, num(a.f) } end
+  return { 2, num(a.f) }
+end
 
 local created = not num('ct')
 local changed = applyProfile(ARGV, 9 + nRead, nProfile)
 -- Eligibility is checked with the attributes this request sends, before anything is written.
 if not matches(a.ua) then return { 3 } end
 
+markApplied(writerKey, callNumber, true)
 local outParts = {}
 identify(created, changed, localDay, aggKey, outParts)
 complete(key)
