@@ -117,7 +117,7 @@ export class ReadStore {
    * already passed. A shard with none passed (the streak expiry sweep settles them within a
    * tick: src/jobs/streak-expiry.ts) is answered by its count; only one holding lost streaks not
    * yet settled needs lua/streakRank-2.lua, which takes them back out, in a second round trip.
-   * Two counts cost Redis and Node less than a script call each.
+   * Two counts cost Redis less than a script call, and the service more (README: the streak read).
    */
   async streakRank(length: number, now: number): Promise<number | null> {
     const shards = this.shards();
