@@ -542,7 +542,7 @@ export function applyUpsert(
   return { status: existing ? "updated" : "created", points };
 }
 
-/** lua/complete-3.lua. */
+/** lua/complete-4.lua. */
 export function applyComplete(
   tenant: CompiledTenant,
   state: ModelState,

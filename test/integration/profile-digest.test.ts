@@ -69,7 +69,7 @@ describe("the event's profile digest", () => {
     expect(await profileOf("digest-put")).toMatchObject({ email: "event@example.com", name: "Event" });
   });
 
-  it("a profile changed by completing an api achievement (complete-3) is set back likewise", async () => {
+  it("a profile changed by completing an api achievement (complete-4) is set back likewise", async () => {
     const user = { id: "digest-complete", email: "event@example.com", name: "Event" };
     await event(user);
     await event(user);
