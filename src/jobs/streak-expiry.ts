@@ -13,10 +13,10 @@ import { JOB_OPTIONS, removeStaleScheduler, TenantJobQueue, TenantJobsSet, type 
  * reaches that in weeks.
  *
  * Settling is what an event would do first (lua/streakAdmin-4.lua "settle": a freeze consumed, or
- * the streak lost), by the service clock in the user's stored zone. A tenant with webhook
- * endpoints is swept by its webhook timeline (webhooks/timeline.ts), which also wakes at the next
- * deadline so that streak.lost fires on time. Every other tenant with a streak rule gets one
- * BullMQ job scheduler here (queue `laurel-streaks-<tenant>`), ticking every `tickEveryMs` of
+ * the streak lost), by the service clock in the user's stored zone; the `sl:`/`fc:` parts of the
+ * records it writes are where the webhook consumer finds streak.lost and streak.freeze_consumed.
+ * Every tenant with a streak rule gets one BullMQ job scheduler here (queue
+ * `laurel-streaks-<tenant>`), ticking every `tickEveryMs` of
  * wall time; with the system clock each sweep also queues a delayed one at the next deadline when
  * it comes before the next tick (deadlines gather at each zone's midnight: many users of a shard
  * may lose theirs at one instant, and the rank is unknown while more than 1 000 of them wait).
@@ -34,7 +34,7 @@ const BATCH = 200;
 const IN_FLIGHT = 16;
 
 /** Settles every user of the tenant whose streak deadline has passed; returns how many changed. */
-export async function sweepExpiredStreaks(store: TenantStore, now: number): Promise<number> {
+async function sweepExpiredStreaks(store: TenantStore, now: number): Promise<number> {
   let changed = 0;
   for (let shard = 0; shard < store.tenant.shards; shard++) {
     // A user the settlement leaves in place (a zone change moved the deadline) is skipped past.
@@ -54,7 +54,7 @@ export async function sweepExpiredStreaks(store: TenantStore, now: number): Prom
 }
 
 /** The first streak deadline of the tenant after `now` (ms), or null when none is known. */
-export async function nextStreakDeadline(store: TenantStore, now: number): Promise<number | null> {
+async function nextStreakDeadline(store: TenantStore, now: number): Promise<number | null> {
   const shards = Array.from({ length: store.tenant.shards }, (_, shard) => shard);
   // Strictly after now: a user the sweep left in place (its zone moved the deadline) is not next.
   const firsts = await Promise.all(shards.map((shard) => store.redis.zrangebyscore(store.keys.streakDeadline(shard), `(${now}`, "+inf", "WITHSCORES", "LIMIT", 0, 1)));
@@ -62,9 +62,9 @@ export async function nextStreakDeadline(store: TenantStore, now: number): Promi
   return deadlines.length > 0 ? Math.min(...deadlines) : null;
 }
 
-/** Whether this module sweeps the tenant (the webhook timeline sweeps tenants with endpoints). */
-function sweptHere(store: TenantStore): boolean {
-  return store.tenant.streak !== null && store.tenant.webhooks.length === 0;
+/** A tenant is swept when it has a streak rule. */
+function swept(store: TenantStore): boolean {
+  return store.tenant.streak !== null;
 }
 
 /** One tenant's queue (tenant-job-queue.ts); its scheduler makes one job per tick. */
@@ -114,17 +114,17 @@ export class StreakExpiry extends TenantJobsSet {
   }
 
   /**
-   * Starts a worker and a scheduler per tenant swept here, and removes the scheduler of a tenant
-   * that no longer is (its streak rule removed, or an endpoint added: the timeline sweeps it now).
+   * Starts a worker and a scheduler per tenant with a streak rule, and removes the scheduler of a
+   * tenant whose rule was removed.
    */
   static async start(opts: TenantJobsOptions): Promise<StreakExpiry> {
     const prefix = opts.prefix ?? "{laurel-jobs}";
     const queues: TenantStreakQueue[] = [];
     // A connection of its own, as the webhook consumer's: a sweep's calls do not queue ahead of
     // the event calls on the service's connection.
-    const own = opts.tenants.all.some(({ store }) => sweptHere(store)) ? duplicateClient(opts.redis) : null;
+    const own = opts.tenants.all.some(({ store }) => swept(store)) ? duplicateClient(opts.redis) : null;
     for (const { store } of opts.tenants.all) {
-      if (own !== null && sweptHere(store)) {
+      if (own !== null && swept(store)) {
         queues.push(new TenantStreakQueue(store.onConnection(own), opts, prefix));
       } else {
         await removeStaleScheduler(opts.redis, opts.connection, prefix, queueName(store.tenant.id), SCHEDULER);

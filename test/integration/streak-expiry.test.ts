@@ -9,10 +9,10 @@ import { StreakExpiry } from "../../src/jobs/streak-expiry.js";
 import { queueConnection } from "../../src/store/redis-client.js";
 
 /**
- * Streak expiry for a tenant WITHOUT webhook endpoints (src/jobs/streak-expiry.ts): a streak is
- * settled when its deadline passes, not only at the user's next event, so users who stopped
- * coming leave the active set, the rank, the active rankings and the streak board. (Tenants with
- * endpoints are swept by their webhook timeline: test/integration/webhooks.test.ts.)
+ * Streak expiry (src/jobs/streak-expiry.ts): a streak is settled when its deadline passes, not
+ * only at the user's next event, so users who stopped coming leave the active set, the rank, the
+ * active rankings and the streak board. The webhook events it yields (streak.lost,
+ * streak.freeze_consumed at the deadline): test/integration/webhooks.test.ts.
  */
 let redis: Redis;
 beforeAll(() => {
@@ -41,7 +41,7 @@ async function lesson(t: TestApp, user: string): Promise<void> {
   expect(res.status, JSON.stringify(res.body)).toBe(201);
 }
 
-describe("streak expiry without webhook endpoints", () => {
+describe("streak expiry", () => {
   it("settles a lost streak at its deadline: it leaves the active set, the rankings and the streak board, and the stream records the loss", async () => {
     const tenantId = uniqueTenantId("expiry");
     const t = await startTestApp({ yaml: streakTenantYaml(tenantId), manualClock: "2026-06-01T12:00:00Z" });
@@ -114,13 +114,13 @@ describe("streak expiry without webhook endpoints", () => {
     }
   });
 
-  it("runs one scheduler per tenant it sweeps, and removes it once the webhook timeline sweeps the tenant", async () => {
+  it("runs one scheduler per tenant with a streak rule, endpoints or not, and removes it when the rule goes", async () => {
     const tenantId = uniqueTenantId("expiry");
     const scheduler = `{laurel-jobs}:laurel-streaks-${tenantId}:repeat`;
-    const first = await startTestApp({ yaml: lessonsTenantYaml(tenantId) });
+    const first = await startTestApp({ yaml: lessonsTenantYaml(tenantId, { url: "http://127.0.0.1:9/hooks", events: ["streak.lost"] }) });
     await first.close();
     expect(await redis.exists(scheduler)).toBe(1);
-    const second = await startTestApp({ yaml: lessonsTenantYaml(tenantId, { url: "http://127.0.0.1:9/hooks", events: ["streak.lost"] }) });
+    const second = await startTestApp({ yaml: tenantYaml(tenantId, "    metrics: [{ key: lessons, name: Lessons }]\n") });
     await second.close();
     expect(await redis.exists(scheduler)).toBe(0);
   });

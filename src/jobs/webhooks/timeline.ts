@@ -4,7 +4,6 @@ import type { Logger } from "pino";
 import type { Clock } from "../../clock.js";
 import { iso } from "../../api/wire.js";
 import type { BoostDetail } from "../../domain/stream-record.js";
-import { nextStreakDeadline, sweepExpiredStreaks } from "../streak-expiry.js";
 import { configBoundaries, type ConfigBoundary } from "./boundaries.js";
 import type { Coalescer } from "./coalesce.js";
 import type { DeliveryJob, DeliveryQueue } from "./deliveries.js";
@@ -19,23 +18,22 @@ import { logQueueErrors } from "../../log-throttle.js";
  * every `tickEveryMs` of wall time (queue `laurel-hooks-time-<tenant>`); each tick, by the
  * service clock:
  *
- *  1. Streak expiry (../streak-expiry.ts): the users of each shard whose streak deadline
- *     ({t:s}:sd, the instant the streak is lost) has passed are settled with streakAdmin
- *     "settle": in the same script call, a freeze is consumed or the streak is lost, and the
- *     `fc:`/`sl:` parts go to the shard stream, from which the consumer derives
- *     streak.freeze_consumed / streak.lost as for any change. Only the users whose deadline passed are read (the zset is ordered by deadline).
- *  2. Calendar boundaries in (cursor, now]: global boosts and leaderboard runs starting or
+ *  1. Calendar boundaries in (cursor, now]: global boosts and leaderboard runs starting or
  *     finishing (boundaries.ts), then user boosts (the {t}:wh:due zset the webhook consumer
  *     fills from the "ub" records lua/userBoost-3.lua writes with each admin boost change). Each boundary's event id derives from the boost or the run, so it fires once
  *     however many ticks or processes see it.
- *  3. Coalesced events whose window has closed (coalesce.ts).
+ *  2. Coalesced events whose window has closed (coalesce.ts).
+ *
+ * Streak expiry (streak.lost, streak.freeze_consumed) is not here: ../streak-expiry.ts settles
+ * the users whose deadline passed, for every tenant, at the deadline, and the consumer derives
+ * those events from the `sl:`/`fc:` parts of the records it writes, as for any change.
  *
  * With the system clock, a tick also queues a delayed job at the next known instant (a boundary,
- * a streak deadline, a window's close) when it falls before the next regular tick, so events
+ * a window's close) when it falls before the next regular tick, so events
  * fire at their instant rather than up to a tick later. With the manual clock, moving the clock
  * runs the tick at once (Webhooks.runDue) and POST /admin/v1/clock answers after it.
  */
-const SWEEP_BATCH = 200;
+const BOUNDARY_BATCH = 200;
 
 interface BoostBoundary {
   /** user id, boost id, "started" | "finished", instant */
@@ -73,11 +71,6 @@ export class Timeline {
     this.keys = new WebhookKeys(ctx.tenant.id);
   }
 
-  /** Sweeping streaks needs a streak rule (tenants without endpoints are swept by ../streak-expiry.ts). */
-  private get sweeps(): boolean {
-    return this.ctx.tenant.streak !== null;
-  }
-
   async start(): Promise<void> {
     // The cursor starts at the first start: boundaries before it are history, not events.
     await this.ctx.store.redis.zadd(this.keys.cursor(), "NX", this.opts.clock.now(), "c");
@@ -105,12 +98,11 @@ export class Timeline {
     await job.waitUntilFinished(events);
   }
 
-  async tick(now: number): Promise<{ settled: number; boundaries: number; coalesced: number }> {
-    const settled = this.sweeps ? await sweepExpiredStreaks(this.ctx.store, now) : 0;
+  async tick(now: number): Promise<{ boundaries: number; coalesced: number }> {
     const boundaries = (await this.configBoundaries(now)) + (await this.userBoostBoundaries(now));
     const coalesced = await this.coalescer.flush(now, (jobs) => this.deliveries.enqueue(jobs));
     if (!this.opts.clock.manual) await this.scheduleWake(now);
-    return { settled, boundaries, coalesced };
+    return { boundaries, coalesced };
   }
 
   private async emit(type: string, subject: string, at: number, fields: Record<string, unknown>, userId: string | null): Promise<void> {
@@ -178,7 +170,7 @@ export class Timeline {
     const redis = store.redis;
     let fired = 0;
     for (;;) {
-      const due = await redis.zrangebyscore(this.keys.boostDue(), "-inf", now, "LIMIT", 0, SWEEP_BATCH);
+      const due = await redis.zrangebyscore(this.keys.boostDue(), "-inf", now, "LIMIT", 0, BOUNDARY_BATCH);
       if (due.length === 0) return fired;
       for (const member of due) {
         const b = JSON.parse(member) as BoostBoundary;
@@ -196,23 +188,17 @@ export class Timeline {
         }
       }
       await redis.zrem(this.keys.boostDue(), ...due);
-      if (due.length < SWEEP_BATCH) return fired;
+      if (due.length < BOUNDARY_BATCH) return fired;
     }
   }
 
   /** The next instant something is due, if any is known. */
   private async nextDue(now: number): Promise<number | null> {
-    const { store } = this.ctx;
     const candidates: number[] = [];
     const next = configBoundaries(this.ctx.tenant, now, now + this.opts.tickEveryMs)[0];
     if (next) candidates.push(next.at);
-    const firstOf = async (key: string) => {
-      const first = await store.redis.zrange(key, 0, 0, "WITHSCORES");
-      if (first.length === 2) candidates.push(Number(first[1]));
-    };
-    await firstOf(this.keys.boostDue());
-    const deadline = this.sweeps ? await nextStreakDeadline(this.ctx.store, now) : null;
-    if (deadline !== null) candidates.push(deadline);
+    const firstBoost = await this.ctx.store.redis.zrange(this.keys.boostDue(), 0, 0, "WITHSCORES");
+    if (firstBoost.length === 2) candidates.push(Number(firstBoost[1]));
     const close = await this.coalescer.nextClose();
     if (close !== null) candidates.push(close);
     const after = candidates.filter((t) => t > now);
