@@ -43,10 +43,6 @@ export function boardJson(tenant: CompiledTenant, board: CompiledLeaderboard) {
   return out;
 }
 
-function historyKey(store: TenantStore, board: CompiledLeaderboard, run: number, userId: string): string {
-  return `${store.keys.prefix(store.shard(userId))}lh:${board.key}:${run}:${userId}`;
-}
-
 /** `"key":` and the board's static fields, without the closing brace: an entry's opening. */
 const boardEntryText = renderedOnce((board: CompiledLeaderboard, tenant: CompiledTenant) => `${JSON.stringify(board.key)}:${openObject(boardJson(tenant, board))}`);
 
@@ -225,7 +221,7 @@ export function userLeaderboardHandler(tenants: Tenants, clock: Clock) {
     const own = await userEntry(store, board, run, userId);
     let rank: number | null = null;
     if (own) rank = await boardRank(store, board, boardKeys(store, board, run, own.breakdown), own.value, own.member);
-    const raw = numEvents === 0 ? [] : await store.redis.lrange(historyKey(store, board, run, userId), 0, numEvents - 1);
+    const raw = numEvents === 0 ? [] : await store.redis.lrange(store.keys.rankHistory(store.shard(userId), board.key, run, userId), 0, numEvents - 1);
     const history = raw.map((text) => {
       const h = JSON.parse(text) as { t: number; pr: number | null; r: number | null; pv: number | null; v: number | null };
       return {

@@ -47,7 +47,10 @@ export async function deleteOldRuns(store: TenantStore, board: CompiledLeaderboa
   if (first <= from) return 0;
   let deleted = 0;
   if (board.breakdownAttribute === null) {
-    for (let run = from; run < first; run++) for (const key of boardKeys(store, board, run, "")) deleted += await deleteRunSet(store, board, run, key);
+    for (let run = from; run < first; run++) {
+      const keys = boardKeys(store, board, run, "");
+      for (let shard = 0; shard < keys.length; shard++) deleted += await deleteRunSet(store, board, run, shard, keys[shard]!);
+    }
   } else {
     deleted = await scanAndDelete(store, board, first);
   }
@@ -57,14 +60,13 @@ export async function deleteOldRuns(store: TenantStore, board: CompiledLeaderboa
 
 const PAGE = 1000;
 
-/** One shard's set of a run and the rank histories of its members. */
-async function deleteRunSet(store: TenantStore, board: CompiledLeaderboard, run: number, key: string): Promise<number> {
-  const prefix = key.slice(0, key.indexOf("}:") + 2);
+/** One shard's set of a run (`key`) and the rank histories of its members. */
+async function deleteRunSet(store: TenantStore, board: CompiledLeaderboard, run: number, shard: number, key: string): Promise<number> {
   let deleted = 0;
   // A finished run's set no longer changes, so pages by position are stable.
   for (let start = 0; ; start += PAGE) {
     const members = await store.redis.zrange(key, start, start + PAGE - 1);
-    if (members.length > 0) deleted += await store.redis.unlink(...members.map((m) => `${prefix}lh:${board.key}:${run}:${memberUser(m)}`));
+    if (members.length > 0) deleted += await store.redis.unlink(...members.map((m) => store.keys.rankHistory(shard, board.key, run, memberUser(m))));
     if (members.length < PAGE) break;
   }
   return deleted + (await store.redis.unlink(key));

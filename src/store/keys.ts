@@ -23,6 +23,9 @@
  *   {t:s}:ub                hash  every user boost of the shard: id → JSON record (admin listing)
  *   {t:s}:uv:<attr>:<value> set   users with that custom attribute value
  *   {t:s}:pa:<sys>:<attr>:<value> zset  their totals in a system (points summary filter)
+ *   {t:s}:lb:<board>:<run>[:<group>] zset  a run's participants (lua/includes/leaderboards.lua;
+ *                                  store/leaderboard-store.ts boardKeys)
+ *   {t:s}:lh:<board>:<run>:<user> list  the user's rank history in the run, newest first
  *   {t:s}:ik:<metric>:<user>\x1f<key>  string  an Idempotency-Key of a tenant with an
  *                                  idempotency window: "<eventId>|<expiry ms>", expiring with the
  *                                  window (without a window, keys are fields of the user's hash).
@@ -63,6 +66,11 @@ export class TenantKeys {
 
   user(shard: number, userId: string): string {
     return `${this.prefix(shard)}u:${userId}`;
+  }
+
+  /** A user's rank history in a run of a board (list, newest first; written by lua/includes/leaderboards.lua). */
+  rankHistory(shard: number, boardKey: string, run: number, userId: string): string {
+    return `${this.prefix(shard)}lh:${boardKey}:${run}:${userId}`;
   }
 
   /** An Idempotency-Key of a tenant with an idempotency window (lua/event-2.lua KEYS[3]). */

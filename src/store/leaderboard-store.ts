@@ -183,8 +183,9 @@ async function pastEntry(
   userId: string,
   groups: string[],
 ): Promise<{ value: number; member: string; breakdown: string } | null> {
-  const prefix = store.keys.prefix(store.shard(userId));
-  const newest = await store.redis.lindex(`${prefix}lh:${board.key}:${run}:${userId}`, 0);
+  const shard = store.shard(userId);
+  const prefix = store.keys.prefix(shard);
+  const newest = await store.redis.lindex(store.keys.rankHistory(shard, board.key, run, userId), 0);
   if (newest === null) return null;
   const h = JSON.parse(newest) as { t: number; v: number | null };
   if (h.v === null) return null;

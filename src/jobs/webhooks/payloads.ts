@@ -103,7 +103,7 @@ const HISTORY_READ = 20;
  */
 async function ranksOf(ctx: PayloadContext, board: CompiledLeaderboard, record: StreamRecord, run: number, oldValue: number | null, newValue: number, breakdown: string) {
   const shard = ctx.store.shard(record.userId);
-  const raw = await ctx.store.redis.lrange(`${ctx.store.keys.prefix(shard)}lh:${board.key}:${run}:${record.userId}`, 0, HISTORY_READ - 1);
+  const raw = await ctx.store.redis.lrange(ctx.store.keys.rankHistory(shard, board.key, run, record.userId), 0, HISTORY_READ - 1);
   const left = board.rankBy === "streak" && newValue === 0;
   for (const text of raw) {
     const h = JSON.parse(text) as HistoryEntry;
