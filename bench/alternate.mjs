@@ -61,7 +61,8 @@ async function run(label, { env, nice, entry }) {
   };
   cleanups.push(stop);
   const redis = new Redis(server.url);
-  if (nice !== null) execFileSync("renice", ["-n", nice, "-p", String((await redis.info("server")).match(/process_id:(\d+)/)[1])]);
+  const redisPid = Number((await redis.info("server")).match(/process_id:(\d+)/)[1]);
+  if (nice !== null) execFileSync("renice", ["-n", nice, "-p", String(redisPid)]);
   const port = await freePort();
   const service = await children.start(`service ${label}`, "node", [...serviceNodeArgs(), entry], { REDIS_URL: server.url, PORT: String(port), LAUREL_CONFIG: config, LAUREL_WORKER: "off", LOG_LEVEL: "warn", ...env }, `http://127.0.0.1:${port}/healthz`);
   const url = `http://127.0.0.1:${port}`;
@@ -74,7 +75,6 @@ async function run(label, { env, nice, entry }) {
         : readRequests(settings.users, (id) => `/v1/users/${id}${phaseName === "missing" ? "-absent" : ""}/points/energy?awards=10`);
   await load(url, requests, { connections: settings.connections, duration: settings.warmup });
   await redis.config("RESETSTAT");
-  const redisPid = Number((await redis.info("server")).match(/process_id:(\d+)/)[1]);
   const cpuBefore = cpuSeconds(service.pid);
   const redisCpuBefore = cpuSeconds(redisPid);
   const result = await load(url, requests, { connections: settings.connections, duration: settings.duration });

@@ -2,7 +2,7 @@ import type { CompiledLeaderboard } from "../config/compiled.js";
 import { firstKeptRun, memberUser } from "../domain/leaderboards.js";
 import { boardKeys } from "../store/leaderboard-store.js";
 import type { TenantStore } from "../store/tenant-store.js";
-import { JOB_OPTIONS, removeStaleScheduler, TenantJobQueue, TenantJobsSet, type TenantJobs, type TenantJobsOptions } from "./tenant-job-queue.js";
+import { JOB_OPTIONS, jobsPrefix, removeStaleScheduler, TenantJobQueue, TenantJobsSet, type TenantJobs, type TenantJobsOptions } from "./tenant-job-queue.js";
 
 /**
  * Leaderboard run retention (`keepFinishedRuns`): a board with runs gains a sorted set per shard
@@ -125,7 +125,7 @@ class TenantRunQueue implements TenantJobs {
 export class RunRetention extends TenantJobsSet {
   /** Starts a worker and a scheduler per tenant with a board that keeps only some runs; removes a stale one. */
   static async start(opts: TenantJobsOptions): Promise<RunRetention> {
-    const prefix = opts.prefix ?? "{laurel-jobs}";
+    const prefix = jobsPrefix(opts);
     const queues: TenantRunQueue[] = [];
     for (const { store } of opts.tenants.all) {
       if (retainedBoards(store).length > 0) queues.push(new TenantRunQueue(store, opts, prefix));

@@ -2,7 +2,7 @@ import type { Redis } from "ioredis";
 import { duplicateClient } from "../store/redis-client.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import { streakAdmin } from "../store/user-store.js";
-import { JOB_OPTIONS, removeStaleScheduler, TenantJobQueue, TenantJobsSet, type TenantJobs, type TenantJobsOptions } from "./tenant-job-queue.js";
+import { JOB_OPTIONS, jobsPrefix, removeStaleScheduler, TenantJobQueue, TenantJobsSet, type TenantJobs, type TenantJobsOptions } from "./tenant-job-queue.js";
 
 /**
  * Streak expiry: a streak is settled when its deadline passes ({t:s}:sd, the instant it is lost),
@@ -118,7 +118,7 @@ export class StreakExpiry extends TenantJobsSet {
    * tenant whose rule was removed.
    */
   static async start(opts: TenantJobsOptions): Promise<StreakExpiry> {
-    const prefix = opts.prefix ?? "{laurel-jobs}";
+    const prefix = jobsPrefix(opts);
     const queues: TenantStreakQueue[] = [];
     // A connection of its own, as the webhook consumer's: a sweep's calls do not queue ahead of
     // the event calls on the service's connection.

@@ -3,6 +3,7 @@ import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
 import { logQueueErrors } from "../log-throttle.js";
+import { JOBS_PREFIX } from "./webhooks/keys.js";
 import type { Tenants } from "../tenants.js";
 
 /** Finished jobs are removed; the last 100 failed ones are kept for inspection. */
@@ -54,6 +55,11 @@ export class TenantJobQueue<T> {
     await this.events.close();
     await this.queue.close();
   }
+}
+
+/** The BullMQ key prefix of a kind of background work (the options' `prefix`, or the one every queue of Laurel shares). */
+export function jobsPrefix(opts: TenantJobsOptions): string {
+  return opts.prefix ?? JOBS_PREFIX;
 }
 
 /** What a kind of background work needs to start. */

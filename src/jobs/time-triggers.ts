@@ -1,6 +1,6 @@
 import { runScript } from "../store/redis-script.js";
 import type { TenantStore } from "../store/tenant-store.js";
-import { TenantJobQueue, TenantJobsSet, type TenantJobs, type TenantJobsOptions } from "./tenant-job-queue.js";
+import { jobsPrefix, TenantJobQueue, TenantJobsSet, type TenantJobs, type TenantJobsOptions } from "./tenant-job-queue.js";
 
 /**
  * Time triggers (trophy-compat §5.5: "every N hours/days"). One BullMQ job scheduler per
@@ -52,7 +52,7 @@ class TenantTimeQueue implements TenantJobs {
   constructor(readonly store: TenantStore, private readonly opts: TimeTriggerOptions) {
     this.jobs = new TenantJobQueue<TickJob>(`${TIME_QUEUE}-${store.tenant.id}`, (job) => this.process(job.data), {
       connection: opts.connection,
-      prefix: opts.prefix ?? "{laurel-jobs}",
+      prefix: jobsPrefix(opts),
       logger: opts.logger,
       failure: "time trigger tick failed",
     });
