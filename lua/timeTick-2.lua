@@ -4,10 +4,11 @@
 
   Catch-up rule: a user due at D with interval I is paid, at the tick at `now`, for every
   interval that has fully elapsed: n = floor((now - D) / I) + 1 intervals, as one award of
-  n x points (boosted by the boosts active at the tick), and is next due at D + n x I. No
-  interval is paid twice (the due time only moves forward) and none is skipped, however long
-  the service was down. A user whose attributes do not match the trigger's filter at the tick
-  is not paid for those intervals.
+  their points, each interval boosted by the boosts active at its due instant, not at the tick
+  (points.lua intervalPoints), and is next due at D + n x I. No interval is paid twice (the due
+  time only moves forward) and none is skipped, however long the service was down.
+  A user whose attributes do not match the trigger's filter at the tick is not paid for those
+  intervals.
 
   KEYS[1] shard counters    {t:s}:agg
   KEYS[2] shard stream      {t:s}:x, and the hook stream {t:s}:xh (includes/hooks.lua)
@@ -48,7 +49,7 @@ for j = 1, #due, 2 do
     rcall('ZREM', dueKey, user)
   else
     local n = math.floor((now - dueAt) / trigger.ms) + 1
-    if matches(trigger.f) then award(trigger.s, trigger.k, n * trigger.pts) end
+    if matches(trigger.f) then award(trigger.s, trigger.k, intervalPoints(trigger.s, trigger.pts, dueAt, trigger.ms, n), true) end
     local outParts = {}
     updateBoards(boards, 0, nil, outParts)
     local pointsReply = flushPoints(aggKey, outParts)

@@ -6,17 +6,15 @@
   An award that changes nothing (a deduction at 0, a grant at maxPoints) is not recorded;
   `added` is the change actually applied; a system is in the reply only if an award changed it.
 ]]
--- The combined boost of a system for this user now (spec rule 6: active boosts multiply),
--- and the rounding that applies: the most conservative of the active boosts' modes
+-- The combined boost of a system for this user at instant t (spec rule 6: active boosts
+-- multiply), and the rounding that applies: the most conservative of the active boosts' modes
 -- (down, then nearest, then up), so that stacking can never pay more than any one mode would.
 local ROUNDING_RANK = { down = 1, nearest = 2, up = 3 }
 
-local function boostOf(sysIndex)
-  local cached = boostCache[sysIndex]
-  if cached then return cached[1], cached[2] end
+local function boostAt(sysIndex, t)
   local sys = R.sys[sysIndex]
   local boosts, own = sys.boosts, at(sys.bi)
-  -- Most systems have no boost at all: answer without building the cache entry or a closure.
+  -- Most systems have no boost at all: answer without a closure.
   if #boosts == 0 and (not own or own == '') then return 1, 'down' end
   local mult, rounding = 1, nil
   local function apply(m, r)
@@ -25,21 +23,71 @@ local function boostOf(sysIndex)
   end
   for i = 1, #boosts do
     local b = boosts[i]
-    if b.s <= now and (not b.e or now < b.e) and matches(b.f) then apply(b.m, b.r) end
+    if b.s <= t and (not b.e or t < b.e) and matches(b.f) then apply(b.m, b.r) end
   end
   -- User boosts: "id,multiplier,start,end,rounding;..." in the state field bo:<sys> (admin API).
   if own and own ~= '' then
     for id, m, s, e, r in string.gmatch(own, '([^,;]+),([^,;]+),([^,;]+),([^,;]*),([^,;]+)') do
       local start, finish = tonumber(s), tonumber(e)
-      if start <= now and (not finish or now < finish) then apply(tonumber(m), r) end
+      if start <= t and (not finish or t < finish) then apply(tonumber(m), r) end
     end
   end
-  rounding = rounding or 'down'
+  return mult, rounding or 'down'
+end
+
+-- boostAt(sysIndex, now), remembered for the rest of the user's request.
+local function boostOf(sysIndex)
+  local cached = boostCache[sysIndex]
+  if cached then return cached[1], cached[2] end
+  local mult, rounding = boostAt(sysIndex, now)
   boostCache[sysIndex] = { mult, rounding }
   return mult, rounding
 end
 
-local function award(sysIndex, trigKey, amount)
+-- The first instant after t at which a boost of the system (global, or the user's own) starts
+-- or ends, or nil: the combined boost is the same from t until then.
+local function nextBoostChange(sysIndex, t)
+  local sys = R.sys[sysIndex]
+  local change = nil
+  local function consider(x)
+    if x and x > t and (change == nil or x < change) then change = x end
+  end
+  for i = 1, #sys.boosts do
+    consider(sys.boosts[i].s)
+    consider(sys.boosts[i].e)
+  end
+  local own = at(sys.bi)
+  if own and own ~= '' then
+    for id, m, s, e in string.gmatch(own, '([^,;]+),([^,;]+),([^,;]+),([^,;]*),([^,;]+)') do
+      consider(tonumber(s))
+      consider(tonumber(e))
+    end
+  end
+  return change
+end
+
+-- The points of n intervals of a time trigger paying `points` each, the first due at `first`,
+-- one every `interval` ms (boosts.ts intervalPoints). Points are earned at their due instant, so
+-- each interval is boosted by the boosts active then, not at the (later) tick that pays it (spec:
+-- "points earned in the window are multiplied"). The intervals between two boost changes are
+-- one run, boosted together (one rounding per run, as n crossings of a metric trigger).
+local function intervalPoints(sysIndex, points, first, interval, n)
+  if points <= 0 then return n * points end
+  local total, i = 0, 0
+  while i < n do
+    local t = first + i * interval
+    local mult, rounding = boostAt(sysIndex, t)
+    local change = nextBoostChange(sysIndex, t)
+    local k = n - i
+    if change then k = math.min(k, math.ceil((change - t) / interval)) end
+    total = total + boosted(k * points, mult, rounding)
+    i = i + k
+  end
+  return total
+end
+
+-- `preBoosted`: the amount is boosted already (intervalPoints).
+local function award(sysIndex, trigKey, amount, preBoosted)
   local sys = R.sys[sysIndex]
   local o = P[sysIndex]
   if not o then
@@ -48,7 +96,7 @@ local function award(sysIndex, trigKey, amount)
     P[sysIndex] = o
     pointsOrder[#pointsOrder + 1] = o
   end
-  if amount > 0 then
+  if amount > 0 and not preBoosted then
     local mult, rounding = boostOf(sysIndex)
     amount = boosted(amount, mult, rounding)
   end

@@ -61,3 +61,41 @@ export function encodeUserBoosts(boosts: readonly UserBoost[]): string {
   return boosts.map((b) => `${b.id},${b.multiplier},${b.start},${b.end ?? ""},${b.rounding}`).join(";");
 }
 
+
+/** A boost window as the interval rule needs it: global boosts (matching the user) and the user's own alike. */
+export interface BoostWindow {
+  multiplier: number;
+  rounding: Rounding;
+  start: number;
+  end: number | null;
+}
+
+/** The combined boost of the windows active at instant t (start inclusive, end exclusive). */
+export function boostAtInstant(windows: readonly BoostWindow[], t: number): { multiplier: number; rounding: Rounding } {
+  return combineBoosts(windows.filter((w) => w.start <= t && (w.end === null || t < w.end)));
+}
+
+/**
+ * The points of n intervals of a time trigger paying `points` each, the first due at `first`,
+ * one every `interval` ms (lua/includes/points.lua intervalPoints). Points are earned at their
+ * due instant, so each interval is boosted by the boosts active then, not at the later tick that
+ * pays it (spec: "points earned in the window are multiplied"). The intervals between two boost
+ * changes form one run, boosted together: one rounding per run, as n crossings of a metric
+ * trigger in one event are.
+ */
+export function intervalPoints(windows: readonly BoostWindow[], points: number, first: number, interval: number, n: number): number {
+  if (points <= 0) return n * points;
+  let total = 0;
+  for (let i = 0; i < n; ) {
+    const t = first + i * interval;
+    const { multiplier, rounding } = boostAtInstant(windows, t);
+    let change: number | null = null;
+    for (const w of windows) {
+      for (const x of [w.start, w.end]) if (x !== null && x > t && (change === null || x < change)) change = x;
+    }
+    const k = change === null ? n - i : Math.min(n - i, Math.ceil((change - t) / interval));
+    total += boostedPoints(k * points, multiplier, rounding);
+    i += k;
+  }
+  return total;
+}

@@ -1,5 +1,5 @@
 import type { CompiledAchievement, CompiledLeaderboard, CompiledSystem, CompiledTenant, CompiledTrigger } from "../config/compiled.js";
-import { boostedPoints, combineBoosts, type ActiveBoost, type UserBoost } from "./boosts.js";
+import { boostAtInstant, boostedPoints, intervalPoints, type ActiveBoost, type BoostWindow, type UserBoost } from "./boosts.js";
 import { floorDiv, MAX_TOTAL_MICRO } from "./decimal.js";
 import { LaurelError } from "./errors.js";
 import { eventFiltersMatch, userFiltersMatch } from "./filters.js";
@@ -136,32 +136,30 @@ class UserRequest {
     return userFiltersMatch(pairs, this.user.attributes);
   }
 
-  /** lua boostOf: active global boosts matching the user, then the user's own, multiplied. */
+  /** The boosts of a system that apply to this user, global (matching the user's attributes) and the user's own. */
+  boostWindows(system: CompiledSystem): BoostWindow[] {
+    return [...system.boosts.filter((b) => this.matches(b.userAttributes)), ...(this.user.boosts.get(system.key) ?? [])];
+  }
+
+  /** lua boostOf: the boosts active now, multiplied. */
   private boostOf(system: CompiledSystem) {
     let cached = this.boostCache.get(system.key);
     if (!cached) {
-      const active: ActiveBoost[] = [];
-      for (const b of system.boosts) {
-        if (b.start <= this.now && (b.end === null || this.now < b.end) && this.matches(b.userAttributes)) active.push(b);
-      }
-      for (const b of this.user.boosts.get(system.key) ?? []) {
-        if (b.start <= this.now && (b.end === null || this.now < b.end)) active.push(b);
-      }
-      cached = combineBoosts(active);
+      cached = boostAtInstant(this.boostWindows(system), this.now);
       this.boostCache.set(system.key, cached);
     }
     return cached;
   }
 
-  /** lua award: boost, then cap or floor; records only a change actually applied. */
-  award(system: CompiledSystem, triggerKey: string, amount: number): void {
+  /** lua award: boost (unless `preBoosted`), then cap or floor; records only a change actually applied. */
+  award(system: CompiledSystem, triggerKey: string, amount: number, preBoosted = false): void {
     let change = this.changes.get(system.key);
     if (!change) {
       const current = this.user.points.get(system.key) ?? { total: 0, seq: 0 };
       change = { systemKey: system.key, added: 0, total: current.total, before: current.total, awards: [], seq: current.seq };
       this.changes.set(system.key, change);
     }
-    if (amount > 0) {
+    if (amount > 0 && !preBoosted) {
       const { multiplier, rounding } = this.boostOf(system);
       amount = boostedPoints(amount, multiplier, rounding);
     }
@@ -568,7 +566,8 @@ export function applyComplete(
 
 /**
  * lua/timeTick-2.lua for every time trigger, in config order: each due user is paid every
- * interval that has fully elapsed, as one award, and is next due one interval after the last.
+ * interval that has fully elapsed, as one award (each interval boosted as at its due instant),
+ * and is next due one interval after the last.
  */
 export function applyTimeTicks(tenant: CompiledTenant, state: ModelState, now: number): void {
   for (const t of triggersOf(tenant, (x) => x.type === "time")) {
@@ -582,7 +581,8 @@ export function applyTimeTicks(tenant: CompiledTenant, state: ModelState, now: n
       const user = state.users.get(userId)!;
       const n = Math.floor((now - dueAt) / t.intervalMs) + 1;
       const req = new UserRequest(tenant, state, userId, user, now);
-      if (req.matches(t.userAttributes)) req.award(tenant.systemByKey.get(t.systemKey)!, t.key, n * t.points);
+      const system = tenant.systemByKey.get(t.systemKey)!;
+      if (req.matches(t.userAttributes)) req.award(system, t.key, intervalPoints(req.boostWindows(system), t.points, dueAt, t.intervalMs, n), true);
       const points = req.commit();
       updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
       due.set(userId, dueAt + n * t.intervalMs);

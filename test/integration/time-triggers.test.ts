@@ -124,7 +124,7 @@ describe("the daily allowance by the manual clock", () => {
 });
 
 describe("the coins weekend boost on time awards", () => {
-  it("applies ×1.5 rounding up when the tick happens inside the window, to the whole catch-up", async () => {
+  it("boosts each interval of a catch-up by the boosts active at its due instant, not at the tick", async () => {
     await t.setClock("2026-11-26T06:00:00Z");
     await identify("wk-catchup"); // due 27 Nov 06:00
     await t.setClock("2026-11-27T05:00:00Z");
@@ -132,16 +132,31 @@ describe("the coins weekend boost on time awards", () => {
     expect((await coins("wk-catchup")).total).toBe(0);
 
     await t.setClock("2026-11-28T06:00:00Z");
-    // Two intervals (27 and 28 Nov 06:00): 10 points × 1.5 = 15, in one award.
+    // Two intervals in one award: 27 Nov 06:00, before the window (5), and 28 Nov 06:00, inside
+    // it (5 × 1.5 = 7.5, rounded up: 8). Boosting the whole catch-up by the tick's boost would pay 15.
     const catchup = await coins("wk-catchup");
-    expect(catchup.awards.map((a) => a.awarded)).toEqual([15]);
+    expect(catchup.awards.map((a) => a.awarded)).toEqual([13]);
     // One interval: 5 × 1.5 = 7.5, rounded up to 8.
     const single = await coins("wk-single");
     expect(single.awards.map((a) => a.awarded)).toEqual([8]);
 
-    // A tick after the window is not boosted: 29 and 30 Nov 05:00 pay 2 × 5 = 10.
+    // A tick after the window, for intervals earned inside it (29 Nov 05:00) and after it
+    // (30 Nov 05:00): 8 + 5, though the tick itself is unboosted.
     await t.setClock("2026-11-30T06:00:00Z");
-    expect((await coins("wk-single")).awards.map((a) => a.awarded)).toEqual([10, 8]);
+    expect((await coins("wk-single")).awards.map((a) => a.awarded)).toEqual([13, 8]);
+  });
+
+  it("boosts a run of intervals inside the window together: one rounding per run", async () => {
+    // A user boost of ×1.5 rounding down from 2026-12-10 to 12-13: the intervals due 10, 11 and
+    // 12 Dec are inside it, and are boosted as one run (15 × 1.5 = 22.5 → 22; one by one, 7 × 3 = 21).
+    await t.setClock("2026-12-08T12:00:00Z");
+    await identify("run"); // due 9 Dec 12:00
+    const boost = await t.call("POST", "/admin/v1/points/coins/boosts", { userId: "run", name: "Comeback", multiplier: 1.5, rounding: "down", start: "2026-12-10T00:00:00Z", end: "2026-12-13T00:00:00Z" }, { "x-api-key": "demo-admin-key" });
+    expect(boost.status, JSON.stringify(boost.body)).toBe(201);
+    // Down for a week: 9 Dec (5), 10-12 Dec (22), 13-15 Dec (15): one award of 42.
+    await t.setClock("2026-12-15T12:00:00Z");
+    expect((await coins("run")).awards.map((a) => a.awarded)).toEqual([42]);
+    expect(await nextDue("run")).toBe(Date.parse("2026-12-16T12:00:00Z"));
   });
 });
 

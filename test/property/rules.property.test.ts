@@ -321,4 +321,17 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
   it("agrees on random sequences of events, identifications, completions, boosts, freezes and clock jumps", async () => {
     await fc.assert(fc.asyncProperty(fc.array(commandArb, { minLength: 1, maxLength: 70 }), runSequence), propertyParameters(80));
   });
+
+  // The time triggers' catch-up across boost windows (each interval boosted as at its due
+  // instant): the general sequences above reach it in about one run in a few hundred.
+  it("agrees on time-trigger catch-ups across user boost windows", async () => {
+    const focused = fc.oneof(
+      { weight: 2, arbitrary: commandArb.filter((c) => c.kind === "identify") },
+      { weight: 3, arbitrary: commandArb.filter((c) => c.kind === "boost" && c.system === "gems") },
+      { weight: 1, arbitrary: commandArb.filter((c) => c.kind === "endBoost") },
+      { weight: 3, arbitrary: commandArb.filter((c) => c.kind === "advance") },
+      { weight: 1, arbitrary: commandArb.filter((c) => c.kind === "read") },
+    );
+    await fc.assert(fc.asyncProperty(fc.array(focused, { minLength: 1, maxLength: 30 }), runSequence), propertyParameters(120));
+  });
 });
