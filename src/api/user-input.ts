@@ -40,8 +40,13 @@ export function userProfileFields(user: UserInput, declaredAttributes: ReadonlyS
   const fields: [string, string][] = [];
   if (user.email != null) {
     if (!EMAIL.test(user.email) || !isCleanText(user.email)) fail("INVALID_VALUE", "user.email is not an email address");
-    fields.push(["em", user.email]);
   }
+  // trophy-compat §5.3 and §3.1: opting in needs an email (sent with it: the request is checked
+  // on its own, before any state is read), and with subscribeToEmails false the email is not
+  // stored: the one sent is dropped and a stored one cleared (an empty field reads as null).
+  if (user.subscribeToEmails === true && user.email == null) fail("INVALID_VALUE", "user.email is required when subscribeToEmails is true");
+  if (user.subscribeToEmails === false) fields.push(["em", ""]);
+  else if (user.email != null) fields.push(["em", user.email]);
   if (user.name != null) {
     if (!isCleanText(user.name)) fail("INVALID_VALUE", "user.name contains control characters");
     fields.push(["nm", user.name]);

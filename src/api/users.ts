@@ -46,7 +46,9 @@ export function userJson(tenant: CompiledTenant, userId: string, profile: UserPr
   }
   return {
     id: userId,
-    email: f.get("em") ?? null,
+    // Empty: cleared by subscribeToEmails false. Hidden while unsubscribed: an email sent later
+    // without the flag is kept but not shown (re-subscribing needs an email with it, user-input.ts).
+    email: f.get("se") === "0" ? null : f.get("em") || null,
     name: f.get("nm") ?? null,
     tz: f.get("tz") ?? null,
     deviceTokens: f.has("dt") ? (JSON.parse(f.get("dt")!) as string[]) : null,

@@ -121,6 +121,33 @@ describe("users.create, identify, get, update", () => {
     expect(same.updated).toEqual(new Date(later));
   });
 
+  it("subscribeToEmails: opting in needs an email; opting out drops the email and clears a stored one", async () => {
+    const err = await rejection(trophy.users.create({ id: "sdk-u-optin", subscribeToEmails: true }));
+    expect(err).toBeInstanceOf(TrophyApi.UnprocessableEntityError);
+    expect(errorBody(err)).toBe("user.email is required when subscribeToEmails is true");
+    expect((await rejection(trophy.users.get("sdk-u-optin"))).statusCode).toBe(404);
+
+    // Sent together with false, the email is not stored (the SDK drops the null).
+    const out = await trophy.users.create({ id: "sdk-u-optout", email: "out@example.com", subscribeToEmails: false });
+    expect(out.email).toBeUndefined();
+    expect(out.subscribeToEmails).toBe(false);
+    const { store } = t.app.tenants.all[0]!;
+    const stored = await t.redis.hget(store.keys.user(store.shard("sdk-u-optout"), "sdk-u-optout"), "em");
+    expect(stored === null || stored === "").toBe(true);
+
+    // A stored email is cleared by opting out, on an event's user as on the user routes.
+    expect((await trophy.users.create({ id: "sdk-u-leaver", email: "leaver@example.com" })).email).toBe("leaver@example.com");
+    await trophy.metrics.event("lessons", { user: { id: "sdk-u-leaver", subscribeToEmails: false }, value: 1 });
+    const left = await trophy.users.get("sdk-u-leaver");
+    expect(left.email).toBeUndefined();
+    expect(left.subscribeToEmails).toBe(false);
+    // An address sent later without the flag is not shown while the user is unsubscribed...
+    expect((await trophy.users.update("sdk-u-leaver", { email: "new@example.com" })).email).toBeUndefined();
+    // ...and opting in again, with an email, shows it.
+    const back = await trophy.users.update("sdk-u-leaver", { email: "back@example.com", subscribeToEmails: true });
+    expect(back).toMatchObject({ email: "back@example.com", subscribeToEmails: true });
+  });
+
   it("users.update of an unknown user is a NotFoundError and creates nothing", async () => {
     const err = await rejection(trophy.users.update("sdk-u-ghost", { name: "Ghost" }));
     expect(err).toBeInstanceOf(TrophyApi.NotFoundError);

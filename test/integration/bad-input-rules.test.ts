@@ -89,6 +89,15 @@ describe("users", () => {
     await refused(422, () => t.call("PATCH", "/v1/users/seed", { email: "not-an-email" }));
   });
 
+  it("refuses subscribeToEmails true without an email in the same request with 422, on every upsert", async () => {
+    const message = "user.email is required when subscribeToEmails is true";
+    expect(await refused(422, () => t.call("POST", "/v1/users", { id: "newbie", subscribeToEmails: true }))).toBe(message);
+    expect(await refused(422, () => t.call("PUT", "/v1/users/seed", { subscribeToEmails: true, name: "Seed" }))).toBe(message);
+    expect(await refused(422, () => t.call("PATCH", "/v1/users/seed", { subscribeToEmails: true, email: null }))).toBe(message);
+    expect(await refused(422, () => t.call("POST", "/v1/metrics/lessons/event", { user: { id: "seed", subscribeToEmails: true }, value: 1 }))).toBe(message);
+    expect(await refused(422, () => t.call("POST", "/v1/achievements/complete-profile/complete", { user: { id: "newbie", subscribeToEmails: true } }))).toBe(message);
+  });
+
   it("refuses a bad user id in the path with 400", async () => {
     await refused(400, () => t.call("PUT", `/v1/users/${"u".repeat(300)}`, {}));
     await refused(400, () => t.call("PUT", "/v1/users/se%01ed", {}));
