@@ -55,9 +55,10 @@ if num(a.f) then
 end
 
 local created = not num('ct')
+-- Eligibility is checked with the attributes this request sends, before anything is written
+-- (applying the profile first moved the user between the attribute indexes of a refused request).
+if not matchesWithProfile(a.ua, ARGV, 9 + nRead, nProfile) then return { 3 } end
 local changed = applyProfile(ARGV, 9 + nRead, nProfile)
--- Eligibility is checked with the attributes this request sends, before anything is written.
-if not matches(a.ua) then return { 3 } end
 
 markApplied(writerKey, callNumber, true)
 local outParts = {}

@@ -5,6 +5,21 @@
 ]]
 
 -- Applies field/value pairs from args[first ..]; returns whether any stored value changed.
+-- Whether `filter` (field, value pairs, as matches() takes it) matches the user as the `count`
+-- profile pairs from args[first] would leave them, without applying them: a request refused for
+-- its attributes must write nothing, and applyProfile writes the attribute indexes at once.
+local function matchesWithProfile(filter, args, first, count)
+  if not filter then return true end
+  for i = 1, #filter, 2 do
+    local value = U[filter[i]]
+    for j = first, first + 2 * count - 1, 2 do
+      if args[j] == filter[i] then value = args[j + 1] end
+    end
+    if value ~= filter[i + 1] then return false end
+  end
+  return true
+end
+
 local function applyProfile(args, first, count)
   local changed = false
   for i = first, first + 2 * count - 1, 2 do
