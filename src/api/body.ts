@@ -21,17 +21,36 @@ export function parseJson(body: string | null): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
+/** The start of a refused value as the message shows it. */
+function preview(value: unknown): string {
+  if (value === undefined) return "nothing";
+  try {
+    return JSON.stringify(value)?.slice(0, 60) ?? String(value);
+  } catch {
+    // A body nested a few thousand deep fits the size limit, and JSON.stringify of it overflows
+    // the stack: a 400 that says so, not a 500.
+    return Array.isArray(value) ? "a deeply nested array" : "a deeply nested object";
+  }
+}
+
 export function describeFailure(errors: IValidation.IError[]): string {
   const first = errors[0]!;
   const path = first.path.replace(/^\$input/, "body");
   if (first.expected === "undefined") return `${path} is not a known field`;
-  const got = first.value === undefined ? "nothing" : JSON.stringify(first.value)?.slice(0, 60);
-  return `${path} must be ${first.expected.replace(/ & /g, ", ")} (got ${got})`;
+  return `${path} must be ${first.expected.replace(/ & /g, ", ")} (got ${preview(first.value)})`;
 }
 
 export function validated<T>(value: unknown, validate: (input: unknown) => IValidation<T>): T {
   const result = validate(value);
-  if (!result.success) fail("INVALID_BODY", describeFailure(result.errors));
+  if (!result.success) {
+    // A number too large for a double (1e400) parses as Infinity: where a number belongs, a
+    // semantic error (422), as the event's value is; JSON can hold no other non-finite number.
+    const first = result.errors[0]!;
+    if (typeof first.value === "number" && !Number.isFinite(first.value) && first.expected.includes("number")) {
+      fail("INVALID_VALUE", `${first.path.replace(/^\$input/, "body")} must be a finite number (got ${first.value})`);
+    }
+    fail("INVALID_BODY", describeFailure(result.errors));
+  }
   return result.data;
 }
 

@@ -9,7 +9,7 @@ import { RawJson } from "../http/raw-json.js";
 import type { ApiRequest, ApiReply } from "../http/router.js";
 import type { TenantContext, Tenants } from "../tenants.js";
 import type { RecordedEvent } from "../store/tenant-store.js";
-import { isCleanText, parseJson, validated } from "./body.js";
+import { parseJson, validated } from "./body.js";
 import { eventLeaderboardsJson } from "./leaderboards.js";
 import { pointsMapJson } from "./points-json.js";
 import { checkAttributes, userProfileFields, type UserInput } from "./user-input.js";
@@ -24,6 +24,14 @@ interface EventBody {
 
 const validateEventBody = typia.createValidateEquals<EventBody>();
 const MAX_IDEMPOTENCY_KEY = 255;
+/**
+ * An Idempotency-Key is visible ASCII (and spaces), as header values should be (RFC 9110 §5.5).
+ * Other bytes do not reach Laurel intact: this uWS build hands a header's bytes above 0x7F to
+ * JavaScript as Latin-1 characters and drops them at either end of the value, so "order-é"
+ * arrives as "order-" and would replay another key's event. Those in the middle are seen, and
+ * refused here; those at the ends cannot be (README: Idempotency).
+ */
+const IDEMPOTENCY_KEY_TEXT = /^[\x20-\x7e]+$/;
 
 /** Refuses values JSON can carry but no total should (1e400 parses as Infinity): 422, not 400. */
 function checkValue(raw: Record<string, unknown>): void {
@@ -46,8 +54,8 @@ export function recordEventHandler(tenants: Tenants, clock: Clock, logger: Logge
     const profile = userProfileFields(body.user, tenant.userAttributes);
     const eventAttributes = checkAttributes(body.attributes ?? null, tenant.eventAttributes, "attributes");
     const idempotencyKey = req.idempotencyKey;
-    if (idempotencyKey !== null && (idempotencyKey.length > MAX_IDEMPOTENCY_KEY || !isCleanText(idempotencyKey))) {
-      fail("INVALID_BODY", `Idempotency-Key must be at most ${MAX_IDEMPOTENCY_KEY} characters without control characters`);
+    if (idempotencyKey !== null && (idempotencyKey.length > MAX_IDEMPOTENCY_KEY || !IDEMPOTENCY_KEY_TEXT.test(idempotencyKey))) {
+      fail("INVALID_BODY", `Idempotency-Key must be 1-${MAX_IDEMPOTENCY_KEY} visible ASCII characters or spaces`);
     }
     const now = clock.now();
     const recorded = await store.recordEvent({

@@ -120,6 +120,19 @@ describe("malformed bodies (400)", () => {
     await refused(400, () => event({ user: { id: "seed" }, value: 1 }, { "idempotency-key": "k".repeat(300) }));
     await refused(400, () => event({ user: { id: "seed" }, value: 1 }, { "idempotency-key": "a\tb" }));
   });
+
+  it("refuses an Idempotency-Key with bytes outside ASCII inside it (uWS drops them at its ends, so they cannot be kept)", async () => {
+    // fetch sends each character of a header value as one byte: "é" is 0xE9, "Ã©" the UTF-8 of é.
+    const message = await refused(400, () => event({ user: { id: "seed" }, value: 1 }, { "idempotency-key": "order-\u00e9-1" }));
+    expect(message).toBe("Idempotency-Key must be 1-255 visible ASCII characters or spaces");
+    await refused(400, () => event({ user: { id: "seed" }, value: 1 }, { "idempotency-key": "ab\u00c3\u00a9cd" }));
+  });
+
+  it("refuses a body nested thousands deep with 400, not 500 (describing it overflowed the stack)", async () => {
+    const deep = `${"[".repeat(5000)}${"]".repeat(5000)}`;
+    expect(await refused(400, () => event(`{"user":{"id":"seed"},"value":1,"attributes":${deep}}`))).toMatch(/^body\.attributes must be .* \(got a deeply nested array\)$/);
+    await refused(400, () => t.call("POST", "/v1/users", `{"id":"newbie","attributes":{"plan":${deep}}}`));
+  });
 });
 
 describe("well-formed but unacceptable values (422)", () => {

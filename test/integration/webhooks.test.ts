@@ -354,6 +354,9 @@ describe("the admin API", () => {
     expect((await t.call("GET", "/admin/v1/webhooks/deliveries?status=lost", undefined, admin)).status).toBe(422);
     expect((await t.call("POST", "/admin/v1/webhooks/deliveries/nope/replay", {}, admin)).status).toBe(404);
     expect((await t.call("POST", "/admin/v1/webhooks/deliveries/replay", { ids: ["a"], status: "dead" }, admin)).status).toBe(400);
+    // A number too large for a double parses as Infinity: a semantic error (422), named as such.
+    const huge = await t.call("POST", "/admin/v1/webhooks/deliveries/replay", '{"status":"dead","limit":1e400}', admin);
+    expect(huge).toEqual({ status: 422, body: { error: "body.limit must be a finite number (got Infinity)" } });
   });
 });
 
