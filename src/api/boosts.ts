@@ -12,6 +12,7 @@ import { changeUserBoost, readUser } from "../store/user-store.js";
 import { parseJson, validated } from "./body.js";
 import { checkUserId } from "./user-input.js";
 import { iso, pairsJson } from "./wire.js";
+import { isCleanText } from "./body.js";
 
 /**
  * Boosts (spec: Points boost, States and transitions, rules 6-7; trophy-compat §6.4 PointsBoost).
@@ -123,6 +124,7 @@ export function createBoostHandler(tenants: Tenants, clock: Clock) {
     const system = systemOf(context.tenant, req.params[0]!);
     const body = validated(parseJson(req.body), validateCreateBoost);
     checkUserId(body.userId, "userId");
+    if (!isCleanText(body.name)) fail("INVALID_VALUE", "name contains control characters");
     if (!Number.isFinite(body.multiplier) || body.multiplier <= 0 || body.multiplier > 1000) {
       fail("INVALID_VALUE", "multiplier must be a positive number up to 1000");
     }

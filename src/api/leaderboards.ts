@@ -13,6 +13,7 @@ import type { Tenants } from "../tenants.js";
 import { intParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
 import { iso } from "./wire.js";
+import { isCleanText } from "./body.js";
 
 /**
  * Leaderboards (trophy-compat §2.2 #17, #23, #24, §3.7, §5.6). Values on the wire are in the
@@ -102,7 +103,13 @@ function selectBreakdown(board: CompiledLeaderboard, query: URLSearchParams): st
   if (raw === null || raw === "") fail("OUT_OF_RANGE", `Leaderboard ${board.key} is broken down by ${board.breakdownAttribute}: pass userAttributes=${board.breakdownAttribute}:<value>`);
   for (const pair of raw.split(",")) {
     const at = pair.indexOf(":");
-    if (at > 0 && pair.slice(0, at) === board.breakdownAttribute) return pair.slice(at + 1);
+    if (at > 0 && pair.slice(0, at) === board.breakdownAttribute) {
+      const value = pair.slice(at + 1);
+      // As attributeFilterParam (query.ts): a pair without a value is malformed, and no stored
+      // attribute value holds a control character (user-input.ts checkAttributes).
+      if (value === "" || !isCleanText(value)) fail("INVALID_QUERY", `userAttributes must be ${board.breakdownAttribute}:<value> with a value without control characters`);
+      return value;
+    }
   }
   return fail("OUT_OF_RANGE", `userAttributes must name ${board.breakdownAttribute}`);
 }

@@ -56,7 +56,10 @@ export function userProfileFields(user: UserInput, declaredAttributes: ReadonlyS
     fields.push(["tz", user.tz]);
   }
   if (user.subscribeToEmails != null) fields.push(["se", user.subscribeToEmails ? "1" : "0"]);
-  if (user.deviceTokens != null) fields.push(["dt", JSON.stringify(user.deviceTokens)]);
+  if (user.deviceTokens != null) {
+    if (!user.deviceTokens.every(isCleanText)) fail("INVALID_VALUE", "user.deviceTokens contains control characters");
+    fields.push(["dt", JSON.stringify(user.deviceTokens)]);
+  }
   const attributes = checkAttributes(user.attributes ?? null, declaredAttributes, "user.attributes");
   if (attributes !== null) for (const [k, v] of Object.entries(attributes)) fields.push([userAttributeField(k), v]);
   return fields;

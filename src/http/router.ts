@@ -62,6 +62,10 @@ const IDEMPOTENCY_KEY = Buffer.from("idempotency-key");
 const CONTENT_TYPE = Buffer.from("content-type");
 const CONTENT_LENGTH = Buffer.from("content-length");
 const JSON_TYPE = /^application\/(?:[a-z0-9.+-]*\+)?json\s*(?:;|$)/i;
+// Bodies are read as UTF-8 (JSON's only interchange encoding, RFC 8259 §8.1): a declared charset
+// must say so, or the body would be decoded as something it is not.
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
+const UTF8 = /^utf-?8$/i;
 
 /**
  * Registers a route on uWS with the lifetime rules of docs/index.d.ts applied once, here:
@@ -167,6 +171,11 @@ export class Router {
       const contentType = req.getHeader(CONTENT_TYPE);
       if (contentType !== "" && !JSON_TYPE.test(contentType)) {
         finish(415, errorJson("Content-Type must be application/json"), true);
+        return;
+      }
+      const charset = contentType.length > 16 ? CHARSET.exec(contentType) : null;
+      if (charset !== null && !UTF8.test(charset[1]!)) {
+        finish(415, errorJson("Content-Type charset must be utf-8"), true);
         return;
       }
       const declared = Number(req.getHeader(CONTENT_LENGTH) || "0");

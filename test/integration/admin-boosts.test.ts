@@ -272,6 +272,8 @@ describe("bad input writes nothing", () => {
     ["a start on a day that does not exist", { start: "2026-02-30T00:00:00Z" }],
     ["a start without a zone", { start: "2026-12-01T00:00:00" }],
     ["a malformed end", { end: "2026-13-01" }],
+    ["a name with a NUL", { name: "Double\u0000XP" }],
+    ["a name with a lone surrogate", { name: "Double \ud800" }],
   ])("refuses %s with 422", async (_name, patch) => {
     await refused(422, () => post({ ...base, ...patch }));
   });

@@ -84,6 +84,11 @@ describe("users", () => {
     await refused(422, () => t.call("PATCH", "/v1/users/ghost", { attributes: { tier: "gold" } }));
   });
 
+  it("refuses control characters or lone surrogates in deviceTokens with 422", async () => {
+    expect(await refused(422, () => t.call("POST", "/v1/users", { id: "newbie", deviceTokens: ["tok\u0000en"] }))).toBe("user.deviceTokens contains control characters");
+    await refused(422, () => t.call("PATCH", "/v1/users/seed", { deviceTokens: ["ok", "\ud800"] }));
+  });
+
   it("refuses an unknown zone or a malformed email with 422", async () => {
     await refused(422, () => t.call("POST", "/v1/users", { id: "newbie", tz: "Mars/Olympus" }));
     await refused(422, () => t.call("PATCH", "/v1/users/seed", { email: "not-an-email" }));

@@ -288,6 +288,14 @@ describe("transport limits", () => {
     await refused(415, () => event({ user: { id: "seed" }, value: 1 }, { "content-type": "text/plain" }));
   });
 
+  it("refuses a JSON body declared in a charset other than UTF-8 with 415, and takes utf-8 however it is spelt", async () => {
+    expect(await refused(415, () => event({ user: { id: "seed" }, value: 1 }, { "content-type": "application/json; charset=utf-16" }))).toBe("Content-Type charset must be utf-8");
+    await refused(415, () => event({ user: { id: "seed" }, value: 1 }, { "content-type": 'application/json;charset="iso-8859-1"' }));
+    for (const type of ["application/json; charset=utf-8", "application/json;charset=UTF-8", 'application/json; charset="utf8"']) {
+      expect((await event({ user: { id: "charset-ok" }, value: 1 }, { "content-type": type })).status, type).toBe(201);
+    }
+  });
+
   describe("with maxBodyBytes 1024", () => {
     let small: TestApp;
     let smallTenant: string;

@@ -415,6 +415,12 @@ describe("a breakdown board (breakdownAttribute region)", () => {
       expect(res.status, query).toBe(422);
       expect(res.body).toEqual({ error: expect.any(String) });
     }
+    // Naming it with no value, or a value no attribute can hold, is malformed (400).
+    for (const query of ["?userAttributes=region:", "?userAttributes=region:%00", "?userAttributes=region:e%01u"]) {
+      const res = await t.call("GET", `/v1/leaderboards/regional${query}`);
+      expect(res.status, query).toBe(400);
+      expect(res.body).toEqual({ error: expect.stringContaining("userAttributes must be region:<value>") });
+    }
   });
 
   it("leaves a user without the attribute on no group", async () => {
