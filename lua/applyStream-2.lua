@@ -71,8 +71,10 @@
 
 -- The event script's detail, "metric|value|eventId|day|month|total".
 local EVENT_DETAIL = '^([^|]*)|([^|]*)|[^|]*|([^|]*)|([^|]*)|([^|]*)$'
--- One points part of an outcome: system, added, total after.
-local POINTS_PART = 'p:([^:;]*):([^:;]*):([^:;]*)'
+-- One points part of an outcome: system, added, total after. Searched in the outcome with a ';'
+-- put before it, so that it matches only at the start of a part: inside another part ("b:top-xp:
+-- <run>::<value>", a board whose key ends in p) 'p:' is no points part.
+local POINTS_PART = ';p:([^:;]*):([^:;]*):([^:;]*)'
 
 -- A record's fields by name. Every writer XADDs k, u, t, z, e, o in this order, so they are
 -- read by position when the names are where they should be (a table per record costs ~4k
@@ -176,7 +178,8 @@ for r = 1, #records do
     end
   end
   local p, e, sys, added, after
-  if outcome then p, e, sys, added, after = sfind(outcome, POINTS_PART) end
+  local parts = outcome and (';' .. outcome)
+  if parts then p, e, sys, added, after = sfind(parts, POINTS_PART) end
   if metric or p then
     if not day then
       local h = hints[records[r][1]]
@@ -190,7 +193,7 @@ for r = 1, #records do
     if metric then change('m:' .. metric .. ':' .. user, day, month, tonumber(value), total and tonumber(total) or false) end
     while p do
       change('p:' .. sys .. ':' .. user, day, month, tonumber(added), tonumber(after))
-      p, e, sys, added, after = sfind(outcome, POINTS_PART, e + 1)
+      p, e, sys, added, after = sfind(parts, POINTS_PART, e + 1)
     end
   end
   wm = records[r][1]
@@ -363,7 +366,7 @@ if stopAt then
   for r = stopAt, #records do
     local id = records[r][1]
     local kind, _, ms, zone, _, outcome = fieldsOf(records[r][2])
-    if not hints[id] and (kind == 'ev' or string.find(outcome or '', 'p:', 1, true)) then
+    if not hints[id] and (kind == 'ev' or string.find(';' .. (outcome or ''), ';p:', 1, true)) then
       reply[#reply + 1] = id
       reply[#reply + 1] = ms
       reply[#reply + 1] = zone or 'UTC'

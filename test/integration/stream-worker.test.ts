@@ -102,6 +102,20 @@ describe("stream worker", () => {
     expect(await summary("kiri", "xp", "2026-06-01")).toEqual({ date: "2026-06-01", total: 20, change: 20 });
   });
 
+  it("matches points parts only at the start of a part: a board whose key ends in p (b:top-xp:...) is none", async () => {
+    // The outcome as the event script writes it for a user's first change on a points board
+    // `top-xp`: the board part (previous value empty) before the points part. The worker read
+    // "p:<run>::10" inside the board part as a points change with no amount and failed the batch
+    // on every retry, so the shard's summaries stopped.
+    expect((await t.call("PUT", "/v1/users/bp", { tz: "UTC" })).status).toBe(200);
+    await bucketWorker(t).drain();
+    const ms = String(Date.parse(START));
+    await t.redis.xadd(streamKey, "*", "k", "ev", "u", "bp", "t", ms, "z", "UTC", "e", "lessons|1000000|00000000-0000-4000-8000-000000000002|1000000", "o", "b:top-xp:20260101::10;p:xp:10:10:0:0");
+    expect(await bucketWorker(t).drain()).toBe(1);
+    expect(await summary("bp", "lessons", "2026-06-01")).toEqual({ date: "2026-06-01", total: 1, change: 1 });
+    expect(await summary("bp", "xp", "2026-06-01")).toEqual({ date: "2026-06-01", total: 10, change: 10 });
+  });
+
   it("a record without the metric total (written before records carried it) adds its change to the running total", async () => {
     await lesson("legacy", 2);
     await bucketWorker(t).drain();
