@@ -12,7 +12,8 @@
   ARGV[2] user id
   ARGV[3] now, ms
   ARGV[4] achievement key (an "api" achievement of R.ach)
-  ARGV[5] local day index of now (stored as the day of first identification if the user is new)
+  ARGV[5] local day index of now (stored as the day of first identification if the user is new);
+          with a zone sent and a streak rule, that zone's streak calendar after it (user-3.lua)
   ARGV[6] each board of R.lb: its run and threshold, two little-endian doubles (leaderboards.lua boardsOf)
   ARGV[7] r, the number of profile fields to read; ARGV[8 .. 7+r] their names
   ARGV[8+r] n, the number of profile fields sent; then n field, value pairs
@@ -40,7 +41,8 @@
 beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
 local userKey, aggKey, streamKey, writerKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local callNumber = tonumber(ARGV[#ARGV])
-local key, localDay = ARGV[4], tonumber(ARGV[5])
+local key = ARGV[4]
+local localDay, zonePeriod, zoneDeadlines = zoneCalendar(ARGV[5])
 local boards = boardsOf(ARGV[6], 1)
 local nRead = tonumber(ARGV[7])
 local nProfile = tonumber(ARGV[8 + nRead])
@@ -58,7 +60,9 @@ local created = not num('ct')
 -- Eligibility is checked with the attributes this request sends, before anything is written
 -- (applying the profile first moved the user between the attribute indexes of a refused request).
 if not matchesWithProfile(a.ua, ARGV, 9 + nRead, nProfile) then return { 3 } end
-local changed = applyProfile(ARGV, 9 + nRead, nProfile)
+local changed, zoneChanged = applyProfile(ARGV, 9 + nRead, nProfile)
+-- A new zone moves a live streak's deadline to its calendar (sent with the zone: ARGV[5]).
+if zoneChanged and zoneDeadlines then placeDeadline(zonePeriod, zoneDeadlines) end
 
 markApplied(writerKey, callNumber, true)
 local outParts = {}

@@ -154,9 +154,9 @@ end
 
 -- 5. User.
 local created = not S[I_CT]
-local profileChanged = false
+local profileChanged, zoneChanged = false, false
 if nProfile > 0 and num('pd') ~= digest then
-  profileChanged = applyProfileText(userKey, ARGV[7], nProfile, created)
+  profileChanged, zoneChanged = applyProfileText(userKey, ARGV[7], nProfile, created)
   set('pd', digest)
 end
 if created then
@@ -189,6 +189,9 @@ end
 -- 6b. Streak.
 if not created then settleStreak(nowDay, nowPeriod) end
 local extended = extendStreak(nowPeriod, value, deadlines)
+-- The event moved the user to another zone: their streak's deadline follows (nowPeriod and the
+-- deadlines are the event's zone's, which is now the stored one).
+if zoneChanged and not created then placeDeadline(nowPeriod, deadlines) end
 
 -- 6c. Metric achievements of this metric.
 local metricAchievements = R.mach

@@ -27,7 +27,7 @@
     {0}                      unknown user; nothing written
     "freeze":  {1, granted, held}      granted may be less than asked (the maximum)
     "restore": {1, length} restored | {3} no streak in the window | {4} already at that length
-    "settle":  {1, consumed, lost length (0 = not lost)}
+    "settle":  {1, consumed, lost length (0 = not lost), due (1: still due in {t:s}:sd)}
     {5}                      "freeze" already applied (KEYS[4], ARGV[12]); nothing written
 ]]
 --@rules
@@ -56,12 +56,16 @@ if op == 'freeze' and appliedBefore(writerKey, callNumber) then return { 5 } end
 if (U.tz or 'UTC') ~= tzAssumed then return { -1, U.tz or 'UTC' } end
 
 settleStreak(nowDay, nowPeriod)
-if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', prefix .. 'sd', deadlinePrevious, userId) end
+-- A live streak's deadline on the stored zone's calendar: moved by the freezes just consumed, or
+-- by a zone change the index did not follow (written before zone changes placed it).
+placeDeadline(nowPeriod, { deadlineCurrent, deadlinePrevious })
 
 local outParts = {}
 local reply
 if op == 'settle' then
-  reply = { 1, streakOut.consumed, streakOut.lost }
+  -- due: still in the index at or before now (the sweep steps past it rather than loop on it).
+  local score = rcall('ZSCORE', prefix .. 'sd', userId)
+  reply = { 1, streakOut.consumed, streakOut.lost, (score and tonumber(score) <= now) and 1 or 0 }
 elseif op == 'freeze' then
   local held = num('fz') or 0
   local granted = math.max(0, math.min(amount, R.streak.fz.max - held))

@@ -11,7 +11,9 @@
   ARGV[2] user id
   ARGV[3] now, ms
   ARGV[4] mode: "upsert" (create or update), "update" (must exist), "prefs" (must exist)
-  ARGV[5] local day index of now in the user's zone (stored as the day of first identification)
+  ARGV[5] local day index of now in the user's zone (stored as the day of first identification);
+          when the request sends a zone and the tenant has a streak, followed by that zone's streak
+          calendar: "day|period|lost-at if last covered in period|lost-at if in period - 1"
   ARGV[6] preferences patch for "prefs", else '': "type=channel,channel;type=" (an empty list
           disables the type; a type not in the patch keeps its stored value)
   ARGV[7] each board of R.lb: its run and threshold, two little-endian doubles (leaderboards.lua boardsOf)
@@ -36,7 +38,8 @@ local NOTIFICATION_TYPES = { 'achievement_completed', 'recap', 'reactivation', '
 --@body
 beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
 local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
-local mode, localDay, prefsPatch = ARGV[4], tonumber(ARGV[5]), ARGV[6]
+local mode, prefsPatch = ARGV[4], ARGV[6]
+local localDay, zonePeriod, zoneDeadlines = zoneCalendar(ARGV[5])
 local boards = boardsOf(ARGV[7], 1)
 local nRead = tonumber(ARGV[8])
 local readFields = { unpack(ARGV, 9, 8 + nRead) }
@@ -47,7 +50,9 @@ loadState(userKey, 's', readFields)
 local created = not num('ct')
 if created and mode ~= 'upsert' then return { 0 } end
 
-local changed = applyProfile(ARGV, 10 + nRead, nProfile)
+local changed, zoneChanged = applyProfile(ARGV, 10 + nRead, nProfile)
+-- A new zone moves a live streak's deadline to its calendar (sent with the zone: ARGV[5]).
+if zoneChanged and zoneDeadlines then placeDeadline(zonePeriod, zoneDeadlines) end
 if mode == 'prefs' then
   -- Each notification type sent replaces that type's channel list; others are kept.
   local prefs = {}

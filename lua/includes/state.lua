@@ -130,3 +130,24 @@ local function matches(filter)
   end
   return true
 end
+
+-- The user's live streak in the shard's deadline index ({t:s}:sd, the instant it is lost), on the
+-- calendar `nowPeriod` and `deadlines` were computed in (deadlines = {lost-at if last covered in
+-- nowPeriod, lost-at if in nowPeriod - 1}, Node's periods.ts streakDeadline in the user's zone).
+-- Called after a zone change (the streak continues on the new local calendar, and so does its
+-- deadline: rankings, the streak boards and the expiry sweep read the index) and after a
+-- settlement. A streak last covered after nowPeriod (a zone to the west) gets the earlier of the
+-- two, and is placed again by the sweep when that passes; one covered before nowPeriod - 1 is
+-- lost on the new calendar and is due now, for the sweep to settle.
+local function placeDeadline(nowPeriod, deadlines)
+  if not R.streak then return end
+  local length, last = S[I_SL] or 0, at(I_SP)
+  if length == 0 or last == nil then return end
+  local lostAt = now
+  if last >= nowPeriod then
+    lostAt = deadlines[1]
+  elseif last == nowPeriod - 1 then
+    lostAt = deadlines[2]
+  end
+  rcall('ZADD', prefix .. 'sd', lostAt, userId)
+end

@@ -20,8 +20,17 @@ local function matchesWithProfile(filter, args, first, count)
   return true
 end
 
+-- ARGV[5] of the user and complete scripts: "day", or "day|period|deadline|deadline" (the streak
+-- calendar of the zone the request sends, for placeDeadline). Returns day, period, deadlines.
+local function zoneCalendar(text)
+  local day, period, current, previous = string.match(text, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  if not day then return tonumber(text), nil, nil end
+  return tonumber(day), tonumber(period), { tonumber(current), tonumber(previous) }
+end
+
+-- Returns whether a field changed, and whether the zone did (placeDeadline, state.lua).
 local function applyProfile(args, first, count)
-  local changed = false
+  local changed, zoneChanged = false, false
   for i = first, first + 2 * count - 1, 2 do
     local f, v = args[i], args[i + 1]
     if U[f] ~= v then
@@ -43,11 +52,12 @@ local function applyProfile(args, first, count)
           end
         end
       end
+      if f == 'tz' then zoneChanged = true end
       setProfile(f, v)
       changed = true
     end
   end
-  return changed
+  return changed, zoneChanged
 end
 
 -- The event script's profile: `text` holds `count` pairs "field\0value\0..." (ARGV[7]). Reads

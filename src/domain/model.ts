@@ -6,7 +6,7 @@ import { eventFiltersMatch, userFiltersMatch } from "./filters.js";
 import { levelIndex } from "./levels.js";
 import type { AwardRecord, BoardChange, EventInput, EventOutcome, PointsChange, StreakState } from "./outcome.js";
 import { activeRun, boardMember, compareEntries, thresholdOfEntries, type BoardEntry } from "./leaderboards.js";
-import { localDayIndex, periodOfDay, streakDeadline } from "./periods.js";
+import { localDayIndex, periodOfDay, streakDeadline, type Frequency } from "./periods.js";
 import { shardOf } from "./shards.js";
 import { settleStreak, STREAK_HISTORY_KEPT, type StreakSettlement } from "./streak.js";
 
@@ -304,6 +304,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
     user.idempotency.set(`${input.metricKey}:${input.idempotencyKey}`, { eventId: input.eventId, until });
   }
   const req = new UserRequest(tenant, state, input.userId, user, input.now);
+  const zoneChanged = !created && changesZone(user, input.profile);
   const profileChanged = applyProfile(user, input.profile);
   if (created) createUser(req, nowDay);
   else if (profileChanged) user.updated = input.now;
@@ -368,6 +369,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
   if (!extended && settlement.frozen.length > 0 && settlement.lost === 0 && rule) {
     state.streakDeadline.set(input.userId, streakDeadline(nowPeriod - 1, rule.frequency, tz));
   }
+  if (zoneChanged && rule) placeDeadline(state, input.userId, s, rule.frequency, tz, nowPeriod, input.now);
 
   // Metric achievements: completed once, when the total reaches the value.
   for (const a of tenant.achievements) {
@@ -480,6 +482,24 @@ export function updateBoards(
   return out;
 }
 
+/**
+ * lua/includes/state.lua placeDeadline: a live streak's deadline on the calendar of `tz` (after a
+ * zone change, or a settlement); the earlier one for a streak covered after nowPeriod, now for one
+ * already lost on that calendar.
+ */
+function placeDeadline(state: ModelState, userId: string, s: ModelStreak, frequency: Frequency, tz: string, nowPeriod: number, now: number): void {
+  if (s.length === 0 || s.lastPeriod === null) return;
+  let lostAt = now;
+  if (s.lastPeriod >= nowPeriod) lostAt = streakDeadline(nowPeriod, frequency, tz);
+  else if (s.lastPeriod === nowPeriod - 1) lostAt = streakDeadline(nowPeriod - 1, frequency, tz);
+  state.streakDeadline.set(userId, lostAt);
+}
+
+/** Whether `profile` moves the user to another zone (lua user.lua applyProfile's zoneChanged). */
+function changesZone(user: ModelUser, profile: readonly [string, string][]): boolean {
+  return profile.some(([field, value]) => field === "tz" && user.profile.get("tz") !== value);
+}
+
 /** The shard-level effects of a settlement: frozen periods in the history, a lost streak leaves the zsets. */
 function recordSettlement(state: ModelState, userId: string, streak: ModelStreak, settlement: StreakSettlement): void {
   if (settlement.frozen.length > 0) {
@@ -514,7 +534,14 @@ function identifyUser(tenant: CompiledTenant, state: ModelState, userId: string,
   const localDay = localDayIndex(now, profile.find(([f]) => f === "tz")?.[1] ?? "UTC");
   const user = existing ?? newUser(now, localDay);
   const req = new UserRequest(tenant, state, userId, user, now);
+  const zoneChanged = existing !== undefined && changesZone(user, profile);
   const changed = applyProfile(user, profile);
+  // lua user-3.lua / complete-4.lua: a new zone moves a live streak's deadline to its calendar.
+  const rule = tenant.streak;
+  if (zoneChanged && rule) {
+    const tz = user.profile.get("tz")!;
+    placeDeadline(state, userId, user.streak, rule.frequency, tz, periodOfDay(localDayIndex(now, tz), rule.frequency), now);
+  }
   if (!existing) {
     state.users.set(userId, user);
     state.userCount += 1;
@@ -627,7 +654,7 @@ export function applyStreakAdmin(
   const s = user.streak;
   const settlement = settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod);
   recordSettlement(state, userId, s, settlement);
-  if (settlement.frozen.length > 0 && settlement.lost === 0) state.streakDeadline.set(userId, streakDeadline(nowPeriod - 1, rule.frequency, tz));
+  placeDeadline(state, userId, s, rule.frequency, tz, nowPeriod, now);
   const result = streakAdminOp(state, userId, s, op, amountOrWindowStart, rule, tz, nowPeriod);
   const restored = result.status === "restored";
   updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points: [], streakLength: restored || settlement.lost > 0 ? s.length : null });

@@ -37,16 +37,15 @@ const IN_FLIGHT = 16;
 async function sweepExpiredStreaks(store: TenantStore, now: number): Promise<number> {
   let changed = 0;
   for (let shard = 0; shard < store.tenant.shards; shard++) {
-    // A user the settlement leaves in place (a zone change moved the deadline) is skipped past.
+    // A settlement takes the user out of the due range (lost, or its deadline placed on the
+    // stored zone's calendar); one it leaves there (a user missing its state) is skipped past.
     for (let offset = 0; ; ) {
       const due = await store.redis.zrangebyscore(store.keys.streakDeadline(shard), "-inf", now, "LIMIT", offset, BATCH);
-      let moved = 0;
       for (let i = 0; i < due.length; i += IN_FLIGHT) {
         const results = await Promise.all(due.slice(i, i + IN_FLIGHT).map((userId) => streakAdmin(store, userId, "settle", now, () => 0)));
-        moved += results.filter((r) => r.status === "settled" && (r.consumed > 0 || r.lost > 0)).length;
+        changed += results.filter((r) => r.status === "settled" && (r.consumed > 0 || r.lost > 0)).length;
+        offset += results.filter((r) => r.status !== "settled" || r.stillDue).length;
       }
-      changed += moved;
-      offset += due.length - moved;
       if (due.length < BATCH) break;
     }
   }

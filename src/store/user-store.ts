@@ -31,6 +31,21 @@ function sentZone(profile: readonly (readonly [string, string])[]): string {
   return profile.find(([field]) => field === "tz")?.[1] ?? "UTC";
 }
 
+/**
+ * ARGV[5] of the user and complete scripts: the local day of now in the zone the request sends
+ * (UTC without one), and with a zone sent to a tenant with a streak, that zone's streak calendar
+ * ("day|period|lost-at if last covered in period|lost-at if in period - 1"): a zone change moves
+ * a live streak's deadline to the new calendar (lua/includes/state.lua placeDeadline).
+ */
+function zoneCalendarArg(store: TenantStore, profile: readonly (readonly [string, string])[], now: number): number | string {
+  const tz = sentZone(profile);
+  const day = localDayIndex(now, tz);
+  const rule = store.tenant.streak;
+  if (!rule || !profile.some(([field]) => field === "tz")) return day;
+  const period = periodOfDay(day, rule.frequency);
+  return `${day}|${period}|${streakDeadline(period, rule.frequency, tz)}|${streakDeadline(period - 1, rule.frequency, tz)}`;
+}
+
 /** The profile tail of the user and complete scripts: r, the r field names to read, n, the n sent field/value pairs. */
 function profileArgs(names: readonly string[], profile: readonly (readonly [string, string])[]): (string | number)[] {
   return [names.length, ...names, profile.length, ...profile.flat()];
@@ -59,7 +74,7 @@ export async function upsertUser(
     userId,
     now,
     mode,
-    localDayIndex(now, sentZone(profile)),
+    zoneCalendarArg(store, profile, now),
     prefsPatch,
     store.boardsBlob(now),
     ...profileArgs(names, profile),
@@ -130,7 +145,7 @@ export async function completeAchievement(
     userId,
     now,
     achievementKey,
-    localDayIndex(now, sentZone(profile)),
+    zoneCalendarArg(store, profile, now),
     store.boardsBlob(now),
     ...profileArgs(names, profile),
     order.next(),
@@ -179,7 +194,7 @@ export type StreakAdminResult =
   | { status: "restored"; length: number }
   | { status: "nothing-to-restore" }
   | { status: "already-longest" }
-  | { status: "settled"; consumed: number; lost: number };
+  | { status: "settled"; consumed: number; lost: number; stillDue: boolean };
 
 /**
  * Grants freezes or restores a streak. The script must know the user's calendar; the zone is
@@ -220,7 +235,7 @@ export async function streakAdmin(
     }
     if (reply[0] === 0) return { status: "missing" };
     if (reply[0] === 5) return { status: "already-applied" };
-    if (op === "settle") return { status: "settled", consumed: reply[1] as number, lost: reply[2] as number };
+    if (op === "settle") return { status: "settled", consumed: reply[1] as number, lost: reply[2] as number, stillDue: reply[3] === 1 };
     if (op === "freeze") return { status: "frozen", granted: reply[1] as number, held: reply[2] as number };
     if (reply[0] === 3) return { status: "nothing-to-restore" };
     if (reply[0] === 4) return { status: "already-longest" };

@@ -166,3 +166,81 @@ describe("without a streak rule", () => {
     expect(await redis.exists(`{laurel-jobs}:laurel-streaks-${tenantId}:repeat`)).toBe(0);
   });
 });
+
+describe("a zone change outside a streak event", () => {
+  // The README: "A zone change takes effect at once: the streak continues on the new local
+  // calendar", and so must its deadline in {t:s}:sd, which the rankings, the streak board and the
+  // sweep read. Before, only an event that extended the streak moved it: a PATCH of tz left the
+  // user lost at the old zone's midnight in the rankings (or kept past the new one).
+  async function event(t: TestApp, user: string, tz: string): Promise<void> {
+    const res = await t.call("POST", "/v1/metrics/lessons/event", { user: { id: user, tz }, value: 1 });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+  }
+  const ranked = async (t: TestApp) => (await t.call("GET", "/v1/streaks/rankings?type=active")).body.map((r: { userId: string; streakLength: number }) => [r.userId, r.streakLength]);
+  const board = async (t: TestApp) => (await t.call("GET", "/v1/leaderboards/streaks")).body.rankings.map((r: { userId: string; value: number }) => [r.userId, r.value]);
+
+  it("moves the deadline earlier (New York to Tokyo): lost at Tokyo's midnight everywhere", async () => {
+    const tenantId = uniqueTenantId("rezone");
+    const t = await startTestApp({ yaml: streakTenantYaml(tenantId), manualClock: "2026-06-09T16:00:00Z" });
+    try {
+      await event(t, "u1", "America/New_York");
+      await t.setClock("2026-06-10T16:00:00Z");
+      await event(t, "u1", "America/New_York");
+      await event(t, "ctl", "America/New_York");
+      await t.setClock("2026-06-10T17:00:00Z");
+      expect((await t.call("PATCH", "/v1/users/u1", { tz: "Asia/Tokyo" })).status).toBe(200);
+      // u1 last extended on June 10, which Tokyo is past (02:00 on June 11): lost at Tokyo's end of June 11.
+      expect(Number(await redis.zscore(`{${tenantId}:0}:sd`, "u1"))).toBe(Date.parse("2026-06-11T15:00:00Z"));
+      await t.setClock("2026-06-11T15:30:00Z");
+      expect(await ranked(t)).toEqual([["ctl", 1]]);
+      expect(await board(t)).toEqual([["ctl", 1]]);
+      expect((await t.call("GET", "/v1/users/ctl/streak")).body.rank).toBe(1);
+      expect((await t.call("GET", "/v1/users/u1/streak")).body.length).toBe(0);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("moves the deadline later (Tokyo to New York), by an identify or an event on another metric", async () => {
+    const tenantId = uniqueTenantId("rezone");
+    const yaml = streakTenantYaml(tenantId).replace("metrics: [{ key: lessons, name: Lessons }]", "metrics: [{ key: lessons, name: Lessons }, { key: logins, name: Logins }]");
+    const t = await startTestApp({ yaml, manualClock: "2026-06-09T01:00:00Z" });
+    try {
+      for (const user of ["u2", "u3"]) await event(t, user, "Asia/Tokyo");
+      await t.setClock("2026-06-10T01:00:00Z");
+      for (const user of ["u2", "u3"]) await event(t, user, "Asia/Tokyo");
+      await t.setClock("2026-06-10T16:00:00Z");
+      await event(t, "ctl", "America/New_York");
+      await t.setClock("2026-06-10T17:00:00Z");
+      expect((await t.call("PUT", "/v1/users/u2", { tz: "America/New_York" })).status).toBe(200);
+      expect((await t.call("POST", "/v1/metrics/logins/event", { user: { id: "u3", tz: "America/New_York" }, value: 1 })).status).toBe(201);
+      // Last extended June 10, which is New York's today: lost at New York's end of June 11.
+      for (const user of ["u2", "u3"]) expect(Number(await redis.zscore(`{${tenantId}:0}:sd`, user)), user).toBe(Date.parse("2026-06-12T04:00:00Z"));
+      await t.setClock("2026-06-11T15:30:00Z");
+      expect(await ranked(t)).toEqual([["u3", 2], ["u2", 2], ["ctl", 1]]);
+      expect((await t.call("GET", "/v1/users/ctl/streak")).body.rank).toBe(3);
+      await t.setClock("2026-06-12T04:30:00Z");
+      expect(await ranked(t)).toEqual([]);
+      expect(await board(t)).toEqual([]);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("a deadline the index still holds from before (an earlier version) is placed on the stored zone's calendar by the sweep", async () => {
+    const tenantId = uniqueTenantId("rezone");
+    const t = await startTestApp({ yaml: streakTenantYaml(tenantId), manualClock: "2026-06-10T01:00:00Z" });
+    try {
+      await event(t, "u4", "Asia/Tokyo");
+      await t.setClock("2026-06-10T17:00:00Z");
+      expect((await t.call("PATCH", "/v1/users/u4", { tz: "America/New_York" })).status).toBe(200);
+      // As an earlier version left it: the Tokyo deadline (end of June 11 in Tokyo).
+      await redis.zadd(`{${tenantId}:0}:sd`, Date.parse("2026-06-11T15:00:00Z"), "u4");
+      await t.setClock("2026-06-11T15:30:00Z");
+      expect(Number(await redis.zscore(`{${tenantId}:0}:sd`, "u4"))).toBe(Date.parse("2026-06-12T04:00:00Z"));
+      expect(await ranked(t)).toEqual([["u4", 1]]);
+    } finally {
+      await t.close();
+    }
+  });
+});
