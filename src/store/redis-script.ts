@@ -119,9 +119,8 @@ function encodeExact(name: string, args: readonly (string | Buffer)[]): string |
 
 /**
  * Called when a call may have run already: before ioredis re-sends it on a new connection (it
- * re-sends every command left unanswered when a connection drops), or, where that cannot be
- * told (LAUREL_LUA=eval sends ioredis' own command), before it is sent at all. It may change the
- * call's Buffer arguments in place; the command is encoded again after it (src/store/call-order.ts).
+ * re-sends every command left unanswered when a connection drops). It may change the call's
+ * Buffer arguments in place; the command is encoded again after it (src/store/call-order.ts).
  */
 export type MayHaveRun = () => void;
 
@@ -183,23 +182,47 @@ export function sendEncoded(redis: Redis, name: string, args: readonly (string |
 
 /**
  * Runs a script, loading it when Redis does not have it (a restarted or failed-over Redis, or a
- * FUNCTION FLUSH) and retrying once, as ioredis' Script does for NOSCRIPT. `mayHaveRun`: see
- * MayHaveRun (a retry after NOSCRIPT is a new command: the first did not run).
+ * SCRIPT/FUNCTION FLUSH) and retrying once, as ioredis' Script does for NOSCRIPT. `mayHaveRun`:
+ * see MayHaveRun. `renumber`: gives the call a new number (call-order.ts) for its retry.
+ *
+ * The retry is the one place a numbered call can run after calls numbered above it, which the
+ * lost-reply guard (lua/includes/call-order.lua) must not see: it keeps only the last number a
+ * writer applied. So the load and the retry are sent back to back, not the retry after the
+ * load's reply (calls sent during that round trip ran first, and a retry marked "may have run"
+ * was then taken for applied: acknowledged and dropped); and a call whose failed attempt was its
+ * first send (NOSCRIPT: it did not run) takes a new number, so that it neither looks applied nor
+ * sets the writer's record back. A re-sent call keeps its number: its first send may have run.
+ * Both modes send their command encoded here (EncodedCommand), so both know which sends are re-sends.
  */
-export async function runScript(redis: Redis, script: LuaSource, keys: string[], args: (string | number | Buffer)[], mayHaveRun?: MayHaveRun): Promise<unknown> {
+export async function runScript(
+  redis: Redis,
+  script: LuaSource,
+  keys: string[],
+  args: (string | number | Buffer)[],
+  mayHaveRun?: MayHaveRun,
+  renumber?: () => void,
+): Promise<unknown> {
   if (keys.length < script.numKeys) throw new Error(`${script.name} takes at least ${script.numKeys} keys, got ${keys.length}`);
-  if (mode === "eval") mayHaveRun?.();
+  let resent = false;
+  const told: MayHaveRun | undefined =
+    mayHaveRun &&
+    (() => {
+      resent = true;
+      mayHaveRun();
+    });
   const call = () =>
     mode === "eval"
-      ? redis.evalsha(script.sha, keys.length, ...keys, ...args)
-      : sendEncoded(redis, "fcall", [script.functionName, keys.length, ...keys, ...args], mayHaveRun);
+      ? sendEncoded(redis, "evalsha", [script.sha, keys.length, ...keys, ...args], told)
+      : sendEncoded(redis, "fcall", [script.functionName, keys.length, ...keys, ...args], told);
   try {
     return await call();
   } catch (err) {
     const message = err instanceof Error ? err.message : "";
     if (!message.startsWith("NOSCRIPT") && !message.includes("Function not found")) throw err;
-    await load(redis, script);
-    return call();
+    if (!resent) renumber?.();
+    // Promise.all handles both: a failed load fails the retry too, and neither goes unhandled.
+    const [, reply] = await Promise.all([load(redis, script), call()]);
+    return reply;
   }
 }
 

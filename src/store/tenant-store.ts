@@ -55,6 +55,8 @@ const FLAGS_AT = 6 * 8;
 const FLAG_ZONE_SENT = 1;
 const FLAG_MAY_HAVE_RUN = 2;
 const FLAG_SET_EXPIRY = 4;
+// The call's number (call-order.ts), its 11th number: a retry after NOSCRIPT takes a new one.
+const CALL_NUMBER_AT = 10 * 8;
 
 /** Sets the flag that makes the event script read its writer's record (redis-script.ts MayHaveRun). */
 function markMayHaveRun(numbers: Buffer): void {
@@ -179,7 +181,7 @@ export class TenantStore {
         String(Math.trunc(input.now)),
       ];
       if (input.idempotencyKey !== null) args.push(input.eventId);
-      const reply = (await runScript(this.redis, entry.script, keys, args, () => markMayHaveRun(numbers))) as unknown[];
+      const reply = (await runScript(this.redis, entry.script, keys, args, () => markMayHaveRun(numbers), () => numbers.writeDoubleLE(order.next(), CALL_NUMBER_AT))) as unknown[];
       const status = reply[0] as number;
       if (status === -1) {
         // The stored zone differs from the guess: nothing was written; evaluate in the stored zone.

@@ -32,6 +32,13 @@ function sentZone(profile: readonly (readonly [string, string])[]): string {
 }
 
 /**
+ * The completion and the streak operations read their writer's record on every call, so a
+ * re-send needs no flag; told of one all the same, runScript keeps the call's number for a retry
+ * after NOSCRIPT (its first send may have run) and gives a first send's retry a new one.
+ */
+const KEEP_NUMBER_IF_RESENT = (): void => {};
+
+/**
  * ARGV[5] of the user and complete scripts: the local day of now in the zone the request sends
  * (UTC without one), and with a zone sent to a tenant with a streak, that zone's streak calendar
  * ("day|period|lost-at if last covered in period|lost-at if in period - 1"): a zone change moves
@@ -140,7 +147,7 @@ export async function completeAchievement(
   for (const [field] of profile) if (!names.includes(field)) names.push(field);
   const order = callOrderOf(store.redis);
   const keys = [...userKeys(store, userId), store.keys.writer(store.shard(userId), order.writer)];
-  const reply = (await runScript(store.redis, store.tenantScripts.complete, keys, [
+  const args = [
     store.keys.prefix(store.shard(userId)),
     userId,
     now,
@@ -149,7 +156,8 @@ export async function completeAchievement(
     store.boardsBlob(now),
     ...profileArgs(names, profile),
     order.next(),
-  ])) as unknown[];
+  ];
+  const reply = (await runScript(store.redis, store.tenantScripts.complete, keys, args, KEEP_NUMBER_IF_RESENT, () => (args[args.length - 1] = order.next()))) as unknown[];
   if (reply[0] === 2) return { status: "already", achievedAt: reply[1] as number };
   if (reply[0] === 4) return { status: "completed", achievedAt: reply[1] as number, completed: [achievementKey], points: [], resent: true };
   if (reply[0] === 3) return { status: "ineligible" };
@@ -214,7 +222,7 @@ export async function streakAdmin(
   for (let attempt = 0; attempt < 2; attempt++) {
     const nowDay = localDayIndex(now, tz);
     const nowPeriod = periodOfDay(nowDay, rule.frequency);
-    const reply = (await runScript(store.redis, store.tenantScripts.streakAdmin, keys, [
+    const args = [
       store.keys.prefix(store.shard(userId)),
       userId,
       now,
@@ -227,7 +235,8 @@ export async function streakAdmin(
       amountOrWindow(nowPeriod),
       store.boardsBlob(now),
       order.next(),
-    ])) as unknown[];
+    ];
+    const reply = (await runScript(store.redis, store.tenantScripts.streakAdmin, keys, args, KEEP_NUMBER_IF_RESENT, () => (args[args.length - 1] = order.next()))) as unknown[];
     if (reply[0] === -1) {
       tz = reply[1] as string;
       store.zones.set(userId, tz);

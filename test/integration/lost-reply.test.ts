@@ -13,8 +13,8 @@ import { demoConfig, dumpKeys, startAppOnOwnRedis, startTestApp, type TestApp } 
  * the last number each writer applied and answers a call it has already applied without applying
  * it again (lua/event-2.lua, step 1; the admin freeze grant the same way, src/store/call-order.ts).
  *
- * Only a call that may have run reads the record: the service marks the calls ioredis re-sends
- * (and, with LAUREL_LUA=eval, where it cannot tell, every call), so both modes run here.
+ * Only a call that may have run reads the record: the service marks the calls ioredis re-sends,
+ * in both modes (each sends its command encoded by the service, which sees the re-send).
  *
  * The drop is made exact, not timed: the service's socket stops reading, the test waits until
  * Redis has run every call (INFO commandstats on another connection), then destroys the socket.
@@ -49,6 +49,17 @@ async function scriptCalls(): Promise<number> {
   return calls("fcall") + calls("evalsha");
 }
 
+/** Script calls Redis answered, run or refused (NOSCRIPT, "Function not found"), since the last RESETSTAT. */
+async function scriptAttempts(): Promise<number> {
+  const stats = await observer.info("commandstats");
+  let n = 0;
+  for (const command of ["fcall", "evalsha"]) {
+    const line = new RegExp(`cmdstat_${command}:([^\\r\\n]*)`).exec(stats)?.[1] ?? "";
+    for (const field of ["calls", "rejected_calls", "failed_calls"]) n += Number(new RegExp(`(?:^|,)${field}=(\\d+)`).exec(line)?.[1] ?? 0);
+  }
+  return n;
+}
+
 const socketOf = (app: TestApp) => (app.redis as unknown as { stream: import("node:net").Socket }).stream;
 
 /**
@@ -74,6 +85,46 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
     for (const app of [t, other]) for (const { store } of app.app.tenants.all) await preloadScripts(app.redis, store.scripts());
   });
   afterAll(() => setScriptMode("function"));
+
+  describe("an event whose first send found no script (SCRIPT/FUNCTION FLUSH, a restarted Redis)", () => {
+    it("is retried under a new number: counted once, and the writer's record not set back", async () => {
+      const user = `${mode}-noscript`;
+      expect((await lesson(user)).status).toBe(201);
+      const { store } = t.app.tenants.all[0]!;
+      const record = store.keys.writer(store.shard(user), callOrderOf(t.redis).writer);
+      const recorded = async () => (await observer.getBuffer(record))!.readDoubleLE(0);
+      await observer.call(mode === "eval" ? "SCRIPT" : "FUNCTION", "FLUSH");
+      await observer.config("RESETSTAT");
+      const socket = socketOf(t);
+      socket.pause();
+      try {
+        // The first send finds no script; before the service reads that answer, the script is
+        // back and a later call of the same writer (a higher number) runs: what calls sent during
+        // the reload used to do. Retried under its first number, the call was then taken for
+        // applied (eval mode: acknowledged, never counted) or set the record back (function mode).
+        const first = lesson(user, { "idempotency-key": `${mode}-noscript-key` });
+        while ((await scriptAttempts()) < 1) await new Promise((r) => setTimeout(r, 5));
+        for (const app of [t, other]) for (const { store: s } of app.app.tenants.all) await preloadScripts(observer, s.scripts());
+        // Another user of the same shard: the record is the writer's on the shard.
+        let laterUser = `${user}-later`;
+        for (let i = 0; store.shard(laterUser) !== store.shard(user); i++) laterUser = `${user}-later-${i}`;
+        const before = await recorded();
+        const later = lesson(laterUser);
+        while ((await recorded()) === before) await new Promise((r) => setTimeout(r, 5));
+        const laterNumber = await recorded();
+        socket.resume();
+        expect(await later).toMatchObject({ status: 201, body: { total: 1 } });
+        const reply = await first;
+        expect(reply).toMatchObject({ status: 201, body: { total: 2 } });
+        expect(reply.body.points.xp).toMatchObject({ added: 10, total: 20 });
+        expect((await t.call("GET", `/v1/users/${user}/metrics/lessons`)).body.current).toBe(2);
+        expect(await recorded()).toBeGreaterThan(laterNumber);
+      } finally {
+        socket.resume();
+        for (const app of [t, other]) for (const { store: s } of app.app.tenants.all) await preloadScripts(app.redis, s.scripts());
+      }
+    });
+  });
 
   describe("an event whose reply was lost with the connection", () => {
     it("is counted once when ioredis re-sends it, and answered 201 with its event id and the current total", async () => {
