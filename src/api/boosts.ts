@@ -13,6 +13,7 @@ import { parseJson, validated } from "./body.js";
 import { checkUserId } from "./user-input.js";
 import { iso, pairsJson } from "./wire.js";
 import { isCleanText } from "./body.js";
+import type { Query } from "../http/query.js";
 
 /**
  * Boosts (spec: Points boost, States and transitions, rules 6-7; trophy-compat §6.4 PointsBoost).
@@ -93,7 +94,7 @@ export function userBoostJson(system: CompiledSystem, record: UserBoostRecord, n
   };
 }
 
-function includeFinished(query: URLSearchParams): boolean {
+function includeFinished(query: Query): boolean {
   const raw = query.get("includeFinished");
   if (raw === null || raw === "" || raw === "false") return false;
   if (raw === "true") return true;

@@ -9,6 +9,7 @@ import type { TenantContext, Tenants } from "../tenants.js";
 import { metricOf, systemOf } from "./lookup.js";
 import { dayParam, enumParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
+import type { Query } from "../http/query.js";
 
 /**
  * GET /v1/users/{id}/metrics/{key}/event-summary and /points/{key}/event-summary
@@ -32,7 +33,7 @@ export interface SummaryRange {
  * be a single day (start = end; the hosted spec asks start < end, a one-day range is accepted);
  * start after end, or more than 400 days apart, is 422.
  */
-export function summaryRange(query: URLSearchParams): SummaryRange {
+export function summaryRange(query: Query): SummaryRange {
   const aggregation = enumParam(query, "aggregation", AGGREGATIONS, null);
   const from = dayParam(query, ["startDate", "start_date"]);
   const to = dayParam(query, ["endDate", "end_date"]);

@@ -14,6 +14,7 @@ import { intParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
 import { iso } from "./wire.js";
 import { isCleanText } from "./body.js";
+import type { Query } from "../http/query.js";
 
 /**
  * Leaderboards (trophy-compat §2.2 #17, #23, #24, §3.7, §5.6). Values on the wire are in the
@@ -70,7 +71,7 @@ function boardOf(tenant: CompiledTenant, key: string): CompiledLeaderboard {
   return tenant.leaderboardByKey.get(key) ?? fail("LEADERBOARD_NOT_FOUND", `Leaderboard not found: ${key}`);
 }
 
-function includeFinished(query: URLSearchParams): boolean {
+function includeFinished(query: Query): boolean {
   const raw = query.get("includeFinished");
   if (raw === null || raw === "" || raw === "false") return false;
   if (raw === "true") return true;
@@ -78,7 +79,7 @@ function includeFinished(query: URLSearchParams): boolean {
 }
 
 /** The run a read names (`run=YYYY-MM-DD`, any day of the run), else the current or last one. */
-function selectRun(board: CompiledLeaderboard, query: URLSearchParams, now: number): number | null {
+function selectRun(board: CompiledLeaderboard, query: Query, now: number): number | null {
   const raw = query.get("run");
   if (raw !== null && raw !== "") {
     const day = parseDay(raw);
@@ -97,7 +98,7 @@ function selectRun(board: CompiledLeaderboard, query: URLSearchParams, now: numb
 }
 
 /** `userAttributes=attr:value` picks the group of a breakdown board (required there). */
-function selectBreakdown(board: CompiledLeaderboard, query: URLSearchParams): string {
+function selectBreakdown(board: CompiledLeaderboard, query: Query): string {
   const raw = query.get("userAttributes");
   if (board.breakdownAttribute === null) return "";
   if (raw === null || raw === "") fail("OUT_OF_RANGE", `Leaderboard ${board.key} is broken down by ${board.breakdownAttribute}: pass userAttributes=${board.breakdownAttribute}:<value>`);

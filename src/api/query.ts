@@ -1,11 +1,12 @@
 import { fail } from "../domain/errors.js";
 import { parseDay } from "../domain/periods.js";
+import type { Query } from "../http/query.js";
 
 /**
  * Integer query parameter with a default and inclusive bounds: not an integer → 400,
  * outside the bounds → 422 (the issue's rule for `awards`, applied to every bounded parameter).
  */
-export function intParam(query: URLSearchParams, name: string, fallback: number, min: number, max: number): number {
+export function intParam(query: Query, name: string, fallback: number, min: number, max: number): number {
   const raw = query.get(name);
   if (raw === null || raw === "") return fallback;
   if (!/^-?\d{1,12}$/.test(raw)) fail("INVALID_QUERY", `${name} must be an integer`);
@@ -15,7 +16,7 @@ export function intParam(query: URLSearchParams, name: string, fallback: number,
 }
 
 /** A required YYYY-MM-DD parameter, under any of `names` (camelCase first; trophy-compat §2.2 #16 also shows snake_case). */
-export function dayParam(query: URLSearchParams, names: readonly string[]): number {
+export function dayParam(query: Query, names: readonly string[]): number {
   const name = names.find((n) => query.has(n));
   if (name === undefined) fail("INVALID_QUERY", `${names[0]} is required (YYYY-MM-DD)`);
   const day = parseDay(query.get(name)!);
@@ -24,7 +25,7 @@ export function dayParam(query: URLSearchParams, names: readonly string[]): numb
 }
 
 /** One of `values`; absent → `fallback` (null: required → 400); anything else → 422. */
-export function enumParam<T extends string>(query: URLSearchParams, name: string, values: readonly T[], fallback: T | null): T {
+export function enumParam<T extends string>(query: Query, name: string, values: readonly T[], fallback: T | null): T {
   const raw = query.get(name);
   if (raw === null || raw === "") {
     if (fallback === null) fail("INVALID_QUERY", `${name} is required: ${values.join(", ")}`);
@@ -39,7 +40,7 @@ export function enumParam<T extends string>(query: URLSearchParams, name: string
  * without a key or a value is malformed (400); a key the tenant does not declare is refused
  * like an unknown attribute of an event (422, "Invalid attribute keys: ...").
  */
-export function attributeFilterParam(query: URLSearchParams, name: string, declared: ReadonlySet<string>): Map<string, string> | null {
+export function attributeFilterParam(query: Query, name: string, declared: ReadonlySet<string>): Map<string, string> | null {
   const raw = query.get(name);
   if (raw === null || raw === "") return null;
   const pairs = new Map<string, string>();
@@ -54,7 +55,7 @@ export function attributeFilterParam(query: URLSearchParams, name: string, decla
 }
 
 /** Repeated (`ids=a&ids=b`, the SDK's form) or comma-separated (`ids=a,b`, the spec's example); empty items ignored, duplicates kept once. */
-export function listParam(query: URLSearchParams, name: string, max: number): string[] {
+export function listParam(query: Query, name: string, max: number): string[] {
   const items = new Set<string>();
   for (const value of query.getAll(name)) for (const item of value.split(",")) if (item !== "") items.add(item);
   if (items.size > max) fail("OUT_OF_RANGE", `${name} takes at most ${max} values`);

@@ -3,6 +3,7 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from "uWebSockets.js";
 import type { Logger } from "pino";
 import { ErrorCodes, LaurelError } from "../domain/errors.js";
 import { readBody } from "./body.js";
+import { RawQuery, type Query } from "./query.js";
 import { stringifyReply } from "./raw-json.js";
 import { errorJson, sendJson } from "./respond.js";
 
@@ -10,7 +11,7 @@ import { errorJson, sendJson } from "./respond.js";
 export interface ApiRequest {
   /** Path parameters, percent-decoded. */
   params: string[];
-  query: URLSearchParams;
+  query: Query;
   apiKey: string;
   idempotencyKey: string | null;
   /** The request body as UTF-8 text (null for methods without one). */
@@ -145,7 +146,7 @@ export class Router {
         for (let i = 0; i < paramCount; i++) params.push(decodeParam(req.getParameter(i)));
         request = {
           params,
-          query: new URLSearchParams(req.getQuery() ?? ""),
+          query: new RawQuery(req.getQuery() ?? ""),
           apiKey: req.getHeader(X_API_KEY),
           idempotencyKey: withBody ? req.getHeader(IDEMPOTENCY_KEY) || null : null,
           body: null,
