@@ -223,6 +223,24 @@ describe("authentication (401)", () => {
     expect(new Date(t.clock.now()).toISOString()).toBe("2026-03-02T12:00:00.000Z");
   });
 
+  it("remembers a verified key by its tag without widening it: each key still opens only its own routes, near misses stay out", async () => {
+    // src/tenants.ts: after its first check a key is known by its tag. Each key is used on its
+    // own routes first (remembered), then on the other kind, then altered by one character.
+    const read = (key: string) => t.call("GET", "/v1/points/xp", undefined, { "x-api-key": key });
+    const adminRead = (key: string) => t.call("GET", "/admin/v1/clock", undefined, { "x-api-key": key });
+    for (let i = 0; i < 3; i++) {
+      expect((await read(t.apiKey)).status).toBe(200);
+      expect((await adminRead(t.adminKey)).status).toBe(200);
+      await refused(401, () => adminRead(t.apiKey));
+      await refused(401, () => read(t.adminKey));
+      for (const key of [t.apiKey, t.adminKey]) {
+        await refused(401, () => read(`${key.slice(0, -1)}${key.endsWith("x") ? "y" : "x"}`));
+        await refused(401, () => read(`${key}x`));
+        await refused(401, () => read(key.toUpperCase()));
+      }
+    }
+  });
+
   it("checks the key before revealing whether a metric or user exists", async () => {
     await refused(401, () => t.call("POST", "/v1/metrics/no-such-metric/event", { user: { id: "seed" }, value: 1 }, { "x-api-key": "wrong-key" }));
     await refused(401, () => t.call("GET", "/v1/users/nobody/points/xp", undefined, { "x-api-key": "wrong-key" }));
