@@ -71,6 +71,8 @@ function periodJson(tenant: CompiledTenant, span: DaySpan, metrics: Series[], po
   };
 }
 
+const YEAR_RANGE = "1 and the current year";
+
 export function wrappedHandler(tenants: Tenants, clock: Clock) {
   return async (req: ApiRequest): Promise<ApiReply> => {
     const { tenant, store } = tenants.authenticate(req.apiKey);
@@ -79,7 +81,9 @@ export function wrappedHandler(tenants: Tenants, clock: Clock) {
     const now = clock.now();
     const read = readStoreOf(store);
     const utcYear = localYear(now, "UTC");
-    let year = intParam(req.query, "year", 0, 1, utcYear + 1);
+    // UTC year + 1 is only a first bound (the user's zone, read below, decides the current year),
+    // so the message names the real bound: "between 1 and 2027" on 27 November 2026 was false.
+    let year = intParam(req.query, "year", 0, 1, utcYear + 1, YEAR_RANGE);
     let tz: string | null = null;
     if (year === 0) {
       const earliest = localYear(now - 12 * HOUR_MS, "UTC");
@@ -108,7 +112,7 @@ export function wrappedHandler(tenants: Tenants, clock: Clock) {
       if (v !== null) profile.set(profileFields[i]!, v);
     });
     tz ??= profile.get("tz") ?? "UTC";
-    if (year > localYear(now, tz)) fail("OUT_OF_RANGE", "year must be between 1 and the current year");
+    if (year > localYear(now, tz)) fail("OUT_OF_RANGE", `year must be between ${YEAR_RANGE}`);
     const [created, updated, ...achievedAt] = result[state] as (number | null)[];
     const completed = tenant.achievements
       .map((a, i) => ({ key: a.key, ms: achievedAt[i] ?? null }))
