@@ -65,13 +65,19 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
 }
 
 /**
- * PORT as an integer 0-65535 (0: any free port), or exit 1 naming it: a typo such as "3000x" or
- * "70000" made uWS listen on some other port and the service come up where nobody looked. Empty
- * is unset (a compose file's `${PORT}` of an unset variable): 3000.
+ * PORT as an integer 0-65535 (0: any free port), or null: a typo such as "3000x" or "70000" made
+ * uWS listen on some other port and the service come up where nobody looked. Empty is unset (a
+ * compose file's `${PORT}` of an unset variable): 3000.
  */
-export function portOrExit(logger: Logger, text = process.env.PORT || "3000"): number {
+function parsePort(text: string): number | null {
   const port = /^\d{1,5}$/.test(text) ? Number(text) : NaN;
-  if (!(port <= 65_535)) {
+  return port <= 65_535 ? port : null;
+}
+
+/** PORT (checked with the other variables by checkEnvironmentOrExit({ port: true })), or exit 1 naming it. */
+export function portOrExit(logger: Logger, text = process.env.PORT || "3000"): number {
+  const port = parsePort(text);
+  if (port === null) {
     logger.fatal(`PORT must be an integer from 0 to 65535 (got ${JSON.stringify(text)})`);
     process.exit(1);
   }
@@ -91,11 +97,14 @@ const SWITCHES: Record<string, readonly string[]> = {
 /**
  * Exit 1 naming a switch set to a value it does not take (`LAUREL_CLOCK=manul` ran the system
  * clock, `LAUREL_WORKER=false` ran the worker), or a LAUREL_REDIS_WAIT or LAUREL_DRAIN that is
- * not a number of seconds, or a LAUREL_AWARD_IDS the award id table cannot take. Run first,
- * before anything starts.
+ * not a number of seconds, or a LAUREL_AWARD_IDS the award id table cannot take (and, for the
+ * service, a PORT that is not one). Run first, before anything starts.
  */
-export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = process.env): void {
+export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = process.env, opts: { port?: boolean } = {}): void {
   const problems: string[] = [];
+  // The service's PORT is named with the rest (it was checked alone after the config, so a bad
+  // PORT beside a bad switch took two starts to find); the worker listens on nothing.
+  if (opts.port && env.PORT && parsePort(env.PORT) === null) problems.push(`PORT must be an integer from 0 to 65535 (got ${JSON.stringify(env.PORT)})`);
   for (const [name, values] of Object.entries(SWITCHES)) {
     const value = env[name];
     if (value && !values.includes(value)) problems.push(`${name} must be ${values.join(" or ")} (got ${JSON.stringify(value)})`);

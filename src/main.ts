@@ -24,7 +24,7 @@ import { createRedisClient, logConnectionErrors } from "./store/redis-client.js"
  */
 async function main(): Promise<void> {
   const logger = loggerOrExit();
-  checkEnvironmentOrExit(logger);
+  checkEnvironmentOrExit(logger, process.env, { port: true });
   applyAwardIdSlots();
   const tenants = loadTenantsOrExit(logger);
   const port = portOrExit(logger);

@@ -81,9 +81,11 @@ describe("node dist/main.js", () => {
   });
 
   it("refuses a switch set to a value it does not take, naming each", async () => {
-    const service = runService({ PORT: String(await freePort()), REDIS_URL: inject("redisUrl"), LAUREL_CLOCK: "manul", LAUREL_WORKER: "false", LAUREL_REDIS_WAIT: "1m", LAUREL_AWARD_IDS: "1000" });
+    const service = runService({ PORT: "3000x", REDIS_URL: inject("redisUrl"), LAUREL_CLOCK: "manul", LAUREL_WORKER: "false", LAUREL_REDIS_WAIT: "1m", LAUREL_AWARD_IDS: "1000" });
     expect(await service.exited).toBe(1);
     const output = service.output();
+    // PORT too, in the same message: it used to be checked alone, after the others had stopped the start.
+    expect(output).toContain('PORT must be an integer from 0 to 65535 (got \\"3000x\\")');
     expect(output).toContain('LAUREL_AWARD_IDS must be 0 or a power of two up to 16777216 (got \\"1000\\")');
     expect(output).toContain('LAUREL_CLOCK must be manual or system (got \\"manul\\")');
     expect(output).toContain('LAUREL_WORKER must be on or off (got \\"false\\")');
