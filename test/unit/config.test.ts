@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "../../src/config/compile.js";
 import { loadConfigText } from "../../src/config/load.js";
@@ -78,5 +79,23 @@ describe("config", () => {
   it("encodes rules as a Lua literal", () => {
     expect(toLuaLiteral({ a: [1, "x\"y"], "b-c": false, d: true })).toBe('{a={1,"x\\"y"},["b-c"]=false,d=true}');
     expect(toLuaLiteral("é")).toBe('"\\195\\169"');
+  });
+
+  it("compiles the README's samples: the tenant file, with its Leaderboards and Webhooks blocks added", () => {
+    // A reader copies them; both once failed to start (a 9-character secret, and a coalesce on a
+    // type the endpoint did not subscribe to).
+    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+    const sample = (heading: string): string => {
+      const section = readme.slice(readme.indexOf(`\n${heading}\n`));
+      return /```yaml\n([\s\S]*?)```/.exec(section)![1]!;
+    };
+    const tenantFile = sample("### The tenant file");
+    const [tenant] = loadConfigText(tenantFile, "README.md", {});
+    expect(tenant!.id).toBe("demo");
+    const indent = (block: string) => block.replace(/^(?=.)/gm, "    ");
+    const withBlocks = `${tenantFile.replace(/^ {4}webhooks:[\s\S]*$/m, "")}${indent(sample("### Leaderboards"))}${indent(sample("### Webhooks (outbound events)"))}`;
+    const [full] = loadConfigText(withBlocks, "README.md", {});
+    expect(full!.leaderboards.map((b) => b.key)).toEqual(["weekly-lessons"]);
+    expect(full!.webhooks.map((w) => w.key)).toEqual(["main"]);
   });
 });
