@@ -117,6 +117,44 @@ describe("users", () => {
   });
 });
 
+describe("user field bounds: the last value taken, the next refused", () => {
+  const id = (n: number) => `b${"u".repeat(n - 1)}`;
+  it.each([
+    ["id of 256 characters", { id: id(256) }, { id: id(255) }, 400],
+    ["name of 201 characters", { id: "bound-name", name: "n".repeat(201) }, { id: "bound-name", name: "n".repeat(200) }, 400],
+    ["email of 321 characters", { id: "bound-email", email: `${"e".repeat(309)}@example.com` }, { id: "bound-email", email: `${"e".repeat(308)}@example.com` }, 400],
+    ["101 device tokens", { id: "bound-tokens", deviceTokens: Array.from({ length: 101 }, (_, i) => `t${i}`) }, { id: "bound-tokens", deviceTokens: Array.from({ length: 100 }, (_, i) => `t${i}`) }, 400],
+    ["a device token of 513 characters", { id: "bound-token", deviceTokens: ["d".repeat(513)] }, { id: "bound-token", deviceTokens: ["d".repeat(512)] }, 400],
+    ["an empty device token", { id: "bound-token0", deviceTokens: [""] }, { id: "bound-token0", deviceTokens: ["x"] }, 400],
+    ["an attribute value of 1001 characters", { id: "bound-attr", attributes: { plan: "p".repeat(1001) } }, { id: "bound-attr", attributes: { plan: "p".repeat(1000) } }, 422],
+  ])("POST /v1/users refuses %s, takes the bound", async (_what, over, at, status) => {
+    await refused(status as number, () => t.call("POST", "/v1/users", over));
+    const taken = await t.call("POST", "/v1/users", at);
+    expect(taken.status, JSON.stringify(taken.body)).toBe(201);
+    const { id: _id, ...fields } = at as Record<string, unknown>;
+    expect(taken.body).toMatchObject(fields);
+  });
+
+  it.each([
+    ["a C0 control (BEL)", "Ada\u0007"],
+    ["a C1 control (NEL)", "Ada\u0085"],
+    ["a C1 control (CSI)", "\u009bAda"],
+    ["DEL", "Ada\u007f"],
+    ["a lone surrogate", "Ada\udc00"],
+  ])("refuses a name with %s with 422, on create, identify and update", async (_what, name) => {
+    expect(await refused(422, () => t.call("POST", "/v1/users", { id: "newbie", name }))).toBe("user.name contains control characters");
+    await refused(422, () => t.call("PUT", "/v1/users/seed", { name }));
+    await refused(422, () => t.call("PATCH", "/v1/users/seed", { name }));
+  });
+
+  it("refuses C1 controls in ids, device tokens and attribute values too", async () => {
+    await refused(400, () => t.call("POST", "/v1/users", { id: "new\u0085bie" }));
+    await refused(400, () => t.call("PUT", "/v1/users/se%C2%9Fed", {}));
+    await refused(422, () => t.call("PATCH", "/v1/users/seed", { deviceTokens: ["tok\u0090en"] }));
+    await refused(422, () => t.call("PATCH", "/v1/users/seed", { attributes: { plan: "pro\u0080" } }));
+  });
+});
+
 describe("preferences", () => {
   it.each([
     [{ notifications: { sms_digest: ["email"] } }, "an unknown notification type"],
@@ -128,6 +166,13 @@ describe("preferences", () => {
     [{ notifications: { recap: ["email"] }, streak: {} }, "an unknown top-level field"],
   ])("refuses %j (%s) with 400", async (body, _why) => {
     await refused(400, () => t.call("PATCH", "/v1/users/seed/preferences", body));
+  });
+
+  it("refuses a malformed user id in the path with 400 on GET and PATCH", async () => {
+    for (const id of ["se%01ed", "%20seed", "u".repeat(256)]) {
+      await refused(400, () => t.call("GET", `/v1/users/${id}/preferences`));
+      await refused(400, () => t.call("PATCH", `/v1/users/${id}/preferences`, { notifications: { recap: ["email"] } }));
+    }
   });
 
   it("refuses an unknown user with 404 on GET and PATCH", async () => {

@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEMO_YAML, demoConfig, dumpTenant, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 
@@ -37,6 +38,24 @@ async function raw(url: string, init: RequestInit & { duplex?: "half" } = {}): P
     /* keep the text: the assertion on the body shape will show it */
   }
   return { status: res.status, body };
+}
+
+/**
+ * Writes `request` as raw bytes on one connection and resolves with everything the server sent
+ * once it closes the connection: for what fetch cannot do (a body announced and never sent,
+ * bytes after a refused request).
+ */
+function exchange(url: string, request: string): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(Number(new URL(url).port), "127.0.0.1");
+    let text = "";
+    socket.setEncoding("latin1");
+    socket.on("data", (chunk: string) => (text += chunk));
+    // A reset after the answer (the server closing with our bytes unread) ends the exchange too.
+    socket.on("error", () => socket.destroy());
+    socket.on("close", () => resolve(text));
+    socket.write(request);
+  });
 }
 
 function event(body: unknown, headers: Record<string, string> = {}, metric = "lessons"): Promise<Reply> {
@@ -92,6 +111,8 @@ describe("malformed bodies (400)", () => {
     ["user.id null", { user: { id: null }, value: 1 }],
     ["user.id empty", { user: { id: "" }, value: 1 }],
     ["user.id of 300 characters", { user: { id: "u".repeat(300) }, value: 1 }],
+    ["user.id of 256 characters", { user: { id: "u".repeat(256) }, value: 1 }],
+    ["user.id with a C1 control character", { user: { id: "se\u0085ed" }, value: 1 }],
     ["user.id with a control character", { user: { id: "se\u0001ed" }, value: 1 }],
     ["user.id with a newline", { user: { id: "seed\n" }, value: 1 }],
     ["user.id with a lone surrogate", { user: { id: "seed\ud800" }, value: 1 }],
@@ -106,7 +127,8 @@ describe("malformed bodies (400)", () => {
 
   it("names the offending field", async () => {
     expect(await refused(400, () => event({ user: { id: "seed" }, value: "1" }))).toMatch(/value/);
-    expect(await refused(400, () => event({ user: { id: "seed", timezone: "UTC" }, value: 1 }))).toMatch(/timezone/);
+    expect(await refused(400, () => event({ user: { id: "seed", timezone: "UTC" }, value: 1 }))).toBe("body.user.timezone is not a known field");
+    expect(await refused(400, () => event({ user: { id: "seed" }, value: 1, extra: null }))).toBe("body.extra is not a known field");
   });
 
   it("says a body that is not an object is not one", async () => {
@@ -306,6 +328,15 @@ describe("transport limits", () => {
     await refused(415, () => event({ user: { id: "seed" }, value: 1 }, { "content-type": "text/plain" }));
   });
 
+  it("takes application/json and application/*+json only, not any type that mentions json", async () => {
+    for (const type of ["text/json", "application/jsonp", "application/x-json-stream", "application/json5", "text/plain; profile=json"]) {
+      expect(await refused(415, () => event({ user: { id: "seed" }, value: 1 }, { "content-type": type })), type).toBe("Content-Type must be application/json");
+    }
+    for (const type of ["application/vnd.api+json", "APPLICATION/JSON"]) {
+      expect((await event({ user: { id: "type-ok" }, value: 1 }, { "content-type": type })).status, type).toBe(201);
+    }
+  });
+
   it("refuses a JSON body declared in a charset other than UTF-8 with 415, and takes utf-8 however it is spelt", async () => {
     expect(await refused(415, () => event({ user: { id: "seed" }, value: 1 }, { "content-type": "application/json; charset=utf-16" }))).toBe("Content-Type charset must be utf-8");
     await refused(415, () => event({ user: { id: "seed" }, value: 1 }, { "content-type": 'application/json;charset="iso-8859-1"' }));
@@ -353,6 +384,50 @@ describe("transport limits", () => {
         small,
         smallTenant,
       );
+    });
+
+    /** A valid event of exactly `bytes` bytes (JSON allows trailing white space). */
+    const eventOfSize = (bytes: number) => {
+      const text = JSON.stringify({ user: { id: "edge" }, value: 1 });
+      return text + " ".repeat(bytes - text.length);
+    };
+    const chunkedPost = (body: string) => {
+      const bytes = Buffer.from(body);
+      return raw(`${small.url}/v1/metrics/lessons/event`, {
+        method: "POST",
+        headers: { "x-api-key": small.apiKey, "content-type": "application/json" },
+        body: new ReadableStream<Uint8Array>({
+          start(controller) {
+            for (let i = 0; i < bytes.length; i += 300) controller.enqueue(bytes.subarray(i, i + 300));
+            controller.close();
+          },
+        }),
+        duplex: "half",
+      });
+    };
+
+    it("takes a body of exactly maxBodyBytes and refuses one byte more, announced or chunked", async () => {
+      await refused(413, () => small.call("POST", "/v1/metrics/lessons/event", eventOfSize(1025)), small, smallTenant);
+      await refused(413, () => chunkedPost(eventOfSize(1025)), small, smallTenant);
+      const announced = await small.call("POST", "/v1/metrics/lessons/event", eventOfSize(1024));
+      expect(announced.status, JSON.stringify(announced.body)).toBe(201);
+      expect(announced.body).toMatchObject({ total: 1 });
+      const chunked = await chunkedPost(eventOfSize(1024));
+      expect(chunked.status, JSON.stringify(chunked.body)).toBe(201);
+      expect(chunked.body).toMatchObject({ total: 2 });
+    });
+
+    it("answers 413 from the announced Content-Length, without waiting for the body, and closes the connection", async () => {
+      const before = await dumpTenant(small.redis, smallTenant);
+      // Headers only: the body is never sent, so an answer can come only from the header.
+      const reply = await exchange(
+        small.url,
+        `POST /v1/metrics/lessons/event HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${small.apiKey}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n`,
+      );
+      expect(reply).toMatch(/^HTTP\/1\.1 413 /);
+      expect(reply).toMatch(/\r\nConnection: close\r\n/i);
+      expect(reply).toContain('{"error":"Request body larger than 1024 bytes"}');
+      expect(await dumpTenant(small.redis, smallTenant)).toEqual(before);
     });
 
     it("still accepts a body under the limit, chunked or not", async () => {

@@ -36,6 +36,12 @@ describe("system clock", () => {
       const res = await t.call("POST", "/admin/v1/clock", { now: "2026-07-01T00:00:00Z" }, { "x-api-key": t.adminKey });
       expect(res.status).toBe(404);
       expect(res.body).toEqual({ error: "Not found" });
+      // The path does not exist: the same 404 for a read, and whatever key is sent (an unknown
+      // route says nothing about keys), before the body is looked at.
+      for (const headers of [{ "x-api-key": t.adminKey }, { "x-api-key": t.apiKey }, { "x-api-key": "" }, { "x-api-key": "wrong" }]) {
+        expect(await t.call("GET", "/admin/v1/clock", undefined, headers), JSON.stringify(headers)).toEqual({ status: 404, body: { error: "Not found" } });
+        expect(await t.call("POST", "/admin/v1/clock", { now: "nonsense" }, headers), JSON.stringify(headers)).toEqual({ status: 404, body: { error: "Not found" } });
+      }
       const health = await t.call("GET", "/healthz", undefined, {});
       expect(health.status).toBe(200);
       expect(health.body).toMatchObject({ status: "ok", redis: "ok" });

@@ -352,6 +352,12 @@ describe("the admin API", () => {
     expect((await t.call("GET", "/admin/v1/webhooks/deliveries/nope", undefined, admin)).status).toBe(404);
     expect((await t.call("GET", "/admin/v1/webhooks/deliveries")).status).toBe(401);
     expect((await t.call("GET", "/admin/v1/webhooks/deliveries?status=lost", undefined, admin)).status).toBe(422);
+    // limit 1 to 500 (README: Webhooks).
+    for (const limit of ["0", "501"]) {
+      expect(await t.call("GET", `/admin/v1/webhooks/deliveries?limit=${limit}`, undefined, admin)).toEqual({ status: 422, body: { error: "limit must be between 1 and 500" } });
+    }
+    expect((await t.call("GET", "/admin/v1/webhooks/deliveries?limit=500", undefined, admin)).status).toBe(200);
+    expect(await t.call("GET", "/admin/v1/webhooks/deliveries?endpoint=nope", undefined, admin)).toEqual({ status: 404, body: { error: "Webhook endpoint not found: nope" } });
     expect((await t.call("POST", "/admin/v1/webhooks/deliveries/nope/replay", {}, admin)).status).toBe(404);
     expect((await t.call("POST", "/admin/v1/webhooks/deliveries/replay", { ids: ["a"], status: "dead" }, admin)).status).toBe(400);
     // A number too large for a double parses as Infinity: a semantic error (422), named as such.

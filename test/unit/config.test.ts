@@ -51,6 +51,27 @@ describe("config", () => {
     expect(errorOf("tenants: [").message).toContain("not valid YAML");
   });
 
+  it.each([
+    ["a trigger of 0 points", ["points: 10\n        levels:", "points: 0\n        levels:"], "$input.tenants[0].points[0].triggers[0].points", "must not be 0"],
+    ["a boost ending before it starts", ['end: "2026-11-30T00:00:00Z"\n            userAttributes', 'end: "2026-11-27T00:00:00Z"\n            userAttributes'], "$input.tenants[0].points[0].boosts[0].end", "must be after start"],
+    ["a filter on an undeclared attribute", ["userAttributes: { plan: pro }", "userAttributes: { tier: pro }"], "$input.tenants[0].points[0].boosts[0].userAttributes.tier", 'user attribute "tier" is not declared'],
+    ["more initial freezes than the maximum", ["initial: 0", "initial: 3"], "$input.tenants[0].streak.freezes.initial", "must not exceed max"],
+    ["keepFinishedRuns on a perpetual board", ['points: xp\n        start: "2026-01-01"', 'points: xp\n        start: "2026-01-01"\n        keepFinishedRuns: 2'], "$input.tenants[0].leaderboards[0].keepFinishedRuns", "perpetual"],
+    ["an API key shorter than 8 characters", ["apiKeys: [demo-key]", "apiKeys: [short]"], "$input.tenants[0].apiKeys[0]", "expected"],
+  ])("refuses %s, naming its path", (_what, [from, to], path, message) => {
+    expect(DEMO_YAML).toContain(from);
+    const err = errorOf(DEMO_YAML.replace(from!, to!));
+    expect(err.path).toBe(path);
+    expect(err.message).toContain(message);
+  });
+
+  it("refuses two tenants with one id", () => {
+    const second = DEMO_YAML.slice(DEMO_YAML.indexOf("  - id: demo")).replace("[demo-key]", "[other-key]").replace("[demo-admin-key]", "[other-admin-key]");
+    const err = errorOf(`${DEMO_YAML}${second}`);
+    expect(err.path).toBe("$input.tenants[1].id");
+    expect(err.message).toContain('duplicate tenant id "demo"');
+  });
+
   it("refuses the demo keys in production", () => {
     expect(errorOf(DEMO_YAML, { NODE_ENV: "production" }).path).toBe("$input.tenants[0].apiKeys[0]");
   });
