@@ -1,0 +1,395 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { startReceiver } from "../helpers/webhook-receiver.js";
+
+/**
+ * Edges of the event path's rules that the oracle property tests reach too rarely to hold them
+ * (found by mutation testing lua/: each test here fails when the rule it names is broken in the
+ * Lua, and passes with the rule as the spec and src/domain/model.ts state it). Each describe has
+ * its own tenant, so the numbers are the rules' alone.
+ */
+
+const event = (t: TestApp, user: Record<string, unknown>, value: number, metric = "lessons") =>
+  t.call("POST", `/v1/metrics/${metric}/event`, { user, value });
+
+describe("metric triggers and boosts", () => {
+  let t: TestApp;
+  let tenantId: string;
+  beforeAll(async () => {
+    tenantId = uniqueTenantId();
+    t = await startTestApp({
+      manualClock: "2026-05-31T12:00:00Z",
+      yaml: tenantYaml(
+        tenantId,
+        `
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
+        boosts:
+          - { key: june, name: June, multiplier: 2, start: "2026-06-01T00:00:00Z", end: "2026-07-01T00:00:00Z" }
+`,
+      ),
+    });
+  });
+  afterAll(async () => t.close());
+
+  it("never pays a multiple below the high-water mark again, even after falling one micro-unit under it", async () => {
+    const u = { id: "hw-micro" };
+    expect((await event(t, u, 2)).body.points.xp).toMatchObject({ added: 20, total: 20 });
+    const down = await event(t, u, -0.000001);
+    expect(down.body.total).toBe(1.999999);
+    expect(down.body.points).toEqual({});
+    // Back to 2: the multiple 2 was paid when 2 was first reached.
+    const back = await event(t, u, 0.000001);
+    expect(back.body.total).toBe(2);
+    expect(back.body.points).toEqual({});
+  });
+
+  it("applies a global boost from its start instant (inclusive), not from the millisecond after", async () => {
+    const u = { id: "boost-start" };
+    await t.setClock("2026-05-31T23:59:59.999Z");
+    expect((await event(t, u, 1)).body.points.xp.added).toBe(10);
+    await t.setClock("2026-06-01T00:00:00.000Z");
+    expect((await event(t, u, 1)).body.points.xp.added).toBe(20);
+  });
+
+  it("snaps a product that misses an integer by float noise: 100 x 1.1 rounded up is 110, not 111", async () => {
+    await t.setClock("2026-07-02T00:00:00Z");
+    const u = { id: "noise" };
+    expect((await event(t, u, 1)).body.points.xp.added).toBe(10);
+    const boost = await t.call(
+      "POST",
+      "/admin/v1/points/xp/boosts",
+      { userId: "noise", name: "Ten percent", multiplier: 1.1, start: "2026-07-02T00:00:00Z", end: null, rounding: "up" },
+      { "x-api-key": "demo-admin-key" },
+    );
+    expect(boost.status).toBe(201);
+    // Ten multiples crossed at once: 100 points, boosted as one amount (100 x 1.1 = 110.00000000000001).
+    expect((await event(t, u, 10)).body.points.xp.added).toBe(110);
+  });
+
+  it("keeps the last 100 awards per user and system: the stored list is trimmed, not left to grow", async () => {
+    const u = { id: "many-awards" };
+    for (let i = 0; i < 125; i++) expect((await event(t, u, 1)).status).toBe(201);
+    const read = await t.call("GET", "/v1/users/many-awards/points/xp?awards=100");
+    expect(read.body.total).toBe(1250);
+    expect(read.body.awards).toHaveLength(100);
+    const [listKey] = await scanKeys(t, `{${tenantId}:*}:aw:xp:many-awards`);
+    // Trimmed to 100 whenever a push takes it past 120 (lua/includes/points.lua AWARDS_SLACK).
+    const length = await t.redis.llen(listKey!);
+    expect(length).toBeGreaterThanOrEqual(100);
+    expect(length).toBeLessThanOrEqual(120);
+  });
+});
+
+async function scanKeys(t: TestApp, match: string): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = "0";
+  do {
+    const [next, batch] = await t.redis.scan(cursor, "MATCH", match, "COUNT", 1000);
+    cursor = next;
+    keys.push(...batch);
+  } while (cursor !== "0");
+  return keys;
+}
+
+describe("maxPoints lowered below a total already reached", () => {
+  const tenantId = uniqueTenantId();
+  const yaml = (cap: number) =>
+    tenantYaml(
+      tenantId,
+      `
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: coins
+        name: Coins
+        maxPoints: ${cap}
+        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 60 }]
+`,
+    );
+
+  it("keeps the total above the new cap: a grant changes nothing, it does not cut the total down", async () => {
+    const first = await startTestApp({ manualClock: "2026-06-01T00:00:00Z", yaml: yaml(100) });
+    try {
+      expect((await event(first, { id: "rich" }, 1)).body.points.coins).toMatchObject({ added: 60, total: 60 });
+      expect((await event(first, { id: "rich" }, 1)).body.points.coins).toMatchObject({ added: 40, total: 100 });
+    } finally {
+      await first.close();
+    }
+    const second = await startTestApp({ manualClock: "2026-06-02T00:00:00Z", yaml: yaml(50) });
+    try {
+      const res = await event(second, { id: "rich" }, 1);
+      expect(res.status).toBe(201);
+      expect(res.body.points).toEqual({});
+      expect((await second.call("GET", "/v1/users/rich/points/coins")).body.total).toBe(100);
+    } finally {
+      await second.close();
+    }
+  });
+});
+
+/** A one-metric tenant with a streak on lessons (threshold 1), `streak` its further streak fields. */
+function streakTenant(frequency: "daily" | "weekly" | "monthly", streak: string, rest = ""): string {
+  return tenantYaml(
+    uniqueTenantId(),
+    `
+    metrics: [{ key: lessons, name: Lessons }]
+${rest}    streak:
+      frequency: ${frequency}
+      metrics: [{ metric: lessons, threshold: 1 }]
+${streak}`,
+  );
+}
+
+const freezes = (initial: number, max: number, everyDays: number) =>
+  `      freezes:\n        initial: ${initial}\n        max: ${max}\n        autoEarn: { everyDays: ${everyDays}, amount: 1 }\n`;
+
+// No background jobs: only the events settle the streaks, at the instants the tests choose.
+describe("streak freezes: auto-earned grants and consumptions in day order", () => {
+  it("credits a grant due on the very day a missed period is to consume a freeze, before consuming it", async () => {
+    const t = await startTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", freezes(0, 2, 2)) });
+    try {
+      const u = { id: "same-day" };
+      expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 1, freezes: 0 });
+      // 2 June missed. On 3 June the grant earned that day (2 days after 1 June) covers 2 June.
+      await t.setClock("2026-06-03T12:00:00Z");
+      expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 2, freezes: 0, extended: true });
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("never holds more than the maximum: grants at the maximum are lost, whether or not a period waits for a freeze", async () => {
+    const t = await startTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", freezes(2, 2, 1)) });
+    try {
+      // A streak with two missed days: grants on 2 and 3 June come while at the maximum; the
+      // consumptions for 2 and 3 June take one each; the grant of 4 June refills one.
+      const live = { id: "interleaved" };
+      expect((await event(t, live, 1)).body.currentStreak).toMatchObject({ length: 1, freezes: 2 });
+      // No streak at all: three grants due at once, none above the maximum.
+      const idle = { id: "idle" };
+      expect((await event(t, idle, 0.5)).body.currentStreak).toMatchObject({ length: 0, freezes: 2 });
+      await t.setClock("2026-06-04T12:00:00Z");
+      expect((await event(t, live, 1)).body.currentStreak).toMatchObject({ length: 2, freezes: 1, extended: true });
+      expect((await event(t, idle, 0.5)).body.currentStreak).toMatchObject({ length: 0, freezes: 2 });
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("weekly: a missed week is consumed at the Monday that starts the next one, after that Monday's grant", async () => {
+    const t = await startTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("weekly", freezes(0, 1, 14)) });
+    try {
+      // Monday 1 June: week 1 extended. The week of 8 June missed. Monday 15 June: the grant (14
+      // days after 1 June) and the consumption of the missed week fall on the same day.
+      const u = { id: "weekly" };
+      expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 1, periodStart: "2026-06-01" });
+      await t.setClock("2026-06-15T12:00:00Z");
+      expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 2, freezes: 0, started: "2026-06-01" });
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("monthly: a missed January is due on 1 February, before a grant of 4 February", async () => {
+    const t = await startTestApp({ manualClock: "2025-12-01T12:00:00Z", jobs: false, yaml: streakTenant("monthly", freezes(0, 1, 65)) });
+    try {
+      const u = { id: "monthly" };
+      expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 1, periodStart: "2025-12-01" });
+      // January missed: on 1 February no freeze is held (the first is earned on 4 February), so
+      // the streak is lost; the grant is still credited.
+      await t.setClock("2026-02-10T12:00:00Z");
+      expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 1, freezes: 1, started: "2026-02-01" });
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe("streak triggers and streak achievements", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({
+      manualClock: "2026-06-01T12:00:00Z",
+      jobs: false,
+      yaml: streakTenant(
+        "daily",
+        "",
+        `    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: every-second-day, type: streak, length: 2, points: 5 }]
+    achievements:
+      - { key: three-days, name: Three days, type: streak, length: 3 }
+`,
+      ),
+    });
+  });
+  afterAll(async () => t.close());
+
+  it("a streak trigger pays at each multiple of its length, and only there; a streak achievement completes at its length", async () => {
+    const u = { id: "daily" };
+    const seen: { length: number; xp: number | null; achievements: string[] }[] = [];
+    for (let day = 1; day <= 6; day++) {
+      await t.setClock(`2026-06-0${day}T12:00:00Z`);
+      const res = await event(t, u, 1);
+      seen.push({ length: res.body.currentStreak.length, xp: res.body.points.xp?.added ?? null, achievements: res.body.achievements.map((a: { key: string }) => a.key) });
+    }
+    expect(seen).toEqual([
+      { length: 1, xp: null, achievements: [] },
+      { length: 2, xp: 5, achievements: [] },
+      { length: 3, xp: null, achievements: ["three-days"] },
+      { length: 4, xp: 5, achievements: [] },
+      { length: 5, xp: null, achievements: [] },
+      { length: 6, xp: 5, achievements: [] },
+    ]);
+  });
+});
+
+describe("streak.freeze_earned for an auto-earned freeze", () => {
+  it("is sent when an event credits a freeze earned by the days since first identification", async () => {
+    const receiver = await startReceiver();
+    const hook = `      - { key: main, url: "${receiver.url}", secret: "a-test-secret-0123456789", events: [streak.freeze_earned] }\n`;
+    const t = await startTestApp({ manualClock: "2026-06-01T12:00:00Z", yaml: streakTenant("daily", freezes(0, 2, 1)) + `    webhooks:\n${hook}` });
+    try {
+      // No streak (0.5 is below the threshold), so no deadline: only the second event settles.
+      expect((await event(t, { id: "earner" }, 0.5)).body.currentStreak).toMatchObject({ freezes: 0 });
+      await t.setClock("2026-06-02T12:00:00Z");
+      expect((await event(t, { id: "earner" }, 0.5)).body.currentStreak).toMatchObject({ freezes: 1 });
+      await t.app.webhooks!.drain();
+      const [earned] = await receiver.waitFor(1, (r) => r.body.type === "streak.freeze_earned");
+      expect(earned!.body).toMatchObject({ type: "streak.freeze_earned", timestamp: "2026-06-02T12:00:00.000Z", user: { id: "earner" }, earned: 1, freezes: 1 });
+    } finally {
+      await t.close();
+      await receiver.close();
+    }
+  });
+});
+
+describe("leaderboard ranks in the event reply", () => {
+  let t: TestApp;
+  let tenantId: string;
+  beforeAll(async () => {
+    tenantId = uniqueTenantId();
+    t = await startTestApp({
+      manualClock: "2026-06-01T12:00:00Z",
+      jobs: false,
+      yaml: tenantYaml(
+        tenantId,
+        `
+    shards: 2
+    metrics: [{ key: lessons, name: Lessons }]
+    leaderboards:
+      - { key: dense-lessons, name: Dense lessons, rankBy: metric, metric: lessons, start: "2026-01-01", ranking: dense }
+`,
+      ),
+    });
+  });
+  afterAll(async () => t.close());
+
+  it("dense: counts the distinct values above, not the users (two tied above make rank 2)", async () => {
+    for (const id of ["tied-a", "tied-b", "tied-c"]) expect((await event(t, { id }, 5)).body.leaderboards["dense-lessons"].rank).toBe(1);
+    const res = await event(t, { id: "below" }, 3);
+    expect(res.body.leaderboards["dense-lessons"]).toMatchObject({ rank: 2 });
+    const page = await t.call("GET", "/v1/leaderboards/dense-lessons?limit=10");
+    expect(page.body.rankings.map((r: { userId: string; rank: number }) => r.rank)).toEqual([1, 1, 1, 2]);
+  });
+
+  it("keeps the last 100 rank changes of a user in a run: the stored history is trimmed, not left to grow", async () => {
+    // Alone in its value, the user's rank is given at every change: one history entry each.
+    for (let i = 0; i < 125; i++) expect((await event(t, { id: "climber" }, 1)).status).toBe(201);
+    const read = await t.call("GET", "/v1/users/climber/leaderboards/dense-lessons?numEvents=100");
+    expect(read.body.history).toHaveLength(100);
+    const [historyKey] = await scanKeys(t, `{${tenantId}:*}:lh:dense-lessons:*:climber`);
+    const length = await t.redis.llen(historyKey!);
+    expect(length).toBeGreaterThanOrEqual(100);
+    expect(length).toBeLessThanOrEqual(120);
+  });
+});
+
+describe("a streak restored on a day the new streak was already extended", () => {
+  it("keeps today's extension: the restored streak is not extended twice today, and expires after tomorrow", async () => {
+    const t = await startTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", "") });
+    try {
+      const u = { id: "restored" };
+      for (const day of ["01", "02", "03"]) {
+        await t.setClock(`2026-06-${day}T12:00:00Z`);
+        expect((await event(t, u, 1)).status).toBe(201);
+      }
+      // 4 June missed; 5 June starts a new streak of 1, then the admin restores the 3.
+      await t.setClock("2026-06-05T12:00:00Z");
+      expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 1, started: "2026-06-05" });
+      const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "restored" }] }, { "x-api-key": "demo-admin-key" });
+      expect(res.body.restoredUsers).toEqual(["restored"]);
+      expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 3, extended: false, started: "2026-06-03", expires: "2026-06-06" });
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe("a zone change sent with an API achievement's completion", () => {
+  it("moves a live streak's deadline to the new zone's calendar", async () => {
+    const tenantId = uniqueTenantId();
+    const yaml = tenantYaml(
+      tenantId,
+      `
+    shards: 1
+    metrics: [{ key: lessons, name: Lessons }]
+    achievements:
+      - { key: profile, name: Profile, type: api }
+    streak:
+      frequency: daily
+      metrics: [{ metric: lessons, threshold: 1 }]
+`,
+    );
+    const t = await startTestApp({ manualClock: "2026-06-09T01:00:00Z", jobs: false, yaml });
+    try {
+      const tokyo = { id: "mover", tz: "Asia/Tokyo" };
+      expect((await event(t, tokyo, 1)).status).toBe(201);
+      await t.setClock("2026-06-10T01:00:00Z");
+      expect((await event(t, tokyo, 1)).body.currentStreak.length).toBe(2);
+      // Tokyo's deadline: the end of June 11 there.
+      expect(Number(await t.redis.zscore(`{${tenantId}:0}:sd`, "mover"))).toBe(Date.parse("2026-06-11T15:00:00Z"));
+      await t.setClock("2026-06-10T17:00:00Z");
+      const done = await t.call("POST", "/v1/achievements/profile/complete", { user: { id: "mover", tz: "America/New_York" } });
+      expect(done.status).toBe(201);
+      // Last extended June 10, New York's today: lost at New York's end of June 11.
+      expect(Number(await t.redis.zscore(`{${tenantId}:0}:sd`, "mover"))).toBe(Date.parse("2026-06-12T04:00:00Z"));
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe("a time trigger with more users due than one script call pays", () => {
+  it("pays every due user of a shard in the same tick, past the batch of 200", async () => {
+    const t = await startTestApp({
+      manualClock: "2026-06-01T12:00:00Z",
+      yaml: tenantYaml(
+        uniqueTenantId(),
+        `
+    shards: 1
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: daily, type: time, unit: day, interval: 1, points: 5 }]
+`,
+      ),
+    });
+    try {
+      const users = Array.from({ length: 201 }, (_, i) => `due-${String(i).padStart(3, "0")}`);
+      for (const id of users) expect((await t.call("PUT", `/v1/users/${id}`, {})).status).toBe(200);
+      await t.setClock("2026-06-02T12:00:00Z");
+      const unpaid: string[] = [];
+      for (const id of users) if ((await t.call("GET", `/v1/users/${id}/points/xp`)).body.total !== 5) unpaid.push(id);
+      expect(unpaid).toEqual([]);
+    } finally {
+      await t.close();
+    }
+  });
+});
