@@ -23,14 +23,18 @@ export class RawQuery implements Query {
   get(name: string): string | null {
     const params = this.decoded();
     if (params !== null) return params.get(name);
+    const raw = this.raw;
+    // `eq` is the first "=" at or after `start`, searched again only once passed, so a query of
+    // many pairs without "=" (a hostile one) is scanned once, not once per pair.
+    let eq = raw.indexOf("=");
     let start = 0;
-    while (start <= this.raw.length) {
-      let end = this.raw.indexOf("&", start);
-      if (end === -1) end = this.raw.length;
+    while (start <= raw.length) {
+      let end = raw.indexOf("&", start);
+      if (end === -1) end = raw.length;
       if (end > start) {
-        const eq = this.raw.indexOf("=", start);
+        if (eq !== -1 && eq < start) eq = raw.indexOf("=", start);
         const nameEnd = eq === -1 || eq > end ? end : eq;
-        if (nameEnd - start === name.length && this.raw.startsWith(name, start)) return nameEnd === end ? "" : this.raw.slice(nameEnd + 1, end);
+        if (nameEnd - start === name.length && raw.startsWith(name, start)) return nameEnd === end ? "" : raw.slice(nameEnd + 1, end);
       }
       start = end + 1;
     }
