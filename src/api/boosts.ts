@@ -13,7 +13,7 @@ import { parseJson, validated } from "./body.js";
 import { checkUserId } from "./user-input.js";
 import { iso, pairsJson } from "./wire.js";
 import { isCleanText } from "./body.js";
-import type { Query } from "../http/query.js";
+import { boolParam } from "./query.js";
 
 /**
  * Boosts (spec: Points boost, States and transitions, rules 6-7; trophy-compat §6.4 PointsBoost).
@@ -94,13 +94,6 @@ export function userBoostJson(system: CompiledSystem, record: UserBoostRecord, n
   };
 }
 
-function includeFinished(query: Query): boolean {
-  const raw = query.get("includeFinished");
-  if (raw === null || raw === "" || raw === "false") return false;
-  if (raw === "true") return true;
-  return fail("INVALID_QUERY", "includeFinished must be true or false");
-}
-
 /** Every user boost record of the tenant's shards (admin listing), or of one user's shard. */
 async function userBoostRecords(context: TenantContext, userId: string | null): Promise<UserBoostRecord[]> {
   const { store } = context;
@@ -160,7 +153,7 @@ export function listUserBoostsHandler(tenants: Tenants, clock: Clock) {
     const system = systemOf(context.tenant, req.params[0]!);
     const userId = req.query.get("userId");
     if (userId !== null) checkUserId(userId, "userId");
-    const finished = includeFinished(req.query);
+    const finished = boolParam(req.query, "includeFinished");
     const now = clock.now();
     const records = (await userBoostRecords(context, userId)).filter((r) => r.pointsSystemKey === system.key);
     return {
@@ -193,7 +186,7 @@ export function globalBoostsHandler(tenants: Tenants, clock: Clock) {
   return (req: ApiRequest): ApiReply => {
     const { tenant } = tenants.authenticate(req.apiKey);
     const system = systemOf(tenant, req.params[0]!);
-    const finished = includeFinished(req.query);
+    const finished = boolParam(req.query, "includeFinished");
     const now = clock.now();
     return {
       status: 200,
@@ -213,7 +206,7 @@ export function userBoostsHandler(tenants: Tenants, clock: Clock) {
     const userId = req.params[0]!;
     checkUserId(userId, "user id");
     const system = systemOf(tenant, req.params[1]!);
-    const finished = includeFinished(req.query);
+    const finished = boolParam(req.query, "includeFinished");
     const found = await readUser(context.store, userId);
     if (!found) fail("USER_NOT_FOUND", `User not found: ${userId}`);
     const attributes = new Map<string, string>();

@@ -10,7 +10,7 @@ import { openObject, RawJson, renderedOnce } from "../http/raw-json.js";
 import { boardKeys, boardPlace, boardRank, entriesAround, rankOf, topEntries, userEntry } from "../store/leaderboard-store.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import type { Tenants } from "../tenants.js";
-import { intParam } from "./query.js";
+import { boolParam, intParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
 import { iso } from "./wire.js";
 import { isCleanText } from "./body.js";
@@ -71,13 +71,6 @@ function boardOf(tenant: CompiledTenant, key: string): CompiledLeaderboard {
   return tenant.leaderboardByKey.get(key) ?? fail("LEADERBOARD_NOT_FOUND", `Leaderboard not found: ${key}`);
 }
 
-function includeFinished(query: Query): boolean {
-  const raw = query.get("includeFinished");
-  if (raw === null || raw === "" || raw === "false") return false;
-  if (raw === "true") return true;
-  return fail("INVALID_QUERY", "includeFinished must be true or false");
-}
-
 /** The run a read names (`run=YYYY-MM-DD`, any day of the run), else the current or last one. */
 function selectRun(board: CompiledLeaderboard, query: Query, now: number): number | null {
   const raw = query.get("run");
@@ -126,7 +119,7 @@ async function userNames(store: TenantStore, userIds: string[]): Promise<Map<str
 export function listLeaderboardsHandler(tenants: Tenants, clock: Clock) {
   return (req: ApiRequest): ApiReply => {
     const { tenant } = tenants.authenticate(req.apiKey);
-    const finished = includeFinished(req.query);
+    const finished = boolParam(req.query, "includeFinished");
     const now = clock.now();
     return {
       status: 200,

@@ -15,6 +15,14 @@ export function intParam(query: Query, name: string, fallback: number, min: numb
   return value;
 }
 
+/** `true` or `false`; absent or empty → false; anything else → 400 (includeFinished of the boost and board lists). */
+export function boolParam(query: Query, name: string): boolean {
+  const raw = query.get(name);
+  if (raw === null || raw === "" || raw === "false") return false;
+  if (raw === "true") return true;
+  return fail("INVALID_QUERY", `${name} must be true or false`);
+}
+
 /** A required YYYY-MM-DD parameter, under any of `names` (camelCase first; trophy-compat §2.2 #16 also shows snake_case). */
 export function dayParam(query: Query, names: readonly string[]): number {
   const name = names.find((n) => query.has(n));
