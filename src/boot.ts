@@ -74,14 +74,9 @@ function parsePort(text: string): number | null {
   return port <= 65_535 ? port : null;
 }
 
-/** PORT (checked with the other variables by checkEnvironmentOrExit({ port: true })), or exit 1 naming it. */
-export function portOrExit(logger: Logger, text = process.env.PORT || "3000"): number {
-  const port = parsePort(text);
-  if (port === null) {
-    logger.fatal(`PORT must be an integer from 0 to 65535 (got ${JSON.stringify(text)})`);
-    process.exit(1);
-  }
-  return port;
+/** PORT (checked by checkEnvironmentOrExit with { port: true }): the port to listen on. */
+export function listenPort(text = process.env.PORT || "3000"): number {
+  return parsePort(text)!;
 }
 
 /** The switches Laurel reads from the environment, with the values each takes ("" is unset). */

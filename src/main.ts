@@ -1,6 +1,6 @@
 import { resolve } from "node:path";
 import { startApp } from "./app.js";
-import { applyAwardIdSlots, checkEnvironmentOrExit, loadTenantsOrExit, loggerOrExit, portOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { applyAwardIdSlots, checkEnvironmentOrExit, listenPort, loadTenantsOrExit, loggerOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -27,7 +27,7 @@ async function main(): Promise<void> {
   checkEnvironmentOrExit(logger, process.env, { port: true });
   applyAwardIdSlots();
   const tenants = loadTenantsOrExit(logger);
-  const port = portOrExit(logger);
+  const port = listenPort();
   const clock: Clock = process.env.LAUREL_CLOCK === "manual" ? new ManualClock() : new SystemClock();
 
   const dataDir = resolve(process.env.LAUREL_DATA_DIR ?? resolve(ROOT, "data/redis"));
