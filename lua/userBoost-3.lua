@@ -11,6 +11,7 @@
   KEYS[1] user state hash   {t:s}:u:<userId>
   KEYS[2] boost index       {t:s}:ub      (field = boost id, value = JSON record from Node)
   KEYS[3] shard stream      {t:s}:x, and the hook stream {t:s}:xh (includes/hooks.lua)
+  KEYS[4..] the due sets of the system's time triggers, {t:s}:tt:<sys>.<trig> (none when it has none)
 
   ARGV[1] op: "add" or "end"
   ARGV[2] state field of the system's boosts, bo:<sys>
@@ -51,12 +52,25 @@ local function parseEntry(entry)
   return string.match(entry, '^([^,]+),([^,]+),([^,]+),([^,]*),([^,]+)$')
 end
 
--- Keep entries that are active or scheduled; drop finished ones (they stay in the index).
+-- A time trigger's interval is boosted by the boosts active at its due instant, and a catch-up
+-- pays intervals due before now (README: Boosts on time triggers). So a finished boost is dropped
+-- only once it ended no later than the user's earliest unpaid interval: before that, a catch-up
+-- after ticks that did not run still needs it.
+local keepAfter = now
+for i = 4, #KEYS do
+  local due = tonumber(rcall('ZSCORE', KEYS[i], ARGV[7]))
+  if due ~= nil and due < keepAfter then keepAfter = due end
+end
+
+-- Keep entries that are active or scheduled, or finished but still owed (above); drop the rest
+-- (they stay in the index). Only a live entry can be ended.
 local kept, found, windowStart, windowEnd = {}, false, nil, nil
 for entry in string.gmatch(stateValue(S, ARGV[9], field) or '', '[^;]+') do
   local eid, m, s, e, r = parseEntry(entry)
   local start, finish = tonumber(s), tonumber(e)
-  if finish == nil or finish > now then
+  if finish ~= nil and finish <= now then
+    if finish > keepAfter then kept[#kept + 1] = entry end
+  else
     if eid == id then
       found = true
       -- Ending: a scheduled boost is removed (its window becomes empty); an active one finishes now.

@@ -617,14 +617,34 @@ export function applyTimeTicks(tenant: CompiledTenant, state: ModelState, now: n
   }
 }
 
-/** lua/userBoost-3.lua: live boosts are kept, finished ones dropped; ending keeps an active one until now. */
-export function applyUserBoost(state: ModelState, userId: string, systemKey: string, op: "add" | "end", boost: UserBoost, now: number): boolean {
+/**
+ * lua/userBoost-3.lua: live boosts are kept; a finished one is dropped once no unpaid interval of
+ * the system's time triggers is due before its end (a catch-up boosts each interval by the boosts
+ * active at its due instant); ending keeps an active one until now.
+ */
+export function applyUserBoost(
+  tenant: CompiledTenant,
+  state: ModelState,
+  userId: string,
+  systemKey: string,
+  op: "add" | "end",
+  boost: UserBoost,
+  now: number,
+): boolean {
   const user = state.users.get(userId);
   if (!user) return false;
+  let keepAfter = now;
+  for (const t of tenant.systemByKey.get(systemKey)!.triggers) {
+    const due = t.type === "time" ? state.timeDue.get(triggerId(t))?.get(userId) : undefined;
+    if (due !== undefined && due < keepAfter) keepAfter = due;
+  }
   let found = false;
   const kept: UserBoost[] = [];
   for (const b of user.boosts.get(systemKey) ?? []) {
-    if (b.end !== null && b.end <= now) continue;
+    if (b.end !== null && b.end <= now) {
+      if (b.end > keepAfter) kept.push(b);
+      continue;
+    }
     if (b.id === boost.id) {
       found = true;
       if (b.start <= now) kept.push({ ...b, end: now });

@@ -2,7 +2,7 @@ import type { PointsChange } from "../domain/outcome.js";
 import { localDayIndex, periodOfDay, streakDeadline } from "../domain/periods.js";
 import { PROFILE_FIELDS, userAttributeField } from "./fields.js";
 import { runScript } from "./redis-script.js";
-import { userBoostField } from "./rules.js";
+import { timeTriggerZset, userBoostField } from "./rules.js";
 import { decodePoints, readUserScript, userBoostScript, type TenantStore } from "./tenant-store.js";
 import { callOrderOf } from "./call-order.js";
 
@@ -180,7 +180,13 @@ export async function changeUserBoost(
   record: string,
 ): Promise<"done" | "no-user" | "not-live"> {
   const shard = store.shard(userId);
-  const reply = (await runScript(store.redis, userBoostScript, [store.keys.user(shard, userId), store.keys.userBoosts(shard), store.keys.stream(shard)], [
+  // The system's time-trigger due sets: a finished boost stays while an unpaid interval may need it.
+  const dueSets = store.tenant.systemByKey
+    .get(systemKey)!
+    .triggers.filter((t) => t.type === "time")
+    .map((t) => store.keys.prefix(shard) + timeTriggerZset(t));
+  const keys = [store.keys.user(shard, userId), store.keys.userBoosts(shard), store.keys.stream(shard), ...dueSets];
+  const reply = (await runScript(store.redis, userBoostScript, keys, [
     op,
     userBoostField(systemKey),
     now,

@@ -1,6 +1,6 @@
 import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { timeTriggerZset } from "../../src/store/rules.js";
+import { timeTriggerZset, userBoostField } from "../../src/store/rules.js";
 import { TIME_QUEUE } from "../../src/jobs/time-triggers.js";
 import { demoConfig, startTestApp, type TestApp } from "../helpers/app.js";
 
@@ -19,10 +19,12 @@ const at = (ms: number) => new Date(ms).toISOString();
 
 let t: TestApp;
 let tenantId: string;
+let yaml: string;
 
 beforeAll(async () => {
   const config = demoConfig();
   tenantId = config.tenantId;
+  yaml = config.yaml;
   t = await startTestApp({ yaml: config.yaml, manualClock: at(T0) });
 });
 afterAll(async () => t.close());
@@ -49,6 +51,14 @@ async function nextDue(userId: string): Promise<number | null> {
   const trigger = tenant.systemByKey.get("coins")!.triggers.find((x) => x.key === "daily-allowance")!;
   const score = await t.redis.zscore(store.keys.prefix(store.shard(userId)) + timeTriggerZset(trigger), userId);
   return score === null ? null : Number(score);
+}
+
+/** The ids of the boosts the user's state holds for coins (the state field bo:coins, lua/userBoost-3.lua). */
+async function ownBoostIds(userId: string): Promise<string[]> {
+  const { store } = t.app.tenants.all[0]!;
+  const json = (await t.redis.eval("return cjson.encode(cmsgpack.unpack(redis.call('HGET', KEYS[1], 's')))", 1, store.keys.user(store.shard(userId), userId))) as string;
+  const entries = JSON.parse(json)[store.slots.index(userBoostField("coins")) - 1] as string;
+  return entries.split(";").map((e) => e.split(",")[0]!);
 }
 
 describe("the daily allowance by the manual clock", () => {
@@ -157,6 +167,37 @@ describe("the coins weekend boost on time awards", () => {
     await t.setClock("2026-12-15T12:00:00Z");
     expect((await coins("run")).awards.map((a) => a.awarded)).toEqual([42]);
     expect(await nextDue("run")).toBe(Date.parse("2026-12-16T12:00:00Z"));
+  });
+});
+
+describe("a user boost that finished while ticks did not run", () => {
+  it("still boosts the unpaid intervals due inside it after another boost operation on the user", async () => {
+    // A second service on the same tenant without background jobs: its clock moves while no tick
+    // runs, as a deployment's does while its time-trigger workers are down.
+    const downtime = await startTestApp({ yaml, manualClock: "2026-12-20T12:00:00Z", jobs: false });
+    try {
+      await t.setClock("2026-12-20T12:00:00Z");
+      await identify("owed"); // due 21 Dec 12:00
+      const admin = { "x-api-key": "demo-admin-key" };
+      const first = { userId: "owed", name: "Double", multiplier: 2, start: "2026-12-21T00:00:00Z", end: "2026-12-22T00:00:00Z" };
+      expect((await downtime.call("POST", "/admin/v1/points/coins/boosts", first, admin)).status).toBe(201);
+      // 23 Dec: the boost finished a day ago; the intervals of 21, 22 and 23 Dec are unpaid. A new
+      // boost on the user must not drop the finished one that the 21 Dec interval still needs.
+      await downtime.setClock("2026-12-23T13:00:00Z");
+      const second = { userId: "owed", name: "Later", multiplier: 3, start: "2027-01-10T00:00:00Z", end: "2027-01-11T00:00:00Z" };
+      expect((await downtime.call("POST", "/admin/v1/points/coins/boosts", second, admin)).status).toBe(201);
+      expect(await nextDue("owed")).toBe(Date.parse("2026-12-21T12:00:00Z"));
+      // The ticks come back: 21 Dec (5 × 2), 22 and 23 Dec (5 each), one award of 20.
+      await t.setClock("2026-12-23T13:00:00Z");
+      expect((await coins("owed")).awards.map((a) => a.awarded)).toEqual([20]);
+      // Paid now: the next boost operation drops the finished one from the state (the index keeps it).
+      expect(await ownBoostIds("owed")).toHaveLength(2);
+      expect((await t.call("POST", "/admin/v1/points/coins/boosts", { ...second, name: "Third" }, admin)).status).toBe(201);
+      expect(await ownBoostIds("owed")).toHaveLength(2);
+      expect((await t.call("GET", "/v1/users/owed/points/coins/boosts?includeFinished=true")).body.filter((b: { userId: string | null }) => b.userId === "owed")).toHaveLength(3);
+    } finally {
+      await downtime.close();
+    }
   });
 });
 

@@ -223,7 +223,7 @@ async function runSequence(commands: Command[]): Promise<void> {
           rounding: cmd.rounding,
         }, ADMIN);
         const boost = { id: res.body.id as string, multiplier: cmd.multiplier, start, end, rounding: cmd.rounding };
-        const applied = applyUserBoost(model, cmd.user, cmd.system, "add", boost, now);
+        const applied = applyUserBoost(tenant, model, cmd.user, cmd.system, "add", boost, now);
         expect(res.status).toBe(applied ? 201 : 404);
         if (applied) boosts.push({ ...boost, user: cmd.user, system: cmd.system });
         break;
@@ -234,7 +234,7 @@ async function runSequence(commands: Command[]): Promise<void> {
         const res = await t.call("DELETE", `/admin/v1/points/${boost.system}/boosts/${boost.id}`, undefined, ADMIN);
         expect(res.status).toBe(200);
         const live = boost.end === null || boost.end > now;
-        if (live) applyUserBoost(model, boost.user, boost.system, "end", { ...boost }, now);
+        if (live) applyUserBoost(tenant, model, boost.user, boost.system, "end", { ...boost }, now);
         boost.end = live ? (boost.start > now ? boost.start : now) : boost.end;
         break;
       }
