@@ -167,6 +167,8 @@ end
 
 -- 6a. Metric total and metric triggers. A trigger with filters counts only the values of
 -- events that pass them (its own running sum, t.tc); an unfiltered one counts the metric total.
+-- The running sum saturates at the metric total's range (±maxTotal): events the filter passes
+-- can move it further than the total, and beyond 2^53 micro-units it would lose exactness.
 put(R.mfi, newTotal)
 local metricTriggers = R.mt
 for i = 1, #metricTriggers do
@@ -175,6 +177,7 @@ for i = 1, #metricTriggers do
     local counted = newTotal
     if t.tc then
       counted = (S[t.tci] or 0) + value
+      if counted > R.maxTotal then counted = R.maxTotal elseif counted < -R.maxTotal then counted = -R.maxTotal end
       put(t.tci, counted)
     end
     local hw = S[t.hwi] or 0

@@ -310,7 +310,8 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
   else if (profileChanged) user.updated = input.now;
 
   // Spec rule 1 and DESIGN: each newly crossed multiple above the high-water mark pays once;
-  // a filtered trigger counts only the values of events that pass its filters.
+  // a filtered trigger counts only the values of events that pass its filters, saturating at the
+  // metric total's range (events the filter passes can move it further than the total).
   user.metrics.set(input.metricKey, newTotal);
   for (const t of triggersOf(tenant, (x) => x.type === "metric" && x.metric === input.metricKey)) {
     if (t.type !== "metric") continue;
@@ -318,7 +319,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
     const id = triggerId(t);
     let counted = newTotal;
     if (t.userAttributes.length > 0 || t.eventAttributes.length > 0) {
-      counted = (user.triggerCounts.get(id) ?? 0) + input.valueMicro;
+      counted = Math.min(MAX_TOTAL_MICRO, Math.max(-MAX_TOTAL_MICRO, (user.triggerCounts.get(id) ?? 0) + input.valueMicro));
       user.triggerCounts.set(id, counted);
     }
     const hw = user.highWater.get(id) ?? 0;

@@ -96,6 +96,59 @@ async function scanKeys(t: TestApp, match: string): Promise<string[]> {
   return keys;
 }
 
+describe("a filtered trigger's running sum", () => {
+  // Events the filter passes and events it does not can drive the trigger's own sum past the
+  // metric total's range (the total stays within 0..1e9 here); the sum saturates at ±9e9 units.
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({
+      yaml: tenantYaml(
+        uniqueTenantId(),
+        `
+    metrics: [{ key: lessons, name: Lessons }]
+    attributes: { event: [source] }
+    points:
+      - key: coins
+        name: Coins
+        triggers:
+          - { key: up, type: metric, metric: lessons, threshold: 1000000000, points: 1, eventAttributes: { source: up } }
+          - { key: down, type: metric, metric: lessons, threshold: 1000000000, points: 1, eventAttributes: { source: down } }
+`,
+      ),
+    });
+  });
+  afterAll(async () => t.close());
+
+  const send = (userId: string, value: number, source: string) => t.call("POST", "/v1/metrics/lessons/event", { user: { id: userId }, value, attributes: { source } });
+
+  it("stops paying at +9e9 units: the tenth billion through the filter pays nothing", async () => {
+    const paid: number[] = [];
+    for (let i = 1; i <= 10; i++) {
+      const up = await send("sat-up", 1e9, "up");
+      expect(up.status).toBe(201);
+      paid.push(up.body.points.coins?.added ?? 0);
+      expect((await send("sat-up", -1e9, "other")).body.total).toBe(0);
+    }
+    expect(paid).toEqual([1, 1, 1, 1, 1, 1, 1, 1, 1, 0]);
+  });
+
+  it("holds at -9e9 units: after twelve billions down, the tenth billion up crosses the first multiple", async () => {
+    // Down through the filter, back up outside it: the sum falls to -9e9 and no further.
+    for (let i = 0; i < 12; i++) {
+      expect((await send("sat-down", -1e9, "down")).status).toBe(201);
+      expect((await send("sat-down", 1e9, "other")).body.total).toBe(0);
+    }
+    // Up through the filter: nine billions bring the sum back to 0, the tenth pays (a sum kept at
+    // -12e9 would need thirteen).
+    const paid: number[] = [];
+    for (let i = 1; i <= 10; i++) {
+      paid.push((await send("sat-down", 1e9, "down")).body.points.coins?.added ?? 0);
+      await send("sat-down", -1e9, "other");
+    }
+    expect(paid).toEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+  });
+});
+
 describe("maxPoints lowered below a total already reached", () => {
   const tenantId = uniqueTenantId();
   const yaml = (cap: number) =>

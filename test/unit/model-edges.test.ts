@@ -1,12 +1,13 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { loadConfigText } from "../../src/config/load.js";
-import { applyTimeTicks, applyUpsert, applyUserBoost, emptyState, readUserPoints } from "../../src/domain/model.js";
+import { applyEvent, applyTimeTicks, applyUpsert, applyUserBoost, emptyState, readUserPoints } from "../../src/domain/model.js";
 
 /**
- * The reference model's rule for dropping finished user boosts (lua/userBoost-3.lua keeps the
- * same; test/integration/time-triggers.test.ts drives the Lua through the API). The demo's
- * `coins` system pays 5 a day from first identification (`daily-allowance`).
+ * Edges of the reference model that its property tests with the Lua reach too rarely; the Lua's
+ * side of each is driven through the API in test/integration (named beside each describe). The
+ * demo's `coins` system pays 5 a day from first identification (`daily-allowance`) and 1 for
+ * every 1 `lessons` sent with the event attribute source=mobile (`mobile-lesson`).
  */
 const tenant = loadConfigText(readFileSync(new URL("../../config/demo.yaml", import.meta.url), "utf8"), "demo.yaml", {})[0]!;
 const DAY = 86_400_000;
@@ -20,6 +21,7 @@ function userWithDoubleDay() {
   return state;
 }
 
+// lua/userBoost-3.lua; test/integration/time-triggers.test.ts
 describe("finished user boosts in the model", () => {
   it("keeps a finished boost while an interval due inside it is unpaid", () => {
     const state = userWithDoubleDay();
@@ -35,5 +37,21 @@ describe("finished user boosts in the model", () => {
     applyTimeTicks(tenant, state, T0 + 3 * DAY + 3_600_000);
     applyUserBoost(tenant, state, "u", "coins", "add", boost("later", 3, T0 + 20 * DAY, T0 + 21 * DAY), T0 + 3 * DAY + 3_600_000);
     expect(state.users.get("u")!.boosts.get("coins")!.map((b) => b.id)).toEqual(["later"]);
+  });
+});
+
+// lua/event-2.lua; test/integration/rule-edges.test.ts
+describe("a filtered trigger's running sum in the model", () => {
+  it("saturates at +9e9 units though the metric total stays small", () => {
+    const state = emptyState();
+    const lesson = (n: number, value: number, source: string) =>
+      applyEvent(tenant, state, { metricKey: "lessons", userId: "m", now: T0 + n, eventId: `e${n}`, idempotencyKey: null, valueMicro: value * 1e6, tz: null, profile: [], eventAttributes: { source } });
+    for (let i = 0; i < 10; i++) {
+      lesson(2 * i, 1e9, "mobile");
+      lesson(2 * i + 1, -1e9, "web");
+    }
+    const coins = readUserPoints(state, "m", "coins", 100)!;
+    expect(coins.total).toBe(9e9);
+    expect(state.users.get("m")!.metrics.get("lessons")).toBe(0);
   });
 });
