@@ -155,6 +155,9 @@ describe("a repeating board across its runs", () => {
       expect(await board(t, "sprint", `?run=${day}`)).toMatchObject({ status: "active", run: "2026-03-02" });
       expect(await rows(t, "sprint", `?run=${day}`)).toEqual(past);
     }
+    // A run of the schedule that has not begun: 200, named, empty (README: Leaderboards).
+    expect(await board(t, "sprint", "?run=2026-03-20")).toMatchObject({ status: "active", run: "2026-03-16", rankings: [] });
+    expect(await userBoard(t, "bob", "sprint", "?run=2026-03-16")).toMatchObject({ run: "2026-03-16", rank: null, value: null, history: [] });
     expect(await rows(t, "sprint", "?run=2026-03-15")).toEqual([
       ["bob", 1, 2],
       ["ann", 2, 1],
