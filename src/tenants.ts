@@ -3,6 +3,7 @@ import type { Redis } from "ioredis";
 import type { CompiledTenant } from "./config/compiled.js";
 import { fail } from "./domain/errors.js";
 import { halfSipHash53 } from "./domain/half-siphash.js";
+import { markRunGroupLists } from "./store/leaderboard-store.js";
 import { syncObjectTimes, type ObjectTimes } from "./store/object-times.js";
 import { preloadScripts } from "./store/redis-script.js";
 import { TenantStore } from "./store/tenant-store.js";
@@ -56,6 +57,7 @@ export class Tenants {
     for (const tenant of tenants) {
       const store = await TenantStore.open(redis, tenant);
       await preloadScripts(redis, store.scripts());
+      await markRunGroupLists(redis, tenant, now);
       contexts.push({ tenant, store, times: await syncObjectTimes(redis, tenant, now) });
     }
     return new Tenants(contexts);

@@ -2,7 +2,10 @@
   Leaderboards in real time (trophy-compat §3.7, §5.6). Needs: S/U/set (state.lua), P
   (points.lua), R, `now`, `prefix`, `userId`.
 
-  A run's participants are one sorted set per shard, {t:s}:lb:<board>:<run>[:<breakdown>].
+  A run's participants are one sorted set per shard, {t:s}:lb:<board>:<run>[:<breakdown>]. A
+  breakdown board also lists a run's groups per shard in {t:s}:lg:<board>:<run> (a set, added to
+  with the first entry of the run in a group), which run retention reads instead of scanning the
+  keyspace for the groups (src/jobs/run-retention.ts).
   R.lb[i] = {k, by = 'metric'|'points'|'streak', sys = index into R.sys|false,
              bd = 'ua:<attr>'|false, style = 'competition'|'dense'|'ordinal', max}
   boards[i] (from Node, boardsOf) = {run, threshold, run text} of board i, or false when the
@@ -203,6 +206,11 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
         else
           local member = currentMember()
           rcall('ZADD', breakdown ~= '' and (runKey .. ':' .. breakdown) or runKey, new, member)
+          -- The run's first entry in a group lists the group (an entry that moved in from another
+          -- group, after an attribute change, too): once per user and run, not per event.
+          if breakdown ~= '' and (not old or oldBreakdown ~= breakdown) then
+            rcall('SADD', prefix .. 'lg:' .. board.k .. ':' .. runText, breakdown)
+          end
           -- A changed value was reached now, so it sits behind every entry of the same value: on a
           -- full board it must beat the threshold (the value at position max) to be on it.
           if not (info[2] > 0 and new <= info[2]) then

@@ -56,6 +56,13 @@ export function activeRun(board: CompiledLeaderboard, now: number): number | nul
   return runOfDay(board, Math.floor(now / DAY_MS));
 }
 
+/** The first run that begins after `now` (0 before the start; one past the last once finished). */
+export function firstRunAfter(board: CompiledLeaderboard, now: number): number {
+  const day = Math.floor(now / DAY_MS);
+  if (day < board.startDay) return 0;
+  return runOfDay(board, board.endDay === null ? day : Math.min(day, board.endDay - 1))! + 1;
+}
+
 /** The value at position maxParticipants of a run in board order, 0 while the run has room. */
 export function thresholdOfEntries(board: CompiledLeaderboard, sorted: readonly BoardEntry[]): number {
   return sorted.length >= board.maxParticipants ? sorted[board.maxParticipants - 1]!.value : 0;

@@ -17,19 +17,21 @@ import { JOB_OPTIONS, jobsPrefix, removeStaleScheduler, TenantJobQueue, TenantJo
  * A tick costs one HGET per board ({t}:runs-deleted, the first run not deleted yet) until a run
  * is due. Then, for a board without breakdown, each due run's set is read in pages per shard:
  * its members name the users with a rank history in the run, and the set and the histories are
- * UNLINKed (O(participants)). A breakdown board's groups are listed nowhere, so one SCAN pass
- * over the keyspace finds every key of its due runs (O(keys of the database)).
+ * UNLINKed (O(participants)). A breakdown board's run lists its groups per shard ({t:s}:lg, kept
+ * by the event scripts), and each group's set goes the same way. Runs stored before a version
+ * that keeps those lists (before {t}:run-groups-from's run for the board) are found by one SCAN
+ * pass over the keyspace instead (O(keys of the database)), once.
  */
 export const RUNS_QUEUE = "laurel-runs";
 const SCHEDULER = "retention";
 const SCAN_COUNT = 1000;
 
-/** The run of a board's run key ({t:s}:lb:<board>:<run>[:<group>]) or rank history ({t:s}:lh:<board>:<run>:<user>). */
+/** The run of a board's run key ({t:s}:lb:<board>:<run>[:<group>]), group list ({t:s}:lg:<board>:<run>) or rank history ({t:s}:lh:<board>:<run>:<user>). */
 function runOfKey(key: string, boardKey: string): number | null {
   const tag = key.indexOf("}:");
   if (tag < 0) return null;
   const rest = key.slice(tag + 2);
-  for (const kind of ["lb:", "lh:"]) {
+  for (const kind of ["lb:", "lg:", "lh:"]) {
     const head = `${kind}${boardKey}:`;
     if (!rest.startsWith(head)) continue;
     const digits = /^\d+/.exec(rest.slice(head.length));
@@ -52,7 +54,13 @@ export async function deleteOldRuns(store: TenantStore, board: CompiledLeaderboa
       for (let shard = 0; shard < keys.length; shard++) deleted += await deleteRunSet(store, board, run, shard, keys[shard]!);
     }
   } else {
-    deleted = await scanAndDelete(store, board, first);
+    const listedFrom = await store.redis.hget(store.keys.runGroupsFrom(), board.key);
+    // Without the mark (a store no start of this version has opened), every run is unlisted.
+    const listed = listedFrom === null ? first : Math.max(from, Math.min(first, Number(listedFrom)));
+    if (from < listed) deleted += await scanAndDelete(store, board, listed);
+    for (let run = listed; run < first; run++) {
+      for (let shard = 0; shard < store.tenant.shards; shard++) deleted += await deleteRunGroups(store, board, run, shard);
+    }
   }
   await store.redis.hset(progress, board.key, first);
   return deleted;
@@ -72,13 +80,21 @@ async function deleteRunSet(store: TenantStore, board: CompiledLeaderboard, run:
   return deleted + (await store.redis.unlink(key));
 }
 
-/** Every key of the board's runs before `first`, found by one SCAN pass (a breakdown board's groups). */
+/** One shard's sets of a breakdown board's run, group by group as the run lists them, and the list. */
+async function deleteRunGroups(store: TenantStore, board: CompiledLeaderboard, run: number, shard: number): Promise<number> {
+  const list = store.keys.runGroups(shard, board.key, run);
+  let deleted = 0;
+  for (const group of await store.redis.smembers(list)) deleted += await deleteRunSet(store, board, run, shard, boardKeys(store, board, run, group)[shard]!);
+  return deleted + (await store.redis.unlink(list));
+}
+
+/** Every key of the board's runs before `first`, found by one SCAN pass (a breakdown board's groups before they were listed). */
 async function scanAndDelete(store: TenantStore, board: CompiledLeaderboard, first: number): Promise<number> {
   const redis = store.redis;
   let deleted = 0;
   let cursor = "0";
   do {
-    const [next, keys] = await redis.scan(cursor, "MATCH", `{${store.tenant.id}:*}:l[bh]:${board.key}:*`, "COUNT", SCAN_COUNT);
+    const [next, keys] = await redis.scan(cursor, "MATCH", `{${store.tenant.id}:*}:l[bgh]:${board.key}:*`, "COUNT", SCAN_COUNT);
     cursor = next;
     const due = keys.filter((key) => {
       const run = runOfKey(key, board.key);

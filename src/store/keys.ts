@@ -25,6 +25,8 @@
  *   {t:s}:pa:<sys>:<attr>:<value> zset  their totals in a system (points summary filter)
  *   {t:s}:lb:<board>:<run>[:<group>] zset  a run's participants (lua/includes/leaderboards.lua;
  *                                  store/leaderboard-store.ts boardKeys)
+ *   {t:s}:lg:<board>:<run> set   a breakdown board's groups with entries in the run on the shard
+ *                                  (lua/includes/leaderboards.lua; read by run retention)
  *   {t:s}:lh:<board>:<run>:<user> list  the user's rank history in the run, newest first
  *   {t:s}:ik:<metric>:<user>\x1f<key>  string  an Idempotency-Key of a tenant with an
  *                                  idempotency window: "<eventId>|<expiry ms>", expiring with the
@@ -36,6 +38,9 @@
  *   {t}:meta                hash  first-seen and last-changed times of configured objects
  *   {t}:runs-deleted        hash  board → the first run not deleted yet (keepFinishedRuns:
  *                                  src/jobs/run-retention.ts)
+ *   {t}:run-groups-from     hash  breakdown board → the first run whose groups {t:s}:lg lists in
+ *                                  full (written once, by the first start of a version that
+ *                                  keeps the lists: earlier runs are found by SCAN)
  *   {t}:slots               hash  state name -> its index in every user's state array `s`, never
  *                                  changed or reused (src/store/state-slots.ts)
  *
@@ -141,6 +146,15 @@ export class TenantKeys {
 
   runsDeleted(): string {
     return `{${this.tenantId}}:runs-deleted`;
+  }
+
+  runGroupsFrom(): string {
+    return `{${this.tenantId}}:run-groups-from`;
+  }
+
+  /** A breakdown board's groups with entries in the run on the shard. */
+  runGroups(shard: number, boardKey: string, run: number): string {
+    return `${this.prefix(shard)}lg:${boardKey}:${run}`;
   }
 
   meta(): string {

@@ -1,5 +1,7 @@
-import type { CompiledLeaderboard } from "../config/compiled.js";
-import { boardMember, compareEntries, type BoardEntry } from "../domain/leaderboards.js";
+import type { Redis } from "ioredis";
+import type { CompiledLeaderboard, CompiledTenant } from "../config/compiled.js";
+import { boardMember, compareEntries, firstRunAfter, type BoardEntry } from "../domain/leaderboards.js";
+import { TenantKeys } from "./keys.js";
 import { boardStateNames, userAttributeField } from "./fields.js";
 import { readUser } from "./user-store.js";
 import type { TenantStore } from "./tenant-store.js";
@@ -13,6 +15,22 @@ import type { TenantStore } from "./tenant-store.js";
 export function boardKeys(store: TenantStore, board: CompiledLeaderboard, run: number, breakdown: string): string[] {
   const suffix = breakdown === "" ? "" : `:${breakdown}`;
   return Array.from({ length: store.tenant.shards }, (_, shard) => `${store.keys.prefix(shard)}lb:${board.key}:${run}${suffix}`);
+}
+
+/**
+ * Records, once per breakdown board, the first run whose groups the event scripts list in full
+ * ({t:s}:lg:<board>:<run>, lua/includes/leaderboards.lua): the first run that begins after the
+ * first start of a version that keeps the lists, since the run under way then may already hold
+ * groups nobody listed. Run retention finds the groups of earlier runs by SCAN. Every start calls
+ * it; only the first one writes (HSETNX).
+ */
+export async function markRunGroupLists(redis: Redis, tenant: CompiledTenant, now: number): Promise<void> {
+  const boards = tenant.leaderboards.filter((b) => b.breakdownAttribute !== null);
+  if (boards.length === 0) return;
+  const key = new TenantKeys(tenant.id).runGroupsFrom();
+  const pipeline = redis.pipeline();
+  for (const board of boards) pipeline.hsetnx(key, board.key, firstRunAfter(board, now));
+  await pipeline.exec();
 }
 
 async function pipelined<T>(store: TenantStore, build: (p: ReturnType<TenantStore["redis"]["pipeline"]>) => void): Promise<T[]> {

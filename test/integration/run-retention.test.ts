@@ -1,8 +1,9 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { loadConfigText } from "../../src/config/load.js";
-import { firstKeptRun } from "../../src/domain/leaderboards.js";
+import { firstKeptRun, firstRunAfter } from "../../src/domain/leaderboards.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { commandsDuring } from "../helpers/monitor.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
 
 /**
@@ -31,11 +32,11 @@ function boardsYaml(tenantId: string): string {
   );
 }
 
-/** The runs of `board` that still have keys, sorted, from every shard, group and history. */
+/** The runs of `board` that still have keys, sorted, from every shard, group, group list and history. */
 async function storedRuns(tenantId: string, board: string): Promise<number[]> {
   const runs = new Set<number>();
-  for (const key of await redis.keys(`{${tenantId}:*}:l[bh]:${board}:*`)) {
-    const match = new RegExp(`\\}:l[bh]:${board}:(\\d+)(:|$)`).exec(key);
+  for (const key of await redis.keys(`{${tenantId}:*}:l[bgh]:${board}:*`)) {
+    const match = new RegExp(`\\}:l[bgh]:${board}:(\\d+)(:|$)`).exec(key);
     if (match) runs.add(Number(match[1]));
   }
   return [...runs].sort((a, b) => a - b);
@@ -88,6 +89,36 @@ describe("keepFinishedRuns", () => {
     }
   });
 
+  it("finds a breakdown board's groups in the run's lists, without scanning the keyspace", async () => {
+    // Started before the boards' start: every run's groups are listed (run-groups-from is 0).
+    const tenantId = uniqueTenantId("groups");
+    const t: TestApp = await startTestApp({ yaml: boardsYaml(tenantId), manualClock: "2026-05-31T12:00:00Z" });
+    try {
+      expect(await redis.hget(`{${tenantId}}:run-groups-from`, "daily-plan")).toBe("0");
+      const lesson = (id: string, plan: string) => t.call("POST", "/v1/metrics/lessons/event", { user: { id, attributes: { plan } }, value: 1 });
+      for (const day of ["01", "02"]) {
+        await t.setClock(`2026-06-${day}T12:00:00Z`);
+        for (const [id, plan] of [["ada", "pro"], ["bob", "free"], ["cy", "team"]] as const) expect((await lesson(id, plan)).status).toBe(201);
+      }
+      // On 2 June ada moves to another plan: her entry of run 1 moves to that group, which is listed too.
+      expect((await lesson("ada", "gold")).status).toBe(201);
+      const listed = async (run: number) => (await redis.keys(`{${tenantId}:*}:lg:daily-plan:${run}`)).length;
+      expect(await listed(1)).toBeGreaterThan(0);
+      const groupsOfRun1 = new Set<string>();
+      for (const key of await redis.keys(`{${tenantId}:*}:lg:daily-plan:1`)) for (const g of await redis.smembers(key)) groupsOfRun1.add(g);
+      expect([...groupsOfRun1].sort()).toEqual(["free", "gold", "pro", "team"]);
+
+      // 4 June: runs 0 and 1 go (keepFinishedRuns 1 keeps run 2), every group's set and the lists.
+      const seen = await commandsDuring(inject("redisUrl"), () => t.setClock("2026-06-04T00:30:00Z"));
+      expect(await storedRuns(tenantId, "daily-plan")).toEqual([]);
+      expect(await storedRuns(tenantId, "daily")).toEqual([1]);
+      expect(seen.commands.filter((c) => c[0]!.toLowerCase() === "scan" && c.some((a) => a.includes(tenantId)))).toEqual([]);
+      expect(seen.commands.some((c) => c[0]!.toLowerCase() === "smembers" && c[1]!.includes(`${tenantId}:`))).toBe(true);
+    } finally {
+      await t.close();
+    }
+  });
+
   it("is refused on a perpetual board, naming the field", () => {
     const text = tenantYaml(
       "runs",
@@ -120,5 +151,22 @@ describe("firstKeptRun (the runs reads refuse and the job deletes)", () => {
   it("once the board has ended: the newest finished runs up to its last", () => {
     // Ends on July 6: its last run is run 4 (June 29 - July 5).
     expect(firstKeptRun(board(', end: "2026-07-06", keepFinishedRuns: 2'), at("2027-01-01T00:00:00Z"))).toBe(3);
+  });
+});
+
+describe("firstRunAfter (the first run whose breakdown groups are listed in full)", () => {
+  const board = (extra: string) =>
+    loadConfigText(
+      tenantYaml("runs", `    metrics: [{ key: lessons, name: Lessons }]\n    leaderboards:\n      - { key: weekly, name: Weekly, rankBy: metric, metric: lessons, start: "2026-06-01", runUnit: day, runInterval: 7${extra} }\n`),
+      "t.yaml",
+      {},
+    )[0]!.leaderboards[0]!;
+  const at = (iso: string) => Date.parse(iso);
+
+  it("is 0 before the start, the run after the one under way, and one past the last once ended", () => {
+    expect(firstRunAfter(board(""), at("2026-05-31T23:59:59Z"))).toBe(0);
+    expect(firstRunAfter(board(""), at("2026-06-01T00:00:00Z"))).toBe(1);
+    expect(firstRunAfter(board(""), at("2026-06-29T10:00:00Z"))).toBe(5);
+    expect(firstRunAfter(board(', end: "2026-07-06"'), at("2027-01-01T00:00:00Z"))).toBe(5);
   });
 });
