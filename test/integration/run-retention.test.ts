@@ -128,45 +128,38 @@ describe("keepFinishedRuns", () => {
   });
 });
 
-describe("firstKeptRun (the runs reads refuse and the job deletes)", () => {
-  const board = (extra: string) =>
-    loadConfigText(
-      tenantYaml("runs", `    metrics: [{ key: lessons, name: Lessons }]\n    leaderboards:\n      - { key: weekly, name: Weekly, rankBy: metric, metric: lessons, start: "2026-06-01", runUnit: day, runInterval: 7${extra} }\n`),
-      "t.yaml",
-      {},
-    )[0]!.leaderboards[0]!;
-  const at = (iso: string) => Date.parse(iso);
+/** A weekly board from Monday 1 June 2026, with `extra` fields. */
+const weeklyBoard = (extra: string) =>
+  loadConfigText(
+    tenantYaml("runs", `    metrics: [{ key: lessons, name: Lessons }]\n    leaderboards:\n      - { key: weekly, name: Weekly, rankBy: metric, metric: lessons, start: "2026-06-01", runUnit: day, runInterval: 7${extra} }\n`),
+    "t.yaml",
+    {},
+  )[0]!.leaderboards[0]!;
+const at = (iso: string) => Date.parse(iso);
 
+describe("firstKeptRun (the runs reads refuse and the job deletes)", () => {
   it("keeps every run without keepFinishedRuns, and everything before the start", () => {
-    expect(firstKeptRun(board(""), at("2027-06-01T00:00:00Z"))).toBe(0);
-    expect(firstKeptRun(board(", keepFinishedRuns: 1"), at("2026-05-01T00:00:00Z"))).toBe(0);
+    expect(firstKeptRun(weeklyBoard(""), at("2027-06-01T00:00:00Z"))).toBe(0);
+    expect(firstKeptRun(weeklyBoard(", keepFinishedRuns: 1"), at("2026-05-01T00:00:00Z"))).toBe(0);
   });
 
   it("while active: the newest finished runs before the active one", () => {
     // 2026-06-29 is in run 4 (weeks from June 1): runs 2 and 3 are the two newest finished.
-    expect(firstKeptRun(board(", keepFinishedRuns: 2"), at("2026-06-29T10:00:00Z"))).toBe(2);
-    expect(firstKeptRun(board(", keepFinishedRuns: 9"), at("2026-06-29T10:00:00Z"))).toBe(0);
+    expect(firstKeptRun(weeklyBoard(", keepFinishedRuns: 2"), at("2026-06-29T10:00:00Z"))).toBe(2);
+    expect(firstKeptRun(weeklyBoard(", keepFinishedRuns: 9"), at("2026-06-29T10:00:00Z"))).toBe(0);
   });
 
   it("once the board has ended: the newest finished runs up to its last", () => {
     // Ends on July 6: its last run is run 4 (June 29 - July 5).
-    expect(firstKeptRun(board(', end: "2026-07-06", keepFinishedRuns: 2'), at("2027-01-01T00:00:00Z"))).toBe(3);
+    expect(firstKeptRun(weeklyBoard(', end: "2026-07-06", keepFinishedRuns: 2'), at("2027-01-01T00:00:00Z"))).toBe(3);
   });
 });
 
 describe("firstRunAfter (the first run whose breakdown groups are listed in full)", () => {
-  const board = (extra: string) =>
-    loadConfigText(
-      tenantYaml("runs", `    metrics: [{ key: lessons, name: Lessons }]\n    leaderboards:\n      - { key: weekly, name: Weekly, rankBy: metric, metric: lessons, start: "2026-06-01", runUnit: day, runInterval: 7${extra} }\n`),
-      "t.yaml",
-      {},
-    )[0]!.leaderboards[0]!;
-  const at = (iso: string) => Date.parse(iso);
-
   it("is 0 before the start, the run after the one under way, and one past the last once ended", () => {
-    expect(firstRunAfter(board(""), at("2026-05-31T23:59:59Z"))).toBe(0);
-    expect(firstRunAfter(board(""), at("2026-06-01T00:00:00Z"))).toBe(1);
-    expect(firstRunAfter(board(""), at("2026-06-29T10:00:00Z"))).toBe(5);
-    expect(firstRunAfter(board(', end: "2026-07-06"'), at("2027-01-01T00:00:00Z"))).toBe(5);
+    expect(firstRunAfter(weeklyBoard(""), at("2026-05-31T23:59:59Z"))).toBe(0);
+    expect(firstRunAfter(weeklyBoard(""), at("2026-06-01T00:00:00Z"))).toBe(1);
+    expect(firstRunAfter(weeklyBoard(""), at("2026-06-29T10:00:00Z"))).toBe(5);
+    expect(firstRunAfter(weeklyBoard(', end: "2026-07-06"'), at("2027-01-01T00:00:00Z"))).toBe(5);
   });
 });
