@@ -1,4 +1,6 @@
+import type { ObjectTimes } from "../store/object-times.js";
 import { runScript } from "../store/redis-script.js";
+import { scheduleExistingUsers } from "./time-trigger-backfill.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import { jobsPrefix, TenantJobQueue, TenantJobsSet, type TenantJobs, type TenantJobsOptions } from "./tenant-job-queue.js";
 
@@ -48,8 +50,11 @@ export type TimeTriggerOptions = TenantJobsOptions;
 /** One queue per tenant (tenant-job-queue.ts), one scheduler per trigger. */
 class TenantTimeQueue implements TenantJobs {
   private readonly jobs: TenantJobQueue<TickJob>;
+  /** The pass that puts users who existed before a trigger on it (time-trigger-backfill.ts), under way or done. */
+  private backfill: Promise<void> = Promise.resolve();
+  private closing = false;
 
-  constructor(readonly store: TenantStore, private readonly opts: TimeTriggerOptions) {
+  constructor(readonly store: TenantStore, private readonly times: ObjectTimes, private readonly opts: TimeTriggerOptions) {
     this.jobs = new TenantJobQueue<TickJob>(`${TIME_QUEUE}-${store.tenant.id}`, (job) => this.process(job.data), {
       connection: opts.connection,
       prefix: jobsPrefix(opts),
@@ -81,6 +86,13 @@ class TenantTimeQueue implements TenantJobs {
     for (const scheduler of await queue.getJobSchedulers()) {
       if (!wanted.has(scheduler.key)) await queue.removeJobScheduler(scheduler.key);
     }
+    // In the background: a SCAN of the keyspace, once per trigger; ticks meanwhile pay whoever is on the sets.
+    this.backfill = scheduleExistingUsers(this.store, this.times, () => this.closing).then(
+      (added) => {
+        if (added > 0) this.opts.logger.info({ tenant: this.store.tenant.id, users: added }, "users who existed before a time trigger put on it");
+      },
+      (err: unknown) => this.opts.logger.error({ err, tenant: this.store.tenant.id }, "putting existing users on a new time trigger failed; the next start tries again"),
+    );
   }
 
   private async process(job: TickJob): Promise<number> {
@@ -90,10 +102,14 @@ class TenantTimeQueue implements TenantJobs {
   }
 
   async runNow(): Promise<void> {
+    // The manual clock's moves pay users the pass adds: a simulation sees them from the start.
+    await this.backfill;
     await Promise.all(Array.from({ length: this.triggers }, (_, i) => this.jobs.run("tick", { tenant: this.store.tenant.id, index: i + 1 })));
   }
 
   async close(): Promise<void> {
+    this.closing = true;
+    await this.backfill;
     await this.jobs.close();
   }
 }
@@ -103,7 +119,7 @@ export class TimeTriggers extends TenantJobsSet {
   static async start(opts: TimeTriggerOptions): Promise<TimeTriggers> {
     const queues = opts.tenants.all
       .filter((c) => c.store.tenantRules.rules.tt.length > 0)
-      .map((c) => new TenantTimeQueue(c.store, opts));
+      .map((c) => new TenantTimeQueue(c.store, c.times, opts));
     await Promise.all(queues.map((q) => q.start()));
     return new TimeTriggers(queues);
   }

@@ -38,6 +38,8 @@
  *   {t}:meta                hash  first-seen and last-changed times of configured objects
  *   {t}:runs-deleted        hash  board → the first run not deleted yet (keepFinishedRuns:
  *                                  src/jobs/run-retention.ts)
+ *   {t}:time-scheduled      hash  time trigger's due set name (tt:<sys>.<trig>) → when the users who
+ *                                  existed before the trigger were put on it (src/jobs/time-trigger-backfill.ts)
  *   {t}:run-groups-from     hash  breakdown board → the first run whose groups {t:s}:lg lists in
  *                                  full (written once, by the first start of a version that
  *                                  keeps the lists: earlier runs are found by SCAN)
@@ -146,6 +148,10 @@ export class TenantKeys {
 
   runsDeleted(): string {
     return `{${this.tenantId}}:runs-deleted`;
+  }
+
+  timeScheduled(): string {
+    return `{${this.tenantId}}:time-scheduled`;
   }
 
   runGroupsFrom(): string {

@@ -2,7 +2,8 @@ import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { timeTriggerZset, userBoostField } from "../../src/store/rules.js";
 import { TIME_QUEUE } from "../../src/jobs/time-triggers.js";
-import { demoConfig, startTestApp, type TestApp } from "../helpers/app.js";
+import { demoConfig, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
 
 /**
  * Time triggers (trophy-compat §5.5 "every N hours/days"; README: Time triggers) with the real
@@ -197,6 +198,61 @@ describe("a user boost that finished while ticks did not run", () => {
       expect((await t.call("GET", "/v1/users/owed/points/coins/boosts?includeFinished=true")).body.filter((b: { userId: string | null }) => b.userId === "owed")).toHaveLength(3);
     } finally {
       await downtime.close();
+    }
+  });
+});
+
+describe("a time trigger added to a tenant that already has users", () => {
+  const DAY = 86_400_000;
+  const T0 = Date.parse("2026-04-01T12:00:00Z");
+  const T1 = T0 + 10 * DAY; // the trigger is first seen here
+  const tenantYamlWith = (id: string, trigger: string) =>
+    tenantYaml(id, `    metrics: [{ key: lessons, name: Lessons }]\n    points:\n      - key: coins\n        name: Coins\n        triggers:\n${trigger}`);
+  const BEFORE = "          - { key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 1 }\n";
+  const AFTER = BEFORE + "          - { key: daily, type: time, unit: day, interval: 1, points: 5 }\n";
+
+  it("pays the users who existed before it from one interval after it was first seen, once", async () => {
+    const id = uniqueTenantId("tt-added");
+    const dueSets = (app: TestApp) => {
+      const { store } = app.app.tenants.all[0]!;
+      return (userId: string) => app.redis.zscore(store.keys.prefix(store.shard(userId)) + "tt:coins.daily", userId);
+    };
+    const before = await startTestApp({ yaml: tenantYamlWith(id, BEFORE), manualClock: at(T0) });
+    for (const user of ["old-a", "old-b"]) expect((await before.call("PUT", `/v1/users/${user}`, { tz: "UTC" })).status).toBe(200);
+    await before.close();
+
+    const after = await startTestApp({ yaml: tenantYamlWith(id, AFTER), manualClock: at(T1) });
+    try {
+      // Moving the clock waits for the pass, then ticks: one interval after T1 pays both.
+      await after.setClock(at(T1 + DAY + 3_600_000));
+      for (const user of ["old-a", "old-b"]) {
+        const coins = await after.call("GET", `/v1/users/${user}/points/coins`);
+        expect(coins.body.awards.map((a: { awarded: number }) => a.awarded), user).toEqual([5]);
+      }
+      expect(await dueSets(after)("old-a")).toBe(String(T1 + 2 * DAY));
+      expect(await after.redis.hexists(`{${id}}:time-scheduled`, "tt:coins.daily")).toBe(1);
+      // A user created now is due one interval after their own first identification, as always.
+      expect((await after.call("PUT", "/v1/users/new-c", { tz: "UTC" })).status).toBe(200);
+      expect(await dueSets(after)("new-c")).toBe(String(T1 + 2 * DAY + 3_600_000));
+    } finally {
+      await after.close();
+    }
+
+    // A user the set lost (as on a tenant upgraded from a version without the pass) is owed every
+    // interval since the trigger was first seen; the pass runs again only without its mark.
+    const { store } = after.app.tenants.all[0]!;
+    await t.redis.zrem(store.keys.prefix(store.shard("old-b")) + "tt:coins.daily", "old-b");
+    await t.redis.hdel(`{${id}}:time-scheduled`, "tt:coins.daily");
+    const upgraded = await startTestApp({ yaml: tenantYamlWith(id, AFTER), manualClock: at(T1 + 4 * DAY) });
+    try {
+      await upgraded.setClock(at(T1 + 4 * DAY + 60_000));
+      // Due T1 + 1 day, paid at T1 + 4 days: the intervals of days 1 to 4, one award of 4 × 5, after the first 5.
+      const coins = await upgraded.call("GET", "/v1/users/old-b/points/coins");
+      expect(coins.body.awards.map((a: { awarded: number }) => a.awarded)).toEqual([20, 5]);
+      // old-a, on the set all along, keeps its due instant and is paid as it was owed: days 2 to 4.
+      expect((await upgraded.call("GET", "/v1/users/old-a/points/coins")).body.awards.map((a: { awarded: number }) => a.awarded)).toEqual([15, 5]);
+    } finally {
+      await upgraded.close();
     }
   });
 });
