@@ -1,7 +1,6 @@
 import type { CompiledTenant, CompiledTimeTrigger } from "../config/compiled.js";
 import { timeTriggerZset } from "../store/rules.js";
 import type { TenantStore } from "../store/tenant-store.js";
-import type { ObjectTimes } from "../store/object-times.js";
 
 /**
  * Schedules on a time trigger the users who existed before it. A user is put on a time trigger's
@@ -9,11 +8,11 @@ import type { ObjectTimes } from "../store/object-times.js";
  * trigger added to the config of a tenant that already has users would pay only the users created
  * after it. Once per trigger (the mark in {t}:time-scheduled), one SCAN pass over the keyspace
  * finds every user hash of the tenant and adds each user with ZADD NX, first due one interval
- * after the trigger was first seen ({t}:meta, store/object-times.ts): a user the trigger already
- * holds keeps their due instant. A user first seen by the trigger long after it was added (a
- * tenant upgraded from a version without this pass) is owed every interval since, and the next
- * tick pays them as a catch-up (README: Time triggers). Idempotent: a pass cut short runs again
- * at the next start, and two processes passing at once add nobody twice.
+ * after the pass began by the service clock: for a trigger just added, one interval after the
+ * start that first saw it. A user the trigger already holds keeps their due instant. Nobody is
+ * paid for time before the pass (a tenant upgraded from a version without it, a trigger added
+ * back): that time cannot be told from time before the user existed. Idempotent: a pass cut short
+ * runs again at the next start, and two processes passing at once add nobody twice.
  */
 const SCAN_COUNT = 1000;
 
@@ -23,14 +22,17 @@ function timeTriggersOf(tenant: CompiledTenant): CompiledTimeTrigger[] {
 
 /**
  * Runs the pass for every time trigger of the tenant not marked done; returns the users added.
- * `stopping` is asked between SCAN pages: a stopping process leaves the rest (unmarked) to the next start.
+ * `now` is the service clock when the pass began. `stopping` is asked between SCAN pages: a stopping process leaves the rest (unmarked) to the next start.
  */
-export async function scheduleExistingUsers(store: TenantStore, times: ObjectTimes, stopping: () => boolean = () => false): Promise<number> {
+export async function scheduleExistingUsers(store: TenantStore, now: number, stopping: () => boolean = () => false): Promise<number> {
   const triggers = timeTriggersOf(store.tenant);
-  if (triggers.length === 0) return 0;
   const mark = store.keys.timeScheduled();
-  const done = await store.redis.hmget(mark, ...triggers.map(timeTriggerZset));
-  const pending = triggers.filter((_, i) => done[i] === null);
+  const marked = await store.redis.hgetall(mark);
+  // A trigger gone from the config loses its mark: added back, it gets the pass again (for the
+  // users created meanwhile, whom no first identification put on it).
+  const gone = Object.keys(marked).filter((set) => !triggers.some((t) => timeTriggerZset(t) === set));
+  if (gone.length > 0) await store.redis.hdel(mark, ...gone);
+  const pending = triggers.filter((t) => marked[timeTriggerZset(t)] === undefined);
   if (pending.length === 0) return 0;
   let added = 0;
   // `{tenant:` then the shard's digits, then `}:u:` and the user id, compared as bytes: a user id
@@ -46,8 +48,7 @@ export async function scheduleExistingUsers(store: TenantStore, times: ObjectTim
       const user = userOfKey(key, head);
       if (user === null) continue;
       for (const trigger of pending) {
-        const due = Date.parse(times.get(trigger.id).created) + trigger.intervalMs;
-        pipeline.zadd(Buffer.concat([user.prefix, Buffer.from(timeTriggerZset(trigger))]), "NX", due, user.id);
+        pipeline.zadd(Buffer.concat([user.prefix, Buffer.from(timeTriggerZset(trigger))]), "NX", now + trigger.intervalMs, user.id);
         queued += 1;
       }
     }

@@ -1,4 +1,3 @@
-import type { ObjectTimes } from "../store/object-times.js";
 import { runScript } from "../store/redis-script.js";
 import { scheduleExistingUsers } from "./time-trigger-backfill.js";
 import type { TenantStore } from "../store/tenant-store.js";
@@ -54,7 +53,7 @@ class TenantTimeQueue implements TenantJobs {
   private backfill: Promise<void> = Promise.resolve();
   private closing = false;
 
-  constructor(readonly store: TenantStore, private readonly times: ObjectTimes, private readonly opts: TimeTriggerOptions) {
+  constructor(readonly store: TenantStore, private readonly opts: TimeTriggerOptions) {
     this.jobs = new TenantJobQueue<TickJob>(`${TIME_QUEUE}-${store.tenant.id}`, (job) => this.process(job.data), {
       connection: opts.connection,
       prefix: jobsPrefix(opts),
@@ -87,7 +86,7 @@ class TenantTimeQueue implements TenantJobs {
       if (!wanted.has(scheduler.key)) await queue.removeJobScheduler(scheduler.key);
     }
     // In the background: a SCAN of the keyspace, once per trigger; ticks meanwhile pay whoever is on the sets.
-    this.backfill = scheduleExistingUsers(this.store, this.times, () => this.closing).then(
+    this.backfill = scheduleExistingUsers(this.store, this.opts.clock.now(), () => this.closing).then(
       (added) => {
         if (added > 0) this.opts.logger.info({ tenant: this.store.tenant.id, users: added }, "users who existed before a time trigger put on it");
       },
@@ -119,7 +118,9 @@ export class TimeTriggers extends TenantJobsSet {
   static async start(opts: TimeTriggerOptions): Promise<TimeTriggers> {
     const queues = opts.tenants.all
       .filter((c) => c.store.tenantRules.rules.tt.length > 0)
-      .map((c) => new TenantTimeQueue(c.store, c.times, opts));
+      .map((c) => new TenantTimeQueue(c.store, opts));
+    // A tenant with no time trigger left forgets which had their pass (time-trigger-backfill.ts).
+    for (const c of opts.tenants.all) if (c.store.tenantRules.rules.tt.length === 0) await c.store.redis.del(c.store.keys.timeScheduled());
     await Promise.all(queues.map((q) => q.start()));
     return new TimeTriggers(queues);
   }

@@ -238,21 +238,35 @@ describe("a time trigger added to a tenant that already has users", () => {
       await after.close();
     }
 
-    // A user the set lost (as on a tenant upgraded from a version without the pass) is owed every
-    // interval since the trigger was first seen; the pass runs again only without its mark.
+    // A user the set lost (as on a tenant upgraded from a version without the pass) is put back by
+    // the pass, which runs again only without its mark, due one interval after it.
     const { store } = after.app.tenants.all[0]!;
     await t.redis.zrem(store.keys.prefix(store.shard("old-b")) + "tt:coins.daily", "old-b");
     await t.redis.hdel(`{${id}}:time-scheduled`, "tt:coins.daily");
     const upgraded = await startTestApp({ yaml: tenantYamlWith(id, AFTER), manualClock: at(T1 + 4 * DAY) });
     try {
       await upgraded.setClock(at(T1 + 4 * DAY + 60_000));
-      // Due T1 + 1 day, paid at T1 + 4 days: the intervals of days 1 to 4, one award of 4 × 5, after the first 5.
-      const coins = await upgraded.call("GET", "/v1/users/old-b/points/coins");
-      expect(coins.body.awards.map((a: { awarded: number }) => a.awarded)).toEqual([20, 5]);
+      // Nothing for the days it was off the set: due one interval after the pass.
+      expect((await upgraded.call("GET", "/v1/users/old-b/points/coins")).body.awards.map((a: { awarded: number }) => a.awarded)).toEqual([5]);
+      expect(await dueSets(upgraded)("old-b")).toBe(String(T1 + 5 * DAY));
       // old-a, on the set all along, keeps its due instant and is paid as it was owed: days 2 to 4.
       expect((await upgraded.call("GET", "/v1/users/old-a/points/coins")).body.awards.map((a: { awarded: number }) => a.awarded)).toEqual([15, 5]);
     } finally {
       await upgraded.close();
+    }
+
+    // Removed from the config, the trigger loses its mark; a user created meanwhile is put on it
+    // when it comes back, due one interval after that start.
+    const removed = await startTestApp({ yaml: tenantYamlWith(id, BEFORE), manualClock: at(T1 + 5 * DAY) });
+    expect((await removed.call("PUT", "/v1/users/mid-d", { tz: "UTC" })).status).toBe(200);
+    expect(await t.redis.hexists(`{${id}}:time-scheduled`, "tt:coins.daily")).toBe(0);
+    await removed.close();
+    const back = await startTestApp({ yaml: tenantYamlWith(id, AFTER), manualClock: at(T1 + 5 * DAY) });
+    try {
+      await back.setClock(at(T1 + 5 * DAY + 60_000));
+      expect(await dueSets(back)("mid-d")).toBe(String(T1 + 6 * DAY));
+    } finally {
+      await back.close();
     }
   });
 });
