@@ -70,7 +70,7 @@ identify(created, changed, localDay, aggKey, outParts)
 complete(key)
 flushAchievements(aggKey, outParts)
 updateBoards(boards, 0, nil, outParts)
-local pointsReply = flushPoints(aggKey, outParts)
+local pointsReply = flushPoints(outParts)
 flushState(userKey)
 appendRecord(streamKey, R.wh, 'ac', userId, now, U.tz or 'UTC', key, outParts)
 return { 1, now, completed, pointsReply, created and 1 or 0 }

@@ -212,7 +212,7 @@ end
 flushAchievements(aggKey, outParts)
 local streakChanged = (extended or streakOut.lost > 0) and (S[I_SL] or 0) or nil
 updateBoards(boards, value, streakChanged, outParts)
-local pointsReply = flushPoints(aggKey, outParts)
+local pointsReply = flushPoints(outParts)
 streakOutcome(outParts, extended)
 flushState(userKey, extraWrites)
 appendRecord(streamKey, R.wh, 'ev', userId, nowString(), zone, recordDetail .. string.format('|%d', newTotal), outParts)

@@ -100,7 +100,7 @@ end
 streakOutcome(outParts, false)
 local restored = reply[1] == 1 and op == 'restore'
 updateBoards(boards, 0, (restored or streakOut.lost > 0) and (num('sl') or 0) or nil, outParts)
-local pointsReply = flushPoints(aggKey, outParts)
+local pointsReply = flushPoints(outParts)
 flushState(userKey)
 if #outParts > 0 then
   appendRecord(streamKey, R.wh, 'sa', userId, now, U.tz or 'UTC', op, outParts)

@@ -52,7 +52,7 @@ for j = 1, #due, 2 do
     if matches(trigger.f) then award(trigger.s, trigger.k, intervalPoints(trigger.s, trigger.pts, dueAt, trigger.ms, n), true) end
     local outParts = {}
     updateBoards(boards, 0, nil, outParts)
-    local pointsReply = flushPoints(aggKey, outParts)
+    local pointsReply = flushPoints(outParts)
     if #pointsReply > 0 then
       paid = paid + 1
       flushState(userKey)

@@ -72,7 +72,7 @@ end
 local outParts = {}
 identify(created, changed, localDay, aggKey, outParts)
 updateBoards(boards, 0, nil, outParts)
-local pointsReply = flushPoints(aggKey, outParts)
+local pointsReply = flushPoints(outParts)
 flushState(userKey)
 if #outParts > 0 then
   appendRecord(streamKey, R.wh, 'us', userId, now, U.tz or 'UTC', mode, outParts)

@@ -127,11 +127,11 @@ local function fire(triggers, times)
   end
 end
 
--- Writes every changed system: state fields, level counters, the points zset, the award list.
+-- Writes every changed system: state fields, the points zset, the award list.
 -- Returns the reply entries; appends the stream outcome parts.
 local AWARDS_KEPT, AWARDS_SLACK = 100, 20
 
-local function flushPoints(aggKey, outParts)
+local function flushPoints(outParts)
   local reply = {}
   for i = 1, #pointsOrder do
     local o = pointsOrder[i]
@@ -139,11 +139,9 @@ local function flushPoints(aggKey, outParts)
       local sys = o.sys
       put(sys.pi, o.total)
       put(sys.ni, o.seq)
+      -- The levels before and after, for the stream record (webhooks' points.level_changed). Users
+      -- per level are counted from the points zset at read time, so no counter is kept here.
       local lvBefore, lvAfter = levelIndex(sys.lv, o.before), levelIndex(sys.lv, o.total)
-      if lvBefore ~= lvAfter then
-        if lvBefore > 0 then rcall('HINCRBY', aggKey, 'lv:' .. sys.key .. ':' .. sys.lk[lvBefore], '-1') end
-        if lvAfter > 0 then rcall('HINCRBY', aggKey, 'lv:' .. sys.key .. ':' .. sys.lk[lvAfter], '1') end
-      end
       -- The shard's points zset key, kept per system and shard prefix across calls.
       local pzKeys = sys.pzKeys
       if not pzKeys then pzKeys = {}; sys.pzKeys = pzKeys end

@@ -36,7 +36,7 @@ export function pointsSummaryHandler(tenants: Tenants) {
 
 /**
  * GET /v1/points/{key}/level-summary (trophy-compat §6.4: [{level, users}]): users currently
- * at each level, ascending, from the per-shard counters lv:<system>:<level> (S × HMGET).
+ * at each level, ascending, counted from the per-shard points totals (read-store.ts usersAtLevels).
  * A system without levels answers 422, as the hosted API documents.
  */
 export function levelSummaryHandler(tenants: Tenants) {
@@ -44,7 +44,7 @@ export function levelSummaryHandler(tenants: Tenants) {
     const { tenant, store } = tenants.authenticate(req.apiKey);
     const system = systemOf(tenant, req.params[0]!);
     if (system.levels.length === 0) fail("NO_LEVELS", `No levels configured on the points system: ${system.key}`);
-    const users = await readStoreOf(store).counters(system.levels.map((l) => `lv:${system.key}:${l.key}`));
+    const users = await readStoreOf(store).usersAtLevels(system.key, system.levels.map((l) => l.points));
     return { status: 200, body: system.levels.map((level, i) => ({ level: levelJson(level), users: users[i]! })) };
   };
 }

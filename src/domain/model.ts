@@ -59,8 +59,6 @@ export interface ModelState {
   users: Map<string, ModelUser>;
   userCount: number;
   completions: Map<string, number>;
-  /** "<system>:<level>" → users at that level. */
-  levelCounts: Map<string, number>;
   /** Users with a live streak: current length, the instant it is lost, longest ever ({t:s}:sa, sd, sb). */
   streakActive: Map<string, number>;
   streakDeadline: Map<string, number>;
@@ -84,7 +82,6 @@ export function emptyState(): ModelState {
     users: new Map(),
     userCount: 0,
     completions: new Map(),
-    levelCounts: new Map(),
     streakActive: new Map(),
     streakDeadline: new Map(),
     streakBest: new Map(),
@@ -193,7 +190,7 @@ class UserRequest {
     return true;
   }
 
-  /** lua flushAchievements + flushPoints: counters, levels, award lists. */
+  /** lua flushAchievements + flushPoints: counters, totals, award lists. */
   commit(): PointsChange[] {
     for (const key of this.completed) bump(this.state.completions, key, 1);
     const out: PointsChange[] = [];
@@ -201,12 +198,6 @@ class UserRequest {
       if (change.awards.length === 0) continue;
       const system = this.tenant.systemByKey.get(change.systemKey)!;
       this.user.points.set(system.key, { total: change.total, seq: change.seq });
-      const before = levelIndex(system.levels, change.before);
-      const after = levelIndex(system.levels, change.total);
-      if (before !== after) {
-        if (before > 0) bump(this.state.levelCounts, `${system.key}:${system.levels[before - 1]!.key}`, -1);
-        if (after > 0) bump(this.state.levelCounts, `${system.key}:${system.levels[after - 1]!.key}`, 1);
-      }
       const list = this.user.awards.get(system.key) ?? [];
       this.user.awards.set(system.key, [...[...change.awards].reverse(), ...list].slice(0, AWARDS_KEPT));
       const { seq: _seq, ...plain } = change;
@@ -516,6 +507,17 @@ function recordSettlement(state: ModelState, userId: string, streak: ModelStreak
 }
 
 /** The metering read in the model: null for an unknown user. */
+/** GET /v1/points/{key}/level-summary: users at each level of the system (store/read-store.ts usersAtLevels). */
+export function usersAtLevels(tenant: CompiledTenant, state: ModelState, systemKey: string): number[] {
+  const levels = tenant.systemByKey.get(systemKey)!.levels;
+  const counts = levels.map(() => 0);
+  for (const user of state.users.values()) {
+    const level = levelIndex(levels, user.points.get(systemKey)?.total ?? 0);
+    if (level > 0) counts[level - 1]! += 1;
+  }
+  return counts;
+}
+
 export function readUserPoints(state: ModelState, userId: string, systemKey: string, awards: number) {
   const user = state.users.get(userId);
   if (!user) return null;

@@ -8,7 +8,9 @@
  *
  * Layout (fields are documented where they are written: lua/event-2.lua):
  *   {t:s}:u:<user>          hash  the user's whole state (profile, totals, streak, idempotency keys)
- *   {t:s}:agg               hash  shard counters: users, ac:<achievement>, lv:<system>:<level>
+ *   {t:s}:agg               hash  shard counters: users, ac:<achievement> (users per level are
+ *                                  counted from pz at read time; versions before kept lv:<system>:<level>
+ *                                  here, which nothing reads any more)
  *   {t:s}:x                 stream the shard's event records
  *   {t:s}:xh                stream the records the tenant's webhook endpoints want, each with "x", its
  *                                  entry id in {t:s}:x (written beside it: lua/includes/hooks.lua)

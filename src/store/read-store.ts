@@ -57,7 +57,27 @@ export class ReadStore {
     return plan.run(this.redis, this.keys.user(this.shard(userId), userId));
   }
 
-  /** Shard counters ({t:s}:agg: users, ac:<achievement>, lv:<system>:<level>) summed over shards: S × HMGET. */
+  /**
+   * Users at each level of a system, from the points totals ({t:s}:pz:<system>): level i holds the
+   * totals in (threshold i, threshold i+1] (a level is reached by strictly exceeding its
+   * threshold). Counted from the totals, not kept as counters, so a change of the levels in the
+   * config is right at once. `thresholds` ascending; one pipeline of S × L ZCOUNT, O(log n) each.
+   */
+  async usersAtLevels(systemKey: string, thresholds: readonly number[]): Promise<number[]> {
+    const pipeline = this.redis.pipeline();
+    for (const s of this.shards()) {
+      const key = this.keys.pointsZset(s, systemKey);
+      thresholds.forEach((from, i) => pipeline.zcount(key, `(${from}`, i + 1 < thresholds.length ? thresholds[i + 1]! : "+inf"));
+    }
+    const sums = thresholds.map(() => 0);
+    ((await pipeline.exec()) ?? []).forEach(([err, n], j) => {
+      if (err) throw err;
+      sums[j % thresholds.length]! += n as number;
+    });
+    return sums;
+  }
+
+  /** Shard counters ({t:s}:agg: users, ac:<achievement>) summed over shards: S × HMGET. */
   async counters(fields: readonly string[]): Promise<number[]> {
     const sums = fields.map(() => 0);
     if (fields.length === 0) return sums;

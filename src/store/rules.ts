@@ -41,7 +41,6 @@ export interface LuaRules {
     key: string;
     cap: number;
     lv: number[];
-    lk: string[];
     /** State field of the user's own boosts in this system. */
     bf: string;
     boosts: { m: number; s: number; e: number | false; r: string; f: LuaFilter }[];
@@ -191,7 +190,6 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
       key: s.key,
       cap: s.cap,
       lv: s.levels.map((l) => l.points),
-      lk: s.levels.map((l) => l.key),
       bf: userBoostField(s.key),
       boosts: s.boosts.map((b) => ({ m: b.multiplier, s: b.start, e: b.end ?? false, r: b.rounding, f: luaFilter(b.userAttributes) })),
     })),

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { userProfileFields, type UserInput } from "../../src/api/user-input.js";
 import { toMicro } from "../../src/domain/decimal.js";
-import { applyEvent, emptyState, streakState, type ModelState } from "../../src/domain/model.js";
+import { applyEvent, emptyState, streakState, usersAtLevels, type ModelState } from "../../src/domain/model.js";
 import { localDayIndex, periodOfDay } from "../../src/domain/periods.js";
 import { settledStreak, viewStreak } from "../../src/domain/streak.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
@@ -290,15 +290,42 @@ describe("points summaries", () => {
     expect((await t.call("GET", "/v1/points/xp/summary?userAttributes=:x")).status).toBe(400);
   });
 
-  it("GET /v1/points/{key}/level-summary: users per level from the shard counters", async () => {
+  it("GET /v1/points/{key}/level-summary: users per level, counted from the points totals", async () => {
     const res = await t.call("GET", "/v1/points/xp/level-summary");
     expect(res.status).toBe(200);
+    const [bronze, silver] = usersAtLevels(t.tenants[0]!, model, "xp");
     expect(res.body.map((l: { level: { key: string }; users: number }) => [l.level.key, l.users])).toEqual([
-      ["bronze", model.levelCounts.get("xp:bronze") ?? 0],
-      ["silver", model.levelCounts.get("xp:silver") ?? 0],
+      ["bronze", bronze],
+      ["silver", silver],
     ]);
     expect(res.body[0]).toEqual({ level: { id: expect.any(String), key: "bronze", name: "Bronze", description: null, badgeUrl: null, points: 50 }, users: 1 });
     expect(await t.call("GET", "/v1/points/energy/level-summary")).toEqual({ status: 422, body: { error: "No levels configured on the points system: energy" } });
+  });
+});
+
+describe("the level summary after the levels change in the config", () => {
+  it("counts users at the new thresholds at once, before any of them earns again", async () => {
+    const id = uniqueTenantId("lv");
+    const config = (levels: string) =>
+      tenantYaml(id, `    metrics: [{ key: lessons, name: Lessons }]\n    points:\n      - key: xp\n        name: XP\n        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]\n        levels:\n${levels}`);
+    const users = async (app: TestApp) => (await app.call("GET", "/v1/points/xp/level-summary")).body.map((l: { level: { key: string }; users: number }) => [l.level.key, l.users]);
+    const first = await startTestApp({ yaml: config("          - { key: bronze, name: Bronze, points: 50 }\n          - { key: silver, name: Silver, points: 200 }\n") });
+    try {
+      // 30, 60 and 250 XP.
+      for (const [user, lessons] of [["a", 3], ["b", 6], ["c", 25]] as const) {
+        expect((await first.call("POST", "/v1/metrics/lessons/event", { user: { id: user }, value: lessons })).status).toBe(201);
+      }
+      expect(await users(first)).toEqual([["bronze", 1], ["silver", 1]]);
+    } finally {
+      await first.close();
+    }
+    // Bronze now from 20 (a and b), silver from 100 (none of them), gold above 240 (c).
+    const second = await startTestApp({ yaml: config("          - { key: bronze, name: Bronze, points: 20 }\n          - { key: silver, name: Silver, points: 100 }\n          - { key: gold, name: Gold, points: 240 }\n") });
+    try {
+      expect(await users(second)).toEqual([["bronze", 2], ["silver", 0], ["gold", 1]]);
+    } finally {
+      await second.close();
+    }
   });
 });
 
