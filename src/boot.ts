@@ -10,14 +10,16 @@ import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/aw
 /** The repository root (dist/.. or src/..), where config/ and data/ live by default. */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
+/** The tenant file: LAUREL_CONFIG, default config/demo.yaml. */
+export const configPath = (): string => resolve(process.env.LAUREL_CONFIG ?? resolve(ROOT, "config/demo.yaml"));
+
 /** LAUREL_CONFIG (default config/demo.yaml), or exit 1 with the bad field named (README: The tenant file). */
 export function loadTenantsOrExit(logger: Logger): CompiledTenant[] {
-  const configPath = resolve(process.env.LAUREL_CONFIG ?? resolve(ROOT, "config/demo.yaml"));
   try {
-    return loadConfigFile(configPath);
+    return loadConfigFile(configPath());
   } catch (err) {
     if (err instanceof ConfigError) {
-      logger.fatal(`invalid configuration ${configPath}: ${err.message}`);
+      logger.fatal(`invalid configuration ${configPath()}: ${err.message}`);
       process.exit(1);
     }
     throw err;

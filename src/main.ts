@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import { startApp } from "./app.js";
-import { applyAwardIdSlots, checkEnvironmentOrExit, listenPort, loadTenantsOrExit, loggerOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { ConfigError } from "./config/compile.js";
+import { applyAwardIdSlots, checkEnvironmentOrExit, configPath, listenPort, loadTenantsOrExit, loggerOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -47,7 +48,14 @@ async function main(): Promise<void> {
   await waitForRedisOrExit(redis, logger);
 
   const drainMs = process.env.LAUREL_DRAIN ? Number(process.env.LAUREL_DRAIN) * 1000 : undefined; // checked by checkEnvironmentOrExit
-  const app = await startApp({ tenants, redis, clock, logger, port, drainMs, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } });
+  const app = await startApp({ tenants, redis, clock, logger, port, drainMs, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } }).catch(async (err: unknown) => {
+    // A config the stored data cannot be read with (store/fixed-settings.ts): named, not a stack.
+    if (!(err instanceof ConfigError)) throw err;
+    logger.fatal(`invalid configuration ${configPath()}: ${err.message}`);
+    await redis.quit().catch(() => undefined);
+    await embedded?.stop();
+    process.exit(1);
+  });
   logger.info({ port: app.port, tenants: tenants.map((t) => t.id), clock: clock.manual ? "manual" : "system" }, "laurel listening");
   // The stream worker (daily buckets for the event summaries) runs here unless it runs alone.
   const worker = process.env.LAUREL_WORKER === "off" ? null : new StreamWorker({ redis, tenants, logger });

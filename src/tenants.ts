@@ -3,6 +3,7 @@ import type { Redis } from "ioredis";
 import type { CompiledTenant } from "./config/compiled.js";
 import { fail } from "./domain/errors.js";
 import { halfSipHash53 } from "./domain/half-siphash.js";
+import { checkFixedSettings } from "./store/fixed-settings.js";
 import { markRunGroupLists } from "./store/leaderboard-store.js";
 import { syncObjectTimes, type ObjectTimes } from "./store/object-times.js";
 import { preloadScripts } from "./store/redis-script.js";
@@ -54,7 +55,9 @@ export class Tenants {
   /** Builds the stores, loads every script into Redis and records the config objects' times. */
   static async create(redis: Redis, tenants: CompiledTenant[], now: number): Promise<Tenants> {
     const contexts: TenantContext[] = [];
-    for (const tenant of tenants) {
+    for (const [index, tenant] of tenants.entries()) {
+      // Before anything is written: a config that would misread the stored data stops here.
+      await checkFixedSettings(redis, tenant, index);
       const store = await TenantStore.open(redis, tenant);
       await preloadScripts(redis, store.scripts());
       await markRunGroupLists(redis, tenant, now);

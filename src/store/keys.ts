@@ -40,6 +40,8 @@
  *   {t}:meta                hash  first-seen and last-changed times of configured objects
  *   {t}:runs-deleted        hash  board → the first run not deleted yet (keepFinishedRuns:
  *                                  src/jobs/run-retention.ts)
+ *   {t}:fixed               hash  settings the data is laid out by: shards, streak.frequency (checked at
+ *                                  every start: src/store/fixed-settings.ts)
  *   {t}:time-scheduled      hash  time trigger's due set name (tt:<sys>.<trig>) → when the users who
  *                                  existed before the trigger were put on it (src/jobs/time-trigger-backfill.ts)
  *   {t}:run-groups-from     hash  breakdown board → the first run whose groups {t:s}:lg lists in
@@ -150,6 +152,10 @@ export class TenantKeys {
 
   runsDeleted(): string {
     return `{${this.tenantId}}:runs-deleted`;
+  }
+
+  fixed(): string {
+    return `{${this.tenantId}}:fixed`;
   }
 
   timeScheduled(): string {

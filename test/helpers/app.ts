@@ -58,7 +58,12 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     ? new ManualClock(typeof opts.manualClock === "string" ? Date.parse(opts.manualClock) : Date.parse("2026-03-02T12:00:00Z"))
     : new SystemClock();
   const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
-  const app = await startApp({ tenants, redis, clock, logger, host: "127.0.0.1", port: 0, maxBodyBytes: opts.maxBodyBytes, jobs: opts.jobs, thresholdRefreshMs: opts.thresholdRefreshMs ?? 0, webhooks: opts.webhooks });
+  const app = await startApp({ tenants, redis, clock, logger, host: "127.0.0.1", port: 0, maxBodyBytes: opts.maxBodyBytes, jobs: opts.jobs, thresholdRefreshMs: opts.thresholdRefreshMs ?? 0, webhooks: opts.webhooks }).catch(
+    async (err: unknown) => {
+      redis.disconnect();
+      throw err;
+    },
+  );
   const url = `http://127.0.0.1:${app.port}`;
   const call: TestApp["call"] = async (method, path, body, headers = {}) => {
     const init: RequestInit = { method, headers: { "x-api-key": "demo-key", ...headers } };

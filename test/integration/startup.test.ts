@@ -6,7 +6,7 @@ import { afterAll, describe, expect, inject, it } from "vitest";
 import { DEFAULT_AWARD_ID_SLOTS } from "../../src/domain/award-ids.js";
 import { freePort, startEmbeddedRedis } from "../../src/embedded-redis.js";
 import { deliveryQueueName, JOBS_PREFIX } from "../../src/jobs/webhooks/keys.js";
-import { DEMO_YAML, uniqueTenantId } from "../helpers/app.js";
+import { DEMO_YAML, startTestApp, uniqueTenantId } from "../helpers/app.js";
 import { lessonsXpTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
 import { runService, waitFor } from "../helpers/service-process.js";
 import { startTestRedis } from "../helpers/redis-server.js";
@@ -60,6 +60,56 @@ describe("node dist/main.js", () => {
     const proc = runService({ LAUREL_CONFIG: path, REDIS_URL: "redis://127.0.0.1:1" });
     expect(await proc.exited).toBe(1);
     expect(proc.output()).toContain("$input.tenants[0].points[0].triggers[0].threshold");
+  });
+
+  it("stops, naming the field, when the config changes a setting the stored data is laid out by", async () => {
+    const id = uniqueTenantId("fixed");
+    const dir = tempDir();
+    const start = async (shards: number) => {
+      const path = join(dir, `shards-${shards}.yaml`);
+      writeFileSync(path, lessonsXpTenantYaml(id, shards, "    streak: { frequency: daily, metrics: [{ metric: lessons, threshold: 1 }] }\n"));
+      const port = await freePort();
+      return { port, ...runService({ PORT: String(port), REDIS_URL: inject("redisUrl"), LAUREL_CONFIG: path, LAUREL_WORKER: "off" }) };
+    };
+    // Before its first user a tenant may still change them.
+    const empty = await start(2);
+    await waitFor(() => empty.output().includes("laurel listening"), "listening", empty.exited);
+    empty.child.kill("SIGTERM");
+    expect(await empty.exited).toBe(0);
+    const first = await start(4);
+    await waitFor(() => first.output().includes("laurel listening"), "listening", first.exited);
+    const event = await fetch(`http://127.0.0.1:${first.port}/v1/metrics/lessons/event`, {
+      method: "POST",
+      headers: { "x-api-key": "demo-key", "content-type": "application/json" },
+      body: JSON.stringify({ user: { id: "kept" }, value: 1 }),
+    });
+    expect(event.status).toBe(201);
+    first.child.kill("SIGTERM");
+    expect(await first.exited).toBe(0);
+    // Eight shards would look for most users on the wrong shard and create them again.
+    const moved = await start(8);
+    expect(await moved.exited).toBe(1);
+    expect(moved.output()).toContain(`$input.tenants[0].shards: is 8, but tenant ${id} has data stored with 4`);
+    // The same count starts again.
+    const again = await start(4);
+    await waitFor(() => again.output().includes("laurel listening"), "listening again", again.exited);
+    again.child.kill("SIGTERM");
+    expect(await again.exited).toBe(0);
+  });
+
+  it("refuses another streak frequency for a tenant whose streaks are stored by days", async () => {
+    const id = uniqueTenantId("freq");
+    const yaml = (frequency: string) => lessonsXpTenantYaml(id, 1, `    streak: { frequency: ${frequency}, metrics: [{ metric: lessons, threshold: 1 }] }\n`);
+    const daily = await startTestApp({ yaml: yaml("daily"), jobs: false });
+    expect((await daily.call("POST", "/v1/metrics/lessons/event", { user: { id: "s" }, value: 1 })).status).toBe(201);
+    await daily.close();
+    await expect(startTestApp({ yaml: yaml("weekly"), jobs: false })).rejects.toThrow(
+      `$input.tenants[0].streak.frequency: is weekly, but tenant ${id} has data stored with daily`,
+    );
+    // Without a streak in the config the record stays, and daily is still what it must be.
+    const none = await startTestApp({ yaml: lessonsXpTenantYaml(id, 1), jobs: false });
+    await none.close();
+    await expect(startTestApp({ yaml: yaml("monthly"), jobs: false })).rejects.toThrow("has data stored with daily");
   });
 
   it("says how to install redis-server when it is missing and REDIS_URL is unset", async () => {
