@@ -112,6 +112,21 @@ describe("node dist/main.js", () => {
     await expect(startTestApp({ yaml: yaml("monthly"), jobs: false })).rejects.toThrow("has data stored with daily");
   });
 
+  it("refuses a leaderboard whose stored runs another schedule would misread, and takes other edits", async () => {
+    const id = uniqueTenantId("board");
+    const yaml = (board: string) => lessonsXpTenantYaml(id, 1, `    attributes: { user: [plan] }\n    leaderboards:\n      - { key: weekly, rankBy: metric, metric: lessons, ${board} }\n`);
+    const first = await startTestApp({ yaml: yaml('name: Weekly, start: "2026-03-02", runUnit: day, runInterval: 7'), jobs: false });
+    expect((await first.call("POST", "/v1/metrics/lessons/event", { user: { id: "b" }, value: 1 })).status).toBe(201);
+    await first.close();
+    await expect(startTestApp({ yaml: yaml('name: Weekly, start: "2026-03-02", runUnit: day, runInterval: 14'), jobs: false })).rejects.toThrow(
+      `$input.tenants[0].leaderboards[0]: is "metric lessons, from 2026-03-02, runs of 14 day, no breakdown", but tenant ${id} has data stored with "metric lessons, from 2026-03-02, runs of 7 day, no breakdown"`,
+    );
+    await expect(startTestApp({ yaml: yaml('name: Weekly, start: "2026-03-02", runUnit: day, runInterval: 7, breakdownAttribute: plan'), jobs: false })).rejects.toThrow("give the board a new key");
+    // A new name, an end, a size: the runs read the same.
+    const renamed = await startTestApp({ yaml: yaml('name: Sprint, start: "2026-03-02", end: "2026-12-28", runUnit: day, runInterval: 7, maxParticipants: 50'), jobs: false });
+    await renamed.close();
+  });
+
   it("says how to install redis-server when it is missing and REDIS_URL is unset", async () => {
     const proc = runService({ PATH: "/nonexistent", LAUREL_DATA_DIR: tempDir() });
     expect(await proc.exited).toBe(1);
