@@ -184,6 +184,30 @@ describe("maxPoints lowered below a total already reached", () => {
   });
 });
 
+describe("a metric trigger's threshold changed in the config", () => {
+  const tenantId = uniqueTenantId();
+  const yaml = (threshold: number, points: number) =>
+    tenantYaml(tenantId, `    metrics: [{ key: lessons, name: Lessons }]\n    points:\n      - key: coins\n        name: Coins\n        triggers: [{ key: per-lessons, type: metric, metric: lessons, threshold: ${threshold}, points: ${points} }]\n`);
+
+  it("pays the new amount for each multiple of the new threshold above the high-water mark, nothing again for progress made", async () => {
+    const first = await startTestApp({ yaml: yaml(10, 100) });
+    try {
+      expect((await event(first, { id: "hw" }, 12)).body.points.coins).toMatchObject({ added: 100, total: 100 });
+    } finally {
+      await first.close();
+    }
+    const second = await startTestApp({ yaml: yaml(5, 7) });
+    try {
+      // 12 → 14: no multiple of 5 above 12 crossed (10 was paid under the old rule).
+      expect((await event(second, { id: "hw" }, 2)).body.points).toEqual({});
+      // 14 → 21: 15 and 20 crossed, 7 each.
+      expect((await event(second, { id: "hw" }, 7)).body.points.coins).toMatchObject({ added: 14, total: 114 });
+    } finally {
+      await second.close();
+    }
+  });
+});
+
 /** A one-metric tenant with a streak on lessons (threshold 1), `streak` its further streak fields. */
 function streakTenant(frequency: "daily" | "weekly" | "monthly", streak: string, rest = ""): string {
   return tenantYaml(
