@@ -1,4 +1,6 @@
-import { checkEnvironmentOrExit, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { checkEnvironmentOrExit, configPath, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { ConfigError } from "./config/compile.js";
+import { checkFixedSettings } from "./store/fixed-settings.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
 // issue 6 (outbound events): begin
@@ -29,6 +31,15 @@ async function main(): Promise<void> {
   }
   const redis = logConnectionErrors(createRedisClient(url), logger);
   await waitForRedisOrExit(redis, logger);
+  // The same refusal as the service's (store/fixed-settings.ts): a worker reading the streams by
+  // another shard count would leave shards unread.
+  for (const [index, tenant] of tenants.entries()) {
+    await checkFixedSettings(redis, tenant, index).catch((err: unknown) => {
+      if (!(err instanceof ConfigError)) throw err;
+      logger.fatal(`invalid configuration ${configPath()}: ${err.message}`);
+      process.exit(1);
+    });
+  }
   const worker = new StreamWorker({ redis, tenants, logger });
   worker.start();
   // issue 6 (outbound events): begin

@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 
 const MAIN = new URL("../../dist/main.js", import.meta.url).pathname;
+/** The stream worker run alone (src/worker.ts). */
+export const WORKER = new URL("../../dist/worker.js", import.meta.url).pathname;
 
 export interface ServiceProcess {
   child: ChildProcess;
@@ -11,12 +13,13 @@ export interface ServiceProcess {
 }
 
 /**
- * The built service as a user starts it, `node dist/main.js`, with the test's environment over
- * this process's (REDIS_URL removed unless given: without it the service embeds its own Redis).
+ * The built service as a user starts it, `node dist/main.js` (or another entry: WORKER), with the
+ * test's environment over this process's (REDIS_URL removed unless given: without it the service
+ * embeds its own Redis).
  */
-export function runService(env: Record<string, string>): ServiceProcess {
+export function runService(env: Record<string, string>, entry = MAIN): ServiceProcess {
   const { REDIS_URL: _omit, ...base } = process.env;
-  const child = spawn(process.execPath, [MAIN], { env: { ...base, LOG_LEVEL: "info", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [entry], { env: { ...base, LOG_LEVEL: "info", ...env }, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   child.stdout!.on("data", (d) => (out += d));
   child.stderr!.on("data", (d) => (out += d));

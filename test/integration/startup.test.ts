@@ -8,7 +8,7 @@ import { freePort, startEmbeddedRedis } from "../../src/embedded-redis.js";
 import { deliveryQueueName, JOBS_PREFIX } from "../../src/jobs/webhooks/keys.js";
 import { DEMO_YAML, startTestApp, uniqueTenantId } from "../helpers/app.js";
 import { lessonsXpTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
-import { runService, waitFor } from "../helpers/service-process.js";
+import { runService, waitFor, WORKER } from "../helpers/service-process.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { Redis } from "ioredis";
 
@@ -19,6 +19,15 @@ import { Redis } from "ioredis";
 const MAIN = new URL("../../dist/main.js", import.meta.url).pathname;
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+/** One lessons event to the demo key's tenant of a service on `port`. */
+function postLessons(port: number | string, user: { id: string; tz?: string }, value: number): Promise<Response> {
+  return fetch(`http://127.0.0.1:${port}/v1/metrics/lessons/event`, {
+    method: "POST",
+    headers: { "x-api-key": "demo-key", "content-type": "application/json" },
+    body: JSON.stringify({ user, value }),
+  });
+}
 
 function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), "laurel-start-"));
@@ -34,11 +43,7 @@ describe("node dist/main.js", () => {
     const env = { PORT: String(port), LAUREL_DATA_DIR: dataDir };
     const first = runService(env);
     await waitFor(() => first.output().includes("laurel listening"), "listening", first.exited);
-    const post = await fetch(`http://127.0.0.1:${port}/v1/metrics/lessons/event`, {
-      method: "POST",
-      headers: { "x-api-key": "demo-key", "content-type": "application/json" },
-      body: JSON.stringify({ user: { id: "persisted", tz: "UTC" }, value: 2 }),
-    });
+    const post = await postLessons(port, { id: "persisted", tz: "UTC" }, 2);
     expect(post.status).toBe(201);
     expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
     first.child.kill("SIGTERM");
@@ -78,11 +83,7 @@ describe("node dist/main.js", () => {
     expect(await empty.exited).toBe(0);
     const first = await start(4);
     await waitFor(() => first.output().includes("laurel listening"), "listening", first.exited);
-    const event = await fetch(`http://127.0.0.1:${first.port}/v1/metrics/lessons/event`, {
-      method: "POST",
-      headers: { "x-api-key": "demo-key", "content-type": "application/json" },
-      body: JSON.stringify({ user: { id: "kept" }, value: 1 }),
-    });
+    const event = await postLessons(first.port, { id: "kept" }, 1);
     expect(event.status).toBe(201);
     first.child.kill("SIGTERM");
     expect(await first.exited).toBe(0);
@@ -90,6 +91,10 @@ describe("node dist/main.js", () => {
     const moved = await start(8);
     expect(await moved.exited).toBe(1);
     expect(moved.output()).toContain(`$input.tenants[0].shards: is 8, but tenant ${id} has data stored with 4`);
+    // So does the stream worker run alone, which would leave shards unread.
+    const worker = runService({ REDIS_URL: inject("redisUrl"), LAUREL_CONFIG: join(dir, "shards-8.yaml") }, WORKER);
+    expect(await worker.exited).toBe(1);
+    expect(worker.output()).toContain("$input.tenants[0].shards: is 8");
     // The same count starts again.
     const again = await start(4);
     await waitFor(() => again.output().includes("laurel listening"), "listening again", again.exited);
@@ -237,11 +242,7 @@ describe("node dist/main.js", () => {
       await waitFor(() => service.output().includes("waiting for Redis"), "the wait", service.exited);
       redis = await startEmbeddedRedis({ dir, appendOnly: false, port: redisPort });
       await waitFor(() => service.output().includes("laurel listening"), "listening", service.exited);
-      const post = await fetch(`http://127.0.0.1:${port}/v1/metrics/lessons/event`, {
-        method: "POST",
-        headers: { "x-api-key": "demo-key", "content-type": "application/json" },
-        body: JSON.stringify({ user: { id: "late-redis" }, value: 1 }),
-      });
+      const post = await postLessons(port, { id: "late-redis" }, 1);
       expect(post.status).toBe(201);
       service.child.kill("SIGTERM");
       expect(await service.exited).toBe(0);
