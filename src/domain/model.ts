@@ -506,7 +506,6 @@ function recordSettlement(state: ModelState, userId: string, streak: ModelStreak
   }
 }
 
-/** The metering read in the model: null for an unknown user. */
 /** GET /v1/points/{key}/level-summary: users at each level of the system (store/read-store.ts usersAtLevels). */
 export function usersAtLevels(tenant: CompiledTenant, state: ModelState, systemKey: string): number[] {
   const levels = tenant.systemByKey.get(systemKey)!.levels;
@@ -518,6 +517,7 @@ export function usersAtLevels(tenant: CompiledTenant, state: ModelState, systemK
   return counts;
 }
 
+/** The metering read in the model: null for an unknown user. */
 export function readUserPoints(state: ModelState, userId: string, systemKey: string, awards: number) {
   const user = state.users.get(userId);
   if (!user) return null;

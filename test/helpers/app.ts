@@ -101,6 +101,16 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
   };
 }
 
+/** Runs `body` against an app started with `opts`, and closes the app however `body` ends. */
+export async function withTestApp<T>(opts: TestAppOptions, body: (t: TestApp) => Promise<T>): Promise<T> {
+  const t = await startTestApp(opts);
+  try {
+    return await body(t);
+  } finally {
+    await t.close();
+  }
+}
+
 /** Every key of a tenant with its value, for "nothing changed" assertions. */
 export async function dumpTenant(redis: Redis, tenantId: string): Promise<Record<string, unknown>> {
   return dumpKeys(redis, `{${tenantId}*`);

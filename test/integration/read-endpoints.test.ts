@@ -5,7 +5,7 @@ import { toMicro } from "../../src/domain/decimal.js";
 import { applyEvent, emptyState, streakState, usersAtLevels, type ModelState } from "../../src/domain/model.js";
 import { localDayIndex, periodOfDay } from "../../src/domain/periods.js";
 import { settledStreak, viewStreak } from "../../src/domain/streak.js";
-import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { startTestApp, uniqueTenantId, withTestApp, type TestApp } from "../helpers/app.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
 import { bucketWorker } from "../helpers/worker.js";
 
@@ -309,23 +309,17 @@ describe("the level summary after the levels change in the config", () => {
     const config = (levels: string) =>
       tenantYaml(id, `    metrics: [{ key: lessons, name: Lessons }]\n    points:\n      - key: xp\n        name: XP\n        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]\n        levels:\n${levels}`);
     const users = async (app: TestApp) => (await app.call("GET", "/v1/points/xp/level-summary")).body.map((l: { level: { key: string }; users: number }) => [l.level.key, l.users]);
-    const first = await startTestApp({ yaml: config("          - { key: bronze, name: Bronze, points: 50 }\n          - { key: silver, name: Silver, points: 200 }\n") });
-    try {
+    await withTestApp({ yaml: config("          - { key: bronze, name: Bronze, points: 50 }\n          - { key: silver, name: Silver, points: 200 }\n") }, async (first) => {
       // 30, 60 and 250 XP.
       for (const [user, lessons] of [["a", 3], ["b", 6], ["c", 25]] as const) {
         expect((await first.call("POST", "/v1/metrics/lessons/event", { user: { id: user }, value: lessons })).status).toBe(201);
       }
       expect(await users(first)).toEqual([["bronze", 1], ["silver", 1]]);
-    } finally {
-      await first.close();
-    }
+    });
     // Bronze now from 20 (a and b), silver from 100 (none of them), gold above 240 (c).
-    const second = await startTestApp({ yaml: config("          - { key: bronze, name: Bronze, points: 20 }\n          - { key: silver, name: Silver, points: 100 }\n          - { key: gold, name: Gold, points: 240 }\n") });
-    try {
+    await withTestApp({ yaml: config("          - { key: bronze, name: Bronze, points: 20 }\n          - { key: silver, name: Silver, points: 100 }\n          - { key: gold, name: Gold, points: 240 }\n") }, async (second) => {
       expect(await users(second)).toEqual([["bronze", 2], ["silver", 0], ["gold", 1]]);
-    } finally {
-      await second.close();
-    }
+    });
   });
 });
 

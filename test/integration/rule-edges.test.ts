@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { startTestApp, uniqueTenantId, withTestApp, type TestApp } from "../helpers/app.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
 import { startReceiver } from "../helpers/webhook-receiver.js";
 
@@ -165,22 +165,16 @@ describe("maxPoints lowered below a total already reached", () => {
     );
 
   it("keeps the total above the new cap: a grant changes nothing, it does not cut the total down", async () => {
-    const first = await startTestApp({ manualClock: "2026-06-01T00:00:00Z", yaml: yaml(100) });
-    try {
+    await withTestApp({ manualClock: "2026-06-01T00:00:00Z", yaml: yaml(100) }, async (first) => {
       expect((await event(first, { id: "rich" }, 1)).body.points.coins).toMatchObject({ added: 60, total: 60 });
       expect((await event(first, { id: "rich" }, 1)).body.points.coins).toMatchObject({ added: 40, total: 100 });
-    } finally {
-      await first.close();
-    }
-    const second = await startTestApp({ manualClock: "2026-06-02T00:00:00Z", yaml: yaml(50) });
-    try {
+    });
+    await withTestApp({ manualClock: "2026-06-02T00:00:00Z", yaml: yaml(50) }, async (second) => {
       const res = await event(second, { id: "rich" }, 1);
       expect(res.status).toBe(201);
       expect(res.body.points).toEqual({});
       expect((await second.call("GET", "/v1/users/rich/points/coins")).body.total).toBe(100);
-    } finally {
-      await second.close();
-    }
+    });
   });
 });
 
@@ -190,21 +184,15 @@ describe("a metric trigger's threshold changed in the config", () => {
     tenantYaml(tenantId, `    metrics: [{ key: lessons, name: Lessons }]\n    points:\n      - key: coins\n        name: Coins\n        triggers: [{ key: per-lessons, type: metric, metric: lessons, threshold: ${threshold}, points: ${points} }]\n`);
 
   it("pays the new amount for each multiple of the new threshold above the high-water mark, nothing again for progress made", async () => {
-    const first = await startTestApp({ yaml: yaml(10, 100) });
-    try {
+    await withTestApp({ yaml: yaml(10, 100) }, async (first) => {
       expect((await event(first, { id: "hw" }, 12)).body.points.coins).toMatchObject({ added: 100, total: 100 });
-    } finally {
-      await first.close();
-    }
-    const second = await startTestApp({ yaml: yaml(5, 7) });
-    try {
+    });
+    await withTestApp({ yaml: yaml(5, 7) }, async (second) => {
       // 12 → 14: no multiple of 5 above 12 crossed (10 was paid under the old rule).
       expect((await event(second, { id: "hw" }, 2)).body.points).toEqual({});
       // 14 → 21: 15 and 20 crossed, 7 each.
       expect((await event(second, { id: "hw" }, 7)).body.points.coins).toMatchObject({ added: 14, total: 114 });
-    } finally {
-      await second.close();
-    }
+    });
   });
 });
 
@@ -227,21 +215,17 @@ const freezes = (initial: number, max: number, everyDays: number) =>
 // No background jobs: only the events settle the streaks, at the instants the tests choose.
 describe("streak freezes: auto-earned grants and consumptions in day order", () => {
   it("credits a grant due on the very day a missed period is to consume a freeze, before consuming it", async () => {
-    const t = await startTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", freezes(0, 2, 2)) });
-    try {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", freezes(0, 2, 2)) }, async (t) => {
       const u = { id: "same-day" };
       expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 1, freezes: 0 });
       // 2 June missed. On 3 June the grant earned that day (2 days after 1 June) covers 2 June.
       await t.setClock("2026-06-03T12:00:00Z");
       expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 2, freezes: 0, extended: true });
-    } finally {
-      await t.close();
-    }
+    });
   });
 
   it("never holds more than the maximum: grants at the maximum are lost, whether or not a period waits for a freeze", async () => {
-    const t = await startTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", freezes(2, 2, 1)) });
-    try {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", freezes(2, 2, 1)) }, async (t) => {
       // A streak with two missed days: grants on 2 and 3 June come while at the maximum; the
       // consumptions for 2 and 3 June take one each; the grant of 4 June refills one.
       const live = { id: "interleaved" };
@@ -252,37 +236,29 @@ describe("streak freezes: auto-earned grants and consumptions in day order", () 
       await t.setClock("2026-06-04T12:00:00Z");
       expect((await event(t, live, 1)).body.currentStreak).toMatchObject({ length: 2, freezes: 1, extended: true });
       expect((await event(t, idle, 0.5)).body.currentStreak).toMatchObject({ length: 0, freezes: 2 });
-    } finally {
-      await t.close();
-    }
+    });
   });
 
   it("weekly: a missed week is consumed at the Monday that starts the next one, after that Monday's grant", async () => {
-    const t = await startTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("weekly", freezes(0, 1, 14)) });
-    try {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("weekly", freezes(0, 1, 14)) }, async (t) => {
       // Monday 1 June: week 1 extended. The week of 8 June missed. Monday 15 June: the grant (14
       // days after 1 June) and the consumption of the missed week fall on the same day.
       const u = { id: "weekly" };
       expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 1, periodStart: "2026-06-01" });
       await t.setClock("2026-06-15T12:00:00Z");
       expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 2, freezes: 0, started: "2026-06-01" });
-    } finally {
-      await t.close();
-    }
+    });
   });
 
   it("monthly: a missed January is due on 1 February, before a grant of 4 February", async () => {
-    const t = await startTestApp({ manualClock: "2025-12-01T12:00:00Z", jobs: false, yaml: streakTenant("monthly", freezes(0, 1, 65)) });
-    try {
+    await withTestApp({ manualClock: "2025-12-01T12:00:00Z", jobs: false, yaml: streakTenant("monthly", freezes(0, 1, 65)) }, async (t) => {
       const u = { id: "monthly" };
       expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 1, periodStart: "2025-12-01" });
       // January missed: on 1 February no freeze is held (the first is earned on 4 February), so
       // the streak is lost; the grant is still credited.
       await t.setClock("2026-02-10T12:00:00Z");
       expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 1, freezes: 1, started: "2026-02-01" });
-    } finally {
-      await t.close();
-    }
+    });
   });
 });
 
@@ -389,8 +365,7 @@ describe("leaderboard ranks in the event reply", () => {
 
 describe("a streak restored on a day the new streak was already extended", () => {
   it("keeps today's extension: the restored streak is not extended twice today, and expires after tomorrow", async () => {
-    const t = await startTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", "") });
-    try {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", "") }, async (t) => {
       const u = { id: "restored" };
       for (const day of ["01", "02", "03"]) {
         await t.setClock(`2026-06-${day}T12:00:00Z`);
@@ -402,9 +377,7 @@ describe("a streak restored on a day the new streak was already extended", () =>
       const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "restored" }] }, { "x-api-key": "demo-admin-key" });
       expect(res.body.restoredUsers).toEqual(["restored"]);
       expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 3, extended: false, started: "2026-06-03", expires: "2026-06-06" });
-    } finally {
-      await t.close();
-    }
+    });
   });
 });
 
@@ -423,8 +396,7 @@ describe("a zone change sent with an API achievement's completion", () => {
       metrics: [{ metric: lessons, threshold: 1 }]
 `,
     );
-    const t = await startTestApp({ manualClock: "2026-06-09T01:00:00Z", jobs: false, yaml });
-    try {
+    await withTestApp({ manualClock: "2026-06-09T01:00:00Z", jobs: false, yaml }, async (t) => {
       const tokyo = { id: "mover", tz: "Asia/Tokyo" };
       expect((await event(t, tokyo, 1)).status).toBe(201);
       await t.setClock("2026-06-10T01:00:00Z");
@@ -436,9 +408,7 @@ describe("a zone change sent with an API achievement's completion", () => {
       expect(done.status).toBe(201);
       // Last extended June 10, New York's today: lost at New York's end of June 11.
       expect(Number(await t.redis.zscore(`{${tenantId}:0}:sd`, "mover"))).toBe(Date.parse("2026-06-12T04:00:00Z"));
-    } finally {
-      await t.close();
-    }
+    });
   });
 });
 
