@@ -310,15 +310,16 @@ describe("the level summary after the levels change in the config", () => {
       tenantYaml(id, `    metrics: [{ key: lessons, name: Lessons }]\n    points:\n      - key: xp\n        name: XP\n        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]\n        levels:\n${levels}`);
     const users = async (app: TestApp) => (await app.call("GET", "/v1/points/xp/level-summary")).body.map((l: { level: { key: string }; users: number }) => [l.level.key, l.users]);
     await withTestApp({ yaml: config("          - { key: bronze, name: Bronze, points: 50 }\n          - { key: silver, name: Silver, points: 200 }\n") }, async (first) => {
-      // 30, 60 and 250 XP.
-      for (const [user, lessons] of [["a", 3], ["b", 6], ["c", 25]] as const) {
+      // 20, 30, 60, 100 and 250 XP.
+      for (const [user, lessons] of [["d", 2], ["a", 3], ["b", 6], ["e", 10], ["c", 25]] as const) {
         expect((await first.call("POST", "/v1/metrics/lessons/event", { user: { id: user }, value: lessons })).status).toBe(201);
       }
-      expect(await users(first)).toEqual([["bronze", 1], ["silver", 1]]);
+      expect(await users(first)).toEqual([["bronze", 2], ["silver", 1]]);
     });
-    // Bronze now from 20 (a and b), silver from 100 (none of them), gold above 240 (c).
+    // A level is reached by exceeding its threshold: bronze now holds 30, 60 and 100 (not 20),
+    // silver nobody (100 is not above it), gold 250.
     await withTestApp({ yaml: config("          - { key: bronze, name: Bronze, points: 20 }\n          - { key: silver, name: Silver, points: 100 }\n          - { key: gold, name: Gold, points: 240 }\n") }, async (second) => {
-      expect(await users(second)).toEqual([["bronze", 2], ["silver", 0], ["gold", 1]]);
+      expect(await users(second)).toEqual([["bronze", 3], ["silver", 0], ["gold", 1]]);
     });
   });
 });
