@@ -98,10 +98,22 @@
 -- @include "includes/leaderboards.lua"
 -- @include "includes/hooks.lua"
 
+-- Tables of every call, kept by the library and refilled: a table made per call costs Lua an
+-- allocation, its growth (a rehash at each power of two) and its collection (bench/README.md,
+-- the twenty-third stop). Redis converts the reply before the next call runs.
+local REPLY, OUT_PARTS, EXTRA_WRITES, DEADLINES = {}, {}, {}, { false, false }
+local REPLY_HEAD = 11
+
 -- The reply's head: status, event id, metric total, created, then the stored streak (readers
--- settle it; replays are answered without settling: no writes).
+-- settle it; replays are answered without settling: no writes). Written into REPLY, ended by a
+-- nil (Redis converts an array up to its first nil): the main path appends after it.
 local function eventReplyHead(status, id, total, created, extended)
-  return { status, id, total, created and 1 or 0, S[I_SL] or 0, S[I_SS] or false, S[I_SP] or false, extended and 1 or 0, S[I_FZ] or false, S[I_FG] or false, S[I_CD] or false }
+  local r = REPLY
+  r[1], r[2], r[3], r[4] = status, id, total, created and 1 or 0
+  r[5], r[6], r[7], r[8] = S[I_SL] or 0, S[I_SS] or false, S[I_SP] or false, extended and 1 or 0
+  r[9], r[10], r[11] = S[I_FZ] or false, S[I_FG] or false, S[I_CD] or false
+  r[REPLY_HEAD + 1] = nil
+  return r
 end
 -- The event a windowed Idempotency-Key recorded while it is remembered (step 3), else nil.
 local function rememberedEvent(key, nowMs)
@@ -117,7 +129,8 @@ beginCall(nowMs, ARGV[1], ARGV[2], ARGV[8])
 local userKey, writerKey, aggKey, streamKey = KEYS[1], KEYS[2], prefix .. 'agg', prefix .. 'x'
 local zone, idemField, recordDetail = ARGV[4], ARGV[5], ARGV[6]
 local zoneSent = bit.band(flags, 1) ~= 0
-local deadlines = { lostIfExtended, lostIfPrevious }
+local deadlines = DEADLINES
+deadlines[1], deadlines[2] = lostIfExtended, lostIfPrevious
 local boards = boardsOf(ARGV[3], 89)
 
 -- 1. Read.
@@ -145,11 +158,12 @@ if newTotal > R.maxTotal or newTotal < -R.maxTotal then return { -2 } end
 markApplied(writerKey, callNumber, bit.band(flags, 4) ~= 0)
 
 -- The key is stored with the event it first recorded (spec: idempotency rule 3).
-local extraWrites = {}
+local extraWrites = EXTRA_WRITES
+emptyList(extraWrites)
 if idemKey then
   rcall('SET', idemKey, ARGV[9] .. '|' .. string.format('%d', nowMs + R.iw), 'PX', R.iw)
 elseif idemField ~= '' then
-  extraWrites = { idemField, ARGV[9] }
+  extraWrites[1], extraWrites[2] = idemField, ARGV[9]
 end
 
 -- 5. User.
@@ -204,7 +218,8 @@ for i = 1, #metricAchievements do
 end
 
 -- 7. Writes.
-local outParts = {}
+local outParts = OUT_PARTS
+emptyList(outParts)
 if created then
   rcall('HINCRBY', aggKey, 'users', '1')
   outParts[#outParts + 1] = 'c'
@@ -219,7 +234,7 @@ appendRecord(streamKey, R.wh, 'ev', userId, nowString(), zone, recordDetail .. s
 
 -- Appended by index, not through a helper: a closure costs Lua ~1.6k instructions a call.
 local reply = eventReplyHead(1, false, newTotal, created, extended)
-local n = #reply + 1
+local n = REPLY_HEAD + 1
 reply[n] = #completed
 for i = 1, #completed do n = n + 1; reply[n] = completed[i] end
 n = n + 1; reply[n] = #pointsReply
@@ -231,4 +246,5 @@ for i = 1, #pointsReply do
 end
 n = n + 1; reply[n] = #boardOut / 8
 for i = 1, #boardOut do n = n + 1; reply[n] = boardOut[i] end
+reply[n + 1] = nil
 return reply

@@ -9,7 +9,7 @@ local sformat, nowText
 -- state.lua: the user's hot state, profile fields, what changed.
 local S, U, stateDirty, profileDirty
 -- points.lua: per-system outcome of this call.
-local P, pointsOrder, boostCache
+local P, pointsOrder, boostMult, boostRounding
 -- achievements.lua, streak.lua, leaderboards.lua: what this call completed, consumed, earned,
 -- lost, and the board entries it moved.
 local completed, streakOut, boardOut
@@ -17,7 +17,7 @@ local completed, streakOut, boardOut
 -- The per-user tables are made once per library and emptied for each user (a script may work
 -- on several users, lua/timeTick-2.lua): a table costs Lua an allocation, its growth and its
 -- collection, ~10 of them ~3% of an event script (callgrind). S comes from loadState.
-U, profileDirty, P, pointsOrder, boostCache = {}, {}, {}, {}, {}
+U, profileDirty, P, pointsOrder, boostMult, boostRounding = {}, {}, {}, {}, {}, {}
 completed, boardOut = {}, {}
 streakOut = { consumed = 0, earned = 0, lost = 0, frozen = {} }
 
@@ -29,9 +29,10 @@ local function beginUser(user)
   userId = user
   S, stateDirty = nil, false
   for k in next, U do U[k] = nil end
-  -- P and boostCache are keyed by system index (R.sys), not always from 1.
+  -- P and the boost caches are keyed by system index (R.sys), not always from 1.
   for k in next, P do P[k] = nil end
-  for k in next, boostCache do boostCache[k] = nil end
+  for k in next, boostMult do boostMult[k] = nil end
+  for k in next, boostRounding do boostRounding[k] = nil end
   emptyList(profileDirty)
   emptyList(pointsOrder)
   emptyList(completed)

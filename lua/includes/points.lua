@@ -35,12 +35,14 @@ local function boostAt(sysIndex, t)
   return mult, rounding or 'down'
 end
 
--- boostAt(sysIndex, now), remembered for the rest of the user's request.
+-- boostAt(sysIndex, now), remembered for the rest of the user's request (in two tables of
+-- numbers and strings: a pair table a call is an allocation, and garbage, on every grant).
 local function boostOf(sysIndex)
-  local cached = boostCache[sysIndex]
-  if cached then return cached[1], cached[2] end
-  local mult, rounding = boostAt(sysIndex, now)
-  boostCache[sysIndex] = { mult, rounding }
+  local mult = boostMult[sysIndex]
+  if mult then return mult, boostRounding[sysIndex] end
+  local rounding
+  mult, rounding = boostAt(sysIndex, now)
+  boostMult[sysIndex], boostRounding[sysIndex] = mult, rounding
   return mult, rounding
 end
 
@@ -91,8 +93,13 @@ local function award(sysIndex, trigKey, amount, preBoosted)
   local sys = R.sys[sysIndex]
   local o = P[sysIndex]
   if not o then
+    -- One outcome table per system, kept by the library and reset for each user that the
+    -- system awards: new tables cost an allocation, growth and collection on every event.
     local t = S[sys.pi] or 0
-    o = { sys = sys, before = t, total = t, added = 0, seq = S[sys.ni] or 0, recs = {} }
+    o = sys.outcome
+    if not o then o = { sys = sys, recs = {} }; sys.outcome = o end
+    o.before, o.total, o.added, o.seq = t, t, 0, S[sys.ni] or 0
+    emptyList(o.recs)
     P[sysIndex] = o
     pointsOrder[#pointsOrder + 1] = o
   end
@@ -130,9 +137,13 @@ end
 -- Writes every changed system: state fields, the points zset, the award list.
 -- Returns the reply entries; appends the stream outcome parts.
 local AWARDS_KEPT, AWARDS_SLACK = 100, 20
+-- The reply list and each system's entry are kept by the library and refilled (as the outcome
+-- tables above): the caller reads them before the next user's flushPoints.
+local pointsReplyList = {}
 
 local function flushPoints(outParts)
-  local reply = {}
+  local reply = pointsReplyList
+  emptyList(reply)
   for i = 1, #pointsOrder do
     local o = pointsOrder[i]
     if #o.recs > 0 then
@@ -158,8 +169,11 @@ local function flushPoints(outParts)
       local listKey = prefix .. 'aw:' .. sys.key .. ':' .. userId
       local n = rcall('LPUSH', listKey, unpack(o.recs))
       if n > AWARDS_KEPT + AWARDS_SLACK then rcall('LTRIM', listKey, 0, AWARDS_KEPT - 1) end
-      local entry = { sys.key, o.added, o.total, o.before }
-      for j = 1, #o.recs do entry[#entry + 1] = o.recs[j] end
+      local entry = sys.replyEntry
+      if not entry then entry = {}; sys.replyEntry = entry end
+      emptyList(entry)
+      entry[1], entry[2], entry[3], entry[4] = sys.key, o.added, o.total, o.before
+      for j = 1, #o.recs do entry[4 + j] = o.recs[j] end
       reply[#reply + 1] = entry
       outParts[#outParts + 1] = string.format('p:%s:%d:%d:%d:%d', sys.key, o.added, o.total, lvBefore, lvAfter)
     end
