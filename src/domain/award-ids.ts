@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { awardId } from "./ids.js";
+import { fmix32 } from "./fmix32.js";
 
 /**
  * Award ids, remembered outside the JavaScript heap.
@@ -129,12 +130,6 @@ export class AwardIdTable {
     if (n === undefined) bySystem.set(systemKey, (n = ++this.systemCount));
     return n;
   }
-}
-
-function fmix32(h: number): number {
-  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
-  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
-  return h ^ (h >>> 16);
 }
 
 /** Award ids remembered by default (LAUREL_AWARD_IDS): 2^18 slots, 13 MB outside the JS heap (52 bytes a slot). */

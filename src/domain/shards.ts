@@ -2,13 +2,18 @@
  * Which shard a user belongs to: the store builds the user's keys from it, the reference model
  * orders batch work by it.
  */
-/**
- * FNV-1a over the UTF-8 bytes of the user id: stable across processes and languages. The bytes
- * are taken from the UTF-16 code units as they go (a lone surrogate as U+FFFD, as Buffer.from
- * and every encoder write it), not from a Buffer: the allocation and copy cost a metering read
- * ~0.7k instructions (bench/README.md, "The fifteenth stop").
- */
 export function shardOf(userId: string, shards: number): number {
+  return userIdHash(userId) % shards;
+}
+
+/**
+ * The hash shardOf takes the shard from (unsigned 32 bits; the metering read's award presence
+ * bits use it too): FNV-1a over the UTF-8 bytes of the user id, stable across processes and
+ * languages. The bytes are taken from the UTF-16 code units as they go (a lone surrogate as
+ * U+FFFD, as Buffer.from and every encoder write it), not from a Buffer: the allocation and
+ * copy cost a metering read ~0.7k instructions (bench/README.md, "The fifteenth stop").
+ */
+export function userIdHash(userId: string): number {
   let hash = 0x811c9dc5;
   for (let i = 0; i < userId.length; i++) {
     let c = userId.charCodeAt(i);
@@ -38,5 +43,5 @@ export function shardOf(userId: string, shards: number): number {
     }
     hash = Math.imul(hash ^ (0x80 | (c & 0x3f)), 0x01000193);
   }
-  return (hash >>> 0) % shards;
+  return hash >>> 0;
 }

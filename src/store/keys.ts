@@ -63,7 +63,7 @@
  *                                  also "webhooks:cutover" (lua/hookUpgrade-3.lua)
  */
 
-export { shardOf } from "../domain/shards.js";
+export { shardOf, userIdHash } from "../domain/shards.js";
 
 export class TenantKeys {
   // Built once per shard: every key of a request starts with it (a number's text and three joins saved each time).

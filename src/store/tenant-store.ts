@@ -10,10 +10,12 @@ import { ThresholdCache } from "./thresholds.js";
 import { buildRules, type BuiltRules } from "./rules.js";
 import { callOrderOf } from "./call-order.js";
 import { idempotencyField } from "./fields.js";
-import { shardOf, TenantKeys } from "./keys.js";
+import { shardOf, TenantKeys, userIdHash } from "./keys.js";
+import { AwardPresence, systemSalt } from "./award-presence.js";
 import { loadLua, type LuaSource } from "./lua-loader.js";
 import { packDoubles, runScript, sendEncoded } from "./redis-script.js";
 import { registerStateSlots, type StateSlots } from "./state-slots.js";
+import { fmix32 } from "../domain/fmix32.js";
 
 export const userBoostScript = loadLua("userBoost-3");
 export const readUserScript = loadLua("readUser-1");
@@ -73,6 +75,9 @@ export class TenantStore {
   /** Scripts that run with the whole tenant's rules (identify, completion, time ticks, admin). */
   readonly tenantScripts: Record<"user" | "complete" | "timeTick" | "streakAdmin", LuaSource>;
   readonly tenantRules: BuiltRules;
+  /** The (user, system) pairs this process has seen awards of: the metering read's form. Shared by onConnection's copies. */
+  readonly awardPresence = new AwardPresence();
+  private readonly systemSalts = new Map<string, number>();
 
   /** Registers the tenant's state names (state-slots.ts), then builds its scripts. */
   static async open(redis: Redis, tenant: CompiledTenant): Promise<TenantStore> {
@@ -90,6 +95,7 @@ export class TenantStore {
       timeTick: loadLua("timeTick-2", rules),
       streakAdmin: loadLua("streakAdmin-4", rules),
     };
+    for (const system of tenant.systems) this.systemSalts.set(system.key, systemSalt(userIdHash(system.key)));
     for (const metric of tenant.metrics) {
       const built = buildRules(tenant, metric.key, slots);
       this.eventScripts.set(metric.key, { script: loadLua("event-2", built.rules), built });
@@ -192,27 +198,53 @@ export class TenantStore {
       }
       if (status === -2) fail("TOTAL_OUT_OF_RANGE");
       if (tz !== "UTC" || this.zones.get(input.userId) !== undefined) this.zones.set(input.userId, tz);
-      return { outcome: decodeEventReply(reply, input.eventId), tz, nowDay, nowPeriod };
+      const outcome = decodeEventReply(reply, input.eventId);
+      if (outcome.kind === "processed") this.noteAwards(input.userId, outcome.points);
+      return { outcome, tz, nowDay, nowPeriod };
     }
   }
 
   /**
-   * The metering read: null for an unknown user. Every change of a points total appends an award
-   * record carrying the total after it (lua/includes/points.lua), so the newest record holds the
-   * current total and one plain LRANGE answers the read: no script, no state to unpack. Only a
-   * user with no award in this system yet needs a second call, an EXISTS of the user's hash, to
-   * tell a total of 0 from an unknown user (an award landing between the two calls shows at the
-   * next read: the answer is the list as the LRANGE saw it).
+   * The metering read, one round trip: null for an unknown user. Every change of a points total
+   * appends an award record carrying the total after it (lua/includes/points.lua), so the newest
+   * record holds the current total: one plain LRANGE, no script, no state to unpack. An empty
+   * list cannot tell a total of 0 from an unknown user, which an EXISTS of the user's hash does.
+   * For a (user, system) pair this process has seen awards of (award-presence.ts) the list is not
+   * empty, and the LRANGE goes alone; for the others the EXISTS goes with it, in the same write
+   * (write-coalescing.ts), and its reply is used only when the list is empty. Only a pair whose
+   * presence bit another pair set, by chance, and whose list is empty sends the EXISTS after the
+   * LRANGE's reply: a second round trip.
    */
   async readUserPoints(userId: string, systemKey: string, awards: number): Promise<{ total: number; awards: AwardRecord[] } | null> {
-    const shard = this.shard(userId);
+    const hash = userIdHash(userId);
+    const shard = hash % this.tenant.shards;
+    const presence = AwardPresence.index(hash, this.systemSalts.get(systemKey)!);
+    const seen = this.awardPresence.has(presence);
     // Encoded as the event call is: ioredis' own lrange pays its argument flattening (redis-script.ts).
-    const newest = (await sendEncoded(this.redis, "lrange", [this.keys.awards(shard, systemKey, userId), 0, awards - 1])) as string[];
+    const list = sendEncoded(this.redis, "lrange", [this.keys.awards(shard, systemKey, userId), 0, awards - 1]) as Promise<string[]>;
+    let exists: Promise<unknown> | null = null;
+    if (!seen) {
+      exists = sendEncoded(this.redis, "exists", [this.keys.user(shard, userId)]);
+      // Unread when the list holds records; its failure then is the LRANGE's too.
+      exists.catch(() => undefined);
+    }
+    const newest = await list;
     if (newest.length > 0) {
+      if (!seen) this.awardPresence.add(presence);
       const records = newest.map(parseAwardRecord);
       return { total: records[0]!.total, awards: records };
     }
-    return (await this.redis.exists(this.keys.user(shard, userId))) ? { total: 0, awards: [] } : null;
+    return (await (exists ?? sendEncoded(this.redis, "exists", [this.keys.user(shard, userId)]))) ? { total: 0, awards: [] } : null;
+  }
+
+  /** Marks the systems an event changed for its user as seen (award-presence.ts): the user's next metering read of them is one LRANGE. */
+  private noteAwards(userId: string, points: readonly PointsChange[]): void {
+    if (points.length === 0) return;
+    const hash = userIdHash(userId);
+    for (const change of points) {
+      const salt = this.systemSalts.get(change.systemKey);
+      if (salt !== undefined) this.awardPresence.add(AwardPresence.index(hash, salt));
+    }
   }
 }
 
@@ -243,12 +275,6 @@ function digest53(text: string): number {
     b = Math.imul(b ^ c, 0x01000193) ^ (b >>> 15);
   }
   return 4294967296 * (fmix32(b) & 0x1fffff) + (fmix32(a) >>> 0);
-}
-
-function fmix32(h: number): number {
-  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
-  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
-  return h ^ (h >>> 16);
 }
 
 /** The stored streak as a script replies it: {length, start, last, extended, freezes, grants, createdDay}. */

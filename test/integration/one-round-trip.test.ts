@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
+import type { Command, Redis } from "ioredis";
 import { setScriptMode } from "../../src/store/redis-script.js";
+import { AwardPresence, systemSalt } from "../../src/store/award-presence.js";
+import { userIdHash } from "../../src/store/keys.js";
 import { demoConfig, startTestApp, type TestApp } from "../helpers/app.js";
 
 function withoutLeaderboards(yaml: string): string {
@@ -22,6 +25,31 @@ async function commandsDuring(action: () => Promise<unknown>): Promise<string[][
   return seen.commands;
 }
 let lastLuaCalls: string[] = [];
+
+/**
+ * The order of the commands the service sends on its connection and of their replies while
+ * `action` runs: a command sent after another's reply is a second round trip.
+ */
+async function sendsAndReplies(action: () => Promise<unknown>): Promise<string[]> {
+  const order: string[] = [];
+  const redis = t.redis;
+  const send = redis.sendCommand;
+  redis.sendCommand = ((command: Command, stream?: unknown) => {
+    const name = command.name.toLowerCase();
+    order.push(`send ${name}`);
+    command.promise.then(
+      () => order.push(`reply ${name}`),
+      () => order.push(`error ${name}`),
+    );
+    return send.call(redis, command, stream as never);
+  }) as Redis["sendCommand"];
+  try {
+    await action();
+  } finally {
+    redis.sendCommand = send;
+  }
+  return order;
+}
 
 describe.each([
   ["function", "fcall"],
@@ -64,19 +92,48 @@ describe.each([
     }
   });
 
-  it("the metering read is exactly one LRANGE: the newest award carries the total", async () => {
-    const commands = await commandsDuring(() => t.call("GET", "/v1/users/mon/points/xp?awards=5"));
+  it("the metering read of a pair the process has seen awards of is exactly one LRANGE: the newest award carries the total", async () => {
+    let order: string[] = [];
+    const commands = await commandsDuring(async () => (order = await sendsAndReplies(() => t.call("GET", "/v1/users/mon/points/xp?awards=5"))));
     expect(commands.map((c) => c[0]!.toLowerCase())).toEqual(["lrange"]);
+    expect(order).toEqual(["send lrange", "reply lrange"]);
   });
 
-  it("a user with no award in the system yet costs one EXISTS more: 0 points, or an unknown user", async () => {
+  it("other pairs send an EXISTS with the LRANGE, before any reply: one round trip for 0 points, or an unknown user", async () => {
     // "mon" has xp awards but none in coins; "nobody" does not exist.
     let reply: { status: number; body: any } | undefined;
-    const zero = await commandsDuring(async () => (reply = await t.call("GET", "/v1/users/mon/points/coins")));
+    let order: string[] = [];
+    const zero = await commandsDuring(async () => (order = await sendsAndReplies(async () => (reply = await t.call("GET", "/v1/users/mon/points/coins")))));
     expect(zero.map((c) => c[0]!.toLowerCase())).toEqual(["lrange", "exists"]);
+    expect(order).toEqual(["send lrange", "send exists", "reply lrange", "reply exists"]);
     expect(reply).toMatchObject({ status: 200, body: { key: "coins", total: 0, level: null, awards: [] } });
-    const unknown = await commandsDuring(async () => (reply = await t.call("GET", "/v1/users/nobody/points/xp")));
+    const unknown = await commandsDuring(async () => (order = await sendsAndReplies(async () => (reply = await t.call("GET", "/v1/users/nobody/points/xp")))));
     expect(unknown.map((c) => c[0]!.toLowerCase())).toEqual(["lrange", "exists"]);
+    expect(order).toEqual(["send lrange", "send exists", "reply lrange", "reply exists"]);
+    expect(reply!.status).toBe(404);
+  });
+
+  it("awards this process did not see (an identify's welcome points) cost the EXISTS once, then the LRANGE goes alone", async () => {
+    expect((await t.call("PUT", "/v1/users/welcomed", { tz: "UTC" })).status).toBe(200);
+    let reply: { status: number; body: any } | undefined;
+    const first = await commandsDuring(async () => (reply = await t.call("GET", "/v1/users/welcomed/points/energy")));
+    expect(first.map((c) => c[0]!.toLowerCase())).toEqual(["lrange", "exists"]);
+    expect(reply!.body.total).toBe(100);
+    const second = await commandsDuring(async () => (reply = await t.call("GET", "/v1/users/welcomed/points/energy")));
+    expect(second.map((c) => c[0]!.toLowerCase())).toEqual(["lrange"]);
+    expect(reply!.body).toMatchObject({ total: 100, awards: [{ awarded: 100, total: 100, trigger: { key: "welcome" } }] });
+  });
+
+  it("a pair whose presence bit another pair set, by chance, still answers right: the EXISTS after the LRANGE's reply", async () => {
+    const store = t.app.tenants.all[0]!.store;
+    for (const user of ["collided", "nobody-collided"]) store.awardPresence.add(AwardPresence.index(userIdHash(user), systemSalt(userIdHash("coins"))));
+    expect((await t.call("PUT", "/v1/users/collided", { tz: "UTC" })).status).toBe(200);
+    let reply: { status: number; body: any } | undefined;
+    let order = await sendsAndReplies(async () => (reply = await t.call("GET", "/v1/users/collided/points/coins")));
+    expect(order).toEqual(["send lrange", "reply lrange", "send exists", "reply exists"]);
+    expect(reply).toMatchObject({ status: 200, body: { total: 0, awards: [] } });
+    order = await sendsAndReplies(async () => (reply = await t.call("GET", "/v1/users/nobody-collided/points/coins")));
+    expect(order).toEqual(["send lrange", "reply lrange", "send exists", "reply exists"]);
     expect(reply!.status).toBe(404);
   });
 });
