@@ -11,15 +11,17 @@ import { fmix32 } from "../domain/fmix32.js";
  * one round trip either way; the EXISTS costs the service about as much again as the LRANGE, so it
  * is kept to the pairs this process knows nothing of.
  *
- * One bit per pair in a fixed table (2^23 bits, 1 MiB per tenant), set and never cleared: a
- * pair whose bit another pair set by chance reads as seen, and if its list is then empty the
- * read sends the EXISTS after the LRANGE's reply, a second round trip (the only case that takes
- * two). With n pairs seen the chance is about n / 2^23 (1.2% at 100 000).
+ * One bit per pair in a fixed table for the whole process (2^24 bits, 2 MiB, allocated at the
+ * first read; the pairs of every tenant, each tenant's systems salted apart), set and never
+ * cleared: a pair whose bit another pair set by chance reads as seen, and if its list is then
+ * empty the read sends the EXISTS after the LRANGE's reply, a second round trip (the only case
+ * that takes two). With n pairs seen the chance is about n / 2^24 (0.6% at 100 000, 6% at a
+ * million): a shared bit never gives a wrong answer.
  */
-const BITS_LOG2 = 23;
+const BITS_LOG2 = 24;
 
 export class AwardPresence {
-  private readonly bits = new Uint8Array(1 << (BITS_LOG2 - 3));
+  private bits: Uint8Array | null = null;
 
   /** The bit of a user (userIdHash) in a system (systemSalt). */
   static index(userHash: number, systemSalt: number): number {
@@ -28,15 +30,24 @@ export class AwardPresence {
   }
 
   has(index: number): boolean {
-    return (this.bits[index >>> 3]! & (1 << (index & 7))) !== 0;
+    return this.bits !== null && (this.bits[index >>> 3]! & (1 << (index & 7))) !== 0;
   }
 
   add(index: number): void {
+    this.bits ??= new Uint8Array(1 << (BITS_LOG2 - 3));
     this.bits[index >>> 3]! |= 1 << (index & 7);
   }
 }
 
-/** A system's salt: its key's hash, mixed, so that one user's bits in two systems are unrelated. */
-export function systemSalt(systemKeyHash: number): number {
-  return fmix32(systemKeyHash ^ 0x9e3779b9);
+/** The process's table: every tenant's stores share it (a worker process that serves no reads allocates none). */
+export const processAwardPresence = new AwardPresence();
+
+/** A system's salt, from the hash of its tenant and key (systemSaltKey), mixed: one user's bits in two systems are unrelated. */
+export function systemSalt(systemHash: number): number {
+  return fmix32(systemHash ^ 0x9e3779b9);
+}
+
+/** What a system's salt is hashed from: its tenant's id and its key. */
+export function systemSaltKey(tenantId: string, systemKey: string): string {
+  return `${tenantId}\u0000${systemKey}`;
 }

@@ -11,7 +11,7 @@ import { buildRules, type BuiltRules } from "./rules.js";
 import { callOrderOf } from "./call-order.js";
 import { idempotencyField } from "./fields.js";
 import { shardOf, TenantKeys, userIdHash } from "./keys.js";
-import { AwardPresence, systemSalt } from "./award-presence.js";
+import { AwardPresence, processAwardPresence, systemSalt, systemSaltKey } from "./award-presence.js";
 import { loadLua, type LuaSource } from "./lua-loader.js";
 import { packDoubles, runScript, sendEncoded } from "./redis-script.js";
 import { registerStateSlots, type StateSlots } from "./state-slots.js";
@@ -75,8 +75,8 @@ export class TenantStore {
   /** Scripts that run with the whole tenant's rules (identify, completion, time ticks, admin). */
   readonly tenantScripts: Record<"user" | "complete" | "timeTick" | "streakAdmin", LuaSource>;
   readonly tenantRules: BuiltRules;
-  /** The (user, system) pairs this process has seen awards of: the metering read's form. Shared by onConnection's copies. */
-  readonly awardPresence = new AwardPresence();
+  /** The (user, system) pairs this process has seen awards of (every tenant's): what the metering read sends. */
+  readonly awardPresence = processAwardPresence;
   private readonly systemSalts = new Map<string, number>();
 
   /** Registers the tenant's state names (state-slots.ts), then builds its scripts. */
@@ -95,7 +95,7 @@ export class TenantStore {
       timeTick: loadLua("timeTick-2", rules),
       streakAdmin: loadLua("streakAdmin-4", rules),
     };
-    for (const system of tenant.systems) this.systemSalts.set(system.key, systemSalt(userIdHash(system.key)));
+    for (const system of tenant.systems) this.systemSalts.set(system.key, systemSalt(userIdHash(systemSaltKey(tenant.id, system.key))));
     for (const metric of tenant.metrics) {
       const built = buildRules(tenant, metric.key, slots);
       this.eventScripts.set(metric.key, { script: loadLua("event-2", built.rules), built });
