@@ -11,8 +11,8 @@ import { fmix32 } from "../domain/fmix32.js";
  * one round trip either way; the EXISTS costs the service about as much again as the LRANGE, so it
  * is kept to the pairs this process knows nothing of.
  *
- * One bit per pair in a fixed table for the whole process (2^24 bits, 2 MiB, allocated at the
- * first read; the pairs of every tenant, each tenant's systems salted apart), set and never
+ * One bit per pair in a fixed table for the whole process (2^24 bits, 2 MiB, allocated when the
+ * first pair is seen; the pairs of every tenant, each tenant's systems salted apart), set and never
  * cleared: a pair whose bit another pair set by chance reads as seen, and if its list is then
  * empty the read sends the EXISTS after the LRANGE's reply, a second round trip (the only case
  * that takes two). With n pairs seen the chance is about n / 2^24 (0.6% at 100 000, 6% at a
