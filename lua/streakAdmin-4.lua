@@ -4,7 +4,7 @@
   the deadline passes rather than at the next event). All settle first, as an event would.
 
   KEYS[1] user state hash   {t:s}:u:<userId>
-  KEYS[2] shard counters    {t:s}:agg
+  KEYS[2] shard counters    {t:s}:agg, not read: the keys of every user script (user-store.ts userKeys)
   KEYS[3] shard stream      {t:s}:x, and the hook stream {t:s}:xh (includes/hooks.lua)
   KEYS[4] the writer's record on the shard  {t:s}:wr:<writer> (includes/call-order.lua)
 
@@ -42,7 +42,7 @@
 -- @include "includes/hooks.lua"
 --@body
 beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
-local userKey, aggKey, streamKey, writerKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local userKey, streamKey, writerKey = KEYS[1], KEYS[3], KEYS[4]
 local op, tzAssumed = ARGV[4], ARGV[5]
 local nowDay, nowPeriod = tonumber(ARGV[6]), tonumber(ARGV[7])
 local deadlinePrevious, deadlineCurrent = tonumber(ARGV[8]), tonumber(ARGV[9])

@@ -11,18 +11,26 @@ import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/aw
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
 /** The tenant file: LAUREL_CONFIG, default config/demo.yaml. */
-export const configPath = (): string => resolve(process.env.LAUREL_CONFIG ?? resolve(ROOT, "config/demo.yaml"));
+const configPath = (): string => resolve(process.env.LAUREL_CONFIG ?? resolve(ROOT, "config/demo.yaml"));
+
+/**
+ * Exit 1 naming the tenant file and the bad field when `err` is a ConfigError: a file that does
+ * not validate, or one the stored data cannot be read with (store/fixed-settings.ts). Anything
+ * else is thrown on. `cleanup` runs first (the service stops its embedded Redis).
+ */
+export async function exitOnConfigError(logger: Logger, err: unknown, cleanup: () => Promise<void> = async () => undefined): Promise<never> {
+  if (!(err instanceof ConfigError)) throw err;
+  logger.fatal(`invalid configuration ${configPath()}: ${err.message}`);
+  await cleanup();
+  return process.exit(1);
+}
 
 /** LAUREL_CONFIG (default config/demo.yaml), or exit 1 with the bad field named (README: The tenant file). */
-export function loadTenantsOrExit(logger: Logger): CompiledTenant[] {
+export async function loadTenantsOrExit(logger: Logger): Promise<CompiledTenant[]> {
   try {
     return loadConfigFile(configPath());
   } catch (err) {
-    if (err instanceof ConfigError) {
-      logger.fatal(`invalid configuration ${configPath()}: ${err.message}`);
-      process.exit(1);
-    }
-    throw err;
+    return exitOnConfigError(logger, err);
   }
 }
 

@@ -1,7 +1,6 @@
 import { resolve } from "node:path";
 import { startApp } from "./app.js";
-import { ConfigError } from "./config/compile.js";
-import { applyAwardIdSlots, checkEnvironmentOrExit, configPath, listenPort, loadTenantsOrExit, loggerOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { applyAwardIdSlots, checkEnvironmentOrExit, exitOnConfigError, listenPort, loadTenantsOrExit, loggerOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -27,7 +26,7 @@ async function main(): Promise<void> {
   const logger = loggerOrExit();
   checkEnvironmentOrExit(logger, process.env, { port: true });
   applyAwardIdSlots();
-  const tenants = loadTenantsOrExit(logger);
+  const tenants = await loadTenantsOrExit(logger);
   const port = listenPort();
   const clock: Clock = process.env.LAUREL_CLOCK === "manual" ? new ManualClock() : new SystemClock();
 
@@ -48,14 +47,13 @@ async function main(): Promise<void> {
   await waitForRedisOrExit(redis, logger);
 
   const drainMs = process.env.LAUREL_DRAIN ? Number(process.env.LAUREL_DRAIN) * 1000 : undefined; // checked by checkEnvironmentOrExit
-  const app = await startApp({ tenants, redis, clock, logger, port, drainMs, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } }).catch(async (err: unknown) => {
+  const app = await startApp({ tenants, redis, clock, logger, port, drainMs, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } }).catch((err: unknown) =>
     // A config the stored data cannot be read with (store/fixed-settings.ts): named, not a stack.
-    if (!(err instanceof ConfigError)) throw err;
-    logger.fatal(`invalid configuration ${configPath()}: ${err.message}`);
-    await redis.quit().catch(() => undefined);
-    await embedded?.stop();
-    process.exit(1);
-  });
+    exitOnConfigError(logger, err, async () => {
+      await redis.quit().catch(() => undefined);
+      await embedded?.stop();
+    }),
+  );
   logger.info({ port: app.port, tenants: tenants.map((t) => t.id), clock: clock.manual ? "manual" : "system" }, "laurel listening");
   // The stream worker (daily buckets for the event summaries) runs here unless it runs alone.
   const worker = process.env.LAUREL_WORKER === "off" ? null : new StreamWorker({ redis, tenants, logger });

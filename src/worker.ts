@@ -1,5 +1,4 @@
-import { checkEnvironmentOrExit, configPath, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
-import { ConfigError } from "./config/compile.js";
+import { checkEnvironmentOrExit, exitOnConfigError, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { checkFixedSettings } from "./store/fixed-settings.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
@@ -23,7 +22,7 @@ import { TenantStore } from "./store/tenant-store.js";
 async function main(): Promise<void> {
   const logger = loggerOrExit();
   checkEnvironmentOrExit(logger);
-  const tenants = loadTenantsOrExit(logger);
+  const tenants = await loadTenantsOrExit(logger);
   const url = process.env.REDIS_URL;
   if (!url) {
     logger.fatal("REDIS_URL is required: the worker works on the service's Redis");
@@ -34,11 +33,7 @@ async function main(): Promise<void> {
   // The same refusal as the service's (store/fixed-settings.ts): a worker reading the streams by
   // another shard count would leave shards unread.
   for (const [index, tenant] of tenants.entries()) {
-    await checkFixedSettings(redis, tenant, index).catch((err: unknown) => {
-      if (!(err instanceof ConfigError)) throw err;
-      logger.fatal(`invalid configuration ${configPath()}: ${err.message}`);
-      process.exit(1);
-    });
+    await checkFixedSettings(redis, tenant, index).catch((err: unknown) => exitOnConfigError(logger, err));
   }
   const worker = new StreamWorker({ redis, tenants, logger });
   worker.start();

@@ -15,7 +15,7 @@ local P, pointsOrder, boostMult, boostRounding
 local completed, streakOut, boardOut
 
 -- The per-user tables are made once per library and emptied for each user (a script may work
--- on several users, lua/timeTick-2.lua): a table costs Lua an allocation, its growth and its
+-- on several users, lua/timeTick-1.lua): a table costs Lua an allocation, its growth and its
 -- collection, ~10 of them ~3% of an event script (callgrind). S comes from loadState.
 U, profileDirty, P, pointsOrder, boostMult, boostRounding = {}, {}, {}, {}, {}, {}
 completed, boardOut = {}, {}

@@ -595,7 +595,7 @@ export function applyComplete(
 }
 
 /**
- * lua/timeTick-2.lua for every time trigger, in config order: each due user is paid every
+ * lua/timeTick-1.lua for every time trigger, in config order: each due user is paid every
  * interval that has fully elapsed, as one award (each interval boosted as at its due instant),
  * and is next due one interval after the last.
  */

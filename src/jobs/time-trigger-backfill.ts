@@ -27,12 +27,8 @@ function timeTriggersOf(tenant: CompiledTenant): CompiledTimeTrigger[] {
 export async function scheduleExistingUsers(store: TenantStore, now: number, stopping: () => boolean = () => false): Promise<number> {
   const triggers = timeTriggersOf(store.tenant);
   const mark = store.keys.timeScheduled();
-  const marked = await store.redis.hgetall(mark);
-  // A trigger gone from the config loses its mark: added back, it gets the pass again (for the
-  // users created meanwhile, whom no first identification put on it).
-  const gone = Object.keys(marked).filter((set) => !triggers.some((t) => timeTriggerZset(t) === set));
-  if (gone.length > 0) await store.redis.hdel(mark, ...gone);
-  const pending = triggers.filter((t) => marked[timeTriggerZset(t)] === undefined);
+  const marked = await forgetRemovedTriggers(store);
+  const pending = triggers.filter((t) => !marked.has(timeTriggerZset(t)));
   if (pending.length === 0) return 0;
   let added = 0;
   // `{tenant:` then the shard's digits, then `}:u:` and the user id, compared as bytes: a user id
@@ -60,6 +56,20 @@ export async function scheduleExistingUsers(store: TenantStore, now: number, sto
   if (cursor !== "0") return added;
   await store.redis.hset(mark, ...pending.flatMap((t) => [timeTriggerZset(t), String(Date.now())]));
   return added;
+}
+
+/**
+ * Drops the marks of the time triggers the config no longer has (every mark, for a tenant with
+ * none): a trigger added back gets the pass again, for the users created meanwhile, whom no first
+ * identification put on it. Returns the marks kept (due set names).
+ */
+export async function forgetRemovedTriggers(store: TenantStore): Promise<Set<string>> {
+  const mark = store.keys.timeScheduled();
+  const sets = new Set(timeTriggersOf(store.tenant).map(timeTriggerZset));
+  const marked = Object.keys(await store.redis.hgetall(mark));
+  const gone = marked.filter((set) => !sets.has(set));
+  if (gone.length > 0) await store.redis.hdel(mark, ...gone);
+  return new Set(marked.filter((set) => sets.has(set)));
 }
 
 /** The shard prefix `{tenant:shard}:` and the user id of a user hash key, or null for another key. */

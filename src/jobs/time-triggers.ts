@@ -1,5 +1,5 @@
 import { runScript } from "../store/redis-script.js";
-import { scheduleExistingUsers } from "./time-trigger-backfill.js";
+import { forgetRemovedTriggers, scheduleExistingUsers } from "./time-trigger-backfill.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import { jobsPrefix, TenantJobQueue, TenantJobsSet, type TenantJobs, type TenantJobsOptions } from "./tenant-job-queue.js";
 
@@ -7,7 +7,7 @@ import { jobsPrefix, TenantJobQueue, TenantJobsSet, type TenantJobs, type Tenant
  * Time triggers (trophy-compat §5.5: "every N hours/days"). One BullMQ job scheduler per
  * (tenant, trigger), not one job per user: each tick pays the users who are due, found in the
  * per-shard sorted sets {t:s}:tt:<sys>.<trig> (score = next due instant), in batches of
- * BATCH users per script call (lua/timeTick-2.lua has the catch-up rule).
+ * BATCH users per script call (lua/timeTick-1.lua has the catch-up rule).
  *
  * The scheduler ticks every `tickEveryMs` of wall time and pays by the service clock. With the
  * manual clock, moving the clock runs every trigger at once (runAll), and POST /admin/v1/clock
@@ -28,7 +28,7 @@ export async function runTimeTrigger(store: TenantStore, index: number, now: num
   let paid = 0;
   for (let shard = 0; shard < store.tenant.shards; shard++) {
     for (let more = true; more; ) {
-      const reply = (await runScript(store.redis, store.tenantScripts.timeTick, [store.keys.agg(shard), store.keys.stream(shard)], [
+      const reply = (await runScript(store.redis, store.tenantScripts.timeTick, [store.keys.stream(shard)], [
         store.keys.prefix(shard),
         now,
         index,
@@ -119,8 +119,8 @@ export class TimeTriggers extends TenantJobsSet {
     const queues = opts.tenants.all
       .filter((c) => c.store.tenantRules.rules.tt.length > 0)
       .map((c) => new TenantTimeQueue(c.store, opts));
-    // A tenant with no time trigger left forgets which had their pass (time-trigger-backfill.ts).
-    for (const c of opts.tenants.all) if (c.store.tenantRules.rules.tt.length === 0) await c.store.redis.del(c.store.keys.timeScheduled());
+    // A tenant with no time trigger left forgets which had their pass (the others, in their pass).
+    for (const c of opts.tenants.all) if (c.store.tenantRules.rules.tt.length === 0) await forgetRemovedTriggers(c.store);
     await Promise.all(queues.map((q) => q.start()));
     return new TimeTriggers(queues);
   }

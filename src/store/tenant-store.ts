@@ -92,7 +92,7 @@ export class TenantStore {
     this.tenantScripts = {
       user: loadLua("user-3", rules),
       complete: loadLua("complete-4", rules),
-      timeTick: loadLua("timeTick-2", rules),
+      timeTick: loadLua("timeTick-1", rules),
       streakAdmin: loadLua("streakAdmin-4", rules),
     };
     for (const system of tenant.systems) this.systemSalts.set(system.key, systemSalt(userIdHash(systemSaltKey(tenant.id, system.key))));
@@ -144,7 +144,9 @@ export class TenantStore {
   async recordEvent(input: EventInput): Promise<RecordedEvent> {
     const entry = this.eventScripts.get(input.metricKey);
     if (!entry) fail("METRIC_NOT_FOUND");
-    const shard = this.shard(input.userId);
+    // The user's hash gives the shard and, after the call, the award presence bits (noteAwards).
+    const userHash = userIdHash(input.userId);
+    const shard = userHash % this.tenant.shards;
     const order = callOrderOf(this.redis);
     const writerKey = this.keys.writer(shard, order.writer);
     const keys = [this.keys.user(shard, input.userId), writerKey];
@@ -199,7 +201,7 @@ export class TenantStore {
       if (status === -2) fail("TOTAL_OUT_OF_RANGE");
       if (tz !== "UTC" || this.zones.get(input.userId) !== undefined) this.zones.set(input.userId, tz);
       const outcome = decodeEventReply(reply, input.eventId);
-      if (outcome.kind === "processed") this.noteAwards(input.userId, outcome.points);
+      if (outcome.kind === "processed") this.noteAwards(userHash, outcome.points);
       return { outcome, tz, nowDay, nowPeriod };
     }
   }
@@ -220,31 +222,24 @@ export class TenantStore {
     const shard = hash % this.tenant.shards;
     const presence = AwardPresence.index(hash, this.systemSalts.get(systemKey)!);
     const seen = this.awardPresence.has(presence);
+    const userExists = () => sendEncoded(this.redis, "exists", [this.keys.user(shard, userId)]);
     // Encoded as the event call is: ioredis' own lrange pays its argument flattening (redis-script.ts).
     const list = sendEncoded(this.redis, "lrange", [this.keys.awards(shard, systemKey, userId), 0, awards - 1]) as Promise<string[]>;
-    let exists: Promise<unknown> | null = null;
-    if (!seen) {
-      exists = sendEncoded(this.redis, "exists", [this.keys.user(shard, userId)]);
-      // Unread when the list holds records; its failure then is the LRANGE's too.
-      exists.catch(() => undefined);
-    }
+    const exists = seen ? null : userExists();
+    // Unread when the list holds records; its failure then is the LRANGE's too.
+    exists?.catch(() => undefined);
     const newest = await list;
     if (newest.length > 0) {
       if (!seen) this.awardPresence.add(presence);
       const records = newest.map(parseAwardRecord);
       return { total: records[0]!.total, awards: records };
     }
-    return (await (exists ?? sendEncoded(this.redis, "exists", [this.keys.user(shard, userId)]))) ? { total: 0, awards: [] } : null;
+    return (await (exists ?? userExists())) ? { total: 0, awards: [] } : null;
   }
 
   /** Marks the systems an event changed for its user as seen (award-presence.ts): the user's next metering read of them is one LRANGE. */
-  private noteAwards(userId: string, points: readonly PointsChange[]): void {
-    if (points.length === 0) return;
-    const hash = userIdHash(userId);
-    for (const change of points) {
-      const salt = this.systemSalts.get(change.systemKey);
-      if (salt !== undefined) this.awardPresence.add(AwardPresence.index(hash, salt));
-    }
+  private noteAwards(userHash: number, points: readonly PointsChange[]): void {
+    for (const change of points) this.awardPresence.add(AwardPresence.index(userHash, this.systemSalts.get(change.systemKey)!));
   }
 }
 

@@ -10,8 +10,7 @@
   A user whose attributes do not match the trigger's filter at the tick is not paid for those
   intervals.
 
-  KEYS[1] shard counters    {t:s}:agg
-  KEYS[2] shard stream      {t:s}:x, and the hook stream {t:s}:xh (includes/hooks.lua)
+  KEYS[1] shard stream      {t:s}:x, and the hook stream {t:s}:xh (includes/hooks.lua)
 
   ARGV[1] key prefix {t:s}:
   ARGV[2] now, ms
@@ -31,7 +30,7 @@
 -- @include "includes/hooks.lua"
 --@body
 beginCall(tonumber(ARGV[2]), ARGV[1], '')
-local aggKey, streamKey = KEYS[1], KEYS[2]
+local streamKey = KEYS[1]
 local trigger = R.tt[tonumber(ARGV[3])]
 local limit = tonumber(ARGV[4])
 local boards = boardsOf(ARGV[5], 1)
