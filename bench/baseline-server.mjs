@@ -11,6 +11,8 @@
 //                     on top of this route is the code the read ÷ HGET target can still move.
 //   GET  /ping        readiness probe
 // Environment: PORT, REDIS_URL, LAUREL_COALESCE and LAUREL_AUTOPIPELINE (as the service reads them).
+// The service's V8 settings (src/v8-tuning.ts), so that the baseline carries what the service does.
+import "../dist/v8-tuning.js";
 import uWS from "uWebSockets.js";
 import { createRedisClient } from "../dist/store/redis-client.js";
 import { sendEncoded } from "../dist/store/redis-script.js";

@@ -1,3 +1,4 @@
+import "./v8-tuning.js";
 import { resolve } from "node:path";
 import { startApp } from "./app.js";
 import { applyAwardIdSlots, checkEnvironmentOrExit, exitOnConfigError, listenPort, loadTenantsOrExit, loggerOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";

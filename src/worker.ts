@@ -1,3 +1,4 @@
+import "./v8-tuning.js";
 import { checkEnvironmentOrExit, exitOnConfigError, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { checkFixedSettings } from "./store/fixed-settings.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
