@@ -1,7 +1,14 @@
 // The traffic: who the users are, what each request carries, and one autocannon run.
 // Never pipelining > 1: uWS closes a keep-alive connection that sends a request while an async
 // response is pending (STACK.md §2), which turns a benchmark into ~40 req/s of artifacts.
+import { setFlagsFromString } from "node:v8";
 import autocannon from "autocannon";
+
+// The load generator shares the box with what it measures: V8's allocation-site pretenuring off,
+// as in the service (src/v8-tuning.ts says why), took autocannon from ~35.6 to ~24-29 µs of CPU
+// per request against the bare baseline (bench/README.md, "The twenty-fourth stop"). Every phase,
+// baselines included, runs from this process alike.
+setFlagsFromString("--no-allocation-site-pretenuring");
 
 const HEADERS = { "x-api-key": "demo-key", "content-type": "application/json" };
 const ZONES = ["UTC", "Europe/London", "Europe/Paris", "America/New_York", "America/Los_Angeles", "Asia/Tokyo", "Asia/Kolkata", "Australia/Sydney"];
