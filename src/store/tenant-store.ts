@@ -50,6 +50,17 @@ export class ZoneCache {
     if (this.map.size >= this.max) this.map.clear();
     this.map.set(key, zone);
   }
+  /**
+   * The zone an event was judged in, for the user's next event that sends none. UTC, the
+   * default, is not stored for a user not cached; an unchanged zone is not written again, so the
+   * cache keeps its string instead of taking each request's own (which would outlive its request
+   * in an old map entry and be promoted, for nothing).
+   */
+  remember(key: string, zone: string): void {
+    const known = this.map.get(key);
+    if (known === zone || (known === undefined && zone === "UTC")) return;
+    this.set(key, zone);
+  }
 }
 
 // The flags of the event call (lua/event-2.lua ARGV[3], its 7th number).
@@ -199,7 +210,7 @@ export class TenantStore {
         continue;
       }
       if (status === -2) fail("TOTAL_OUT_OF_RANGE");
-      if (tz !== "UTC" || this.zones.get(input.userId) !== undefined) this.zones.set(input.userId, tz);
+      this.zones.remember(input.userId, tz);
       const outcome = decodeEventReply(reply, input.eventId);
       if (outcome.kind === "processed") this.noteAwards(userHash, outcome.points);
       return { outcome, tz, nowDay, nowPeriod };
