@@ -1,4 +1,5 @@
 import { fmix32 } from "../domain/fmix32.js";
+import { userIdHash } from "../domain/shards.js";
 
 /**
  * Which (user, points system) pairs this process has seen awards of: what the metering read
@@ -42,12 +43,10 @@ export class AwardPresence {
 /** The process's table: every tenant's stores share it (a worker process that serves no reads allocates none). */
 export const processAwardPresence = new AwardPresence();
 
-/** A system's salt, from the hash of its tenant and key (systemSaltKey), mixed: one user's bits in two systems are unrelated. */
-export function systemSalt(systemHash: number): number {
-  return fmix32(systemHash ^ 0x9e3779b9);
-}
-
-/** What a system's salt is hashed from: its tenant's id and its key. */
-export function systemSaltKey(tenantId: string, systemKey: string): string {
-  return `${tenantId}\u0000${systemKey}`;
+/**
+ * A system's salt: its tenant's id and its key hashed (FNV-1a, as user ids are) and mixed, so that
+ * one user's bits in two systems, or two tenants, are unrelated.
+ */
+export function systemSalt(tenantId: string, systemKey: string): number {
+  return fmix32(userIdHash(`${tenantId}\u0000${systemKey}`) ^ 0x9e3779b9);
 }

@@ -11,7 +11,7 @@ import { buildRules, type BuiltRules } from "./rules.js";
 import { callOrderOf } from "./call-order.js";
 import { idempotencyField } from "./fields.js";
 import { shardOf, TenantKeys, userIdHash } from "./keys.js";
-import { AwardPresence, processAwardPresence, systemSalt, systemSaltKey } from "./award-presence.js";
+import { AwardPresence, processAwardPresence, systemSalt } from "./award-presence.js";
 import { loadLua, type LuaSource } from "./lua-loader.js";
 import { packDoubles, runScript, sendEncoded } from "./redis-script.js";
 import { registerStateSlots, type StateSlots } from "./state-slots.js";
@@ -106,7 +106,7 @@ export class TenantStore {
       timeTick: loadLua("timeTick-1", rules),
       streakAdmin: loadLua("streakAdmin-4", rules),
     };
-    for (const system of tenant.systems) this.systemSalts.set(system.key, systemSalt(userIdHash(systemSaltKey(tenant.id, system.key))));
+    for (const system of tenant.systems) this.systemSalts.set(system.key, systemSalt(tenant.id, system.key));
     for (const metric of tenant.metrics) {
       const built = buildRules(tenant, metric.key, slots);
       this.eventScripts.set(metric.key, { script: loadLua("event-2", built.rules), built });
@@ -231,7 +231,7 @@ export class TenantStore {
   async readUserPoints(userId: string, systemKey: string, awards: number): Promise<{ total: number; awards: AwardRecord[] } | null> {
     const hash = userIdHash(userId);
     const shard = hash % this.tenant.shards;
-    const presence = AwardPresence.index(hash, this.systemSalts.get(systemKey)!);
+    const presence = this.awardPresenceIndex(hash, systemKey);
     const seen = this.awardPresence.has(presence);
     const userExists = () => sendEncoded(this.redis, "exists", [this.keys.user(shard, userId)]);
     // Encoded as the event call is: ioredis' own lrange pays its argument flattening (redis-script.ts).
@@ -250,7 +250,12 @@ export class TenantStore {
 
   /** Marks the systems an event changed for its user as seen (award-presence.ts): the user's next metering read of them is one LRANGE. */
   private noteAwards(userHash: number, points: readonly PointsChange[]): void {
-    for (const change of points) this.awardPresence.add(AwardPresence.index(userHash, this.systemSalts.get(change.systemKey)!));
+    for (const change of points) this.awardPresence.add(this.awardPresenceIndex(userHash, change.systemKey));
+  }
+
+  /** The award presence bit of a user (userIdHash) in one of this tenant's systems. */
+  awardPresenceIndex(userHash: number, systemKey: string): number {
+    return AwardPresence.index(userHash, this.systemSalts.get(systemKey)!);
   }
 }
 

@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
 import type { Command, Redis } from "ioredis";
 import { setScriptMode } from "../../src/store/redis-script.js";
-import { AwardPresence, systemSalt, systemSaltKey } from "../../src/store/award-presence.js";
 import { userIdHash } from "../../src/store/keys.js";
 import { demoConfig, startTestApp, type TestApp } from "../helpers/app.js";
 
@@ -126,7 +125,7 @@ describe.each([
 
   it("a pair whose presence bit another pair set, by chance, still answers right: the EXISTS after the LRANGE's reply", async () => {
     const store = t.app.tenants.all[0]!.store;
-    for (const user of ["collided", "nobody-collided"]) store.awardPresence.add(AwardPresence.index(userIdHash(user), systemSalt(userIdHash(systemSaltKey(store.tenant.id, "coins")))));
+    for (const user of ["collided", "nobody-collided"]) store.awardPresence.add(store.awardPresenceIndex(userIdHash(user), "coins"));
     expect((await t.call("PUT", "/v1/users/collided", { tz: "UTC" })).status).toBe(200);
     let reply: { status: number; body: any } | undefined;
     let order = await sendsAndReplies(async () => (reply = await t.call("GET", "/v1/users/collided/points/coins")));
