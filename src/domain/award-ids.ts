@@ -96,7 +96,7 @@ export class AwardIdTable {
       const k = (first + way) * AwardIdTable.KEY_INTS;
       if (keys[k] === system && keys[k + 1] === seq && keys[k + 2] === a && keys[k + 3] === b) {
         const at = (first + way) * AwardIdTable.ID_LENGTH;
-        return this.ids.toString("latin1", at, at + AwardIdTable.ID_LENGTH);
+        return (this.ids as unknown as Latin1Slicer).latin1Slice(at, at + AwardIdTable.ID_LENGTH);
       }
       if (keys[k] === 0) break; // a set fills from its first slot: nothing after an empty one
     }
@@ -131,6 +131,13 @@ export class AwardIdTable {
     return n;
   }
 }
+
+/**
+ * Buffer's own latin1 decoder, which `buf.toString("latin1", start, end)` reaches after two
+ * JavaScript wrappers check the encoding and the bounds (~0.5k instructions of a hit's ~1.8k,
+ * bench/read-cost.mjs); the table's bounds are its own (not in @types/node).
+ */
+type Latin1Slicer = { latin1Slice(start: number, end: number): string };
 
 /** Award ids remembered by default (LAUREL_AWARD_IDS): 2^18 slots, 13 MB outside the JS heap (52 bytes a slot). */
 export const DEFAULT_AWARD_ID_SLOTS = 1 << 18;
