@@ -124,11 +124,12 @@ local function rememberedEvent(key, nowMs)
   return string.sub(stored, 1, bar - 1)
 end
 --@body
-local nowMs, value, nowPeriod, nowDay, lostIfExtended, lostIfPrevious, flags, digest, nProfile, eventMask, callNumber = struct.unpack('<ddddddddddd', ARGV[3])
+bindStdlib()
+local nowMs, value, nowPeriod, nowDay, lostIfExtended, lostIfPrevious, flags, digest, nProfile, eventMask, callNumber = sunpack('<ddddddddddd', ARGV[3])
 beginCall(nowMs, ARGV[1], ARGV[2], ARGV[8])
 local userKey, writerKey, aggKey, streamKey = KEYS[1], KEYS[2], prefix .. 'agg', prefix .. 'x'
 local zone, idemField, recordDetail = ARGV[4], ARGV[5], ARGV[6]
-local zoneSent = bit.band(flags, 1) ~= 0
+local zoneSent = band(flags, 1) ~= 0
 local deadlines = DEADLINES
 deadlines[1], deadlines[2] = lostIfExtended, lostIfPrevious
 local boards = boardsOf(ARGV[3], 89)
@@ -138,7 +139,7 @@ local idemKey = R.iw and idemField ~= '' and KEYS[3] or nil
 local original = loadState(userKey, idemField ~= '' and idemField or 's', zoneSent and R.pf or R.pfz)
 -- A key stored in the hash before the tenant had a window is still honoured (forever).
 if idemKey and not original then original = rememberedEvent(idemKey, nowMs) end
-if bit.band(flags, 2) ~= 0 and appliedBefore(writerKey, callNumber) then return eventReplyHead(3, false, S[R.mfi] or 0, false, false) end
+if band(flags, 2) ~= 0 and appliedBefore(writerKey, callNumber) then return eventReplyHead(3, false, S[R.mfi] or 0, false, false) end
 
 -- 2. Zone.
 if not zoneSent and (U.tz or 'UTC') ~= zone then return { -1, U.tz or 'UTC' } end
@@ -155,13 +156,13 @@ local newTotal = oldTotal + value
 if newTotal > R.maxTotal or newTotal < -R.maxTotal then return { -2 } end
 
 -- The call is applied: its number is its writer's last on this shard (step 1).
-markApplied(writerKey, callNumber, bit.band(flags, 4) ~= 0)
+markApplied(writerKey, callNumber, band(flags, 4) ~= 0)
 
 -- The key is stored with the event it first recorded (spec: idempotency rule 3).
 local extraWrites = EXTRA_WRITES
 emptyList(extraWrites)
 if idemKey then
-  rcall('SET', idemKey, ARGV[9] .. '|' .. string.format('%d', nowMs + R.iw), 'PX', R.iw)
+  rcall('SET', idemKey, ARGV[9] .. '|' .. sformat('%d', nowMs + R.iw), 'PX', R.iw)
 elseif idemField ~= '' then
   extraWrites[1], extraWrites[2] = idemField, ARGV[9]
 end
@@ -187,7 +188,7 @@ put(R.mfi, newTotal)
 local metricTriggers = R.mt
 for i = 1, #metricTriggers do
   local t = metricTriggers[i]
-  if (not t.eb or math.floor(eventMask / t.eb) % 2 == 1) and matches(t.f) then
+  if (not t.eb or mfloor(eventMask / t.eb) % 2 == 1) and matches(t.f) then
     local counted = newTotal
     if t.tc then
       counted = (S[t.tci] or 0) + value
@@ -230,7 +231,7 @@ updateBoards(boards, value, streakChanged, outParts)
 local pointsReply = flushPoints(outParts)
 streakOutcome(outParts, extended)
 flushState(userKey, extraWrites)
-appendRecord(streamKey, R.wh, 'ev', userId, nowString(), zone, recordDetail .. string.format('|%d', newTotal), outParts)
+appendRecord(streamKey, R.wh, 'ev', userId, nowString(), zone, recordDetail .. sformat('|%d', newTotal), outParts)
 
 -- Appended by index, not through a helper: a closure costs Lua ~1.6k instructions a call.
 local reply = eventReplyHead(1, false, newTotal, created, extended)

@@ -25,13 +25,13 @@ local WRITER_TTL_MS = '86400000'
 
 local function appliedBefore(writerKey, callNumber)
   local last = rcall('GET', writerKey)
-  return last ~= false and struct.unpack('<d', last) >= callNumber
+  return last ~= false and sunpack('<d', last) >= callNumber
 end
 
 local function markApplied(writerKey, callNumber, setExpiry)
   if setExpiry then
-    rcall('SET', writerKey, struct.pack('<d', callNumber), 'PX', WRITER_TTL_MS)
+    rcall('SET', writerKey, spack('<d', callNumber), 'PX', WRITER_TTL_MS)
   else
-    rcall('SET', writerKey, struct.pack('<d', callNumber), 'KEEPTTL')
+    rcall('SET', writerKey, spack('<d', callNumber), 'KEEPTTL')
   end
 end

@@ -4,8 +4,14 @@
   beginCall(). Redis runs one call at a time; nothing leaks from one call into the next.
 ]]
 local rcall, now, prefix, userId
--- string.format, and `now` as text (made on first use in a call).
-local sformat, nowText
+-- `now` as text (made on first use in a call).
+local nowText
+-- The standard library functions the hot paths call, bound by bindStdlib at a library's first
+-- call: a Function library cannot reach the globals while it loads, and `bit.band` through them
+-- is two table lookups (the globals, then the module) on every use, ~40 of them an event (Lua by
+-- line: bench/lua-line-profile.mjs). `next` and `unpack` are shadowed under their own names, so
+-- every include after this one uses the bound ones; the others take names of their own.
+local sformat, band, spack, sunpack, mpack, munpack, mfloor, mmin, next, unpack
 -- state.lua: the user's hot state, profile fields, what changed.
 local S, U, stateDirty, profileDirty
 -- points.lua: per-system outcome of this call.
@@ -20,6 +26,15 @@ local completed, streakOut, boardOut
 U, profileDirty, P, pointsOrder, boostMult, boostRounding = {}, {}, {}, {}, {}, {}
 completed, boardOut = {}, {}
 streakOut = { consumed = 0, earned = 0, lost = 0, frozen = {} }
+
+-- Binds the locals above (once per library; redis.call is a library's `rcall`). Every call runs it
+-- first: beginCall does, and a body that needs one before beginCall calls it itself.
+local function bindStdlib()
+  if rcall then return end
+  rcall, sformat = redis.call, string.format
+  band, spack, sunpack, mpack, munpack = bit.band, struct.pack, struct.unpack, cmsgpack.pack, cmsgpack.unpack
+  mfloor, mmin, next, unpack = math.floor, math.min, _G.next, _G.unpack
+end
 
 local function emptyList(t)
   for i = #t, 1, -1 do t[i] = nil end
@@ -44,8 +59,7 @@ end
 -- nowDigits: `now` as decimal digits when the caller sent them (the event script: an argument
 -- costs Redis ~1k instructions, a string.format ~3.5k); nil to format them on first use.
 local function beginCall(nowMs, keyPrefix, user, nowDigits)
-  rcall = redis.call
-  sformat = string.format
+  bindStdlib()
   now, prefix, nowText = nowMs, keyPrefix, nowDigits
   beginUser(user)
 end

@@ -5,7 +5,7 @@
 
 -- floor(a / b) for integers a >= 0, b > 0, exact where the double quotient rounds (decimal.ts floorDiv).
 local function idiv(a, b)
-  local q = math.floor(a / b)
+  local q = mfloor(a / b)
   if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
   return q
 end

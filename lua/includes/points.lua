@@ -111,7 +111,7 @@ local function award(sysIndex, trigKey, amount, preBoosted)
   local new
   if amount > 0 then
     -- maxPoints caps grants; a total already above the cap (the cap was lowered) is kept.
-    if total >= sys.cap then new = total else new = math.min(total + amount, sys.cap) end
+    if total >= sys.cap then new = total else new = mmin(total + amount, sys.cap) end
   else
     -- A deduction never takes the total below zero (and is never boosted).
     new = total + amount
@@ -175,7 +175,7 @@ local function flushPoints(outParts)
       entry[1], entry[2], entry[3], entry[4] = sys.key, o.added, o.total, o.before
       for j = 1, #o.recs do entry[4 + j] = o.recs[j] end
       reply[#reply + 1] = entry
-      outParts[#outParts + 1] = string.format('p:%s:%d:%d:%d:%d', sys.key, o.added, o.total, lvBefore, lvAfter)
+      outParts[#outParts + 1] = sformat('p:%s:%d:%d:%d:%d', sys.key, o.added, o.total, lvBefore, lvAfter)
     end
   end
   return reply

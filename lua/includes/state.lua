@@ -34,7 +34,7 @@ end
 
 -- The state array of a stored `s` (nil: a new user), at least R.ns long.
 local function decodeState(blob)
-  local state = blob and cmsgpack.unpack(blob) or {}
+  local state = blob and munpack(blob) or {}
   if blob and state[1] == nil then
     -- The map layout of earlier versions.
     local array, unknown = {}, nil
@@ -113,7 +113,7 @@ local function flushState(userKey, extra)
   local args = extra or {}
   if stateDirty then
     args[#args + 1] = 's'
-    args[#args + 1] = cmsgpack.pack(S)
+    args[#args + 1] = mpack(S)
   end
   for i = 1, #profileDirty do
     args[#args + 1] = profileDirty[i]
