@@ -79,7 +79,8 @@ export function assertNativeUws(): void {
 
 export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
 
-const DEFAULT_DRAIN_MS = 10_000;
+/** LAUREL_DRAIN's default: how long a stop waits for the requests already taken to be answered. */
+export const DEFAULT_DRAIN_MS = 10_000;
 
 /** The HTTP service: every route of the API on one uWS app. */
 export async function startApp(opts: AppOptions): Promise<RunningApp> {

@@ -34,15 +34,40 @@ export async function loadTenantsOrExit(logger: Logger): Promise<CompiledTenant[
   }
 }
 
-/** On SIGINT or SIGTERM (once): log, run `close`, exit 0. */
-export function stopOnSignals(logger: Logger, close: () => Promise<void>): void {
+/**
+ * How long a stop waits for the process's connections to close once its requests are answered.
+ * With Redis unreachable they never do (a BullMQ worker's and queue-events' close waits for a
+ * connection that is not coming back), and a process left running after SIGTERM holds a rolling
+ * deploy until its orchestrator's SIGKILL. Nothing is lost by leaving then: an acknowledged event
+ * is in Redis already, and a job cut off is taken again by another process once its lock expires.
+ */
+export const CLOSE_TIMEOUT_MS = 5_000;
+
+/**
+ * On SIGINT or SIGTERM (once): log, run `close`, exit 0 (1 if it failed). `timeoutMs` bounds the
+ * whole of `close`: when it passes first, the process says so and exits without waiting further.
+ */
+export function stopOnSignals(logger: Logger, close: () => Promise<void>, timeoutMs: number = CLOSE_TIMEOUT_MS): void {
   let stopping = false;
   const stop = async (signal: string): Promise<void> => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, "stopping");
-    await close();
-    process.exit(0);
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<"timed out">((resolve) => {
+      timer = setTimeout(() => resolve("timed out"), timeoutMs);
+    });
+    const closed = close().then(
+      () => "closed" as const,
+      (err: unknown) => {
+        logger.error({ err }, "stopping failed");
+        return "failed" as const;
+      },
+    );
+    const outcome = await Promise.race([closed, timedOut]);
+    clearTimeout(timer);
+    if (outcome === "timed out") logger.warn({ timeoutMs }, "stopping without waiting longer for connections to close (is Redis reachable?)");
+    process.exit(outcome === "failed" ? 1 : 0);
   };
   process.on("SIGINT", () => void stop("SIGINT"));
   process.on("SIGTERM", () => void stop("SIGTERM"));

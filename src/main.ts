@@ -1,7 +1,7 @@
 import "./v8-tuning.js";
 import { resolve } from "node:path";
-import { startApp } from "./app.js";
-import { applyAwardIdSlots, checkEnvironmentOrExit, exitOnConfigError, listenPort, loadTenantsOrExit, loggerOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { DEFAULT_DRAIN_MS, startApp } from "./app.js";
+import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, exitOnConfigError, listenPort, loadTenantsOrExit, loggerOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -64,12 +64,17 @@ async function main(): Promise<void> {
   if (worker) app.webhooks?.startConsumer();
   // issue 6: end
 
-  stopOnSignals(logger, async () => {
-    await app.close();
-    await worker?.stop();
-    await redis.quit().catch(() => undefined);
-    await embedded?.stop();
-  });
+  // The drain's time, then CLOSE_TIMEOUT_MS for the connections (boot.ts).
+  stopOnSignals(
+    logger,
+    async () => {
+      await app.close();
+      await worker?.stop();
+      await redis.quit().catch(() => undefined);
+      await embedded?.stop();
+    },
+    (drainMs ?? DEFAULT_DRAIN_MS) + CLOSE_TIMEOUT_MS,
+  );
 }
 
 main().catch((err) => {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 
-const MAIN = new URL("../../dist/main.js", import.meta.url).pathname;
+/** The service (src/main.ts), as `node dist/main.js` starts it. */
+export const MAIN = new URL("../../dist/main.js", import.meta.url).pathname;
 /** The stream worker run alone (src/worker.ts). */
 export const WORKER = new URL("../../dist/worker.js", import.meta.url).pathname;
 

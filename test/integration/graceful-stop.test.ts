@@ -3,7 +3,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../src/embedded-redis.js";
 import { startTestRedis } from "../helpers/redis-server.js";
-import { runService, waitFor } from "../helpers/service-process.js";
+import { MAIN, runService, waitFor, WORKER } from "../helpers/service-process.js";
 
 /**
  * A stop (SIGTERM, as a rolling deploy sends) must not cut off a request whose write Redis is
@@ -100,4 +100,33 @@ describe("SIGTERM with an event in flight", () => {
       child.kill("SIGKILL");
     }
   });
+});
+
+/**
+ * A stop while Redis is unreachable: the connections never close (BullMQ's worker and
+ * queue-events closes wait for a connection that is not coming back), and before the bound in
+ * boot.ts stopOnSignals a process given SIGTERM ran on until its orchestrator's SIGKILL. Now it
+ * leaves once the drain and CLOSE_TIMEOUT_MS have passed, saying so. The demo tenant: its time
+ * triggers, streak expiry and webhooks each hold BullMQ connections.
+ */
+describe("SIGTERM with Redis unreachable", () => {
+  it.each([
+    ["the service", MAIN, "laurel listening"],
+    ["the stream worker", WORKER, "laurel stream worker running"],
+  ])("%s still exits, saying it did not wait for its connections", async (_name, entry, ready) => {
+    const gone = await startTestRedis();
+    const port = await freePort();
+    const { child, output, exited } = runService({ REDIS_URL: gone.url, PORT: String(port), LAUREL_DRAIN: "1" }, entry);
+    try {
+      await waitFor(() => output().includes(ready), "the process to run", exited);
+      await gone.stop();
+      await waitFor(() => output().includes("redis not reachable"), "the lost connection to be noticed", exited);
+      child.kill("SIGTERM");
+      expect(await exited).toBe(0);
+      expect(output()).toContain("stopping without waiting longer for connections to close");
+    } finally {
+      child.kill("SIGKILL");
+      await gone.stop();
+    }
+  }, 60_000);
 });
