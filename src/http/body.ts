@@ -1,14 +1,40 @@
 import { Buffer } from "node:buffer"; // not the global, an accessor (see store/redis-script.ts)
 import type { HttpResponse } from "uWebSockets.js";
 
+// Decodes strictly: throws on a byte sequence that is not UTF-8 (only asked when the lenient
+// decoding produced a U+FFFD, which a valid body may also hold).
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
 /**
- * Reads a request body as UTF-8 text (invalid sequences become U+FFFD), enforcing the size limit
- * as chunks arrive (STYLE: uWS pitfalls). uWS neuters each chunk when the callback returns: a
- * body that arrives whole (nearly all of them) is decoded straight from uWS's memory, with no
- * copy; chunks of a longer one are copied and decoded together, so that a character split
- * between two chunks stays whole.
+ * The bytes as UTF-8 text, or null when they are not UTF-8. Buffer's decoding turns an invalid
+ * sequence into U+FFFD, so two user ids that differ only in invalid bytes ("a\xff", "a\xfe")
+ * would become one user; a body holding U+FFFD after it is decoded again, strictly. The scan for
+ * U+FFFD is all a valid body without one pays.
  */
-export function readBody(res: HttpResponse, maxBytes: number, onBody: (body: string) => void, onTooLarge: () => void): void {
+function utf8Text(bytes: Buffer): string | null {
+  const text = bytes.toString("utf8");
+  if (!text.includes("\uFFFD")) return text;
+  try {
+    strictUtf8.decode(bytes);
+    return text;
+  } catch {
+    return null;
+  }
+}
+
+function deliver(text: string | null, onBody: (body: string) => void, onNotUtf8: () => void): void {
+  if (text === null) onNotUtf8();
+  else onBody(text);
+}
+
+/**
+ * Reads a request body as UTF-8 text, enforcing the size limit as chunks arrive (STYLE: uWS
+ * pitfalls); a body that is not UTF-8 (RFC 8259 §8.1) goes to `onNotUtf8`. uWS neuters each
+ * chunk when the callback returns: a body that arrives whole (nearly all of them) is decoded
+ * straight from uWS's memory, with no copy; chunks of a longer one are copied and decoded
+ * together, so that a character split between two chunks stays whole.
+ */
+export function readBody(res: HttpResponse, maxBytes: number, onBody: (body: string) => void, onTooLarge: () => void, onNotUtf8: () => void): void {
   let chunks: Buffer[] | null = null;
   let size = 0;
   let done = false;
@@ -22,13 +48,13 @@ export function readBody(res: HttpResponse, maxBytes: number, onBody: (body: str
     }
     if (isLast && chunks === null) {
       done = true;
-      onBody(Buffer.from(chunk).toString("utf8"));
+      deliver(utf8Text(Buffer.from(chunk)), onBody, onNotUtf8);
       return;
     }
     (chunks ??= []).push(Buffer.from(new Uint8Array(chunk))); // Buffer.from copies
     if (isLast) {
       done = true;
-      onBody(Buffer.concat(chunks, size).toString("utf8"));
+      deliver(utf8Text(Buffer.concat(chunks, size)), onBody, onNotUtf8);
     }
   });
 }

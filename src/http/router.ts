@@ -192,6 +192,7 @@ export class Router {
           run();
         },
         () => finish(413, errorJson(`Request body larger than ${this.opts.maxBodyBytes} bytes`), true),
+        () => finish(400, errorJson("Request body is not valid UTF-8")),
       );
     });
   }

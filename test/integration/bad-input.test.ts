@@ -470,6 +470,43 @@ describe("transport limits", () => {
       const user = await small.call("GET", "/v1/users/utf8-split");
       expect(user.body).toMatchObject({ id: "utf8-split", name });
     });
+
+    /** An event for user id `id` + the bytes `tail`, as raw bytes: in one piece, or chunked with a split after `splitAt`. */
+    const eventWithBytes = (id: string, tail: Buffer, splitAt?: number) => {
+      const [head, rest] = JSON.stringify({ user: { id: `${id}#` }, value: 1 }).split("#") as [string, string];
+      const bytes = Buffer.concat([Buffer.from(head), tail, Buffer.from(rest)]);
+      const init = { method: "POST", headers: { "x-api-key": small.apiKey, "content-type": "application/json" } };
+      if (splitAt === undefined) return raw(`${small.url}/v1/metrics/lessons/event`, { ...init, body: bytes });
+      const at = head.length + splitAt;
+      return raw(`${small.url}/v1/metrics/lessons/event`, {
+        ...init,
+        body: new ReadableStream<Uint8Array>({
+          start(controller) {
+            controller.enqueue(bytes.subarray(0, at));
+            controller.enqueue(bytes.subarray(at));
+            controller.close();
+          },
+        }),
+        duplex: "half",
+      });
+    };
+
+    it("refuses a body that is not UTF-8 with 400, in one piece or chunked: two ids differing in invalid bytes are not made one", async () => {
+      for (const tail of [Buffer.from([0xff]), Buffer.from([0xfe]), Buffer.from([0xe6, 0x97]) /* 日 cut short */, Buffer.from([0xc0, 0xaf]) /* overlong "/" */]) {
+        expect(await refused(400, () => eventWithBytes("not-utf8", tail), small, smallTenant)).toBe("Request body is not valid UTF-8");
+        expect(await refused(400, () => eventWithBytes("not-utf8", tail, 1), small, smallTenant)).toBe("Request body is not valid UTF-8");
+      }
+    });
+
+    it("takes a U+FFFD that is properly encoded, as any character", async () => {
+      const replacement = Buffer.from("\uFFFD");
+      const whole = await eventWithBytes("fffd", replacement);
+      expect(whole.status, JSON.stringify(whole.body)).toBe(201);
+      const chunked = await eventWithBytes("fffd", replacement, 2); // inside its three bytes
+      expect(chunked.status, JSON.stringify(chunked.body)).toBe(201);
+      expect(chunked.body).toMatchObject({ total: 2 });
+      expect((await small.call("GET", `/v1/users/${encodeURIComponent("fffd\uFFFD")}`)).body).toMatchObject({ id: "fffd\uFFFD" });
+    });
   });
 });
 
