@@ -1,6 +1,7 @@
 import { fail } from "../domain/errors.js";
 import { parseDay } from "../domain/periods.js";
 import type { Query } from "../http/query.js";
+import { failUnknownAttributes } from "./user-input.js";
 
 /**
  * Integer query parameter with a default and inclusive bounds: not an integer → 400,
@@ -60,7 +61,7 @@ export function attributeFilterParam(query: Query, name: string, declared: Reado
     pairs.set(part.slice(0, colon), part.slice(colon + 1));
   }
   const unknown = [...pairs.keys()].filter((k) => !declared.has(k));
-  if (unknown.length > 0) fail("INVALID_ATTRIBUTES", `Invalid attribute keys: ${unknown.join(", ")}`);
+  if (unknown.length > 0) failUnknownAttributes(unknown);
   return pairs;
 }
 

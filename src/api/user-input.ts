@@ -65,6 +65,20 @@ export function userProfileFields(user: UserInput, declaredAttributes: ReadonlyS
   return fields;
 }
 
+// An unknown key is named in the 422, but a body may hold thousands, and keys of any length.
+const NAMED_KEYS = 10;
+const NAMED_KEY_LENGTH = 64;
+
+/**
+ * The 422 for attribute keys the tenant does not declare (trophy-compat §5.2: "Invalid attribute
+ * keys: ..."): the first ten named (each cut to 64 characters), the others counted.
+ */
+export function failUnknownAttributes(unknown: readonly string[]): never {
+  const named = unknown.slice(0, NAMED_KEYS).map((k) => (k.length > NAMED_KEY_LENGTH ? `${k.slice(0, NAMED_KEY_LENGTH)}…` : k));
+  const more = unknown.length > NAMED_KEYS ? ` and ${unknown.length - NAMED_KEYS} more` : "";
+  return fail("INVALID_ATTRIBUTES", `Invalid attribute keys: ${named.join(", ")}${more}`);
+}
+
 /**
  * Custom attributes must be declared in the tenant file (trophy-compat §5.2: "Invalid attribute
  * keys: ..."); values are strings of at most 1000 characters without control characters.
@@ -76,7 +90,7 @@ export function checkAttributes(
 ): Record<string, string> | null {
   if (attributes === null) return null;
   const unknown = Object.keys(attributes).filter((k) => !declared.has(k));
-  if (unknown.length > 0) fail("INVALID_ATTRIBUTES", `Invalid attribute keys: ${unknown.join(", ")}`);
+  if (unknown.length > 0) failUnknownAttributes(unknown);
   for (const [k, v] of Object.entries(attributes)) {
     if (v.length > 1000 || !isCleanText(v)) fail("INVALID_VALUE", `${where}.${k} must be at most 1000 characters without control characters`);
   }

@@ -179,6 +179,12 @@ describe("well-formed but unacceptable values (422)", () => {
     expect(message).not.toContain("plan");
   });
 
+  it("names ten unknown attribute keys at most, each cut to 64 characters, and counts the rest", async () => {
+    const attributes = Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`${i === 0 ? "k".repeat(100) : `k${i}`}`, "v"]));
+    const message = await refused(422, () => event({ user: { id: "seed", attributes }, value: 1 }));
+    expect(message).toBe(`Invalid attribute keys: ${"k".repeat(64)}…, k1, k2, k3, k4, k5, k6, k7, k8, k9 and 1990 more`);
+  });
+
   it("refuses unknown event attribute keys", async () => {
     const message = await refused(422, () => event({ user: { id: "seed" }, value: 1, attributes: { source: "web", channel: "ads" } }));
     expect(message.startsWith("Invalid attribute keys:")).toBe(true);
