@@ -6,6 +6,7 @@ import { readBody } from "./body.js";
 import { RawQuery, type Query } from "./query.js";
 import { stringifyReply } from "./raw-json.js";
 import { errorJson, sendJson } from "./respond.js";
+import { LogThrottle } from "../log-throttle.js";
 
 /** What a handler sees: everything read synchronously from uWS before the first await. */
 export interface ApiRequest {
@@ -55,6 +56,16 @@ function isRedisUnreachable(err: unknown): boolean {
   return err.name === "MaxRetriesPerRequestError" || err.message === "Connection is closed.";
 }
 
+/**
+ * Redis at its maxmemory (with the noeviction policy the README asks for) refuses every command
+ * and script that may write, before running it: "OOM command not allowed when used memory >
+ * 'maxmemory'". Not the request's fault, and the same for every write until an operator acts: a
+ * 503, and one log line per 30 s (LogThrottle) rather than a 500 with a stack per request.
+ */
+function isRedisOutOfMemory(err: unknown): err is Error {
+  return err instanceof Error && err.message.startsWith("OOM ");
+}
+
 const BODY_METHODS = new Set<Method>(["post", "put", "patch"]);
 // Header names as bytes: uWS takes an ArrayBufferView as it is, where a string name costs a
 // UTF-8 conversion (a Utf8Value) on every getHeader.
@@ -78,6 +89,7 @@ export class Router {
   private inFlight = 0;
   private draining = false;
   private drained: (() => void) | null = null;
+  private readonly outOfMemoryLog = new LogThrottle();
 
   constructor(private readonly app: TemplatedApp, private readonly opts: RouterOptions) {}
 
@@ -135,7 +147,10 @@ export class Router {
         if (err instanceof LaurelError) finish(err.status, errorJson(err.message));
         // Not logged per request: the client's connection log says it once per outage (main.ts).
         else if (isRedisUnreachable(err)) finish(ErrorCodes.REDIS_UNREACHABLE.status, errorJson(ErrorCodes.REDIS_UNREACHABLE.message));
-        else {
+        else if (isRedisOutOfMemory(err)) {
+          this.outOfMemoryLog.run((unlogged) => this.opts.logger.error({ err: err.message, unlogged }, "redis is out of memory (maxmemory): writes are refused"));
+          finish(ErrorCodes.REDIS_OUT_OF_MEMORY.status, errorJson(ErrorCodes.REDIS_OUT_OF_MEMORY.message));
+        } else {
           this.opts.logger.error({ err, path: pattern }, "request failed");
           finish(500, errorJson("Internal server error"));
         }

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Redis } from "ioredis";
-import { pino } from "pino";
+import { pino, type Logger } from "pino";
 import { inject } from "vitest";
 import { startApp, type AppOptions, type RunningApp } from "../../src/app.js";
 import { ManualClock, SystemClock, type Clock } from "../../src/clock.js";
@@ -48,6 +48,8 @@ export interface TestAppOptions {
   thresholdRefreshMs?: number;
   /** Webhook settings (issue 6): tests shorten the backoff and the locks. */
   webhooks?: AppOptions["webhooks"];
+  /** The app's logger (default: silent, or TEST_LOG_LEVEL), for a test that reads what is logged. */
+  logger?: Logger;
 }
 
 export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> {
@@ -57,7 +59,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
   const clock: Clock = opts.manualClock
     ? new ManualClock(typeof opts.manualClock === "string" ? Date.parse(opts.manualClock) : Date.parse("2026-03-02T12:00:00Z"))
     : new SystemClock();
-  const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
+  const logger = opts.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
   const app = await startApp({ tenants, redis, clock, logger, host: "127.0.0.1", port: 0, maxBodyBytes: opts.maxBodyBytes, jobs: opts.jobs, thresholdRefreshMs: opts.thresholdRefreshMs ?? 0, webhooks: opts.webhooks }).catch(
     async (err: unknown) => {
       redis.disconnect();

@@ -8,7 +8,7 @@ import { pino } from "pino";
 import { warnIfRedisEvicts } from "../../src/store/eviction-check.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "../../src/store/redis-client.js";
 import { startTestRedis } from "../helpers/redis-server.js";
-import { startTestApp, type TestApp } from "../helpers/app.js";
+import { demoConfig, dumpTenant, startTestApp, type TestApp } from "../helpers/app.js";
 
 /**
  * REDIS_URL may name a Unix socket (`/var/run/redis/redis-server.sock`) or a TLS server
@@ -110,6 +110,37 @@ describe("a service whose Redis went away", () => {
       [40, "redis not reachable; retrying"],
       [30, "redis connection restored"],
     ]);
+  });
+});
+
+describe("a Redis at its maxmemory", () => {
+  it("answers writes 503 with {error}, writes nothing and logs it once; reads go on, and writes resume when memory is freed", async () => {
+    const server = await startTestRedis();
+    const lines: Array<{ level: number; msg: string; unlogged?: number }> = [];
+    const { yaml, tenantId } = demoConfig();
+    const t = await startTestApp({ yaml, redisUrl: server.url, manualClock: "2026-03-02T12:00:00Z", jobs: false, logger: pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }) });
+    const lesson = () => t.call("POST", "/v1/metrics/lessons/event", { user: { id: "full" }, value: 1 });
+    try {
+      expect((await lesson()).status).toBe(201);
+      // noeviction (the default, and what the README asks for): every write is refused before it runs.
+      await t.redis.config("SET", "maxmemory", "1");
+      const before = await dumpTenant(t.redis, tenantId);
+      for (let i = 0; i < 3; i++) {
+        expect(await lesson()).toEqual({ status: 503, body: { error: "Redis is out of memory (maxmemory) and refused this write; nothing was recorded" } });
+      }
+      expect(await dumpTenant(t.redis, tenantId)).toEqual(before);
+      const read = await t.call("GET", "/v1/users/full/points/xp");
+      expect(read.status).toBe(200);
+      expect(read.body.total).toBe(10);
+      expect(lines.filter((l) => l.msg.includes("out of memory"))).toEqual([expect.objectContaining({ level: 50, unlogged: 0 })]);
+      await t.redis.config("SET", "maxmemory", "0");
+      const after = await lesson();
+      expect(after.status).toBe(201);
+      expect(after.body.total).toBe(2);
+    } finally {
+      await t.close();
+      await server.stop();
+    }
   });
 });
 
