@@ -32,7 +32,11 @@ export function freePort(): Promise<number> {
   });
 }
 
-export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boolean; port?: number }): Promise<EmbeddedRedis> {
+/**
+ * `onExit`: called when the server exits other than by stop() (a crash, the OOM killer, a
+ * SIGKILL), once it has been ready; with the exit code, or the signal that ended it.
+ */
+export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boolean; port?: number; onExit?: (how: { code: number | null; signal: NodeJS.Signals | null }) => void }): Promise<EmbeddedRedis> {
   if (!redisServerAvailable()) throw new Error(INSTALL_HINT);
   mkdirSync(opts.dir, { recursive: true });
   const port = opts.port ?? (await freePort());
@@ -50,13 +54,22 @@ export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boole
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const url = `redis://127.0.0.1:${port}`;
   await waitForRedis(url, child);
+  let stopping = false;
+  if (opts.onExit) {
+    const onExit = opts.onExit;
+    child.once("exit", (code, signal) => {
+      if (!stopping) onExit({ code, signal });
+    });
+  }
   const stopOnExit = (): void => {
+    stopping = true;
     child.kill("SIGTERM");
   };
   process.once("exit", stopOnExit);
   return {
     url,
     async stop() {
+      stopping = true;
       process.removeListener("exit", stopOnExit);
       if (child.exitCode === null) {
         child.kill("SIGTERM");

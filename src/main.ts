@@ -33,10 +33,23 @@ async function main(): Promise<void> {
 
   const dataDir = resolve(process.env.LAUREL_DATA_DIR ?? resolve(ROOT, "data/redis"));
   let embedded: EmbeddedRedis | null = null;
+  // Set first thing in a stop: a Ctrl-C reaches the embedded redis-server too (one process group),
+  // and its exit then is part of the stop, not a failure.
+  let stopping = false;
   let redisUrl = process.env.REDIS_URL;
   if (!redisUrl) {
     try {
-      embedded = await startEmbeddedRedis({ dir: dataDir });
+      // A redis-server that dies under the service (a crash, the OOM killer) takes its data with it
+      // until restarted: the service says so and exits 1, for whatever restarts it (the AOF brings
+      // every acknowledged event back), rather than answer 503 with nothing to bring Redis back.
+      embedded = await startEmbeddedRedis({
+        dir: dataDir,
+        onExit: ({ code, signal }) => {
+          if (stopping) return;
+          logger.fatal({ code, signal, dir: dataDir }, "the embedded redis-server exited; stopping (start Laurel again: its AOF brings the data back)");
+          process.exit(1);
+        },
+      });
     } catch (err) {
       logger.fatal((err as Error).message);
       process.exit(1);
@@ -68,6 +81,7 @@ async function main(): Promise<void> {
   stopOnSignals(
     logger,
     async () => {
+      stopping = true;
       await app.close();
       await worker?.stop();
       await redis.quit().catch(() => undefined);

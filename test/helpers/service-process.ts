@@ -18,9 +18,11 @@ export interface ServiceProcess {
  * test's environment over this process's (REDIS_URL removed unless given: without it the service
  * embeds its own Redis).
  */
-export function runService(env: Record<string, string>, entry = MAIN): ServiceProcess {
+export function runService(env: Record<string, string>, entry = MAIN, opts: { ownGroup?: boolean } = {}): ServiceProcess {
   const { REDIS_URL: _omit, ...base } = process.env;
-  const child = spawn(process.execPath, [entry], { env: { ...base, LOG_LEVEL: "info", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  // ownGroup: the process leads a process group of its own, as a terminal's job does (a Ctrl-C
+  // there is a SIGINT to the whole group: process.kill(-pid, "SIGINT")).
+  const child = spawn(process.execPath, [entry], { env: { ...base, LOG_LEVEL: "info", ...env }, stdio: ["ignore", "pipe", "pipe"], detached: opts.ownGroup === true });
   let out = "";
   child.stdout!.on("data", (d) => (out += d));
   child.stderr!.on("data", (d) => (out += d));

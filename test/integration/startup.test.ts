@@ -58,6 +58,46 @@ describe("node dist/main.js", () => {
     expect(await second.exited).toBe(0);
   });
 
+  /** The embedded redis-server's pid, from the server at the address the start's log names. */
+  async function embeddedRedisPid(output: string): Promise<number> {
+    const line = output.split("\n").find((l) => l.includes("started embedded redis-server"))!;
+    const probe = new Redis((JSON.parse(line) as { redis: string }).redis);
+    try {
+      return Number(/process_id:(\d+)/.exec(await probe.info("server"))![1]);
+    } finally {
+      probe.disconnect();
+    }
+  }
+
+  it("exits 1, saying so, when its embedded redis-server dies under it (nothing would bring it back)", async () => {
+    const port = await freePort();
+    const proc = runService({ PORT: String(port), LAUREL_DATA_DIR: tempDir() });
+    try {
+      await waitFor(() => proc.output().includes("laurel listening"), "listening", proc.exited);
+      process.kill(await embeddedRedisPid(proc.output()), "SIGKILL");
+      expect(await proc.exited).toBe(1);
+      expect(proc.output()).toContain('"signal":"SIGKILL"');
+      expect(proc.output()).toContain("the embedded redis-server exited; stopping");
+    } finally {
+      proc.child.kill("SIGKILL");
+    }
+  });
+
+  it("stops cleanly on a Ctrl-C, which reaches its embedded redis-server too", async () => {
+    const port = await freePort();
+    const proc = runService({ PORT: String(port), LAUREL_DATA_DIR: tempDir() }, MAIN, { ownGroup: true });
+    try {
+      await waitFor(() => proc.output().includes("laurel listening"), "listening", proc.exited);
+      const redisPid = await embeddedRedisPid(proc.output());
+      process.kill(-proc.child.pid!, "SIGINT"); // the whole group: the service and its redis-server
+      expect(await proc.exited).toBe(0);
+      expect(proc.output()).not.toContain("the embedded redis-server exited");
+      expect(() => process.kill(redisPid, 0)).toThrow(); // gone too
+    } finally {
+      proc.child.kill("SIGKILL");
+    }
+  });
+
   it("stops with a message naming the bad field of an invalid config", async () => {
     const dir = tempDir();
     const path = join(dir, "bad.yaml");
