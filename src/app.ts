@@ -44,6 +44,13 @@ export interface AppOptions {
   host?: string;
   /** 0 picks a free port. */
   port: number;
+  /**
+   * Share the port with other processes listening on it (SO_REUSEPORT: the kernel spreads the
+   * connections among them). Off by default: a second process started on a taken port (an old
+   * instance left running, another config) fails to start instead of silently taking half the
+   * traffic, which uWS would otherwise let it do.
+   */
+  reusePort?: boolean;
   maxBodyBytes?: number;
   /** Run the background workers (time triggers) in this process; default true. */
   jobs?: boolean;
@@ -81,6 +88,12 @@ export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
 
 /** LAUREL_DRAIN's default: how long a stop waits for the requests already taken to be answered. */
 export const DEFAULT_DRAIN_MS = 10_000;
+
+// uSockets' LIBUS_LISTEN_EXCLUSIVE_PORT (1): the binding exports it, its typings only as an enum member.
+const LISTEN_EXCLUSIVE_PORT = (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
+
+/** The service could not listen on its host and port (taken, or not allowed). */
+export class ListenError extends Error {}
 
 /** The HTTP service: every route of the API on one uWS app. */
 export async function startApp(opts: AppOptions): Promise<RunningApp> {
@@ -157,9 +170,11 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   router.fallback();
 
   const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) => {
-    app.listen(opts.host ?? "0.0.0.0", opts.port, (socket) => {
+    // listen(host, port, options, cb): the binding takes the options between the port and the callback (not in its typings).
+    const listen = app.listen as unknown as (host: string, port: number, options: number, cb: (socket: uWS.us_listen_socket | false) => void) => void;
+    listen.call(app, opts.host ?? "0.0.0.0", opts.port, opts.reusePort ? 0 : LISTEN_EXCLUSIVE_PORT, (socket) => {
       if (socket) resolve(socket);
-      else reject(new Error(`cannot listen on ${opts.host ?? "0.0.0.0"}:${opts.port}`));
+      else reject(new ListenError(`cannot listen on ${opts.host ?? "0.0.0.0"}:${opts.port}${opts.reusePort ? "" : " (is the port taken? LAUREL_REUSE_PORT=1 shares it on purpose)"}`));
     });
   });
   const port = uWS.us_socket_local_port(listenSocket as unknown as uWS.us_socket);

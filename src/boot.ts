@@ -122,6 +122,7 @@ const SWITCHES: Record<string, readonly string[]> = {
   LAUREL_COALESCE: ["on", "off"],
   LAUREL_LUA: ["function", "eval"],
   LAUREL_AUTOPIPELINE: ["0", "1"],
+  LAUREL_REUSE_PORT: ["0", "1"],
 };
 
 /**

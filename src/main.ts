@@ -1,6 +1,6 @@
 import "./v8-tuning.js";
 import { resolve } from "node:path";
-import { DEFAULT_DRAIN_MS, startApp } from "./app.js";
+import { DEFAULT_DRAIN_MS, ListenError, startApp } from "./app.js";
 import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, exitOnConfigError, listenPort, loadTenantsOrExit, loggerOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
@@ -61,13 +61,21 @@ async function main(): Promise<void> {
   await waitForRedisOrExit(redis, logger);
 
   const drainMs = process.env.LAUREL_DRAIN ? Number(process.env.LAUREL_DRAIN) * 1000 : undefined; // checked by checkEnvironmentOrExit
-  const app = await startApp({ tenants, redis, clock, logger, port, drainMs, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } }).catch((err: unknown) =>
+  const reusePort = process.env.LAUREL_REUSE_PORT === "1";
+  const cleanup = async (): Promise<void> => {
+    await redis.quit().catch(() => undefined);
+    await embedded?.stop();
+  };
+  const app = await startApp({ tenants, redis, clock, logger, port, reusePort, drainMs, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } }).catch(async (err: unknown) => {
+    // A port it cannot listen on: said in one line, not a stack.
+    if (err instanceof ListenError) {
+      logger.fatal(err.message);
+      await cleanup();
+      process.exit(1);
+    }
     // A config the stored data cannot be read with (store/fixed-settings.ts): named, not a stack.
-    exitOnConfigError(logger, err, async () => {
-      await redis.quit().catch(() => undefined);
-      await embedded?.stop();
-    }),
-  );
+    return exitOnConfigError(logger, err, cleanup);
+  });
   logger.info({ port: app.port, tenants: tenants.map((t) => t.id), clock: clock.manual ? "manual" : "system" }, "laurel listening");
   // The stream worker (daily buckets for the event summaries) runs here unless it runs alone.
   const worker = process.env.LAUREL_WORKER === "off" ? null : new StreamWorker({ redis, tenants, logger });

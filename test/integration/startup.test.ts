@@ -98,6 +98,35 @@ describe("node dist/main.js", () => {
     }
   });
 
+  it("refuses a port another process listens on, in one line, unless every process sharing it sets LAUREL_REUSE_PORT=1", async () => {
+    const port = await freePort();
+    const env = { PORT: String(port), REDIS_URL: inject("redisUrl"), LAUREL_WORKER: "off" };
+    const started: ReturnType<typeof runService>[] = [];
+    const start = (extra: Record<string, string> = {}) => {
+      const proc = runService({ ...env, ...extra });
+      started.push(proc);
+      return proc;
+    };
+    try {
+      const first = start();
+      await waitFor(() => first.output().includes("laurel listening"), "the first to listen", first.exited);
+      const second = start();
+      expect(await second.exited).toBe(1);
+      expect(second.output()).toContain(`cannot listen on 0.0.0.0:${port} (is the port taken? LAUREL_REUSE_PORT=1 shares it on purpose)`);
+      expect(second.output()).not.toContain("    at "); // no stack
+      first.child.kill("SIGTERM");
+      expect(await first.exited).toBe(0);
+
+      const shared = [start({ LAUREL_REUSE_PORT: "1" }), start({ LAUREL_REUSE_PORT: "1" })];
+      for (const proc of shared) await waitFor(() => proc.output().includes("laurel listening"), "both to listen", proc.exited);
+      expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+      for (const proc of shared) proc.child.kill("SIGTERM");
+      for (const proc of shared) expect(await proc.exited).toBe(0);
+    } finally {
+      for (const proc of started) proc.child.kill("SIGKILL");
+    }
+  });
+
   it("stops with a message naming the bad field of an invalid config", async () => {
     const dir = tempDir();
     const path = join(dir, "bad.yaml");
