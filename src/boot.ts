@@ -76,7 +76,9 @@ export function stopOnSignals(logger: Logger, close: () => Promise<void>, timeou
 /**
  * At start, Redis may not be up yet (a container started beside it, a failover in progress):
  * waits for a PING answer up to LAUREL_REDIS_WAIT seconds (default 60), saying once that it
- * waits, then exits 1 with a message naming the address instead of a stack trace.
+ * waits, then exits 1 with a message naming the address instead of a stack trace. A Redis older
+ * than 7 (Ubuntu 22.04's is 6.0) stops the start too, saying so, instead of a stack trace from
+ * the first FUNCTION LOAD.
  */
 export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<void> {
   const seconds = Number(process.env.LAUREL_REDIS_WAIT || 60); // checked by checkEnvironmentOrExit
@@ -84,10 +86,12 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
   const { host, port, path } = redis.options;
   const address = path ?? `${host}:${port}`;
   for (let attempt = 0; ; attempt++) {
+    let version: string | null;
     try {
       await redis.ping();
       if (attempt > 0) logger.info({ redis: address }, "redis is reachable");
-      return;
+      // A Redis that refuses INFO (renamed by a host) is not checked: its scripts will say it.
+      version = await redis.info("server").then(redisVersion, () => null);
     } catch (err) {
       if (Date.now() >= deadline) {
         logger.fatal({ redis: address, err: (err as Error).message }, `Redis at ${address} is not reachable (waited ${seconds} s, LAUREL_REDIS_WAIT); check REDIS_URL`);
@@ -95,8 +99,24 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
       }
       if (attempt === 0) logger.warn({ redis: address }, `waiting for Redis at ${address} (up to ${seconds} s, LAUREL_REDIS_WAIT)`);
       await new Promise((r) => setTimeout(r, 500));
+      continue;
     }
+    if (version !== null && !isRedis7OrLater(version)) {
+      logger.fatal({ redis: address, version }, `Redis at ${address} is ${version}; Laurel needs Redis 7 or later (its scripts are Redis Functions). Debian 12 and Ubuntu 24.04 ship 7; elsewhere use the Redis project's packages or \`docker compose up\``);
+      process.exit(1);
+    }
+    return;
   }
+}
+
+/** `redis_version` of an INFO server reply (Valkey reports its Redis compatibility there too), or null when absent. */
+export function redisVersion(info: string): string | null {
+  return /^redis_version:([^\r\n]+)/m.exec(info)?.[1] ?? null;
+}
+
+/** Whether a `major.minor.patch` version is 7 or later (Redis Functions, FCALL: 7.0). */
+export function isRedis7OrLater(version: string): boolean {
+  return Number(version.split(".")[0]) >= 7;
 }
 
 /**

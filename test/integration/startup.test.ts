@@ -1,5 +1,6 @@
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { Queue } from "bullmq";
 import { afterAll, describe, expect, inject, it } from "vitest";
@@ -19,6 +20,28 @@ import { Redis } from "ioredis";
 const MAIN = new URL("../../dist/main.js", import.meta.url).pathname;
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+/**
+ * The first whole command (a RESP array of bulk strings, as clients send them) in `buffer`: its
+ * name, upper-cased, and its length in bytes; null until all of it has arrived.
+ */
+function readRespCommand(buffer: Buffer): { name: string; bytes: number } | null {
+  const text = buffer.toString("latin1");
+  const head = /^\*(\d+)\r\n/.exec(text);
+  if (!head) return null;
+  let at = head[0].length;
+  let name = "";
+  for (let i = 0; i < Number(head[1]); i++) {
+    const bulk = /^\$(\d+)\r\n/.exec(text.slice(at));
+    if (!bulk) return null;
+    const start = at + bulk[0].length;
+    const end = start + Number(bulk[1]);
+    if (text.length < end + 2) return null;
+    if (i === 0) name = text.slice(start, end).toUpperCase();
+    at = end + 2;
+  }
+  return { name, bytes: at };
+}
 
 /** One lessons event to the demo key's tenant of a service on `port`. */
 function postLessons(port: number | string, user: { id: string; tz?: string }, value: number): Promise<Response> {
@@ -124,6 +147,39 @@ describe("node dist/main.js", () => {
       for (const proc of shared) expect(await proc.exited).toBe(0);
     } finally {
       for (const proc of started) proc.child.kill("SIGKILL");
+    }
+  });
+
+  it.each([
+    ["the service", MAIN],
+    ["the stream worker", WORKER],
+  ])("%s stops, naming the version, on a Redis older than 7", async (_name, entry) => {
+    // No Redis 6 can be installed here (Debian 12 ships 7.0), so a server that answers the two
+    // commands a start sends before its version check (PING; INFO, ioredis' ready check and
+    // Laurel's) as Redis 6.0.16 does, and refuses anything else.
+    const old = createServer((socket) => {
+      let pending = Buffer.alloc(0);
+      socket.on("data", (data: Buffer) => {
+        pending = Buffer.concat([pending, data]);
+        for (let command; (command = readRespCommand(pending)) !== null; ) {
+          pending = pending.subarray(command.bytes);
+          if (command.name === "PING") socket.write("+PONG\r\n");
+          else if (command.name === "INFO") {
+            const info = "# Server\r\nredis_version:6.0.16\r\nloading:0\r\n";
+            socket.write(`$${info.length}\r\n${info}\r\n`);
+          } else socket.write(`-ERR unknown command '${command.name}'\r\n`);
+        }
+      });
+    });
+    await new Promise<void>((resolve) => old.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (old.address() as AddressInfo).port;
+      const proc = runService({ PORT: String(await freePort()), REDIS_URL: `redis://127.0.0.1:${port}`, LAUREL_WORKER: "off" }, entry);
+      expect(await proc.exited).toBe(1);
+      expect(proc.output()).toContain(`Redis at 127.0.0.1:${port} is 6.0.16; Laurel needs Redis 7 or later`);
+      expect(proc.output()).not.toContain("    at "); // no stack
+    } finally {
+      old.close();
     }
   });
 
