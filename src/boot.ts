@@ -76,7 +76,8 @@ export function stopOnSignals(logger: Logger, close: () => Promise<void>, timeou
 /**
  * At start, Redis may not be up yet (a container started beside it, a failover in progress):
  * waits for a PING answer up to LAUREL_REDIS_WAIT seconds (default 60), saying once that it
- * waits, then exits 1 with a message naming the address instead of a stack trace. A Redis older
+ * waits, then exits 1 with a message naming the address instead of a stack trace. Credentials it
+ * refuses stop the start at once (waiting would not change them). A Redis older
  * than 7 (Ubuntu 22.04's is 6.0) stops the start too, saying so, instead of a stack trace from
  * the first FUNCTION LOAD.
  */
@@ -93,6 +94,11 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
       // A Redis that refuses INFO (renamed by a host) is not checked: its scripts will say it.
       version = await redis.info("server").then(redisVersion, () => null);
     } catch (err) {
+      // Refused credentials do not get better by waiting: said at once.
+      if (isAuthError(err)) {
+        logger.fatal({ redis: address, err: err.message }, `Redis at ${address} refused the credentials in REDIS_URL (${err.message.split(" ")[0]}); check the user and password`);
+        process.exit(1);
+      }
       if (Date.now() >= deadline) {
         logger.fatal({ redis: address, err: (err as Error).message }, `Redis at ${address} is not reachable (waited ${seconds} s, LAUREL_REDIS_WAIT); check REDIS_URL`);
         process.exit(1);
@@ -107,6 +113,11 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
     }
     return;
   }
+}
+
+/** NOAUTH (a password is required), WRONGPASS (the user or password is wrong), NOPERM (the user may not PING or INFO). */
+function isAuthError(err: unknown): err is Error {
+  return err instanceof Error && /^(?:NOAUTH|WRONGPASS|NOPERM)\b/.test(err.message);
 }
 
 /** `redis_version` of an INFO server reply (Valkey reports its Redis compatibility there too), or null when absent. */

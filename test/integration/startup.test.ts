@@ -183,6 +183,29 @@ describe("node dist/main.js", () => {
     }
   });
 
+  it("stops at once, saying so, when Redis refuses the credentials in REDIS_URL (no password, a wrong one)", async () => {
+    const server = await startTestRedis();
+    const admin = new Redis(server.url);
+    try {
+      await admin.config("SET", "requirepass", "s3cret");
+      const { port } = new URL(server.url);
+      // LAUREL_REDIS_WAIT is far longer than the test's time limit: refused credentials must not wait for it.
+      for (const [url, reason] of [[`redis://127.0.0.1:${port}`, "NOAUTH"], [`redis://:wrong@127.0.0.1:${port}`, "WRONGPASS"]] as const) {
+        const proc = runService({ PORT: String(await freePort()), REDIS_URL: url, LAUREL_REDIS_WAIT: "600", LAUREL_WORKER: "off" });
+        expect(await proc.exited).toBe(1);
+        expect(proc.output()).toContain(`Redis at 127.0.0.1:${port} refused the credentials in REDIS_URL (${reason}); check the user and password`);
+      }
+      const right = runService({ PORT: String(await freePort()), REDIS_URL: `redis://:s3cret@127.0.0.1:${port}`, LAUREL_WORKER: "off" });
+      await waitFor(() => right.output().includes("laurel listening"), "listening with the password", right.exited);
+      right.child.kill("SIGTERM");
+      expect(await right.exited).toBe(0);
+    } finally {
+      await admin.config("SET", "requirepass", "").catch(() => undefined);
+      admin.disconnect();
+      await server.stop();
+    }
+  });
+
   it("stops with a message naming the bad field of an invalid config", async () => {
     const dir = tempDir();
     const path = join(dir, "bad.yaml");
