@@ -1,9 +1,12 @@
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { Queue } from "bullmq";
 import { afterAll, describe, expect, inject, it } from "vitest";
+import { parse as parseYaml } from "yaml";
+import { DEFAULT_DRAIN_MS } from "../../src/app.js";
+import { CLOSE_TIMEOUT_MS } from "../../src/boot.js";
 import { DEFAULT_AWARD_ID_SLOTS } from "../../src/domain/award-ids.js";
 import { freePort, startEmbeddedRedis } from "../../src/embedded-redis.js";
 import { deliveryQueueName, JOBS_PREFIX } from "../../src/jobs/webhooks/keys.js";
@@ -204,6 +207,15 @@ describe("node dist/main.js", () => {
       admin.disconnect();
       await server.stop();
     }
+  });
+
+  it("docker-compose.yml's service command execs node, so that docker stop's SIGTERM reaches it (a shell as PID 1 ignores it)", () => {
+    const compose = parseYaml(readFileSync(new URL("../../docker-compose.yml", import.meta.url), "utf8")) as { services: { laurel: { command: string; stop_grace_period: string } } };
+    const { command, stop_grace_period: grace } = compose.services.laurel;
+    const last = command.replace(/^sh -c "|"$/g, "").split("&&").at(-1)!.trim();
+    expect(last).toBe("exec node dist/main.js");
+    // The default LAUREL_DRAIN and the close's bound fit in the grace period.
+    expect(Number(/^(\d+)s$/.exec(grace)![1]) * 1000).toBeGreaterThan(DEFAULT_DRAIN_MS + CLOSE_TIMEOUT_MS);
   });
 
   it("stops with a message naming the bad field of an invalid config", async () => {
