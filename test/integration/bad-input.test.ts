@@ -397,6 +397,20 @@ describe("transport limits", () => {
       const text = JSON.stringify({ user: { id: "edge" }, value: 1 });
       return text + " ".repeat(bytes - text.length);
     };
+    /** An event's bytes sent as two chunks, split `at` bytes in (no content-length: chunked). */
+    const postInTwoChunks = (bytes: Buffer, at: number) =>
+      raw(`${small.url}/v1/metrics/lessons/event`, {
+        method: "POST",
+        headers: { "x-api-key": small.apiKey, "content-type": "application/json" },
+        body: new ReadableStream<Uint8Array>({
+          start(controller) {
+            controller.enqueue(bytes.subarray(0, at));
+            controller.enqueue(bytes.subarray(at));
+            controller.close();
+          },
+        }),
+        duplex: "half",
+      });
     const chunkedPost = (body: string) => {
       const bytes = Buffer.from(body);
       return raw(`${small.url}/v1/metrics/lessons/event`, {
@@ -459,42 +473,18 @@ describe("transport limits", () => {
     it("decodes a chunked body whose chunks split a character's UTF-8 bytes as one text", async () => {
       const name = "Zoë 日本";
       const bytes = Buffer.from(JSON.stringify({ user: { id: "utf8-split", name }, value: 1 }));
-      const split = bytes.indexOf(Buffer.from("日")) + 1; // inside the three bytes of 日
-      const chunked = await raw(`${small.url}/v1/metrics/lessons/event`, {
-        method: "POST",
-        headers: { "x-api-key": small.apiKey, "content-type": "application/json" },
-        body: new ReadableStream<Uint8Array>({
-          start(controller) {
-            controller.enqueue(bytes.subarray(0, split));
-            controller.enqueue(bytes.subarray(split));
-            controller.close();
-          },
-        }),
-        duplex: "half",
-      });
+      const chunked = await postInTwoChunks(bytes, bytes.indexOf(Buffer.from("日")) + 1); // inside the three bytes of 日
       expect(chunked.status).toBe(201);
       const user = await small.call("GET", "/v1/users/utf8-split");
       expect(user.body).toMatchObject({ id: "utf8-split", name });
     });
 
-    /** An event for user id `id` + the bytes `tail`, as raw bytes: in one piece, or chunked with a split after `splitAt`. */
+    /** An event for user id `id` + the bytes `tail`, as raw bytes: in one piece, or chunked with a split `splitAt` bytes into `tail`. */
     const eventWithBytes = (id: string, tail: Buffer, splitAt?: number) => {
       const [head, rest] = JSON.stringify({ user: { id: `${id}#` }, value: 1 }).split("#") as [string, string];
       const bytes = Buffer.concat([Buffer.from(head), tail, Buffer.from(rest)]);
-      const init = { method: "POST", headers: { "x-api-key": small.apiKey, "content-type": "application/json" } };
-      if (splitAt === undefined) return raw(`${small.url}/v1/metrics/lessons/event`, { ...init, body: bytes });
-      const at = head.length + splitAt;
-      return raw(`${small.url}/v1/metrics/lessons/event`, {
-        ...init,
-        body: new ReadableStream<Uint8Array>({
-          start(controller) {
-            controller.enqueue(bytes.subarray(0, at));
-            controller.enqueue(bytes.subarray(at));
-            controller.close();
-          },
-        }),
-        duplex: "half",
-      });
+      if (splitAt !== undefined) return postInTwoChunks(bytes, head.length + splitAt);
+      return raw(`${small.url}/v1/metrics/lessons/event`, { method: "POST", headers: { "x-api-key": small.apiKey, "content-type": "application/json" }, body: bytes });
     };
 
     it("refuses a body that is not UTF-8 with 400, in one piece or chunked: two ids differing in invalid bytes are not made one", async () => {
