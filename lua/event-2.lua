@@ -228,7 +228,7 @@ end
 flushAchievements(aggKey, outParts)
 local streakChanged = (extended or streakOut.lost > 0) and (S[I_SL] or 0) or nil
 updateBoards(boards, value, streakChanged, outParts)
-local pointsReply = flushPoints(outParts)
+local changedSystems = flushPoints(outParts, true)
 streakOutcome(outParts, extended)
 flushState(userKey, extraWrites)
 appendRecord(streamKey, R.wh, 'ev', userId, nowString(), zone, recordDetail .. sformat('|%d', newTotal), outParts)
@@ -238,12 +238,13 @@ local reply = eventReplyHead(1, false, newTotal, created, extended)
 local n = REPLY_HEAD + 1
 reply[n] = #completed
 for i = 1, #completed do n = n + 1; reply[n] = completed[i] end
-n = n + 1; reply[n] = #pointsReply
-for i = 1, #pointsReply do
-  local entry = pointsReply[i]
-  for j = 1, 4 do n = n + 1; reply[n] = entry[j] end
-  n = n + 1; reply[n] = #entry - 4
-  for j = 5, #entry do n = n + 1; reply[n] = entry[j] end
+n = n + 1; reply[n] = #changedSystems
+for i = 1, #changedSystems do
+  local o = changedSystems[i]
+  local recs = o.recs
+  reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4], reply[n + 5] = o.sys.key, o.added, o.total, o.before, #recs
+  n = n + 5
+  for j = 1, #recs do n = n + 1; reply[n] = recs[j] end
 end
 n = n + 1; reply[n] = #boardOut / 8
 for i = 1, #boardOut do n = n + 1; reply[n] = boardOut[i] end
