@@ -28,12 +28,15 @@ const JSON_TYPE_BYTES = Buffer.from(JSON_TYPE);
  * header comes first), then headers, then the body. `closeConnection` is for answers given
  * before the body was read (413), where the rest of the upload must not be parsed as a request.
  */
-export function sendJson(res: HttpResponse, status: number, json: string, closeConnection = false, contentType = JSON_TYPE): void {
+export function sendJson(res: HttpResponse, status: number, json: string, closeConnection = false, contentType = JSON_TYPE, header?: readonly [string, string], headersOnly = false): void {
   res.cork(() => {
     res.writeStatus(STATUS_BYTES.get(status) ?? `${status} Status`);
     res.writeHeader(CONTENT_TYPE, contentType === JSON_TYPE ? JSON_TYPE_BYTES : contentType);
+    if (header) res.writeHeader(header[0], header[1]);
     // end(_, true) writes `Connection: close` itself (a header written here too came out twice).
-    res.end(json, closeConnection);
+    // A HEAD's answer carries no body (an empty one: this uWS build's endWithoutBody leaves the
+    // response unanswered, which aborts the process).
+    res.end(headersOnly ? "" : json, closeConnection);
   });
 }
 

@@ -67,6 +67,14 @@ function isRedisOutOfMemory(err: unknown): err is Error {
 }
 
 const BODY_METHODS = new Set<Method>(["post", "put", "patch"]);
+const METHOD_NAMES: Record<Method, string> = { get: "GET", post: "POST", put: "PUT", patch: "PATCH", del: "DELETE" };
+
+/** A uWS pattern ("/v1/users/:id/points/:key", "/admin/*") as a regex of the paths it matches. */
+function patternRegex(pattern: string): RegExp {
+  const parts = pattern.split("/").map((part) => (part.startsWith(":") ? "[^/]+" : part === "*" ? ".*" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")));
+  return new RegExp(`^${parts.join("/")}$`);
+}
+
 // Header names as bytes: uWS takes an ArrayBufferView as it is, where a string name costs a
 // UTF-8 conversion (a Utf8Value) on every getHeader.
 const X_API_KEY = Buffer.from("x-api-key");
@@ -89,6 +97,8 @@ export class Router {
   private inFlight = 0;
   private draining = false;
   private drained: (() => void) | null = null;
+  /** Every registered pattern, as a regex of the paths it matches, with its methods (fallback's 405). */
+  private readonly routes = new Map<string, { regex: RegExp; methods: Set<string> }>();
   private readonly outOfMemoryLog = new LogThrottle();
 
   constructor(private readonly app: TemplatedApp, private readonly opts: RouterOptions) {}
@@ -124,6 +134,9 @@ export class Router {
   }
 
   add(method: Method, pattern: string, paramCount: number, handler: Handler): void {
+    let route = this.routes.get(pattern);
+    if (!route) this.routes.set(pattern, (route = { regex: patternRegex(pattern), methods: new Set() }));
+    route.methods.add(METHOD_NAMES[method]);
     const withBody = BODY_METHODS.has(method);
     this.app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
       let aborted = false;
@@ -212,10 +225,25 @@ export class Router {
     });
   }
 
-  /** Answers every unmatched path with a JSON 404. */
+  /**
+   * Answers every request no route took: 405 with `Allow` when its path is a route's under other
+   * methods (RFC 9110 §15.5.6: a GET of the event path, a HEAD of a read), else a JSON 404. Off
+   * the served paths only: a matched request never comes here.
+   */
   fallback(): void {
-    this.app.any("/*", (res) => {
-      sendJson(res, 404, errorJson("Not found"));
+    this.app.any("/*", (res, req) => {
+      const allowed = this.allowedMethods(req.getUrl());
+      // A HEAD's answer has no body (RFC 9110 §9.3.2): the status and headers only.
+      const head = req.getMethod() === "head";
+      if (allowed.length === 0) sendJson(res, 404, errorJson(ErrorCodes.NOT_FOUND.message), false, undefined, undefined, head);
+      else sendJson(res, 405, errorJson(ErrorCodes.METHOD_NOT_ALLOWED.message), false, undefined, ["allow", allowed.join(", ")], head);
     });
+  }
+
+  /** The methods routes serve `path` with, as an Allow header lists them (sorted, once each). */
+  private allowedMethods(path: string): string[] {
+    const methods = new Set<string>();
+    for (const route of this.routes.values()) if (route.regex.test(path)) for (const m of route.methods) methods.add(m);
+    return [...methods].sort();
   }
 }

@@ -293,6 +293,41 @@ describe("unknown things (404)", () => {
   });
 });
 
+describe("a known path with a method it does not take (405)", () => {
+  it.each([
+    ["GET", "/v1/metrics/lessons/event", "POST"],
+    ["PUT", "/v1/metrics/lessons/event", "POST"],
+    ["POST", "/v1/points/xp", "GET"],
+    ["DELETE", "/v1/users/seed/points/xp", "GET"],
+    ["PATCH", "/healthz", "GET"],
+  ])("%s %s: 405 with Allow: %s, and writes nothing", async (method, path, allow) => {
+    const before = await dumpTenant(t.redis, tenantId);
+    const res = await fetch(`${t.url}${path}`, { method, headers: { "x-api-key": t.apiKey } });
+    expect(res.status).toBe(405);
+    expect(res.headers.get("allow")).toBe(allow);
+    expect(await res.json()).toEqual({ error: "Method not allowed" });
+    expect(await dumpTenant(t.redis, tenantId)).toEqual(before);
+  });
+
+  it("lists every method a path is served with", async () => {
+    // /v1/users/{id}: GET reads, PATCH and PUT write (the users API).
+    const res = await fetch(`${t.url}/v1/users/seed`, { method: "DELETE", headers: { "x-api-key": t.apiKey } });
+    expect(res.status).toBe(405);
+    expect(res.headers.get("allow")).toBe("GET, PATCH, PUT");
+  });
+
+  it("answers HEAD without a body, so the connection's next answer is read whole", async () => {
+    // One connection, two requests: a body after the HEAD's headers would be read as the start of the next answer.
+    const text = await exchange(t.url, `HEAD /v1/points/xp HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${t.apiKey}\r\n\r\nHEAD /nope HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/points/xp HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${t.apiKey}\r\nConnection: close\r\n\r\n`);
+    const answers = text.split(/(?=HTTP\/1\.1 )/);
+    expect(answers.map((a) => a.split("\r\n")[0])).toEqual(["HTTP/1.1 405 Method Not Allowed", "HTTP/1.1 404 Not Found", "HTTP/1.1 200 OK"]);
+    expect(answers[0]).toMatch(/\r\nallow: GET\r\n/i);
+    expect(answers[0]!.endsWith("\r\n\r\n")).toBe(true);
+    expect(answers[1]!.endsWith("\r\n\r\n")).toBe(true);
+    expect(JSON.parse(answers[2]!.slice(answers[2]!.indexOf("\r\n\r\n") + 4))).toMatchObject({ key: "xp" });
+  });
+});
+
 describe("path parameters (400)", () => {
   it.each([
     ["malformed percent-encoding", "/v1/users/%E0%A4%A/points/xp"],
