@@ -32,6 +32,8 @@ export const ErrorCodes = {
   INTERNAL: { status: 500, message: "Internal server error" },
   // ioredis gave up on a command (src/http/router.ts): Redis may or may not have run it.
   REDIS_UNREACHABLE: { status: 503, message: "Redis is not reachable; whether this request took effect is unknown (a write is safe to retry with the same Idempotency-Key)" },
+  // The same for a read (GET), which changes nothing either way.
+  REDIS_UNREACHABLE_READ: { status: 503, message: "Redis is not reachable; retry later" },
   // Redis at maxmemory refuses a write (a script that may write, a write command) before running it.
   REDIS_OUT_OF_MEMORY: { status: 503, message: "Redis is out of memory (maxmemory) and refused this write; nothing was recorded" },
 } as const satisfies Record<string, { status: number; message: string }>;

@@ -159,7 +159,7 @@ export class Router {
       const fail = (err: unknown): void => {
         if (err instanceof LaurelError) finish(err.status, errorJson(err.message));
         // Not logged per request: the client's connection log says it once per outage (main.ts).
-        else if (isRedisUnreachable(err)) finish(ErrorCodes.REDIS_UNREACHABLE.status, errorJson(ErrorCodes.REDIS_UNREACHABLE.message));
+        else if (isRedisUnreachable(err)) finish(503, errorJson(ErrorCodes[method === "get" ? "REDIS_UNREACHABLE_READ" : "REDIS_UNREACHABLE"].message));
         else if (isRedisOutOfMemory(err)) {
           this.outOfMemoryLog.run((unlogged) => this.opts.logger.error({ err: err.message, unlogged }, "redis is out of memory (maxmemory): writes are refused"));
           finish(ErrorCodes.REDIS_OUT_OF_MEMORY.status, errorJson(ErrorCodes.REDIS_OUT_OF_MEMORY.message));
