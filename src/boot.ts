@@ -121,12 +121,12 @@ function isAuthError(err: unknown): err is Error {
 }
 
 /** `redis_version` of an INFO server reply (Valkey reports its Redis compatibility there too), or null when absent. */
-export function redisVersion(info: string): string | null {
+function redisVersion(info: string): string | null {
   return /^redis_version:([^\r\n]+)/m.exec(info)?.[1] ?? null;
 }
 
 /** Whether a `major.minor.patch` version is 7 or later (Redis Functions, FCALL: 7.0). */
-export function isRedis7OrLater(version: string): boolean {
+function isRedis7OrLater(version: string): boolean {
   return Number(version.split(".")[0]) >= 7;
 }
 

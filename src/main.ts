@@ -62,6 +62,7 @@ async function main(): Promise<void> {
 
   const drainMs = process.env.LAUREL_DRAIN ? Number(process.env.LAUREL_DRAIN) * 1000 : undefined; // checked by checkEnvironmentOrExit
   const reusePort = process.env.LAUREL_REUSE_PORT === "1";
+  // The Redis client, then the embedded server: the end of a failed start and of a stop.
   const cleanup = async (): Promise<void> => {
     await redis.quit().catch(() => undefined);
     await embedded?.stop();
@@ -92,8 +93,7 @@ async function main(): Promise<void> {
       stopping = true;
       await app.close();
       await worker?.stop();
-      await redis.quit().catch(() => undefined);
-      await embedded?.stop();
+      await cleanup();
     },
     (drainMs ?? DEFAULT_DRAIN_MS) + CLOSE_TIMEOUT_MS,
   );

@@ -23,20 +23,26 @@ const CONTENT_TYPE = Buffer.from("content-type");
 const JSON_TYPE = "application/json";
 const JSON_TYPE_BYTES = Buffer.from(JSON_TYPE);
 
+/** What only the unmatched-route answers need (router.ts fallback): one more header, and a HEAD's bodiless answer. */
+export interface AnswerExtras {
+  header?: readonly [string, string];
+  headersOnly?: boolean;
+}
+
 /**
  * Writes a whole JSON response inside one cork: status first (uWS sends 200 on its own when a
  * header comes first), then headers, then the body. `closeConnection` is for answers given
  * before the body was read (413), where the rest of the upload must not be parsed as a request.
  */
-export function sendJson(res: HttpResponse, status: number, json: string, closeConnection = false, contentType = JSON_TYPE, header?: readonly [string, string], headersOnly = false): void {
+export function sendJson(res: HttpResponse, status: number, json: string, closeConnection = false, contentType = JSON_TYPE, extra?: AnswerExtras): void {
   res.cork(() => {
     res.writeStatus(STATUS_BYTES.get(status) ?? `${status} Status`);
     res.writeHeader(CONTENT_TYPE, contentType === JSON_TYPE ? JSON_TYPE_BYTES : contentType);
-    if (header) res.writeHeader(header[0], header[1]);
+    if (extra?.header) res.writeHeader(extra.header[0], extra.header[1]);
     // end(_, true) writes `Connection: close` itself (a header written here too came out twice).
     // A HEAD's answer carries no body (an empty one: this uWS build's endWithoutBody leaves the
     // response unanswered, which aborts the process).
-    res.end(headersOnly ? "" : json, closeConnection);
+    res.end(extra?.headersOnly ? "" : json, closeConnection);
   });
 }
 

@@ -138,6 +138,8 @@ export class Router {
     if (!route) this.routes.set(pattern, (route = { regex: patternRegex(pattern), methods: new Set() }));
     route.methods.add(METHOD_NAMES[method]);
     const withBody = BODY_METHODS.has(method);
+    // A read changes nothing either way, so its 503 does not speak of retrying a write.
+    const unreachable = ErrorCodes[method === "get" ? "REDIS_UNREACHABLE_READ" : "REDIS_UNREACHABLE"];
     this.app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
       let aborted = false;
       let settled = false;
@@ -159,7 +161,7 @@ export class Router {
       const fail = (err: unknown): void => {
         if (err instanceof LaurelError) finish(err.status, errorJson(err.message));
         // Not logged per request: the client's connection log says it once per outage (main.ts).
-        else if (isRedisUnreachable(err)) finish(503, errorJson(ErrorCodes[method === "get" ? "REDIS_UNREACHABLE_READ" : "REDIS_UNREACHABLE"].message));
+        else if (isRedisUnreachable(err)) finish(unreachable.status, errorJson(unreachable.message));
         else if (isRedisOutOfMemory(err)) {
           this.outOfMemoryLog.run((unlogged) => this.opts.logger.error({ err: err.message, unlogged }, "redis is out of memory (maxmemory): writes are refused"));
           finish(ErrorCodes.REDIS_OUT_OF_MEMORY.status, errorJson(ErrorCodes.REDIS_OUT_OF_MEMORY.message));
@@ -235,8 +237,8 @@ export class Router {
       const allowed = this.allowedMethods(req.getUrl());
       // A HEAD's answer has no body (RFC 9110 §9.3.2): the status and headers only.
       const head = req.getMethod() === "head";
-      if (allowed.length === 0) sendJson(res, 404, errorJson(ErrorCodes.NOT_FOUND.message), false, undefined, undefined, head);
-      else sendJson(res, 405, errorJson(ErrorCodes.METHOD_NOT_ALLOWED.message), false, undefined, ["allow", allowed.join(", ")], head);
+      if (allowed.length === 0) sendJson(res, 404, errorJson(ErrorCodes.NOT_FOUND.message), false, undefined, { headersOnly: head });
+      else sendJson(res, 405, errorJson(ErrorCodes.METHOD_NOT_ALLOWED.message), false, undefined, { header: ["allow", allowed.join(", ")], headersOnly: head });
     });
   }
 
