@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { startEmbeddedRedis } from "../dist/embedded-redis.js";
 import { boardMember } from "../dist/domain/leaderboards.js";
-import { boardKeys, rankOf, topEntries } from "../dist/store/leaderboard-store.js";
+import { boardKeys, boardRank, entriesAround, rankOf, topEntries } from "../dist/store/leaderboard-store.js";
 import { shardOf } from "../dist/domain/shards.js";
 
 const PARTICIPANTS = Number(process.env.BENCH_PARTICIPANTS ?? 1_000_000);
@@ -46,23 +46,34 @@ try {
   const memory = (await redis.info("memory")).match(/used_memory_human:(\S+)/)[1];
   console.log(`loaded ${loaded.reduce((a, b) => a + b, 0)} participants in ${SHARDS} shards in ${((Date.now() - t0) / 1000).toFixed(1)} s; Redis memory ${memory}`);
 
+  const redisCpu = async () => {
+    const info = await redis.info("cpu");
+    return (Number(/used_cpu_sys:([\d.]+)/.exec(info)[1]) + Number(/used_cpu_user:([\d.]+)/.exec(info)[1])) * 1e6;
+  };
+  // Redis time from INFO commandstats: the commands' own time, and a script's whole run under
+  // fcall (its commands are counted under their names as well, so a read with scripts shows its
+  // scripts only there). Redis CPU from INFO cpu: all of Redis's work per read, network included.
   async function measure(label, read) {
     await redis.config("RESETSTAT");
+    const cpu0 = await redisCpu();
     const began = process.hrtime.bigint();
     for (let i = 0; i < READS; i++) await read(i);
     const ms = Number(process.hrtime.bigint() - began) / 1e6;
+    const cpu = ((await redisCpu()) - cpu0) / READS;
     const stats = await redis.info("commandstats");
     let usec = 0;
     let calls = 0;
+    let scriptUsec = 0;
     for (const line of stats.split("\n")) {
       const m = /^cmdstat_(\w+):calls=(\d+),usec=(\d+)/.exec(line);
-      if (m && !["config", "info"].includes(m[1])) {
-        usec += Number(m[3]);
-        calls += Number(m[2]);
-      }
+      if (!m || ["config", "info", "function"].includes(m[1])) continue;
+      if (m[1] === "fcall") scriptUsec += Number(m[3]);
+      else usec += Number(m[3]);
+      calls += Number(m[2]);
     }
-    console.log(`${label.padEnd(28)} ${(usec / READS).toFixed(1).padStart(7)} µs of Redis time per read (${(calls / READS).toFixed(0)} commands), ${(ms / READS).toFixed(2)} ms per read end to end`);
-    return usec / READS;
+    const time = scriptUsec > 0 ? `${(scriptUsec / READS).toFixed(1)} µs in scripts` : `${(usec / READS).toFixed(1)} µs of Redis time`;
+    console.log(`${label.padEnd(30)} ${time} per read (${(calls / READS).toFixed(0)} commands), Redis CPU ${cpu.toFixed(1)} µs, ${(ms / READS).toFixed(2)} ms per read end to end`);
+    return scriptUsec > 0 ? cpu : usec / READS;
   }
 
   const top = await measure("top-10 (16 × ZREVRANGE)", () => topEntries(store, keys, 10));
@@ -75,6 +86,15 @@ try {
     sample.push({ member, value: Number(await redis.zscore(keys[shardOf(user, SHARDS)], member)) });
   }
   const rankCompetition = await measure("user rank (16 × ZCOUNT)", (i) => rankOf(store, board, keys, sample[i % 64].value, sample[i % 64].member));
+  // The user read's rank (competition; on the board only within maxParticipants, which these
+  // sampled users mostly are not), and an ordinal rank: it counts the equal values ranked ahead
+  // (src/store/leaderboard-store.ts shardPlaces).
+  await measure("user read's rank (boardRank)", (i) => boardRank(store, board, keys, sample[i % 64].value, sample[i % 64].member));
+  await measure("ordinal rank", (i) => rankOf(store, { ...board, ranking: "ordinal" }, keys, sample[i % 64].value, sample[i % 64].member));
+  // An around-me window's read (offset -2, limit 5) once the user is known to be on the board.
+  await measure("around me (2 ahead, 3 behind)", (i) => entriesAround(store, keys, sample[i % 64].value, sample[i % 64].member, 2, 3));
+  const ties = await Promise.all(sample.map(({ value }) => Promise.all(keys.map((k) => redis.zcount(k, value, value))).then((c) => c.reduce((a, b) => a + b, 0))));
+  console.log(`equal values of the sampled users: median ${ties.sort((a, b) => a - b)[32]}, largest ${ties[63]}`);
   const first = (await topEntries(store, keys, 1))[0];
   console.log(`top entry: ${first.member} with ${first.value}`);
   console.log(`target ≤ 1000 µs: top-10 ${top <= 1000 ? "met" : "MISSED"}, user rank ${rankCompetition <= 1000 ? "met" : "MISSED"}`);

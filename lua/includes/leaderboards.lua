@@ -25,6 +25,7 @@
   ago) is off the board and costs no count: it was reached now, behind every equal value.
 ]]
 local MAX_MS = 9999999999999
+-- @include "includes/board-order.lua"
 
 -- The boards argument of every script that moves boards: R.lb's current runs and thresholds as
 -- little-endian doubles in `blob` from byte `at` (two per board; run -1 while a board is
@@ -132,19 +133,15 @@ local function rankOf(board, runText, breakdown, value, member)
     end
     return distinct + 1
   end
-  local above = 0
+  -- Ordinal: also the equal values reached first (includes/board-order.lua), shard by shard.
+  local exactly = board.style == 'ordinal' and sformat('%.17g', value)
+  local ahead = 0
   for s = 1, #keys do
-    above = above + rcall('ZCOUNT', keys[s], strictlyAbove, '+inf')
+    local above = rcall('ZCOUNT', keys[s], strictlyAbove, '+inf')
+    ahead = ahead + above
+    if exactly then ahead = ahead + tiesAhead(keys[s], above, exactly, member) end
   end
-  if board.style == 'ordinal' then
-    local exactly = string.format('%.17g', value)
-    for s = 1, #keys do
-      for _, m in ipairs(rcall('ZRANGEBYSCORE', keys[s], exactly, exactly)) do
-        if m > member then above = above + 1 end
-      end
-    end
-  end
-  return above + 1
+  return ahead + 1
 end
 
 -- A rank-history entry (src/api/leaderboards.ts reads it). Every value is an integer (ranks, and

@@ -118,6 +118,24 @@ export interface BoardEntry {
 /** The board's total order: higher value first, then first to reach it (the member, descending). */
 export function compareEntries(a: BoardEntry, b: BoardEntry): number {
   if (a.value !== b.value) return b.value - a.value;
-  return a.member < b.member ? 1 : a.member > b.member ? -1 : 0;
+  return compareCodePoints(b.member, a.member);
 }
+
+/**
+ * Two strings in code point order, which is the UTF-8 byte order Redis gives the members of equal
+ * scores (memcmp). JavaScript's `<` compares UTF-16 units instead, and the two disagree where a
+ * character above U+FFFF (a surrogate pair, units D800-DFFF) meets one of U+E000-U+FFFF.
+ */
+export function compareCodePoints(a: string, b: string): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x !== y) return x >= 0xd800 && y >= 0xd800 ? codePointRank(x) - codePointRank(y) : x - y;
+  }
+  return a.length - b.length;
+}
+
+/** A UTF-16 unit from D800 up, moved so that surrogates sort after U+E000-U+FFFF. */
+const codePointRank = (unit: number): number => (unit >= 0xe000 ? unit - 0x800 : unit + 0x2000);
 

@@ -1,16 +1,21 @@
 import type { Redis } from "ioredis";
 import type { CompiledLeaderboard, CompiledTenant } from "../config/compiled.js";
-import { boardMember, compareEntries, firstRunAfter, type BoardEntry } from "../domain/leaderboards.js";
+import { boardMember, compareCodePoints, compareEntries, firstRunAfter, type BoardEntry } from "../domain/leaderboards.js";
 import { TenantKeys } from "./keys.js";
 import { boardStateNames, userAttributeField } from "./fields.js";
+import { loadLua } from "./lua-loader.js";
+import { runScript } from "./redis-script.js";
 import { readUser } from "./user-store.js";
 import type { TenantStore } from "./tenant-store.js";
+
+const tiesAheadScript = loadLua("tiesAhead-1");
 
 /**
  * Cross-shard leaderboard reads. A run's participants live in one sorted set per shard
  * ({t:s}:lb:<board>:<run>[:<breakdown>]), written by the scripts that change a value; every read
- * here merges the shards, so each costs O(shards × log n) plus what it returns (a page, the ties
- * of one value for ordinal ranks, the values above for dense ranks).
+ * here merges the shards, so each costs O(shards × log n) plus what it returns (a page, the values
+ * above for dense ranks); a place among equal values costs a page of them, or O(log n × log ties)
+ * where more than a page rank ahead (shardPlaces).
  */
 export function boardKeys(store: TenantStore, board: CompiledLeaderboard, run: number, breakdown: string): string[] {
   const suffix = breakdown === "" ? "" : `:${breakdown}`;
@@ -44,7 +49,7 @@ async function pipelined<T>(store: TenantStore, build: (p: ReturnType<TenantStor
 }
 
 /** Participants with a value strictly above `value`. */
-async function countAbove(store: TenantStore, keys: string[], value: number): Promise<number> {
+export async function countAbove(store: TenantStore, keys: string[], value: number): Promise<number> {
   const counts = await pipelined<number>(store, (p) => keys.forEach((k) => p.zcount(k, `(${value}`, "+inf")));
   return counts.reduce((a, b) => a + b, 0);
 }
@@ -52,12 +57,6 @@ async function countAbove(store: TenantStore, keys: string[], value: number): Pr
 export async function participants(store: TenantStore, keys: string[]): Promise<number> {
   const counts = await pipelined<number>(store, (p) => keys.forEach((k) => p.zcard(k)));
   return counts.reduce((a, b) => a + b, 0);
-}
-
-/** Entries with exactly `value` ranked before `member` (reached it earlier): O(ties). */
-async function tiesAhead(store: TenantStore, keys: string[], value: number, member: string): Promise<number> {
-  const lists = await pipelined<string[]>(store, (p) => keys.forEach((k) => p.zrangebyscore(k, value, value)));
-  return lists.reduce((n, list) => n + list.filter((m) => m > member).length, 0);
 }
 
 /** Distinct values strictly above `value`: O(participants above). */
@@ -70,38 +69,26 @@ async function distinctAbove(store: TenantStore, keys: string[], value: number):
 
 /** Rank number of an entry (value, member) by the board's style; the entry itself need not be stored. */
 export async function rankOf(store: TenantStore, board: CompiledLeaderboard, keys: string[], value: number, member: string): Promise<number> {
-  const above = await countAbove(store, keys, value);
-  if (board.ranking === "ordinal") return above + (await tiesAhead(store, keys, value, member)) + 1;
+  if (board.ranking === "ordinal") return (await entriesAround(store, keys, value, member, 0, 0)).position;
   if (board.ranking === "dense") return (await distinctAbove(store, keys, value)) + 1;
-  return above + 1;
+  return (await countAbove(store, keys, value)) + 1;
 }
 
 /**
- * An entry's place on the board, or null off it. On the board means within the first
- * maxParticipants entries in board order (the entries a page lists): its ordinal `position`
- * (1-based: the entries above it, plus those of its value that reached it first, plus one) is at
- * most maxParticipants; `rank` is its number by the board's style. The ties are read only when
- * the entries strictly above leave room for some.
+ * The rank of an entry on the board by its style, or null off it. On the board means within the
+ * first maxParticipants entries in board order (the entries a page lists): its ordinal position
+ * (the entries above it, plus those of its value that reached it first, plus one) is at most
+ * maxParticipants. The values above first (plain counts): most entries of a large board are off
+ * it by them alone. Then the place among equal values (entriesAround, a second round trip).
  */
-export async function boardPlace(
-  store: TenantStore,
-  board: CompiledLeaderboard,
-  keys: string[],
-  value: number,
-  member: string,
-): Promise<{ rank: number; position: number } | null> {
+export async function boardRank(store: TenantStore, board: CompiledLeaderboard, keys: string[], value: number, member: string): Promise<number | null> {
   const above = await countAbove(store, keys, value);
   if (above >= board.maxParticipants) return null;
-  const position = above + (await tiesAhead(store, keys, value, member)) + 1;
+  const { position } = await entriesAround(store, keys, value, member, 0, 0);
   if (position > board.maxParticipants) return null;
-  if (board.ranking === "ordinal") return { rank: position, position };
-  if (board.ranking === "dense") return { rank: (await distinctAbove(store, keys, value)) + 1, position };
-  return { rank: above + 1, position };
-}
-
-/** The rank of an entry on the board (boardPlace), or null off it. */
-export async function boardRank(store: TenantStore, board: CompiledLeaderboard, keys: string[], value: number, member: string): Promise<number | null> {
-  return (await boardPlace(store, board, keys, value, member))?.rank ?? null;
+  if (board.ranking === "ordinal") return position;
+  if (board.ranking === "dense") return (await distinctAbove(store, keys, value)) + 1;
+  return above + 1;
 }
 
 /** The first `count` entries of the board order, merged from every shard. */
@@ -117,9 +104,60 @@ function mergeLists(lists: string[][]): BoardEntry[] {
   return entries.sort(compareEntries);
 }
 
+/** Equal values read per shard to place an entry among them (shardPlaces). */
+const TIE_PAGE = 64;
+
 /**
- * Entries around a position: `before` entries ahead of (value, member) and `after` behind it
- * (itself included when stored), merged from each shard's neighbours of the value.
+ * Per shard: the entries above `value`, and those of exactly `value` ranked ahead of `member` (a
+ * greater member: they reached the value first). One round trip of plain reads, a ZCOUNT and the
+ * shard's first TIE_PAGE equal values (board order), settles every shard where fewer than that
+ * rank ahead of the member; a shard where a whole page does asks lua/tiesAhead-1.lua (a second
+ * round trip), so a value shared by very many costs O(log n × log ties), never O(ties).
+ */
+async function shardPlaces(store: TenantStore, keys: string[], value: number, member: string): Promise<{ above: number[]; ahead: number[] }> {
+  const replies = await pipelined<number | string[]>(store, (p) =>
+    keys.forEach((k) => {
+      p.zcount(k, `(${value}`, "+inf");
+      p.zrevrangebyscore(k, value, value, "LIMIT", 0, TIE_PAGE);
+    }),
+  );
+  const above = keys.map((_, s) => replies[2 * s] as number);
+  const ahead = keys.map((_, s) => leadingAfter(replies[2 * s + 1] as string[], member));
+  const unsettled = keys.flatMap((_, s) => (ahead[s] === TIE_PAGE ? [s] : []));
+  const counts = await Promise.all(unsettled.map((s) => runScript(store.redis, tiesAheadScript, [keys[s]!], [String(value), member])));
+  unsettled.forEach((s, i) => (ahead[s] = counts[i] as number));
+  return { above, ahead };
+}
+
+/** How many of `members` (in board order: greatest first) come after `member`: a prefix, bisected. */
+function leadingAfter(members: string[], member: string): number {
+  let lo = 0;
+  let hi = members.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (compareCodePoints(members[mid]!, member) > 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** An entry's place in board order, with its nearest entries (entriesAround). */
+export interface EntryPlace {
+  /** Entries with a higher value. */
+  above: number;
+  /** 1-based ordinal position: `above`, the equal values reached first, then the entry. */
+  position: number;
+  /** The nearest entries ahead of it, in board order (the nearest last). */
+  ahead: BoardEntry[];
+  /** The nearest entries at or behind it, in board order (itself first when stored). */
+  behind: BoardEntry[];
+}
+
+/**
+ * Where (value, member) falls in the board order of every shard's set (shardPlaces), and up to
+ * `before` entries ahead of it and `after` at or behind it: each shard's nearest entries on
+ * either side of its place, read by position (one more round trip). Every entry of the merged
+ * window is among them.
  */
 export async function entriesAround(
   store: TenantStore,
@@ -128,27 +166,35 @@ export async function entriesAround(
   member: string,
   before: number,
   after: number,
-): Promise<{ ahead: BoardEntry[]; behind: BoardEntry[] }> {
-  // A window that starts below the user (positive offset) asks for a negative `before`: none
-  // ahead. Unclamped, LIMIT 0 <negative> would return every entry above the value.
+): Promise<EntryPlace> {
+  // A window that starts below the user (positive offset) asks for a negative `before`: none ahead.
   before = Math.max(0, before);
   after = Math.max(0, after);
-  const lists = await pipelined<string[]>(store, (p) =>
-    keys.forEach((k) => {
-      // Closest above (ascending from the value) and closest at or below (descending from it).
-      p.zrangebyscore(k, value, "+inf", "WITHSCORES", "LIMIT", 0, before + 1);
-      p.zrevrangebyscore(k, value, "-inf", "WITHSCORES", "LIMIT", 0, after + 1);
+  const shards = await shardPlaces(store, keys, value, member);
+  const at = shards.above.map((above, s) => above + shards.ahead[s]!);
+  const place: EntryPlace = { above: sum(shards.above), position: sum(at) + 1, ahead: [], behind: [] };
+  if (before === 0 && after === 0) return place;
+  // ZREVRANGE's stop of -1 would mean the last entry: a shard with nothing ahead is not asked.
+  const asksAhead = (s: number) => before > 0 && at[s]! > 0;
+  const windows = await pipelined<string[]>(store, (p) =>
+    keys.forEach((k, s) => {
+      if (asksAhead(s)) p.zrevrange(k, Math.max(0, at[s]! - before), at[s]! - 1, "WITHSCORES");
+      if (after > 0) p.zrevrange(k, at[s]!, at[s]! + after - 1, "WITHSCORES");
     }),
   );
-  const pivot: BoardEntry = { member, value };
-  const all = new Map<string, BoardEntry>();
-  for (const e of mergeLists(lists)) all.set(e.member, e);
-  const sorted = [...all.values()].sort(compareEntries);
-  return {
-    ahead: before === 0 ? [] : sorted.filter((e) => compareEntries(e, pivot) < 0).slice(-before),
-    behind: sorted.filter((e) => compareEntries(e, pivot) >= 0).slice(0, after),
-  };
+  const aheadLists: string[][] = [];
+  const behindLists: string[][] = [];
+  let next = 0;
+  keys.forEach((_, s) => {
+    if (asksAhead(s)) aheadLists.push(windows[next++]!);
+    if (after > 0) behindLists.push(windows[next++]!);
+  });
+  place.ahead = before === 0 ? [] : mergeLists(aheadLists).slice(-before);
+  place.behind = mergeLists(behindLists).slice(0, after);
+  return place;
 }
+
+const sum = (values: number[]): number => values.reduce((a, b) => a + b, 0);
 
 /** The state keys of a user's entry in a board's latest run that a reader needs (all but the rank given). */
 export const boardEntryKeys = (boardKey: string): string[] => boardStateNames(boardKey).slice(0, 4);

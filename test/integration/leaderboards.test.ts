@@ -543,6 +543,79 @@ describe("around me (userId makes offset relative to the user)", () => {
   });
 });
 
+describe("many equal values on each shard", () => {
+  // 300 users at one value in one millisecond (so ordered by user id, descending bytes), about 150
+  // a shard (more than the 64 the scripts read at once: lua/includes/board-order.lua), between
+  // users above and below them. Each shard's neighbours of a value used to be read by score
+  // alone, so the ties on the user's shard hid the user's place: an around-me window started
+  // elsewhere. And the ordinal rank read every tie.
+  let t: TestApp;
+  const app = () => t;
+  beforeAll(async () => {
+    const yaml = tenantYaml(
+      uniqueTenantId("crowd"),
+      `
+    shards: 2
+    metrics: [{ key: crowd, name: Crowd }]
+    leaderboards:
+      - { key: crowd, name: Crowd, rankBy: metric, metric: crowd, start: "2026-01-01" }
+      - { key: crowd-ordinal, name: Crowd ordinal, rankBy: metric, metric: crowd, start: "2026-01-01", ranking: ordinal }
+`,
+    );
+    t = await startTestApp({ yaml, manualClock: "2026-03-02T12:00:00Z", jobs: false });
+  });
+  afterAll(async () => t.close());
+  const tied = Array.from({ length: 300 }, (_, i) => `c-${String(i).padStart(3, "0")}`);
+  // Two ids that JavaScript's < orders one way and Redis (bytes) the other: U+1F600 is above U+FFFD.
+  const exotic = ["c-\u{1F600}", "c-\uFFFD"];
+  let order: string[] = [];
+
+  beforeAll(async () => {
+    const t = app();
+    await event(t, "crowd", "top-1", 5);
+    await tick(t, 1);
+    await event(t, "crowd", "top-2", 5);
+    await tick(t, 1);
+    for (const id of [...tied, ...exotic]) await event(t, "crowd", id, 2);
+    await tick(t, 1);
+    await event(t, "crowd", "low", 1);
+    for (let offset = 0; offset < 305; offset += 100) order.push(...(await rows(t, "crowd-ordinal", `?offset=${offset}&limit=100`)).map(([id]) => id));
+  });
+
+  it("the board order: value, then first to reach it, then user id in descending byte order", () => {
+    const sameMs = [...tied, ...exotic].sort((a, b) => Buffer.compare(Buffer.from(b), Buffer.from(a)));
+    expect(sameMs.indexOf("c-\u{1F600}")).toBeLessThan(sameMs.indexOf("c-\uFFFD"));
+    expect(order).toEqual(["top-1", "top-2", ...sameMs, "low"]);
+  });
+
+  it("around-me windows are the board order's slices, for every user", async () => {
+    const t = app();
+    for (const [offset, limit] of [[-2, 5], [0, 1], [3, 2]] as const) {
+      for (const [i, id] of order.entries()) {
+        const got = (await rows(t, "crowd", `?userId=${encodeURIComponent(id)}&offset=${offset}&limit=${limit}`)).map(([u]) => u);
+        const from = Math.max(0, i + offset);
+        expect(got, `${id} offset ${offset} limit ${limit}`).toEqual(order.slice(from, from + limit));
+      }
+    }
+  });
+
+  it("ordinal ranks are positions in that order: the user read, a page and an event", async () => {
+    const t = app();
+    for (const [i, id] of order.entries()) expect((await userBoard(t, encodeURIComponent(id), "crowd-ordinal")).rank, id).toBe(i + 1);
+    expect((await rows(t, "crowd-ordinal", "?userId=c-100&offset=-1&limit=3")).map(([, rank]) => rank)).toEqual([
+      order.indexOf("c-100"),
+      order.indexOf("c-100") + 1,
+      order.indexOf("c-100") + 2,
+    ]);
+    // Reached later than every tied user: an event's own rank counts all of them ahead.
+    await tick(t, 1);
+    const late = await event(t, "crowd", "c-late", 2);
+    expect(late.leaderboards["crowd-ordinal"].rank).toBe(order.length);
+    expect((await userBoard(t, "c-late", "crowd-ordinal")).rank).toBe(order.length);
+    expect((await userBoard(t, "low", "crowd-ordinal")).rank).toBe(order.length + 1);
+  });
+});
+
 describe("GET /v1/users/{id}/leaderboards/{key}", () => {
   const app = useApp("2026-03-02T12:00:00Z");
 

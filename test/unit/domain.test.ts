@@ -6,6 +6,7 @@ import { LaurelError } from "../../src/domain/errors.js";
 import { stableId, tenantNamespace, uuidV5 } from "../../src/domain/ids.js";
 import { numberIn } from "../../src/domain/outcome.js";
 import { levelIndex } from "../../src/domain/levels.js";
+import { compareCodePoints } from "../../src/domain/leaderboards.js";
 import { shardOf } from "../../src/domain/shards.js";
 import { TenantKeys } from "../../src/store/keys.js";
 import { dateToDay, formatDay, localDayIndex, parseDay, periodEndDay, periodOfDay, periodStartDay, ZoneNumberCache } from "../../src/domain/periods.js";
@@ -198,5 +199,20 @@ describe("periods", () => {
     expect(formatDay(localDayIndex(Date.parse("2026-03-28T23:30:00Z"), "Asia/Tokyo"))).toBe("2026-03-29");
     expect(formatDay(localDayIndex(Date.parse("2026-03-29T10:30:00Z"), "Pacific/Kiritimati"))).toBe("2026-03-30");
     expect(formatDay(localDayIndex(Date.parse("2026-03-29T10:30:00Z"), "Pacific/Pago_Pago"))).toBe("2026-03-28");
+  });
+});
+
+describe("board members' order", () => {
+  it("compareCodePoints orders strings as Redis orders equal scores' members: UTF-8 bytes", () => {
+    // JavaScript's < puts U+1F600 (a surrogate pair) before U+FFFD; UTF-8 bytes do not.
+    expect("\u{1F600}" < "\uFFFD").toBe(true);
+    expect(compareCodePoints("\u{1F600}", "\uFFFD")).toBeGreaterThan(0);
+    const units = fc.constantFrom("a", "|", "0", "\u00e9", "\ud7ff", "\ue000", "\uffff", "\u{10000}", "\u{1F600}", "\u{10FFFF}");
+    const text = fc.array(units, { maxLength: 6 }).map((parts) => parts.join(""));
+    fc.assert(
+      fc.property(text, text, (a, b) => {
+        expect(Math.sign(compareCodePoints(a, b))).toBe(Math.sign(Buffer.compare(Buffer.from(a), Buffer.from(b))));
+      }),
+    );
   });
 });
