@@ -158,8 +158,12 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   router.add("get", "/v1/leaderboards", 0, listLeaderboardsHandler(tenants, opts.clock));
   router.add("get", "/v1/leaderboards/:key", 1, getLeaderboardHandler(tenants, opts.clock));
   router.add("get", "/v1/users/:id/leaderboards/:key", 2, userLeaderboardHandler(tenants, opts.clock));
-  router.add("post", "/admin/v1/clock", 0, setClockHandler(tenants, opts.clock));
-  router.add("get", "/admin/v1/clock", 0, getClockHandler(tenants, opts.clock));
+  // Only a manual clock has these paths: otherwise any request to them is the plain 404 of a
+  // path that does not exist (before its body or content type is looked at).
+  if (opts.clock instanceof ManualClock) {
+    router.add("post", "/admin/v1/clock", 0, setClockHandler(tenants, opts.clock));
+    router.add("get", "/admin/v1/clock", 0, getClockHandler(tenants, opts.clock));
+  }
   router.add("get", "/healthz", 0, healthHandler(opts.redis, opts.clock));
   // issue 4 (read endpoints, stream worker lag): begin
   registerReadRoutes(router, tenants, opts.clock, opts.redis, opts.tenants, webhooks);

@@ -10,7 +10,9 @@ import { failUnknownAttributes } from "./user-input.js";
 export function intParam(query: Query, name: string, fallback: number, min: number, max: number, range?: string): number {
   const raw = query.get(name);
   if (raw === null || raw === "") return fallback;
-  if (!/^-?\d{1,12}$/.test(raw)) fail("INVALID_QUERY", `${name} must be an integer`);
+  // Any well-formed integer is one, however many digits (leading zeros too): a long one is out of
+  // range (422), not malformed (400).
+  if (!/^-?\d+$/.test(raw)) fail("INVALID_QUERY", `${name} must be an integer`);
   const value = Number(raw);
   // The bounds' text is made only for the error: as a default parameter it was built on every
   // call, two number-to-text conversions per metering read (~0.6k instructions, bench/read-cost.mjs).
@@ -65,10 +67,15 @@ export function attributeFilterParam(query: Query, name: string, declared: Reado
   return pairs;
 }
 
-/** Repeated (`ids=a&ids=b`, the SDK's form) or comma-separated (`ids=a,b`, the spec's example); empty items ignored, duplicates kept once. */
+/**
+ * Repeated (`ids=a&ids=b`, the SDK's form for a list) or one comma-separated value (`ids=a,b`, the
+ * spec's example, and the SDK's form for a string); empty items ignored, duplicates kept once.
+ * Repeated values are taken whole, so an id holding a comma can be asked for beside others.
+ */
 export function listParam(query: Query, name: string, max: number): string[] {
+  const values = query.getAll(name);
   const items = new Set<string>();
-  for (const value of query.getAll(name)) for (const item of value.split(",")) if (item !== "") items.add(item);
+  for (const item of values.length === 1 ? values[0]!.split(",") : values) if (item !== "") items.add(item);
   if (items.size > max) fail("OUT_OF_RANGE", `${name} takes at most ${max} values`);
   return [...items];
 }

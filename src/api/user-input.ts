@@ -21,11 +21,24 @@ export interface UserInput {
 
 export const MAX_USER_ID_LENGTH = 255;
 
-/** Ids appear in URLs and Redis keys: 1-255 characters, no control characters, valid Unicode. */
+/**
+ * Ids appear in URLs and Redis keys: 1-255 characters (code points: an emoji is one, though
+ * JavaScript counts it as two units), no control characters, valid Unicode.
+ */
 export function checkUserId(id: string, where = "user.id"): void {
-  if (id.length === 0 || id.length > MAX_USER_ID_LENGTH || !isCleanText(id) || id.trim() !== id) {
+  if (id.length === 0 || (id.length > MAX_USER_ID_LENGTH && codePoints(id) > MAX_USER_ID_LENGTH) || !isCleanText(id) || id.trim() !== id) {
     fail("INVALID_BODY", `${where} must be 1-${MAX_USER_ID_LENGTH} characters without control characters or surrounding spaces`);
   }
+}
+
+/** Code points in a string: its UTF-16 units less one per low surrogate (each ends a pair, or is refused as lone). */
+function codePoints(text: string): number {
+  let n = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit >= 0xdc00 && unit <= 0xdfff) n--;
+  }
+  return n;
 }
 
 const EMAIL = /^[^\s@]+@[^\s@]+$/;

@@ -28,7 +28,6 @@ export const ErrorCodes = {
   FEATURE_DISABLED: { status: 422, message: "Feature not enabled for this tenant" },
   TOTAL_OUT_OF_RANGE: { status: 422, message: "Metric total would leave the supported range" },
   NO_LEVELS: { status: 422, message: "No levels configured on the points system" },
-  CLOCK_NOT_MANUAL: { status: 404, message: "Not found" },
   INTERNAL: { status: 500, message: "Internal server error" },
   // ioredis gave up on a command (src/http/router.ts): Redis may or may not have run it.
   REDIS_UNREACHABLE: { status: 503, message: "Redis is not reachable; whether this request took effect is unknown (a write is safe to retry with the same Idempotency-Key)" },

@@ -115,6 +115,11 @@ describe("achievements, streaks and points reads through the SDK", () => {
     ]);
     expect(list[0]!.extended).toBe("2026-03-03T12:00:00.000Z");
     expect(await t.streaks.list({ userIds: "sdk-r1,sdk-r2" })).toEqual(list);
+    // The array form's ids are taken whole: a comma in one does not split it.
+    expect((await t.streaks.list({ userIds: ["sdk-r1", "no,body"] })).map((s) => [s.userId, s.streakLength])).toEqual([
+      ["sdk-r1", 2],
+      ["no,body", 0],
+    ]);
     expect(await t.streaks.list()).toEqual([]);
     expect(await t.streaks.rankings({ limit: 5, type: "active" })).toEqual([{ userId: "sdk-r1", name: "Reader", streakLength: 2 }]);
     expect(await t.streaks.rankings({ type: "longest" })).toEqual([{ userId: "sdk-r1", name: "Reader", streakLength: 2 }]);

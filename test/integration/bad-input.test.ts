@@ -112,6 +112,7 @@ describe("malformed bodies (400)", () => {
     ["user.id empty", { user: { id: "" }, value: 1 }],
     ["user.id of 300 characters", { user: { id: "u".repeat(300) }, value: 1 }],
     ["user.id of 256 characters", { user: { id: "u".repeat(256) }, value: 1 }],
+    ["user.id of 256 emoji", { user: { id: "\u{1F600}".repeat(256) }, value: 1 }],
     ["user.id with a C1 control character", { user: { id: "se\u0085ed" }, value: 1 }],
     ["user.id with a control character", { user: { id: "se\u0001ed" }, value: 1 }],
     ["user.id with a newline", { user: { id: "seed\n" }, value: 1 }],
@@ -123,6 +124,14 @@ describe("malformed bodies (400)", () => {
     ["deviceTokens that is not an array", { user: { id: "seed", deviceTokens: "tok" }, value: 1 }],
   ])("refuses %s", async (_name, body) => {
     await refused(400, () => event(body));
+  });
+
+  it("counts a user id's length in characters (code points): 255 of them, emoji or not", async () => {
+    for (const id of ["u".repeat(255), "\u{1F600}".repeat(255), `${"\u{1F600}".repeat(200)}${"u".repeat(55)}`]) {
+      const res = await event({ user: { id }, value: 1 });
+      expect(res.status, `${id.length} units`).toBe(201);
+      expect((await t.call("GET", `/v1/users/${encodeURIComponent(id)}/points/xp`)).status).toBe(200);
+    }
   });
 
   it("names the offending field", async () => {
@@ -344,7 +353,7 @@ describe("path parameters (400)", () => {
 });
 
 describe("query parameters", () => {
-  it.each(["0", "101", "-1", "1000000"])("refuses awards=%s with 422", async (awards) => {
+  it.each(["0", "101", "-1", "1000000", "99999999999999999999", "-99999999999999999999"])("refuses awards=%s with 422", async (awards) => {
     expect(await refused(422, () => t.call("GET", `/v1/users/seed/points/xp?awards=${awards}`))).toBe("awards must be between 1 and 100");
   });
 
@@ -352,8 +361,11 @@ describe("query parameters", () => {
     expect(await refused(400, () => t.call("GET", `/v1/users/seed/points/xp?awards=${awards}`))).toBe("awards must be an integer");
   });
 
-  it("accepts the bounds", async () => {
+  it("accepts the bounds, and an integer written with leading zeros", async () => {
     for (const awards of [1, 100]) expect((await t.call("GET", `/v1/users/seed/points/xp?awards=${awards}`)).status).toBe(200);
+    const padded = await t.call("GET", "/v1/users/seed/points/xp?awards=000000000000000000001");
+    expect(padded.status).toBe(200);
+    expect(padded.body.awards.length).toBeLessThanOrEqual(1);
   });
 });
 

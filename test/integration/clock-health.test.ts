@@ -18,14 +18,19 @@ describe("manual clock (LAUREL_CLOCK=manual)", () => {
   });
 
   it("refuses instants without a zone, nonsense and wrong keys", async () => {
-    for (const now of ["2026-07-01T08:30:00", "yesterday", "2026-02-30T00:00:00Z", ""]) {
+    // Beyond 2199 or before 1970 the service's dates and board members would not be well formed.
+    for (const now of ["2026-07-01T08:30:00", "yesterday", "2026-02-30T00:00:00Z", "", "9999-12-31T23:00:00Z", "2200-01-01T00:00:00Z", "1969-12-31T23:59:59Z"]) {
       const res = await t.call("POST", "/admin/v1/clock", { now }, { "x-api-key": t.adminKey });
       expect(res.status, now).toBe(422);
       expect(typeof res.body.error).toBe("string");
     }
+    const edges = await t.call("POST", "/admin/v1/clock", { now: "2199-12-31T23:59:59.999Z" }, { "x-api-key": t.adminKey });
+    expect(edges.status).toBe(200);
+    expect((await t.call("POST", "/admin/v1/clock", { now: "1970-01-01T00:00:00Z" }, { "x-api-key": t.adminKey })).status).toBe(200);
     expect((await t.call("POST", "/admin/v1/clock", { now: 5 }, { "x-api-key": t.adminKey })).status).toBe(400);
     expect((await t.call("POST", "/admin/v1/clock", { now: "2026-07-01T00:00:00Z" }, { "x-api-key": "nope" })).status).toBe(401);
-    expect((await t.call("GET", "/admin/v1/clock", undefined, { "x-api-key": t.adminKey })).body.now).toBe("2026-07-01T06:30:00.000Z");
+    expect((await t.call("GET", "/admin/v1/clock", undefined, { "x-api-key": t.adminKey })).body.now).toBe("1970-01-01T00:00:00.000Z");
+    await t.setClock("2026-07-01T06:30:00Z");
   });
 });
 
@@ -42,6 +47,9 @@ describe("system clock", () => {
         expect(await t.call("GET", "/admin/v1/clock", undefined, headers), JSON.stringify(headers)).toEqual({ status: 404, body: { error: "Not found" } });
         expect(await t.call("POST", "/admin/v1/clock", { now: "nonsense" }, headers), JSON.stringify(headers)).toEqual({ status: 404, body: { error: "Not found" } });
       }
+      // Nor its content type (was 415: the body's type was checked before the route's absence).
+      const form = await fetch(`${t.url}/admin/v1/clock`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "now=2026" });
+      expect([form.status, await form.json()]).toEqual([404, { error: "Not found" }]);
       const health = await t.call("GET", "/healthz", undefined, {});
       expect(health.status).toBe(200);
       expect(health.body).toMatchObject({ status: "ok", redis: "ok" });

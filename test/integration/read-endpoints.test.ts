@@ -242,11 +242,15 @@ describe("streaks", () => {
       { userId: "cy", streakLength: 0, extended: null },
       { userId: "ghost", streakLength: 0, extended: null },
     ];
-    expect((await t.call("GET", "/v1/streaks?userIds=bob,ada,cy&userIds=eve&userIds=ghost&userIds=ada")).body).toEqual(expected);
+    expect((await t.call("GET", "/v1/streaks?userIds=bob&userIds=ada&userIds=cy&userIds=eve&userIds=ghost&userIds=ada")).body).toEqual(expected);
+    expect((await t.call("GET", "/v1/streaks?userIds=bob,ada,cy,eve,ghost,ada")).body).toEqual(expected);
+    // Repeated values are ids whole: one holding a comma (the SDK encodes it) is not split.
+    expect((await t.call("GET", "/v1/streaks?userIds=ada&userIds=bob%2Ccy")).body).toEqual([expected[0], { userId: "bob,cy", streakLength: 0, extended: null }]);
     for (const e of expected) expect(e.streakLength).toBe(model.users.has(e.userId) ? modelStreakLength(e.userId) : 0);
     expect((await t.call("GET", "/v1/streaks")).body).toEqual([]);
     const tooMany = Array.from({ length: 101 }, (_, i) => `u${i}`).join(",");
     expect((await t.call("GET", `/v1/streaks?userIds=${tooMany}`)).status).toBe(422);
+    expect((await t.call("GET", `/v1/streaks?userIds=${tooMany.replaceAll(",", "&userIds=")}`)).status).toBe(422);
   });
 
   it("GET /v1/streaks/rankings: active excludes lost streaks by the service clock; longest keeps them", async () => {
