@@ -248,6 +248,17 @@ describe("authentication (401)", () => {
     await refused(401, () => t.call("GET", "/v1/points/xp", undefined, { "x-api-key": "nope-nope" }));
   });
 
+  it("answers the first fault in the README's order: route, content type, size, key, then values", async () => {
+    const send = (path: string, headers: Record<string, string>, payload: string) => raw(`${t.url}${path}`, { method: "POST", headers, body: payload });
+    const wrongKey = { "x-api-key": "wrong" };
+    await refused(404, () => send("/v1/metrics/lessons/nowhere", { ...wrongKey, "content-type": "text/plain" }, "x"));
+    await refused(415, () => send("/v1/metrics/lessons/event", { ...wrongKey, "content-type": "application/x-www-form-urlencoded" }, "a=1"));
+    await refused(413, () => send("/v1/metrics/lessons/event", { ...wrongKey, "content-type": "application/json" }, "x".repeat(70_000)));
+    await refused(401, () => send("/v1/metrics/lessons/event", { ...wrongKey, "content-type": "application/json" }, "{not json"));
+    await refused(401, () => send("/v1/metrics/no-such-metric/event", { ...wrongKey, "content-type": "application/json" }, body));
+    await refused(404, () => send("/v1/metrics/no-such-metric/event", { "x-api-key": t.apiKey, "content-type": "application/json" }, "{not json"));
+  });
+
   it("refuses the admin key on application routes", async () => {
     await refused(401, () => post({ "x-api-key": t.adminKey }));
     await refused(401, () => t.call("GET", "/v1/users/seed/points/xp", undefined, { "x-api-key": t.adminKey }));
