@@ -160,9 +160,9 @@ export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
       if (!own || own.breakdown !== breakdown) return { status: 200, body: { ...head, rankings: [] } };
       // Off the board by the values above alone: no place among equal values to look for.
       if ((await countAbove(store, keys, own.value)) >= board.maxParticipants) return { status: 200, body: { ...head, rankings: [] } };
-      // The user's place and the window around it in one read: at most -offset entries ahead of
-      // the user, and the page's entries at or behind the user (past the offset's, which no page
-      // starting on the board can skip more of than the board holds).
+      // The user's place and the window around it (entriesAround): at most -offset entries ahead
+      // of the user, and the page's entries at or behind the user (past the offset's, which no
+      // page starting on the board can skip more of than the board holds).
       const around = await entriesAround(store, keys, own.value, own.member, Math.min(-offset, board.maxParticipants), limit + Math.min(Math.max(0, offset), board.maxParticipants));
       // Off the board: no rankings around the user (trophy-compat §2.2 #24).
       if (around.position > board.maxParticipants) return { status: 200, body: { ...head, rankings: [] } };
