@@ -91,8 +91,20 @@ else
   else
     -- Restored: alive at that length, extendable in the current period (or already extended in it).
     local newLast = (last ~= nil and last >= nowPeriod) and last or (nowPeriod - 1)
-    set('ss', newLast - best + 1)
+    local first = newLast - best + 1
+    set('ss', first)
     storeStreak(best, newLast, newLast == nowPeriod and deadlineCurrent or deadlinePrevious)
+    -- The history then holds the streak the user now has: its periods extended one by one, 1 to
+    -- best, ending at its last period. The streak read's history and `started` and wrapped's
+    -- longest streak (which walks back to a length of 1) all read it; what those periods held
+    -- before (a gap, the start of a new streak, the old streak's own entries) is replaced.
+    local historyKey = prefix .. 'sh:' .. userId
+    rcall('ZREMRANGEBYSCORE', historyKey, first, newLast)
+    local entries = {}
+    for i = 1, best do
+      entries[2 * i - 1], entries[2 * i] = first + i - 1, (first + i - 1) .. ':' .. i
+    end
+    rcall('ZADD', historyKey, unpack(entries))
     outParts[#outParts + 1] = 'sr:' .. best
     reply = { 1, best }
   end

@@ -711,6 +711,10 @@ function streakAdminOp(
   s.length = best;
   s.startPeriod = newLast - best + 1;
   s.lastPeriod = newLast;
+  // The history holds the restored streak: its periods extended one by one, 1 to best.
+  const history = state.streakHistory.get(userId) ?? new Map<number, string>();
+  for (let i = 1; i <= best; i++) history.set(s.startPeriod + i - 1, `${s.startPeriod + i - 1}:${i}`);
+  state.streakHistory.set(userId, history);
   if (best > s.best) {
     s.best = best;
     state.streakBest.set(userId, best);

@@ -377,6 +377,22 @@ describe("a streak restored on a day the new streak was already extended", () =>
       const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "restored" }] }, { "x-api-key": "demo-admin-key" });
       expect(res.body.restoredUsers).toEqual(["restored"]);
       expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 3, extended: false, started: "2026-06-03", expires: "2026-06-06" });
+      // The history holds the restored streak (3 June to today, 1 to 3): before, 4 June read 0
+      // and today 1 beside a streak of 3 that started on 3 June.
+      const read = await t.call("GET", "/v1/users/restored/streak?historyPeriods=5");
+      expect(read.body).toMatchObject({ length: 3, started: "2026-06-03" });
+      expect(read.body.streakHistory.map((h: { periodStart: string; length: number }) => [h.periodStart, h.length])).toEqual([
+        ["2026-06-01", 1],
+        ["2026-06-02", 2],
+        ["2026-06-03", 1],
+        ["2026-06-04", 2],
+        ["2026-06-05", 3],
+      ]);
+      await t.setClock("2026-06-06T12:00:00Z");
+      expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 4, started: "2026-06-03" });
+      // Wrapped's longest streak walks the history back to its start: the same start.
+      const wrapped = await t.call("GET", "/v1/users/restored/wrapped?year=2026");
+      expect(wrapped.body.activity.entireYear.longestStreak).toMatchObject({ length: 4, started: "2026-06-03", periodStart: "2026-06-03", periodEnd: "2026-06-06" });
     });
   });
 });
