@@ -117,9 +117,17 @@ local function shardRunKey(board, runText)
   return key
 end
 
-local function rankOf(board, runText, breakdown, value, member)
+-- The rank by the board's style of (value, member), a change made now by this call's user (so
+-- behind every equal value), or nil off the board. `counted`: the place on the board is counted
+-- (the entries above, then the equal values ahead: includes/board-order.lua), because the
+-- cached threshold cannot settle it; otherwise the threshold said it is on the board, and only
+-- a rank beyond max (the threshold a second old) puts it off.
+local function rankOf(board, runText, breakdown, value, member, counted)
   local keys = runKeys(board, runText, breakdown)
-  local strictlyAbove = string.format('(%.17g', value)
+  local strictlyAbove = sformat('(%.17g', value)
+  local ordinal = board.style == 'ordinal'
+  local exactly = (ordinal or counted) and sformat('%.17g', value)
+  local rank
   if board.style == 'dense' then
     local seen, distinct = {}, 0
     for s = 1, #keys do
@@ -131,17 +139,19 @@ local function rankOf(board, runText, breakdown, value, member)
         end
       end
     end
-    return distinct + 1
+    rank = distinct + 1
+    if not counted then return rank <= board.max and rank or nil end
   end
-  -- Ordinal: also the equal values reached first (includes/board-order.lua), shard by shard.
-  local exactly = board.style == 'ordinal' and sformat('%.17g', value)
-  local ahead = 0
+  local above, position = 0, 1
   for s = 1, #keys do
-    local above = rcall('ZCOUNT', keys[s], strictlyAbove, '+inf')
-    ahead = ahead + above
-    if exactly then ahead = ahead + tiesAhead(keys[s], above, exactly, member) end
+    local n = rcall('ZCOUNT', keys[s], strictlyAbove, '+inf')
+    above = above + n
+    position = position + n
+    if exactly then position = position + tiesAheadOfLatest(keys[s], n, exactly, member) end
   end
-  return ahead + 1
+  rank = rank or (ordinal and position or above + 1)
+  if (counted and position or rank) > board.max then return nil end
+  return rank
 end
 
 -- A rank-history entry (src/api/leaderboards.ts reads it). Every value is an integer (ranks, and
@@ -208,12 +218,14 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
           if breakdown ~= '' and (not old or oldBreakdown ~= breakdown) then
             rcall('SADD', prefix .. 'lg:' .. board.k .. ':' .. runText, breakdown)
           end
-          -- A changed value was reached now, so it sits behind every entry of the same value: on a
-          -- full board it must beat the threshold (the value at position max) to be on it.
-          if not (info[2] > 0 and new <= info[2]) then
-            rank = rankOf(board, runText, breakdown, new, member)
-            if rank > board.max then rank = nil end
-          end
+          -- On the board means within its first max entries. A changed value was reached now, so
+          -- it sits behind every entry of the same value: on a full board it must beat the
+          -- threshold (the value at position max; -inf while there is room) to be on it. Not so
+          -- for a user whose own entry may have held a place (falling, it frees it), nor on a
+          -- breakdown board (NaN: no threshold kept per group): there the place is counted.
+          local threshold = info[2]
+          local counted = threshold ~= threshold or (old ~= nil and old >= threshold and new <= threshold)
+          if counted or new > threshold then rank = rankOf(board, runText, breakdown, new, member, counted) end
           S[board.ri], S[board.vi], S[board.mi] = run, new, member
           S[board.ki], S[board.rki] = breakdown ~= '' and breakdown or false, rank or false
         end
@@ -227,7 +239,10 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
         -- boardOut is flat, 8 values per board (the reply's order): no table per change.
         local n = #boardOut
         boardOut[n + 1], boardOut[n + 2], boardOut[n + 3], boardOut[n + 4] = board.k, run, old or false, new
-        boardOut[n + 5], boardOut[n + 6], boardOut[n + 7], boardOut[n + 8] = breakdown, rank or false, previousRank or false, info[2]
+        -- The threshold shown: a full board's, else 0 (room, or a breakdown board's unkept one).
+        local shown = info[2]
+        if shown ~= shown or shown == -math.huge then shown = 0 end
+        boardOut[n + 5], boardOut[n + 6], boardOut[n + 7], boardOut[n + 8] = breakdown, rank or false, previousRank or false, shown
         outParts[#outParts + 1] = old and sformat('%s%d:%d', board.partHead, old, new) or sformat('%s:%d', board.partHead, new)
       end
     end

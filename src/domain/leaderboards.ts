@@ -63,9 +63,18 @@ export function firstRunAfter(board: CompiledLeaderboard, now: number): number {
   return runOfDay(board, board.endDay === null ? day : Math.min(day, board.endDay - 1))! + 1;
 }
 
-/** The value at position maxParticipants of a run in board order, 0 while the run has room. */
-export function thresholdOfEntries(board: CompiledLeaderboard, sorted: readonly BoardEntry[]): number {
-  return sorted.length >= board.maxParticipants ? sorted[board.maxParticipants - 1]!.value : 0;
+/** The value at position maxParticipants of a run in board order, null while the run has room. */
+export function thresholdOfEntries(board: CompiledLeaderboard, sorted: readonly BoardEntry[]): number | null {
+  return sorted.length >= board.maxParticipants ? sorted[board.maxParticipants - 1]!.value : null;
+}
+
+/**
+ * The threshold an event response shows: the value at position maxParticipants of a full board,
+ * else 0 (room on the board: -Infinity as the scripts get it; a breakdown board, whose groups'
+ * thresholds are not kept: NaN). lua/includes/leaderboards.lua does the same.
+ */
+export function shownThreshold(threshold: number): number {
+  return Number.isFinite(threshold) ? threshold : 0;
 }
 
 export type BoardStatus = "scheduled" | "active" | "finished";

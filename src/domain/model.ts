@@ -5,7 +5,7 @@ import { LaurelError } from "./errors.js";
 import { eventFiltersMatch, userFiltersMatch } from "./filters.js";
 import { levelIndex } from "./levels.js";
 import type { AwardRecord, BoardChange, EventInput, EventOutcome, PointsChange, StreakState } from "./outcome.js";
-import { activeRun, boardMember, compareEntries, thresholdOfEntries, type BoardEntry } from "./leaderboards.js";
+import { activeRun, boardMember, compareCodePoints, compareEntries, shownThreshold, thresholdOfEntries, type BoardEntry } from "./leaderboards.js";
 import { localDayIndex, periodOfDay, streakDeadline, type Frequency } from "./periods.js";
 import { shardOf } from "./shards.js";
 import { settleStreak, STREAK_HISTORY_KEPT, type StreakSettlement } from "./streak.js";
@@ -391,15 +391,22 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
 
 /** Rank number of (value, member) in a group by the board's style: lua rankOf. */
 export function modelRank(board: CompiledLeaderboard, entries: ReadonlyMap<string, { value: number; reachedAt: number }>, value: number, member: string): number {
+  return modelPlace(board, entries, value, member).rank;
+}
+
+/** The rank by style and the ordinal position (1-based, board order) of (value, member) in a group. */
+function modelPlace(board: CompiledLeaderboard, entries: ReadonlyMap<string, { value: number; reachedAt: number }>, value: number, member: string): { rank: number; position: number } {
   let above = 0;
+  let tiesAhead = 0;
   const distinct = new Set<number>();
   for (const [user, e] of entries) {
     if (e.value > value) {
       above += 1;
       distinct.add(e.value);
-    } else if (board.ranking === "ordinal" && e.value === value && boardMember(e.reachedAt, user) > member) above += 1;
+    } else if (e.value === value && compareCodePoints(boardMember(e.reachedAt, user), member) > 0) tiesAhead += 1;
   }
-  return board.ranking === "dense" ? distinct.size + 1 : above + 1;
+  const position = above + tiesAhead + 1;
+  return { rank: board.ranking === "dense" ? distinct.size + 1 : board.ranking === "ordinal" ? position : above + 1, position };
 }
 
 /** The entries of a group in board order (value first, then first to reach it). */
@@ -412,7 +419,7 @@ export function refreshThresholds(tenant: CompiledTenant, state: ModelState, now
   for (const board of tenant.leaderboards) {
     const run = activeRun(board, now);
     if (run === null || board.breakdownAttribute !== null) continue;
-    state.thresholds.set(`${board.key}:${run}`, thresholdOfEntries(board, modelBoardOrder(state.boards.get(`${board.key}:${run}:`) ?? new Map())));
+    state.thresholds.set(`${board.key}:${run}`, thresholdOfEntries(board, modelBoardOrder(state.boards.get(`${board.key}:${run}:`) ?? new Map())) ?? -Infinity);
   }
 }
 
@@ -443,7 +450,9 @@ export function updateBoards(
     else if (board.rankBy === "points") delta = change.points.find((p) => p.systemKey === board.points)?.added ?? 0;
     else if (change.streakLength !== null && tenant.streak) absolute = change.streakLength;
     if (delta === 0 && absolute === null) continue;
-    const cut = board.breakdownAttribute !== null ? 0 : (state.thresholds.get(`${board.key}:${run}`) ?? 0);
+    // As Node passes it: NaN for a breakdown board (no threshold kept per group), -Infinity while
+    // the board has room (or before the first refresh).
+    const threshold = board.breakdownAttribute !== null ? NaN : (state.thresholds.get(`${board.key}:${run}`) ?? -Infinity);
     const entry = user.boards.get(board.key);
     const current = entry && entry.run === run ? entry : null;
     const oldValue = current ? current.value : null;
@@ -456,9 +465,12 @@ export function updateBoards(
       const entries = state.boards.get(id) ?? new Map<string, { value: number; reachedAt: number }>();
       entries.set(userId, { value: newValue, reachedAt: now });
       state.boards.set(id, entries);
-      if (!(cut > 0 && newValue <= cut)) {
-        rank = modelRank(board, entries, newValue, boardMember(now, userId));
-        if (rank > board.maxParticipants) rank = null;
+      // lua updateBoards: the cached threshold settles the place, unless the board's threshold
+      // is not kept (breakdown) or the user's own entry may have held a place (then counted).
+      const counted = Number.isNaN(threshold) || (oldValue !== null && oldValue >= threshold && newValue <= threshold);
+      if (counted || newValue > threshold) {
+        const place = modelPlace(board, entries, newValue, boardMember(now, userId));
+        rank = (counted ? place.position : place.rank) > board.maxParticipants ? null : place.rank;
       }
       user.boards.set(board.key, { run, value: newValue, reachedAt: now, breakdown, rank });
     }
@@ -469,7 +481,7 @@ export function updateBoards(
       history.unshift({ t: now, pr: previousRank, r: rank, pv: oldValue, v: absolute === 0 ? null : newValue });
       state.boardHistory.set(historyId, history.slice(0, 100));
     }
-    out.push({ boardKey: board.key, run, oldValue, newValue, breakdown, rank, previousRank, threshold: cut });
+    out.push({ boardKey: board.key, run, oldValue, newValue, breakdown, rank, previousRank, threshold: shownThreshold(threshold) });
   }
   return out;
 }

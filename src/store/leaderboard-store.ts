@@ -261,12 +261,12 @@ async function pastEntry(
 
 /**
  * The value needed to enter a full board: the value of the participant at position
- * maxParticipants; 0 while the board has room. O(shards × k) for k ≤ 2000, a value bisection of
- * O(shards × log n) per step beyond. Callers cache it (store/thresholds.ts).
+ * maxParticipants; null while the board has room. O(shards × k) for k ≤ 2000, a value bisection
+ * of O(shards × log n) per step beyond. Callers cache it (store/thresholds.ts).
  */
-export async function threshold(store: TenantStore, board: CompiledLeaderboard, keys: string[]): Promise<number> {
+export async function threshold(store: TenantStore, board: CompiledLeaderboard, keys: string[]): Promise<number | null> {
   const k = board.maxParticipants;
-  if ((await participants(store, keys)) < k) return 0;
+  if ((await participants(store, keys)) < k) return null;
   if (k <= 2000) return kthFromTops(store, keys, k);
   return kthValue(store, keys, k);
 }
@@ -278,7 +278,7 @@ export async function threshold(store: TenantStore, board: CompiledLeaderboard, 
  * is at most the lowest value read from it, so once no shard with entries left has read a value
  * lower than or equal to the candidate (the k-th of those read), nothing unread is above it.
  */
-async function kthFromTops(store: TenantStore, keys: string[], k: number): Promise<number> {
+async function kthFromTops(store: TenantStore, keys: string[], k: number): Promise<number | null> {
   const page = Math.ceil((2 * k) / keys.length);
   const read: number[][] = keys.map(() => []);
   const exhausted: boolean[] = keys.map(() => false);
@@ -293,7 +293,8 @@ async function kthFromTops(store: TenantStore, keys: string[], k: number): Promi
     const all = read.flat().sort((a, b) => b - a);
     if (all.length < k) {
       pending = keys.map((_, i) => i).filter((i) => !exhausted[i]);
-      if (pending.length === 0) return 0;
+      // Fewer than k after all (entries left between the count and the reads): room.
+      if (pending.length === 0) return null;
       continue;
     }
     const candidate = all[k - 1]!;

@@ -616,6 +616,79 @@ describe("many equal values on each shard", () => {
   });
 });
 
+describe("on the board or off it, as an event response counts it", () => {
+  // Found by an audit: the event script took a threshold of 0 or below for room on the board,
+  // compared a competition or dense rank number (not the place) with maxParticipants, gave a
+  // user who fell onto the threshold from above no rank though the board still listed them, and
+  // ranked breakdown boards without their groups' thresholds.
+  let t: TestApp;
+  const app = () => t;
+  beforeAll(async () => {
+    const yaml = tenantYaml(
+      uniqueTenantId("cut"),
+      `
+    metrics: [{ key: sc, name: Score }, { key: km, name: Kilometres }]
+    attributes:
+      user: [region]
+    leaderboards:
+      - { key: s5c, name: Five, rankBy: metric, metric: sc, start: "2026-01-01", maxParticipants: 5 }
+      - { key: s5d, name: Five dense, rankBy: metric, metric: sc, start: "2026-01-01", maxParticipants: 5, ranking: dense }
+      - { key: s5o, name: Five ordinal, rankBy: metric, metric: sc, start: "2026-01-01", maxParticipants: 5, ranking: ordinal }
+      - { key: bd, name: By region, rankBy: metric, metric: km, start: "2026-01-01", maxParticipants: 3, breakdownAttribute: region }
+      - { key: bdd, name: By region dense, rankBy: metric, metric: km, start: "2026-01-01", maxParticipants: 3, breakdownAttribute: region, ranking: dense }
+`,
+    );
+    t = await startTestApp({ yaml, manualClock: "2026-02-01T00:00:00Z", jobs: false });
+  });
+  afterAll(async () => t.close());
+  const boards = ["s5c", "s5d", "s5o"];
+  const ranks = (body: { leaderboards: Record<string, { rank: number | null }> }, keys: string[]) => keys.map((k) => body.leaderboards[k]?.rank);
+
+  it("a full board of negative values: a newcomer tying the threshold is off it, in every style", async () => {
+    for (const [i, id] of ["n-a", "n-b", "n-c", "n-d", "n-e"].entries()) {
+      await tick(app(), 1);
+      await event(app(), "sc", id, -(i + 1));
+    }
+    await tick(app(), 1000);
+    const late = await event(app(), "sc", "n-f", -5);
+    expect(ranks(late, boards)).toEqual([null, null, null]);
+    expect(late.leaderboards.s5c.threshold).toBe(-5);
+    for (const key of boards) {
+      const read = await userBoard(app(), "n-f", key);
+      expect([read.rank, read.history], key).toEqual([null, []]);
+    }
+  });
+
+  it("a user falling onto the threshold from above keeps the place the board lists", async () => {
+    for (const [i, id] of ["f-a", "f-b", "f-c", "f-d", "f-e"].entries()) {
+      await tick(app(), 1);
+      await event(app(), "sc", id, 100 - i);
+    }
+    await tick(app(), 1000);
+    // f-a: 100 -> 95, the threshold (f-e's 96) and below it, but the board holds five.
+    const fell = await event(app(), "sc", "f-a", -5);
+    expect(ranks(fell, boards)).toEqual([5, 5, 5]);
+    expect(fell.leaderboards.s5c.previousRank).toBe(1);
+    expect((await rows(app(), "s5c")).map(([id]) => id)).toEqual(["f-b", "f-c", "f-d", "f-e", "f-a"]);
+    expect((await userBoard(app(), "f-a", "s5c")).history[0]).toMatchObject({ previousRank: 1, rank: 5, value: 95 });
+  });
+
+  it("a breakdown group that is full: a newcomer below its last place is off it (competition and dense)", async () => {
+    for (const id of ["g-a", "g-b", "g-c"]) {
+      await tick(app(), 1);
+      await event(app(), "km", id, 10, { region: "eu" });
+    }
+    await tick(app(), 600_000);
+    const low = await event(app(), "km", "g-d", 1, { region: "eu" });
+    expect(ranks(low, ["bd", "bdd"])).toEqual([null, null]);
+    expect((await userBoard(app(), "g-d", "bdd")).history).toEqual([]);
+    // A tie with the group's last place, reached later, is off it too; in another group, first.
+    const tie = await event(app(), "km", "g-e", 10, { region: "eu" });
+    expect(ranks(tie, ["bd", "bdd"])).toEqual([null, null]);
+    expect(ranks(await event(app(), "km", "g-f", 1, { region: "us" }), ["bd", "bdd"])).toEqual([1, 1]);
+  });
+});
+
 describe("GET /v1/users/{id}/leaderboards/{key}", () => {
   const app = useApp("2026-03-02T12:00:00Z");
 

@@ -38,7 +38,7 @@ describe("leaderboard threshold", () => {
           entries.forEach(([shard, value], i) => pipeline.zadd(keys[crowd ? shard % 2 : shard]!, value, `m${i}`));
           await pipeline.exec();
           const sorted = entries.map(([, v]) => v).sort((a, b) => b - a);
-          const expected = sorted.length < k ? 0 : sorted[k - 1]!;
+          const expected = sorted.length < k ? null : sorted[k - 1]!;
           expect(await threshold(store, { maxParticipants: k } as CompiledLeaderboard, keys)).toBe(expected);
         },
       ),
