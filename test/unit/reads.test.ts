@@ -153,8 +153,11 @@ describe("query parameters", () => {
     expect(status(() => attributeFilterParam(q("userAttributes=tier:1"), "userAttributes", declared))).toBe(422);
   });
 
-  it("lists: repeated and comma forms, duplicates once, a bound", () => {
-    expect(listParam(q("ids=a,b&ids=c&ids=a&ids="), "ids", 3)).toEqual(["a", "b", "c"]);
+  it("lists: repeated values whole, one value split on commas, duplicates once, a bound", () => {
+    expect(listParam(q("ids=a&ids=b&ids=c&ids=a&ids="), "ids", 3)).toEqual(["a", "b", "c"]);
+    expect(listParam(q("ids=a,b,,c,a"), "ids", 3)).toEqual(["a", "b", "c"]);
+    expect(listParam(q("ids=a,b&ids=c"), "ids", 3)).toEqual(["a,b", "c"]);
     expect(status(() => listParam(q("ids=a,b,c,d"), "ids", 3))).toBe(422);
+    expect(status(() => listParam(q("ids=a&ids=b&ids=c&ids=d"), "ids", 3))).toBe(422);
   });
 });
