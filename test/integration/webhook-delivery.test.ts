@@ -66,6 +66,56 @@ describe("a receiver that fails, then succeeds", () => {
       "attempt 3: HTTP 500",
       "attempt 4: HTTP 200",
     ]);
+
+    // A replay starts a new series of attempts; the log keeps the delivery's earlier success
+    // (it lived in the job's return value, which the replay clears).
+    const id = list.body.deliveries[0].id;
+    expect((await s.t.call("POST", `/admin/v1/webhooks/deliveries/${id}/replay`, {}, admin)).status).toBe(200);
+    await s.receiver.waitFor(5);
+    await s.t.app.webhooks!.settled(s.tenantId);
+    const again = await s.t.call("GET", `/admin/v1/webhooks/deliveries/${id}`, undefined, admin);
+    expect(again.body.log.map((line: string) => line.replace(/^.* attempt/, "attempt").replace(/ in \d+ ms/, ""))).toEqual([
+      "attempt 1: HTTP 500",
+      "attempt 2: HTTP 500",
+      "attempt 3: HTTP 500",
+      "attempt 4: HTTP 200",
+      "attempt 1: HTTP 200",
+    ]);
+  });
+});
+
+describe("an endpoint removed while its delivery waits for a retry", () => {
+  it("ends the delivery dead at its next attempt, with that attempt's line in the log", async () => {
+    const receiver = await startReceiver(() => 500);
+    const tenantId = uniqueTenantId("whd");
+    // A retry a minute away: the delivery is still waiting when the first app stops.
+    const slow: TestAppOptions["webhooks"] = { delivery: { backoff: { firstMs: 60_000, factor: 1, jitter: 0, maxMs: 60_000 } } };
+    const first = await startTestApp({ yaml: hookYaml(tenantId, endpoint("gone", receiver.url)), manualClock: "2026-06-01T12:00:00Z", webhooks: slow });
+    let id: string;
+    try {
+      expect((await first.call("POST", "/v1/metrics/lessons/event", { user: { id: "r1" }, value: 1 })).status).toBe(201);
+      await first.app.webhooks!.drain();
+      const waiting = await first.call("GET", "/admin/v1/webhooks/deliveries?status=retrying", undefined, admin);
+      expect(waiting.body.deliveries).toHaveLength(1);
+      id = waiting.body.deliveries[0].id;
+    } finally {
+      await first.close();
+    }
+    // The tenant file no longer has the endpoint; the delivery is sent now (a replay) and dies.
+    const second = await startTestApp({ yaml: hookYaml(tenantId, endpoint("main", receiver.url)), manualClock: "2026-06-01T12:00:00Z", webhooks: FAST });
+    try {
+      expect((await second.call("POST", `/admin/v1/webhooks/deliveries/${id}/replay`, {}, admin)).body).toEqual({ replayed: [id], issues: [] });
+      await second.app.webhooks!.settled(tenantId);
+      const dead = await second.call("GET", `/admin/v1/webhooks/deliveries/${id}`, undefined, admin);
+      expect(dead.body).toMatchObject({ status: "dead", attempts: 2, lastError: "endpoint gone is no longer configured" });
+      expect(dead.body.log.map((line: string) => line.replace(/^.* attempt/, "attempt").replace(/ in \d+ ms/, ""))).toEqual([
+        "attempt 1: HTTP 500",
+        "attempt 2: endpoint gone is no longer configured",
+      ]);
+    } finally {
+      await second.close();
+      await receiver.close();
+    }
   });
 });
 

@@ -269,7 +269,12 @@ export class DeliveryQueue {
   /** A BullMQ worker's attempt: a failure throws (BullMQ retries), after its line is logged. */
   private async attempt(job: Job<DeliveryJob>): Promise<AttemptResult> {
     const endpoint = this.endpointOf(job.data.endpoint);
-    if (!endpoint) throw new UnrecoverableError(`endpoint ${job.data.endpoint} is no longer configured`);
+    if (!endpoint) {
+      const reason = `endpoint ${job.data.endpoint} is no longer configured`;
+      // An attempt like any other: its line in the log, then dead at once.
+      await job.log(logLine(Date.now(), job.attemptsMade + 1, reason)).catch(() => undefined);
+      throw new UnrecoverableError(reason);
+    }
     const controller = new AbortController();
     const release = this.track(controller);
     const attempt = job.attemptsMade + 1;
@@ -353,8 +358,8 @@ export class DeliveryQueue {
     if (!job) return null;
     const { logs } = await this.queue.getJobLogs(id, 0, 99, true);
     // Failed attempts are logged as they happen; the success is the job's return value.
-    const success = job.returnvalue as AttemptResult | null;
-    const log = success?.status ? [...logs, logLine(success.at, success.attempt, `HTTP ${success.status} in ${success.ms} ms`)] : logs;
+    const success = successLine(job);
+    const log = success === null ? logs : [...logs, success];
     return { ...(await this.summary(job)), log, payload: JSON.parse(job.data.body) as unknown };
   }
 
@@ -368,6 +373,10 @@ export class DeliveryQueue {
     if (!job) return "not-found";
     const state = await job.getState();
     if (state === "failed" || state === "completed") {
+      // The retry clears the return value, where the success's line lives (inspect): logged now,
+      // the log keeps it before the replay's attempts.
+      const success = successLine(job);
+      if (success !== null) await job.log(success);
       await job.retry(state, { resetAttemptsMade: true, resetAttemptsStarted: true });
       return "replayed";
     }
@@ -441,4 +450,10 @@ export class DeliveryQueue {
     await this.queueEvents?.close();
     await this.queue.close();
   }
+}
+
+/** The log line of a delivered job's successful attempt (its return value), or null. */
+function successLine(job: Job<DeliveryJob>): string | null {
+  const success = job.returnvalue as AttemptResult | null;
+  return success?.status ? logLine(success.at, success.attempt, `HTTP ${success.status} in ${success.ms} ms`) : null;
 }
