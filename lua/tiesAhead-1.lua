@@ -2,7 +2,7 @@
   How many entries of one shard's set of a run share `value` with (value, member) and rank ahead
   of it (they reached the value first: a greater member). Read-only. Node reads each shard's
   first TIE_PAGE equal values itself and counts there; it calls this script only for a shard
-  where more equal values than that rank ahead (src/store/leaderboard-store.ts tiesAheadByShard),
+  where more equal values than that rank ahead (src/store/leaderboard-store.ts shardPlaces),
   so reading them all would cost O(ties): here O(log n × log ties) (includes/board-order.lua).
 
   KEYS[1] the run's set on the shard  {t:s}:lb:<board>:<run>[:<group>]

@@ -22,7 +22,10 @@
   Ranks for the reply are counted here, over every shard's set of the run: the one place a
   script reads keys of other shards (standalone Redis; see README, Leaderboards). A value at or
   below the board's threshold (the value at position max, refreshed by Node at most a second
-  ago) is off the board and costs no count: it was reached now, behind every equal value.
+  ago; -inf while the board has room) is off the board and costs no count: it was reached now,
+  behind every equal value. Unless the user's own entry may have held a place before (falling,
+  it frees it), or the board is a breakdown board (NaN: Node keeps no threshold per group):
+  then the place is counted (updateBoards).
 ]]
 local MAX_MS = 9999999999999
 -- @include "includes/board-order.lua"
