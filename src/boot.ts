@@ -11,7 +11,12 @@ import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/aw
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
 /** The tenant file: LAUREL_CONFIG, default config/demo.yaml. */
-const configPath = (): string => resolve(process.env.LAUREL_CONFIG ?? resolve(ROOT, "config/demo.yaml"));
+// `||`, not `??`: an empty variable counts as unset (README), where "" would resolve to the
+// working directory (an AOF written there, or a directory read as the tenant file).
+export const configPath = (env: NodeJS.ProcessEnv = process.env): string => resolve(env.LAUREL_CONFIG || resolve(ROOT, "config/demo.yaml"));
+
+/** LAUREL_DATA_DIR: where the embedded redis-server keeps its AOF, default data/redis in the project. */
+export const dataDirectory = (env: NodeJS.ProcessEnv = process.env): string => resolve(env.LAUREL_DATA_DIR || resolve(ROOT, "data/redis"));
 
 /**
  * Exit 1 naming the tenant file and the bad field when `err` is a ConfigError: a file that does

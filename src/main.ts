@@ -1,7 +1,7 @@
 import "./v8-tuning.js";
 import { resolve } from "node:path";
 import { DEFAULT_DRAIN_MS, ListenError, startApp } from "./app.js";
-import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, exitOnConfigError, listenPort, loadTenantsOrExit, loggerOrExit, ROOT, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, exitOnConfigError, listenPort, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -31,7 +31,7 @@ async function main(): Promise<void> {
   const port = listenPort();
   const clock: Clock = process.env.LAUREL_CLOCK === "manual" ? new ManualClock() : new SystemClock();
 
-  const dataDir = resolve(process.env.LAUREL_DATA_DIR ?? resolve(ROOT, "data/redis"));
+  const dataDir = dataDirectory();
   let embedded: EmbeddedRedis | null = null;
   // Set first thing in a stop: a Ctrl-C reaches the embedded redis-server too (one process group),
   // and its exit then is part of the stop, not a failure.

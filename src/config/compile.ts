@@ -72,6 +72,11 @@ const HOUR_MS = 3_600_000;
 
 export function compileTenant(tenant: TenantConfig, path: string): CompiledTenant {
   const ns = tenantNamespace(tenant.id);
+  for (const kind of ["user", "event"] as const) {
+    (tenant.attributes?.[kind] ?? []).forEach((k, i, all) => {
+      if (all.indexOf(k) !== i) throw new ConfigError(`${path}.attributes.${kind}[${i}]`, `"${k}" is listed twice`);
+    });
+  }
   const userAttributes = new Set(tenant.attributes?.user ?? []);
   const eventAttributes = new Set(tenant.attributes?.event ?? []);
   const pairs = (filter: AttributeFilter | undefined, declared: Set<string>, at: string, kind: string): AttributePairs => {
@@ -213,8 +218,9 @@ export function compileTenant(tenant: TenantConfig, path: string): CompiledTenan
       case "composite":
         a.achievements.forEach((k, ki) => {
           if (!achievementKeys.has(k) || k === a.key) throw new ConfigError(`${ap}.achievements[${ki}]`, `unknown achievement "${k}"`);
+          if (a.achievements.indexOf(k) !== ki) throw new ConfigError(`${ap}.achievements[${ki}]`, `"${k}" is listed twice`);
         });
-        return { ...base, type: "composite", prerequisites: [...new Set(a.achievements)] };
+        return { ...base, type: "composite", prerequisites: a.achievements };
     }
   });
   checkCompositeCycles(achievements, `${path}.achievements`);
@@ -250,6 +256,9 @@ export function compileTenant(tenant: TenantConfig, path: string): CompiledTenan
     const endDay = b.end === undefined ? null : parseDay(b.end);
     if (endDay === null && b.end !== undefined) throw new ConfigError(`${bp}.end`, `"${b.end}" is not a date`);
     if (endDay !== null && endDay <= startDay) throw new ConfigError(`${bp}.end`, "must be after start");
+    // A field of another kind of board is a mistake to say, not to ignore.
+    if (b.rankBy !== "metric" && b.metric !== undefined) throw new ConfigError(`${bp}.metric`, `a rankBy ${b.rankBy} board takes no metric`);
+    if (b.rankBy !== "points" && b.points !== undefined) throw new ConfigError(`${bp}.points`, `a rankBy ${b.rankBy} board takes no points system`);
     if (b.rankBy === "metric") {
       if (b.metric === undefined) throw new ConfigError(`${bp}.metric`, "rankBy metric needs a metric");
       requireMetric(b.metric, `${bp}.metric`);
@@ -346,10 +355,12 @@ function compileWebhooks(webhooks: WebhookConfig[], path: string): CompiledWebho
       throw new ConfigError(`${at}.url`, `"${w.url}" is not a URL`);
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") throw new ConfigError(`${at}.url`, "must be http or https");
+    // WHATWG parsing repairs what it can ("http:///x" becomes http://x/): the host must be written.
+    if (!/^https?:\/\/[^/?#\s]/i.test(w.url)) throw new ConfigError(`${at}.url`, `"${w.url}" has no host after the scheme's //`);
     const secrets = w.secrets ?? [w.secret!];
     secrets.forEach((secret, k) => {
       if (secret.startsWith("whsec_") && !/^[A-Za-z0-9+/]+={0,2}$/.test(secret.slice(6))) {
-        throw new ConfigError(`${at}.secrets[${k}]`, "a whsec_ secret must be followed by base64");
+        throw new ConfigError(w.secrets ? `${at}.secrets[${k}]` : `${at}.secret`, "a whsec_ secret must be followed by base64");
       }
     });
     const events = new Set<string>(w.events);

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import typia from "typia";
 import { parse as parseYaml } from "yaml";
@@ -9,6 +10,7 @@ const validateConfig = typia.createValidateEquals<ConfigFile>();
 
 /** Keys that ship in config/demo.yaml; a production start with any of them is refused. */
 export const DEMO_KEYS = ["demo-key", "demo-admin-key"];
+const DEMO_KEY_DIGESTS = DEMO_KEYS.map((k) => createHash("sha256").update(k).digest("hex"));
 
 /**
  * Reads, validates and compiles a tenant file. Throws ConfigError naming the path of the first
@@ -18,7 +20,9 @@ export const DEMO_KEYS = ["demo-key", "demo-admin-key"];
 export function loadConfigText(text: string, source: string, env: NodeJS.ProcessEnv = process.env): CompiledTenant[] {
   let raw: unknown;
   try {
-    raw = source.endsWith(".json") ? JSON.parse(text) : parseYaml(text);
+    // A JSON file is checked as JSON, then read by the YAML parser (JSON is YAML 1.2), which
+    // refuses duplicate keys: JSON.parse keeps the last of them without a word.
+    raw = source.endsWith(".json") ? (JSON.parse(text), parseYaml(text)) : parseYaml(text);
   } catch (err) {
     throw new ConfigError("$input", `${source} is not valid ${source.endsWith(".json") ? "JSON" : "YAML"}: ${(err as Error).message}`);
   }
@@ -32,7 +36,8 @@ export function loadConfigText(text: string, source: string, env: NodeJS.Process
     result.data.tenants.forEach((t, i) => {
       for (const kind of ["apiKeys", "adminKeys"] as const) {
         t[kind].forEach((k, j) => {
-          if (typeof k === "string" && DEMO_KEYS.includes(k)) {
+          // Written plain or as their digest ({sha256}): the same keys either way.
+          if (typeof k === "string" ? DEMO_KEYS.includes(k) : DEMO_KEY_DIGESTS.includes(k.sha256)) {
             throw new ConfigError(`$input.tenants[${i}].${kind}[${j}]`, "the demo keys are refused when NODE_ENV=production");
           }
         });

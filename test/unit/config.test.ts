@@ -1,5 +1,8 @@
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { resolve } from "node:path";
+import { configPath, dataDirectory, ROOT } from "../../src/boot.js";
 import { ConfigError } from "../../src/config/compile.js";
 import { loadConfigText } from "../../src/config/load.js";
 import { buildRules } from "../../src/store/rules.js";
@@ -58,6 +61,9 @@ describe("config", () => {
     ["more initial freezes than the maximum", ["initial: 0", "initial: 3"], "$input.tenants[0].streak.freezes.initial", "must not exceed max"],
     ["keepFinishedRuns on a perpetual board", ['points: xp\n        start: "2026-01-01"', 'points: xp\n        start: "2026-01-01"\n        keepFinishedRuns: 2'], "$input.tenants[0].leaderboards[0].keepFinishedRuns", "perpetual"],
     ["an API key shorter than 8 characters", ["apiKeys: [demo-key]", "apiKeys: [short]"], "$input.tenants[0].apiKeys[0]", "expected"],
+    ["a metric on a points board", ["rankBy: points\n        points: xp", "rankBy: points\n        metric: lessons\n        points: xp"], "$input.tenants[0].leaderboards[0].metric", "takes no metric"],
+    ["a points system on a metric board", ["rankBy: metric\n        metric: lessons", "rankBy: metric\n        points: xp\n        metric: lessons"], "$input.tenants[0].leaderboards[1].points", "takes no points system"],
+    ["a user attribute listed twice", ["user: [plan]", "user: [plan, plan]"], "$input.tenants[0].attributes.user[1]", "listed twice"],
   ])("refuses %s, naming its path", (_what, [from, to], path, message) => {
     expect(DEMO_YAML).toContain(from);
     const err = errorOf(DEMO_YAML.replace(from!, to!));
@@ -72,8 +78,18 @@ describe("config", () => {
     expect(err.message).toContain('duplicate tenant id "demo"');
   });
 
-  it("refuses the demo keys in production", () => {
+  it("refuses the demo keys in production, written plain or as their digest", () => {
     expect(errorOf(DEMO_YAML, { NODE_ENV: "production" }).path).toBe("$input.tenants[0].apiKeys[0]");
+    const digest = (key: string) => `{ sha256: ${createHash("sha256").update(key).digest("hex")} }`;
+    const hashed = DEMO_YAML.replace("apiKeys: [demo-key]", "apiKeys: [other-key-123]").replace("adminKeys: [demo-admin-key]", `adminKeys: [${digest("demo-admin-key")}]`);
+    expect(errorOf(hashed, { NODE_ENV: "production" }).path).toBe("$input.tenants[0].adminKeys[0]");
+    expect(loadConfigText(hashed.replace(digest("demo-admin-key"), digest("other-admin-123")), "x.yaml", { NODE_ENV: "production" })).toHaveLength(1);
+  });
+
+  it("refuses duplicate keys in a JSON file as in YAML (JSON.parse would keep the last)", () => {
+    const json = JSON.stringify({ tenants: [{ id: "t1", apiKeys: ["key-12345678"], adminKeys: ["admin-12345678"], metrics: [{ key: "m", name: "M" }] }] });
+    expect(loadConfigText(json, "x.json", {})[0]!.id).toBe("t1");
+    expect(() => loadConfigText(json.replace('"id":"t1"', '"id":"t1","id":"t9"'), "x.json", {})).toThrow(/unique/);
   });
 
   it("narrows the event rules to what the metric can touch", () => {
@@ -118,5 +134,16 @@ describe("config", () => {
     const [full] = loadConfigText(withBlocks, "README.md", {});
     expect(full!.leaderboards.map((b) => b.key)).toEqual(["weekly-lessons"]);
     expect(full!.webhooks.map((w) => w.key)).toEqual(["main"]);
+  });
+});
+
+describe("paths from the environment", () => {
+  it("take an empty LAUREL_CONFIG or LAUREL_DATA_DIR as unset (was: the working directory)", () => {
+    for (const env of [{}, { LAUREL_CONFIG: "", LAUREL_DATA_DIR: "" }]) {
+      expect(configPath(env)).toBe(resolve(ROOT, "config/demo.yaml"));
+      expect(dataDirectory(env)).toBe(resolve(ROOT, "data/redis"));
+    }
+    expect(configPath({ LAUREL_CONFIG: "/etc/laurel.yaml" })).toBe("/etc/laurel.yaml");
+    expect(dataDirectory({ LAUREL_DATA_DIR: "/var/lib/laurel" })).toBe("/var/lib/laurel");
   });
 });

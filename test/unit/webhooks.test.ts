@@ -180,7 +180,11 @@ describe("webhook config", () => {
     expect(errorOf(ok().replace('secret: "0123456789abcdef", ', "")).path).toBe("$input.tenants[0].webhooks[0].secret");
     expect(errorOf(ok().replace("https://example.com/hooks", "ftp://example.com/x")).path).toBe("$input.tenants[0].webhooks[0].url");
     expect(errorOf(ok().replace("points.changed]", "points.exploded]")).path).toMatch(/^\$input\.tenants\[0\]\.webhooks\[0\]\.events/);
-    expect(errorOf(ok().replace('"0123456789abcdef"', '"whsec_not base64 at all!"')).path).toBe("$input.tenants[0].webhooks[0].secrets[0]");
+    // The path the file has: `secret` for one, `secrets[k]` for a list.
+    expect(errorOf(ok().replace('"0123456789abcdef"', '"whsec_not base64 at all!"')).path).toBe("$input.tenants[0].webhooks[0].secret");
+    expect(errorOf(ok().replace('secret: "0123456789abcdef"', 'secrets: ["0123456789abcdef", "whsec_not base64 at all!"]')).path).toBe("$input.tenants[0].webhooks[0].secrets[1]");
+    // A URL WHATWG would repair into another host (http:///x is http://x/) is refused.
+    for (const url of ["http:///x", "https:/example.com/hooks", "http://"]) expect(errorOf(ok().replace("https://example.com/hooks", url)).path, url).toBe("$input.tenants[0].webhooks[0].url");
     expect(errorOf(ok(", coalesce: { streak.lost: 5 }").replace("points.changed]", "points.changed, streak.lost]")).message).toContain("only points.changed and leaderboard.rank_changed");
     expect(errorOf(ok(", coalesce: { leaderboard.rank_changed: 5 }")).message).toContain("does not subscribe");
     expect(errorOf(ok() + ok().replace("    webhooks:\n", "")).path).toBe("$input.tenants[0].webhooks[1].key");
