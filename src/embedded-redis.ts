@@ -1,6 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { join } from "node:path";
 import { Redis } from "ioredis";
 
 /**
@@ -10,6 +11,8 @@ import { Redis } from "ioredis";
  */
 export interface EmbeddedRedis {
   url: string;
+  /** The pid of a redis-server an earlier, killed service left on this directory, stopped first (claimDataDir). */
+  replacedOrphan: number | null;
   stop(): Promise<void>;
 }
 
@@ -39,6 +42,7 @@ export function freePort(): Promise<number> {
 export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boolean; port?: number; onExit?: (how: { code: number | null; signal: NodeJS.Signals | null }) => void }): Promise<EmbeddedRedis> {
   if (!redisServerAvailable()) throw new Error(INSTALL_HINT);
   mkdirSync(opts.dir, { recursive: true });
+  const replacedOrphan = await claimDataDir(opts.dir);
   const port = opts.port ?? (await freePort());
   const args = [
     "--port", String(port),
@@ -54,6 +58,8 @@ export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boole
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const url = `redis://127.0.0.1:${port}`;
   await waitForRedis(url, child);
+  const occupantFile = join(opts.dir, OCCUPANT_FILE);
+  writeFileSync(occupantFile, JSON.stringify({ service: process.pid, redis: child.pid!, port } satisfies Occupant));
   let stopping = false;
   if (opts.onExit) {
     const onExit = opts.onExit;
@@ -68,6 +74,7 @@ export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boole
   process.once("exit", stopOnExit);
   return {
     url,
+    replacedOrphan,
     async stop() {
       stopping = true;
       process.removeListener("exit", stopOnExit);
@@ -75,8 +82,63 @@ export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boole
         child.kill("SIGTERM");
         await exited;
       }
+      rmSync(occupantFile, { force: true });
     },
   };
+}
+
+/** Who runs the embedded server of a data directory: written there once it is ready, removed at its stop. */
+interface Occupant {
+  service: number;
+  redis: number;
+  port: number;
+}
+const OCCUPANT_FILE = "laurel-embedded.json";
+
+/**
+ * One embedded server per data directory: two redis-servers on one AOF each rewrite it as their
+ * own, and whatever one of them acknowledged is lost. A service killed outright (SIGKILL, the OOM
+ * killer) cannot stop its child, whose server then runs on, orphaned; the next start stops it
+ * first (SIGTERM: Redis writes its AOF and exits) and returns its pid. A directory whose service
+ * still runs is refused. A record whose processes are gone (or are others now, by their command
+ * line where /proc tells) is stale and ignored.
+ */
+async function claimDataDir(dir: string): Promise<number | null> {
+  let occupant: Occupant;
+  try {
+    occupant = JSON.parse(readFileSync(join(dir, OCCUPANT_FILE), "utf8")) as Occupant;
+  } catch {
+    return null;
+  }
+  if (!running(occupant.redis, "redis-server")) return null;
+  if (occupant.service !== process.pid && running(occupant.service, "node")) {
+    throw new Error(
+      `${dir} is in use by a running Laurel (pid ${occupant.service}, its redis-server pid ${occupant.redis} on port ${occupant.port}): stop it first, or give this one another LAUREL_DATA_DIR`,
+    );
+  }
+  process.kill(occupant.redis, "SIGTERM");
+  for (let waited = 0; running(occupant.redis, "redis-server"); waited += 50) {
+    if (waited > 30_000) throw new Error(`the redis-server an earlier Laurel left on ${dir} (pid ${occupant.redis}) did not stop in 30 s`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return occupant.redis;
+}
+
+/** Whether `pid` is a live process whose command line names `command` (unchecked without /proc). */
+function running(pid: number, command: string): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EPERM") return false;
+  }
+  let commandLine: string;
+  try {
+    commandLine = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+  } catch {
+    return process.platform !== "linux";
+  }
+  // A zombie (exited, not yet reaped) has an empty command line.
+  return commandLine.includes(command);
 }
 
 /**

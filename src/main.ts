@@ -55,6 +55,9 @@ async function main(): Promise<void> {
       process.exit(1);
     }
     redisUrl = embedded.url;
+    if (embedded.replacedOrphan !== null) {
+      logger.warn({ pid: embedded.replacedOrphan, dir: dataDir }, "stopped the embedded redis-server an earlier Laurel left running on this data directory (that service was killed without stopping it)");
+    }
     logger.info({ redis: redisUrl, dir: dataDir }, "started embedded redis-server (AOF on)");
   }
   const redis = logConnectionErrors(createRedisClient(redisUrl), logger);

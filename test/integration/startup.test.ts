@@ -84,6 +84,15 @@ describe("node dist/main.js", () => {
     expect(await second.exited).toBe(0);
   });
 
+  /** Whether `pid` runs: an exited process nobody has reaped yet (a zombie: state Z) does not. */
+  function alive(pid: number): boolean {
+    try {
+      return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+    } catch {
+      return false;
+    }
+  }
+
   /** The embedded redis-server's pid, from the server at the address the start's log names. */
   async function embeddedRedisPid(output: string): Promise<number> {
     const line = output.split("\n").find((l) => l.includes("started embedded redis-server"))!;
@@ -94,6 +103,47 @@ describe("node dist/main.js", () => {
       probe.disconnect();
     }
   }
+
+  it("stops the redis-server a killed service left on its data directory before starting its own; refuses a directory a running service holds", async () => {
+    // Two redis-servers on one AOF each rewrite it as their own: acknowledged events are lost.
+    const dataDir = tempDir();
+    const port = await freePort();
+    const env = { PORT: String(port), LAUREL_DATA_DIR: dataDir };
+    const listening = (p: ReturnType<typeof runService>) => waitFor(() => p.output().includes("laurel listening"), "listening", p.exited);
+    const first = runService(env);
+    let orphan = 0;
+    try {
+      await listening(first);
+      expect((await postLessons(port, { id: "kept", tz: "UTC" }, 2)).status).toBe(201);
+      const rival = runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: dataDir });
+      expect(await rival.exited).toBe(1);
+      expect(rival.output()).toContain("is in use by a running Laurel");
+      orphan = await embeddedRedisPid(first.output());
+      first.child.kill("SIGKILL"); // no chance to stop its redis-server, which runs on
+      await first.exited;
+      expect(alive(orphan)).toBe(true);
+      const second = runService(env);
+      try {
+        await listening(second);
+        expect(second.output()).toContain("stopped the embedded redis-server an earlier Laurel left running");
+        expect(alive(orphan)).toBe(false);
+        const read = await fetch(`http://127.0.0.1:${port}/v1/users/kept/points/xp`, { headers: { "x-api-key": "demo-key" } });
+        expect(((await read.json()) as { total: number }).total).toBe(20);
+        second.child.kill("SIGTERM");
+        expect(await second.exited).toBe(0);
+        expect(existsSync(join(dataDir, "laurel-embedded.json"))).toBe(false);
+      } finally {
+        second.child.kill("SIGKILL");
+      }
+    } finally {
+      first.child.kill("SIGKILL");
+      try {
+        if (orphan) process.kill(orphan, "SIGKILL");
+      } catch {
+        // stopped, as it should be
+      }
+    }
+  });
 
   it("exits 1, saying so, when its embedded redis-server dies under it (nothing would bring it back)", async () => {
     const port = await freePort();
