@@ -6,6 +6,7 @@ import { ConfigError } from "./config/compile.js";
 import type { CompiledTenant } from "./config/compiled.js";
 import { loadConfigFile } from "./config/load.js";
 import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/award-ids.js";
+import { isAuthError } from "./store/redis-client.js";
 
 /** The repository root (dist/.. or src/..), where config/ and data/ live by default. */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -120,10 +121,6 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
   }
 }
 
-/** NOAUTH (a password is required), WRONGPASS (the user or password is wrong), NOPERM (the user may not PING or INFO). */
-function isAuthError(err: unknown): err is Error {
-  return err instanceof Error && /^(?:NOAUTH|WRONGPASS|NOPERM)\b/.test(err.message);
-}
 
 /** `redis_version` of an INFO server reply (Valkey reports its Redis compatibility there too), or null when absent. */
 function redisVersion(info: string): string | null {

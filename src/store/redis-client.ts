@@ -37,17 +37,26 @@ export function quietDuplicate(redis: Redis): Redis {
  */
 export function logConnectionErrors(redis: Redis, logger: Logger, name = "redis"): Redis {
   let down = false;
+  let everReady = false;
   redis.on("error", (err: Error) => {
-    if (down) return;
+    // Credentials refused before the first connection: the start says so itself, in one line
+    // (boot.ts waitForRedisOrExit), and exits; "not reachable" would be wrong besides.
+    if (down || (!everReady && isAuthError(err))) return;
     down = true;
     logger.warn({ err: err.message, connection: name }, "redis not reachable; retrying");
   });
   redis.on("ready", () => {
+    everReady = true;
     if (!down) return;
     down = false;
     logger.info({ connection: name }, "redis connection restored");
   });
   return redis;
+}
+
+/** NOAUTH (a password is required), WRONGPASS (the user or password is wrong), NOPERM (the user may not PING or INFO). */
+export function isAuthError(err: unknown): err is Error {
+  return err instanceof Error && /^(?:NOAUTH|WRONGPASS|NOPERM)\b/.test(err.message);
 }
 
 function withCoalescing(redis: Redis, env: NodeJS.ProcessEnv): Redis {

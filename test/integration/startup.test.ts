@@ -247,6 +247,8 @@ describe("node dist/main.js", () => {
         const proc = runService({ PORT: String(await freePort()), REDIS_URL: url, LAUREL_REDIS_WAIT: "600", LAUREL_WORKER: "off" });
         expect(await proc.exited).toBe(1);
         expect(proc.output()).toContain(`Redis at 127.0.0.1:${port} refused the credentials in REDIS_URL (${reason}); check the user and password`);
+        // One line: not a "not reachable" warning before it.
+        expect(proc.output()).not.toContain("not reachable");
       }
       const right = runService({ PORT: String(await freePort()), REDIS_URL: `redis://:s3cret@127.0.0.1:${port}`, LAUREL_WORKER: "off" });
       await waitFor(() => right.output().includes("laurel listening"), "listening with the password", right.exited);
