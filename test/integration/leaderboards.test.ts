@@ -53,6 +53,16 @@ const YAML = (tenantId: string) =>
 `,
   );
 
+/** A fresh app on a tenant of its own with the fields `body`, the manual clock at `start`; closed after the block. */
+function useTenantApp(prefix: string, body: string, start: string): () => TestApp {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ yaml: tenantYaml(uniqueTenantId(prefix), body), manualClock: start, jobs: false });
+  });
+  afterAll(async () => t.close());
+  return () => t;
+}
+
 /** A fresh app on its own tenant with the manual clock at `start`; closed after the block. */
 function useApp(start: string): () => TestApp {
   let t: TestApp;
@@ -549,22 +559,17 @@ describe("many equal values on each shard", () => {
   // users above and below them. Each shard's neighbours of a value used to be read by score
   // alone, so the ties on the user's shard hid the user's place: an around-me window started
   // elsewhere. And the ordinal rank read every tie.
-  let t: TestApp;
-  const app = () => t;
-  beforeAll(async () => {
-    const yaml = tenantYaml(
-      uniqueTenantId("crowd"),
-      `
+  const app = useTenantApp(
+    "crowd",
+    `
     shards: 2
     metrics: [{ key: crowd, name: Crowd }]
     leaderboards:
       - { key: crowd, name: Crowd, rankBy: metric, metric: crowd, start: "2026-01-01" }
       - { key: crowd-ordinal, name: Crowd ordinal, rankBy: metric, metric: crowd, start: "2026-01-01", ranking: ordinal }
 `,
-    );
-    t = await startTestApp({ yaml, manualClock: "2026-03-02T12:00:00Z", jobs: false });
-  });
-  afterAll(async () => t.close());
+    "2026-03-02T12:00:00Z",
+  );
   const tied = Array.from({ length: 300 }, (_, i) => `c-${String(i).padStart(3, "0")}`);
   // Two ids that JavaScript's < orders one way and Redis (bytes) the other: U+1F600 is above U+FFFD.
   const exotic = ["c-\u{1F600}", "c-\uFFFD"];
@@ -621,12 +626,9 @@ describe("on the board or off it, as an event response counts it", () => {
   // compared a competition or dense rank number (not the place) with maxParticipants, gave a
   // user who fell onto the threshold from above no rank though the board still listed them, and
   // ranked breakdown boards without their groups' thresholds.
-  let t: TestApp;
-  const app = () => t;
-  beforeAll(async () => {
-    const yaml = tenantYaml(
-      uniqueTenantId("cut"),
-      `
+  const app = useTenantApp(
+    "cut",
+    `
     metrics: [{ key: sc, name: Score }, { key: km, name: Kilometres }]
     attributes:
       user: [region]
@@ -637,10 +639,8 @@ describe("on the board or off it, as an event response counts it", () => {
       - { key: bd, name: By region, rankBy: metric, metric: km, start: "2026-01-01", maxParticipants: 3, breakdownAttribute: region }
       - { key: bdd, name: By region dense, rankBy: metric, metric: km, start: "2026-01-01", maxParticipants: 3, breakdownAttribute: region, ranking: dense }
 `,
-    );
-    t = await startTestApp({ yaml, manualClock: "2026-02-01T00:00:00Z", jobs: false });
-  });
-  afterAll(async () => t.close());
+    "2026-02-01T00:00:00Z",
+  );
   const boards = ["s5c", "s5d", "s5o"];
   const ranks = (body: { leaderboards: Record<string, { rank: number | null }> }, keys: string[]) => keys.map((k) => body.leaderboards[k]?.rank);
 
