@@ -9,6 +9,14 @@ import type { Tenants } from "../tenants.js";
 /** Finished jobs are removed; the last 100 failed ones are kept for inspection. */
 export const JOB_OPTIONS = { removeOnComplete: true, removeOnFail: 100 };
 
+/**
+ * A job someone waits for (the manual clock's moves): kept a minute once completed. BullMQ's
+ * waitUntilFinished first asks whether the job is finished, and a job already completed and
+ * removed by then (another process's worker was quicker) fails it with "Missing key for job";
+ * seen as a 500 of POST /admin/v1/clock with several processes.
+ */
+export const WAITED_JOB_OPTIONS = { removeOnComplete: { age: 60 }, removeOnFail: 100 };
+
 export interface TenantJobQueueOptions {
   connection: ConnectionOptions;
   /** BullMQ key prefix; braces keep each queue in one Cluster slot. */
@@ -46,7 +54,7 @@ export class TenantJobQueue<T> {
   /** Queues one job now and waits until a worker has finished it (the manual clock's moves). */
   async run(name: string, data: T): Promise<void> {
     // BullMQ's generic name types are stricter than the queue's own job names need here.
-    const job = await (this.queue as Queue).add(name, data, JOB_OPTIONS);
+    const job = await (this.queue as Queue).add(name, data, WAITED_JOB_OPTIONS);
     await job.waitUntilFinished(this.events);
   }
 
