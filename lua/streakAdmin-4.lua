@@ -98,13 +98,18 @@ else
     -- best, ending at its last period. The streak read's history and `started` and wrapped's
     -- longest streak (which walks back to a length of 1) all read it; what those periods held
     -- before (a gap, the start of a new streak, the old streak's own entries) is replaced.
+    -- In ZADDs of at most 1000 entries: unpack refuses more than ~8000 values, and a streak of
+    -- thousands of days would fail after the ZREMRANGEBYSCORE (a script's writes are not undone).
     local historyKey = prefix .. 'sh:' .. userId
     rcall('ZREMRANGEBYSCORE', historyKey, first, newLast)
-    local entries = {}
-    for i = 1, best do
-      entries[2 * i - 1], entries[2 * i] = first + i - 1, (first + i - 1) .. ':' .. i
+    for from = 1, best, 1000 do
+      local entries = {}
+      for i = from, math.min(best, from + 999) do
+        entries[#entries + 1] = first + i - 1
+        entries[#entries + 1] = (first + i - 1) .. ':' .. i
+      end
+      rcall('ZADD', historyKey, unpack(entries))
     end
-    rcall('ZADD', historyKey, unpack(entries))
     outParts[#outParts + 1] = 'sr:' .. best
     reply = { 1, best }
   end

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readFileSync, realpathSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { Redis } from "ioredis";
@@ -57,8 +57,13 @@ export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boole
   const child: ChildProcess = spawn("redis-server", args, { stdio: ["ignore", "ignore", "inherit"] });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const url = `redis://127.0.0.1:${port}`;
-  await waitForRedis(url, child);
   const occupantFile = join(opts.dir, OCCUPANT_FILE);
+  try {
+    await waitForRedis(url, child);
+  } catch (err) {
+    releaseDataDir(occupantFile);
+    throw err;
+  }
   writeFileSync(occupantFile, JSON.stringify({ service: process.pid, redis: child.pid!, port } satisfies Occupant));
   let stopping = false;
   if (opts.onExit) {
@@ -82,63 +87,115 @@ export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boole
         child.kill("SIGTERM");
         await exited;
       }
-      rmSync(occupantFile, { force: true });
+      releaseDataDir(occupantFile);
     },
   };
 }
 
-/** Who runs the embedded server of a data directory: written there once it is ready, removed at its stop. */
+/** Who runs the embedded server of a data directory: claimed before the spawn, completed once it is ready, removed at its stop. */
 interface Occupant {
   service: number;
-  redis: number;
-  port: number;
+  /** Absent while the server starts. */
+  redis?: number;
+  port?: number;
 }
 const OCCUPANT_FILE = "laurel-embedded.json";
 
 /**
  * One embedded server per data directory: two redis-servers on one AOF each rewrite it as their
- * own, and whatever one of them acknowledged is lost. A service killed outright (SIGKILL, the OOM
- * killer) cannot stop its child, whose server then runs on, orphaned; the next start stops it
- * first (SIGTERM: Redis writes its AOF and exits) and returns its pid. A directory whose service
- * still runs is refused. A record whose processes are gone (or are others now, by their command
- * line where /proc tells) is stale and ignored.
+ * own, and whatever one of them acknowledged is lost. The directory is claimed before the server
+ * is spawned, by creating its record exclusively (O_EXCL: of two starts at once, one wins); the
+ * server's pid and port are added once it is ready. A record found there is the holder's:
+ * - its server answers on the recorded port as that pid with this directory, and its service
+ *   still runs: the directory is in use, and the start is refused;
+ * - that server answers but its service is gone (killed outright: SIGKILL, the OOM killer, so it
+ *   could not stop its child, which runs on orphaned): the server is stopped (SIGTERM: Redis
+ *   writes its AOF and exits) and its pid returned;
+ * - no such server (the record of a service that exited without stopping it, or of one still
+ *   starting whose service is gone): stale, replaced. A record without a server whose service
+ *   runs is a start under way: refused.
+ * The server is identified by asking it (INFO's process_id, CONFIG GET dir), not by its pid alone,
+ * which the system may have given to another process since.
  */
 async function claimDataDir(dir: string): Promise<number | null> {
-  let occupant: Occupant;
-  try {
-    occupant = JSON.parse(readFileSync(join(dir, OCCUPANT_FILE), "utf8")) as Occupant;
-  } catch {
-    return null;
+  const file = join(dir, OCCUPANT_FILE);
+  let stopped: number | null = null;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      const fd = openSync(file, "wx");
+      writeSync(fd, JSON.stringify({ service: process.pid } satisfies Occupant));
+      closeSync(fd);
+      return stopped;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    }
+    let holder: Occupant | null = null;
+    try {
+      holder = JSON.parse(readFileSync(file, "utf8")) as Occupant;
+    } catch {
+      // Unreadable or half written: the holder is judged by what runs, which is nothing known.
+    }
+    const server = holder?.redis !== undefined && holder.port !== undefined && (await serverOf(holder.port, holder.redis, dir));
+    const serviceRuns = holder !== null && holder.service !== process.pid && alive(holder.service, "node");
+    if (serviceRuns && (server || holder!.redis === undefined)) {
+      throw new Error(`${dir} is in use by a running Laurel (pid ${holder!.service}${holder!.port ? `, its redis-server on port ${holder!.port}` : ""}): stop it first, or give this one another LAUREL_DATA_DIR`);
+    }
+    if (server) {
+      stopped = holder!.redis!;
+      process.kill(stopped, "SIGTERM");
+      for (let waited = 0; alive(stopped, "redis-server"); waited += 50) {
+        if (waited > 30_000) throw new Error(`the redis-server an earlier Laurel left on ${dir} (pid ${stopped}) did not stop in 30 s`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    // Stale, or its server now stopped: removed, and claimed again (another start may win the race).
+    rmSync(file, { force: true });
   }
-  if (!running(occupant.redis, "redis-server")) return null;
-  if (occupant.service !== process.pid && running(occupant.service, "node")) {
-    throw new Error(
-      `${dir} is in use by a running Laurel (pid ${occupant.service}, its redis-server pid ${occupant.redis} on port ${occupant.port}): stop it first, or give this one another LAUREL_DATA_DIR`,
-    );
-  }
-  process.kill(occupant.redis, "SIGTERM");
-  for (let waited = 0; running(occupant.redis, "redis-server"); waited += 50) {
-    if (waited > 30_000) throw new Error(`the redis-server an earlier Laurel left on ${dir} (pid ${occupant.redis}) did not stop in 30 s`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return occupant.redis;
+  throw new Error(`could not claim ${dir} for the embedded redis-server (another start kept taking it)`);
 }
 
-/** Whether `pid` is a live process whose command line names `command` (unchecked without /proc). */
-function running(pid: number, command: string): boolean {
+/** Removes the data directory's record if it is still this process's. */
+function releaseDataDir(file: string): void {
+  try {
+    if ((JSON.parse(readFileSync(file, "utf8")) as Occupant).service !== process.pid) return;
+  } catch {
+    return;
+  }
+  rmSync(file, { force: true });
+}
+
+/** Whether the redis-server on `port` is process `pid` with its data in `dir`. */
+async function serverOf(port: number, pid: number, dir: string): Promise<boolean> {
+  const probe = new Redis(port, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 2000 });
+  probe.on("error", () => undefined);
+  try {
+    await probe.connect();
+    const info = await probe.info("server");
+    const [, servedDir] = (await probe.config("GET", "dir")) as [string, string];
+    // Redis reports the directory it changed into, links resolved.
+    return Number(/process_id:(\d+)/.exec(info)?.[1]) === pid && servedDir === realpathSync(dir);
+  } catch {
+    return false;
+  } finally {
+    probe.disconnect();
+  }
+}
+
+/**
+ * Whether `pid` is a live process whose command line names `command` (where /proc tells; a
+ * zombie, exited but not reaped, has an empty one). Without /proc, whether the pid exists.
+ */
+function alive(pid: number, command: string): boolean {
   try {
     process.kill(pid, 0);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "EPERM") return false;
   }
-  let commandLine: string;
   try {
-    commandLine = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(command);
   } catch {
     return process.platform !== "linux";
   }
-  // A zombie (exited, not yet reaped) has an empty command line.
-  return commandLine.includes(command);
 }
 
 /**

@@ -56,7 +56,7 @@ async function main(): Promise<void> {
     }
     redisUrl = embedded.url;
     if (embedded.replacedOrphan !== null) {
-      logger.warn({ pid: embedded.replacedOrphan, dir: dataDir }, "stopped the embedded redis-server an earlier Laurel left running on this data directory (that service was killed without stopping it)");
+      logger.warn({ redisPid: embedded.replacedOrphan, dir: dataDir }, "stopped the embedded redis-server an earlier Laurel left running on this data directory (that service was killed without stopping it)");
     }
     logger.info({ redis: redisUrl, dir: dataDir }, "started embedded redis-server (AOF on)");
   }

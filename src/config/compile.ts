@@ -356,7 +356,7 @@ function compileWebhooks(webhooks: WebhookConfig[], path: string): CompiledWebho
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") throw new ConfigError(`${at}.url`, "must be http or https");
     // WHATWG parsing repairs what it can ("http:///x" becomes http://x/): the host must be written.
-    if (!/^https?:\/\/[^/?#\s]/i.test(w.url)) throw new ConfigError(`${at}.url`, `"${w.url}" has no host after the scheme's //`);
+    if (!/^https?:\/\/[^/?#\s]/i.test(w.url)) throw new ConfigError(`${at}.url`, `"${w.url}" must be written http(s)://<host>/..., the host right after the //`);
     const secrets = w.secrets ?? [w.secret!];
     secrets.forEach((secret, k) => {
       if (secret.startsWith("whsec_") && !/^[A-Za-z0-9+/]+={0,2}$/.test(secret.slice(6))) {

@@ -304,7 +304,7 @@ async function kthFromTops(store: TenantStore, keys: string[], k: number): Promi
 }
 
 /** The k-th highest value across shards, by bisection on the value (integers). */
-async function kthValue(store: TenantStore, keys: string[], k: number): Promise<number> {
+async function kthValue(store: TenantStore, keys: string[], k: number): Promise<number | null> {
   const extremes = await pipelined<string[]>(store, (p) =>
     keys.forEach((key) => {
       p.zrange(key, 0, 0, "WITHSCORES");
@@ -312,6 +312,8 @@ async function kthValue(store: TenantStore, keys: string[], k: number): Promise<
     }),
   );
   const values = extremes.filter((l) => l.length === 2).map((l) => Number(l[1]));
+  // Every shard emptied between the count and these reads (a run's retention): room.
+  if (values.length === 0) return null;
   let lo = Math.min(...values);
   let hi = Math.max(...values);
   // Largest v with count(>= v) >= k.

@@ -397,6 +397,25 @@ describe("a streak restored on a day the new streak was already extended", () =>
   });
 });
 
+describe("a streak restored to thousands of periods", () => {
+  it("writes its whole history (in ZADDs of 1000: one would pass Lua's unpack limit, after the history was cleared)", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", "") }, async (t) => {
+      const u = { id: "veteran" };
+      expect((await event(t, u, 1)).status).toBe(201);
+      // The history says the streak once reached 5 000 (a member of 1 June): what the restore reads.
+      const [historyKey] = await scanKeys(t, "*}:sh:veteran");
+      const june1 = Number((await t.redis.zrange(historyKey!, 0, 0))[0]!.split(":")[0]);
+      await t.redis.zadd(historyKey!, june1, `${june1}:5000`);
+      await t.setClock("2026-06-04T12:00:00Z"); // lost
+      const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "veteran" }] }, { "x-api-key": "demo-admin-key" });
+      expect(res.status).toBe(200);
+      expect(res.body.restoredUsers).toEqual(["veteran"]);
+      expect(await t.redis.zcount(historyKey!, june1 + 3 - 5000, june1 + 2)).toBe(5000);
+      expect((await t.call("GET", "/v1/users/veteran/streak?historyPeriods=3")).body).toMatchObject({ length: 5000, started: "2012-09-25" });
+    });
+  });
+});
+
 describe("a zone change sent with an API achievement's completion", () => {
   it("moves a live streak's deadline to the new zone's calendar", async () => {
     const tenantId = uniqueTenantId();

@@ -145,6 +145,48 @@ describe("node dist/main.js", () => {
     }
   });
 
+  it("claims a data directory before its redis-server starts: of two starts at once one serves, the other is refused", async () => {
+    const dataDir = tempDir();
+    const listening = (p: ReturnType<typeof runService>) => p.output().includes("laurel listening");
+    const both = [runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: dataDir }), runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: dataDir })];
+    try {
+      const refused = await Promise.race(both.map((p, i) => p.exited.then(() => i)));
+      expect(await both[refused]!.exited).toBe(1);
+      expect(both[refused]!.output()).toContain("is in use by a running Laurel");
+      const server = both[1 - refused]!;
+      await waitFor(() => listening(server), "the other listening", server.exited);
+      server.child.kill("SIGTERM");
+      expect(await server.exited).toBe(0);
+      expect(existsSync(join(dataDir, "laurel-embedded.json"))).toBe(false);
+    } finally {
+      for (const p of both) p.child.kill("SIGKILL");
+    }
+  });
+
+  it("leaves alone a redis-server a stale record names but that is not the directory's (its pid given to another since)", async () => {
+    const other = await startTestRedis();
+    const probe = new Redis(other.url);
+    try {
+      const pid = Number(/process_id:(\d+)/.exec(await probe.info("server"))![1]);
+      const dataDir = tempDir();
+      // A service long gone, and a pid that is now another redis-server's, on another directory.
+      writeFileSync(join(dataDir, "laurel-embedded.json"), JSON.stringify({ service: 999_999_999, redis: pid, port: Number(new URL(other.url).port) }));
+      const proc = runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: dataDir });
+      try {
+        await waitFor(() => proc.output().includes("laurel listening"), "listening", proc.exited);
+        expect(proc.output()).not.toContain("stopped the embedded redis-server");
+        expect(await probe.ping()).toBe("PONG");
+        proc.child.kill("SIGTERM");
+        expect(await proc.exited).toBe(0);
+      } finally {
+        proc.child.kill("SIGKILL");
+      }
+    } finally {
+      probe.disconnect();
+      await other.stop();
+    }
+  });
+
   it("exits 1, saying so, when its embedded redis-server dies under it (nothing would bring it back)", async () => {
     const port = await freePort();
     const proc = runService({ PORT: String(port), LAUREL_DATA_DIR: tempDir() });
