@@ -1,5 +1,4 @@
 import "./v8-tuning.js";
-import { resolve } from "node:path";
 import { DEFAULT_DRAIN_MS, ListenError, startApp } from "./app.js";
 import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, exitOnConfigError, listenPort, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";

@@ -7,7 +7,7 @@ import type { BoardChange } from "../domain/outcome.js";
 import { formatDay, parseDay } from "../domain/periods.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import { openObject, RawJson, renderedOnce } from "../http/raw-json.js";
-import { boardKeys, boardRank, countAbove, entriesAround, rankOf, topEntries, userEntry } from "../store/leaderboard-store.js";
+import { boardKeys, boardRank, placeOnBoard, rankOf, topEntries, userEntry } from "../store/leaderboard-store.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import type { Tenants } from "../tenants.js";
 import { boolParam, intParam } from "./query.js";
@@ -158,14 +158,12 @@ export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
     } else {
       const own = await userEntry(store, board, run, userId);
       if (!own || own.breakdown !== breakdown) return { status: 200, body: { ...head, rankings: [] } };
-      // Off the board by the values above alone: no place among equal values to look for.
-      if ((await countAbove(store, keys, own.value)) >= board.maxParticipants) return { status: 200, body: { ...head, rankings: [] } };
-      // The user's place and the window around it (entriesAround): at most -offset entries ahead
-      // of the user, and the page's entries at or behind the user (past the offset's, which no
-      // page starting on the board can skip more of than the board holds).
-      const around = await entriesAround(store, keys, own.value, own.member, Math.min(-offset, board.maxParticipants), limit + Math.min(Math.max(0, offset), board.maxParticipants));
-      // Off the board: no rankings around the user (trophy-compat §2.2 #24).
-      if (around.position > board.maxParticipants) return { status: 200, body: { ...head, rankings: [] } };
+      // The user's place and the window around it: at most -offset entries ahead of the user, and
+      // the page's entries at or behind the user (past the offset's, which no page starting on
+      // the board can skip more of than the board holds). Off the board: no rankings around the
+      // user (trophy-compat §2.2 #24).
+      const around = await placeOnBoard(store, board, keys, own.value, own.member, Math.min(-offset, board.maxParticipants), limit + Math.min(Math.max(0, offset), board.maxParticipants));
+      if (around === null) return { status: 200, body: { ...head, rankings: [] } };
       const position = around.position - 1;
       start = Math.max(0, position + offset);
       const ahead = position - start;

@@ -49,7 +49,7 @@ async function pipelined<T>(store: TenantStore, build: (p: ReturnType<TenantStor
 }
 
 /** Participants with a value strictly above `value`. */
-export async function countAbove(store: TenantStore, keys: string[], value: number): Promise<number> {
+async function countAbove(store: TenantStore, keys: string[], value: number): Promise<number> {
   const counts = await pipelined<number>(store, (p) => keys.forEach((k) => p.zcount(k, `(${value}`, "+inf")));
   return counts.reduce((a, b) => a + b, 0);
 }
@@ -75,20 +75,36 @@ export async function rankOf(store: TenantStore, board: CompiledLeaderboard, key
 }
 
 /**
- * The rank of an entry on the board by its style, or null off it. On the board means within the
- * first maxParticipants entries in board order (the entries a page lists): its ordinal position
- * (the entries above it, plus those of its value that reached it first, plus one) is at most
- * maxParticipants. The values above first (plain counts): most entries of a large board are off
- * it by them alone. Then the place among equal values (entriesAround, a second round trip).
+ * The rank of an entry on the board by its style, or null off it (placeOnBoard).
  */
 export async function boardRank(store: TenantStore, board: CompiledLeaderboard, keys: string[], value: number, member: string): Promise<number | null> {
-  const above = await countAbove(store, keys, value);
-  if (above >= board.maxParticipants) return null;
-  const { position } = await entriesAround(store, keys, value, member, 0, 0);
-  if (position > board.maxParticipants) return null;
-  if (board.ranking === "ordinal") return position;
+  const place = await placeOnBoard(store, board, keys, value, member);
+  if (place === null) return null;
+  if (board.ranking === "ordinal") return place.position;
   if (board.ranking === "dense") return (await distinctAbove(store, keys, value)) + 1;
-  return above + 1;
+  return place.above + 1;
+}
+
+/**
+ * An entry's place on the board with up to `before` entries ahead and `after` at or behind it
+ * (entriesAround), or null off the board. On the board means within the first maxParticipants
+ * entries in board order (the entries a page lists): its ordinal position (the entries above
+ * it, plus those of its value that reached it first, plus one) is at most maxParticipants. The
+ * values above first (plain counts, one round trip): most entries of a large board are off it by
+ * them alone, and then nothing more is read.
+ */
+export async function placeOnBoard(
+  store: TenantStore,
+  board: CompiledLeaderboard,
+  keys: string[],
+  value: number,
+  member: string,
+  before = 0,
+  after = 0,
+): Promise<EntryPlace | null> {
+  if ((await countAbove(store, keys, value)) >= board.maxParticipants) return null;
+  const place = await entriesAround(store, keys, value, member, before, after);
+  return place.position > board.maxParticipants ? null : place;
 }
 
 /** The first `count` entries of the board order, merged from every shard. */

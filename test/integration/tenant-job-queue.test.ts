@@ -57,4 +57,10 @@ describe("a job waited for", () => {
     await expect(waitAfterCompletion(JOB_OPTIONS)).rejects.toThrow(/Missing key for job/);
     await expect(waitAfterCompletion(WAITED_JOB_OPTIONS)).resolves.toBeUndefined();
   });
+
+  it("is what TenantJobQueue.run adds: its completed job stays", async () => {
+    const before = (await jobs.queue.getJobCounts("completed")).completed!;
+    await jobs.run("tick", {});
+    expect((await jobs.queue.getJobCounts("completed")).completed).toBe(before + 1);
+  });
 });
