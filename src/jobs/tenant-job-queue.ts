@@ -17,6 +17,12 @@ export const JOB_OPTIONS = { removeOnComplete: true, removeOnFail: 100 };
  */
 export const WAITED_JOB_OPTIONS = { removeOnComplete: { age: 60 }, removeOnFail: 100 };
 
+/** Queues one job now and waits until a worker has finished it, kept long enough to be waited for. */
+export async function runAndWait(queue: Queue, events: QueueEvents, name: string, data: unknown): Promise<void> {
+  const job = await queue.add(name, data, WAITED_JOB_OPTIONS);
+  await job.waitUntilFinished(events);
+}
+
 export interface TenantJobQueueOptions {
   connection: ConnectionOptions;
   /** BullMQ key prefix; braces keep each queue in one Cluster slot. */
@@ -54,8 +60,7 @@ export class TenantJobQueue<T> {
   /** Queues one job now and waits until a worker has finished it (the manual clock's moves). */
   async run(name: string, data: T): Promise<void> {
     // BullMQ's generic name types are stricter than the queue's own job names need here.
-    const job = await (this.queue as Queue).add(name, data, WAITED_JOB_OPTIONS);
-    await job.waitUntilFinished(this.events);
+    await runAndWait(this.queue as Queue, this.events, name, data);
   }
 
   async close(): Promise<void> {

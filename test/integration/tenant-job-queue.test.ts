@@ -1,14 +1,14 @@
-import { QueueEvents } from "bullmq";
+import { QueueEvents, type Queue } from "bullmq";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { JOB_OPTIONS, TenantJobQueue, WAITED_JOB_OPTIONS } from "../../src/jobs/tenant-job-queue.js";
+import { JOB_OPTIONS, runAndWait, TenantJobQueue, WAITED_JOB_OPTIONS } from "../../src/jobs/tenant-job-queue.js";
 import { JOBS_PREFIX } from "../../src/jobs/webhooks/keys.js";
 import { queueConnection } from "../../src/store/redis-client.js";
 import { uniqueTenantId } from "../helpers/app.js";
 
 /**
- * The manual clock waits for the jobs a move makes due (TenantJobQueue.run, Timeline.runNow).
+ * The manual clock waits for the jobs a move makes due (runAndWait: TenantJobQueue.run, Timeline.runNow).
  * BullMQ's waitUntilFinished first asks whether the job is finished; a job already completed and
  * removed by then (another process's worker took it at once) failed the wait with "Missing key
  * for job", a 500 of POST /admin/v1/clock (found by an audit running three processes). Here the
@@ -56,6 +56,12 @@ describe("a job waited for", () => {
   it("is still there to be waited for once it completed (removed at once, the wait failed)", async () => {
     await expect(waitAfterCompletion(JOB_OPTIONS)).rejects.toThrow(/Missing key for job/);
     await expect(waitAfterCompletion(WAITED_JOB_OPTIONS)).resolves.toBeUndefined();
+  });
+
+  it("is what runAndWait adds (TenantJobQueue.run and Timeline.runNow): its completed job stays", async () => {
+    const before = (await jobs.queue.getJobCounts("completed")).completed!;
+    await runAndWait(jobs.queue as Queue, events, "tick", {});
+    expect((await jobs.queue.getJobCounts("completed")).completed).toBe(before + 1);
   });
 
   it("is what TenantJobQueue.run adds: its completed job stays", async () => {

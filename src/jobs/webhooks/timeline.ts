@@ -8,7 +8,7 @@ import { configBoundaries, type ConfigBoundary } from "./boundaries.js";
 import type { Coalescer } from "./coalesce.js";
 import type { DeliveryJob, DeliveryQueue } from "./deliveries.js";
 import { boundaryEventId } from "./kinds.js";
-import { WAITED_JOB_OPTIONS } from "../tenant-job-queue.js";
+import { runAndWait } from "../tenant-job-queue.js";
 import { JOBS_PREFIX, timelineQueueName, WebhookKeys } from "./keys.js";
 import { globalBoostPayloadJson, runPayloadJson, type PayloadContext } from "./payloads.js";
 import { logQueueErrors } from "../../log-throttle.js";
@@ -94,9 +94,7 @@ export class Timeline {
 
   /** Runs one tick through the queue and a worker, and waits for it (the manual clock). */
   async runNow(): Promise<void> {
-    const events = await this.queueEvents();
-    const job = await this.queue.add("tick", {}, WAITED_JOB_OPTIONS);
-    await job.waitUntilFinished(events);
+    await runAndWait(this.queue, await this.queueEvents(), "tick", {});
   }
 
   async tick(now: number): Promise<{ boundaries: number; coalesced: number }> {
