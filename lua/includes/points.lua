@@ -46,8 +46,9 @@ local function boostOf(sysIndex)
   return mult, rounding
 end
 
--- The first instant after t at which a boost of the system (global, or the user's own) starts
--- or ends, or nil: the combined boost is the same from t until then.
+-- The first instant after t at which a boost of the system that applies to the user (global
+-- and matching, as boostAt takes them, or the user's own) starts or ends, or nil: the combined
+-- boost is the same from t until then. A boost the user is not eligible for must not split a run.
 local function nextBoostChange(sysIndex, t)
   local sys = R.sys[sysIndex]
   local change = nil
@@ -55,8 +56,11 @@ local function nextBoostChange(sysIndex, t)
     if x and x > t and (change == nil or x < change) then change = x end
   end
   for i = 1, #sys.boosts do
-    consider(sys.boosts[i].s)
-    consider(sys.boosts[i].e)
+    local b = sys.boosts[i]
+    if matches(b.f) then
+      consider(b.s)
+      consider(b.e)
+    end
   end
   local own = at(sys.bi)
   if own and own ~= '' then

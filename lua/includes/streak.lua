@@ -133,7 +133,9 @@ local function extendStreak(nowPeriod, value, deadlines)
   -- History: one member per extended period, "period:length".
   local historyKey = prefix .. 'sh:' .. userId
   rcall('ZADD', historyKey, nowPeriod, nowPeriod .. ':' .. length)
-  if nowPeriod % 64 == 0 then rcall('ZREMRANGEBYSCORE', historyKey, '-inf', nowPeriod - R.historyKept) end
+  -- Trimmed to the last historyKept periods, but never inside the live streak: wrapped finds a
+  -- streak's start in its history (a streak past 800 days lost its start, and wrapped its date).
+  if nowPeriod % 64 == 0 then rcall('ZREMRANGEBYSCORE', historyKey, '-inf', mmin(nowPeriod - R.historyKept, num('ss') - 1)) end
   -- Streak triggers pay at each multiple of their length; streak achievements complete at theirs.
   local streakTriggers = R.st
   for i = 1, #streakTriggers do

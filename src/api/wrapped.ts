@@ -4,7 +4,6 @@ import { metricSeries, pointsSeries, type DayBucket } from "../domain/buckets.js
 import { fromMicro } from "../domain/decimal.js";
 import { fail } from "../domain/errors.js";
 import { dayToDate, formatDay, localDayIndex, periodEndDay, periodStartDay } from "../domain/periods.js";
-import { STREAK_HISTORY_KEPT } from "../domain/streak.js";
 import { longestStreakIn, periodsOf, seriesInPeriod, wrappedPeriods, yearSpan, type DaySpan } from "../domain/wrapped.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import { PROFILE_FIELDS, userAttributeField } from "../store/fields.js";
@@ -103,7 +102,8 @@ export function wrappedHandler(tenants: Tenants, clock: Clock) {
       planBuckets(plan, read.keys, shard, series, userId, span.from, span.to),
     );
     // The history before the year too: the longest streak of the year may have begun earlier.
-    const history = plan.range(read.keys.streakHistory(shard, userId), streakPeriods.to - STREAK_HISTORY_KEPT, streakPeriods.to);
+    // All of it: it is trimmed to the last STREAK_HISTORY_KEPT periods, the live streak kept whole.
+    const history = plan.range(read.keys.streakHistory(shard, userId), "-inf", streakPeriods.to);
     const result = await read.runPlan(userId, plan);
     if (result === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
 

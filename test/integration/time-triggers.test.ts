@@ -202,6 +202,39 @@ describe("a user boost that finished while ticks did not run", () => {
   });
 });
 
+describe("a boost the user is not eligible for, during a catch-up", () => {
+  it("does not split the run: one rounding for the intervals between the user's own boost changes", async () => {
+    // A (×1.4, rounding down) for everyone; B (×2) only for plan ent, starting at 02:30. For a
+    // user without the plan, 01:00-03:00 is one run under A: 3 × 1.4 = 4.2 → 4. B's start split
+    // it into 2.8 → 2 and 1.4 → 1 (3), a boost the user never had changing their points.
+    const yaml = tenantYaml(
+      uniqueTenantId("tt-boost-elig"),
+      `    attributes: { user: [plan] }
+    metrics: [{ key: m, name: M }]
+    points:
+      - key: p
+        name: P
+        triggers: [{ key: hourly, type: time, unit: hour, interval: 1, points: 1 }]
+        boosts:
+          - { key: a, name: A, multiplier: 1.4, start: "2026-12-10T00:00:00Z", end: "2026-12-20T00:00:00Z" }
+          - { key: b, name: B, multiplier: 2, start: "2026-12-10T02:30:00Z", end: "2026-12-20T00:00:00Z", userAttributes: { plan: ent } }
+`,
+    );
+    const app = await startTestApp({ yaml, manualClock: "2026-12-10T00:00:00Z" });
+    try {
+      expect((await app.call("PUT", "/v1/users/free", {})).status).toBe(200);
+      expect((await app.call("PUT", "/v1/users/ent", { attributes: { plan: "ent" } })).status).toBe(200);
+      await app.setClock("2026-12-10T03:00:00Z");
+      const awards = async (id: string) => (await app.call("GET", `/v1/users/${id}/points/p?awards=5`)).body.awards.map((a: { awarded: number }) => a.awarded);
+      expect(await awards("free")).toEqual([4]);
+      // The eligible user's run does split at B's start: 01:00 and 02:00 under A (2.8 → 2), 03:00 under A and B (2.8 → 2).
+      expect(await awards("ent")).toEqual([4]);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
 describe("a time trigger added to a tenant that already has users", () => {
   const DAY = 86_400_000;
   const T0 = Date.parse("2026-04-01T12:00:00Z");

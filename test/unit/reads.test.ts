@@ -95,6 +95,14 @@ describe("wrapped", () => {
     expect(longestStreakIn(history, 40, 50)).toEqual({ length: 0, startPeriod: null, endPeriod: null });
   });
 
+  it("longestStreakIn counts back from a history that begins inside a streak (trimmed: it ended long ago)", () => {
+    // 50 extended periods up to 100: the streak began at 51 (taken without freezes before it).
+    expect(longestStreakIn(["100:50", "101:51", "102:52"], 100, 200)).toEqual({ length: 52, startPeriod: 51, endPeriod: 102 });
+    // A frozen first entry: its 50 extended periods all came before it.
+    expect(longestStreakIn(["100:50:f", "101:51"], 100, 200)).toEqual({ length: 51, startPeriod: 50, endPeriod: 101 });
+    expect(longestStreakIn(["100:1", "101:2"], 100, 200)).toEqual({ length: 2, startPeriod: 100, endPeriod: 101 });
+  });
+
   it("years before 100 are real years (Date.UTC would read them as 19xx)", () => {
     expect(formatDay(dateToDay(1, 1, 1))).toBe("0001-01-01");
     expect(parseDay("0099-12-31")).toBe(dateToDay(99, 12, 31));
