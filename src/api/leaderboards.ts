@@ -95,17 +95,20 @@ function selectBreakdown(board: CompiledLeaderboard, query: Query): string {
   const raw = query.get("userAttributes");
   if (board.breakdownAttribute === null) return "";
   if (raw === null || raw === "") fail("OUT_OF_RANGE", `Leaderboard ${board.key} is broken down by ${board.breakdownAttribute}: pass userAttributes=${board.breakdownAttribute}:<value>`);
+  let group: string | null = null;
   for (const pair of raw.split(",")) {
     const at = pair.indexOf(":");
     if (at > 0 && pair.slice(0, at) === board.breakdownAttribute) {
       const value = pair.slice(at + 1);
-      // As attributeFilterParam (query.ts): a pair without a value is malformed, and no stored
-      // attribute value holds a control character (user-input.ts checkAttributes).
+      // As attributeFilterParam (query.ts): a pair without a value or a second pair of the
+      // attribute is malformed, and no stored attribute value holds a control character
+      // (user-input.ts checkAttributes).
       if (value === "" || !isCleanText(value)) fail("INVALID_QUERY", `userAttributes must be ${board.breakdownAttribute}:<value> with a value without control characters`);
-      return value;
+      if (group !== null) fail("INVALID_QUERY", `userAttributes names the attribute ${board.breakdownAttribute} more than once`);
+      group = value;
     }
   }
-  return fail("OUT_OF_RANGE", `userAttributes must name ${board.breakdownAttribute}`);
+  return group ?? fail("OUT_OF_RANGE", `userAttributes must name ${board.breakdownAttribute}`);
 }
 
 async function userNames(store: TenantStore, userIds: string[]): Promise<Map<string, string | null>> {

@@ -50,7 +50,7 @@ export function enumParam<T extends string>(query: Query, name: string, values: 
 
 /**
  * `userAttributes=key:value,key2:value2` (trophy-compat §5.3): all pairs must match. A pair
- * without a key or a value is malformed (400); a key the tenant does not declare is refused
+ * without a key or a value, or a key named twice, is malformed (400); a key the tenant does not declare is refused
  * like an unknown attribute of an event (422, "Invalid attribute keys: ...").
  */
 export function attributeFilterParam(query: Query, name: string, declared: ReadonlySet<string>): Map<string, string> | null {
@@ -60,7 +60,10 @@ export function attributeFilterParam(query: Query, name: string, declared: Reado
   for (const part of raw.split(",")) {
     const colon = part.indexOf(":");
     if (colon <= 0 || colon === part.length - 1) fail("INVALID_QUERY", `${name} must be key:value pairs separated by commas`);
-    pairs.set(part.slice(0, colon), part.slice(colon + 1));
+    const key = part.slice(0, colon);
+    // A user has one value of an attribute: plan:pro,plan:free kept the last pair and counted its users.
+    if (pairs.has(key)) fail("INVALID_QUERY", `${name} names the attribute ${key.slice(0, 64)} more than once`);
+    pairs.set(key, part.slice(colon + 1));
   }
   const unknown = [...pairs.keys()].filter((k) => !declared.has(k));
   if (unknown.length > 0) failUnknownAttributes(unknown);

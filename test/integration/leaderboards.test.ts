@@ -434,6 +434,8 @@ describe("a breakdown board (breakdownAttribute region)", () => {
       expect(res.status, query).toBe(400);
       expect(res.body).toEqual({ error: expect.stringContaining("userAttributes must be region:<value>") });
     }
+    // Naming it twice: the first was taken, the second dropped without a word.
+    expect(await t.call("GET", "/v1/leaderboards/regional?userAttributes=region:eu,region:us")).toEqual({ status: 400, body: { error: "userAttributes names the attribute region more than once" } });
   });
 
   it("leaves a user without the attribute on no group", async () => {

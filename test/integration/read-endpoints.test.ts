@@ -161,6 +161,7 @@ describe("achievements with completions and rarity", () => {
     const pro = await t.call("GET", "/v1/achievements?userAttributes=plan:pro");
     expect(pro.body).toHaveLength(4);
     expect((await t.call("GET", "/v1/achievements?userAttributes=plan")).status).toBe(400);
+    expect((await t.call("GET", "/v1/achievements?userAttributes=plan:pro,plan:pro")).status).toBe(400);
     expect(await t.call("GET", "/v1/achievements?userAttributes=tier:gold")).toEqual({ status: 422, body: { error: "Invalid attribute keys: tier" } });
   });
 
@@ -292,6 +293,8 @@ describe("points summaries", () => {
     expect(energy.body.reduce((n: number, r: { users: number }) => n + r.users, 0)).toBe(pro);
     expect((await t.call("GET", "/v1/points/nope/summary")).status).toBe(404);
     expect((await t.call("GET", "/v1/points/xp/summary?userAttributes=:x")).status).toBe(400);
+    // One attribute twice: no user matches both, and the last pair was counted alone.
+    expect(await t.call("GET", "/v1/points/energy/summary?userAttributes=plan:pro,plan:free")).toEqual({ status: 400, body: { error: "userAttributes names the attribute plan more than once" } });
   });
 
   it("GET /v1/points/{key}/level-summary: users per level, counted from the points totals", async () => {
