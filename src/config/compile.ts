@@ -33,6 +33,13 @@ function keyHash(entry: ApiKeyConfig): Buffer {
   return typeof entry === "string" ? hashApiKey(entry) : Buffer.from(entry.sha256, "hex");
 }
 
+/** A list whose entries mean nothing twice (attributes, prerequisites, event types): a repeat is a typo's sign. */
+function refuseRepeats(items: readonly string[], path: string): void {
+  items.forEach((item, i) => {
+    if (items.indexOf(item) !== i) throw new ConfigError(`${path}[${i}]`, `"${item}" is listed twice`);
+  });
+}
+
 function unique<T extends { key: string }>(items: T[], path: string): void {
   const seen = new Set<string>();
   items.forEach((item, i) => {
@@ -73,9 +80,7 @@ const HOUR_MS = 3_600_000;
 export function compileTenant(tenant: TenantConfig, path: string): CompiledTenant {
   const ns = tenantNamespace(tenant.id);
   for (const kind of ["user", "event"] as const) {
-    (tenant.attributes?.[kind] ?? []).forEach((k, i, all) => {
-      if (all.indexOf(k) !== i) throw new ConfigError(`${path}.attributes.${kind}[${i}]`, `"${k}" is listed twice`);
-    });
+    refuseRepeats(tenant.attributes?.[kind] ?? [], `${path}.attributes.${kind}`);
   }
   const userAttributes = new Set(tenant.attributes?.user ?? []);
   const eventAttributes = new Set(tenant.attributes?.event ?? []);
@@ -218,8 +223,8 @@ export function compileTenant(tenant: TenantConfig, path: string): CompiledTenan
       case "composite":
         a.achievements.forEach((k, ki) => {
           if (!achievementKeys.has(k) || k === a.key) throw new ConfigError(`${ap}.achievements[${ki}]`, `unknown achievement "${k}"`);
-          if (a.achievements.indexOf(k) !== ki) throw new ConfigError(`${ap}.achievements[${ki}]`, `"${k}" is listed twice`);
         });
+        refuseRepeats(a.achievements, `${ap}.achievements`);
         return { ...base, type: "composite", prerequisites: a.achievements };
     }
   });
@@ -363,6 +368,7 @@ function compileWebhooks(webhooks: WebhookConfig[], path: string): CompiledWebho
         throw new ConfigError(w.secrets ? `${at}.secrets[${k}]` : `${at}.secret`, "a whsec_ secret must be followed by base64");
       }
     });
+    refuseRepeats(w.events, `${at}.events`);
     const events = new Set<string>(w.events);
     const coalesceMs = new Map<string, number>();
     for (const [type, minutes] of Object.entries(w.coalesce ?? {}) as [WebhookEventType, number][]) {

@@ -29,6 +29,9 @@ describe("backoff", () => {
     expect(backoffDelay(3, DEFAULT_BACKOFF, () => 0)).toBe(Math.round(30_000 * 6.25 * 0.8));
     expect(backoffDelay(3, DEFAULT_BACKOFF, () => 1)).toBe(Math.round(30_000 * 6.25 * 1.2));
     expect(backoffDelay(30, DEFAULT_BACKOFF, () => 0.5)).toBe(12 * HOUR);
+    // The cap is the longest wait, jitter included (capped before the jitter, 14.4 h).
+    expect(backoffDelay(9, DEFAULT_BACKOFF, () => 1)).toBe(12 * HOUR);
+    expect(backoffDelay(9, DEFAULT_BACKOFF, () => 0)).toBe(Math.round(30_000 * 2.5 ** 8 * 0.8));
     expect(backoffDelay(5, { firstMs: 0, factor: 1, jitter: 0, maxMs: 0 })).toBe(0);
   });
 });
@@ -187,6 +190,9 @@ describe("webhook config", () => {
     for (const url of ["http:///x", "https:/example.com/hooks", "http://"]) expect(errorOf(ok().replace("https://example.com/hooks", url)).path, url).toBe("$input.tenants[0].webhooks[0].url");
     expect(errorOf(ok(", coalesce: { streak.lost: 5 }").replace("points.changed]", "points.changed, streak.lost]")).message).toContain("only points.changed and leaderboard.rank_changed");
     expect(errorOf(ok(", coalesce: { leaderboard.rank_changed: 5 }")).message).toContain("does not subscribe");
+    const twice = errorOf(ok().replace("points.changed]", "points.changed, points.changed]"));
+    expect(twice.path).toBe("$input.tenants[0].webhooks[0].events[1]");
+    expect(twice.message).toContain('"points.changed" is listed twice');
     expect(errorOf(ok() + ok().replace("    webhooks:\n", "")).path).toBe("$input.tenants[0].webhooks[1].key");
   });
 });

@@ -75,13 +75,15 @@ export function deliveryOptions(input: DeliveryOptionsInput = {}): DeliveryOptio
 }
 
 /**
- * The wait before retry n (n = 1 after the first failure): firstMs × factor^(n−1), at most
- * maxMs, times a random factor in [1 − jitter, 1 + jitter]. With the defaults: 30 s, 75 s,
- * 3.1 min, 7.8 min, 20 min, 49 min, 2 h, 5.1 h, 12 h: ten attempts over about 21 hours.
+ * The wait before retry n (n = 1 after the first failure): firstMs × factor^(n−1) times a random
+ * factor in [1 − jitter, 1 + jitter], at most maxMs (capped after the jitter: the cap is the
+ * longest wait, as the README says; capped before it, a wait reached 14.4 h). With the
+ * defaults: 30 s, 75 s, 3.1 min, 7.8 min, 20 min, 49 min, 2 h, 5.1 h, 12 h (10.2-12 h): ten
+ * attempts over about 21 hours.
  */
 export function backoffDelay(retry: number, opts: BackoffOptions, random: () => number = Math.random): number {
-  const base = Math.min(opts.maxMs, opts.firstMs * opts.factor ** Math.max(0, retry - 1));
-  return Math.max(0, Math.round(base * (1 + opts.jitter * (2 * random() - 1))));
+  const base = opts.firstMs * opts.factor ** Math.max(0, retry - 1);
+  return Math.max(0, Math.min(opts.maxMs, Math.round(base * (1 + opts.jitter * (2 * random() - 1)))));
 }
 
 /** The admin API's delivery states (BullMQ's in brackets). */
