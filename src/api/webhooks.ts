@@ -4,6 +4,7 @@ import type { ApiReply, ApiRequest, Router } from "../http/router.js";
 import { DELIVERY_STATUSES, NO_DELIVERIES, type DeliveryQueue } from "../jobs/webhooks/deliveries.js";
 import type { Webhooks } from "../jobs/webhooks/index.js";
 import { WEBHOOK_EVENT_TYPES } from "../jobs/webhooks/kinds.js";
+import type { CompiledTenant } from "../config/compiled.js";
 import type { Tenants } from "../tenants.js";
 import { parseJson, validated } from "./body.js";
 import { enumParam, intParam } from "./query.js";
@@ -58,8 +59,7 @@ export function registerWebhookRoutes(router: Router, tenants: Tenants, webhooks
     const q = req.query;
     const status = q.has("status") ? enumParam(q, "status", DELIVERY_STATUSES, null) : undefined;
     const type = q.has("type") ? enumParam(q, "type", WEBHOOK_EVENT_TYPES, null) : undefined;
-    const endpoint = q.get("endpoint") || undefined;
-    if (endpoint !== undefined && !tenant.webhooks.some((w) => w.key === endpoint)) fail("NOT_FOUND", `Webhook endpoint not found: ${endpoint}`);
+    const endpoint = knownEndpoint(tenant, q.get("endpoint") || undefined);
     const limit = intParam(q, "limit", 50, 1, 500);
     const offset = intParam(q, "offset", 0, 0, 100_000);
     const queue = queueOf(webhooks, tenant.id);
@@ -96,6 +96,9 @@ export function registerWebhookRoutes(router: Router, tenants: Tenants, webhooks
     if (body.ids !== undefined && (body.endpoint !== undefined || body.type !== undefined || body.limit !== undefined)) {
       fail("INVALID_BODY", "endpoint, type and limit go with status, not with ids");
     }
+    // The listing's filters, refused as it refuses them: a typo must not replay nothing with a 200.
+    knownEndpoint(tenant, body.endpoint);
+    if (body.type !== undefined && !(WEBHOOK_EVENT_TYPES as readonly string[]).includes(body.type)) fail("OUT_OF_RANGE", `type must be one of ${WEBHOOK_EVENT_TYPES.join(", ")}`);
     const queue = queueOf(webhooks, tenant.id);
     if (!queue) return { status: 200, body: { replayed: [], issues: (body.ids ?? []).map((id) => ({ id, reason: "not found" })) } };
     const ids = body.ids ?? (await queue.idsIn(body.status!, body.limit ?? 100, body.endpoint, body.type));
@@ -108,4 +111,10 @@ export function registerWebhookRoutes(router: Router, tenants: Tenants, webhooks
     }
     return { status: 200, body: { replayed, issues } };
   });
+}
+
+/** An endpoint filter of the admin API: a key the tenant's config has (404 otherwise), or none. */
+function knownEndpoint(tenant: CompiledTenant, endpoint: string | undefined): string | undefined {
+  if (endpoint !== undefined && !tenant.webhooks.some((w) => w.key === endpoint)) fail("NOT_FOUND", `Webhook endpoint not found: ${endpoint}`);
+  return endpoint;
 }

@@ -360,6 +360,11 @@ describe("the admin API", () => {
     expect(await t.call("GET", "/admin/v1/webhooks/deliveries?endpoint=nope", undefined, admin)).toEqual({ status: 404, body: { error: "Webhook endpoint not found: nope" } });
     expect((await t.call("POST", "/admin/v1/webhooks/deliveries/nope/replay", {}, admin)).status).toBe(404);
     expect((await t.call("POST", "/admin/v1/webhooks/deliveries/replay", { ids: ["a"], status: "dead" }, admin)).status).toBe(400);
+    // The bulk replay's filters as the listing's: a typo answered 200 with nothing replayed.
+    expect(await t.call("POST", "/admin/v1/webhooks/deliveries/replay", { status: "dead", endpoint: "nope" }, admin)).toEqual({ status: 404, body: { error: "Webhook endpoint not found: nope" } });
+    const badType = await t.call("POST", "/admin/v1/webhooks/deliveries/replay", { status: "dead", type: "points.exploded" }, admin);
+    expect([badType.status, badType.body.error]).toEqual([422, expect.stringContaining("type must be one of achievement.completed, streak.started")]);
+    expect((await t.call("GET", "/admin/v1/webhooks/deliveries?type=points.exploded", undefined, admin)).body).toEqual(badType.body);
     // A number too large for a double parses as Infinity: a semantic error (422), named as such.
     const huge = await t.call("POST", "/admin/v1/webhooks/deliveries/replay", '{"status":"dead","limit":1e400}', admin);
     expect(huge).toEqual({ status: 422, body: { error: "body.limit must be a finite number (got Infinity)" } });
