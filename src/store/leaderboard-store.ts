@@ -86,6 +86,31 @@ export async function boardRank(store: TenantStore, board: CompiledLeaderboard, 
 }
 
 /**
+ * boardRank of (value, member) as if the entry `own` were not on the board. A user has one entry:
+ * an earlier change of theirs, ranked on the board as it is now (the webhook consumer, far
+ * behind), must not count the user's later entry among those ahead of it (rank 2 on a board of one).
+ */
+export async function boardRankWithout(store: TenantStore, board: CompiledLeaderboard, keys: string[], value: number, member: string, own: BoardEntry | null): Promise<number | null> {
+  if (own === null || compareEntries(own, { member, value }) >= 0) return boardRank(store, board, keys, value, member);
+  // `own` is ahead: one place more before the end of the board, and one entry fewer ahead.
+  const place = await placeOnBoard(store, { ...board, maxParticipants: board.maxParticipants + 1 }, keys, value, member);
+  if (place === null || place.position - 1 > board.maxParticipants) return null;
+  if (board.ranking === "ordinal") return place.position - 1;
+  const ownAbove = own.value > value;
+  if (board.ranking === "dense") {
+    // Its value counts among the distinct values above unless another entry holds it too.
+    const alone = ownAbove && (await countValue(store, keys, own.value)) === 1;
+    return (await distinctAbove(store, keys, value)) - (alone ? 1 : 0) + 1;
+  }
+  return place.above - (ownAbove ? 1 : 0) + 1;
+}
+
+async function countValue(store: TenantStore, keys: string[], value: number): Promise<number> {
+  const counts = await pipelined<number>(store, (p) => keys.forEach((k) => p.zcount(k, value, value)));
+  return counts.reduce((a, b) => a + b, 0);
+}
+
+/**
  * An entry's place on the board with up to `before` entries ahead and `after` at or behind it
  * (entriesAround), or null off the board. On the board means within the first maxParticipants
  * entries in board order (the entries a page lists): its ordinal position (the entries above

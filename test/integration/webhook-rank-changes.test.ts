@@ -57,3 +57,55 @@ describe("a board change off the board before and after", () => {
     expect(receiver.received.map((r) => r.body.user.id)).toEqual(["first"]);
   });
 });
+
+describe("rank changes the consumer reaches late", () => {
+  /**
+   * A board of ten: `peer` at 50 XP, then `solo` sending `lessons` lessons at one instant, all
+   * before the consumer runs. The rank_changed events it sends, as [previousRank, rank, value].
+   */
+  async function lateRanks(lessons: number, ranking = "competition") {
+    const late = await startReceiver();
+    const yaml = lessonsXpTenantYaml(
+      uniqueTenantId("wrl"),
+      4,
+      `    leaderboards:
+      - { key: top, name: Top, rankBy: points, points: xp, start: "2026-06-01", maxParticipants: 10, ranking: ${ranking} }
+    webhooks:
+      - { key: main, url: "${late.url}", secret: "a-test-secret-0123456789", events: [leaderboard.rank_changed] }
+`,
+    );
+    const app = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z" });
+    try {
+      expect((await app.call("POST", "/v1/metrics/lessons/event", { user: { id: "peer" }, value: 5 })).status).toBe(201);
+      for (let i = 0; i < lessons; i++) expect((await app.call("POST", "/v1/metrics/lessons/event", { user: { id: "solo" }, value: 1 })).status).toBe(201);
+      await app.app.webhooks!.drain();
+      await app.app.webhooks!.settled();
+      return late.received.filter((r) => r.body.user.id === "solo").map((r) => [r.body.leaderboard.previousRank, r.body.leaderboard.rank, r.body.leaderboard.value]);
+    } finally {
+      await app.close();
+      await late.close();
+    }
+  }
+
+  it("finds a change deeper than the first history entries read (forty at once): its recorded ranks", async () => {
+    // The first change, null → 2, lies 39 entries deep. Ranked on the board as it is now, the
+    // user's own later entry (400) counted above it: null → 3, and more changes after it.
+    expect(await lateRanks(40)).toEqual([
+      [null, 2, 10],
+      [2, 1, 50], // level with peer: competition ranks ties alike
+    ]);
+  });
+
+  it.each(["competition", "dense", "ordinal"])("ranks changes older than the whole history (%s) on the board without the user's own later entry", async (ranking) => {
+    // 130 changes: the history keeps its newest 100-120, so the first ones are ranked on the
+    // board as it is now, and must come out as the event script recorded them for 10 changes.
+    const recorded = await lateRanks(10, ranking);
+    // Level with peer at 50: competition and dense rank ties alike; ordinal puts solo first, both
+    // having reached 50 at the same (manual clock's) instant, by the ids' order.
+    expect(recorded).toEqual([
+      [null, 2, 10],
+      [2, 1, 50],
+    ]);
+    expect(await lateRanks(130, ranking)).toEqual(recorded);
+  });
+});

@@ -4,13 +4,13 @@ import { boardJson } from "../../api/leaderboards.js";
 import { userJson } from "../../api/users.js";
 import { achievementJson, awardJson, iso, levelJson, systemHeadJson } from "../../api/wire.js";
 import { fromMicro } from "../../domain/decimal.js";
-import { boardMember, memberUser, runDate } from "../../domain/leaderboards.js";
+import { boardMember, memberUser, runDate, type BoardEntry } from "../../domain/leaderboards.js";
 import { levelOf } from "../../domain/levels.js";
 import { parseAwardRecord } from "../../domain/outcome.js";
 import { localDayIndex, periodOfDay } from "../../domain/periods.js";
 import { viewStreak } from "../../domain/streak.js";
 import type { StreamRecord } from "../../domain/stream-record.js";
-import { boardEntryKeys, boardEntryOf, boardKeys, boardRank, topEntries } from "../../store/leaderboard-store.js";
+import { boardEntryKeys, boardEntryOf, boardKeys, boardRankWithout, topEntries } from "../../store/leaderboard-store.js";
 import type { TenantStore } from "../../store/tenant-store.js";
 import { readUser } from "../../store/user-store.js";
 import type { RecordEvent } from "./kinds.js";
@@ -86,40 +86,35 @@ interface HistoryEntry {
   v: number | null;
 }
 
-/** History entries a rank change reads, newest first. */
+/** History entries a rank change reads first, newest first (the rest only when it is not among them). */
 const HISTORY_READ = 20;
 
 /**
  * Rank and previous rank of a board change. The event script records both in the user's rank
  * history of the run ({t:s}:lh:<board>:<run>:<user>) in the same call as the stream record, so
  * they are the ranks of the change itself. It records every change that had or got a rank
- * (lua/includes/leaderboards.lua), and the history is never cut below 100 entries: when fewer
- * than HISTORY_READ were read and none is this change's, the change had no rank before or after
- * (off the board), and both are null (no event). Only when the entry may lie deeper than what
- * was read (a long history, a consumer far behind) are the ranks computed from the board at
- * processing time. That computation costs two cross-shard rank reads (16 ZCOUNTs each on 16
+ * (lua/includes/leaderboards.lua), and the history keeps at least its newest 100 entries. The
+ * newest HISTORY_READ are read first; a change not among them (a consumer behind: forty events of
+ * one user at once) is looked for in the rest. Not in the history though the history reaches back
+ * to it (its oldest entry is older), the change had no rank before or after (off the board): both
+ * null, no event. Only a change as old as the whole history or older is ranked on the board as it is now, with the user's own
+ * entry left out (boardRankWithout). That costs two cross-shard rank reads (16 ZCOUNTs each on 16
  * shards); it used to run for every change off the board, ~85% of the rank changes in the
  * webhooks bench with every type subscribed (bench/README.md, "The tenth stop").
  */
-async function ranksOf(ctx: PayloadContext, board: CompiledLeaderboard, record: StreamRecord, run: number, oldValue: number | null, newValue: number, breakdown: string) {
-  const shard = ctx.store.shard(record.userId);
-  const raw = await ctx.store.redis.lrange(ctx.store.keys.rankHistory(shard, board.key, run, record.userId), 0, HISTORY_READ - 1);
-  const left = board.rankBy === "streak" && newValue === 0;
-  for (const text of raw) {
-    const h = JSON.parse(text) as HistoryEntry;
-    if (h.t === record.ms && (h.v === (left ? null : newValue))) return { rank: h.r, previousRank: h.pr };
-  }
-  if (raw.length < HISTORY_READ) return { rank: null, previousRank: null };
+async function ranksOf(ctx: PayloadContext, board: CompiledLeaderboard, record: StreamRecord, run: number, change: { oldValue: number | null; newValue: number }, breakdown: string, own: BoardEntry | null) {
+  const key = ctx.store.keys.rankHistory(ctx.store.shard(record.userId), board.key, run, record.userId);
+  const left = board.rankBy === "streak" && change.newValue === 0;
+  let history = (await ctx.store.redis.lrange(key, 0, HISTORY_READ - 1)).map((text) => JSON.parse(text) as HistoryEntry);
+  if (history.length === HISTORY_READ) history = history.concat((await ctx.store.redis.lrange(key, HISTORY_READ, -1)).map((text) => JSON.parse(text) as HistoryEntry));
+  const entry = history.find((h) => h.t === record.ms && h.v === (left ? null : change.newValue));
+  if (entry) return { rank: entry.r, previousRank: entry.pr };
+  // (An oldest entry of the change's own instant may have had the change trimmed from beside it.)
+  if (history.length === 0 || history[history.length - 1]!.t < record.ms) return { rank: null, previousRank: null };
   const keys = boardKeys(ctx.store, board, run, breakdown);
-  const onBoard = async (value: number | null): Promise<number | null> => {
-    if (value === null) return null;
-    return boardRank(ctx.store, board, keys, value, boardMember(record.ms, record.userId));
-  };
-  const rank = left ? null : await onBoard(newValue);
-  let previousRank = await onBoard(oldValue);
-  // The user's new entry counts above the old value when the value rose.
-  if (previousRank !== null && rank !== null && oldValue !== null && newValue > oldValue && board.ranking !== "dense") previousRank -= 1;
-  return { rank, previousRank };
+  const member = boardMember(record.ms, record.userId);
+  const onBoard = (value: number | null) => (value === null ? null : boardRankWithout(ctx.store, board, keys, value, member, own));
+  return { rank: left ? null : await onBoard(change.newValue), previousRank: await onBoard(change.oldValue) };
 }
 
 /**
@@ -178,8 +173,10 @@ export async function recordPayloads(ctx: PayloadContext, record: StreamRecord, 
           const board = ctx.tenant.leaderboardByKey.get(event.board.boardKey);
           if (!board) return null;
           const entry = boardEntryOf(view.state, board.key, record.userId);
-          const breakdown = entry !== null && entry.run === event.board.run ? entry.breakdown : "";
-          const { rank, previousRank } = await ranksOf(ctx, board, record, event.board.run, event.board.oldValue, event.board.newValue, breakdown);
+          const current = entry !== null && entry.run === event.board.run ? entry : null;
+          const breakdown = current?.breakdown ?? "";
+          const own = current === null ? null : { value: current.value, member: current.member };
+          const { rank, previousRank } = await ranksOf(ctx, board, record, event.board.run, event.board, breakdown, own);
           if (rank === previousRank) return null;
           const left = board.rankBy === "streak" && event.board.newValue === 0;
           return {
