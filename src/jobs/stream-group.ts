@@ -63,6 +63,14 @@ export abstract class StreamGroupConsumer extends StreamLoop {
   readonly consumer: string;
   protected readonly batchSize: number;
   private lastRecovery = 0;
+  /**
+   * The entries this process is processing now ("<stream> <id>"), with the call doing it. An
+   * entry stays pending while process() runs (a webhook record until its first attempts end,
+   * up to their timeout), and drain() takes over pending entries whatever their idle time: beside
+   * the running loop (the manual clock's moves in a service) it took the loop's own entries and
+   * sent their events a second time. A call meeting an entry already in hand waits for it instead.
+   */
+  private readonly inHand = new Map<string, Promise<unknown>>();
 
   constructor(protected readonly opts: StreamGroupOptions) {
     super({ redis: opts.redis, tenants: opts.tenants, logger: opts.logger, name: `stream consumer ${opts.group}`, group: opts.group, groupStart: opts.groupStart ?? "0", streams: opts.streams });
@@ -74,7 +82,9 @@ export abstract class StreamGroupConsumer extends StreamLoop {
   /**
    * Processes everything currently in the streams, then returns the number of entries applied.
    * It takes over every pending entry whatever its idle time (so it also finishes a crashed
-   * worker's batch): meant for tests and tools, not beside a running loop.
+   * worker's batch); this process's own loop keeps the entries it has in hand (drain waits for
+   * them), but another process's are taken over while it may be sending them: meant for tests,
+   * tools and the manual clock.
    */
   async drain(): Promise<number> {
     await this.ensureGroups();
@@ -84,7 +94,7 @@ export abstract class StreamGroupConsumer extends StreamLoop {
       for (const s of this.streams) {
         const claimed = await this.claim(s, 0);
         if (claimed.length > 0) {
-          const done = await this.process(s, claimed, true);
+          const done = await this.processOnce(s, claimed, true);
           applied += done.applied;
           progress += done.acked;
         }
@@ -92,7 +102,7 @@ export abstract class StreamGroupConsumer extends StreamLoop {
       const fresh = await this.readNew(this.opts.redis, null);
       progress += fresh.read;
       for (const [s, entries] of fresh.batches) {
-        const done = await this.process(s, entries, false);
+        const done = await this.processOnce(s, entries, false);
         applied += done.applied;
       }
       if (progress === 0) return applied;
@@ -107,19 +117,42 @@ export abstract class StreamGroupConsumer extends StreamLoop {
     }
     const { batches } = await this.readNew(blocking, this.opts.blockMs ?? 2000);
     // Shards at once: their round trips overlap instead of queueing behind the service's traffic.
-    await Promise.all(batches.map(([s, entries]) => this.process(s, entries, false)));
+    await Promise.all(batches.map(([s, entries]) => this.processOnce(s, entries, false)));
     const full = someBatchFull(batches.map(([, entries]) => entries.length), this.batchSize);
     if (!full && !this.stopping) await pause(this.opts.gatherMs ?? GATHER_MS);
   }
 
   /** Own pending entries (left by a gap or a failed call), then other consumers' idle ones. */
   private async recover(): Promise<void> {
-    for (const [s, entries] of await this.read(this.opts.redis, "0", null)) await this.process(s, entries, true);
+    for (const [s, entries] of await this.read(this.opts.redis, "0", null)) await this.processOnce(s, entries, true);
     const idle = this.opts.claimIdleMs ?? 30_000;
     for (const s of this.streams) {
       const claimed = await this.claim(s, idle);
-      if (claimed.length > 0) await this.process(s, claimed, true);
+      if (claimed.length > 0) await this.processOnce(s, claimed, true);
     }
+  }
+
+  /** process() for the entries not in hand already; then waits for those that were (inHand). */
+  private async processOnce(s: ShardStream, entries: Entry[], redelivered: boolean): Promise<{ applied: number; acked: number }> {
+    const fresh: Entry[] = [];
+    const elsewhere = new Set<Promise<unknown>>();
+    for (const entry of entries) {
+      const running = this.inHand.get(`${s.key} ${entry[0]}`);
+      if (running) elsewhere.add(running);
+      else fresh.push(entry);
+    }
+    let done = { applied: 0, acked: 0 };
+    if (fresh.length > 0) {
+      const call = this.process(s, fresh, redelivered);
+      for (const [id] of fresh) this.inHand.set(`${s.key} ${id}`, call);
+      try {
+        done = await call;
+      } finally {
+        for (const [id] of fresh) this.inHand.delete(`${s.key} ${id}`);
+      }
+    }
+    await Promise.allSettled(elsewhere);
+    return done;
   }
 
   /** New records for this consumer: the batches process() gets, and how many records were read in all. */

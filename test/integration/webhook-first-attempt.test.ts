@@ -289,3 +289,37 @@ describe("a process that stops during a first attempt", () => {
     expect(((await next.redis.xpending(hookStream, "webhooks")) as [number])[0]).toBe(0);
   });
 });
+
+describe("a drain beside the process's own loop (a manual clock move in a service)", () => {
+  it("leaves the loop's record in flight to the loop and waits for it: one POST, not two", async () => {
+    const receiver = await startReceiver((_r, i) => (i === 0 ? "hang" : 200));
+    const tenantId = uniqueTenantId("wfa");
+    const yaml = lessonsTenantYaml(tenantId, { url: receiver.url, events: ["achievement.completed"] });
+    // A first attempt that waits as long as the test needs: no timeout decides anything here.
+    const t = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: { delivery: { firstAttempt: { timeoutMs: 600_000 } } } });
+    const hookStream = `{${tenantId}:0}:xh`;
+    try {
+      t.app.webhooks!.startConsumer();
+      expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "dr1" }, value: 1 })).status).toBe(201);
+      await receiver.waitFor(1); // the loop's first attempt, held: its record stays pending
+      const drained = t.app.webhooks!.drain();
+      // The drain has taken the pending record over (XAUTOCLAIM counts a second delivery).
+      for (;;) {
+        const [[, , , deliveries]] = (await t.redis.xpending(hookStream, "webhooks", "-", "+", 1)) as [string, string, number, number][];
+        if (deliveries >= 2) break;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      // It used to process the record again and send it a second time; it waits for the loop's call.
+      receiver.hanging.shift()!.writeHead(200).end("ok");
+      await drained;
+      await t.app.webhooks!.settled(tenantId);
+      expect(receiver.received).toHaveLength(1);
+      const [delivery] = (await t.call("GET", "/admin/v1/webhooks/deliveries", undefined, admin)).body.deliveries;
+      expect(delivery).toMatchObject({ status: "delivered", attempts: 1, userId: "dr1" });
+      expect(((await t.redis.xpending(hookStream, "webhooks")) as [number])[0]).toBe(0);
+    } finally {
+      await t.close();
+      await receiver.close();
+    }
+  });
+});
