@@ -23,7 +23,7 @@
   ARGV[3] delivered jobs kept: max age (s)   ARGV[4] delivered jobs kept: max count
   ARGV[5] the jobs' opts (JSON, as BullMQ stores them)
   ARGV[6 ..] per job, 8 values: kind ("delivered" | "retry" | "dead"), job id, name, data (JSON),
-    attempt start (ms), then for delivered: returnvalue (JSON), "", ""; for retry and dead:
+    attempt start (ms), then for delivered: returnvalue (JSON), the answer's instant (ms), ""; for retry and dead:
     failedReason, delay before the retry (ms), the attempt's log line
 
   Reply: the number of jobs written (ids already held are not counted)
@@ -53,9 +53,10 @@ for i = 6, #ARGV, 8 do
   if rcall('EXISTS', jobKey) == 0 then
     written = written + 1
     if kind == 'delivered' then
+      local finished = ARGV[i + 6]
       rcall('HSET', jobKey, 'name', name, 'data', data, 'opts', opts, 'timestamp', at, 'delay', 0, 'priority', 0,
-        'processedOn', at, 'finishedOn', now, 'returnvalue', ARGV[i + 5], 'atm', 1, 'ats', 1)
-      rcall('ZADD', completedKey, now, id)
+        'processedOn', at, 'finishedOn', finished, 'returnvalue', ARGV[i + 5], 'atm', 1, 'ats', 1)
+      rcall('ZADD', completedKey, finished, id)
       delivered = delivered + 1
     else
       local delay = tonumber(ARGV[i + 6])

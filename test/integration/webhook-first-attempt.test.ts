@@ -66,6 +66,8 @@ describe("a first attempt that succeeds", () => {
     expect(await job.getState()).toBe("completed");
     expect(job.attemptsMade).toBe(1);
     expect(job.returnvalue).toMatchObject({ status: 200, attempt: 1, by: "consumer" });
+    // Finished when the answer came (the batch is written after its slowest attempt).
+    expect(job.finishedOn).toBe(job.returnvalue.at + job.returnvalue.ms);
     expect(job.data).toMatchObject({ endpoint: "main", type: "achievement.completed", userId: "ok1" });
     expect(JSON.parse(job.data.body)).toMatchObject({ id: job.data.eventId, type: "achievement.completed" });
     expect(job.opts.attempts).toBe(10);
@@ -248,6 +250,8 @@ describe("first attempts in flight", () => {
     const delivered = await deliveries.queue.getJobs(["completed"]);
     expect(delivered).toHaveLength(6);
     expect(delivered.every((job) => (job.returnvalue as { by?: string }).by === "consumer")).toBe(true);
+    // Each finished at its own answer, though its batch was written after the batch's last one.
+    for (const job of delivered) expect(job.finishedOn).toBe(job.returnvalue.at + job.returnvalue.ms);
   });
 });
 

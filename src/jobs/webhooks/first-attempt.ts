@@ -153,7 +153,8 @@ export class FirstAttempts {
       const head = [deliveryId(job.eventId, job.endpoint), job.type, JSON.stringify(job), outcome.at];
       if (outcome.ok) {
         const result: AttemptResult = { status: outcome.status!, ms: outcome.ms, attempt: 1, at: outcome.at, by: "consumer" };
-        args.push("delivered", ...head, JSON.stringify(result), "", "");
+        // Finished when the answer came, not when the batch is written (up to a slow attempt later).
+        args.push("delivered", ...head, JSON.stringify(result), outcome.at + outcome.ms, "");
       } else {
         const kind = this.host.attempts <= 1 ? "dead" : "retry";
         args.push(kind, ...head, outcome.error!, this.host.retryDelay(1), outcomeLine(outcome, 1));
