@@ -398,37 +398,38 @@ describe("a streak restored on a day the new streak was already extended", () =>
 });
 
 describe("a streak restored to thousands of periods", () => {
+  /**
+   * A user of 1 June 2026 whose history says the streak once reached 5 000 (a member of 1 June:
+   * what the restore reads), lost by 4 June and restored then. The history's key and 1 June's period.
+   */
+  async function restoredVeteran(t: TestApp, userId: string): Promise<{ historyKey: string; june1: number }> {
+    expect((await event(t, { id: userId }, 1)).status).toBe(201);
+    const [historyKey] = await scanKeys(t, `*}:sh:${userId}`);
+    const june1 = Number((await t.redis.zrange(historyKey!, 0, 0))[0]!.split(":")[0]);
+    await t.redis.zadd(historyKey!, june1, `${june1}:5000`);
+    await t.setClock("2026-06-04T12:00:00Z"); // lost
+    const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: userId }] }, { "x-api-key": "demo-admin-key" });
+    expect(res.status).toBe(200);
+    expect(res.body.restoredUsers).toEqual([userId]);
+    return { historyKey: historyKey!, june1 };
+  }
+
   it("writes its whole history (in ZADDs of 1000: one would pass Lua's unpack limit, after the history was cleared)", async () => {
     await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", "") }, async (t) => {
-      const u = { id: "veteran" };
-      expect((await event(t, u, 1)).status).toBe(201);
-      // The history says the streak once reached 5 000 (a member of 1 June): what the restore reads.
-      const [historyKey] = await scanKeys(t, "*}:sh:veteran");
-      const june1 = Number((await t.redis.zrange(historyKey!, 0, 0))[0]!.split(":")[0]);
-      await t.redis.zadd(historyKey!, june1, `${june1}:5000`);
-      await t.setClock("2026-06-04T12:00:00Z"); // lost
-      const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "veteran" }] }, { "x-api-key": "demo-admin-key" });
-      expect(res.status).toBe(200);
-      expect(res.body.restoredUsers).toEqual(["veteran"]);
-      expect(await t.redis.zcount(historyKey!, june1 + 3 - 5000, june1 + 2)).toBe(5000);
+      const { historyKey, june1 } = await restoredVeteran(t, "veteran");
+      expect(await t.redis.zcount(historyKey, june1 + 3 - 5000, june1 + 2)).toBe(5000);
       expect((await t.call("GET", "/v1/users/veteran/streak?historyPeriods=3")).body).toMatchObject({ length: 5000, started: "2012-09-25" });
     });
   });
 
   it("keeps the live streak's history whole when it trims, so wrapped finds where the streak began", async () => {
     await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", "") }, async (t) => {
-      const u = { id: "marathon" };
-      expect((await event(t, u, 1)).status).toBe(201);
-      const [historyKey] = await scanKeys(t, "*}:sh:marathon");
-      const june1 = Number((await t.redis.zrange(historyKey!, 0, 0))[0]!.split(":")[0]);
-      await t.redis.zadd(historyKey!, june1, `${june1}:5000`);
-      await t.setClock("2026-06-04T12:00:00Z");
-      expect((await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "marathon" }] }, { "x-api-key": "demo-admin-key" })).body.restoredUsers).toEqual(["marathon"]);
+      const { historyKey, june1 } = await restoredVeteran(t, "marathon");
       // 4 June is period 20608, a multiple of 64: this extension trims the history. Trimmed to
       // the last 800 periods, wrapped walked back to April 2024 and called that the start.
       expect((june1 + 3) % 64).toBe(0);
-      expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 5001, started: "2012-09-25" });
-      expect(await t.redis.zcard(historyKey!)).toBe(5001);
+      expect((await event(t, { id: "marathon" }, 1)).body.currentStreak).toMatchObject({ length: 5001, started: "2012-09-25" });
+      expect(await t.redis.zcard(historyKey)).toBe(5001);
       const wrapped = await t.call("GET", "/v1/users/marathon/wrapped?year=2026");
       expect(wrapped.body.activity.entireYear.longestStreak).toMatchObject({ length: 5001, started: "2012-09-25", periodEnd: "2026-06-04" });
     });
