@@ -1,3 +1,4 @@
+import { hostname } from "node:os";
 import type { Redis } from "ioredis";
 import type { CompiledTenant } from "../config/compiled.js";
 import { awardIdTableStats, type AwardIdTableStats } from "../domain/award-ids.js";
@@ -7,6 +8,9 @@ import { BUCKET_GROUP } from "../jobs/stream-worker.js";
 import { DELIVERY_STATUSES, type DeliveryStatus } from "../jobs/webhooks/deliveries.js";
 import type { Webhooks } from "../jobs/webhooks/index.js";
 import { WEBHOOK_GROUP } from "../jobs/webhooks/keys.js";
+
+/** This process in the per-process series: host and pid, as the stream consumers name themselves. */
+const PROCESS_NAME = `${hostname()}-${process.pid}`.replace(/["\\\n]/g, "_");
 
 /**
  * GET /metrics, in the Prometheus text format (version 0.0.4). No key, like /healthz: it reveals
@@ -36,7 +40,7 @@ export interface TenantDeliveries {
   counts: Record<DeliveryStatus, number>;
 }
 
-export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly TenantDeliveries[], awardIds: AwardIdTableStats): string {
+export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly TenantDeliveries[], awardIds: AwardIdTableStats, processName = PROCESS_NAME): string {
   const lines: string[] = [];
   for (const [name, help, value] of GAUGES) {
     lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} gauge`);
@@ -50,16 +54,20 @@ export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly Te
     lines.push(`# HELP ${name} Outbound event deliveries by status (dead: every attempt failed; replay with the admin API).`, `# TYPE ${name} gauge`);
     for (const d of deliveries) for (const status of DELIVERY_STATUSES) lines.push(`${name}{tenant="${d.tenantId}",status="${status}"} ${d.counts[status]}`);
   }
+  // The answering process's own figures, labelled with it: processes sharing a port
+  // (LAUREL_REUSE_PORT) answer scrapes in turn, and one series fed by several processes' counters
+  // went up and down, which Prometheus reads as resets.
+  const own = `{process="${processName}"}`;
   lines.push(
     "# HELP laurel_award_id_table_slots Award ids this process remembers for the metering read (LAUREL_AWARD_IDS).",
     "# TYPE laurel_award_id_table_slots gauge",
-    `laurel_award_id_table_slots ${awardIds.slots}`,
+    `laurel_award_id_table_slots${own} ${awardIds.slots}`,
     "# HELP laurel_award_id_lookups_total Award ids the metering reads of this process asked the table for.",
     "# TYPE laurel_award_id_lookups_total counter",
-    `laurel_award_id_lookups_total ${awardIds.lookups}`,
+    `laurel_award_id_lookups_total${own} ${awardIds.lookups}`,
     "# HELP laurel_award_id_misses_total Lookups the table could not answer, so the id was computed (a UUIDv5).",
     "# TYPE laurel_award_id_misses_total counter",
-    `laurel_award_id_misses_total ${awardIds.misses}`,
+    `laurel_award_id_misses_total${own} ${awardIds.misses}`,
   );
   return `${lines.join("\n")}\n`;
 }

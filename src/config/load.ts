@@ -30,7 +30,7 @@ export function loadConfigText(text: string, source: string, env: NodeJS.Process
   if (!result.success) {
     const first = result.errors[0]!;
     const more = result.errors.length > 1 ? ` (and ${result.errors.length - 1} more)` : "";
-    throw new ConfigError(first.path, `expected ${first.expected}, got ${JSON.stringify(first.value) ?? "undefined"}${more}`);
+    throw new ConfigError(first.path, `expected ${first.expected}, got ${describeValue(first.path, first.value)}${more}`);
   }
   if (env.NODE_ENV === "production") {
     result.data.tenants.forEach((t, i) => {
@@ -55,4 +55,16 @@ export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.en
     throw new ConfigError("$input", `cannot read ${path}: ${(err as Error).message}`);
   }
   return loadConfigText(text, path, env);
+}
+
+/** A credential's place in the tenant file: API and admin keys, webhook secrets. */
+const SECRET_PATH = /\.(apiKeys|adminKeys|secrets?)(\[\d+\])?$/;
+
+/**
+ * The refused value as the error shows it; a key or secret only by its kind and length, since the
+ * start's error is logged (the {sha256} form of keys exists so that no secret is written down).
+ */
+function describeValue(path: string, value: unknown): string {
+  if (typeof value === "string" && SECRET_PATH.test(path)) return `a string of ${[...value].length} characters (not shown: a credential)`;
+  return JSON.stringify(value) ?? "undefined";
 }

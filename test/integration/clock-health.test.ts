@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../helpers/app.js";
+import { startTestRedis } from "../helpers/redis-server.js";
 
 describe("manual clock (LAUREL_CLOCK=manual)", () => {
   let t: TestApp;
@@ -77,6 +78,33 @@ describe("the status line and content type of answers (respond.ts writes them as
       expect(await answer("GET", "/metrics", {})).toEqual([200, "OK", "text/plain; version=0.0.4; charset=utf-8"]);
     } finally {
       await t.close();
+    }
+  });
+});
+
+describe("GET /healthz while Redis is stalled or gone", () => {
+  it("answers 503 within its PING timeout (HEALTH_PING_TIMEOUT_MS), not when Redis comes back, and 503 without a connection", async () => {
+    const server = await startTestRedis();
+    const t = await startTestApp({ redisUrl: server.url, jobs: false });
+    const pid = Number(/process_id:(\d+)/.exec(await t.redis.info("server"))![1]);
+    const down = { error: "Redis is not reachable", status: "degraded", redis: "down" };
+    try {
+      expect((await t.call("GET", "/healthz", undefined, {})).status).toBe(200);
+      // Stopped, Redis keeps the connection and answers nothing: the probe waited for it, then said ok.
+      process.kill(pid, "SIGSTOP");
+      try {
+        expect(await t.call("GET", "/healthz", undefined, {})).toEqual({ status: 503, body: down });
+      } finally {
+        process.kill(pid, "SIGCONT");
+      }
+      expect((await t.call("GET", "/healthz", undefined, {})).status).toBe(200);
+      // Gone: the connection is down (answered without a PING, which ioredis would hold through
+      // its reconnection backoff: 1.5-7.5 s in an audit).
+      await server.stop();
+      expect(await t.call("GET", "/healthz", undefined, {})).toEqual({ status: 503, body: down });
+    } finally {
+      await t.close().catch(() => undefined);
+      await server.stop().catch(() => undefined);
     }
   });
 });

@@ -1,5 +1,5 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { Queue } from "bullmq";
@@ -421,18 +421,20 @@ describe("node dist/main.js", () => {
     const tenantId = uniqueTenantId("ids");
     const config = join(tempDir(), "ids.yaml");
     writeFileSync(config, lessonsXpTenantYaml(tenantId));
-    const metric = async (port: number, name: string): Promise<number> => {
+    // The answering process's series carry its name: processes sharing a port answer in turn.
+    const metric = async (port: number, pid: number, name: string): Promise<number> => {
       const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      const line = text.split("\n").find((l) => l.startsWith(`${name} `));
-      if (!line) throw new Error(`no ${name} in /metrics:\n${text}`);
-      return Number(line.slice(name.length + 1));
+      const prefix = `${name}{process="${hostname()}-${pid}"} `;
+      const line = text.split("\n").find((l) => l.startsWith(prefix));
+      if (!line) throw new Error(`no ${prefix}in /metrics:\n${text}`);
+      return Number(line.slice(prefix.length));
     };
     for (const [setting, slots] of [["1024", 1024], [undefined, DEFAULT_AWARD_ID_SLOTS]] as const) {
       const port = await freePort();
       const service = runService({ PORT: String(port), REDIS_URL: inject("redisUrl"), LAUREL_CONFIG: config, LAUREL_WORKER: "off", ...(setting ? { LAUREL_AWARD_IDS: setting } : {}) });
       try {
         await waitFor(() => service.output().includes("laurel listening"), "listening", service.exited);
-        expect(await metric(port, "laurel_award_id_table_slots"), `LAUREL_AWARD_IDS=${setting}`).toBe(slots);
+        expect(await metric(port, service.child.pid!, "laurel_award_id_table_slots"), `LAUREL_AWARD_IDS=${setting}`).toBe(slots);
         const user = `reader-${setting ?? "default"}`;
         const post = await fetch(`http://127.0.0.1:${port}/v1/metrics/lessons/event`, {
           method: "POST",
@@ -445,8 +447,8 @@ describe("node dist/main.js", () => {
           const read = await fetch(`http://127.0.0.1:${port}/v1/users/${user}/points/xp`, { headers: { "x-api-key": "demo-key" } });
           expect(read.status).toBe(200);
         }
-        expect(await metric(port, "laurel_award_id_lookups_total")).toBe(2);
-        expect(await metric(port, "laurel_award_id_misses_total")).toBe(1);
+        expect(await metric(port, service.child.pid!, "laurel_award_id_lookups_total")).toBe(2);
+        expect(await metric(port, service.child.pid!, "laurel_award_id_misses_total")).toBe(1);
         service.child.kill("SIGTERM");
         expect(await service.exited).toBe(0);
       } finally {

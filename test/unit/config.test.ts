@@ -71,6 +71,18 @@ describe("config", () => {
     expect(err.message).toContain(message);
   });
 
+  it("names a refused key or secret by its length, never its value (the start's error is logged)", () => {
+    const key = errorOf(DEMO_YAML.replace("apiKeys: [demo-key]", "apiKeys: [s3cr3t]"));
+    expect([key.path, key.message]).toEqual(["$input.tenants[0].apiKeys[0]", expect.stringContaining("got a string of 6 characters (not shown: a credential)")]);
+    expect(key.message).not.toContain("s3cr3t");
+    const secret = "whsec_" + "A".repeat(300);
+    const hook = errorOf(DEMO_YAML + `    webhooks:\n      - { key: w, url: "https://x.example/h", secret: "${secret}", events: [points.changed] }\n`);
+    expect(hook.path).toBe("$input.tenants[0].webhooks[0].secret");
+    expect(hook.message).not.toContain("AAAA");
+    // Other values are shown as they were written.
+    expect(errorOf(DEMO_YAML.replace("points: 10\n        levels:", "points: ten\n        levels:")).message).toContain('got "ten"');
+  });
+
   it("refuses two tenants with one id", () => {
     const second = DEMO_YAML.slice(DEMO_YAML.indexOf("  - id: demo")).replace("[demo-key]", "[other-key]").replace("[demo-admin-key]", "[other-admin-key]");
     const err = errorOf(`${DEMO_YAML}${second}`);
