@@ -15,6 +15,7 @@
 
   Reply {users of the shard (in the filter), users with a total >= 1, highest total (0 if none), count per range...}
 ]]
+--@no-writes
 --@body
 local rcall = redis.call
 local prefix = string.sub(KEYS[1], 1, -4)

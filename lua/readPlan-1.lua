@@ -20,6 +20,7 @@
 ]]
 -- @include "includes/state-read.lua"
 -- @include "buckets/open-day.lua"
+--@no-writes
 --@body
 local rcall = redis.call
 local blob = rcall('HGET', KEYS[1], 's')

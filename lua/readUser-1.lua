@@ -9,6 +9,7 @@
   Reply {0} unknown user | {1, profile values..., state values...} (missing values are nil)
 ]]
 -- @include "includes/state-read.lua"
+--@no-writes
 --@body
 local n = tonumber(ARGV[1])
 local vals = redis.call('HMGET', KEYS[1], 's', unpack(ARGV, 2, 1 + n))

@@ -12,6 +12,7 @@
   Reply one entry per user: false (unknown user) | {state values, field values} (missing: nil)
 ]]
 -- @include "includes/state-read.lua"
+--@no-writes
 --@body
 local rcall = redis.call
 local ns = tonumber(ARGV[1])

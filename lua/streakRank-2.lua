@@ -14,6 +14,7 @@
 
   Reply count | -1
 ]]
+--@no-writes
 --@body
 local rcall = redis.call
 local length, cap = tonumber(ARGV[2]), tonumber(ARGV[3])

@@ -15,6 +15,7 @@
   Reply {complete 1|0, user, length, user, length, ...} by length descending, then user id
         descending (Redis' order for equal scores); complete is 0 when the cap stopped the scan
 ]]
+--@no-writes
 --@body
 local rcall = redis.call
 local now, limit, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])

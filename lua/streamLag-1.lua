@@ -12,6 +12,7 @@
     oldest   the oldest pending entry, else the first undelivered one; its id's ms part is the
              Redis time it was added, compared with the Redis time of this call for its age
 ]]
+--@no-writes
 --@body
 local rcall = redis.call
 local stream, group = KEYS[1], ARGV[1]

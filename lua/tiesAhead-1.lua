@@ -12,6 +12,7 @@
   Reply the count
 ]]
 -- @include "includes/board-order.lua"
+--@no-writes
 --@body
 local key, value = KEYS[1], ARGV[1]
 return tiesAhead(key, redis.call('ZCOUNT', key, '(' .. value, '+inf'), value, ARGV[2])

@@ -6,6 +6,7 @@ import { halfSipHash53 } from "./domain/half-siphash.js";
 import { checkFixedSettings } from "./store/fixed-settings.js";
 import { markRunGroupLists } from "./store/leaderboard-store.js";
 import { syncObjectTimes, type ObjectTimes } from "./store/object-times.js";
+import { READ_SCRIPTS } from "./store/lua-loader.js";
 import { preloadScripts } from "./store/redis-script.js";
 import { TenantStore } from "./store/tenant-store.js";
 
@@ -59,7 +60,7 @@ export class Tenants {
       // Before anything is written: a config that would misread the stored data stops here.
       await checkFixedSettings(redis, tenant, index);
       const store = await TenantStore.open(redis, tenant);
-      await preloadScripts(redis, store.scripts());
+      await preloadScripts(redis, [...store.scripts(), ...READ_SCRIPTS]);
       await markRunGroupLists(redis, tenant, now);
       contexts.push({ tenant, store, times: await syncObjectTimes(redis, tenant, now) });
     }

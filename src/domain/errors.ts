@@ -35,6 +35,8 @@ export const ErrorCodes = {
   REDIS_UNREACHABLE_READ: { status: 503, message: "Redis is not reachable; retry later" },
   // Redis at maxmemory refuses a write (a script that may write, a write command) before running it.
   REDIS_OUT_OF_MEMORY: { status: 503, message: "Redis is out of memory (maxmemory) and refused this write; nothing was recorded" },
+  // A read refused at maxmemory: its script was not loaded yet (FUNCTION LOAD is a write).
+  REDIS_OUT_OF_MEMORY_READ: { status: 503, message: "Redis is out of memory (maxmemory) and refused to load the script this read needs; retry later" },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ErrorCodes;

@@ -30,6 +30,20 @@ const INCLUDE = /^--\s*@include\s+"([^"]+)"\s*$/;
 /** Markers, each alone on its line: where the rules literal goes, and where the call begins. */
 const RULES_MARK = /^--@rules$/m;
 const BODY_MARK = /^--@body$/m;
+/**
+ * A script that never writes says so (`--@no-writes`): its function is registered with Redis's
+ * no-writes flag. Redis refuses a function without it when at maxmemory, before running it, as a
+ * command that may write, so every read by script answered 503 there (EVALSHA defers the check
+ * to the first write, so eval mode read on). The marker is in the text, so in the name too.
+ */
+const NO_WRITES_MARK = /^--@no-writes$/m;
+
+/**
+ * Every read-only script loaded so far (the modules that read load theirs as they are imported).
+ * The start loads them into Redis with the tenants' scripts: loaded on first use instead, a read
+ * at maxmemory could not load its script (FUNCTION LOAD is a write) and failed.
+ */
+export const READ_SCRIPTS = new Set<LuaSource>();
 const fileCache = new Map<string, string>();
 
 function readLua(path: string): string {
@@ -76,8 +90,13 @@ export function loadLua(name: string, rules?: unknown): LuaSource {
   const text = `${prelude}${call}`;
   const sha = createHash("sha1").update(text).digest("hex");
   const functionName = `laurel_${sha.slice(0, 20)}`;
-  const library = [`#!lua name=${functionName}`, prelude, `redis.register_function('${functionName}', function(KEYS, ARGV)`, call, "end)"].join("\n");
-  return { name, numKeys: Number(match[2]), text, sha, library, functionName };
+  const register = NO_WRITES_MARK.test(body)
+    ? [`redis.register_function{function_name='${functionName}', flags={'no-writes'}, callback=function(KEYS, ARGV)`, call, "end}"]
+    : [`redis.register_function('${functionName}', function(KEYS, ARGV)`, call, "end)"];
+  const library = [`#!lua name=${functionName}`, prelude, ...register].join("\n");
+  const loaded = { name, numKeys: Number(match[2]), text, sha, library, functionName };
+  if (NO_WRITES_MARK.test(body)) READ_SCRIPTS.add(loaded);
+  return loaded;
 }
 
 /** A JSON-like value as a Lua table constructor. Integers only: rules carry no fractions. */

@@ -220,9 +220,13 @@ export async function runScript(
     const message = err instanceof Error ? err.message : "";
     if (!message.startsWith("NOSCRIPT") && !message.includes("Function not found")) throw err;
     if (!resent) renumber?.();
-    // Promise.all handles both: a failed load fails the retry too, and neither goes unhandled.
-    const [, reply] = await Promise.all([load(redis, script), call()]);
-    return reply;
+    // Both sent at once, both awaited (neither goes unhandled). A failed load fails the retry
+    // too, and its error is the one that says why: Redis at maxmemory refuses FUNCTION LOAD
+    // ("OOM ...", a 503), and the retry's "Function not found" made it a 500.
+    const [loaded, reply] = await Promise.allSettled([load(redis, script), call()]);
+    if (loaded.status === "rejected") throw loaded.reason;
+    if (reply.status === "rejected") throw reply.reason;
+    return reply.value;
   }
 }
 

@@ -115,7 +115,7 @@ describe("a service whose Redis went away", () => {
 });
 
 describe("a Redis at its maxmemory", () => {
-  it("answers writes 503 with {error}, writes nothing and logs it once; reads go on, and writes resume when memory is freed", async () => {
+  it("answers writes 503 with {error}, writes nothing and logs it once; reads go on (by script too), and writes resume when memory is freed", async () => {
     const server = await startTestRedis();
     const lines: Array<{ level: number; msg: string; unlogged?: number }> = [];
     const { yaml, tenantId } = demoConfig();
@@ -134,6 +134,21 @@ describe("a Redis at its maxmemory", () => {
       expect(read.status).toBe(200);
       expect(read.body.total).toBe(10);
       expect(lines.filter((l) => l.msg.includes("out of memory"))).toEqual([expect.objectContaining({ level: 50, unlogged: 0 })]);
+      // Reads by script too: their functions carry the no-writes flag (without it Redis refused
+      // them as writes: 503 "refused this write" for a read).
+      for (const path of ["/v1/users/full", "/v1/users/full/achievements", "/v1/users/full/streak", "/v1/users/full/metrics", "/v1/points/xp/summary", "/v1/streaks/rankings"]) {
+        const res = await t.call("GET", path);
+        expect(res.status, `${path} ${JSON.stringify(res.body)}`).toBe(200);
+      }
+      expect((await fetch(`${t.url}/metrics`)).status).toBe(200);
+      // Scripts Redis does not hold (a restart, a failover) cannot be loaded at maxmemory: a 503
+      // that says so, for a read and a write alike (the retry's "Function not found" was a 500).
+      await t.redis.config("SET", "maxmemory", "0");
+      await t.redis.function("FLUSH");
+      await t.redis.config("SET", "maxmemory", "1");
+      expect(await t.call("GET", "/v1/users/full")).toEqual({ status: 503, body: { error: "Redis is out of memory (maxmemory) and refused to load the script this read needs; retry later" } });
+      expect(await lesson()).toEqual({ status: 503, body: { error: "Redis is out of memory (maxmemory) and refused this write; nothing was recorded" } });
+      expect(await dumpTenant(t.redis, tenantId)).toEqual(before);
       await t.redis.config("SET", "maxmemory", "0");
       const after = await lesson();
       expect(after.status).toBe(201);
