@@ -20,7 +20,9 @@
        metric replies 2 with the current state and writes nothing. Forever by default (a field
        of the user's hash, read by the HMGET of step 1); with the tenant's idempotency window
        (R.iw), only within the window after the key's event (its own expiring key, KEYS[3]),
-       or forever if the hash holds it (stored before the tenant had a window).
+       or forever if the hash holds it (stored before the tenant had a window). A key's own key
+       is looked at without a window too (one GET per new key): stored while the tenant had one,
+       it is honoured until its window passes.
     4. Range check of the new metric total: reply -2 and write nothing when out of range.
     5. Upsert the user; first identification fires user_creation triggers, schedules time
        triggers and grants the initial freezes.
@@ -33,7 +35,7 @@
 
   KEYS[1] user state hash   {t:s}:u:<userId>
   KEYS[2] the writer's record on the shard  {t:s}:wr:<writer> (includes/call-order.lua)
-  KEYS[3] with R.iw and a key sent: the key's own key {t:s}:ik:<metric>:<user>\x1f<key>, value
+  KEYS[3] with a key sent: the key's own key {t:s}:ik:<metric>:<user>\x1f<key> (written with R.iw), value
           "<eventId>|<until ms>" (the service clock decides; Redis expires it after the window)
   The shard's other keys ({t:s}:agg counters, {t:s}:x stream and its hook stream {t:s}:xh
   (includes/hooks.lua), zsets, lists) are built from the prefix: they share the user's hash tag,
@@ -135,9 +137,11 @@ deadlines[1], deadlines[2] = lostIfExtended, lostIfPrevious
 local boards = boardsOf(ARGV[3], 89)
 
 -- 1. Read.
-local idemKey = R.iw and idemField ~= '' and KEYS[3] or nil
+local idemKey = idemField ~= '' and KEYS[3] or nil
 local original = loadState(userKey, idemField ~= '' and idemField or 's', zoneSent and R.pf or R.pfz)
--- A key stored in the hash before the tenant had a window is still honoured (forever).
+-- A key is in the hash (stored forever: no window, or before the tenant had one) or its own
+-- expiring key (stored with a window, honoured until it passes, also once the window is gone
+-- from the config: without this GET a key sent a minute before was counted again).
 if idemKey and not original then original = rememberedEvent(idemKey, nowMs) end
 if band(flags, 2) ~= 0 and appliedBefore(writerKey, callNumber) then return eventReplyHead(3, false, S[R.mfi] or 0, false, false) end
 
@@ -161,7 +165,7 @@ markApplied(writerKey, callNumber, band(flags, 4) ~= 0)
 -- The key is stored with the event it first recorded (spec: idempotency rule 3).
 local extraWrites = EXTRA_WRITES
 emptyList(extraWrites)
-if idemKey then
+if R.iw and idemKey then
   rcall('SET', idemKey, ARGV[9] .. '|' .. sformat('%d', nowMs + R.iw), 'PX', R.iw)
 elseif idemField ~= '' then
   extraWrites[1], extraWrites[2] = idemField, ARGV[9]

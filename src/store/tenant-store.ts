@@ -161,7 +161,8 @@ export class TenantStore {
     const order = callOrderOf(this.redis);
     const writerKey = this.keys.writer(shard, order.writer);
     const keys = [this.keys.user(shard, input.userId), writerKey];
-    if (input.idempotencyKey !== null && this.tenant.idempotencyWindowMs !== null) keys.push(this.keys.idempotency(shard, input.userId, input.metricKey, input.idempotencyKey));
+    // With or without a window: a key stored under one is honoured until it passes (lua/event-2.lua).
+    if (input.idempotencyKey !== null) keys.push(this.keys.idempotency(shard, input.userId, input.metricKey, input.idempotencyKey));
     let tz = input.tz ?? this.zones.get(input.userId) ?? "UTC";
     const frequency = this.tenant.streak?.frequency ?? "daily";
     let mask = 0;

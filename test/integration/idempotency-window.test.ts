@@ -88,3 +88,31 @@ describe("turning a window on", () => {
     }
   });
 });
+
+describe("turning a window off", () => {
+  it("still honours a key stored under it until its window has passed, then remembers new keys forever", async () => {
+    const tenantId = uniqueTenantId("idemoff");
+    const body = (window: string) => tenantYaml(tenantId, `    shards: 1\n${window}    metrics: [{ key: lessons, name: Lessons }]\n`);
+    const send = (app: TestApp, key: string) => app.call("POST", "/v1/metrics/lessons/event", { user: { id: "bo" }, value: 1 }, { "idempotency-key": key });
+    const before = await startTestApp({ yaml: body("    idempotencyWindowHours: 1\n"), manualClock: START, jobs: false });
+    const first = await send(before, "windowed");
+    await before.close();
+    expect(first.status).toBe(201);
+
+    // The window is gone from the config a minute later: the key, stored under it, was forgotten
+    // (counted twice: 201, total 2).
+    const after = await startTestApp({ yaml: body(""), manualClock: new Date(Date.parse(START) + 60_000).toISOString(), jobs: false });
+    try {
+      const retry = await send(after, "windowed");
+      expect([retry.status, retry.body.eventId, retry.body.total]).toEqual([202, first.body.eventId, 1]);
+      // A new key is remembered forever, in the user's hash, as without a window.
+      expect((await send(after, "fresh")).status).toBe(201);
+      await after.setClock("2030-01-01T00:00:00Z");
+      expect((await send(after, "fresh")).status).toBe(202);
+      // And the old one once its window has passed (by the service clock): new again.
+      expect((await send(after, "windowed")).status).toBe(201);
+    } finally {
+      await after.close();
+    }
+  });
+});
