@@ -71,7 +71,8 @@ export function userProfileFields(user: UserInput, declaredAttributes: ReadonlyS
   if (user.subscribeToEmails != null) fields.push(["se", user.subscribeToEmails ? "1" : "0"]);
   if (user.deviceTokens != null) {
     if (!user.deviceTokens.every(isCleanText)) fail("INVALID_VALUE", "user.deviceTokens contains control characters");
-    fields.push(["dt", JSON.stringify(user.deviceTokens)]);
+    // A set, as a device is registered once: repeats kept once, in the order first sent.
+    fields.push(["dt", JSON.stringify([...new Set(user.deviceTokens)])]);
   }
   const attributes = checkAttributes(user.attributes ?? null, declaredAttributes, "user.attributes");
   if (attributes !== null) for (const [k, v] of Object.entries(attributes)) fields.push([userAttributeField(k), v]);

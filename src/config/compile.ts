@@ -222,7 +222,8 @@ export function compileTenant(tenant: TenantConfig, path: string): CompiledTenan
         return { ...base, type: "api" };
       case "composite":
         a.achievements.forEach((k, ki) => {
-          if (!achievementKeys.has(k) || k === a.key) throw new ConfigError(`${ap}.achievements[${ki}]`, `unknown achievement "${k}"`);
+          if (k === a.key) throw new ConfigError(`${ap}.achievements[${ki}]`, `"${k}" cannot require itself`);
+          if (!achievementKeys.has(k)) throw new ConfigError(`${ap}.achievements[${ki}]`, `unknown achievement "${k}"`);
         });
         refuseRepeats(a.achievements, `${ap}.achievements`);
         return { ...base, type: "composite", prerequisites: a.achievements };

@@ -30,7 +30,9 @@ export const ErrorCodes = {
   NO_LEVELS: { status: 422, message: "No levels configured on the points system" },
   INTERNAL: { status: 500, message: "Internal server error" },
   // ioredis gave up on a command (src/http/router.ts): Redis may or may not have run it.
-  REDIS_UNREACHABLE: { status: 503, message: "Redis is not reachable; whether this request took effect is unknown (a write is safe to retry with the same Idempotency-Key)" },
+  // (The first wording promised an Idempotency-Key to every write; only events take one. The
+  // README says per route what sending again does.)
+  REDIS_UNREACHABLE: { status: 503, message: "Redis is not reachable; whether this request took effect is unknown (an event is safe to send again with the same Idempotency-Key)" },
   // The same for a read (GET), which changes nothing either way.
   REDIS_UNREACHABLE_READ: { status: 503, message: "Redis is not reachable; retry later" },
   // Redis at maxmemory refuses a write (a script that may write, a write command) before running it.

@@ -115,10 +115,11 @@ describe("users.create, identify, get, update", () => {
     expect(user.updated).toEqual(new Date(later));
     expect(await trophy.users.get("sdk-u-create")).toEqual(user);
 
-    // An update that changes nothing leaves `updated` alone.
+    // An update that changes nothing leaves `updated` alone; a token sent twice is one device.
     await t.setClock("2026-03-02T13:30:00.000Z");
-    const same = await trophy.users.update("sdk-u-create", { name: "Ada L." });
+    const same = await trophy.users.update("sdk-u-create", { name: "Ada L.", deviceTokens: ["tok-1", "tok-2", "tok-1"] });
     expect(same.updated).toEqual(new Date(later));
+    expect(same.deviceTokens).toEqual(["tok-1", "tok-2"]);
   });
 
   it("subscribeToEmails: opting in needs an email; opting out drops the email and clears a stored one", async () => {

@@ -64,6 +64,7 @@ describe("config", () => {
     ["a metric on a points board", ["rankBy: points\n        points: xp", "rankBy: points\n        metric: lessons\n        points: xp"], "$input.tenants[0].leaderboards[0].metric", "takes no metric"],
     ["a points system on a metric board", ["rankBy: metric\n        metric: lessons", "rankBy: metric\n        points: xp\n        metric: lessons"], "$input.tenants[0].leaderboards[1].points", "takes no points system"],
     ["a user attribute listed twice", ["user: [plan]", "user: [plan, plan]"], "$input.tenants[0].attributes.user[1]", "listed twice"],
+    ["a composite requiring itself", ["achievements: [ten-lessons, week-streak]", "achievements: [ten-lessons, dedicated]"], "$input.tenants[0].achievements[4].achievements[1]", '"dedicated" cannot require itself'],
   ])("refuses %s, naming its path", (_what, [from, to], path, message) => {
     expect(DEMO_YAML).toContain(from);
     const err = errorOf(DEMO_YAML.replace(from!, to!));
