@@ -34,6 +34,7 @@ import { Tenants } from "./tenants.js";
 // issue 6 (outbound events): begin
 import { registerWebhookRoutes } from "./api/webhooks.js";
 import { Webhooks, type WebhookStartOptions } from "./jobs/webhooks/index.js";
+import { portTakenMessage } from "./boot.js";
 // issue 6: end
 
 export interface AppOptions {
@@ -178,7 +179,7 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
     const listen = app.listen as unknown as (host: string, port: number, options: number, cb: (socket: uWS.us_listen_socket | false) => void) => void;
     listen.call(app, opts.host ?? "0.0.0.0", opts.port, opts.reusePort ? 0 : LISTEN_EXCLUSIVE_PORT, (socket) => {
       if (socket) resolve(socket);
-      else reject(new ListenError(`cannot listen on ${opts.host ?? "0.0.0.0"}:${opts.port}${opts.reusePort ? "" : " (is the port taken? LAUREL_REUSE_PORT=1 shares it on purpose)"}`));
+      else reject(new ListenError(portTakenMessage(opts.host ?? "0.0.0.0", opts.port, opts.reusePort ?? false)));
     });
   });
   const port = uWS.us_socket_local_port(listenSocket as unknown as uWS.us_socket);

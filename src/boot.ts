@@ -1,3 +1,4 @@
+import { createServer } from "node:net";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Redis } from "ioredis";
@@ -145,6 +146,31 @@ function parsePort(text: string): number | null {
 /** PORT (checked by checkEnvironmentOrExit with { port: true }): the port to listen on. */
 export function listenPort(text = process.env.PORT || "3000"): number {
   return parsePort(text)!;
+}
+
+/** What a start says of a port it cannot listen on (exitIfPortTaken below, and app.ts when uWS's listen fails). */
+export function portTakenMessage(host: string, port: number, reusePort: boolean): string {
+  return `cannot listen on ${host}:${port}${reusePort ? "" : " (is the port taken? LAUREL_REUSE_PORT=1 shares it on purpose)"}`;
+}
+
+/**
+ * Stops a start whose port another process holds before it touches Redis. A start applies its
+ * config to Redis before it listens (the state registry, the board and webhook setup: an endpoint
+ * left out of the config has its hook streams deleted), so a second process started by mistake
+ * on a taken port changed the running one's data, then failed (found by an audit). A port shared
+ * on purpose (LAUREL_REUSE_PORT=1) or chosen by the system (0) is not probed; uWS's own listen
+ * still decides (a port taken between the probe and it is refused there, later).
+ */
+export async function exitIfPortTaken(logger: Logger, port: number, reusePort: boolean): Promise<void> {
+  if (reusePort || port === 0) return;
+  const taken = await new Promise<boolean>((resolve) => {
+    const probe = createServer();
+    probe.once("error", () => resolve(true));
+    probe.listen({ port, host: "0.0.0.0", exclusive: true }, () => probe.close(() => resolve(false)));
+  });
+  if (!taken) return;
+  logger.fatal(portTakenMessage("0.0.0.0", port, false));
+  process.exit(1);
 }
 
 /** The switches Laurel reads from the environment, with the values each takes ("" is unset). */

@@ -1,6 +1,6 @@
 import "./v8-tuning.js";
 import { DEFAULT_DRAIN_MS, ListenError, startApp } from "./app.js";
-import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, exitOnConfigError, listenPort, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, exitIfPortTaken, exitOnConfigError, listenPort, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -28,6 +28,8 @@ async function main(): Promise<void> {
   applyAwardIdSlots();
   const tenants = await loadTenantsOrExit(logger);
   const port = listenPort();
+  const reusePort = process.env.LAUREL_REUSE_PORT === "1";
+  await exitIfPortTaken(logger, port, reusePort);
   const clock: Clock = process.env.LAUREL_CLOCK === "manual" ? new ManualClock() : new SystemClock();
 
   const dataDir = dataDirectory();
@@ -63,7 +65,6 @@ async function main(): Promise<void> {
   await waitForRedisOrExit(redis, logger);
 
   const drainMs = process.env.LAUREL_DRAIN ? Number(process.env.LAUREL_DRAIN) * 1000 : undefined; // checked by checkEnvironmentOrExit
-  const reusePort = process.env.LAUREL_REUSE_PORT === "1";
   // The Redis client, then the embedded server: the end of a failed start and of a stop.
   const cleanup = async (): Promise<void> => {
     await redis.quit().catch(() => undefined);

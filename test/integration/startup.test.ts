@@ -228,10 +228,22 @@ describe("node dist/main.js", () => {
     try {
       const first = start();
       await waitFor(() => first.output().includes("laurel listening"), "the first to listen", first.exited);
-      const second = start();
+      // The second, with a tenant of its own: refused before it writes anything (it applied its
+      // config first, which for a tenant of the first's deletes the hook streams of the endpoints
+      // its file leaves out).
+      const tenantId = uniqueTenantId("taken");
+      const config = join(tempDir(), "taken.yaml");
+      writeFileSync(config, lessonsXpTenantYaml(tenantId));
+      const second = start({ LAUREL_CONFIG: config });
       expect(await second.exited).toBe(1);
       expect(second.output()).toContain(`cannot listen on 0.0.0.0:${port} (is the port taken? LAUREL_REUSE_PORT=1 shares it on purpose)`);
       expect(second.output()).not.toContain("    at "); // no stack
+      const redis = new Redis(inject("redisUrl"));
+      try {
+        expect(await redis.keys(`{${tenantId}*`)).toEqual([]);
+      } finally {
+        redis.disconnect();
+      }
       first.child.kill("SIGTERM");
       expect(await first.exited).toBe(0);
 
