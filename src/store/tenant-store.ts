@@ -35,10 +35,20 @@ interface EventScript {
 }
 
 /**
+ * Calls a script that needs the user's calendar may make when the zone Node guessed was not the
+ * stored one (each answers the stored zone, and the next call uses it). Two were not enough: an
+ * identify changing the zone between the first and the second call (a user travelling, an app
+ * sending both at once) made an event, a freeze grant or a restore a 500 (found by an audit).
+ * Each further change needs another identify to land in the gap of one round trip.
+ */
+export const ZONE_ATTEMPTS = 8;
+
+/**
  * Zones of users whose events omit `tz`: the event script must know the user's calendar, and
  * the stored zone is in Redis. Node guesses from this cache; the script checks the guess and
- * answers -1 with the stored zone when it was wrong, and Node calls once more. Bounded, so
- * it is a cache and never a source of truth.
+ * answers -1 with the stored zone when it was wrong, and Node calls again (ZONE_ATTEMPTS). An
+ * identify or update that stores a zone puts it here too. Bounded, so it is a cache and never a
+ * source of truth.
  */
 export class ZoneCache {
   private readonly map = new Map<string, string>();
@@ -205,7 +215,7 @@ export class TenantStore {
       const status = reply[0] as number;
       if (status === -1) {
         // The stored zone differs from the guess: nothing was written; evaluate in the stored zone.
-        if (attempt > 0) throw new Error(`zone of user changed twice during one event`);
+        if (attempt + 1 >= ZONE_ATTEMPTS) throw new Error(`the user's zone changed ${ZONE_ATTEMPTS} times during one event`);
         tz = reply[1] as string;
         this.zones.set(input.userId, tz);
         continue;

@@ -3,7 +3,7 @@ import { localDayIndex, periodOfDay, streakDeadline } from "../domain/periods.js
 import { PROFILE_FIELDS, userAttributeField } from "./fields.js";
 import { runScript } from "./redis-script.js";
 import { timeTriggerZset, userBoostField } from "./rules.js";
-import { decodePoints, readUserScript, userBoostScript, type TenantStore } from "./tenant-store.js";
+import { decodePoints, readUserScript, userBoostScript, ZONE_ATTEMPTS, type TenantStore } from "./tenant-store.js";
 import { callOrderOf } from "./call-order.js";
 
 /**
@@ -92,6 +92,10 @@ export async function upsertUser(
     const value = reply[4 + i];
     if (typeof value === "string") fields.set(name, value);
   });
+  // The stored zone, for the next event that omits `tz` (ZoneCache): guessed from before the
+  // identify, its first call would miss.
+  const tz = fields.get("tz");
+  if (tz !== undefined) store.zones.remember(userId, tz);
   return {
     status: reply[0] === 1 ? "created" : "updated",
     profile: { created: reply[1] as number, updated: reply[2] as number, fields },
@@ -225,7 +229,7 @@ export async function streakAdmin(
   let tz = store.zones.get(userId) ?? "UTC";
   const order = callOrderOf(store.redis);
   const keys = [...userKeys(store, userId), store.keys.writer(store.shard(userId), order.writer)];
-  for (let attempt = 0; attempt < 2; attempt++) {
+  for (let attempt = 0; attempt < ZONE_ATTEMPTS; attempt++) {
     const nowDay = localDayIndex(now, tz);
     const nowPeriod = periodOfDay(nowDay, rule.frequency);
     const args = [
@@ -256,5 +260,5 @@ export async function streakAdmin(
     if (reply[0] === 4) return { status: "already-longest" };
     return { status: "restored", length: reply[1] as number };
   }
-  throw new Error("the user's zone changed during the operation");
+  throw new Error(`the user's zone changed ${ZONE_ATTEMPTS} times during the operation`);
 }

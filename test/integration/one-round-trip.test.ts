@@ -71,6 +71,14 @@ describe.each([
     expect(commands.map((c) => c[0]!.toLowerCase())).toEqual([command]);
   });
 
+  it("an event without tz after an identify that moved the zone is one call: the identify tells the process the zone", async () => {
+    await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "mover", tz: "Asia/Tokyo" }, value: 1 });
+    expect((await t.call("PUT", "/v1/users/mover", { tz: "America/New_York" })).status).toBe(200);
+    // Guessed from the event before (Tokyo), the first call missed and a second was sent.
+    const commands = await commandsDuring(() => t.call("POST", "/v1/metrics/lessons/event", { user: { id: "mover" }, value: 1 }));
+    expect(commands.map((c) => c[0]!.toLowerCase())).toEqual([command]);
+  });
+
   it("a returning user's lesson event runs few commands inside the script, two boards add theirs", async () => {
     await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "steady", tz: "UTC" }, value: 1 });
     await commandsDuring(() => t.call("POST", "/v1/metrics/lessons/event", { user: { id: "steady", tz: "UTC" }, value: 1 }));
