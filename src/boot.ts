@@ -163,13 +163,14 @@ export function portTakenMessage(host: string, port: number, reusePort: boolean)
  */
 export async function exitIfPortTaken(logger: Logger, port: number, reusePort: boolean): Promise<void> {
   if (reusePort || port === 0) return;
-  const taken = await new Promise<boolean>((resolve) => {
+  const refused = await new Promise<string | null>((resolve) => {
     const probe = createServer();
-    probe.once("error", () => resolve(true));
-    probe.listen({ port, host: "0.0.0.0", exclusive: true }, () => probe.close(() => resolve(false)));
+    probe.once("error", (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+    probe.listen({ port, host: "0.0.0.0", exclusive: true }, () => probe.close(() => resolve(null)));
   });
-  if (!taken) return;
-  logger.fatal(portTakenMessage("0.0.0.0", port, false));
+  if (refused === null) return;
+  // Taken, or refused for another reason the system names (EACCES below 1024, EADDRNOTAVAIL).
+  logger.fatal(refused === "EADDRINUSE" ? portTakenMessage("0.0.0.0", port, false) : `cannot listen on 0.0.0.0:${port} (${refused})`);
   process.exit(1);
 }
 

@@ -135,7 +135,7 @@ local function extendStreak(nowPeriod, value, deadlines)
   rcall('ZADD', historyKey, nowPeriod, nowPeriod .. ':' .. length)
   -- Trimmed to the last historyKept periods, but never inside the live streak: wrapped finds a
   -- streak's start in its history (a streak past 800 days lost its start, and wrapped its date).
-  if nowPeriod % 64 == 0 then rcall('ZREMRANGEBYSCORE', historyKey, '-inf', mmin(nowPeriod - R.historyKept, num('ss') - 1)) end
+  if nowPeriod % 64 == 0 then rcall('ZREMRANGEBYSCORE', historyKey, '-inf', mmin(nowPeriod - R.historyKept, (num('ss') or nowPeriod) - 1)) end
   -- Streak triggers pay at each multiple of their length; streak achievements complete at theirs.
   local streakTriggers = R.st
   for i = 1, #streakTriggers do

@@ -30,7 +30,7 @@ export function loadConfigText(text: string, source: string, env: NodeJS.Process
   if (!result.success) {
     const first = result.errors[0]!;
     const more = result.errors.length > 1 ? ` (and ${result.errors.length - 1} more)` : "";
-    throw new ConfigError(first.path, `expected ${first.expected}, got ${describeValue(first.path, first.value)}${more}`);
+    throw new ConfigError(first.path, `expected ${first.expected}, got ${describeValue(first.path, first.value, first.expected)}${more}`);
   }
   if (env.NODE_ENV === "production") {
     result.data.tenants.forEach((t, i) => {
@@ -57,14 +57,18 @@ export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.en
   return loadConfigText(text, path, env);
 }
 
-/** A credential's place in the tenant file: API and admin keys, webhook secrets. */
-const SECRET_PATH = /\.(apiKeys|adminKeys|secrets?)(\[\d+\])?$/;
+/** A credential's place in the tenant file: API and admin keys (their digest form too), webhook secrets. */
+const SECRET_PATH = /\.(apiKeys|adminKeys|secrets?)(\[\d+\])?(\.sha256)?$/;
 
 /**
- * The refused value as the error shows it; a key or secret only by its kind and length, since the
- * start's error is logged (the {sha256} form of keys exists so that no secret is written down).
+ * The refused value as the error shows it. The start's error is logged, and the {sha256} form of
+ * keys exists so that no secret is written down: a credential is shown by its kind and length
+ * only, whatever its type (a key written as a number too), and so is the value of an unknown
+ * field, which may be a misspelt credential field (`apikeys`, `secrte`).
  */
-function describeValue(path: string, value: unknown): string {
-  if (typeof value === "string" && SECRET_PATH.test(path)) return `a string of ${[...value].length} characters (not shown: a credential)`;
-  return JSON.stringify(value) ?? "undefined";
+function describeValue(path: string, value: unknown, expected: string): string {
+  const text = JSON.stringify(value) ?? "undefined";
+  if (SECRET_PATH.test(path)) return `a ${Array.isArray(value) ? "list" : typeof value} of ${typeof value === "string" ? [...value].length : text.length} characters (not shown: a credential)`;
+  if (expected === "undefined") return `a value (not shown: an unknown field may be a misspelt key or secret)`;
+  return text;
 }

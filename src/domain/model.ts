@@ -349,7 +349,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
       state.streakDeadline.set(input.userId, streakDeadline(nowPeriod, rule.frequency, tz));
       const history = state.streakHistory.get(input.userId) ?? new Map<number, string>();
       history.set(nowPeriod, `${nowPeriod}:${s.length}`);
-      const trimmedTo = Math.min(nowPeriod - STREAK_HISTORY_KEPT, s.startPeriod! - 1); // never inside the live streak
+      const trimmedTo = Math.min(nowPeriod - STREAK_HISTORY_KEPT, (s.startPeriod ?? nowPeriod) - 1); // never inside the live streak
       if (nowPeriod % 64 === 0) for (const p of history.keys()) if (p <= trimmedTo) history.delete(p);
       state.streakHistory.set(input.userId, history);
       extended = true;

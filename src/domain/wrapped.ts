@@ -114,8 +114,8 @@ export function longestStreakIn(history: readonly string[], fromPeriod: number, 
   let start = peak.index;
   while (start > 0 && !(entries[start]!.length === 1 && !entries[start]!.frozen) && entries[start - 1]!.period === entries[start]!.period - 1) start--;
   const first = entries[start]!;
-  // The history's first entry in the middle of a streak: a streak that ended more than
-  // STREAK_HISTORY_KEPT periods ago lost its beginning to the trim. Its `length` extended
+  // The history's first entry in the middle of a streak: a streak that is over and began more
+  // than STREAK_HISTORY_KEPT periods ago may have lost its beginning to the trim. Its `length` extended
   // periods end there; taken without freezes before them, the start is that many periods back.
   const startPeriod = start === 0 && (first.length !== 1 || first.frozen) ? first.period - first.length + (first.frozen ? 0 : 1) : first.period;
   return { length: peak.length, startPeriod, endPeriod: entries[peak.index]!.period };

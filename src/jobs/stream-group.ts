@@ -101,10 +101,10 @@ export abstract class StreamGroupConsumer extends StreamLoop {
       }
       const fresh = await this.readNew(this.opts.redis, null);
       progress += fresh.read;
-      for (const [s, entries] of fresh.batches) {
-        const done = await this.processOnce(s, entries, false);
-        applied += done.applied;
-      }
+      // All at once, as a turn does: every entry read is in hand before any await. One shard after
+      // another, a later shard's entries waited pending and out of hand, where the loop's recovery
+      // (its own pending entries) could take them too, and both sent them.
+      for (const done of await Promise.all(fresh.batches.map(([s, entries]) => this.processOnce(s, entries, false)))) applied += done.applied;
       if (progress === 0) return applied;
     }
   }

@@ -224,9 +224,9 @@ export async function runScript(
     // too, and its error is the one that says why: Redis at maxmemory refuses FUNCTION LOAD
     // ("OOM ...", a 503), and the retry's "Function not found" made it a 500.
     const [loaded, reply] = await Promise.allSettled([load(redis, script), call()]);
-    if (loaded.status === "rejected") throw loaded.reason;
-    if (reply.status === "rejected") throw reply.reason;
-    return reply.value;
+    // A call that ran is the answer, whatever the load said (another connection loaded it).
+    if (reply.status === "fulfilled") return reply.value;
+    throw loaded.status === "rejected" ? loaded.reason : reply.reason;
   }
 }
 

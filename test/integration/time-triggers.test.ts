@@ -204,7 +204,7 @@ describe("a user boost that finished while ticks did not run", () => {
 
 describe("a boost the user is not eligible for, during a catch-up", () => {
   it("does not split the run: one rounding for the intervals between the user's own boost changes", async () => {
-    // A (×1.4, rounding down) for everyone; B (×2) only for plan ent, starting at 02:30. For a
+    // A (×1.4, rounding down) for everyone; B (×3) only for plan ent, starting at 02:30. For a
     // user without the plan, 01:00-03:00 is one run under A: 3 × 1.4 = 4.2 → 4. B's start split
     // it into 2.8 → 2 and 1.4 → 1 (3), a boost the user never had changing their points.
     const yaml = tenantYaml(
@@ -217,7 +217,7 @@ describe("a boost the user is not eligible for, during a catch-up", () => {
         triggers: [{ key: hourly, type: time, unit: hour, interval: 1, points: 1 }]
         boosts:
           - { key: a, name: A, multiplier: 1.4, start: "2026-12-10T00:00:00Z", end: "2026-12-20T00:00:00Z" }
-          - { key: b, name: B, multiplier: 2, start: "2026-12-10T02:30:00Z", end: "2026-12-20T00:00:00Z", userAttributes: { plan: ent } }
+          - { key: b, name: B, multiplier: 3, start: "2026-12-10T02:30:00Z", end: "2026-12-20T00:00:00Z", userAttributes: { plan: ent } }
 `,
     );
     const app = await startTestApp({ yaml, manualClock: "2026-12-10T00:00:00Z" });
@@ -227,8 +227,9 @@ describe("a boost the user is not eligible for, during a catch-up", () => {
       await app.setClock("2026-12-10T03:00:00Z");
       const awards = async (id: string) => (await app.call("GET", `/v1/users/${id}/points/p?awards=5`)).body.awards.map((a: { awarded: number }) => a.awarded);
       expect(await awards("free")).toEqual([4]);
-      // The eligible user's run does split at B's start: 01:00 and 02:00 under A (2.8 → 2), 03:00 under A and B (2.8 → 2).
-      expect(await awards("ent")).toEqual([4]);
+      // The eligible user's run does split at B's start: 01:00 and 02:00 under A (2.8 → 2), 03:00
+      // under A and B (4.2 → 4); B left out, 4.
+      expect(await awards("ent")).toEqual([6]);
     } finally {
       await app.close();
     }

@@ -109,3 +109,40 @@ describe("rank changes the consumer reaches late", () => {
     expect(await lateRanks(130, ranking)).toEqual(recorded);
   });
 });
+
+describe("a change off the board, behind a later change onto it", () => {
+  it("sends nothing for it and reads no ranks: a history never trimmed says it had none", async () => {
+    const receiver = await startReceiver();
+    const tenantId = uniqueTenantId("wro");
+    const yaml = lessonsXpTenantYaml(
+      tenantId,
+      4,
+      `    leaderboards:
+      - { key: top, name: Top, rankBy: metric, metric: lessons, start: "2026-06-01", maxParticipants: 1 }
+    webhooks:
+      - { key: main, url: "${receiver.url}", secret: "a-test-secret-0123456789", events: [leaderboard.rank_changed] }
+`,
+    );
+    const app = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z" });
+    const send = async (user: string, value: number) => expect((await app.call("POST", "/v1/metrics/lessons/event", { user: { id: user }, value })).status).toBe(201);
+    try {
+      await send("peer", 50);
+      await send("solo", 10); // behind peer on a board of one: no rank, no history entry
+      await send("peer", -45);
+      await send("solo", 1); // 11: onto the board (the script counts the place: the clock has not moved, no threshold is cached)
+      let processed = 0;
+      const seen = await commandsDuring(inject("redisUrl"), async () => {
+        processed = await app.app.webhooks!.drain();
+      });
+      await app.app.webhooks!.settled(tenantId);
+      expect(processed).toBe(4);
+      // The first version of the deeper read ranked solo's 10 on the board as it is now: a
+      // second null → 1, with 8 ZCOUNTs.
+      expect(receiver.received.filter((r) => r.body.user.id === "solo").map((r) => [r.body.leaderboard.previousRank, r.body.leaderboard.rank, r.body.leaderboard.value])).toEqual([[null, 1, 11]]);
+      expect(seen.commands.filter((c) => c[0]!.toLowerCase() === "zcount" && c.some((a) => a.includes(tenantId)))).toEqual([]);
+    } finally {
+      await app.close();
+      await receiver.close();
+    }
+  });
+});

@@ -80,6 +80,16 @@ describe("config", () => {
     const hook = errorOf(DEMO_YAML + `    webhooks:\n      - { key: w, url: "https://x.example/h", secret: "${secret}", events: [points.changed] }\n`);
     expect(hook.path).toBe("$input.tenants[0].webhooks[0].secret");
     expect(hook.message).not.toContain("AAAA");
+    // Whatever its type, in its digest form too, and under a misspelt field name.
+    for (const [from, to, secretText] of [
+      ["apiKeys: [demo-key]", "apiKeys: [12345678901]", "12345678901"],
+      ["apiKeys: [demo-key]", "apiKeys: [{sha256: sup3r-s3cret-value}]", "sup3r-s3cret-value"],
+      ["apiKeys: [demo-key]", "apiKeys: [demo-key]\n    apikeys: [sup3r-s3cret-value]", "sup3r-s3cret-value"],
+    ] as const) {
+      const err = errorOf(DEMO_YAML.replace(from, to));
+      expect(err.message, to).toContain("not shown");
+      expect(err.message, to).not.toContain(secretText);
+    }
     // Other values are shown as they were written.
     expect(errorOf(DEMO_YAML.replace("points: 10\n        levels:", "points: ten\n        levels:")).message).toContain('got "ten"');
   });

@@ -88,6 +88,8 @@ interface HistoryEntry {
 
 /** History entries a rank change reads first, newest first (the rest only when it is not among them). */
 const HISTORY_READ = 20;
+/** The entries a trim keeps (lua/includes/leaderboards.lua: past 120, LTRIM to the newest 100). */
+const HISTORY_KEPT = 100;
 
 /**
  * Rank and previous rank of a board change. The event script records both in the user's rank
@@ -96,8 +98,9 @@ const HISTORY_READ = 20;
  * (lua/includes/leaderboards.lua), and the history keeps at least its newest 100 entries. The
  * newest HISTORY_READ are read first; a change not among them (a consumer behind: forty events of
  * one user at once) is looked for in the rest. Not in the history though the history reaches back
- * to it (its oldest entry is older), the change had no rank before or after (off the board): both
- * null, no event. Only a change as old as the whole history or older is ranked on the board as it is now, with the user's own
+ * to it (never trimmed, or its oldest entry is older), the change had no rank before or after (off
+ * the board): both null, no event, no rank read. Only a change as old as a trimmed history or
+ * older is ranked on the board as it is now, with the user's own
  * entry left out (boardRankWithout). That costs two cross-shard rank reads (16 ZCOUNTs each on 16
  * shards); it used to run for every change off the board, ~85% of the rank changes in the
  * webhooks bench with every type subscribed (bench/README.md, "The tenth stop").
@@ -109,8 +112,10 @@ async function ranksOf(ctx: PayloadContext, board: CompiledLeaderboard, record: 
   if (history.length === HISTORY_READ) history = history.concat((await ctx.store.redis.lrange(key, HISTORY_READ, -1)).map((text) => JSON.parse(text) as HistoryEntry));
   const entry = history.find((h) => h.t === record.ms && h.v === (left ? null : change.newValue));
   if (entry) return { rank: entry.r, previousRank: entry.pr };
-  // (An oldest entry of the change's own instant may have had the change trimmed from beside it.)
-  if (history.length === 0 || history[history.length - 1]!.t < record.ms) return { rank: null, previousRank: null };
+  // Not there, in a history never trimmed (fewer entries than a trim keeps) or reaching back past
+  // the change: it had no rank before or after. (An oldest entry of the change's own instant may
+  // have had the change trimmed from beside it.)
+  if (history.length < HISTORY_KEPT || history[history.length - 1]!.t < record.ms) return { rank: null, previousRank: null };
   const keys = boardKeys(ctx.store, board, run, breakdown);
   const member = boardMember(record.ms, record.userId);
   const onBoard = (value: number | null) => (value === null ? null : boardRankWithout(ctx.store, board, keys, value, member, own));
