@@ -11,21 +11,25 @@ import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
  * must send nothing for it, and must know that from the history alone: no cross-shard rank
  * reads (src/jobs/webhooks/payloads.ts, ranksOf).
  */
+/** Lessons paying 10 XP on 4 shards, one board (`board`: its YAML mapping's fields after the key) and an endpoint for rank changes. */
+const boardTenantYaml = (id: string, board: string, url: string) =>
+  lessonsXpTenantYaml(
+    id,
+    4,
+    `    leaderboards:
+      - { key: top, name: Top, ${board} }
+    webhooks:
+      - { key: main, url: "${url}", secret: "a-test-secret-0123456789", events: [leaderboard.rank_changed] }
+`,
+  );
+
 const tenantId = uniqueTenantId("wrk");
 let receiver: Receiver;
 let t: TestApp;
 
 beforeAll(async () => {
   receiver = await startReceiver();
-  const yaml = lessonsXpTenantYaml(
-    tenantId,
-    4,
-    `    leaderboards:
-      - { key: top, name: Top, rankBy: points, points: xp, start: "2026-06-01", maxParticipants: 1 }
-    webhooks:
-      - { key: main, url: "${receiver.url}", secret: "a-test-secret-0123456789", events: [leaderboard.rank_changed] }
-`,
-  );
+  const yaml = boardTenantYaml(tenantId, `rankBy: points, points: xp, start: "2026-06-01", maxParticipants: 1`, receiver.url);
   t = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z" });
 });
 afterAll(async () => {
@@ -65,15 +69,7 @@ describe("rank changes the consumer reaches late", () => {
    */
   async function lateRanks(lessons: number, ranking = "competition") {
     const late = await startReceiver();
-    const yaml = lessonsXpTenantYaml(
-      uniqueTenantId("wrl"),
-      4,
-      `    leaderboards:
-      - { key: top, name: Top, rankBy: points, points: xp, start: "2026-06-01", maxParticipants: 10, ranking: ${ranking} }
-    webhooks:
-      - { key: main, url: "${late.url}", secret: "a-test-secret-0123456789", events: [leaderboard.rank_changed] }
-`,
-    );
+    const yaml = boardTenantYaml(uniqueTenantId("wrl"), `rankBy: points, points: xp, start: "2026-06-01", maxParticipants: 10, ranking: ${ranking}`, late.url);
     const app = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z" });
     try {
       expect((await app.call("POST", "/v1/metrics/lessons/event", { user: { id: "peer" }, value: 5 })).status).toBe(201);
@@ -114,15 +110,7 @@ describe("a change off the board, behind a later change onto it", () => {
   it("sends nothing for it and reads no ranks: a history never trimmed says it had none", async () => {
     const receiver = await startReceiver();
     const tenantId = uniqueTenantId("wro");
-    const yaml = lessonsXpTenantYaml(
-      tenantId,
-      4,
-      `    leaderboards:
-      - { key: top, name: Top, rankBy: metric, metric: lessons, start: "2026-06-01", maxParticipants: 1 }
-    webhooks:
-      - { key: main, url: "${receiver.url}", secret: "a-test-secret-0123456789", events: [leaderboard.rank_changed] }
-`,
-    );
+    const yaml = boardTenantYaml(tenantId, `rankBy: metric, metric: lessons, start: "2026-06-01", maxParticipants: 1`, receiver.url);
     const app = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z" });
     const send = async (user: string, value: number) => expect((await app.call("POST", "/v1/metrics/lessons/event", { user: { id: user }, value })).status).toBe(201);
     try {
