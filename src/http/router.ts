@@ -140,7 +140,6 @@ export class Router {
     const withBody = BODY_METHODS.has(method);
     // A read changes nothing either way, so its 503 does not speak of retrying a write.
     const unreachable = ErrorCodes[method === "get" ? "REDIS_UNREACHABLE_READ" : "REDIS_UNREACHABLE"];
-    const outOfMemory = ErrorCodes[method === "get" ? "REDIS_OUT_OF_MEMORY_READ" : "REDIS_OUT_OF_MEMORY"];
     this.app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
       let aborted = false;
       let settled = false;
@@ -165,6 +164,7 @@ export class Router {
         else if (isRedisUnreachable(err)) finish(unreachable.status, errorJson(unreachable.message));
         else if (isRedisOutOfMemory(err)) {
           this.outOfMemoryLog.run((unlogged) => this.opts.logger.error({ err: err.message, unlogged }, "redis is out of memory (maxmemory): writes are refused"));
+          const outOfMemory = ErrorCodes[method === "get" ? "REDIS_OUT_OF_MEMORY_READ" : "REDIS_OUT_OF_MEMORY"];
           finish(outOfMemory.status, errorJson(outOfMemory.message));
         } else {
           this.opts.logger.error({ err, path: pattern }, "request failed");

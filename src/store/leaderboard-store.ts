@@ -75,34 +75,24 @@ export async function rankOf(store: TenantStore, board: CompiledLeaderboard, key
 }
 
 /**
- * The rank of an entry on the board by its style, or null off it (placeOnBoard).
+ * The rank of an entry on the board by its style, or null off it (placeOnBoard); with `without`,
+ * as if that entry were not on the board. A user has one entry: an earlier change of theirs,
+ * ranked on the board as it is now (the webhook consumer, far behind), must not count the user's
+ * later entry among those ahead of it (rank 2 on a board of one).
  */
-export async function boardRank(store: TenantStore, board: CompiledLeaderboard, keys: string[], value: number, member: string): Promise<number | null> {
-  const place = await placeOnBoard(store, board, keys, value, member);
-  if (place === null) return null;
-  if (board.ranking === "ordinal") return place.position;
-  if (board.ranking === "dense") return (await distinctAbove(store, keys, value)) + 1;
-  return place.above + 1;
-}
-
-/**
- * boardRank of (value, member) as if the entry `own` were not on the board. A user has one entry:
- * an earlier change of theirs, ranked on the board as it is now (the webhook consumer, far
- * behind), must not count the user's later entry among those ahead of it (rank 2 on a board of one).
- */
-export async function boardRankWithout(store: TenantStore, board: CompiledLeaderboard, keys: string[], value: number, member: string, own: BoardEntry | null): Promise<number | null> {
-  if (own === null || compareEntries(own, { member, value }) >= 0) return boardRank(store, board, keys, value, member);
-  // `own` is ahead: one place more before the end of the board, and one entry fewer ahead.
-  const place = await placeOnBoard(store, { ...board, maxParticipants: board.maxParticipants + 1 }, keys, value, member);
-  if (place === null || place.position - 1 > board.maxParticipants) return null;
-  if (board.ranking === "ordinal") return place.position - 1;
-  const ownAbove = own.value > value;
+export async function boardRank(store: TenantStore, board: CompiledLeaderboard, keys: string[], value: number, member: string, without: BoardEntry | null = null): Promise<number | null> {
+  // `without` ahead of the entry: one entry fewer ahead, so one place more before the board's end.
+  const ahead = without !== null && compareEntries(without, { member, value }) < 0 ? 1 : 0;
+  const place = await placeOnBoard(store, ahead ? { ...board, maxParticipants: board.maxParticipants + 1 } : board, keys, value, member);
+  if (place === null || place.position - ahead > board.maxParticipants) return null;
+  if (board.ranking === "ordinal") return place.position - ahead;
+  const above = ahead && without!.value > value ? 1 : 0;
   if (board.ranking === "dense") {
     // Its value counts among the distinct values above unless another entry holds it too.
-    const alone = ownAbove && (await countValue(store, keys, own.value)) === 1;
+    const alone = above === 1 && (await countValue(store, keys, without!.value)) === 1;
     return (await distinctAbove(store, keys, value)) - (alone ? 1 : 0) + 1;
   }
-  return place.above - (ownAbove ? 1 : 0) + 1;
+  return place.above - above + 1;
 }
 
 async function countValue(store: TenantStore, keys: string[], value: number): Promise<number> {

@@ -10,7 +10,7 @@ import { parseAwardRecord } from "../../domain/outcome.js";
 import { localDayIndex, periodOfDay } from "../../domain/periods.js";
 import { viewStreak } from "../../domain/streak.js";
 import type { StreamRecord } from "../../domain/stream-record.js";
-import { boardEntryKeys, boardEntryOf, boardKeys, boardRankWithout, topEntries } from "../../store/leaderboard-store.js";
+import { boardEntryKeys, boardEntryOf, boardKeys, boardRank, topEntries } from "../../store/leaderboard-store.js";
 import type { TenantStore } from "../../store/tenant-store.js";
 import { readUser } from "../../store/user-store.js";
 import type { RecordEvent } from "./kinds.js";
@@ -101,7 +101,7 @@ const HISTORY_KEPT = 100;
  * to it (never trimmed, or its oldest entry is older), the change had no rank before or after (off
  * the board): both null, no event, no rank read. Only a change as old as a trimmed history or
  * older is ranked on the board as it is now, with the user's own
- * entry left out (boardRankWithout). That costs two cross-shard rank reads (16 ZCOUNTs each on 16
+ * entry left out (boardRank's `without`). That costs two cross-shard rank reads (16 ZCOUNTs each on 16
  * shards); it used to run for every change off the board, ~85% of the rank changes in the
  * webhooks bench with every type subscribed (bench/README.md, "The tenth stop").
  */
@@ -118,7 +118,7 @@ async function ranksOf(ctx: PayloadContext, board: CompiledLeaderboard, record: 
   if (history.length < HISTORY_KEPT || history[history.length - 1]!.t < record.ms) return { rank: null, previousRank: null };
   const keys = boardKeys(ctx.store, board, run, breakdown);
   const member = boardMember(record.ms, record.userId);
-  const onBoard = (value: number | null) => (value === null ? null : boardRankWithout(ctx.store, board, keys, value, member, own));
+  const onBoard = (value: number | null) => (value === null ? null : boardRank(ctx.store, board, keys, value, member, own));
   return { rank: left ? null : await onBoard(change.newValue), previousRank: await onBoard(change.oldValue) };
 }
 
