@@ -75,21 +75,29 @@ async function run(label, { env, nice, entry }) {
         : readRequests(settings.users, (id) => `/v1/users/${id}${phaseName === "missing" ? "-absent" : ""}/points/energy?awards=10`);
   await load(url, requests, { connections: settings.connections, duration: settings.warmup });
   await redis.config("RESETSTAT");
+  const readsBefore = readsProcessed(await redis.info("stats"));
   const cpuBefore = cpuSeconds(service.pid);
   const redisCpuBefore = cpuSeconds(redisPid);
   const result = await load(url, requests, { connections: settings.connections, duration: settings.duration });
   const serviceCpuUs = ((cpuSeconds(service.pid) - cpuBefore) * 1e6) / result.requests;
   const redisCpuUs = ((cpuSeconds(redisPid) - redisCpuBefore) * 1e6) / result.requests;
   const stats = await redis.info("commandstats");
+  const reads = readsProcessed(await redis.info("stats")) - readsBefore;
   const command = phaseName === "events" || phaseName === "streak" ? "fcall" : "lrange";
   const m = new RegExp(`cmdstat_${command}:calls=(\\d+),usec=(\\d+)`).exec(stats);
   // Every command's time, for reads that send several kinds.
   const redisUs = [...stats.matchAll(/cmdstat_[a-z|]+:calls=\d+,usec=(\d+)/g)].reduce((sum, x) => sum + Number(x[1]), 0) / result.requests;
-  console.log(`${label}: ${Math.round(result.rps)} req/s, p99 ${result.p99} ms, ${m ? (Number(m[2]) / Number(m[1])).toFixed(1) : "n/a"} µs per ${command}, Redis ${redisUs.toFixed(1)} µs in commands (${redisCpuUs.toFixed(1)} µs of its CPU) and service CPU ${serviceCpuUs.toFixed(1)} µs per request`);
+  console.log(`${label}: ${Math.round(result.rps)} req/s, p99 ${result.p99} ms, ${m ? (Number(m[2]) / Number(m[1])).toFixed(1) : "n/a"} µs per ${command}, Redis ${redisUs.toFixed(1)} µs in commands (${redisCpuUs.toFixed(1)} µs of its CPU) and service CPU ${serviceCpuUs.toFixed(1)} µs per request; ${(result.requests / reads).toFixed(1)} requests per Redis read`);
   redis.disconnect();
   await children.stopAll();
   await stop();
   cleanups.splice(cleanups.indexOf(stop), 1);
+}
+
+// Redis's count of reads from client sockets: requests per read is the size of the batches it
+// takes in (and answers only after the whole batch has run).
+function readsProcessed(stats) {
+  return Number(/total_reads_processed:(\d+)/.exec(stats)[1]);
 }
 
 async function main() {

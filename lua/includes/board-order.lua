@@ -72,10 +72,11 @@ end
 -- The same for a member that reached its value last (a change made now by the call's user,
 -- already stored): every equal value is ahead of it but itself and those reached in the same
 -- millisecond by a smaller id, all at the end of the run of equal values. Looked at from the end:
--- one or two ZREVRANGE of one entry; past a few, tiesAhead.
-local function tiesAheadOfLatest(key, above, value, member)
+-- one or two ZREVRANGE of one entry; past a few, tiesAhead. `ties`: the count of entries with
+-- exactly `value` (the caller has counted them).
+local function tiesAheadOfLatest(key, above, value, member, ties)
   local call = redis.call
-  local i = call('ZCOUNT', key, value, value) - 1
+  local i = ties - 1
   for _ = 1, 4 do
     if i < 0 then return 0 end
     if memberAfter(call('ZREVRANGE', key, above + i, above + i)[1], member) then return i + 1 end

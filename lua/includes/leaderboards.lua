@@ -24,16 +24,19 @@
   below the board's threshold (the value at position max, refreshed by Node at most a second
   ago; -inf while the board has room) is off the board and costs no count: it was reached now,
   behind every equal value. Unless the user's own entry may have held a place before (falling,
-  it frees it), or the board is a breakdown board (NaN: Node keeps no threshold per group):
-  then the place is counted (updateBoards).
+  it frees it), the board's values fell since the threshold was read (fellSince), or the board
+  is a breakdown board (NaN: Node keeps no threshold per group): then the place is counted
+  (updateBoards). A value above the threshold is counted too (rankOf), and the place decides:
+  the threshold may be a second too low.
 ]]
 local MAX_MS = 9999999999999
 -- @include "includes/board-order.lua"
 
--- The boards argument of every script that moves boards: R.lb's current runs and thresholds as
--- little-endian doubles in `blob` from byte `at` (two per board; run -1 while a board is
--- scheduled or finished; Node's TenantStore.boardNumbers). Binary because `tonumber` of decimal
--- text costs ~1.8k instructions (strtod). Returns per board {run, threshold, run text} or false.
+-- The boards argument of every script that moves boards: R.lb's current runs, thresholds and
+-- the falls counted when each threshold was read, as little-endian doubles in `blob` from byte
+-- `at` (three per board; run -1 while a board is scheduled or finished; Node's
+-- TenantStore.boardNumbers). Binary because `tonumber` of decimal text costs ~1.8k instructions
+-- (strtod). Returns per board {run, threshold, run text, falls} or false.
 -- A run's text is kept on the board's rules table (a Function library keeps it across calls), so
 -- Lua's printf (~3.5k instructions) happens once per run, not once per call; so are the list and
 -- each board's {run, threshold, run text}, refilled per call instead of made (a table each otherwise).
@@ -43,15 +46,15 @@ local function boardsOf(blob, at)
   if #lb == 0 then return lb end
   for i = 1, #lb do
     local board = lb[i]
-    local run, threshold
-    run, threshold, at = struct.unpack('<dd', blob, at)
+    local run, threshold, falls
+    run, threshold, falls, at = struct.unpack('<ddd', blob, at)
     if run < 0 then
       callBoards[i] = false
     else
       if board.runNumber ~= run then board.runNumber, board.runText = run, string.format('%d', run) end
       local info = board.info
       if not info then info = {}; board.info = info end
-      info[1], info[2], info[3] = run, threshold, board.runText
+      info[1], info[2], info[3], info[4] = run, threshold, board.runText, falls
       callBoards[i] = info
     end
   end
@@ -121,20 +124,24 @@ local function shardRunKey(board, runText)
 end
 
 -- The rank by the board's style of (value, member), a change made now by this call's user (so
--- behind every equal value), or nil off the board. `counted`: the place on the board is counted
--- (the entries above, then the equal values ahead: includes/board-order.lua), because the
--- cached threshold cannot settle it; otherwise the threshold said it is on the board, and only
--- a rank beyond max (the threshold a second old) puts it off.
-local function rankOf(board, runText, breakdown, value, member, counted)
+-- behind every equal value but those reached in the same millisecond by a smaller id), or nil
+-- off the board: when its place (the entries above, then the equal values ahead:
+-- includes/board-order.lua) is beyond max. The threshold that let the count run is up to a second
+-- old (values may have risen past it since, or filled a board that had room), so the place is
+-- always settled here: a rank beyond max is off the board (a rank is never beyond the place);
+-- otherwise the equal values are counted, and only when they do not all fit on the board is
+-- the place counted tie by tie. The shard tables are kept by the library (refilled per call).
+local ABOVE, EQUAL = {}, {}
+local function rankOf(board, runText, breakdown, value, member)
   local keys = runKeys(board, runText, breakdown)
   local strictlyAbove = sformat('(%.17g', value)
-  local ordinal = board.style == 'ordinal'
-  local exactly = (ordinal or counted) and sformat('%.17g', value)
-  local rank
+  local above, rank = 0, nil
   if board.style == 'dense' then
     local seen, distinct = {}, 0
     for s = 1, #keys do
       local list = rcall('ZRANGEBYSCORE', keys[s], strictlyAbove, '+inf', 'WITHSCORES')
+      ABOVE[s] = #list / 2
+      above = above + #list / 2
       for j = 2, #list, 2 do
         if not seen[list[j]] then
           seen[list[j]] = true
@@ -143,18 +150,56 @@ local function rankOf(board, runText, breakdown, value, member, counted)
       end
     end
     rank = distinct + 1
-    if not counted then return rank <= board.max and rank or nil end
+  else
+    for s = 1, #keys do
+      local n = rcall('ZCOUNT', keys[s], strictlyAbove, '+inf')
+      ABOVE[s] = n
+      above = above + n
+    end
+    rank = above + 1
   end
-  local above, position = 0, 1
+  if rank > board.max then return nil end
+  local exactly, equal = sformat('%.17g', value), 0
   for s = 1, #keys do
-    local n = rcall('ZCOUNT', keys[s], strictlyAbove, '+inf')
-    above = above + n
-    position = position + n
-    if exactly then position = position + tiesAheadOfLatest(keys[s], n, exactly, member) end
+    local n = rcall('ZCOUNT', keys[s], exactly, exactly)
+    EQUAL[s] = n
+    equal = equal + n
   end
-  rank = rank or (ordinal and position or above + 1)
-  if (counted and position or rank) > board.max then return nil end
-  return rank
+  -- equal counts the user's own entry: alone at its value, the place is above + 1.
+  local ordinal = board.style == 'ordinal'
+  local position = above + 1
+  if equal > 1 then
+    if not ordinal and above + equal <= board.max then return rank end
+    for s = 1, #keys do
+      if EQUAL[s] > 0 then position = position + tiesAheadOfLatest(keys[s], ABOVE[s], exactly, member, EQUAL[s]) end
+    end
+  end
+  if position > board.max then return nil end
+  return ordinal and position or rank
+end
+
+-- Falls (README, Leaderboards: the threshold). Node's threshold is at most a second old, and
+-- values can fall (negative metric values, deductions, lost streaks): a threshold read before a
+-- fall can be above the board's real one, and a value between the two is on the board. So every
+-- fall of an entry that may have held a place counts one in the run's falls counter
+-- {t}:lbf:<board>:<run>, and Node passes with each threshold the counter as it was before the
+-- threshold's reads (ThresholdCache): a threshold is trusted to leave a value off the board only
+-- while the counter has not moved since. The counter is a tenant key, read by scripts of every
+-- shard like the rank count's sets (standalone Redis).
+local function fallsKey(board, info)
+  return board.fk .. info[3]
+end
+
+-- Whether the board's values may have fallen since Node read the threshold `info` carries.
+local function fellSince(board, info)
+  return tonumber(rcall('GET', fallsKey(board, info)) or 0) ~= info[4]
+end
+
+-- Counts the fall of an entry from `old`: one that may have held a place, by this call's
+-- threshold (at or above it), or by any threshold when this one may itself be too high (the
+-- counter moved since it was read; a threshold of -inf, room, is below every value).
+local function countFall(board, info, old)
+  if old >= info[2] or fellSince(board, info) then rcall('INCR', fallsKey(board, info)) end
 end
 
 -- A rank-history entry (src/api/leaderboards.ts reads it). Every value is an integer (ranks, and
@@ -207,6 +252,8 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
         local new = absolute or ((old or 0) + delta)
         local runKey = shardRunKey(board, runText)
         if old then rcall('ZREM', oldBreakdown ~= '' and (runKey .. ':' .. oldBreakdown) or runKey, oldMember) end
+        -- A breakdown board keeps no threshold (NaN): its places are always counted.
+        local fell = old and (absolute == 0 or new < old) and info[2] == info[2]
         local rank = nil
         -- The five positions are written directly (false: absent), not through put(): a Lua
         -- call each otherwise.
@@ -222,16 +269,20 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
             rcall('SADD', prefix .. 'lg:' .. board.k .. ':' .. runText, breakdown)
           end
           -- On the board means within its first max entries. A changed value was reached now, so
-          -- it sits behind every entry of the same value: on a full board it must beat the
-          -- threshold (the value at position max; -inf while there is room) to be on it. Not so
-          -- for a user whose own entry may have held a place (falling, it frees it), nor on a
-          -- breakdown board (NaN: no threshold kept per group): there the place is counted.
+          -- it sits behind every entry of the same value: on a full board a value at or below the
+          -- threshold (the value at position max; -inf while there is room) is off it, and costs
+          -- no count. Unless the user's own entry may have held a place (falling, it frees it),
+          -- the board keeps no threshold (a breakdown board: NaN), or its values fell since the
+          -- threshold was read (it may be too high): then, as for a value above it, rankOf
+          -- settles the place.
           local threshold = info[2]
-          local counted = threshold ~= threshold or (old ~= nil and old >= threshold and new <= threshold)
-          if counted or new > threshold then rank = rankOf(board, runText, breakdown, new, member, counted) end
+          local count = new > threshold or threshold ~= threshold or (old ~= nil and old >= threshold)
+          if not count then count = fellSince(board, info) end
+          if count then rank = rankOf(board, runText, breakdown, new, member) end
           S[board.ri], S[board.vi], S[board.mi] = run, new, member
           S[board.ki], S[board.rki] = breakdown ~= '' and breakdown or false, rank or false
         end
+        if fell then countFall(board, info, old) end
         -- previousRank: the rank this user was given at their previous change in this run.
         -- History of rank changes: a change off the board before and after is not one.
         if rank or previousRank then

@@ -69,8 +69,10 @@ export interface ModelState {
   timeDue: Map<string, Map<string, number>>;
   /** Per "<board>:<run>:<breakdown>": user → value and the instant it was reached ({t:s}:lb:...). */
   boards: Map<string, Map<string, { value: number; reachedAt: number }>>;
-  /** The thresholds the service ranks with, per "<board>:<run>" (refreshThresholds). */
-  thresholds: Map<string, number>;
+  /** The thresholds the service ranks with, per "<board>:<run>", with the falls counted when each was read (refreshThresholds). */
+  thresholds: Map<string, { value: number; falls: number }>;
+  /** Each run's falls counter, per "<board>:<run>" (lua countFall). */
+  boardFalls: Map<string, number>;
   /** Per "<board>:<run>:<user>": rank history, newest first ({t:s}:lh:...). */
   boardHistory: Map<string, { t: number; pr: number | null; r: number | null; pv: number | null; v: number | null }[]>;
 }
@@ -89,6 +91,7 @@ export function emptyState(): ModelState {
     timeDue: new Map(),
     boards: new Map(),
     thresholds: new Map(),
+    boardFalls: new Map(),
     boardHistory: new Map(),
   };
 }
@@ -420,7 +423,9 @@ export function refreshThresholds(tenant: CompiledTenant, state: ModelState, now
   for (const board of tenant.leaderboards) {
     const run = activeRun(board, now);
     if (run === null || board.breakdownAttribute !== null) continue;
-    state.thresholds.set(`${board.key}:${run}`, thresholdOfEntries(board, modelBoardOrder(state.boards.get(`${board.key}:${run}:`) ?? new Map())) ?? -Infinity);
+    const id = `${board.key}:${run}`;
+    const value = thresholdOfEntries(board, modelBoardOrder(state.boards.get(`${id}:`) ?? new Map())) ?? -Infinity;
+    state.thresholds.set(id, { value, falls: state.boardFalls.get(id) ?? 0 });
   }
 }
 
@@ -453,7 +458,10 @@ export function updateBoards(
     if (delta === 0 && absolute === null) continue;
     // As Node passes it: NaN for a breakdown board (no threshold kept per group), -Infinity while
     // the board has room (or before the first refresh).
-    const threshold = board.breakdownAttribute !== null ? NaN : (state.thresholds.get(`${board.key}:${run}`) ?? -Infinity);
+    const read = state.thresholds.get(`${board.key}:${run}`);
+    const threshold = board.breakdownAttribute !== null ? NaN : (read?.value ?? -Infinity);
+    // lua fellSince: the run's values fell since the threshold was read.
+    const fellSince = () => (state.boardFalls.get(`${board.key}:${run}`) ?? 0) !== (read?.falls ?? 0);
     const entry = user.boards.get(board.key);
     const current = entry && entry.run === run ? entry : null;
     const oldValue = current ? current.value : null;
@@ -466,14 +474,21 @@ export function updateBoards(
       const entries = state.boards.get(id) ?? new Map<string, { value: number; reachedAt: number }>();
       entries.set(userId, { value: newValue, reachedAt: now });
       state.boards.set(id, entries);
-      // lua updateBoards: the cached threshold settles the place, unless the board's threshold
-      // is not kept (breakdown) or the user's own entry may have held a place (then counted).
-      const counted = Number.isNaN(threshold) || (oldValue !== null && oldValue >= threshold && newValue <= threshold);
-      if (counted || newValue > threshold) {
+      // lua updateBoards: a value at or below the cached threshold is off the board uncounted,
+      // unless the board's threshold is not kept (breakdown), the user's own entry may have
+      // held a place, or the board's values fell since the threshold was read; lua rankOf: the
+      // place decides.
+      const count = newValue > threshold || Number.isNaN(threshold) || (oldValue !== null && oldValue >= threshold) || fellSince();
+      if (count) {
         const place = modelPlace(board, entries, newValue, boardMember(now, userId));
-        rank = (counted ? place.position : place.rank) > board.maxParticipants ? null : place.rank;
+        rank = place.position > board.maxParticipants ? null : place.rank;
       }
       user.boards.set(board.key, { run, value: newValue, reachedAt: now, breakdown, rank });
+    }
+    // lua countFall: an entry that may have held a place fell (or left the board).
+    if (oldValue !== null && (absolute === 0 || newValue < oldValue) && !Number.isNaN(threshold) && (oldValue >= threshold || fellSince())) {
+      const id = `${board.key}:${run}`;
+      state.boardFalls.set(id, (state.boardFalls.get(id) ?? 0) + 1);
     }
     const previousRank = current ? current.rank : null;
     if (rank !== null || previousRank !== null) {

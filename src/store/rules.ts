@@ -11,6 +11,7 @@ import { STREAK_HISTORY_KEPT } from "../domain/streak.js";
 import { MAX_EVENT_FILTERED_TRIGGERS } from "../domain/filters.js";
 import { tenantHookParts } from "../jobs/webhooks/kinds.js";
 import { userAttributeField } from "./fields.js";
+import { TenantKeys } from "./keys.js";
 import type { StateSlots } from "./state-slots.js";
 
 /**
@@ -80,6 +81,8 @@ export interface LuaRules {
     max: number;
     /** "{tenant:s}:lb:<board>:" for every shard s: a rank count appends the run (and group). */
     keys: string[];
+    /** "{tenant}:lbf:<board>:": the run's falls counter appends the run (TenantKeys.boardFalls). */
+    fk: string;
   }[];
   /**
    * What the tenant's webhook endpoints want selected into the hook stream (lua/includes/hooks.lua,
@@ -230,6 +233,7 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
     style: b.ranking,
     max: b.maxParticipants,
     keys: Array.from({ length: tenant.shards }, (_, shard) => `{${tenant.id}:${shard}}:lb:${b.key}:`),
+    fk: new TenantKeys(tenant.id).boardFalls(b.key, ""),
   }));
   for (const t of triggers) if (t.type === "achievement") (rules.at[t.achievement] ??= []).push(lua(t));
   for (const a of achievements) {

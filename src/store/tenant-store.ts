@@ -139,8 +139,8 @@ export class TenantStore {
 
   /**
    * The boards argument of every script that moves boards (lua/includes/leaderboards.lua
-   * boardsOf): each board's current run (-1 while scheduled or finished) and cached threshold.
-   * The event script carries these numbers at the end of its ARGV[3]; the others take
+   * boardsOf): each board's current run (-1 while scheduled or finished), cached threshold, and
+   * the run's falls counter as it was when the threshold was read (ThresholdCache). The event script carries these numbers at the end of its ARGV[3]; the others take
    * boardsBlob. `activeRun` is recomputed per call: for perpetual and day-unit boards it is two
    * comparisons and a division, cheaper than a cache lookup.
    */
@@ -148,7 +148,8 @@ export class TenantStore {
     const numbers: number[] = [];
     for (const board of boards) {
       const run = activeRun(board, now);
-      numbers.push(run ?? -1, run === null ? 0 : this.thresholds.get(board, run));
+      if (run === null) numbers.push(-1, 0, 0);
+      else numbers.push(run, this.thresholds.get(board, run), this.thresholds.fallsSeen(board, run));
     }
     return numbers;
   }

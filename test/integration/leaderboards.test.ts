@@ -631,19 +631,25 @@ describe("on the board or off it, as an event response counts it", () => {
   const app = useTenantApp(
     "cut",
     `
-    metrics: [{ key: sc, name: Score }, { key: km, name: Kilometres }]
+    metrics: [{ key: sc, name: Score }, { key: km, name: Kilometres }, { key: fa, name: Falls }, { key: ti, name: Ties }]
     attributes:
       user: [region]
     leaderboards:
       - { key: s5c, name: Five, rankBy: metric, metric: sc, start: "2026-01-01", maxParticipants: 5 }
       - { key: s5d, name: Five dense, rankBy: metric, metric: sc, start: "2026-01-01", maxParticipants: 5, ranking: dense }
       - { key: s5o, name: Five ordinal, rankBy: metric, metric: sc, start: "2026-01-01", maxParticipants: 5, ranking: ordinal }
+      - { key: f5c, name: Five falls, rankBy: metric, metric: fa, start: "2026-01-01", maxParticipants: 5 }
+      - { key: f5d, name: Five falls dense, rankBy: metric, metric: fa, start: "2026-01-01", maxParticipants: 5, ranking: dense }
+      - { key: f5o, name: Five falls ordinal, rankBy: metric, metric: fa, start: "2026-01-01", maxParticipants: 5, ranking: ordinal }
+      - { key: t2c, name: Two ties, rankBy: metric, metric: ti, start: "2026-01-01", maxParticipants: 2 }
+      - { key: t2d, name: Two ties dense, rankBy: metric, metric: ti, start: "2026-01-01", maxParticipants: 2, ranking: dense }
       - { key: bd, name: By region, rankBy: metric, metric: km, start: "2026-01-01", maxParticipants: 3, breakdownAttribute: region }
       - { key: bdd, name: By region dense, rankBy: metric, metric: km, start: "2026-01-01", maxParticipants: 3, breakdownAttribute: region, ranking: dense }
 `,
     "2026-02-01T00:00:00Z",
   );
   const boards = ["s5c", "s5d", "s5o"];
+  const fallBoards = ["f5c", "f5d", "f5o"];
   const ranks = (body: { leaderboards: Record<string, { rank: number | null }> }, keys: string[]) => keys.map((k) => body.leaderboards[k]?.rank);
 
   it("a full board of negative values: a newcomer tying the threshold is off it, in every style", async () => {
@@ -675,6 +681,64 @@ describe("on the board or off it, as an event response counts it", () => {
     expect((await userBoard(app(), "f-a", "s5c")).history[0]).toMatchObject({ previousRank: 1, rank: 5, value: 95 });
   });
 
+  it("values that fell since the threshold was read: a climber past the board's new last place is on it", async () => {
+    // Found by an audit (the twenty-seventh stop): the threshold is read at most a second before
+    // (here: when the clock last moved), and values can fall. k-a..k-e hold 50..46 (threshold 46);
+    // k-a falls to 1, so the board's fifth place is now 45 (k-f); k-g climbs to 45.5 without the
+    // clock moving: above the board's last place, below the threshold read before the fall.
+    for (const [i, id] of ["k-a", "k-b", "k-c", "k-d", "k-e", "k-f"].entries()) {
+      await tick(app(), 1);
+      await event(app(), "fa", id, 50 - i);
+    }
+    await tick(app(), 1000);
+    await event(app(), "fa", "k-a", -49);
+    const climb = await event(app(), "fa", "k-g", 45.5);
+    // Competition, dense and ordinal: k-b 49, k-c 48, k-d 47, k-e 46, k-g 45.5.
+    expect(ranks(climb, fallBoards)).toEqual([5, 5, 5]);
+    expect((await rows(app(), "f5c")).map(([id]) => id)).toEqual(["k-b", "k-c", "k-d", "k-e", "k-g"]);
+    // Its rank history has the entry, so the next change has a previous rank.
+    expect((await userBoard(app(), "k-g", "f5c")).history[0]).toMatchObject({ previousRank: null, rank: 5, value: 45.5 });
+    expect((await event(app(), "fa", "k-g", 10)).leaderboards.f5c).toMatchObject({ rank: 1, previousRank: 5 });
+  });
+
+  it("a fall from below the threshold is not counted: it frees no place", async () => {
+    // The run's falls counter ({t}:lbf:<board>:<run>) holds k-a's fall of the test above.
+    const falls = async () => {
+      const keys = await app().redis.keys(`{${app().tenants[0]!.id}}:lbf:f5c:*`);
+      expect(keys).toHaveLength(1);
+      return Number(await app().redis.get(keys[0]!));
+    };
+    expect(await falls()).toBe(1);
+    await tick(app(), 1000);
+    // The board: k-g 55.5, k-b 49, k-c 48, k-d 47, k-e 46 (the threshold); k-f 45 falls to 44.
+    expect(ranks(await event(app(), "fa", "k-f", -1), fallBoards)).toEqual([null, null, null]);
+    expect(await falls()).toBe(1);
+    expect(ranks(await event(app(), "fa", "k-h", 45.5), fallBoards)).toEqual([null, null, null]);
+    // One from the board is: k-e 46 -> 45, behind k-h (45.5), off the board; then k-f 44 -> 45.7
+    // passes k-h, the board's fifth place, though not the threshold read before the fall.
+    expect(ranks(await event(app(), "fa", "k-e", -1), fallBoards)).toEqual([null, null, null]);
+    expect(await falls()).toBe(2);
+    expect(ranks(await event(app(), "fa", "k-f", 1.7), fallBoards)).toEqual([5, 5, 5]);
+  });
+
+  it("a board that filled since its threshold was read: a tie reached last beyond its last place is off it", async () => {
+    // The threshold read last said room (-inf); within the millisecond three users reach 5, the
+    // greater id first (the same millisecond orders by id, descending): t-a's place is third.
+    await tick(app(), 1000);
+    const replies = [];
+    for (const id of ["t-c", "t-b", "t-a"]) replies.push(await event(app(), "ti", id, 5));
+    expect(replies.map((r) => ranks(r, ["t2c", "t2d"]))).toEqual([
+      [1, 1],
+      [1, 1],
+      [null, null],
+    ]);
+    expect((await rows(app(), "t2c")).map(([id]) => id)).toEqual(["t-c", "t-b"]);
+    // Dense: two ahead at 9 leave 5 a dense rank of 2, but the place (third) is off the board.
+    await tick(app(), 1000);
+    for (const id of ["t-d", "t-e"]) await event(app(), "ti", id, 9);
+    expect(ranks(await event(app(), "ti", "t-f", 6), ["t2c", "t2d"])).toEqual([null, null]);
+  });
+
   it("a breakdown group that is full: a newcomer below its last place is off it (competition and dense)", async () => {
     for (const id of ["g-a", "g-b", "g-c"]) {
       await tick(app(), 1);
@@ -688,6 +752,45 @@ describe("on the board or off it, as an event response counts it", () => {
     const tie = await event(app(), "km", "g-e", 10, { region: "eu" });
     expect(ranks(tie, ["bd", "bdd"])).toEqual([null, null]);
     expect(ranks(await event(app(), "km", "g-f", 1, { region: "us" }), ["bd", "bdd"])).toEqual([1, 1]);
+  });
+});
+
+describe("two processes with thresholds read at different times", () => {
+  // Each process reads its thresholds on its own (every second; here when its manual clock
+  // moves). A fall judged by a process whose threshold is older than the fall before it must
+  // still count, or a process that read the threshold after that first fall trusts it.
+  let a: TestApp;
+  let b: TestApp;
+  beforeAll(async () => {
+    const yaml = tenantYaml(
+      uniqueTenantId("two"),
+      `
+    metrics: [{ key: sc, name: Score }]
+    leaderboards:
+      - { key: two, name: Two, rankBy: metric, metric: sc, start: "2026-01-01", maxParticipants: 2 }
+`,
+    );
+    a = await startTestApp({ yaml, manualClock: "2026-02-01T00:00:00Z", jobs: false });
+    b = await startTestApp({ yaml, manualClock: "2026-02-01T00:00:00Z", jobs: false });
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+  });
+
+  it("a fall below a stale threshold counts, so the other process does not trust its newer one", async () => {
+    for (const [i, id] of ["p-a", "p-b", "p-c"].entries()) {
+      await tick(a, 1);
+      await event(a, "sc", id, 10 - i);
+    }
+    await tick(a, 1000); // a reads the threshold 9 (p-b's)
+    await event(a, "sc", "p-a", -9); // 10 -> 1: the board is p-b 9, p-c 8
+    await tick(b, 2000); // b reads 8, after that fall
+    // p-c 8 -> 0 through a, below a's threshold (9) but on the board: the board is p-b 9, p-a 1.
+    expect((await event(a, "sc", "p-c", -8)).leaderboards.two.rank).toBeNull();
+    // p-d reaches 5 through b: below b's threshold (8), above the board's last place.
+    expect((await event(b, "sc", "p-d", 5)).leaderboards.two.rank).toBe(2);
+    expect((await rows(b, "two")).map(([id]) => id)).toEqual(["p-b", "p-d"]);
   });
 });
 

@@ -56,13 +56,19 @@ describe("keepFinishedRuns", () => {
         await t.setClock(`2026-06-${day}T12:00:00Z`);
         for (const user of users) expect((await t.call("POST", "/v1/metrics/lessons/event", { user, value: 1 })).status).toBe(201);
       };
-      for (const day of ["01", "02", "03"]) await lessonsOn(day);
+      await lessonsOn("01");
+      // A fall on run 0 (ada 1 -> 0) counts in the run's falls counter, a tenant key.
+      expect((await t.call("POST", "/v1/metrics/lessons/event", { user: users[0], value: -1 })).status).toBe(201);
+      const falls = `{${tenantId}}:lbf:daily:0`;
+      expect(await redis.get(falls)).toBe("1");
+      for (const day of ["02", "03"]) await lessonsOn(day);
       // June 3: runs 0 and 1 are the two finished runs kept; each run holds entries in both shards and rank histories.
       expect(await storedRuns(tenantId, "daily")).toEqual([0, 1, 2]);
       expect(new Set((await redis.keys(`{${tenantId}:*}:lb:daily:0`)).map((k) => k.split("}")[0]))).toEqual(new Set([`{${tenantId}:0`, `{${tenantId}:1`]));
       expect((await redis.keys(`{${tenantId}:*}:lh:daily:0:*`)).length).toBe(3);
       await lessonsOn("04");
       expect(await storedRuns(tenantId, "daily")).toEqual([1, 2, 3]);
+      expect(await redis.exists(falls)).toBe(0);
 
       // June 5: run 4 is active, run 3 the newest finished one.
       await t.setClock("2026-06-05T00:30:00Z");

@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { loadConfigText } from "../../src/config/load.js";
-import { applyEvent, applyTimeTicks, applyUpsert, applyUserBoost, emptyState, readUserPoints } from "../../src/domain/model.js";
+import { applyEvent, applyTimeTicks, applyUpsert, applyUserBoost, emptyState, readUserPoints, refreshThresholds } from "../../src/domain/model.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
 
 /**
  * Edges of the reference model that its property tests with the Lua reach too rarely; the Lua's
@@ -53,5 +54,29 @@ describe("a filtered trigger's running sum in the model", () => {
     const coins = readUserPoints(state, "m", "coins", 100)!;
     expect(coins.total).toBe(9e9);
     expect(state.users.get("m")!.metrics.get("lessons")).toBe(0);
+  });
+});
+
+// lua/includes/leaderboards.lua fellSince; test/integration/leaderboards.test.ts ("values that fell since the threshold was read")
+describe("a board's values that fell since its threshold was read, in the model", () => {
+  it("leave a climber past the board's new last place on it, though not past the threshold read before", () => {
+    const boards = loadConfigText(
+      tenantYaml("falls", "    metrics: [{ key: sc, name: Score }]\n    leaderboards:\n      - { key: two, name: Two, rankBy: metric, metric: sc, start: \"2026-01-01\", maxParticipants: 2 }\n"),
+      "falls.yaml",
+      {},
+    )[0]!;
+    const state = emptyState();
+    const score = (n: number, userId: string, value: number) =>
+      applyEvent(boards, state, { metricKey: "sc", userId, now: T0 + n, eventId: `e${n}`, idempotencyKey: null, valueMicro: value * 1e6, tz: null, profile: [], eventAttributes: null });
+    const rankOf = (result: ReturnType<typeof score>) => (result.outcome.kind === "processed" ? result.outcome.boards[0]?.rank : undefined);
+    score(1, "a", 10);
+    score(2, "b", 9);
+    score(3, "c", 8);
+    refreshThresholds(boards, state, T0 + 3); // 9
+    score(4, "a", -9); // the board: b 9, c 8
+    expect(rankOf(score(5, "d", 8.5))).toBe(2);
+    // Read again, the threshold (8.5) is trusted: a value at it is off, uncounted.
+    refreshThresholds(boards, state, T0 + 6);
+    expect(rankOf(score(7, "e", 8.5))).toBeNull();
   });
 });
