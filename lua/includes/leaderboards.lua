@@ -33,10 +33,11 @@ local MAX_MS = 9999999999999
 -- @include "includes/board-order.lua"
 
 -- The boards argument of every script that moves boards: R.lb's current runs, thresholds and
--- the falls counted when each threshold was read, as little-endian doubles in `blob` from byte
--- `at` (three per board; run -1 while a board is scheduled or finished; Node's
--- TenantStore.boardNumbers). Binary because `tonumber` of decimal text costs ~1.8k instructions
--- (strtod). Returns per board {run, threshold, run text, falls} or false.
+-- what was read with each threshold (the run's falls counter, the room left, the entries
+-- counter: src/store/thresholds.ts), as little-endian doubles in `blob` from byte `at` (five per
+-- board; run -1 while a board is scheduled or finished; Node's TenantStore.boardNumbers). Binary
+-- because `tonumber` of decimal text costs ~1.8k instructions (strtod). Returns per board
+-- {run, threshold, run text, falls, room, added} or false.
 -- A run's text is kept on the board's rules table (a Function library keeps it across calls), so
 -- Lua's printf (~3.5k instructions) happens once per run, not once per call; so are the list and
 -- each board's {run, threshold, run text}, refilled per call instead of made (a table each otherwise).
@@ -46,15 +47,15 @@ local function boardsOf(blob, at)
   if #lb == 0 then return lb end
   for i = 1, #lb do
     local board = lb[i]
-    local run, threshold, falls
-    run, threshold, falls, at = struct.unpack('<ddd', blob, at)
+    local run, threshold, falls, room, added
+    run, threshold, falls, room, added, at = struct.unpack('<ddddd', blob, at)
     if run < 0 then
       callBoards[i] = false
     else
       if board.runNumber ~= run then board.runNumber, board.runText = run, string.format('%d', run) end
       local info = board.info
       if not info then info = {}; board.info = info end
-      info[1], info[2], info[3], info[4] = run, threshold, board.runText, falls
+      info[1], info[2], info[3], info[4], info[5], info[6] = run, threshold, board.runText, falls, room, added
       callBoards[i] = info
     end
   end
@@ -123,6 +124,33 @@ local function shardRunKey(board, runText)
   return key
 end
 
+-- The run's counters (README, Leaderboards: the threshold), a hash {t}:lbc:<board>:<run> that
+-- Node reads with each threshold (src/store/thresholds.ts), so a script can tell what changed
+-- since: `f`, falls of entries that may have held a place (a threshold read before a fall can be
+-- above the board's real one: it is trusted to leave a value off only while `f` has not moved),
+-- and `n`, entries added (a user's first in the run: while the participants read plus those
+-- added fit, the board has room). A tenant key, read by scripts of every shard like the rank
+-- count's sets (standalone Redis).
+local function countersKey(board, info)
+  return board.ck .. info[3]
+end
+
+local function countersNow(board, info, field)
+  return tonumber(rcall('HGET', countersKey(board, info), field) or 0)
+end
+
+-- Whether the board's values may have fallen since Node read the threshold `info` carries.
+local function fellSince(board, info)
+  return countersNow(board, info, 'f') ~= info[4]
+end
+
+-- Counts the fall of an entry from `old`: one that may have held a place, by this call's
+-- threshold (at or above it), or by any threshold when this one may itself be too high (the
+-- counter moved since it was read; a threshold of -inf, room, is below every value).
+local function countFall(board, info, old)
+  if old >= info[2] or fellSince(board, info) then rcall('HINCRBY', countersKey(board, info), 'f', 1) end
+end
+
 -- The rank by the board's style of (value, member), a change made now by this call's user (so
 -- behind every equal value but those reached in the same millisecond by a smaller id), or nil
 -- off the board: when its place (the entries above, then the equal values ahead:
@@ -132,7 +160,7 @@ end
 -- otherwise the equal values are counted, and only when they do not all fit on the board is
 -- the place counted tie by tie. The shard tables are kept by the library (refilled per call).
 local ABOVE, EQUAL = {}, {}
-local function rankOf(board, runText, breakdown, value, member)
+local function rankOf(board, runText, breakdown, value, member, info)
   local keys = runKeys(board, runText, breakdown)
   local strictlyAbove = sformat('(%.17g', value)
   local above, rank = 0, nil
@@ -159,6 +187,11 @@ local function rankOf(board, runText, breakdown, value, member)
     rank = above + 1
   end
   if rank > board.max then return nil end
+  -- A board that still has room lists every place (src/store/thresholds.ts: the participants
+  -- now are at most those read plus the entries added since, this one's included); an ordinal
+  -- rank is the place itself, counted below.
+  local ordinal = board.style == 'ordinal'
+  if not ordinal and info[5] > 0 and info[5] >= countersNow(board, info, 'n') - info[6] then return rank end
   local exactly, equal = sformat('%.17g', value), 0
   for s = 1, #keys do
     local n = rcall('ZCOUNT', keys[s], exactly, exactly)
@@ -166,7 +199,6 @@ local function rankOf(board, runText, breakdown, value, member)
     equal = equal + n
   end
   -- equal counts the user's own entry: alone at its value, the place is above + 1.
-  local ordinal = board.style == 'ordinal'
   local position = above + 1
   if equal > 1 then
     if not ordinal and above + equal <= board.max then return rank end
@@ -176,30 +208,6 @@ local function rankOf(board, runText, breakdown, value, member)
   end
   if position > board.max then return nil end
   return ordinal and position or rank
-end
-
--- Falls (README, Leaderboards: the threshold). Node's threshold is at most a second old, and
--- values can fall (negative metric values, deductions, lost streaks): a threshold read before a
--- fall can be above the board's real one, and a value between the two is on the board. So every
--- fall of an entry that may have held a place counts one in the run's falls counter
--- {t}:lbf:<board>:<run>, and Node passes with each threshold the counter as it was before the
--- threshold's reads (ThresholdCache): a threshold is trusted to leave a value off the board only
--- while the counter has not moved since. The counter is a tenant key, read by scripts of every
--- shard like the rank count's sets (standalone Redis).
-local function fallsKey(board, info)
-  return board.fk .. info[3]
-end
-
--- Whether the board's values may have fallen since Node read the threshold `info` carries.
-local function fellSince(board, info)
-  return tonumber(rcall('GET', fallsKey(board, info)) or 0) ~= info[4]
-end
-
--- Counts the fall of an entry from `old`: one that may have held a place, by this call's
--- threshold (at or above it), or by any threshold when this one may itself be too high (the
--- counter moved since it was read; a threshold of -inf, room, is below every value).
-local function countFall(board, info, old)
-  if old >= info[2] or fellSince(board, info) then rcall('INCR', fallsKey(board, info)) end
 end
 
 -- A rank-history entry (src/api/leaderboards.ts reads it). Every value is an integer (ranks, and
@@ -263,6 +271,8 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
         else
           local member = currentMember()
           rcall('ZADD', breakdown ~= '' and (runKey .. ':' .. breakdown) or runKey, new, member)
+          -- A user's first entry in the run counts (before rankOf, which bounds the participants by it).
+          if not old and info[2] == info[2] then rcall('HINCRBY', countersKey(board, info), 'n', 1) end
           -- The run's first entry in a group lists the group (an entry that moved in from another
           -- group, after an attribute change, too): once per user and run, not per event.
           if breakdown ~= '' and (not old or oldBreakdown ~= breakdown) then
@@ -278,7 +288,7 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
           local threshold = info[2]
           local count = new > threshold or threshold ~= threshold or (old ~= nil and old >= threshold)
           if not count then count = fellSince(board, info) end
-          if count then rank = rankOf(board, runText, breakdown, new, member) end
+          if count then rank = rankOf(board, runText, breakdown, new, member, info) end
           S[board.ri], S[board.vi], S[board.mi] = run, new, member
           S[board.ki], S[board.rki] = breakdown ~= '' and breakdown or false, rank or false
         end

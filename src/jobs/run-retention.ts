@@ -52,8 +52,8 @@ export async function deleteOldRuns(store: TenantStore, board: CompiledLeaderboa
     for (let run = from; run < first; run++) {
       const keys = boardKeys(store, board, run, "");
       for (let shard = 0; shard < keys.length; shard++) deleted += await deleteRunSet(store, board, run, shard, keys[shard]!);
-      // The run's falls counter (only boards without breakdown keep thresholds: src/store/thresholds.ts).
-      deleted += await store.redis.unlink(store.keys.boardFalls(board.key, run));
+      // The run's counters (only boards without breakdown keep thresholds: src/store/thresholds.ts).
+      deleted += await store.redis.unlink(store.keys.boardCounters(board.key, run));
     }
   } else {
     const listedFrom = await store.redis.hget(store.keys.runGroupsFrom(), board.key);

@@ -44,9 +44,9 @@
  *                                  every start: src/store/fixed-settings.ts)
  *   {t}:time-scheduled      hash  time trigger's due set name (tt:<sys>.<trig>) → when the users who
  *                                  existed before the trigger were put on it (src/jobs/time-trigger-backfill.ts)
- *   {t}:lbf:<board>:<run>   string the run's falls counter: values that may have held a place and
- *                                  fell (lua/includes/leaderboards.lua countFall; read with every
- *                                  threshold, src/store/thresholds.ts)
+ *   {t}:lbc:<board>:<run>   hash  the run's counters (lua/includes/leaderboards.lua; read with every
+ *                                  threshold, src/store/thresholds.ts): f, falls of values that may
+ *                                  have held a place; n, entries added (a user's first in the run)
  *   {t}:run-groups-from     hash  breakdown board → the first run whose groups {t:s}:lg lists in
  *                                  full (written once, by the first start of a version that
  *                                  keeps the lists: earlier runs are found by SCAN)
@@ -169,9 +169,9 @@ export class TenantKeys {
     return `{${this.tenantId}}:run-groups-from`;
   }
 
-  /** A run's falls counter (lua/includes/leaderboards.lua countFall); "" gives the head the scripts append the run to. */
-  boardFalls(boardKey: string, run: number | ""): string {
-    return `{${this.tenantId}}:lbf:${boardKey}:${run}`;
+  /** A run's counters (falls, entries added: lua/includes/leaderboards.lua); "" gives the head the scripts append the run to. */
+  boardCounters(boardKey: string, run: number | ""): string {
+    return `{${this.tenantId}}:lbc:${boardKey}:${run}`;
   }
 
   /** A breakdown board's groups with entries in the run on the shard. */

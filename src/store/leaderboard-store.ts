@@ -296,8 +296,13 @@ async function pastEntry(
  * of O(shards × log n) per step beyond. Callers cache it (store/thresholds.ts).
  */
 export async function threshold(store: TenantStore, board: CompiledLeaderboard, keys: string[]): Promise<number | null> {
+  return thresholdOf(store, board, keys, await participants(store, keys));
+}
+
+/** threshold, given the participants counted over `keys`. */
+export async function thresholdOf(store: TenantStore, board: CompiledLeaderboard, keys: string[], count: number): Promise<number | null> {
   const k = board.maxParticipants;
-  if ((await participants(store, keys)) < k) return null;
+  if (count < k) return null;
   if (k <= 2000) return kthFromTops(store, keys, k);
   return kthValue(store, keys, k);
 }

@@ -81,8 +81,8 @@ export interface LuaRules {
     max: number;
     /** "{tenant:s}:lb:<board>:" for every shard s: a rank count appends the run (and group). */
     keys: string[];
-    /** "{tenant}:lbf:<board>:": the run's falls counter appends the run (TenantKeys.boardFalls). */
-    fk: string;
+    /** "{tenant}:lbc:<board>:": the run's counters append the run (TenantKeys.boardCounters). */
+    ck: string;
   }[];
   /**
    * What the tenant's webhook endpoints want selected into the hook stream (lua/includes/hooks.lua,
@@ -233,7 +233,7 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
     style: b.ranking,
     max: b.maxParticipants,
     keys: Array.from({ length: tenant.shards }, (_, shard) => `{${tenant.id}:${shard}}:lb:${b.key}:`),
-    fk: new TenantKeys(tenant.id).boardFalls(b.key, ""),
+    ck: new TenantKeys(tenant.id).boardCounters(b.key, ""),
   }));
   for (const t of triggers) if (t.type === "achievement") (rules.at[t.achievement] ??= []).push(lua(t));
   for (const a of achievements) {

@@ -140,7 +140,7 @@ export class TenantStore {
   /**
    * The boards argument of every script that moves boards (lua/includes/leaderboards.lua
    * boardsOf): each board's current run (-1 while scheduled or finished), cached threshold, and
-   * the run's falls counter as it was when the threshold was read (ThresholdCache). The event script carries these numbers at the end of its ARGV[3]; the others take
+   * what was read with it (ThresholdCache): the run's falls, the room left, the entries added. The event script carries these numbers at the end of its ARGV[3]; the others take
    * boardsBlob. `activeRun` is recomputed per call: for perpetual and day-unit boards it is two
    * comparisons and a division, cheaper than a cache lookup.
    */
@@ -148,8 +148,8 @@ export class TenantStore {
     const numbers: number[] = [];
     for (const board of boards) {
       const run = activeRun(board, now);
-      if (run === null) numbers.push(-1, 0, 0);
-      else numbers.push(run, this.thresholds.get(board, run), this.thresholds.fallsSeen(board, run));
+      if (run === null) numbers.push(-1, 0, 0, 0, 0);
+      else numbers.push(run, ...this.thresholds.numbers(board, run));
     }
     return numbers;
   }

@@ -1,12 +1,14 @@
 import type { CompiledLeaderboard } from "../config/compiled.js";
 import { activeRun } from "../domain/leaderboards.js";
-import { boardKeys, threshold } from "./leaderboard-store.js";
+import { boardKeys, participants, thresholdOf } from "./leaderboard-store.js";
 import type { TenantStore } from "./tenant-store.js";
 
-/** A run's threshold as read, and the run's falls counter as it was before the read. */
+/** A run's threshold as read, with the run's counters as they were just before the read and the room then left. */
 interface ReadThreshold {
   value: number;
   falls: number;
+  room: number;
+  added: number;
 }
 
 /**
@@ -20,11 +22,15 @@ interface ReadThreshold {
  * or below is not taken for room; NaN for a breakdown board, whose groups' thresholds are not
  * kept (the group is only known inside the script, which then counts the place exactly).
  *
- * Values can fall, and a threshold read before a fall can be above the board's real one. So each
- * threshold comes with the run's falls counter ({t}:lbf:<board>:<run>) as it was before the
- * threshold's reads: a script trusts the threshold to leave a value off the board only while the
- * counter still says so (lua/includes/leaderboards.lua fellSince). Read before, so that a fall
- * during the reads moves the counter past it.
+ * Each threshold comes with the run's counters ({t}:lbc:<board>:<run>, lua/includes/
+ * leaderboards.lua) as they were before the threshold's reads, so that a change during the reads
+ * moves them past it:
+ * - falls (`f`): values can fall, and a threshold read before a fall can be above the board's
+ *   real one; a script trusts the threshold to leave a value off the board only while the
+ *   counter has not moved (fellSince);
+ * - entries added (`n`) and the room then left (maxParticipants less the participants): the
+ *   participants now are at most those read plus the entries added since, so while that fits,
+ *   the board has room and every place is on it (rankOf skips counting the equal values).
  */
 export class ThresholdCache {
   private readonly values = new Map<string, ReadThreshold>();
@@ -36,18 +42,25 @@ export class ThresholdCache {
     return this.values.get(`${board.key}:${run}`)?.value ?? -Infinity;
   }
 
-  /** The run's falls counter when its threshold was read (0 before the first refresh: a threshold of -Infinity leaves nothing off). */
-  fallsSeen(board: CompiledLeaderboard, run: number): number {
-    return this.values.get(`${board.key}:${run}`)?.falls ?? 0;
+  /**
+   * What the scripts take for the run (lua boardsOf): the threshold, the falls counter, the room
+   * left and the entries counter as read. Before the first read: no room known (0), which makes
+   * a script count every place.
+   */
+  numbers(board: CompiledLeaderboard, run: number): [number, number, number, number] {
+    const read = board.breakdownAttribute === null ? this.values.get(`${board.key}:${run}`) : undefined;
+    return read ? [read.value, read.falls, read.room, read.added] : [this.get(board, run), 0, 0, 0];
   }
 
   async refresh(now: number): Promise<void> {
     for (const board of this.store.tenant.leaderboards) {
       const run = activeRun(board, now);
       if (run === null || board.breakdownAttribute !== null) continue;
-      const falls = Number((await this.store.redis.get(this.store.keys.boardFalls(board.key, run))) ?? 0);
-      const value = (await threshold(this.store, board, boardKeys(this.store, board, run, ""))) ?? -Infinity;
-      this.values.set(`${board.key}:${run}`, { value, falls });
+      const [falls, added] = await this.store.redis.hmget(this.store.keys.boardCounters(board.key, run), "f", "n");
+      const keys = boardKeys(this.store, board, run, "");
+      const count = await participants(this.store, keys);
+      const value = (await thresholdOf(this.store, board, keys, count)) ?? -Infinity;
+      this.values.set(`${board.key}:${run}`, { value, falls: Number(falls ?? 0), room: board.maxParticipants - count, added: Number(added ?? 0) });
     }
   }
 }

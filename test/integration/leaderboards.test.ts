@@ -702,11 +702,11 @@ describe("on the board or off it, as an event response counts it", () => {
   });
 
   it("a fall from below the threshold is not counted: it frees no place", async () => {
-    // The run's falls counter ({t}:lbf:<board>:<run>) holds k-a's fall of the test above.
+    // The run's falls counter ({t}:lbc:<board>:<run>, field f) holds k-a's fall of the test above.
     const falls = async () => {
-      const keys = await app().redis.keys(`{${app().tenants[0]!.id}}:lbf:f5c:*`);
+      const keys = await app().redis.keys(`{${app().tenants[0]!.id}}:lbc:f5c:*`);
       expect(keys).toHaveLength(1);
-      return Number(await app().redis.get(keys[0]!));
+      return Number(await app().redis.hget(keys[0]!, "f"));
     };
     expect(await falls()).toBe(1);
     await tick(app(), 1000);

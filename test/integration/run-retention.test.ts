@@ -57,10 +57,10 @@ describe("keepFinishedRuns", () => {
         for (const user of users) expect((await t.call("POST", "/v1/metrics/lessons/event", { user, value: 1 })).status).toBe(201);
       };
       await lessonsOn("01");
-      // A fall on run 0 (ada 1 -> 0) counts in the run's falls counter, a tenant key.
+      // The run's counters, a tenant key: three entries added, and a fall (ada 1 -> 0).
       expect((await t.call("POST", "/v1/metrics/lessons/event", { user: users[0], value: -1 })).status).toBe(201);
-      const falls = `{${tenantId}}:lbf:daily:0`;
-      expect(await redis.get(falls)).toBe("1");
+      const counters = `{${tenantId}}:lbc:daily:0`;
+      expect(await redis.hgetall(counters)).toEqual({ n: "3", f: "1" });
       for (const day of ["02", "03"]) await lessonsOn(day);
       // June 3: runs 0 and 1 are the two finished runs kept; each run holds entries in both shards and rank histories.
       expect(await storedRuns(tenantId, "daily")).toEqual([0, 1, 2]);
@@ -68,7 +68,7 @@ describe("keepFinishedRuns", () => {
       expect((await redis.keys(`{${tenantId}:*}:lh:daily:0:*`)).length).toBe(3);
       await lessonsOn("04");
       expect(await storedRuns(tenantId, "daily")).toEqual([1, 2, 3]);
-      expect(await redis.exists(falls)).toBe(0);
+      expect(await redis.exists(counters)).toBe(0);
 
       // June 5: run 4 is active, run 3 the newest finished one.
       await t.setClock("2026-06-05T00:30:00Z");
