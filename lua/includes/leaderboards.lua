@@ -8,7 +8,7 @@
   keyspace for the groups (src/jobs/run-retention.ts).
   R.lb[i] = {k, by = 'metric'|'points'|'streak', sys = index into R.sys|false,
              bd = 'ua:<attr>'|false, style = 'competition'|'dense'|'ordinal', max}
-  boards[i] (from Node, boardsOf) = {run, threshold, run text} of board i, or false when the
+  boards[i] (from Node, boardsOf) = {run, threshold, run text, falls, room, added} of board i, or false when the
   board is scheduled or finished. The user's entry of the board's latest run is kept in five
   state positions (scalars: cheaper to decode and encode than a table each, and no table made per
   change): lb:<board> the run, lbv: the value, lbm: the zset member (which holds reachedAt),
@@ -40,7 +40,7 @@ local MAX_MS = 9999999999999
 -- {run, threshold, run text, falls, room, added} or false.
 -- A run's text is kept on the board's rules table (a Function library keeps it across calls), so
 -- Lua's printf (~3.5k instructions) happens once per run, not once per call; so are the list and
--- each board's {run, threshold, run text}, refilled per call instead of made (a table each otherwise).
+-- each board's {run, threshold, run text, falls, room, added}, refilled per call instead of made (a table each otherwise).
 local callBoards = {}
 local function boardsOf(blob, at)
   local lb = R.lb
@@ -278,15 +278,16 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
           if breakdown ~= '' and (not old or oldBreakdown ~= breakdown) then
             rcall('SADD', prefix .. 'lg:' .. board.k .. ':' .. runText, breakdown)
           end
-          -- On the board means within its first max entries. A changed value was reached now, so
-          -- it sits behind every entry of the same value: on a full board a value at or below the
+          -- On the board means within its first max entries: on a full board a value below the
           -- threshold (the value at position max; -inf while there is room) is off it, and costs
           -- no count. Unless the user's own entry may have held a place (falling, it frees it),
           -- the board keeps no threshold (a breakdown board: NaN), or its values fell since the
-          -- threshold was read (it may be too high): then, as for a value above it, rankOf
-          -- settles the place.
+          -- threshold was read (it may be too high): then, as for a value at or above it, rankOf
+          -- settles the place. A value equal to the threshold is counted too: a change made now
+          -- is mostly behind every equal value, but not behind one reached in the same
+          -- millisecond by a smaller id, nor one another process stamped later by its clock.
           local threshold = info[2]
-          local count = new > threshold or threshold ~= threshold or (old ~= nil and old >= threshold)
+          local count = new >= threshold or threshold ~= threshold or (old ~= nil and old >= threshold)
           if not count then count = fellSince(board, info) end
           if count then rank = rankOf(board, runText, breakdown, new, member, info) end
           S[board.ri], S[board.vi], S[board.mi] = run, new, member

@@ -433,8 +433,8 @@ export function refreshThresholds(tenant: CompiledTenant, state: ModelState, now
  * lua updateBoards: moves the user's entry on every active board whose value this request
  * changed (metric boards by the event's value, points boards by the points added, streak boards
  * to the new streak length; 0 leaves a streak board), counts the new rank unless the value is
- * at or below the cached threshold of a full board (a changed value was reached last, behind
- * every equal value), and appends to the user's rank history of the run.
+ * below the cached threshold of a full board (and the board's values did not fall since it was
+ * read), and appends to the user's rank history of the run.
  */
 export function updateBoards(
   tenant: CompiledTenant,
@@ -474,11 +474,11 @@ export function updateBoards(
       const entries = state.boards.get(id) ?? new Map<string, { value: number; reachedAt: number }>();
       entries.set(userId, { value: newValue, reachedAt: now });
       state.boards.set(id, entries);
-      // lua updateBoards: a value at or below the cached threshold is off the board uncounted,
+      // lua updateBoards: a value below the cached threshold is off the board uncounted,
       // unless the board's threshold is not kept (breakdown), the user's own entry may have
       // held a place, or the board's values fell since the threshold was read; lua rankOf: the
       // place decides.
-      const count = newValue > threshold || Number.isNaN(threshold) || (oldValue !== null && oldValue >= threshold) || fellSince();
+      const count = newValue >= threshold || Number.isNaN(threshold) || (oldValue !== null && oldValue >= threshold) || fellSince();
       if (count) {
         const place = modelPlace(board, entries, newValue, boardMember(now, userId));
         rank = place.position > board.maxParticipants ? null : place.rank;

@@ -13,9 +13,8 @@ interface ReadThreshold {
 
 /**
  * The threshold of each active run (the value needed to enter the full board), as the scripts
- * use it: on a full board a changed value at or below it is off the board (it was reached last,
- * behind every equal value) and the script skips counting its rank, unless the user's own entry
- * held a place before. Computing it merges every shard, so it is refreshed in the background
+ * use it: on a full board a changed value below it is off the board and the script skips
+ * counting its rank, unless the user's own entry held a place before. Computing it merges every shard, so it is refreshed in the background
  * (every second, and when the manual clock moves) rather than per event; a script therefore
  * ranks with a threshold at most a second old. Two values that are not thresholds: -Infinity
  * while the board has room (or before the first refresh), so that a full board's threshold of 0

@@ -631,7 +631,7 @@ describe("on the board or off it, as an event response counts it", () => {
   const app = useTenantApp(
     "cut",
     `
-    metrics: [{ key: sc, name: Score }, { key: km, name: Kilometres }, { key: fa, name: Falls }, { key: ti, name: Ties }]
+    metrics: [{ key: sc, name: Score }, { key: km, name: Kilometres }, { key: fa, name: Falls }, { key: ti, name: Ties }, { key: eq, name: Equal }]
     attributes:
       user: [region]
     leaderboards:
@@ -641,6 +641,8 @@ describe("on the board or off it, as an event response counts it", () => {
       - { key: f5c, name: Five falls, rankBy: metric, metric: fa, start: "2026-01-01", maxParticipants: 5 }
       - { key: f5d, name: Five falls dense, rankBy: metric, metric: fa, start: "2026-01-01", maxParticipants: 5, ranking: dense }
       - { key: f5o, name: Five falls ordinal, rankBy: metric, metric: fa, start: "2026-01-01", maxParticipants: 5, ranking: ordinal }
+      - { key: e1c, name: One, rankBy: metric, metric: eq, start: "2026-01-01", maxParticipants: 1 }
+      - { key: e1o, name: One ordinal, rankBy: metric, metric: eq, start: "2026-01-01", maxParticipants: 1, ranking: ordinal }
       - { key: t2c, name: Two ties, rankBy: metric, metric: ti, start: "2026-01-01", maxParticipants: 2 }
       - { key: t2d, name: Two ties dense, rankBy: metric, metric: ti, start: "2026-01-01", maxParticipants: 2, ranking: dense }
       - { key: bd, name: By region, rankBy: metric, metric: km, start: "2026-01-01", maxParticipants: 3, breakdownAttribute: region }
@@ -719,6 +721,19 @@ describe("on the board or off it, as an event response counts it", () => {
     expect(ranks(await event(app(), "fa", "k-e", -1), fallBoards)).toEqual([null, null, null]);
     expect(await falls()).toBe(2);
     expect(ranks(await event(app(), "fa", "k-f", 1.7), fallBoards)).toEqual([5, 5, 5]);
+  });
+
+  it("a value equal to the threshold reached in the same millisecond by a greater id is ahead of it", async () => {
+    // Found by a review (the twenty-eighth stop): the threshold (5, e-a's) is read in the
+    // millisecond e-a reached it; e-b reaches 5 in that millisecond, and the greater id ranks first.
+    await tick(app(), 1000);
+    await event(app(), "eq", "e-a", 5);
+    await app().setClock(new Date(app().clock.now()).toISOString()); // reads the threshold, same instant
+    expect(ranks(await event(app(), "eq", "e-b", 5), ["e1c", "e1o"])).toEqual([1, 1]);
+    expect((await rows(app(), "e1c")).map(([id]) => id)).toEqual(["e-b"]);
+    // A millisecond later, a tie is behind it: off the board.
+    await tick(app(), 1);
+    expect(ranks(await event(app(), "eq", "e-c", 5), ["e1c", "e1o"])).toEqual([null, null]);
   });
 
   it("a board that filled since its threshold was read: a tie reached last beyond its last place is off it", async () => {

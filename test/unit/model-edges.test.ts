@@ -75,7 +75,7 @@ describe("a board's values that fell since its threshold was read, in the model"
     refreshThresholds(boards, state, T0 + 3); // 9
     score(4, "a", -9); // the board: b 9, c 8
     expect(rankOf(score(5, "d", 8.5))).toBe(2);
-    // Read again, the threshold (8.5) is trusted: a value at it is off, uncounted.
+    // Read again (8.5): a value that ties it, reached later, is behind it.
     refreshThresholds(boards, state, T0 + 6);
     expect(rankOf(score(7, "e", 8.5))).toBeNull();
   });
