@@ -14,7 +14,7 @@
   ARGV[4] achievement key (an "api" achievement of R.ach)
   ARGV[5] local day index of now (stored as the day of first identification if the user is new);
           with a zone sent and a streak rule, that zone's streak calendar after it (user-3.lua)
-  ARGV[6] each board of R.lb: its run, threshold and what was read with it, five little-endian doubles (leaderboards.lua boardsOf)
+  ARGV[6] each board of R.lb: its run, threshold and what was read with it, six little-endian doubles (leaderboards.lua boardsOf)
   ARGV[7] r, the number of profile fields to read; ARGV[8 .. 7+r] their names
   ARGV[8+r] n, the number of profile fields sent; then n field, value pairs
   ARGV[last] the call's number (src/store/call-order.ts)

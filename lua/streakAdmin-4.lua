@@ -17,7 +17,7 @@
   ARGV[8] instant the streak is lost if last covered in the previous period
   ARGV[9] instant the streak is lost if extended in the current period
   ARGV[10] "freeze": how many freezes to grant; "restore": first period of the restore window
-  ARGV[11] each board of R.lb: its run, threshold and what was read with it, five little-endian doubles (leaderboards.lua boardsOf)
+  ARGV[11] each board of R.lb: its run, threshold and what was read with it, six little-endian doubles (leaderboards.lua boardsOf)
   ARGV[12] the call's number (src/store/call-order.ts): a "freeze" call this script already
            applied, re-sent by ioredis after the connection dropped before its reply, answers
            {5} and grants nothing again ("restore" and "settle" give the same result twice)

@@ -16,7 +16,7 @@
   ARGV[2] now, ms
   ARGV[3] index of the trigger in R.tt
   ARGV[4] limit, users per call
-  ARGV[5] each board of R.lb: its run, threshold and what was read with it, five little-endian doubles (leaderboards.lua boardsOf)
+  ARGV[5] each board of R.lb: its run, threshold and what was read with it, six little-endian doubles (leaderboards.lua boardsOf)
   ARGV[6] r, the number of profile fields to read (tz, declared attributes); ARGV[7 .. 6+r]
 
   Reply {paid, more}

@@ -16,7 +16,7 @@
           calendar: "day|period|lost-at if last covered in period|lost-at if in period - 1"
   ARGV[6] preferences patch for "prefs", else '': "type=channel,channel;type=" (an empty list
           disables the type; a type not in the patch keeps its stored value)
-  ARGV[7] each board of R.lb: its run, threshold and what was read with it, five little-endian doubles (leaderboards.lua boardsOf)
+  ARGV[7] each board of R.lb: its run, threshold and what was read with it, six little-endian doubles (leaderboards.lua boardsOf)
   ARGV[8] r, the number of profile fields to read; ARGV[9 .. 8+r] their names
   ARGV[9+r] n, the number of profile fields sent; then n field, value pairs
 

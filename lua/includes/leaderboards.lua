@@ -8,7 +8,7 @@
   keyspace for the groups (src/jobs/run-retention.ts).
   R.lb[i] = {k, by = 'metric'|'points'|'streak', sys = index into R.sys|false,
              bd = 'ua:<attr>'|false, style = 'competition'|'dense'|'ordinal', max}
-  boards[i] (from Node, boardsOf) = {run, threshold, run text, falls, room, added} of board i, or false when the
+  boards[i] (from Node, boardsOf) = {run, threshold, run text, falls, room, added, read at} of board i, or false when the
   board is scheduled or finished. The user's entry of the board's latest run is kept in five
   state positions (scalars: cheaper to decode and encode than a table each, and no table made per
   change): lb:<board> the run, lbv: the value, lbm: the zset member (which holds reachedAt),
@@ -34,28 +34,28 @@ local MAX_MS = 9999999999999
 
 -- The boards argument of every script that moves boards: R.lb's current runs, thresholds and
 -- what was read with each threshold (the run's falls counter, the room left, the entries
--- counter: src/store/thresholds.ts), as little-endian doubles in `blob` from byte `at` (five per
--- board; run -1 while a board is scheduled or finished; Node's TenantStore.boardNumbers). Binary
--- because `tonumber` of decimal text costs ~1.8k instructions (strtod). Returns per board
--- {run, threshold, run text, falls, room, added} or false.
+-- counter, the instant it was read: src/store/thresholds.ts), as little-endian doubles in `blob`
+-- from byte `at` (six per board; run -1 while a board is scheduled or finished; Node's
+-- TenantStore.boardNumbers). Binary because `tonumber` of decimal text costs ~1.8k instructions
+-- (strtod). Returns per board {run, threshold, run text, falls, room, added, read at} or false.
 -- A run's text is kept on the board's rules table (a Function library keeps it across calls), so
 -- Lua's printf (~3.5k instructions) happens once per run, not once per call; so are the list and
--- each board's {run, threshold, run text, falls, room, added}, refilled per call instead of made (a table each otherwise).
+-- each board's {run, threshold, run text, falls, room, added, read at}, refilled per call instead of made (a table each otherwise).
 local callBoards = {}
 local function boardsOf(blob, at)
   local lb = R.lb
   if #lb == 0 then return lb end
   for i = 1, #lb do
     local board = lb[i]
-    local run, threshold, falls, room, added
-    run, threshold, falls, room, added, at = struct.unpack('<ddddd', blob, at)
+    local run, threshold, falls, room, added, readAt
+    run, threshold, falls, room, added, readAt, at = struct.unpack('<dddddd', blob, at)
     if run < 0 then
       callBoards[i] = false
     else
       if board.runNumber ~= run then board.runNumber, board.runText = run, string.format('%d', run) end
       local info = board.info
       if not info then info = {}; board.info = info end
-      info[1], info[2], info[3], info[4], info[5], info[6] = run, threshold, board.runText, falls, room, added
+      info[1], info[2], info[3], info[4], info[5], info[6], info[7] = run, threshold, board.runText, falls, room, added, readAt
       callBoards[i] = info
     end
   end
@@ -283,11 +283,12 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
           -- no count. Unless the user's own entry may have held a place (falling, it frees it),
           -- the board keeps no threshold (a breakdown board: NaN), or its values fell since the
           -- threshold was read (it may be too high): then, as for a value at or above it, rankOf
-          -- settles the place. A value equal to the threshold is counted too: a change made now
-          -- is mostly behind every equal value, but not behind one reached in the same
-          -- millisecond by a smaller id, nor one another process stamped later by its clock.
+          -- settles the place. A value equal to the threshold, reached now, is behind the entry
+          -- at the cutoff when the threshold was read before now (that entry reached it by then);
+          -- in the millisecond of the read it may not be (a smaller id reached it in that
+          -- millisecond): counted.
           local threshold = info[2]
-          local count = new >= threshold or threshold ~= threshold or (old ~= nil and old >= threshold)
+          local count = new > threshold or threshold ~= threshold or (old ~= nil and old >= threshold) or (new == threshold and now <= info[7])
           if not count then count = fellSince(board, info) end
           if count then rank = rankOf(board, runText, breakdown, new, member, info) end
           S[board.ri], S[board.vi], S[board.mi] = run, new, member

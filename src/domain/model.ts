@@ -70,7 +70,7 @@ export interface ModelState {
   /** Per "<board>:<run>:<breakdown>": user → value and the instant it was reached ({t:s}:lb:...). */
   boards: Map<string, Map<string, { value: number; reachedAt: number }>>;
   /** The thresholds the service ranks with, per "<board>:<run>", with the falls counted when each was read (refreshThresholds). */
-  thresholds: Map<string, { value: number; falls: number }>;
+  thresholds: Map<string, { value: number; at: number; falls: number }>;
   /** Each run's falls counter, per "<board>:<run>" (lua countFall). */
   boardFalls: Map<string, number>;
   /** Per "<board>:<run>:<user>": rank history, newest first ({t:s}:lh:...). */
@@ -425,7 +425,7 @@ export function refreshThresholds(tenant: CompiledTenant, state: ModelState, now
     if (run === null || board.breakdownAttribute !== null) continue;
     const id = `${board.key}:${run}`;
     const value = thresholdOfEntries(board, modelBoardOrder(state.boards.get(`${id}:`) ?? new Map())) ?? -Infinity;
-    state.thresholds.set(id, { value, falls: state.boardFalls.get(id) ?? 0 });
+    state.thresholds.set(id, { value, at: now, falls: state.boardFalls.get(id) ?? 0 });
   }
 }
 
@@ -474,11 +474,11 @@ export function updateBoards(
       const entries = state.boards.get(id) ?? new Map<string, { value: number; reachedAt: number }>();
       entries.set(userId, { value: newValue, reachedAt: now });
       state.boards.set(id, entries);
-      // lua updateBoards: a value below the cached threshold is off the board uncounted,
-      // unless the board's threshold is not kept (breakdown), the user's own entry may have
-      // held a place, or the board's values fell since the threshold was read; lua rankOf: the
-      // place decides.
-      const count = newValue >= threshold || Number.isNaN(threshold) || (oldValue !== null && oldValue >= threshold) || fellSince();
+      // lua updateBoards: a value below the cached threshold (or equal to it, read before now)
+      // is off the board uncounted, unless the board's threshold is not kept (breakdown), the
+      // user's own entry may have held a place, or the board's values fell since the threshold
+      // was read; lua rankOf: the place decides.
+      const count = newValue > threshold || Number.isNaN(threshold) || (oldValue !== null && oldValue >= threshold) || (newValue === threshold && now <= (read?.at ?? 0)) || fellSince();
       if (count) {
         const place = modelPlace(board, entries, newValue, boardMember(now, userId));
         rank = place.position > board.maxParticipants ? null : place.rank;

@@ -148,7 +148,7 @@ export class TenantStore {
     const numbers: number[] = [];
     for (const board of boards) {
       const run = activeRun(board, now);
-      if (run === null) numbers.push(-1, 0, 0, 0, 0);
+      if (run === null) numbers.push(-1, 0, 0, 0, 0, 0);
       else numbers.push(run, ...this.thresholds.numbers(board, run));
     }
     return numbers;

@@ -3,9 +3,10 @@ import { activeRun } from "../domain/leaderboards.js";
 import { boardKeys, participants, thresholdOf } from "./leaderboard-store.js";
 import type { TenantStore } from "./tenant-store.js";
 
-/** A run's threshold as read, with the run's counters as they were just before the read and the room then left. */
+/** A run's threshold as read (at `at`, the service clock), with the run's counters as they were just before the read and the room then left. */
 interface ReadThreshold {
   value: number;
+  at: number;
   falls: number;
   room: number;
   added: number;
@@ -43,12 +44,12 @@ export class ThresholdCache {
 
   /**
    * What the scripts take for the run (lua boardsOf): the threshold, the falls counter, the room
-   * left and the entries counter as read. Before the first read: no room known (0), which makes
-   * a script count every place.
+   * left and the entries counter as read, and when it was read. Before the first read: no room
+   * known (0), which makes a script count every place.
    */
-  numbers(board: CompiledLeaderboard, run: number): [number, number, number, number] {
+  numbers(board: CompiledLeaderboard, run: number): [number, number, number, number, number] {
     const read = board.breakdownAttribute === null ? this.values.get(`${board.key}:${run}`) : undefined;
-    return read ? [read.value, read.falls, read.room, read.added] : [this.get(board, run), 0, 0, 0];
+    return read ? [read.value, read.falls, read.room, read.added, read.at] : [this.get(board, run), 0, 0, 0, 0];
   }
 
   async refresh(now: number): Promise<void> {
@@ -59,7 +60,7 @@ export class ThresholdCache {
       const keys = boardKeys(this.store, board, run, "");
       const count = await participants(this.store, keys);
       const value = (await thresholdOf(this.store, board, keys, count)) ?? -Infinity;
-      this.values.set(`${board.key}:${run}`, { value, falls: Number(falls ?? 0), room: board.maxParticipants - count, added: Number(added ?? 0) });
+      this.values.set(`${board.key}:${run}`, { value, at: now, falls: Number(falls ?? 0), room: board.maxParticipants - count, added: Number(added ?? 0) });
     }
   }
 }
