@@ -94,6 +94,9 @@ else
     local first = newLast - best + 1
     set('ss', first)
     storeStreak(best, newLast, newLast == nowPeriod and deadlineCurrent or deadlinePrevious)
+    -- `extended` (the streak reads): today's extension when there was one; otherwise the streak
+    -- came alive now, and the last extension on record belongs to a streak before it.
+    if newLast ~= last then set('sxt', now) end
     -- The history then holds the streak the user now has: its periods extended one by one, 1 to
     -- best, ending at its last period. The streak read's history and `started` and wrapped's
     -- longest streak (which walks back to a length of 1) all read it; what those periods held

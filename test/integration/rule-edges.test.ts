@@ -380,7 +380,8 @@ describe("a streak restored on a day the new streak was already extended", () =>
       // The history holds the restored streak (3 June to today, 1 to 3): before, 4 June read 0
       // and today 1 beside a streak of 3 that started on 3 June.
       const read = await t.call("GET", "/v1/users/restored/streak?historyPeriods=5");
-      expect(read.body).toMatchObject({ length: 3, started: "2026-06-03" });
+      // `extended`: today's extension, kept.
+      expect(read.body).toMatchObject({ length: 3, started: "2026-06-03", extended: "2026-06-05T12:00:00.000Z" });
       expect(read.body.streakHistory.map((h: { periodStart: string; length: number }) => [h.periodStart, h.length])).toEqual([
         ["2026-06-01", 1],
         ["2026-06-02", 2],
@@ -393,6 +394,26 @@ describe("a streak restored on a day the new streak was already extended", () =>
       // Wrapped's longest streak walks the history back to its start: the same start.
       const wrapped = await t.call("GET", "/v1/users/restored/wrapped?year=2026");
       expect(wrapped.body.activity.entireYear.longestStreak).toMatchObject({ length: 4, started: "2026-06-03", periodStart: "2026-06-03", periodEnd: "2026-06-06" });
+    });
+  });
+});
+
+describe("a streak restored on a day not extended yet", () => {
+  it("reads `extended` as the restore's instant: the extension before belongs to the lost streak", async () => {
+    // Found by an audit (the twenty-eighth stop): `extended` showed 2 June, older than `started` (3 June).
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", "") }, async (t) => {
+      const u = { id: "lapsed" };
+      for (const day of ["01", "02"]) {
+        await t.setClock(`2026-06-${day}T12:00:00Z`);
+        expect((await event(t, u, 1)).status).toBe(201);
+      }
+      await t.setClock("2026-06-04T09:30:00Z");
+      const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "lapsed" }] }, { "x-api-key": "demo-admin-key" });
+      expect(res.body.restoredUsers).toEqual(["lapsed"]);
+      const read = await t.call("GET", "/v1/users/lapsed/streak");
+      expect(read.body).toMatchObject({ length: 2, started: "2026-06-02", extended: "2026-06-04T09:30:00.000Z" });
+      const bulk = await t.call("GET", "/v1/streaks?userIds=lapsed");
+      expect(bulk.body).toEqual([{ userId: "lapsed", streakLength: 2, extended: "2026-06-04T09:30:00.000Z" }]);
     });
   });
 });
