@@ -94,8 +94,9 @@ else
     local first = newLast - best + 1
     set('ss', first)
     storeStreak(best, newLast, newLast == nowPeriod and deadlineCurrent or deadlinePrevious)
-    -- `extended` (the streak reads): today's extension when there was one; otherwise the streak
-    -- came alive now, and the last extension on record belongs to a streak before it.
+    -- `extended` (the streak reads): the last extension when the restored streak keeps it
+    -- (today's; a live streak's yesterday's is kept too, as newLast ~= last only when the
+    -- streak was lost or last covered before yesterday); otherwise the streak came alive now.
     if newLast ~= last then set('sxt', now) end
     -- The history then holds the streak the user now has: its periods extended one by one, 1 to
     -- best, ending at its last period. The streak read's history and `started` and wrapped's

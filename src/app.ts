@@ -117,7 +117,7 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   const runRetention = opts.jobs === false ? null : await RunRetention.start(jobOptions);
   if (runRetention && opts.clock instanceof ManualClock) opts.clock.onChange(() => runRetention.runAll());
   const refreshThresholds = async (): Promise<void> => {
-    for (const { store } of tenants.all) await store.thresholds.refresh(opts.clock.now());
+    for (const { store } of tenants.all) await store.thresholds.refresh(opts.clock.now(), () => opts.clock.highest());
   };
   await refreshThresholds();
   if (opts.clock instanceof ManualClock) opts.clock.onChange(refreshThresholds);

@@ -5,13 +5,25 @@
  */
 export interface Clock {
   now(): number;
+  /**
+   * The latest time this clock has shown (a manual clock can be set back; a system clock can be
+   * stepped back): whatever this process stamped with now() is stamped at or before it.
+   */
+  highest(): number;
   readonly manual: boolean;
 }
 
 export class SystemClock implements Clock {
   readonly manual = false;
+  private latest = 0;
   now(): number {
-    return Date.now();
+    const now = Date.now();
+    if (now > this.latest) this.latest = now;
+    return now;
+  }
+
+  highest(): number {
+    return Math.max(this.latest, Date.now());
   }
 }
 
@@ -20,20 +32,27 @@ type Listener = (now: number, previous: number) => Promise<void> | void;
 export class ManualClock implements Clock {
   readonly manual = true;
   private current: number;
+  private latest: number;
   private readonly listeners: Listener[] = [];
 
   constructor(start = Date.now()) {
     this.current = start;
+    this.latest = start;
   }
 
   now(): number {
     return this.current;
   }
 
+  highest(): number {
+    return this.latest;
+  }
+
   /** Moves the clock, then runs the work that became due (listeners) and waits for it. */
   async set(ms: number): Promise<void> {
     const previous = this.current;
     this.current = ms;
+    if (ms > this.latest) this.latest = ms;
     for (const listener of this.listeners) await listener(ms, previous);
   }
 

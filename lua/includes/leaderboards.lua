@@ -20,14 +20,14 @@
   the one who reached the value first (src/domain/leaderboards.ts).
 
   Ranks for the reply are counted here, over every shard's set of the run: the one place a
-  script reads keys of other shards (standalone Redis; see README, Leaderboards). A value at or
-  below the board's threshold (the value at position max, refreshed by Node at most a second
-  ago; -inf while the board has room) is off the board and costs no count: it was reached now,
-  behind every equal value. Unless the user's own entry may have held a place before (falling,
-  it frees it), the board's values fell since the threshold was read (fellSince), or the board
-  is a breakdown board (NaN: Node keeps no threshold per group): then the place is counted
-  (updateBoards). A value above the threshold is counted too (rankOf), and the place decides:
-  the threshold may be a second too low.
+  script reads keys of other shards (standalone Redis; see README, Leaderboards). A value below
+  the board's threshold (the value at position max, refreshed by Node at most a second ago; -inf
+  while the board has room), or equal to it and reached after the threshold was read (behind the
+  entry at the cutoff), is off the board and costs no count. Unless the user's own entry may
+  have held a place before (falling, it frees it), the board's values fell since the threshold
+  was read (fellSince), or the board is a breakdown board (NaN: Node keeps no threshold per
+  group): then the place is counted (updateBoards). A value above the threshold is counted too
+  (rankOf), and the place decides: the threshold may be a second too low.
 ]]
 local MAX_MS = 9999999999999
 -- @include "includes/board-order.lua"
@@ -284,9 +284,10 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
           -- the board keeps no threshold (a breakdown board: NaN), or its values fell since the
           -- threshold was read (it may be too high): then, as for a value at or above it, rankOf
           -- settles the place. A value equal to the threshold, reached now, is behind the entry
-          -- at the cutoff when the threshold was read before now (that entry reached it by then);
-          -- in the millisecond of the read it may not be (a smaller id reached it in that
-          -- millisecond): counted.
+          -- at the cutoff when the threshold was read before now (info[7]: the latest time the
+          -- reading process's clock had shown, so that entry reached it by then, even after a
+          -- manual clock was set back); in the millisecond of the read it may not be (a smaller
+          -- id reached it in that millisecond): counted.
           local threshold = info[2]
           local count = new > threshold or threshold ~= threshold or (old ~= nil and old >= threshold) or (new == threshold and now <= info[7])
           if not count then count = fellSince(board, info) end

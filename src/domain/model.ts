@@ -418,14 +418,14 @@ export function modelBoardOrder(entries: ReadonlyMap<string, { value: number; re
   return [...entries].map(([user, e]) => ({ member: boardMember(e.reachedAt, user), value: e.value })).sort(compareEntries);
 }
 
-/** What ThresholdCache.refresh does: the threshold of each active run without breakdown. */
-export function refreshThresholds(tenant: CompiledTenant, state: ModelState, now: number): void {
+/** What ThresholdCache.refresh does: the threshold of each active run without breakdown, read at `readAt` (the clock's latest time). */
+export function refreshThresholds(tenant: CompiledTenant, state: ModelState, now: number, readAt = now): void {
   for (const board of tenant.leaderboards) {
     const run = activeRun(board, now);
     if (run === null || board.breakdownAttribute !== null) continue;
     const id = `${board.key}:${run}`;
     const value = thresholdOfEntries(board, modelBoardOrder(state.boards.get(`${id}:`) ?? new Map())) ?? -Infinity;
-    state.thresholds.set(id, { value, at: now, falls: state.boardFalls.get(id) ?? 0 });
+    state.thresholds.set(id, { value, at: readAt, falls: state.boardFalls.get(id) ?? 0 });
   }
 }
 
@@ -433,8 +433,9 @@ export function refreshThresholds(tenant: CompiledTenant, state: ModelState, now
  * lua updateBoards: moves the user's entry on every active board whose value this request
  * changed (metric boards by the event's value, points boards by the points added, streak boards
  * to the new streak length; 0 leaves a streak board), counts the new rank unless the value is
- * below the cached threshold of a full board (and the board's values did not fall since it was
- * read), and appends to the user's rank history of the run.
+ * below the cached threshold of a full board, or equal to it and reached after the read (and
+ * the board's values did not fall since it was read), and appends to the user's rank history
+ * of the run.
  */
 export function updateBoards(
   tenant: CompiledTenant,

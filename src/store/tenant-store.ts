@@ -140,7 +140,8 @@ export class TenantStore {
   /**
    * The boards argument of every script that moves boards (lua/includes/leaderboards.lua
    * boardsOf): each board's current run (-1 while scheduled or finished), cached threshold, and
-   * what was read with it (ThresholdCache): the run's falls, the room left, the entries added. The event script carries these numbers at the end of its ARGV[3]; the others take
+   * what was read with it (ThresholdCache): the run's falls, the room left, the entries added,
+   * the instant of the read. The event script carries these numbers at the end of its ARGV[3]; the others take
    * boardsBlob. `activeRun` is recomputed per call: for perpetual and day-unit boards it is two
    * comparisons and a division, cheaper than a cache lookup.
    */

@@ -3,7 +3,11 @@ import { activeRun } from "../domain/leaderboards.js";
 import { boardKeys, participants, thresholdOf } from "./leaderboard-store.js";
 import type { TenantStore } from "./tenant-store.js";
 
-/** A run's threshold as read (at `at`, the service clock), with the run's counters as they were just before the read and the room then left. */
+/**
+ * A run's threshold as read, with the run's counters as they were just before the read and the
+ * room then left; `at`: the latest time the service clock had shown once the reads were done
+ * (every entry this process wrote at the cutoff reached its value by then).
+ */
 interface ReadThreshold {
   value: number;
   at: number;
@@ -14,8 +18,9 @@ interface ReadThreshold {
 
 /**
  * The threshold of each active run (the value needed to enter the full board), as the scripts
- * use it: on a full board a changed value below it is off the board and the script skips
- * counting its rank, unless the user's own entry held a place before. Computing it merges every shard, so it is refreshed in the background
+ * use it: on a full board a changed value below it (or equal to it, reached after the read)
+ * is off the board and the script skips counting its rank, unless the user's own entry held a
+ * place before. Computing it merges every shard, so it is refreshed in the background
  * (every second, and when the manual clock moves) rather than per event; a script therefore
  * ranks with a threshold at most a second old. Two values that are not thresholds: -Infinity
  * while the board has room (or before the first refresh), so that a full board's threshold of 0
@@ -52,7 +57,8 @@ export class ThresholdCache {
     return read ? [read.value, read.falls, read.room, read.added, read.at] : [this.get(board, run), 0, 0, 0, 0];
   }
 
-  async refresh(now: number): Promise<void> {
+  /** `highest`: the clock's latest time (Clock.highest), taken after each board's reads. */
+  async refresh(now: number, highest: () => number = () => now): Promise<void> {
     for (const board of this.store.tenant.leaderboards) {
       const run = activeRun(board, now);
       if (run === null || board.breakdownAttribute !== null) continue;
@@ -60,7 +66,7 @@ export class ThresholdCache {
       const keys = boardKeys(this.store, board, run, "");
       const count = await participants(this.store, keys);
       const value = (await thresholdOf(this.store, board, keys, count)) ?? -Infinity;
-      this.values.set(`${board.key}:${run}`, { value, at: now, falls: Number(falls ?? 0), room: board.maxParticipants - count, added: Number(added ?? 0) });
+      this.values.set(`${board.key}:${run}`, { value, at: highest(), falls: Number(falls ?? 0), room: board.maxParticipants - count, added: Number(added ?? 0) });
     }
   }
 }

@@ -374,6 +374,7 @@ describe("a streak restored on a day the new streak was already extended", () =>
       // 4 June missed; 5 June starts a new streak of 1, then the admin restores the 3.
       await t.setClock("2026-06-05T12:00:00Z");
       expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 1, started: "2026-06-05" });
+      await t.setClock("2026-06-05T12:00:00.500Z");
       const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "restored" }] }, { "x-api-key": "demo-admin-key" });
       expect(res.body.restoredUsers).toEqual(["restored"]);
       expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 3, extended: false, started: "2026-06-03", expires: "2026-06-06" });

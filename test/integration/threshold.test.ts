@@ -2,7 +2,9 @@ import fc from "fast-check";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, inject } from "vitest";
 import type { CompiledLeaderboard } from "../../src/config/compiled.js";
+import { ManualClock, SystemClock } from "../../src/clock.js";
 import { loadConfigText } from "../../src/config/load.js";
+import { activeRun } from "../../src/domain/leaderboards.js";
 import { threshold } from "../../src/store/leaderboard-store.js";
 import { TenantStore } from "../../src/store/tenant-store.js";
 import { demoConfig } from "../helpers/app.js";
@@ -44,5 +46,25 @@ describe("leaderboard threshold", () => {
       ),
       { numRuns: 150 },
     );
+  });
+
+  it("stamps each read with the clock's latest time, taken after the board's reads", async () => {
+    // A value equal to the threshold is left off the board only when reached after the read
+    // (lua/includes/leaderboards.lua updateBoards): the stamp must not precede an entry this
+    // process wrote, neither when the clock was set back nor while the reads ran.
+    const board = store.tenant.leaderboards[0]!;
+    const now = Date.parse("2026-06-01T00:00:00Z");
+    const run = activeRun(board, now)!;
+    let calls = 0;
+    await store.thresholds.refresh(now, () => now + 500 + calls++);
+    expect(store.thresholds.numbers(board, run)[4]).toBeGreaterThanOrEqual(now + 500);
+    expect(calls).toBeGreaterThan(0);
+    const manual = new ManualClock(now);
+    await manual.set(now + 10_000);
+    await manual.set(now);
+    expect([manual.now(), manual.highest()]).toEqual([now, now + 10_000]);
+    const system = new SystemClock();
+    const seen = system.now();
+    expect(system.highest()).toBeGreaterThanOrEqual(seen);
   });
 });
