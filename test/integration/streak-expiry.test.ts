@@ -132,7 +132,7 @@ describe("with the system clock", () => {
     const t = await startTestApp({ yaml: streakTenantYaml(tenantId), manualClock: "2026-06-02T12:00:00Z", jobs: false });
     // ada's streak is lost at the end of June 3 (UTC) unless extended then.
     let now = Date.parse("2026-06-02T12:00:00Z");
-    const clock = { manual: false, now: () => now };
+    const clock = { manual: false, now: () => now, highest: () => now };
     const prefix = `{laurel-jobs-${tenantId}}`;
     const connection = queueConnection(t.redis);
     const queue = new Queue(`laurel-streaks-${tenantId}`, { connection, prefix });
