@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { commandsDuring, type Observed } from "../helpers/monitor.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
 
@@ -734,6 +735,23 @@ describe("on the board or off it, as an event response counts it", () => {
     // A millisecond later, a tie is behind it: off the board.
     await tick(app(), 1);
     expect(ranks(await event(app(), "eq", "e-c", 5), ["e1c", "e1o"])).toEqual([null, null]);
+  });
+
+  it("a value equal to a threshold read in an earlier millisecond is off the board uncounted", async () => {
+    // A manual clock reads the thresholds at every move, so a change right after one is in the
+    // millisecond of the read (counted). Read again as if a millisecond earlier (the system
+    // clock's refresh, every second): the threshold (5) is then trusted, and no place counted.
+    const { store } = app().app.tenants.all[0]!;
+    const now = app().clock.now();
+    await store.thresholds.refresh(now, () => now - 1);
+    const counts = (seen: Observed) =>
+      seen.luaCommands.filter((c) => c[0]!.toLowerCase() === "zcount" && c[1]!.startsWith(`{${store.tenant.id}:`) && c[1]!.includes(":lb:e1c:")).length;
+    let reply: Awaited<ReturnType<typeof event>> | undefined;
+    const seen = await commandsDuring(inject("redisUrl"), async () => (reply = await event(app(), "eq", "e-d", 5)), app().redis);
+    expect(ranks(reply!, ["e1c"])).toEqual([null]);
+    expect(counts(seen)).toBe(0);
+    // e-d's 5 was reached after e-b's: the board still lists e-b alone.
+    expect((await rows(app(), "e1c")).map(([id]) => id)).toEqual(["e-b"]);
   });
 
   it("a board that filled since its threshold was read: a tie reached last beyond its last place is off it", async () => {
