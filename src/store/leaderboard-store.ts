@@ -292,15 +292,11 @@ async function pastEntry(
 
 /**
  * The value needed to enter a full board: the value of the participant at position
- * maxParticipants; null while the board has room. O(shards × k) for k ≤ 2000, a value bisection
- * of O(shards × log n) per step beyond. Callers cache it (store/thresholds.ts).
+ * maxParticipants; null while the board has room (`count`: the participants over `keys`,
+ * which the caller keeps too). O(shards × k) for k ≤ 2000, a value bisection of
+ * O(shards × log n) per step beyond. Callers cache it (store/thresholds.ts).
  */
-export async function threshold(store: TenantStore, board: CompiledLeaderboard, keys: string[]): Promise<number | null> {
-  return thresholdOf(store, board, keys, await participants(store, keys));
-}
-
-/** threshold, given the participants counted over `keys`. */
-export async function thresholdOf(store: TenantStore, board: CompiledLeaderboard, keys: string[], count: number): Promise<number | null> {
+export async function threshold(store: TenantStore, board: CompiledLeaderboard, keys: string[], count: number): Promise<number | null> {
   const k = board.maxParticipants;
   if (count < k) return null;
   if (k <= 2000) return kthFromTops(store, keys, k);

@@ -150,7 +150,10 @@ export class TenantStore {
     for (const board of boards) {
       const run = activeRun(board, now);
       if (run === null) numbers.push(-1, 0, 0, 0, 0, 0);
-      else numbers.push(run, ...this.thresholds.numbers(board, run));
+      else {
+        numbers.push(run);
+        this.thresholds.pushNumbers(numbers, board, run);
+      }
     }
     return numbers;
   }

@@ -1,6 +1,6 @@
 import type { CompiledLeaderboard } from "../config/compiled.js";
 import { activeRun } from "../domain/leaderboards.js";
-import { boardKeys, participants, thresholdOf } from "./leaderboard-store.js";
+import { boardKeys, participants, threshold } from "./leaderboard-store.js";
 import type { TenantStore } from "./tenant-store.js";
 
 /**
@@ -42,30 +42,27 @@ export class ThresholdCache {
 
   constructor(private readonly store: TenantStore) {}
 
-  get(board: CompiledLeaderboard, run: number): number {
-    if (board.breakdownAttribute !== null) return NaN;
-    return this.values.get(`${board.key}:${run}`)?.value ?? -Infinity;
-  }
-
   /**
-   * What the scripts take for the run (lua boardsOf): the threshold, the falls counter, the room
-   * left and the entries counter as read, and when it was read. Before the first read: no room
-   * known (0), which makes a script count every place.
+   * Appends to `numbers` what the scripts take for the run (lua boardsOf): the threshold, the
+   * falls counter, the room left and the entries counter as read, and when it was read. Before
+   * the first read: -Infinity and no room known (0), which makes a script count every place; a
+   * breakdown board: NaN. Appended, not returned: this runs per board on every event call.
    */
-  numbers(board: CompiledLeaderboard, run: number): [number, number, number, number, number] {
+  pushNumbers(numbers: number[], board: CompiledLeaderboard, run: number): void {
     const read = board.breakdownAttribute === null ? this.values.get(`${board.key}:${run}`) : undefined;
-    return read ? [read.value, read.falls, read.room, read.added, read.at] : [this.get(board, run), 0, 0, 0, 0];
+    if (read) numbers.push(read.value, read.falls, read.room, read.added, read.at);
+    else numbers.push(board.breakdownAttribute === null ? -Infinity : NaN, 0, 0, 0, 0);
   }
 
   /** `highest`: the clock's latest time (Clock.highest), taken after each board's reads. */
-  async refresh(now: number, highest: () => number = () => now): Promise<void> {
+  async refresh(now: number, highest: () => number): Promise<void> {
     for (const board of this.store.tenant.leaderboards) {
       const run = activeRun(board, now);
       if (run === null || board.breakdownAttribute !== null) continue;
       const [falls, added] = await this.store.redis.hmget(this.store.keys.boardCounters(board.key, run), "f", "n");
       const keys = boardKeys(this.store, board, run, "");
       const count = await participants(this.store, keys);
-      const value = (await thresholdOf(this.store, board, keys, count)) ?? -Infinity;
+      const value = (await threshold(this.store, board, keys, count)) ?? -Infinity;
       this.values.set(`${board.key}:${run}`, { value, at: highest(), falls: Number(falls ?? 0), room: board.maxParticipants - count, added: Number(added ?? 0) });
     }
   }
