@@ -60,10 +60,12 @@ export class Tenants {
       // Before anything is written: a config that would misread the stored data stops here.
       await checkFixedSettings(redis, tenant, index);
       const store = await TenantStore.open(redis, tenant);
-      await preloadScripts(redis, [...store.scripts(), ...READ_SCRIPTS]);
+      await preloadScripts(redis, store.scripts());
       await markRunGroupLists(redis, tenant, now);
       contexts.push({ tenant, store, times: await syncObjectTimes(redis, tenant, now) });
     }
+    // The read scripts are the tenants' shared ones: loaded once, not once per tenant.
+    await preloadScripts(redis, READ_SCRIPTS);
     return new Tenants(contexts);
   }
 

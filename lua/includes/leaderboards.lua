@@ -297,7 +297,8 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
         end
         if fell then countFall(board, info, old) end
         -- previousRank: the rank this user was given at their previous change in this run.
-        -- History of rank changes: a change off the board before and after is not one.
+        -- History of rank changes: a change off the board before and after is not one. Trimmed
+        -- to 100 past 120 (src/jobs/webhooks/payloads.ts HISTORY_KEPT tells a trimmed one by it).
         if rank or previousRank then
           local historyKey = prefix .. 'lh:' .. board.k .. ':' .. runText .. ':' .. userId
           local n = rcall('LPUSH', historyKey, historyEntry(previousRank, rank, old, absolute ~= 0 and new or nil))

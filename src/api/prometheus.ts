@@ -1,4 +1,3 @@
-import { hostname } from "node:os";
 import type { Redis } from "ioredis";
 import type { CompiledTenant } from "../config/compiled.js";
 import { awardIdTableStats, type AwardIdTableStats } from "../domain/award-ids.js";
@@ -8,9 +7,10 @@ import { BUCKET_GROUP } from "../jobs/stream-worker.js";
 import { DELIVERY_STATUSES, type DeliveryStatus } from "../jobs/webhooks/deliveries.js";
 import type { Webhooks } from "../jobs/webhooks/index.js";
 import { WEBHOOK_GROUP } from "../jobs/webhooks/keys.js";
+import { PROCESS_NAME } from "../process-name.js";
 
-/** This process in the per-process series: host and pid, as the stream consumers name themselves. */
-const PROCESS_NAME = `${hostname()}-${process.pid}`.replace(/["\\\n]/g, "_");
+/** This process in the per-process series, as a label value (no quote, backslash or newline). */
+const PROCESS_LABEL = PROCESS_NAME.replace(/["\\\n]/g, "_");
 
 /**
  * GET /metrics, in the Prometheus text format (version 0.0.4). No key, like /healthz: it reveals
@@ -40,7 +40,7 @@ export interface TenantDeliveries {
   counts: Record<DeliveryStatus, number>;
 }
 
-export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly TenantDeliveries[], awardIds: AwardIdTableStats, processName = PROCESS_NAME): string {
+export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly TenantDeliveries[], awardIds: AwardIdTableStats): string {
   const lines: string[] = [];
   for (const [name, help, value] of GAUGES) {
     lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} gauge`);
@@ -57,7 +57,7 @@ export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly Te
   // The answering process's own figures, labelled with it: processes sharing a port
   // (LAUREL_REUSE_PORT) answer scrapes in turn, and one series fed by several processes' counters
   // went up and down, which Prometheus reads as resets.
-  const own = `{process="${processName}"}`;
+  const own = `{process="${PROCESS_LABEL}"}`;
   lines.push(
     "# HELP laurel_award_id_table_slots Award ids this process remembers for the metering read (LAUREL_AWARD_IDS).",
     "# TYPE laurel_award_id_table_slots gauge",

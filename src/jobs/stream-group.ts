@@ -1,7 +1,7 @@
-import { hostname } from "node:os";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import type { CompiledTenant } from "../config/compiled.js";
+import { PROCESS_NAME } from "../process-name.js";
 import { loadLua } from "../store/lua-loader.js";
 import { runScript } from "../store/redis-script.js";
 import { GATHER_MS, pause, someBatchFull, StreamLoop, type ShardStream, type StreamKind } from "./stream-loop.js";
@@ -75,7 +75,7 @@ export abstract class StreamGroupConsumer extends StreamLoop {
   constructor(protected readonly opts: StreamGroupOptions) {
     super({ redis: opts.redis, tenants: opts.tenants, logger: opts.logger, name: `stream consumer ${opts.group}`, group: opts.group, groupStart: opts.groupStart ?? "0", streams: opts.streams });
     this.group = opts.group;
-    this.consumer = opts.consumer ?? `${hostname()}-${process.pid}`;
+    this.consumer = opts.consumer ?? PROCESS_NAME;
     this.batchSize = opts.batchSize ?? 100;
   }
 

@@ -90,12 +90,13 @@ export function loadLua(name: string, rules?: unknown): LuaSource {
   const text = `${prelude}${call}`;
   const sha = createHash("sha1").update(text).digest("hex");
   const functionName = `laurel_${sha.slice(0, 20)}`;
-  const register = NO_WRITES_MARK.test(body)
+  const readOnly = NO_WRITES_MARK.test(body);
+  const register = readOnly
     ? [`redis.register_function{function_name='${functionName}', flags={'no-writes'}, callback=function(KEYS, ARGV)`, call, "end}"]
     : [`redis.register_function('${functionName}', function(KEYS, ARGV)`, call, "end)"];
   const library = [`#!lua name=${functionName}`, prelude, ...register].join("\n");
   const loaded = { name, numKeys: Number(match[2]), text, sha, library, functionName };
-  if (NO_WRITES_MARK.test(body)) READ_SCRIPTS.add(loaded);
+  if (readOnly) READ_SCRIPTS.add(loaded);
   return loaded;
 }
 
