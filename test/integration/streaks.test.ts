@@ -76,6 +76,71 @@ describe("daily streaks", () => {
     const back = (await lesson({ id: "westward", tz: "America/New_York" })).body.currentStreak;
     expect(back).toMatchObject({ length: 1, extended: false, periodStart: "2026-03-25" });
   });
+
+  // New York to Tokyo moves the calendar forward by 13-14 hours: a user who extended late in the
+  // evening in New York can arrive in Tokyo after the next Tokyo day has begun and ended, while
+  // the deadline New York gave (the end of its next day) has not passed. The skipped Tokyo day is
+  // bridged: the streak goes on, and that day holds the streak without an extension.
+  it("a zone change that moves the calendar forward past a whole local day keeps a streak that was on time", async () => {
+    await t.setClock("2026-04-12T03:00:00Z"); // 23:00 on 11 April in New York (EDT)
+    expect((await lesson({ id: "eastward", tz: "America/New_York" })).body.currentStreak).toMatchObject({ length: 1, periodStart: "2026-04-11", expires: "2026-04-12" });
+    await t.setClock("2026-04-12T15:30:00Z"); // 00:30 on 13 April in Tokyo; 11:30 on the 12th in New York
+    expect((await lesson({ id: "eastward", tz: "Asia/Tokyo" })).body.currentStreak).toMatchObject({ length: 2, extended: true, started: "2026-04-11", periodStart: "2026-04-13", expires: "2026-04-14" });
+    const read = (await t.call("GET", "/v1/users/eastward/streak?historyPeriods=3")).body;
+    expect(read).toMatchObject({ length: 2, started: "2026-04-11" });
+    expect(read.streakHistory).toEqual([
+      { periodStart: "2026-04-11", periodEnd: "2026-04-11", length: 1 },
+      { periodStart: "2026-04-12", periodEnd: "2026-04-12", length: 1 },
+      { periodStart: "2026-04-13", periodEnd: "2026-04-13", length: 2 },
+    ]);
+  });
+
+  it("... and loses it when the old calendar's deadline had passed before the move, swept or not", async () => {
+    // Without jobs no expiry sweep settles the streak at its deadline (with the manual clock a
+    // move sweeps at once): the request that changes the zone is the first to meet it.
+    const unswept = await startTestApp({ yaml: streakYaml("daily"), manualClock: "2026-05-12T03:00:00Z", jobs: false });
+    try {
+      for (const app of [t, unswept]) {
+        const send = (tz: string) => app.call("POST", "/v1/metrics/lessons/event", { user: { id: "late-eastward", tz }, value: 1 });
+        await app.setClock("2026-05-12T03:00:00Z"); // 23:00 on 11 May in New York
+        expect((await send("America/New_York")).body.currentStreak).toMatchObject({ length: 1, periodStart: "2026-05-11" });
+        await app.setClock("2026-05-13T05:00:00Z"); // 01:00 on 13 May in New York (12 May missed); 14:00 in Tokyo
+        expect((await send("Asia/Tokyo")).body.currentStreak).toMatchObject({ length: 1, extended: true, started: "2026-05-13" });
+      }
+    } finally {
+      await unswept.close();
+    }
+  });
+
+  it("a bridged day uses no freeze the user holds, and reads as held without one", async () => {
+    const demo = await startTestApp({ yaml: demoConfig(uniqueTenantId()).yaml, manualClock: "2026-04-12T03:00:00Z" });
+    try {
+      const send = (tz: string) => demo.call("POST", "/v1/metrics/lessons/event", { user: { id: "frozen-traveller", tz }, value: 1 });
+      expect((await send("America/New_York")).status).toBe(201);
+      expect((await demo.call("POST", "/admin/v1/streaks/freezes", { freezes: [{ userId: "frozen-traveller" }] }, { "x-api-key": demo.adminKey })).status).toBe(200);
+      await demo.setClock("2026-04-12T15:30:00Z"); // 00:30 on 13 April in Tokyo
+      expect((await send("Asia/Tokyo")).body.currentStreak).toMatchObject({ length: 2, extended: true });
+      const read = (await demo.call("GET", "/v1/users/frozen-traveller/streak?historyPeriods=3")).body;
+      expect(read.freezes).toBe(1);
+      expect(read.streakHistory).toEqual([
+        { periodStart: "2026-04-11", periodEnd: "2026-04-11", length: 1, usedFreeze: false },
+        { periodStart: "2026-04-12", periodEnd: "2026-04-12", length: 1, usedFreeze: false },
+        { periodStart: "2026-04-13", periodEnd: "2026-04-13", length: 2, usedFreeze: false },
+      ]);
+    } finally {
+      await demo.close();
+    }
+  });
+
+  it("a forward move by a profile update (no event) bridges the skipped day too", async () => {
+    await t.setClock("2026-06-12T03:00:00Z"); // 23:00 on 11 June in New York
+    expect((await lesson({ id: "eastward-update", tz: "America/New_York" })).body.currentStreak).toMatchObject({ length: 1, periodStart: "2026-06-11" });
+    await t.setClock("2026-06-12T15:30:00Z"); // 00:30 on 13 June in Tokyo
+    expect((await t.call("PATCH", "/v1/users/eastward-update", { tz: "Asia/Tokyo" })).status).toBe(200);
+    expect((await t.call("GET", "/v1/users/eastward-update/streak")).body).toMatchObject({ length: 1, periodStart: "2026-06-13", expires: "2026-06-13" });
+    await t.setClock("2026-06-13T01:00:00Z"); // 10:00 on 13 June in Tokyo
+    expect((await lesson({ id: "eastward-update" })).body.currentStreak).toMatchObject({ length: 2, extended: true, started: "2026-06-11", periodStart: "2026-06-13" });
+  });
 });
 
 describe("weekly and monthly streaks", () => {
