@@ -33,11 +33,33 @@ function preview(value: unknown): string {
   }
 }
 
+const plural = (n: string, noun: string) => `${n} ${noun}${n === "1" ? "" : "s"}`;
+
+/** typia's tags, as a client reads them (a body's message; the config file's keep typia's names). */
+const TAG_WORDS: [RegExp, (n: string) => string][] = [
+  [/\bArray<>/g, () => "an array"],
+  [/\bMinItems<(-?[\d.]+)>/g, (n) => `at least ${plural(n, "item")}`],
+  [/\bMaxItems<(-?[\d.]+)>/g, (n) => `at most ${plural(n, "item")}`],
+  [/\bMinLength<(-?[\d.]+)>/g, (n) => `at least ${plural(n, "character")}`],
+  [/\bMaxLength<(-?[\d.]+)>/g, (n) => `at most ${plural(n, "character")}`],
+  [/\bExclusiveMinimum<(-?[\d.]+)>/g, (n) => `above ${n}`],
+  [/\bMinimum<(-?[\d.]+)>/g, (n) => `at least ${n}`],
+  [/\bMaximum<(-?[\d.]+)>/g, (n) => `at most ${n}`],
+  [/\bnumber & Type<"u?int(32|64)">/g, () => "an integer"],
+];
+
+/** "Array<> & MinItems<1> & MaxItems<1000>" → "an array, at least 1 item, at most 1000 items". */
+export function readableExpected(expected: string): string {
+  let text = expected;
+  for (const [pattern, words] of TAG_WORDS) text = text.replace(pattern, (_, n: string) => words(n));
+  return text.replace(/ & /g, ", ");
+}
+
 export function describeFailure(errors: IValidation.IError[]): string {
   const first = errors[0]!;
   const path = first.path.replace(/^\$input/, "body");
   if (first.expected === "undefined") return `${path} is not a known field`;
-  return `${path} must be ${first.expected.replace(/ & /g, ", ")} (got ${preview(first.value)})`;
+  return `${path} must be ${readableExpected(first.expected)} (got ${preview(first.value)})`;
 }
 
 export function validated<T>(value: unknown, validate: (input: unknown) => IValidation<T>): T {
@@ -59,4 +81,9 @@ const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 export function isCleanText(text: string): boolean {
   return !CONTROL.test(text) && text.isWellFormed();
+}
+
+/** What an unclean text (isCleanText false) holds, as a message says it. */
+export function uncleanPart(text: string): string {
+  return CONTROL.test(text) ? "control characters" : "a lone surrogate (not valid Unicode)";
 }

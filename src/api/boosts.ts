@@ -9,10 +9,9 @@ import { parseDay } from "../domain/periods.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import type { TenantContext, Tenants } from "../tenants.js";
 import { changeUserBoost, readUser } from "../store/user-store.js";
-import { parseJson, validated } from "./body.js";
+import { isCleanText, parseJson, uncleanPart, validated } from "./body.js";
 import { checkUserId } from "./user-input.js";
 import { iso, pairsJson } from "./wire.js";
-import { isCleanText } from "./body.js";
 import { boolParam } from "./query.js";
 
 /**
@@ -118,7 +117,7 @@ export function createBoostHandler(tenants: Tenants, clock: Clock) {
     const system = systemOf(context.tenant, req.params[0]!);
     const body = validated(parseJson(req.body), validateCreateBoost);
     checkUserId(body.userId, "userId");
-    if (!isCleanText(body.name)) fail("INVALID_VALUE", "name contains control characters");
+    if (!isCleanText(body.name)) fail("INVALID_VALUE", `name contains ${uncleanPart(body.name)}`);
     if (!Number.isFinite(body.multiplier) || body.multiplier <= 0 || body.multiplier > 1000) {
       fail("INVALID_VALUE", "multiplier must be a positive number up to 1000");
     }

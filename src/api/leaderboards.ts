@@ -10,7 +10,7 @@ import { openObject, RawJson, renderedOnce } from "../http/raw-json.js";
 import { boardKeys, boardRank, placeOnBoard, rankOf, topEntries, userEntry } from "../store/leaderboard-store.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import type { Tenants } from "../tenants.js";
-import { boolParam, intParam } from "./query.js";
+import { attributeFilterParam, boolParam, intParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
 import { iso } from "./wire.js";
 import { isCleanText } from "./body.js";
@@ -90,10 +90,18 @@ function selectRun(board: CompiledLeaderboard, query: Query, now: number): numbe
   return runOfDay(board, board.endDay! - 1);
 }
 
-/** `userAttributes=attr:value` picks the group of a breakdown board (required there). */
-function selectBreakdown(board: CompiledLeaderboard, query: Query): string {
+/**
+ * `userAttributes=attr:value` picks the group of a breakdown board (required there). A board
+ * without a breakdown has no groups to pick, and ignores it; but checks it as every read that
+ * takes one does (query.ts attributeFilterParam: 400 malformed, 422 an undeclared attribute),
+ * so that a misspelt filter is not read as a filtered board.
+ */
+function selectBreakdown(tenant: CompiledTenant, board: CompiledLeaderboard, query: Query): string {
   const raw = query.get("userAttributes");
-  if (board.breakdownAttribute === null) return "";
+  if (board.breakdownAttribute === null) {
+    attributeFilterParam(query, "userAttributes", tenant.userAttributes);
+    return "";
+  }
   if (raw === null || raw === "") fail("OUT_OF_RANGE", `Leaderboard ${board.key} is broken down by ${board.breakdownAttribute}: pass userAttributes=${board.breakdownAttribute}:<value>`);
   let group: string | null = null;
   for (const pair of raw.split(",")) {
@@ -148,7 +156,7 @@ export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
     const offset = intParam(req.query, "offset", 0, userId === null ? 0 : -100_000_000, 100_000_000);
     const limit = intParam(req.query, "limit", 10, 0, 100);
     const run = selectRun(board, req.query, now);
-    const breakdown = selectBreakdown(board, req.query);
+    const breakdown = selectBreakdown(tenant, board, req.query);
     const head = { ...boardJson(tenant, board), status: boardStatus(board, now), run: run === null ? null : runDate(board, run) };
     if (run === null || limit === 0) return { status: 200, body: { ...head, rankings: [] } };
     const keys = boardKeys(store, board, run, breakdown);

@@ -2,7 +2,7 @@ import type { tags } from "typia";
 import { fail } from "../domain/errors.js";
 import { isValidZone } from "../domain/periods.js";
 import { userAttributeField } from "../store/fields.js";
-import { isCleanText } from "./body.js";
+import { isCleanText, uncleanPart } from "./body.js";
 
 /**
  * The user as sent with an event, an identification or a completion (trophy-compat §3.1
@@ -61,7 +61,7 @@ export function userProfileFields(user: UserInput, declaredAttributes: ReadonlyS
   if (user.subscribeToEmails === false) fields.push(["em", ""]);
   else if (user.email != null) fields.push(["em", user.email]);
   if (user.name != null) {
-    if (!isCleanText(user.name)) fail("INVALID_VALUE", "user.name contains control characters");
+    if (!isCleanText(user.name)) fail("INVALID_VALUE", `user.name contains ${uncleanPart(user.name)}`);
     fields.push(["nm", user.name]);
   }
   if (user.tz != null) {
@@ -70,7 +70,8 @@ export function userProfileFields(user: UserInput, declaredAttributes: ReadonlyS
   }
   if (user.subscribeToEmails != null) fields.push(["se", user.subscribeToEmails ? "1" : "0"]);
   if (user.deviceTokens != null) {
-    if (!user.deviceTokens.every(isCleanText)) fail("INVALID_VALUE", "user.deviceTokens contains control characters");
+    const unclean = user.deviceTokens.find((token) => !isCleanText(token));
+    if (unclean !== undefined) fail("INVALID_VALUE", `user.deviceTokens contains ${uncleanPart(unclean)}`);
     // A set, as a device is registered once: repeats kept once, in the order first sent.
     fields.push(["dt", JSON.stringify([...new Set(user.deviceTokens)])]);
   }

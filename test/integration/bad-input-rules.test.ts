@@ -86,7 +86,7 @@ describe("users", () => {
 
   it("refuses control characters or lone surrogates in deviceTokens with 422", async () => {
     expect(await refused(422, () => t.call("POST", "/v1/users", { id: "newbie", deviceTokens: ["tok\u0000en"] }))).toBe("user.deviceTokens contains control characters");
-    await refused(422, () => t.call("PATCH", "/v1/users/seed", { deviceTokens: ["ok", "\ud800"] }));
+    expect(await refused(422, () => t.call("PATCH", "/v1/users/seed", { deviceTokens: ["ok", "\ud800"] }))).toBe("user.deviceTokens contains a lone surrogate (not valid Unicode)");
   });
 
   it("refuses an unknown zone or a malformed email with 422", async () => {
@@ -141,8 +141,9 @@ describe("user field bounds: the last value taken, the next refused", () => {
     ["a C1 control (CSI)", "\u009bAda"],
     ["DEL", "Ada\u007f"],
     ["a lone surrogate", "Ada\udc00"],
-  ])("refuses a name with %s with 422, on create, identify and update", async (_what, name) => {
-    expect(await refused(422, () => t.call("POST", "/v1/users", { id: "newbie", name }))).toBe("user.name contains control characters");
+  ])("refuses a name with %s with 422, on create, identify and update", async (what, name) => {
+    const said = what === "a lone surrogate" ? "a lone surrogate (not valid Unicode)" : "control characters";
+    expect(await refused(422, () => t.call("POST", "/v1/users", { id: "newbie", name }))).toBe(`user.name contains ${said}`);
     await refused(422, () => t.call("PUT", "/v1/users/seed", { name }));
     await refused(422, () => t.call("PATCH", "/v1/users/seed", { name }));
   });
@@ -222,8 +223,9 @@ describe("admin streak freezes and restore", () => {
   const restore = (body: unknown, headers: Record<string, string> = ADMIN()) => t.call("POST", "/admin/v1/streaks/restore", body, headers);
 
   it("refuses 0 or 1001 freeze entries with 400", async () => {
-    await refused(400, () => freezes({ freezes: [] }));
-    await refused(400, () => freezes({ freezes: Array.from({ length: 1001 }, () => ({ userId: "seed" })) }));
+    // In words, not typia's names ("Array<> & MinItems<1>").
+    expect(await refused(400, () => freezes({ freezes: [] }))).toBe("body.freezes must be an array, at least 1 item (got [])");
+    expect(await refused(400, () => freezes({ freezes: Array.from({ length: 1001 }, () => ({ userId: "seed" })) }))).toMatch(/^body\.freezes must be an array, at most 1000 items \(got \[/);
   });
 
   it("accepts 1000 entries (the bound), granting up to the maximum", async () => {

@@ -439,6 +439,16 @@ describe("a breakdown board (breakdownAttribute region)", () => {
     expect(await t.call("GET", "/v1/leaderboards/regional?userAttributes=region:eu,region:us")).toEqual({ status: 400, body: { error: "userAttributes names the attribute region more than once" } });
   });
 
+  it("a board without a breakdown ignores a well-formed userAttributes, and refuses a malformed or undeclared one as other reads do", async () => {
+    const t = app();
+    const whole = await t.call("GET", "/v1/leaderboards/walkers");
+    expect(whole.status).toBe(200);
+    expect(await t.call("GET", "/v1/leaderboards/walkers?userAttributes=region:eu")).toEqual(whole);
+    expect(await t.call("GET", "/v1/leaderboards/walkers?userAttributes=region")).toEqual({ status: 400, body: { error: "userAttributes must be key:value pairs separated by commas" } });
+    expect(await t.call("GET", "/v1/leaderboards/walkers?userAttributes=region:eu,region:us")).toEqual({ status: 400, body: { error: "userAttributes names the attribute region more than once" } });
+    expect(await t.call("GET", "/v1/leaderboards/walkers?userAttributes=color:red")).toEqual({ status: 422, body: { error: "Invalid attribute keys: color" } });
+  });
+
   it("leaves a user without the attribute on no group", async () => {
     const t = app();
     const none = await event(t, "km", "nomad", 50);

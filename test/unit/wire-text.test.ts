@@ -4,6 +4,7 @@ import { iso, streakText } from "../../src/api/wire.js";
 import type { Frequency } from "../../src/domain/periods.js";
 import { viewStreak } from "../../src/domain/streak.js";
 import { parseAwardRecord } from "../../src/domain/outcome.js";
+import { readableExpected } from "../../src/api/body.js";
 
 // Text the hot paths format and parse by hand, held to what the plain versions give.
 describe("iso", () => {
@@ -61,5 +62,15 @@ describe("streakText", () => {
       }),
       { numRuns: 2000 },
     );
+  });
+});
+
+describe("readableExpected", () => {
+  it("says typia's tags in words", () => {
+    expect(readableExpected("Array<> & MinItems<1> & MaxItems<1000>")).toBe("an array, at least 1 item, at most 1000 items");
+    expect(readableExpected('number & Type<"uint32"> & Minimum<1> & Maximum<1000>')).toBe("an integer, at least 1, at most 1000");
+    expect(readableExpected("(string & MinLength<1> & MaxLength<200>)")).toBe("(string, at least 1 character, at most 200 characters)");
+    expect(readableExpected("number & ExclusiveMinimum<0>")).toBe("number, above 0");
+    expect(readableExpected("EventBody")).toBe("EventBody");
   });
 });
