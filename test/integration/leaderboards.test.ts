@@ -181,6 +181,8 @@ describe("a repeating board across its runs", () => {
     expect(await userBoard(t, "bob", "sprint")).toMatchObject({ run: "2026-03-09", rank: 1, value: 2 });
     // Around a user in the past run.
     expect(await rows(t, "sprint", "?run=2026-03-02&userId=bob&offset=-1")).toEqual(past);
+    // A window that would begin above first place begins there, with the same limit (README).
+    expect(await rows(t, "sprint", "?run=2026-03-02&userId=ann&offset=-5&limit=1")).toEqual(past.slice(0, 1));
   });
 
   it("is still active on the last millisecond before its end", async () => {
