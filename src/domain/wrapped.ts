@@ -96,8 +96,8 @@ export interface LongestStreak {
  * streak history ({t:s}:sh members "period:length", "period:length:f" for a frozen period or
  * "period:length:z" for one a zone change bridged, any order). It began at the last period at or
  * before its peak with length 1 and no gap after it (frozen and bridged periods keep the length,
- * so peak − length + 1 would be wrong); the history
- * may begin before the year. Ties go to the earliest peak.
+ * so peak − length + 1 would be wrong); the history may begin before the year. Ties go to the
+ * earliest peak.
  */
 export function longestStreakIn(history: readonly string[], fromPeriod: number, toPeriod: number): LongestStreak {
   const entries = history
