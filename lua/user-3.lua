@@ -51,10 +51,11 @@ local created = not num('ct')
 if created and mode ~= 'upsert' then return { 0 } end
 
 local changed, zoneChanged = applyProfile(ARGV, 10 + nRead, nProfile)
--- A new zone moves a live streak to its calendar (sent with the zone: ARGV[5]): the periods a
--- forward move skipped are bridged (state.lua bridgeZoneMove), and its deadline is placed.
+-- A new zone moves a live streak to its calendar (sent with the zone: ARGV[5]): its periods
+-- follow (state.lua followZone: shifted back by a move west, bridged by one east), and its
+-- deadline is placed.
 if zoneChanged and zoneDeadlines then
-  bridgeZoneMove(zonePeriod)
+  followZone(zonePeriod)
   placeDeadline(zonePeriod, zoneDeadlines)
 end
 if mode == 'prefs' then

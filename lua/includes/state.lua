@@ -131,17 +131,45 @@ local function matches(filter)
   return true
 end
 
--- A zone change that moves the calendar forward (New York to Tokyo) can leave the streak's last
--- covered period two periods behind the new calendar's current one while the deadline the old
--- calendar gave ({t:s}:sd, the instant it is lost) has not passed: a user who was on time would
--- lose the streak to the move. The periods the move skipped are bridged instead: covered without
--- an extension or a freeze, in the history as "period:length:z" (src/domain/model.ts
--- bridgeZoneMove mirrors it). Called when a request changes the zone, before anything settles.
--- A gap of more than 3 periods is no zone's (offsets differ by 26 hours at most): left alone.
-local function bridgeZoneMove(nowPeriod)
+-- The live streak's periods brought onto the calendar of the zone a request changes to (called
+-- before anything settles; src/domain/model.ts followZone mirrors it). The stored periods are
+-- day (week, month) numbers of the old calendar, which the new one would read as its own:
+-- - West (Tokyo to New York): the last covered period can be ahead of the new calendar's current
+--   one (it is already "tomorrow" in Tokyo). The streak's periods shift back so that it ends
+--   today: covered (not extended again today), extended by tomorrow's activity. Read as they
+--   were, the user got no extension for a whole local day of activity, the streak read showed a
+--   `started` after its current period, and the deadline index needed the sweep to place it.
+-- - East (New York to Tokyo): the last covered period can be two periods behind the new
+--   calendar's current one while the deadline the old calendar gave ({t:s}:sd, the instant it is
+--   lost) has not passed: the user was on time. The skipped periods are bridged: covered without
+--   an extension or a freeze, "period:length:z" in the history.
+-- A distance of more than 3 periods is no zone change's (offsets differ by 26 hours at most).
+local function followZone(nowPeriod)
   if not R.streak then return end
   local length, last = S[I_SL] or 0, at(I_SP)
-  if length == 0 or last == nil or last >= nowPeriod - 1 or last < nowPeriod - 4 then return end
+  if length == 0 or last == nil or last > nowPeriod + 3 or last < nowPeriod - 4 then return end
+  local historyKey = prefix .. 'sh:' .. userId
+  if last > nowPeriod then
+    local shift = last - nowPeriod
+    local first = at(I_SS) or last
+    local entries = rcall('ZRANGEBYSCORE', historyKey, first, last)
+    -- What the shifted streak lands on (an earlier streak's last periods) is replaced.
+    rcall('ZREMRANGEBYSCORE', historyKey, first - shift, last)
+    for from = 1, #entries, 1000 do
+      local args = {}
+      for i = from, math.min(#entries, from + 999) do
+        local period, rest = string.match(entries[i], '^(-?%d+)(.*)$')
+        local p = tonumber(period) - shift
+        args[#args + 1] = p
+        args[#args + 1] = p .. rest
+      end
+      rcall('ZADD', historyKey, unpack(args))
+    end
+    set('ss', first - shift)
+    set('sp', nowPeriod)
+    return
+  end
+  if last >= nowPeriod - 1 then return end
   local promised = tonumber(rcall('ZSCORE', prefix .. 'sd', userId))
   if not promised or promised <= now then return end
   local args = {}
@@ -149,7 +177,7 @@ local function bridgeZoneMove(nowPeriod)
     args[#args + 1] = p
     args[#args + 1] = p .. ':' .. length .. ':z'
   end
-  rcall('ZADD', prefix .. 'sh:' .. userId, unpack(args))
+  rcall('ZADD', historyKey, unpack(args))
   set('sp', nowPeriod - 1)
 end
 
