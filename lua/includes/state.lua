@@ -186,9 +186,10 @@ end
 -- nowPeriod, lost-at if in nowPeriod - 1}, Node's periods.ts streakDeadline in the user's zone).
 -- Called after a zone change (the streak continues on the new local calendar, and so does its
 -- deadline: rankings, the streak boards and the expiry sweep read the index) and after a
--- settlement. A streak last covered after nowPeriod (a zone to the west) gets the earlier of the
--- two, and is placed again by the sweep when that passes; one covered before nowPeriod - 1 is
--- lost on the new calendar and is due now, for the sweep to settle.
+-- settlement (after followZone on a zone change). A streak last covered after nowPeriod (stored
+-- ahead of its calendar by an earlier version, before followZone shifted a move west) gets the
+-- earlier of the two, and is placed again by the sweep when that passes; one covered before
+-- nowPeriod - 1 is lost on the new calendar and is due now, for the sweep to settle.
 local function placeDeadline(nowPeriod, deadlines)
   if not R.streak then return end
   local length, last = S[I_SL] or 0, at(I_SP)
