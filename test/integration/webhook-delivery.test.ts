@@ -198,6 +198,36 @@ describe("a delivery worker that dies mid-delivery", () => {
   });
 });
 
+describe("a delivery worker stopped (a deploy's SIGTERM) mid-delivery", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    // The consumer's first attempt fails; the queue's worker hangs on attempt 2 and is stopped;
+    // the next start's attempt succeeds. The backoff is long: only an uncounted cut is sent at once.
+    s = await scenario((_r, i) => (i === 0 ? 500 : i === 1 ? "hang" : 200), { webhooks: { delivery: { ...FAST!.delivery, backoff: { firstMs: 3_600_000, factor: 1, jitter: 0, maxMs: 3_600_000 } } } });
+  });
+  afterAll(() => close(s));
+
+  it("puts the cut attempt back uncounted, and the next worker sends it at once", async () => {
+    expect((await lesson(s, "k1")).status).toBe(201);
+    await s.t.app.webhooks!.drain();
+    const deliveries = s.t.app.webhooks!.deliveries(s.tenantId)!;
+    // Attempt 2 is the queue's first: the retry after the consumer's is promoted by hand.
+    const [job] = await deliveries.queue.getJobs(["delayed"]);
+    await job!.promote();
+    await s.receiver.waitFor(2);
+    await deliveries.stopSending();
+    const stopped = (await s.t.call("GET", `/admin/v1/webhooks/deliveries/${job!.id}`, undefined, admin)).body;
+    expect(stopped).toMatchObject({ status: "pending", attempts: 1 });
+    expect(stopped.log.join("\n")).not.toContain("worker stopped");
+    await deliveries.startWorker();
+    await s.receiver.waitFor(3);
+    await s.t.app.webhooks!.settled(s.tenantId);
+    const done = (await s.t.call("GET", `/admin/v1/webhooks/deliveries/${job!.id}`, undefined, admin)).body;
+    expect(done).toMatchObject({ status: "delivered", attempts: 2, responseStatus: 200 });
+    expect(new Set(s.receiver.received.map((r) => r.headers["webhook-id"])).size).toBe(1);
+  });
+});
+
 describe("a stream consumer that dies between queueing and acknowledging", () => {
   let s: Scenario;
   beforeAll(async () => {

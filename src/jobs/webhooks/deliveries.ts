@@ -1,4 +1,4 @@
-import { Queue, QueueEvents, UnrecoverableError, Worker, type ConnectionOptions, type Job, type JobState } from "bullmq";
+import { Queue, QueueEvents, UnrecoverableError, WaitingError, Worker, type ConnectionOptions, type Job, type JobState } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import type { CompiledTenant } from "../../config/compiled.js";
@@ -136,6 +136,8 @@ export class DeliveryQueue {
   private worker: Worker<DeliveryJob> | null = null;
   /** In-flight attempts, cut by close() and kill(), so a stopping worker never waits for a slow receiver. */
   private readonly inFlight = new Set<AbortController>();
+  /** Stopped by kill(): as a crash, attempts cut are left to their lock's expiry. */
+  private killed = false;
   private stopping = false;
   /** The endpoints by key, each URL parsed once: every attempt reuses them. */
   private readonly targets: Map<string, Target>;
@@ -202,7 +204,8 @@ export class DeliveryQueue {
   async startWorker(): Promise<void> {
     if (this.worker) return;
     this.stopping = false;
-    this.worker = new Worker<DeliveryJob>(this.queue.name, (job) => this.attempt(job), {
+    this.killed = false;
+    this.worker = new Worker<DeliveryJob>(this.queue.name, (job, token) => this.attempt(job, token), {
       connection: this.connection,
       prefix: JOBS_PREFIX,
       concurrency: this.opts.concurrency,
@@ -269,7 +272,7 @@ export class DeliveryQueue {
   }
 
   /** A BullMQ worker's attempt: a failure throws (BullMQ retries), after its line is logged. */
-  private async attempt(job: Job<DeliveryJob>): Promise<AttemptResult> {
+  private async attempt(job: Job<DeliveryJob>, token: string | undefined): Promise<AttemptResult> {
     const endpoint = this.endpointOf(job.data.endpoint);
     if (!endpoint) {
       const reason = `endpoint ${job.data.endpoint} is no longer configured`;
@@ -283,6 +286,14 @@ export class DeliveryQueue {
     const outcome = await attemptDelivery(endpoint, job.data, endpoint.timeoutMs, controller).finally(release);
     // A success is recorded by BullMQ with the job (its return value): no extra write for it.
     if (outcome.ok) return { status: outcome.status!, ms: outcome.ms, attempt, at: outcome.at };
+    if (outcome.stopped && !this.killed) {
+      // Cut by this process stopping (a deploy's SIGTERM), not the receiver's failure: back to
+      // the queue as it was, uncounted, for another process (or this one's next start) to send
+      // at once. Thrown as an attempt, it cost the receiver one of its attempts and the next
+      // retry's whole backoff. (kill() stops as a crash would: the job keeps its lock.)
+      await job.moveToWait(token);
+      throw new WaitingError();
+    }
     await job.log(outcomeLine(outcome, attempt)).catch(() => undefined);
     throw new Error(outcome.error!);
   }
@@ -440,6 +451,7 @@ export class DeliveryQueue {
 
   private async stop(force: boolean): Promise<void> {
     this.stopping = true;
+    this.killed = force;
     // Closing first stops the worker taking jobs; then the attempts in flight are cut.
     const closed = this.worker?.close(force);
     for (const controller of this.inFlight) controller.abort();
