@@ -131,45 +131,21 @@ local function matches(filter)
   return true
 end
 
--- The live streak's periods brought onto the calendar of the zone a request changes to (called
--- before anything settles; src/domain/model.ts followZone mirrors it). The stored periods are
--- day (week, month) numbers of the old calendar, which the new one would read as its own:
--- - West (Tokyo to New York): the last covered period can be ahead of the new calendar's current
---   one (it is already "tomorrow" in Tokyo). The streak's periods shift back so that it ends
---   today: covered (not extended again today), extended by tomorrow's activity. Read as they
---   were, the user got no extension for a whole local day of activity, the streak read showed a
---   `started` after its current period, and the deadline index needed the sweep to place it.
--- - East (New York to Tokyo): the last covered period can be two periods behind the new
---   calendar's current one while the deadline the old calendar gave ({t:s}:sd, the instant it is
---   lost) has not passed: the user was on time. The skipped periods are bridged: covered without
---   an extension or a freeze, "period:length:z" in the history.
--- A distance of more than 3 periods is no zone change's (offsets differ by 26 hours at most).
-local function followZone(nowPeriod)
+-- A zone change that moves the calendar forward (New York to Tokyo) can leave the streak's last
+-- covered period two periods behind the new calendar's current one while the deadline the old
+-- calendar gave ({t:s}:sd, the instant it is lost) has not passed: a user who was on time would
+-- lose the streak to the move. The periods the move skipped are bridged instead: covered without
+-- an extension or a freeze, in the history as "period:length:z" (src/domain/model.ts
+-- bridgeZoneMove mirrors it). Called when a request changes the zone, before anything settles.
+-- More than 3 periods to bridge is no zone change's (offsets differ by 26 hours at most).
+-- A move back (Tokyo to New York) keeps the stored numbers: the last covered period may be ahead
+-- of the new calendar's today, and is not extended again until the calendar passes it. (Shifting
+-- the streak back to end today was tried and dropped: a user whose zone alternates, two devices
+-- in two zones, was extended again at every move east.)
+local function bridgeZoneMove(nowPeriod)
   if not R.streak then return end
   local length, last = S[I_SL] or 0, at(I_SP)
-  if length == 0 or last == nil or last > nowPeriod + 3 or last < nowPeriod - 4 then return end
-  local historyKey = prefix .. 'sh:' .. userId
-  if last > nowPeriod then
-    local shift = last - nowPeriod
-    local first = at(I_SS) or last
-    local entries = rcall('ZRANGEBYSCORE', historyKey, first, last)
-    -- What the shifted streak lands on (an earlier streak's last periods) is replaced.
-    rcall('ZREMRANGEBYSCORE', historyKey, first - shift, last)
-    for from = 1, #entries, 1000 do
-      local args = {}
-      for i = from, math.min(#entries, from + 999) do
-        local period, rest = string.match(entries[i], '^(-?%d+)(.*)$')
-        local p = tonumber(period) - shift
-        args[#args + 1] = p
-        args[#args + 1] = p .. rest
-      end
-      rcall('ZADD', historyKey, unpack(args))
-    end
-    set('ss', first - shift)
-    set('sp', nowPeriod)
-    return
-  end
-  if last >= nowPeriod - 1 then return end
+  if length == 0 or last == nil or last >= nowPeriod - 1 or last < nowPeriod - 4 then return end
   local promised = tonumber(rcall('ZSCORE', prefix .. 'sd', userId))
   if not promised or promised <= now then return end
   local args = {}
@@ -177,7 +153,7 @@ local function followZone(nowPeriod)
     args[#args + 1] = p
     args[#args + 1] = p .. ':' .. length .. ':z'
   end
-  rcall('ZADD', historyKey, unpack(args))
+  rcall('ZADD', prefix .. 'sh:' .. userId, unpack(args))
   set('sp', nowPeriod - 1)
 end
 
@@ -186,10 +162,9 @@ end
 -- nowPeriod, lost-at if in nowPeriod - 1}, Node's periods.ts streakDeadline in the user's zone).
 -- Called after a zone change (the streak continues on the new local calendar, and so does its
 -- deadline: rankings, the streak boards and the expiry sweep read the index) and after a
--- settlement (after followZone on a zone change). A streak last covered after nowPeriod (stored
--- ahead of its calendar by an earlier version, before followZone shifted a move west) gets the
--- earlier of the two, and is placed again by the sweep when that passes; one covered before
--- nowPeriod - 1 is lost on the new calendar and is due now, for the sweep to settle.
+-- settlement. A streak last covered after nowPeriod (a zone to the west) gets the earlier of the
+-- two, and is placed again by the sweep when that passes; one covered before nowPeriod - 1 is
+-- lost on the new calendar and is due now, for the sweep to settle.
 local function placeDeadline(nowPeriod, deadlines)
   if not R.streak then return end
   local length, last = S[I_SL] or 0, at(I_SP)
@@ -201,4 +176,11 @@ local function placeDeadline(nowPeriod, deadlines)
     lostAt = deadlines[2]
   end
   rcall('ZADD', prefix .. 'sd', lostAt, userId)
+end
+
+-- A zone change outside an event (user-3.lua, complete-4.lua): the skipped periods bridged, the
+-- deadline placed on the new calendar (`nowPeriod` and `deadlines` are its).
+local function moveStreakToZone(nowPeriod, deadlines)
+  bridgeZoneMove(nowPeriod)
+  placeDeadline(nowPeriod, deadlines)
 end

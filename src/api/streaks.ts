@@ -59,9 +59,8 @@ export const MAX_HISTORY_PERIODS = 100;
 /**
  * streakHistory: the N periods up to and including the current one, oldest first (as the
  * hosted API's example), from {t:s}:sh. `usedFreeze` only when the tenant has freezes.
- * N + 3 members are read newest first: a streak stored by an earlier version can hold up to two
- * periods ahead of the current local period (a zone change west carried its numbers over; they
- * are shifted now: lua/includes/state.lua followZone).
+ * N + 3 members are read newest first: a zone change can leave up to two extended periods
+ * ahead of the current local period.
  */
 function historyJson(tenant: CompiledTenant, members: readonly string[], current: StreakNow, periods: number) {
   const frequency = tenant.streak?.frequency ?? "daily";

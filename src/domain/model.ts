@@ -326,7 +326,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
 
   // Streak: settle (freezes, loss), then accumulate the period's value and extend once per period.
   const s = user.streak;
-  if (zoneChanged && rule) followZone(state, input.userId, s, nowPeriod, input.now);
+  if (zoneChanged && rule) bridgeZoneMove(state, input.userId, s, nowPeriod, input.now);
   const settlement = created ? { consumed: 0, earned: 0, lost: 0, frozen: [] } : settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod);
   recordSettlement(state, input.userId, s, settlement);
   let extended = false;
@@ -505,35 +505,17 @@ export function updateBoards(
 }
 
 /**
- * lua/includes/state.lua followZone: after a zone change, a live streak's periods on the new
- * calendar. Ahead of it (a move west): shifted back to end today. Two or more behind it while
- * the old calendar's deadline has not passed (a move east): the skipped periods bridged, covered
- * without an extension or a freeze ("period:length:z" in the history).
+ * lua/includes/state.lua bridgeZoneMove: after a zone change, the periods a forward move skipped
+ * while the old calendar's deadline had not passed are covered without an extension or a freeze
+ * ("period:length:z" in the history), so the user does not lose a streak they kept on time.
  */
-function followZone(state: ModelState, userId: string, s: ModelStreak, nowPeriod: number, now: number): void {
-  const last = s.lastPeriod;
-  if (s.length === 0 || last === null || last > nowPeriod + 3 || last < nowPeriod - 4) return;
-  const history = (): Map<number, string> => {
-    const kept = state.streakHistory.get(userId) ?? new Map<number, string>();
-    state.streakHistory.set(userId, kept);
-    return kept;
-  };
-  if (last > nowPeriod) {
-    const shift = last - nowPeriod;
-    const first = s.startPeriod ?? last;
-    const periods = history();
-    const moved = [...periods].filter(([p]) => p >= first && p <= last);
-    for (const p of [...periods.keys()]) if (p >= first - shift && p <= last) periods.delete(p);
-    for (const [p, member] of moved) periods.set(p - shift, `${p - shift}${member.slice(String(p).length)}`);
-    s.startPeriod = first - shift;
-    s.lastPeriod = nowPeriod;
-    return;
-  }
-  if (last >= nowPeriod - 1) return;
+function bridgeZoneMove(state: ModelState, userId: string, s: ModelStreak, nowPeriod: number, now: number): void {
+  if (s.length === 0 || s.lastPeriod === null || s.lastPeriod >= nowPeriod - 1 || s.lastPeriod < nowPeriod - 4) return;
   const promised = state.streakDeadline.get(userId);
   if (promised === undefined || promised <= now) return;
-  const periods = history();
-  for (let p = last + 1; p <= nowPeriod - 1; p++) periods.set(p, `${p}:${s.length}:z`);
+  const history = state.streakHistory.get(userId) ?? new Map<number, string>();
+  for (let p = s.lastPeriod + 1; p <= nowPeriod - 1; p++) history.set(p, `${p}:${s.length}:z`);
+  state.streakHistory.set(userId, history);
   s.lastPeriod = nowPeriod - 1;
 }
 
@@ -602,12 +584,12 @@ function identifyUser(tenant: CompiledTenant, state: ModelState, userId: string,
   const req = new UserRequest(tenant, state, userId, user, now);
   const zoneChanged = existing !== undefined && changesZone(user, profile);
   const changed = applyProfile(user, profile);
-  // lua user-3.lua / complete-4.lua: a new zone moves a live streak to its calendar (followZone, placeDeadline).
+  // lua user-3.lua / complete-4.lua moveStreakToZone: a new zone moves a live streak to its calendar (bridged, placed).
   const rule = tenant.streak;
   if (zoneChanged && rule) {
     const tz = user.profile.get("tz")!;
     const nowPeriod = periodOfDay(localDayIndex(now, tz), rule.frequency);
-    followZone(state, userId, user.streak, nowPeriod, now);
+    bridgeZoneMove(state, userId, user.streak, nowPeriod, now);
     placeDeadline(state, userId, user.streak, rule.frequency, tz, nowPeriod, now);
   }
   if (!existing) {

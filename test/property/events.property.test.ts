@@ -6,7 +6,7 @@ import { onTheWire } from "../helpers/wire.js";
 import { userProfileFields } from "../../src/api/user-input.js";
 import { toMicro } from "../../src/domain/decimal.js";
 import { LaurelError } from "../../src/domain/errors.js";
-import { applyEvent, emptyState, readUserPoints, type ModelState } from "../../src/domain/model.js";
+import { applyEvent, applyUpsert, emptyState, readUserPoints, type ModelState } from "../../src/domain/model.js";
 import type { ManualClock } from "../../src/clock.js";
 import type { CompiledTenant } from "../../src/config/compiled.js";
 import { awardJson } from "../../src/api/wire.js";
@@ -37,7 +37,8 @@ type Command =
   | { kind: "event"; tenant: string; user: string; metric: number; value: number; tz: string | null; idem: string | null; email: boolean }
   | { kind: "advance"; ms: number }
   | { kind: "landmark"; index: number }
-  | { kind: "read"; tenant: string; user: string; system: number; awards: number };
+  | { kind: "read"; tenant: string; user: string; system: number; awards: number }
+  | { kind: "move"; tenant: string; user: string; tz: string };
 
 const valueArb = fc.oneof(
   { weight: 3, arbitrary: fc.integer({ min: 1, max: 3 }) },
@@ -98,6 +99,13 @@ const travelArb: fc.Arbitrary<Command> = fc.oneof(
     kind: fc.constant("advance" as const),
     ms: fc.oneof(fc.integer({ min: 3_600_000, max: 8 * 3_600_000 }), fc.integer({ min: 16 * 3_600_000, max: 32 * 3_600_000 })),
   }) },
+  // The zone changed by an update alone (lua/user-3.lua), between events.
+  { weight: 1, arbitrary: fc.record({
+    kind: fc.constant("move" as const),
+    tenant: fc.constant(""),
+    user: fc.constantFrom("u0", "u1"),
+    tz: fc.constantFrom("Pacific/Kiritimati", "Pacific/Pago_Pago", "Asia/Tokyo", "America/New_York"),
+  }) },
 );
 const travelSequenceArb = fc
   .tuple(fc.constantFrom("propd", "propd", "propd", "propw"), fc.array(travelArb, { minLength: 2, maxLength: 40 }))
@@ -139,6 +147,12 @@ async function runSequence(commands: Command[]): Promise<void> {
     const context = t.app.tenants.all.find((c) => c.tenant.id === cmd.tenant)!;
     const model = models.get(cmd.tenant)!;
     const headers = { "x-api-key": KEYS[cmd.tenant]! };
+    if (cmd.kind === "move") {
+      const res = await t.call("PUT", `/v1/users/${encodeURIComponent(cmd.user)}`, { tz: cmd.tz }, headers);
+      const result = applyUpsert(tenant, model, cmd.user, "upsert", userProfileFields({ id: cmd.user, tz: cmd.tz }, tenant.userAttributes), clock.now());
+      expect([res.status, result.status === "missing"]).toEqual([200, false]);
+      continue;
+    }
     if (cmd.kind === "read") {
       const system = tenant.systems[cmd.system % tenant.systems.length]!;
       const res = await t.call("GET", `/v1/users/${encodeURIComponent(cmd.user)}/points/${system.key}?awards=${cmd.awards}`, undefined, headers);

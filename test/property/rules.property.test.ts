@@ -64,7 +64,8 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     user: fc.constantFrom(...USERS),
     metric: fc.constantFrom("lessons" as const, "quiz" as const),
     value: fc.oneof({ weight: 4, arbitrary: fc.integer({ min: 1, max: 3 }) }, fc.constantFrom(0.5, 1.5, 2.25, -1, 0.3)),
-    tz: fc.constantFrom(null, "UTC", "Asia/Kolkata", "America/Denver"),
+    // Kiritimati (UTC+14) and Pago Pago (UTC-11): moves east that skip a local day (bridged).
+    tz: fc.constantFrom(null, "UTC", "Asia/Kolkata", "America/Denver", "Pacific/Kiritimati", "Pacific/Pago_Pago"),
     source: fc.constantFrom(null, "web", "mobile"),
     level: fc.constantFrom(null, "hard", "easy"),
     plan: fc.constantFrom(null, "pro", "free"),
@@ -75,7 +76,7 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     user: fc.constantFrom(...USERS),
     plan: fc.constantFrom(null, "pro", "free"),
     region: fc.constantFrom(null, "eu", "us"),
-    tz: fc.constantFrom(null, "UTC", "Asia/Kolkata"),
+    tz: fc.constantFrom(null, "UTC", "Asia/Kolkata", "Pacific/Kiritimati", "Pacific/Pago_Pago"),
   }) },
   { weight: 1, arbitrary: fc.record({
     kind: fc.constant("complete" as const),

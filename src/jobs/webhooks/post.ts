@@ -32,7 +32,9 @@ export async function post(url: URL, headers: Record<string, string>, body: stri
   const timer = setTimeout(() => controller.abort(TIMED_OUT), timeoutMs);
   try {
     const answer = await request(url, { method: "POST", headers, body, dispatcher: agent, signal: controller.signal });
-    await answer.body.dump();
+    // The status is the receiver's answer: a body cut off after it (the stop, the timeout) changes
+    // nothing. Taken for a failure, a 2xx already given was sent again: a duplicate.
+    await answer.body.dump().catch(() => undefined);
     return answer.statusCode;
   } catch (err) {
     if (controller.signal.reason === TIMED_OUT) throw new PostError(`no answer within ${timeoutMs} ms`, "timeout");
