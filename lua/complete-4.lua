@@ -61,8 +61,8 @@ local created = not num('ct')
 -- (applying the profile first moved the user between the attribute indexes of a refused request).
 if not matchesWithProfile(a.ua, ARGV, 9 + nRead, nProfile) then return { 3 } end
 local changed, zoneChanged = applyProfile(ARGV, 9 + nRead, nProfile)
--- A new zone moves a live streak to its calendar (sent with the zone: ARGV[5]).
-if zoneChanged and zoneDeadlines then moveStreakToZone(zonePeriod, zoneDeadlines) end
+-- A new zone moves a live streak's deadline to its calendar (sent with the zone: ARGV[5]).
+if zoneChanged and zoneDeadlines then placeDeadline(zonePeriod, zoneDeadlines) end
 
 markApplied(writerKey, callNumber, true)
 local outParts = {}

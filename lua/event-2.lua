@@ -210,7 +210,6 @@ for i = 1, #metricTriggers do
 end
 
 -- 6b. Streak.
-if zoneChanged and not created then bridgeZoneMove(nowPeriod) end
 if not created then settleStreak(nowDay, nowPeriod) end
 local extended = extendStreak(nowPeriod, value, deadlines)
 -- The event moved the user to another zone: their streak's deadline follows (nowPeriod and the

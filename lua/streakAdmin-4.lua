@@ -76,7 +76,7 @@ elseif op == 'freeze' then
   end
   reply = { 1, granted, held + granted }
 else
-  -- The longest length the streak reached within the window (history: "period:length[:f or :z]").
+  -- The longest length the streak reached within the window (history: "period:length[:f]").
   local best = 0
   for _, member in ipairs(rcall('ZRANGEBYSCORE', prefix .. 'sh:' .. userId, amount, '+inf')) do
     local length = tonumber(string.match(member, '^[^:]+:(%d+)'))

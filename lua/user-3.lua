@@ -51,8 +51,8 @@ local created = not num('ct')
 if created and mode ~= 'upsert' then return { 0 } end
 
 local changed, zoneChanged = applyProfile(ARGV, 10 + nRead, nProfile)
--- A new zone moves a live streak to its calendar (sent with the zone: ARGV[5]).
-if zoneChanged and zoneDeadlines then moveStreakToZone(zonePeriod, zoneDeadlines) end
+-- A new zone moves a live streak's deadline to its calendar (sent with the zone: ARGV[5]).
+if zoneChanged and zoneDeadlines then placeDeadline(zonePeriod, zoneDeadlines) end
 if mode == 'prefs' then
   -- Each notification type sent replaces that type's channel list; others are kept.
   local prefs = {}

@@ -131,32 +131,6 @@ local function matches(filter)
   return true
 end
 
--- A zone change that moves the calendar forward (New York to Tokyo) can leave the streak's last
--- covered period two periods behind the new calendar's current one while the deadline the old
--- calendar gave ({t:s}:sd, the instant it is lost) has not passed: a user who was on time would
--- lose the streak to the move. The periods the move skipped are bridged instead: covered without
--- an extension or a freeze, in the history as "period:length:z" (src/domain/model.ts
--- bridgeZoneMove mirrors it). Called when a request changes the zone, before anything settles.
--- More than 3 periods to bridge is no zone change's (offsets differ by 26 hours at most).
--- A move back (Tokyo to New York) keeps the stored numbers: the last covered period may be ahead
--- of the new calendar's today, and is not extended again until the calendar passes it. (Shifting
--- the streak back to end today was tried and dropped: a user whose zone alternates, two devices
--- in two zones, was extended again at every move east.)
-local function bridgeZoneMove(nowPeriod)
-  if not R.streak then return end
-  local length, last = S[I_SL] or 0, at(I_SP)
-  if length == 0 or last == nil or last >= nowPeriod - 1 or last < nowPeriod - 4 then return end
-  local promised = tonumber(rcall('ZSCORE', prefix .. 'sd', userId))
-  if not promised or promised <= now then return end
-  local args = {}
-  for p = last + 1, nowPeriod - 1 do
-    args[#args + 1] = p
-    args[#args + 1] = p .. ':' .. length .. ':z'
-  end
-  rcall('ZADD', prefix .. 'sh:' .. userId, unpack(args))
-  set('sp', nowPeriod - 1)
-end
-
 -- The user's live streak in the shard's deadline index ({t:s}:sd, the instant it is lost), on the
 -- calendar `nowPeriod` and `deadlines` were computed in (deadlines = {lost-at if last covered in
 -- nowPeriod, lost-at if in nowPeriod - 1}, Node's periods.ts streakDeadline in the user's zone).
@@ -176,11 +150,4 @@ local function placeDeadline(nowPeriod, deadlines)
     lostAt = deadlines[2]
   end
   rcall('ZADD', prefix .. 'sd', lostAt, userId)
-end
-
--- A zone change outside an event (user-3.lua, complete-4.lua): the skipped periods bridged, the
--- deadline placed on the new calendar (`nowPeriod` and `deadlines` are its).
-local function moveStreakToZone(nowPeriod, deadlines)
-  bridgeZoneMove(nowPeriod)
-  placeDeadline(nowPeriod, deadlines)
 end

@@ -66,9 +66,8 @@ function historyJson(tenant: CompiledTenant, members: readonly string[], current
   const frequency = tenant.streak?.frequency ?? "daily";
   const byPeriod = new Map<number, { length: number; frozen: boolean }>();
   for (const m of members) {
-    // "period:length", or with ":f" a frozen period, ":z" one a zone change bridged (no freeze used).
-    const [period, length, kept] = m.split(":");
-    byPeriod.set(Number(period), { length: Number(length), frozen: kept === "f" });
+    const [period, length, frozen] = m.split(":");
+    byPeriod.set(Number(period), { length: Number(length), frozen: frozen === "f" });
   }
   for (const p of current.frozen) byPeriod.set(p, { length: current.frozenLength, frozen: true });
   const items = [];

@@ -63,7 +63,7 @@ export interface ModelState {
   streakActive: Map<string, number>;
   streakDeadline: Map<string, number>;
   streakBest: Map<string, number>;
-  /** Per user: period → history member ({t:s}:sh:<user>), "period:length", "period:length:f" (frozen) or "period:length:z" (bridged by a zone change). */
+  /** Per user: period → history member ({t:s}:sh:<user>), "period:length" or "period:length:f". */
   streakHistory: Map<string, Map<number, string>>;
   /** Per time trigger ("sys.trig"): user → next due instant ({t:s}:tt:<sys>.<trig>). */
   timeDue: Map<string, Map<string, number>>;
@@ -326,7 +326,6 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
 
   // Streak: settle (freezes, loss), then accumulate the period's value and extend once per period.
   const s = user.streak;
-  if (zoneChanged && rule) bridgeZoneMove(state, input.userId, s, nowPeriod, input.now);
   const settlement = created ? { consumed: 0, earned: 0, lost: 0, frozen: [] } : settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod);
   recordSettlement(state, input.userId, s, settlement);
   let extended = false;
@@ -505,21 +504,6 @@ export function updateBoards(
 }
 
 /**
- * lua/includes/state.lua bridgeZoneMove: after a zone change, the periods a forward move skipped
- * while the old calendar's deadline had not passed are covered without an extension or a freeze
- * ("period:length:z" in the history), so the user does not lose a streak they kept on time.
- */
-function bridgeZoneMove(state: ModelState, userId: string, s: ModelStreak, nowPeriod: number, now: number): void {
-  if (s.length === 0 || s.lastPeriod === null || s.lastPeriod >= nowPeriod - 1 || s.lastPeriod < nowPeriod - 4) return;
-  const promised = state.streakDeadline.get(userId);
-  if (promised === undefined || promised <= now) return;
-  const history = state.streakHistory.get(userId) ?? new Map<number, string>();
-  for (let p = s.lastPeriod + 1; p <= nowPeriod - 1; p++) history.set(p, `${p}:${s.length}:z`);
-  state.streakHistory.set(userId, history);
-  s.lastPeriod = nowPeriod - 1;
-}
-
-/**
  * lua/includes/state.lua placeDeadline: a live streak's deadline on the calendar of `tz` (after a
  * zone change, or a settlement); the earlier one for a streak covered after nowPeriod, now for one
  * already lost on that calendar.
@@ -584,13 +568,11 @@ function identifyUser(tenant: CompiledTenant, state: ModelState, userId: string,
   const req = new UserRequest(tenant, state, userId, user, now);
   const zoneChanged = existing !== undefined && changesZone(user, profile);
   const changed = applyProfile(user, profile);
-  // lua user-3.lua / complete-4.lua moveStreakToZone: a new zone moves a live streak to its calendar (bridged, placed).
+  // lua user-3.lua / complete-4.lua: a new zone moves a live streak's deadline to its calendar.
   const rule = tenant.streak;
   if (zoneChanged && rule) {
     const tz = user.profile.get("tz")!;
-    const nowPeriod = periodOfDay(localDayIndex(now, tz), rule.frequency);
-    bridgeZoneMove(state, userId, user.streak, nowPeriod, now);
-    placeDeadline(state, userId, user.streak, rule.frequency, tz, nowPeriod, now);
+    placeDeadline(state, userId, user.streak, rule.frequency, tz, periodOfDay(localDayIndex(now, tz), rule.frequency), now);
   }
   if (!existing) {
     state.users.set(userId, user);

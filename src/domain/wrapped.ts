@@ -93,18 +93,16 @@ export interface LongestStreak {
 
 /**
  * The longest streak length the user reached in a period of [fromPeriod, toPeriod], from the
- * streak history ({t:s}:sh members "period:length", "period:length:f" for a frozen period or
- * "period:length:z" for one a zone change bridged, any order). It began at the last period at or
- * before its peak with length 1 and no gap after it (frozen and bridged periods keep the length,
- * so peak − length + 1 would be wrong); the history may begin before the year. Ties go to the
- * earliest peak.
+ * streak history ({t:s}:sh members "period:length" or "period:length:f" for a frozen period,
+ * any order). It began at the last period at or before its peak with length 1 and no gap
+ * after it (frozen periods keep the length, so peak − length + 1 would be wrong); the history
+ * may begin before the year. Ties go to the earliest peak.
  */
 export function longestStreakIn(history: readonly string[], fromPeriod: number, toPeriod: number): LongestStreak {
   const entries = history
     .map((m) => {
-      const [period, length, kept] = m.split(":");
-      // Frozen or bridged: the period kept the streak without extending it.
-      return { period: Number(period), length: Number(length), frozen: kept !== undefined };
+      const [period, length, frozen] = m.split(":");
+      return { period: Number(period), length: Number(length), frozen: frozen === "f" };
     })
     .sort((a, b) => a.period - b.period);
   let best: { index: number; length: number } | null = null;

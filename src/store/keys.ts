@@ -20,7 +20,7 @@
  *   {t:s}:sd                zset  users with a streak, by the instant (ms) it is lost
  *   {t:s}:sb                zset  users by longest streak ever
  *   {t:s}:sh:<user>         zset  the user's extended periods: score period, member "period:length"
- *                                  (":f" when a freeze covered the period, ":z" when a zone change bridged it)
+ *                                  (":f" when a freeze covered the period)
  *   {t:s}:tt:<sys>.<trig>   zset  users by the instant a time trigger next pays them
  *   {t:s}:ub                hash  every user boost of the shard: id → JSON record (admin listing)
  *   {t:s}:uv:<attr>:<value> set   users with that custom attribute value

@@ -78,9 +78,10 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
 );
 
 /**
- * Travel: one or two users who meet the streak threshold and change zone every event, a few hours
- * to two days apart. A forward move that skips a local day before the old calendar's deadline is
- * bridged (lua/includes/state.lua bridgeZoneMove); the sequences above meet one rarely.
+ * Travel: one or two users who meet the streak threshold and change zone at every event or by an
+ * update between events, a few hours to two days apart, between zones up to 25 hours apart: the
+ * zone changes that read the stored periods on another calendar, which the sequences above meet
+ * rarely.
  */
 const ZONES_SENT = ZONES.filter((z): z is string => z !== null);
 const travelArb: fc.Arbitrary<Command> = fc.oneof(

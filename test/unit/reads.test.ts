@@ -103,13 +103,6 @@ describe("wrapped", () => {
     expect(longestStreakIn(["100:1", "101:2"], 100, 200)).toEqual({ length: 2, startPeriod: 100, endPeriod: 101 });
   });
 
-  it("longestStreakIn walks back through periods a zone change bridged (\":z\": kept, not extended)", () => {
-    // Extended at 9, the move bridged 10 (length 1 kept), extended at 11: the streak began at 9.
-    expect(longestStreakIn(["8:3", "9:1", "10:1:z", "11:2"], 9, 30)).toEqual({ length: 2, startPeriod: 9, endPeriod: 11 });
-    // A bridged entry is no peak of its own.
-    expect(longestStreakIn(["9:1", "10:1:z"], 10, 30)).toEqual({ length: 0, startPeriod: null, endPeriod: null });
-  });
-
   it("years before 100 are real years (Date.UTC would read them as 19xx)", () => {
     expect(formatDay(dateToDay(1, 1, 1))).toBe("0001-01-01");
     expect(parseDay("0099-12-31")).toBe(dateToDay(99, 12, 31));
