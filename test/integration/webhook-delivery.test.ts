@@ -1,3 +1,4 @@
+import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WEBHOOK_GROUP } from "../../src/jobs/webhooks/keys.js";
 import { startTestApp, uniqueTenantId, type TestApp, type TestAppOptions } from "../helpers/app.js";
@@ -102,7 +103,9 @@ describe("an endpoint removed while its delivery waits for a retry", () => {
       await first.close();
     }
     // The tenant file no longer has the endpoint; the delivery is sent now (a replay) and dies.
-    const second = await startTestApp({ yaml: hookYaml(tenantId, endpoint("main", receiver.url)), manualClock: "2026-06-01T12:00:00Z", webhooks: FAST });
+    const lines: Array<{ level: number; msg: string; delivery?: string }> = [];
+    const logger = pino({ level: "warn" }, { write: (line: string) => lines.push(JSON.parse(line)) });
+    const second = await startTestApp({ yaml: hookYaml(tenantId, endpoint("main", receiver.url)), manualClock: "2026-06-01T12:00:00Z", webhooks: FAST, logger });
     try {
       expect((await second.call("POST", `/admin/v1/webhooks/deliveries/${id}/replay`, {}, admin)).body).toEqual({ replayed: [id], issues: [] });
       await second.app.webhooks!.settled(tenantId);
@@ -112,6 +115,8 @@ describe("an endpoint removed while its delivery waits for a retry", () => {
         "attempt 1: HTTP 500",
         "attempt 2: endpoint gone is no longer configured",
       ]);
+      // Dead at once, before its attempts ran out: logged as any dead letter is.
+      expect(lines).toContainEqual(expect.objectContaining({ msg: "webhook delivery dead-lettered", delivery: id }));
     } finally {
       await second.close();
       await receiver.close();

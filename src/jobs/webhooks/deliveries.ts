@@ -216,7 +216,8 @@ export class DeliveryQueue {
       settings: { backoffStrategy: (attemptsMade: number) => backoffDelay(attemptsMade, this.opts.backoff) },
     });
     this.worker.on("failed", (job, err) => {
-      if (job && job.attemptsMade >= (job.opts.attempts ?? 1)) this.deadLettered(job.id!, err.message);
+      // Out of attempts, or dead at once (UnrecoverableError: its endpoint left the config).
+      if (job && (job.attemptsMade >= (job.opts.attempts ?? 1) || err.name === "UnrecoverableError")) this.deadLettered(job.id!, err.message);
     });
     logQueueErrors(this.worker, this.logger, this.queue.name);
     await this.worker.waitUntilReady();
