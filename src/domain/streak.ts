@@ -42,7 +42,9 @@ export function viewStreak(rule: CompiledStreak | null, state: StreakState, nowP
   const view: StreakView = {
     length: alive ? state.length : 0,
     frequency,
-    started: alive && state.startPeriod !== null ? formatDay(periodStartDay(state.startPeriod, frequency)) : null,
+    // At most the current period: a zone change west carries the stored numbers over, and a
+    // streak begun on the old calendar's "tomorrow" read as starting after its current period.
+    started: alive && state.startPeriod !== null ? formatDay(periodStartDay(Math.min(state.startPeriod, nowPeriod), frequency)) : null,
     periodStart: formatDay(periodStartDay(nowPeriod, frequency)),
     periodEnd: formatDay(periodEndDay(nowPeriod, frequency)),
     expires: alive ? formatDay(periodEndDay(state.lastPeriod! + 1, frequency)) : null,

@@ -74,7 +74,9 @@ describe("daily streaks", () => {
     expect((await lesson({ id: "westward", tz: "Asia/Tokyo" })).body.currentStreak).toMatchObject({ length: 1, periodStart: "2026-03-26" });
     await t.setClock("2026-03-25T21:00:00Z"); // still 25 March in New York
     const back = (await lesson({ id: "westward", tz: "America/New_York" })).body.currentStreak;
-    expect(back).toMatchObject({ length: 1, extended: false, periodStart: "2026-03-25" });
+    // Started on 26 March in Tokyo, which New York has not reached: shown as today, not tomorrow.
+    expect(back).toMatchObject({ length: 1, extended: false, periodStart: "2026-03-25", started: "2026-03-25", expires: "2026-03-27" });
+    expect((await t.call("GET", "/v1/users/westward/streak")).body).toMatchObject({ length: 1, started: "2026-03-25", periodStart: "2026-03-25" });
   });
 
   // A user whose zone alternates (two devices in two zones). The stored periods are the old
