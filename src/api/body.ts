@@ -42,7 +42,6 @@ const TAG_WORDS: [RegExp, (n: string) => string][] = [
   [/\bMaxItems<(-?[\d.]+)>/g, (n) => `at most ${plural(n, "item")}`],
   [/\bMinLength<(-?[\d.]+)>/g, (n) => `at least ${plural(n, "character")}`],
   [/\bMaxLength<(-?[\d.]+)>/g, (n) => `at most ${plural(n, "character")}`],
-  [/\bExclusiveMinimum<(-?[\d.]+)>/g, (n) => `above ${n}`],
   [/\bMinimum<(-?[\d.]+)>/g, (n) => `at least ${n}`],
   [/\bMaximum<(-?[\d.]+)>/g, (n) => `at most ${n}`],
   [/\bnumber & Type<"u?int(32|64)">/g, () => "an integer"],

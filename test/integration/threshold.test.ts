@@ -55,12 +55,25 @@ describe("leaderboard threshold", () => {
     const board = store.tenant.leaderboards[0]!;
     const now = Date.parse("2026-06-01T00:00:00Z");
     const run = activeRun(board, now)!;
-    let calls = 0;
-    await store.thresholds.refresh(now, () => now + 500 + calls++);
+    // The order of the reads (the counters' HMGET, the participants' pipeline) and the stamp.
+    const order: string[] = [];
+    const redis = store.redis as unknown as Record<"hmget" | "pipeline", (...args: unknown[]) => unknown>;
+    const { hmget, pipeline } = redis;
+    redis.hmget = (...args) => (order.push("read"), hmget.apply(store.redis, args));
+    redis.pipeline = (...args) => (order.push("read"), pipeline.apply(store.redis, args));
+    try {
+      await store.thresholds.refresh(now, () => (order.push("stamp"), now + 500));
+    } finally {
+      Object.assign(redis, { hmget, pipeline });
+    }
+    // Each board's stamp comes after that board's two reads.
+    const segments = order.join(" ").split("stamp").slice(0, -1).map((part) => part.trim().split(" ").filter(Boolean).length);
+    expect(order.slice(-1)).toEqual(["stamp"]);
+    expect(segments.length).toBeGreaterThan(0);
+    for (const reads of segments) expect(reads).toBeGreaterThanOrEqual(2);
     const numbers: number[] = [];
     store.thresholds.pushNumbers(numbers, board, run);
-    expect(numbers[4]).toBeGreaterThanOrEqual(now + 500);
-    expect(calls).toBeGreaterThan(0);
+    expect(numbers[4]).toBe(now + 500);
     const manual = new ManualClock(now);
     await manual.set(now + 10_000);
     await manual.set(now);
