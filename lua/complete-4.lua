@@ -42,7 +42,7 @@ beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
 local userKey, aggKey, streamKey, writerKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local callNumber = tonumber(ARGV[#ARGV])
 local key = ARGV[4]
-local localDay, zonePeriod, zoneDeadlines = zoneCalendar(ARGV[5])
+local localDay, zonePeriod, sentCalendar = zoneCalendar(ARGV[5])
 local boards = boardsOf(ARGV[6], 1)
 local nRead = tonumber(ARGV[7])
 local nProfile = tonumber(ARGV[8 + nRead])
@@ -62,7 +62,7 @@ local created = not num('ct')
 if not matchesWithProfile(a.ua, ARGV, 9 + nRead, nProfile) then return { 3 } end
 local changed, zoneChanged = applyProfile(ARGV, 9 + nRead, nProfile)
 -- A new zone moves a live streak's deadline to its calendar (sent with the zone: ARGV[5]).
-if zoneChanged and zoneDeadlines then placeDeadline(zonePeriod, zoneDeadlines) end
+if zoneChanged and sentCalendar then placeDeadline(zonePeriod, sentCalendar) end
 
 markApplied(writerKey, callNumber, true)
 local outParts = {}

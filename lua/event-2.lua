@@ -53,7 +53,8 @@
            includes/call-order.lua), the profile digest, n (profile pairs in ARGV[7]), the
            event-attribute mask (the bits R.mt[i].eb of the filtered metric triggers whose
            filters the event passes: Node evaluates them), the call's number (grows with every
-           call its Redis client sends: src/store/call-order.ts; step 1), then per board of R.lb
+           call its Redis client sends: src/store/call-order.ts; step 1), the instants (ms) the
+           current and the previous streak periods began (lastCovered, state.lua), then per board of R.lb
            its current run, threshold and what was read with it as six doubles (leaderboards.lua
            boardsOf; run -1 while scheduled or finished).
            Binary because `tonumber` of a decimal string costs ~1.8k instructions (strtod);
@@ -81,8 +82,8 @@
                                                       nothing written (Node knows its event id)
     {1, false, total, created 0/1, streak..., #achievements, key..., #points, points...,
      #boards, boards...}       (Node knows the new event's id)
-      streak   = length, startPeriod|false, lastPeriod|false, extended 0/1, freezes|false,
-                 grants|false, createdDay|false (7 values)
+      streak   = length, startPeriod|false, lastPeriod|false (covered on this calendar:
+                 lastCovered), extended 0/1, freezes|false, grants|false, createdDay|false (7 values)
       key      = an achievement completed by this request, in completion order
       points   = per system changed: systemKey, added, total, before, #awards, award...
       award    = "seq|ms|awarded|totalAfter|triggerKey"
@@ -104,16 +105,17 @@
 -- Tables of every call, kept by the library and refilled: a table made per call costs Lua an
 -- allocation, its growth (a rehash at each power of two) and its collection (bench/README.md,
 -- the twenty-third stop). Redis converts the reply before the next call runs.
-local REPLY, OUT_PARTS, EXTRA_WRITES, DEADLINES = {}, {}, {}, { false, false }
+local REPLY, OUT_PARTS, EXTRA_WRITES, CALENDAR = {}, {}, {}, { false, false, false, false }
 local REPLY_HEAD = 11
 
 -- The reply's head: status, event id, metric total, created, then the stored streak (readers
--- settle it; replays are answered without settling: no writes). Written into REPLY, ended by a
--- nil (Redis converts an array up to its first nil): the main path appends after it.
-local function eventReplyHead(status, id, total, created, extended)
+-- settle it; replays are answered without settling: no writes) with `last`, its last period on
+-- the event's calendar (lastCovered, state.lua). Written into REPLY, ended by a nil (Redis
+-- converts an array up to its first nil): the main path appends after it.
+local function eventReplyHead(status, id, total, created, extended, last)
   local r = REPLY
   r[1], r[2], r[3], r[4] = status, id, total, created and 1 or 0
-  r[5], r[6], r[7], r[8] = S[I_SL] or 0, S[I_SS] or false, S[I_SP] or false, extended and 1 or 0
+  r[5], r[6], r[7], r[8] = S[I_SL] or 0, S[I_SS] or false, last or false, extended and 1 or 0
   r[9], r[10], r[11] = S[I_FZ] or false, S[I_FG] or false, S[I_CD] or false
   r[REPLY_HEAD + 1] = nil
   return r
@@ -128,14 +130,14 @@ local function rememberedEvent(key, nowMs)
 end
 --@body
 bindStdlib()
-local nowMs, value, nowPeriod, nowDay, lostIfExtended, lostIfPrevious, flags, digest, nProfile, eventMask, callNumber = sunpack('<ddddddddddd', ARGV[3])
+local nowMs, value, nowPeriod, nowDay, lostIfExtended, lostIfPrevious, flags, digest, nProfile, eventMask, callNumber, periodStart, previousStart = sunpack('<ddddddddddddd', ARGV[3])
 beginCall(nowMs, ARGV[1], ARGV[2], ARGV[8])
 local userKey, writerKey, aggKey, streamKey = KEYS[1], KEYS[2], prefix .. 'agg', prefix .. 'x'
 local zone, idemField, recordDetail = ARGV[4], ARGV[5], ARGV[6]
 local zoneSent = band(flags, 1) ~= 0
-local deadlines = DEADLINES
-deadlines[1], deadlines[2] = lostIfExtended, lostIfPrevious
-local boards = boardsOf(ARGV[3], 89)
+local calendar = CALENDAR
+calendar[1], calendar[2], calendar[3], calendar[4] = lostIfExtended, lostIfPrevious, periodStart, previousStart
+local boards = boardsOf(ARGV[3], 105)
 
 -- 1. Read.
 local idemKey = idemField ~= '' and KEYS[3] or nil
@@ -144,7 +146,7 @@ local original = loadState(userKey, idemField ~= '' and idemField or 's', zoneSe
 -- expiring key (stored with a window, honoured until it passes, also once the window is gone
 -- from the config: without this GET a key sent a minute before was counted again).
 if idemKey and not original then original = rememberedEvent(idemKey, nowMs) end
-if band(flags, 2) ~= 0 and appliedBefore(writerKey, callNumber) then return eventReplyHead(3, false, S[R.mfi] or 0, false, false) end
+if band(flags, 2) ~= 0 and appliedBefore(writerKey, callNumber) then return eventReplyHead(3, false, S[R.mfi] or 0, false, false, lastCovered(nowPeriod, calendar)) end
 
 -- 2. Zone.
 if not zoneSent and (U.tz or 'UTC') ~= zone then return { -1, U.tz or 'UTC' } end
@@ -153,7 +155,7 @@ local oldTotal = S[R.mfi] or 0
 
 -- 3. Replay.
 if idemField ~= '' and original then
-  return eventReplyHead(2, original, oldTotal, false, false)
+  return eventReplyHead(2, original, oldTotal, false, false, lastCovered(nowPeriod, calendar))
 end
 
 -- 4. Range.
@@ -210,11 +212,11 @@ for i = 1, #metricTriggers do
 end
 
 -- 6b. Streak.
-if not created then settleStreak(nowDay, nowPeriod) end
-local extended = extendStreak(nowPeriod, value, deadlines)
+if not created then settleStreak(nowDay, nowPeriod, calendar) end
+local extended = extendStreak(nowPeriod, value, calendar)
 -- The event moved the user to another zone: their streak's deadline follows (nowPeriod and the
--- deadlines are the event's zone's, which is now the stored one).
-if zoneChanged and not created then placeDeadline(nowPeriod, deadlines) end
+-- calendar are the event's zone's, which is now the stored one).
+if zoneChanged and not created then placeDeadline(nowPeriod, calendar) end
 
 -- 6c. Metric achievements of this metric.
 local metricAchievements = R.mach
@@ -239,7 +241,7 @@ flushState(userKey, extraWrites)
 appendRecord(streamKey, R.wh, 'ev', userId, nowString(), zone, recordDetail .. sformat('|%d', newTotal), outParts)
 
 -- Appended by index, not through a helper: a closure costs Lua ~1.6k instructions a call.
-local reply = eventReplyHead(1, false, newTotal, created, extended)
+local reply = eventReplyHead(1, false, newTotal, created, extended, lastCovered(nowPeriod, calendar))
 local n = REPLY_HEAD + 1
 reply[n] = #completed
 for i = 1, #completed do n = n + 1; reply[n] = completed[i] end

@@ -13,7 +13,8 @@
   ARGV[4] mode: "upsert" (create or update), "update" (must exist), "prefs" (must exist)
   ARGV[5] local day index of now in the user's zone (stored as the day of first identification);
           when the request sends a zone and the tenant has a streak, followed by that zone's streak
-          calendar: "day|period|lost-at if last covered in period|lost-at if in period - 1"
+          calendar: "day|period|lost-at if last covered in period|lost-at if in period - 1|
+          start of period|start of period - 1" (instants, ms; includes/user.lua zoneCalendar)
   ARGV[6] preferences patch for "prefs", else '': "type=channel,channel;type=" (an empty list
           disables the type; a type not in the patch keeps its stored value)
   ARGV[7] each board of R.lb: its run, threshold and what was read with it, six little-endian doubles (leaderboards.lua boardsOf)
@@ -39,7 +40,7 @@ local NOTIFICATION_TYPES = { 'achievement_completed', 'recap', 'reactivation', '
 beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
 local userKey, aggKey, streamKey = KEYS[1], KEYS[2], KEYS[3]
 local mode, prefsPatch = ARGV[4], ARGV[6]
-local localDay, zonePeriod, zoneDeadlines = zoneCalendar(ARGV[5])
+local localDay, zonePeriod, sentCalendar = zoneCalendar(ARGV[5])
 local boards = boardsOf(ARGV[7], 1)
 local nRead = tonumber(ARGV[8])
 local readFields = { unpack(ARGV, 9, 8 + nRead) }
@@ -52,7 +53,7 @@ if created and mode ~= 'upsert' then return { 0 } end
 
 local changed, zoneChanged = applyProfile(ARGV, 10 + nRead, nProfile)
 -- A new zone moves a live streak's deadline to its calendar (sent with the zone: ARGV[5]).
-if zoneChanged and zoneDeadlines then placeDeadline(zonePeriod, zoneDeadlines) end
+if zoneChanged and sentCalendar then placeDeadline(zonePeriod, sentCalendar) end
 if mode == 'prefs' then
   -- Each notification type sent replaces that type's channel list; others are kept.
   local prefs = {}

@@ -17,6 +17,7 @@ local SLOT = R.slot
 -- Indexes of the fixed names and of the names the rules carry, resolved once when the library
 -- loads (a name costs a lookup in SLOT; the hot paths use indexes: at/put below).
 local I_CT, I_CD, I_SL, I_SS, I_SP, I_SQ, I_FZ, I_FG, I_X = SLOT.ct, SLOT.cd, SLOT.sl, SLOT.ss, SLOT.sp, SLOT.sq, SLOT.fz, SLOT.fg, SLOT._x
+local I_SXT, I_SM = SLOT.sxt, SLOT.sm
 R.mfi = R.mf and SLOT[R.mf] or false
 for i = 1, #R.sys do
   local sys = R.sys[i]
@@ -131,23 +132,52 @@ local function matches(filter)
   return true
 end
 
+-- The streak is covered through `instant` (`sm`): the user met the threshold then, or a freeze or
+-- a restore covered the period that ends then (lastCovered below reads it).
+local function coverThrough(instant)
+  if (S[I_SM] or 0) < instant then put(I_SM, instant) end
+end
+
+-- The last period the streak covers on the calendar `nowPeriod` and `calendar` were computed in
+-- (src/domain/streak.ts coveredPeriod mirrors it): the stored last period `sp`, or a later period
+-- of this calendar that holds `sm`, the instant through which the streak is covered (the last
+-- time the user met the threshold, or the end of a period a freeze or a restore covered). `sp` is
+-- a period number, which a zone change carries over as the new calendar's own; a move east can put
+-- the instant of the work in a later period of the new calendar, and that period was done then.
+-- So a move east skips no local day (New York 23:00, then Tokyo 00:30 two days on: Tokyo's
+-- yesterday holds the work's instant) and does not extend twice for one instant (New York 16:00,
+-- then Tokyo at once: 05:00 the next day there). Extending still needs a period number past `sp`,
+-- so a zone that alternates (two devices) never extends more than once a period number; and as
+-- `sm` moves only with work (or a freeze, a restore), alternating keeps nothing alive. A met
+-- period that cannot extend (after a move west) still moves `sm`: a move east then finds the work.
+-- calendar = {lost-at if covered in nowPeriod, lost-at if in nowPeriod - 1, start of nowPeriod,
+-- start of nowPeriod - 1} (instants, ms; Node's periods.ts periodStartInstant).
+local function lastCovered(nowPeriod, calendar)
+  local last = at(I_SP)
+  if last == nil or last >= nowPeriod then return last end
+  local metAt = S[I_SM]
+  if not metAt then return last end
+  if metAt >= calendar[3] then return nowPeriod end
+  if last < nowPeriod - 1 and metAt >= calendar[4] then return nowPeriod - 1 end
+  return last
+end
+
 -- The user's live streak in the shard's deadline index ({t:s}:sd, the instant it is lost), on the
--- calendar `nowPeriod` and `deadlines` were computed in (deadlines = {lost-at if last covered in
--- nowPeriod, lost-at if in nowPeriod - 1}, Node's periods.ts streakDeadline in the user's zone).
--- Called after a zone change (the streak continues on the new local calendar, and so does its
--- deadline: rankings, the streak boards and the expiry sweep read the index) and after a
--- settlement. A streak last covered after nowPeriod (a zone to the west) gets the earlier of the
--- two, and is placed again by the sweep when that passes; one covered before nowPeriod - 1 is
--- lost on the new calendar and is due now, for the sweep to settle.
-local function placeDeadline(nowPeriod, deadlines)
+-- calendar `nowPeriod` and `calendar` were computed in (lastCovered above; Node's periods.ts in
+-- the user's zone). Called after a zone change (the streak continues on the new local calendar,
+-- and so does its deadline: rankings, the streak boards and the expiry sweep read the index) and
+-- after a settlement. A streak last covered after nowPeriod (a zone to the west) gets the earlier
+-- of the two, and is placed again by the sweep when that passes; one covered before nowPeriod - 1
+-- is lost on the new calendar and is due now, for the sweep to settle.
+local function placeDeadline(nowPeriod, calendar)
   if not R.streak then return end
-  local length, last = S[I_SL] or 0, at(I_SP)
+  local length, last = S[I_SL] or 0, lastCovered(nowPeriod, calendar)
   if length == 0 or last == nil then return end
   local lostAt = now
   if last >= nowPeriod then
-    lostAt = deadlines[1]
+    lostAt = calendar[1]
   elseif last == nowPeriod - 1 then
-    lostAt = deadlines[2]
+    lostAt = calendar[2]
   end
   rcall('ZADD', prefix .. 'sd', lostAt, userId)
 end

@@ -4,17 +4,20 @@
   complete (achievements.lua), R, `now`, `prefix`, `userId`.
 
   State: sl length (0 once lost), ss first period, sp last period extended or covered by a
-  freeze, sq/sv:<metric> the period being accumulated and its values, sb longest,
-  fz freezes held, fg auto-earn grants credited, cd local day of first identification.
+  freeze, sxt the instant of the last extension (shown by the streak reads), sm the last instant
+  the threshold was met (lastCovered in state.lua reads it after a zone change), sq/sv:<metric>
+  the period being accumulated and its values, sb longest, fz freezes held, fg auto-earn grants
+  credited, cd local day of first identification.
 ]]
 -- Brings the streak up to `nowPeriod`: in day order, credits auto-earned freezes (every
 -- `every` days after first identification, capped at `max`) and lets each period that ended
 -- without an extension consume a freeze; with none left the streak is lost (length 0).
-local function settleStreak(nowDay, nowPeriod)
+-- `calendar`: as lastCovered's (state.lua).
+local function settleStreak(nowDay, nowPeriod, calendar)
   local st = R.streak
   if not st then return end
   local length = S[I_SL] or 0
-  local last = at(I_SP)
+  local last = lastCovered(nowPeriod, calendar)
   local fzc = st.fz
   local pending = nil
   if length > 0 and last ~= nil and last < nowPeriod - 1 then pending = last + 1 end
@@ -60,6 +63,8 @@ local function settleStreak(nowDay, nowPeriod)
     if grants ~= grantsBefore then set('fg', grants) end
     if #streakOut.frozen > 0 then
       set('sp', last)
+      -- Covered through the end of the previous period unless the freezes ran out.
+      if last == nowPeriod - 1 then coverThrough(calendar[3] - 1) end
       local args = {}
       local frozen = streakOut.frozen
       for i = 1, #frozen do
@@ -93,12 +98,13 @@ local function storeStreak(length, lastPeriod, lostAt)
 end
 
 -- Adds this event's value to the period's accumulation and extends the streak the first time
--- in a period that the threshold is met. `deadlines` = {lost-at if extended now, lost-at if
--- last covered period is nowPeriod - 1}. Returns whether the streak was extended.
-local function extendStreak(nowPeriod, value, deadlines)
+-- in a period that the threshold is met. `calendar`: as lastCovered's (state.lua); its first two
+-- are the lost-at if extended now and if last covered in nowPeriod - 1. Returns whether the
+-- streak was extended.
+local function extendStreak(nowPeriod, value, calendar)
   local st = R.streak
   if not st or not st.counts then
-    if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', prefix .. 'sd', deadlines[2], userId) end
+    if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', prefix .. 'sd', calendar[2], userId) end
     return false
   end
   if at(I_SQ) ~= nowPeriod then
@@ -116,9 +122,11 @@ local function extendStreak(nowPeriod, value, deadlines)
     if st.any and reached then met = true end
     if not st.any and not reached then met = false end
   end
-  local last = num('sp')
+  -- Covered before this event's work; then the work's instant (lastCovered).
+  local last = lastCovered(nowPeriod, calendar)
+  if met then coverThrough(now) end
   if not (met and (last == nil or nowPeriod > last)) then
-    if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', prefix .. 'sd', deadlines[2], userId) end
+    if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', prefix .. 'sd', calendar[2], userId) end
     return false
   end
   local length = num('sl') or 0
@@ -128,8 +136,8 @@ local function extendStreak(nowPeriod, value, deadlines)
     length = 1
     set('ss', nowPeriod)
   end
-  set('sxt', now)
-  storeStreak(length, nowPeriod, deadlines[1])
+  put(I_SXT, now)
+  storeStreak(length, nowPeriod, calendar[1])
   -- History: one member per extended period, "period:length".
   local historyKey = prefix .. 'sh:' .. userId
   rcall('ZADD', historyKey, nowPeriod, nowPeriod .. ':' .. length)

@@ -20,12 +20,13 @@ local function matchesWithProfile(filter, args, first, count)
   return true
 end
 
--- ARGV[5] of the user and complete scripts: "day", or "day|period|deadline|deadline" (the streak
--- calendar of the zone the request sends, for placeDeadline). Returns day, period, deadlines.
+-- ARGV[5] of the user and complete scripts: "day", or "day|period|lost-at|lost-at|start|start"
+-- (the streak calendar of the zone the request sends, for placeDeadline: lastCovered's order,
+-- state.lua). Returns day, period, calendar.
 local function zoneCalendar(text)
-  local day, period, current, previous = string.match(text, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  local day, period, current, previous, periodStart, previousStart = string.match(text, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
   if not day then return tonumber(text), nil, nil end
-  return tonumber(day), tonumber(period), { tonumber(current), tonumber(previous) }
+  return tonumber(day), tonumber(period), { tonumber(current), tonumber(previous), tonumber(periodStart), tonumber(previousStart) }
 end
 
 -- Returns whether a field changed, and whether the zone did (placeDeadline, state.lua).

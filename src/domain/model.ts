@@ -6,9 +6,9 @@ import { eventFiltersMatch, userFiltersMatch } from "./filters.js";
 import { levelIndex } from "./levels.js";
 import type { AwardRecord, BoardChange, EventInput, EventOutcome, PointsChange, StreakState } from "./outcome.js";
 import { activeRun, boardMember, compareCodePoints, compareEntries, shownThreshold, thresholdOfEntries, type BoardEntry } from "./leaderboards.js";
-import { localDayIndex, periodOfDay, streakDeadline, type Frequency } from "./periods.js";
+import { localDayIndex, periodOfDay, periodStartInstant, streakDeadline, type Frequency } from "./periods.js";
 import { shardOf } from "./shards.js";
-import { settleStreak, STREAK_HISTORY_KEPT, type StreakSettlement } from "./streak.js";
+import { coveredPeriod, settleStreak, STREAK_HISTORY_KEPT, type StreakSettlement } from "./streak.js";
 
 /**
  * The reference model: every rule Laurel applies, in plain TypeScript over in-memory state. It is
@@ -23,6 +23,8 @@ export interface ModelStreak {
   startPeriod: number | null;
   /** Last period extended or covered by a freeze. */
   lastPeriod: number | null;
+  /** The instant through which the streak is covered (lua sm, coverThrough): coveredPeriod. */
+  metAt: number | null;
   best: number;
   /** Period whose values are being accumulated, and the per-metric values in it (micro). */
   accPeriod: number | null;
@@ -113,6 +115,11 @@ export function streakState(user: ModelUser | undefined): StreakState {
   if (!user) return { length: 0, startPeriod: null, lastPeriod: null, freezes: null };
   const s = user.streak;
   return { length: s.length, startPeriod: s.startPeriod, lastPeriod: s.lastPeriod, freezes: s.freezes, grants: s.grants, createdDay: user.createdDay };
+}
+
+/** The streak as the event script replies it (lua eventReplyHead): its last period the one covered on the event's calendar. */
+function repliedStreak(user: ModelUser, nowPeriod: number, frequency: Frequency, tz: string): StreakState {
+  return { ...streakState(user), lastPeriod: coveredPeriod(user.streak, nowPeriod, frequency, tz) };
 }
 
 /**
@@ -226,7 +233,7 @@ function newUser(now: number, createdDay: number): ModelUser {
     highWater: new Map(),
     triggerCounts: new Map(),
     achievements: new Map(),
-    streak: { length: 0, startPeriod: null, lastPeriod: null, best: 0, accPeriod: null, acc: new Map(), freezes: null, grants: 0 },
+    streak: { length: 0, startPeriod: null, lastPeriod: null, metAt: null, best: 0, accPeriod: null, acc: new Map(), freezes: null, grants: 0 },
     idempotency: new Map(),
     boosts: new Map(),
     boards: new Map(),
@@ -280,7 +287,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
     // With an idempotency window, a key is remembered until the window after its event has passed.
     const original = existing.idempotency.get(`${input.metricKey}:${input.idempotencyKey}`);
     if (original !== undefined && (original.until === null || input.now < original.until)) {
-      return { outcome: { kind: "replay", eventId: original.eventId, totalMicro: oldTotal, streak: streakState(existing) }, tz, nowDay, nowPeriod };
+      return { outcome: { kind: "replay", eventId: original.eventId, totalMicro: oldTotal, streak: repliedStreak(existing, nowPeriod, frequency, tz) }, tz, nowDay, nowPeriod };
     }
   }
 
@@ -326,7 +333,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
 
   // Streak: settle (freezes, loss), then accumulate the period's value and extend once per period.
   const s = user.streak;
-  const settlement = created ? { consumed: 0, earned: 0, lost: 0, frozen: [] } : settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod);
+  const settlement = created ? { consumed: 0, earned: 0, lost: 0, frozen: [] } : settleModelStreak(tenant, user, nowDay, nowPeriod, tz);
   recordSettlement(state, input.userId, s, settlement);
   let extended = false;
   if (rule && rule.metrics.some((m) => m.metric === input.metricKey)) {
@@ -337,8 +344,11 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
     s.acc.set(input.metricKey, (s.acc.get(input.metricKey) ?? 0) + input.valueMicro);
     const reached = rule.metrics.map((m) => (s.acc.get(m.metric) ?? 0) >= m.thresholdMicro);
     const met = rule.mode === "any" ? reached.some(Boolean) : reached.every(Boolean);
-    if (met && (s.lastPeriod === null || nowPeriod > s.lastPeriod)) {
-      if (s.lastPeriod !== null && s.lastPeriod === nowPeriod - 1 && s.length > 0) s.length += 1;
+    // Covered before this event's work; then the work's instant (lua extendStreak).
+    const last = coveredPeriod(s, nowPeriod, frequency, tz);
+    if (met) coverThrough(s, input.now);
+    if (met && (last === null || nowPeriod > last)) {
+      if (last !== null && last === nowPeriod - 1 && s.length > 0) s.length += 1;
       else {
         s.length = 1;
         s.startPeriod = nowPeriod;
@@ -380,7 +390,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
       kind: "processed",
       eventId: input.eventId,
       totalMicro: newTotal,
-      streak: streakState(user),
+      streak: repliedStreak(user, nowPeriod, frequency, tz),
       extended,
       achievements: req.completed,
       points,
@@ -503,16 +513,34 @@ export function updateBoards(
   return out;
 }
 
+/** lua coverThrough (state.lua): the streak is covered through `instant`. */
+function coverThrough(s: ModelStreak, instant: number): void {
+  if ((s.metAt ?? 0) < instant) s.metAt = instant;
+}
+
+/**
+ * lua settleStreak on the user's streak at (nowDay, nowPeriod) of `tz`: from the period covered
+ * on that calendar; freezes that cover up to the previous period cover through its end.
+ */
+function settleModelStreak(tenant: CompiledTenant, user: ModelUser, nowDay: number, nowPeriod: number, tz: string): StreakSettlement {
+  const s = user.streak;
+  const frequency = tenant.streak?.frequency ?? "daily";
+  const settlement = settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod, coveredPeriod(s, nowPeriod, frequency, tz));
+  if (settlement.frozen.length > 0 && s.lastPeriod === nowPeriod - 1) coverThrough(s, periodStartInstant(nowPeriod, frequency, tz) - 1);
+  return settlement;
+}
+
 /**
  * lua/includes/state.lua placeDeadline: a live streak's deadline on the calendar of `tz` (after a
  * zone change, or a settlement); the earlier one for a streak covered after nowPeriod, now for one
  * already lost on that calendar.
  */
 function placeDeadline(state: ModelState, userId: string, s: ModelStreak, frequency: Frequency, tz: string, nowPeriod: number, now: number): void {
-  if (s.length === 0 || s.lastPeriod === null) return;
+  const last = coveredPeriod(s, nowPeriod, frequency, tz);
+  if (s.length === 0 || last === null) return;
   let lostAt = now;
-  if (s.lastPeriod >= nowPeriod) lostAt = streakDeadline(nowPeriod, frequency, tz);
-  else if (s.lastPeriod === nowPeriod - 1) lostAt = streakDeadline(nowPeriod - 1, frequency, tz);
+  if (last >= nowPeriod) lostAt = streakDeadline(nowPeriod, frequency, tz);
+  else if (last === nowPeriod - 1) lostAt = streakDeadline(nowPeriod - 1, frequency, tz);
   state.streakDeadline.set(userId, lostAt);
 }
 
@@ -704,7 +732,7 @@ export function applyStreakAdmin(
   const nowDay = localDayIndex(now, tz);
   const nowPeriod = periodOfDay(nowDay, rule.frequency);
   const s = user.streak;
-  const settlement = settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod);
+  const settlement = settleModelStreak(tenant, user, nowDay, nowPeriod, tz);
   recordSettlement(state, userId, s, settlement);
   placeDeadline(state, userId, s, rule.frequency, tz, nowPeriod, now);
   const result = streakAdminOp(state, userId, s, op, amountOrWindowStart, rule, tz, nowPeriod);
@@ -733,10 +761,13 @@ function streakAdminOp(
   for (const [period, member] of state.streakHistory.get(userId) ?? []) {
     if (period >= amountOrWindowStart) best = Math.max(best, Number(member.split(":")[1]));
   }
-  const alive = s.length > 0 && s.lastPeriod !== null && s.lastPeriod >= nowPeriod - 1;
+  const last = coveredPeriod(s, nowPeriod, rule.frequency, tz);
+  const alive = s.length > 0 && last !== null && last >= nowPeriod - 1;
   if (best === 0) return { status: "nothing-to-restore" as const };
   if (alive && s.length >= best) return { status: "already-longest" as const };
-  const newLast = s.lastPeriod !== null && s.lastPeriod >= nowPeriod ? s.lastPeriod : nowPeriod - 1;
+  const newLast = last !== null && last >= nowPeriod ? last : nowPeriod - 1;
+  // Covered through the end of the previous period (newLast), as a freeze would have.
+  if (newLast !== last) coverThrough(s, periodStartInstant(nowPeriod, rule.frequency, tz) - 1);
   s.length = best;
   s.startPeriod = newLast - best + 1;
   s.lastPeriod = newLast;

@@ -1,5 +1,5 @@
 import type { CompiledStreak, CompiledTenant } from "../config/compiled.js";
-import { formatDay, periodEndDay, periodStartDay, type Frequency } from "./periods.js";
+import { formatDay, periodEndDay, periodStartDay, periodStartInstant, type Frequency } from "./periods.js";
 import type { StreakState } from "./outcome.js";
 
 /**
@@ -26,6 +26,23 @@ export interface StreakView {
   maxFreezes?: number;
   freezeAutoEarnInterval?: number;
   freezeAutoEarnAmount?: number;
+}
+
+/**
+ * lua lastCovered (state.lua): the last period the streak covers on the calendar of `zone` at
+ * `nowPeriod`: the stored last period, or a later period of this calendar that holds the last
+ * instant the user met the threshold. The stored last period is a number, which a zone change
+ * carries over as the new calendar's own; after a move east the work's instant can fall in a
+ * later period of the new calendar, which was done then. So a move east neither skips a local day
+ * nor extends twice for one instant, and a zone that alternates without work keeps nothing alive.
+ */
+export function coveredPeriod(state: Pick<StreakState, "lastPeriod" | "metAt">, nowPeriod: number, frequency: Frequency, zone: string): number | null {
+  const last = state.lastPeriod;
+  const metAt = state.metAt;
+  if (last === null || last >= nowPeriod || metAt === null || metAt === undefined) return last;
+  if (metAt >= periodStartInstant(nowPeriod, frequency, zone)) return nowPeriod;
+  if (last < nowPeriod - 1 && metAt >= periodStartInstant(nowPeriod - 1, frequency, zone)) return nowPeriod - 1;
+  return last;
 }
 
 export function isAlive(state: StreakState, nowPeriod: number): boolean {
@@ -79,13 +96,23 @@ export interface StreakSettlement {
 /**
  * lua settleStreak. In local-day order, credits auto-earned freezes and lets each period that
  * ended without an extension consume one; with none left the streak is lost (length 0).
+ * `covered` is the last period covered on the current calendar (coveredPeriod); the streak's
+ * lastPeriod changes only when a freeze is consumed.
  * Pure on its inputs: the streak read uses it to show the settled state without writing.
  */
-export function settleStreak(tenant: CompiledTenant, streak: SettlingStreak, createdDay: number | null, nowDay: number, nowPeriod: number): StreakSettlement {
+export function settleStreak(
+  tenant: CompiledTenant,
+  streak: SettlingStreak,
+  createdDay: number | null,
+  nowDay: number,
+  nowPeriod: number,
+  covered: number | null = streak.lastPeriod,
+): StreakSettlement {
   const out: StreakSettlement = { consumed: 0, earned: 0, lost: 0, frozen: [] };
   const rule = tenant.streak;
   if (!rule) return out;
-  let pending: number | null = streak.length > 0 && streak.lastPeriod !== null && streak.lastPeriod < nowPeriod - 1 ? streak.lastPeriod + 1 : null;
+  let last = covered;
+  let pending: number | null = streak.length > 0 && last !== null && last < nowPeriod - 1 ? last + 1 : null;
   const f = rule.freezes;
   if (f) {
     let held = streak.freezes ?? 0;
@@ -109,14 +136,14 @@ export function settleStreak(tenant: CompiledTenant, streak: SettlingStreak, cre
         held -= 1;
         out.consumed += 1;
         out.frozen.push(pending);
-        streak.lastPeriod = pending;
+        streak.lastPeriod = last = pending;
         pending = pending + 1 <= nowPeriod - 1 ? pending + 1 : null;
       } else break;
     }
     streak.freezes = held;
     streak.grants = grants;
   }
-  if (streak.length > 0 && streak.lastPeriod !== null && streak.lastPeriod < nowPeriod - 1) {
+  if (streak.length > 0 && last !== null && last < nowPeriod - 1) {
     out.lost = streak.length;
     streak.length = 0;
   }
@@ -124,9 +151,14 @@ export function settleStreak(tenant: CompiledTenant, streak: SettlingStreak, cre
 }
 
 
-/** A settled copy of a stored streak at (nowDay, nowPeriod), for readers: writes nothing. */
-export function settledStreak(tenant: CompiledTenant, state: StreakState, nowDay: number, nowPeriod: number): StreakState {
-  const copy = { ...state, grants: state.grants ?? 0 };
+/**
+ * A settled copy of a stored streak at (nowDay, nowPeriod) on the calendar of `zone`, for
+ * readers: writes nothing. Its lastPeriod is the last period covered (coveredPeriod), which
+ * viewStreak reads; a state without its extension (an event script's reply) is taken as it is.
+ */
+export function settledStreak(tenant: CompiledTenant, state: StreakState, nowDay: number, nowPeriod: number, zone = "UTC"): StreakState {
+  const frequency = tenant.streak?.frequency ?? "daily";
+  const copy = { ...state, lastPeriod: coveredPeriod(state, nowPeriod, frequency, zone), grants: state.grants ?? 0 };
   settleStreak(tenant, copy, state.createdDay ?? null, nowDay, nowPeriod);
   return copy;
 }

@@ -3,7 +3,7 @@ import type { CompiledTenant } from "../config/compiled.js";
 import { fail } from "../domain/errors.js";
 import { parseAwardRecord, type AwardRecord, type BoardChange, type EventInput, type EventOutcome, type PointsChange, type StreakState } from "../domain/outcome.js";
 import { eventFiltersMatch } from "../domain/filters.js";
-import { localDayIndex, periodOfDay, streakDeadline } from "../domain/periods.js";
+import { localDayIndex, periodOfDay, periodStartInstant, streakDeadline } from "../domain/periods.js";
 import { activeRun } from "../domain/leaderboards.js";
 import type { CompiledLeaderboard } from "../config/compiled.js";
 import { ThresholdCache } from "./thresholds.js";
@@ -200,6 +200,8 @@ export class TenantStore {
         input.profile.length,
         mask,
         order.next(),
+        periodStartInstant(nowPeriod, frequency, tz),
+        periodStartInstant(nowPeriod - 1, frequency, tz),
         ...boards,
       ]);
       const args: (string | Buffer)[] = [

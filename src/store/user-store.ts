@@ -1,5 +1,5 @@
 import type { PointsChange } from "../domain/outcome.js";
-import { localDayIndex, periodOfDay, streakDeadline } from "../domain/periods.js";
+import { localDayIndex, periodOfDay, periodStartInstant, streakDeadline } from "../domain/periods.js";
 import { PROFILE_FIELDS, userAttributeField } from "./fields.js";
 import { runScript } from "./redis-script.js";
 import { timeTriggerZset, userBoostField } from "./rules.js";
@@ -41,8 +41,9 @@ const KEEP_NUMBER_IF_RESENT = (): void => {};
 /**
  * ARGV[5] of the user and complete scripts: the local day of now in the zone the request sends
  * (UTC without one), and with a zone sent to a tenant with a streak, that zone's streak calendar
- * ("day|period|lost-at if last covered in period|lost-at if in period - 1"): a zone change moves
- * a live streak's deadline to the new calendar (lua/includes/state.lua placeDeadline).
+ * ("day|period|lost-at if last covered in period|lost-at if in period - 1|start of period|start
+ * of period - 1"): a zone change moves a live streak's deadline to the new calendar
+ * (lua/includes/state.lua placeDeadline, lastCovered).
  */
 function zoneCalendarArg(store: TenantStore, profile: readonly (readonly [string, string])[], now: number): number | string {
   const tz = sentZone(profile);
@@ -50,7 +51,8 @@ function zoneCalendarArg(store: TenantStore, profile: readonly (readonly [string
   const rule = store.tenant.streak;
   if (!rule || !profile.some(([field]) => field === "tz")) return day;
   const period = periodOfDay(day, rule.frequency);
-  return `${day}|${period}|${streakDeadline(period, rule.frequency, tz)}|${streakDeadline(period - 1, rule.frequency, tz)}`;
+  const f = rule.frequency;
+  return `${day}|${period}|${streakDeadline(period, f, tz)}|${streakDeadline(period - 1, f, tz)}|${periodStartInstant(period, f, tz)}|${periodStartInstant(period - 1, f, tz)}`;
 }
 
 /** The profile tail of the user and complete scripts: r, the r field names to read, n, the n sent field/value pairs. */
@@ -244,6 +246,8 @@ export async function streakAdmin(
       streakDeadline(nowPeriod, rule.frequency, tz),
       amountOrWindow(nowPeriod),
       store.boardsBlob(now),
+      periodStartInstant(nowPeriod, rule.frequency, tz),
+      periodStartInstant(nowPeriod - 1, rule.frequency, tz),
       order.next(),
     ];
     const reply = (await runScript(store.redis, store.tenantScripts.streakAdmin, keys, args, KEEP_NUMBER_IF_RESENT, () => (args[args.length - 1] = order.next()))) as unknown[];

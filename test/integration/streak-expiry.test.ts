@@ -184,12 +184,13 @@ describe("a zone change outside a streak event", () => {
     const t = await startTestApp({ yaml: streakTenantYaml(tenantId), manualClock: "2026-06-09T16:00:00Z" });
     try {
       await event(t, "u1", "America/New_York");
-      await t.setClock("2026-06-10T16:00:00Z");
+      await t.setClock("2026-06-10T14:00:00Z"); // 10:00 on June 10 in New York, 23:00 in Tokyo
       await event(t, "u1", "America/New_York");
       await event(t, "ctl", "America/New_York");
       await t.setClock("2026-06-10T17:00:00Z");
       expect((await t.call("PATCH", "/v1/users/u1", { tz: "Asia/Tokyo" })).status).toBe(200);
-      // u1 last extended on June 10, which Tokyo is past (02:00 on June 11): lost at Tokyo's end of June 11.
+      // u1 last extended on June 10 (on Tokyo's calendar too), which Tokyo is past (02:00 on
+      // June 11): lost at Tokyo's end of June 11.
       expect(Number(await redis.zscore(`{${tenantId}:0}:sd`, "u1"))).toBe(Date.parse("2026-06-11T15:00:00Z"));
       await t.setClock("2026-06-11T15:30:00Z");
       expect(await ranked(t)).toEqual([["ctl", 1]]);

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { shardOf } from "../../src/domain/shards.js";
 import { demoConfig, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 
 /**
@@ -85,14 +86,76 @@ describe("daily streaks", () => {
   // west back to end on the new calendar's today (every move east extended it again), and
   // bridging the periods a move east skipped while the old deadline had not passed (a user who
   // did nothing kept the streak alive for weeks by two profile updates a day).
-  it("a zone that alternates between Tokyo and New York extends the streak once per new local day", async () => {
+  it("a zone that alternates between Tokyo and New York extends the streak once for one instant", async () => {
     await t.setClock("2026-07-08T20:00:00Z"); // 16:00 on 8 July in New York, 05:00 on 9 July in Tokyo
     const lengths = [];
     for (const tz of ["America/New_York", "Asia/Tokyo", "America/New_York", "Asia/Tokyo", "America/New_York", "Asia/Tokyo"]) {
       lengths.push((await lesson({ id: "two-devices", tz })).body.currentStreak.length);
     }
-    // New York's 8 July, then Tokyo's 9 July (a new local day); nothing after.
-    expect(lengths).toEqual([1, 2, 2, 2, 2, 2]);
+    // New York's 8 July; Tokyo's 9 July holds the same instant, so the lesson covers it there.
+    expect(lengths).toEqual([1, 1, 1, 1, 1, 1]);
+    // Each calendar's next day extends it once, whichever device sends it.
+    await t.setClock("2026-07-09T20:00:00Z"); // 16:00 on 9 July in New York, 05:00 on 10 July in Tokyo
+    lengths.length = 0;
+    for (const tz of ["Asia/Tokyo", "America/New_York", "Asia/Tokyo", "America/New_York"]) {
+      lengths.push((await lesson({ id: "two-devices", tz })).body.currentStreak.length);
+    }
+    expect(lengths).toEqual([2, 2, 2, 2]);
+  });
+
+  // The known gap until the thirty-sixth stop: a move east could skip a local day. The stored
+  // period is a number the new calendar reads as its own; the instant of the work is now read on
+  // the new calendar too (lua/includes/state.lua lastCovered).
+  it("a move east that skips a local day keeps the streak: the work's instant is on the new calendar's yesterday", async () => {
+    await t.setClock("2026-01-12T04:00:00Z"); // 23:00 on 11 January in New York
+    expect((await lesson({ id: "eastward", tz: "America/New_York" })).body.currentStreak).toMatchObject({ length: 1, periodStart: "2026-01-11" });
+    await t.setClock("2026-01-12T15:30:00Z"); // 00:30 on 13 January in Tokyo; 12 January there holds 04:00Z
+    expect((await lesson({ id: "eastward", tz: "Asia/Tokyo" })).body.currentStreak).toMatchObject({
+      length: 2,
+      extended: true,
+      periodStart: "2026-01-13",
+      expires: "2026-01-14",
+    });
+  });
+
+  it("a zone update east is read on the new calendar by the streak reads, the deadline index and the next event", async () => {
+    await t.setClock("2026-01-20T04:00:00Z"); // 23:00 on 19 January in New York
+    expect((await lesson({ id: "east-update", tz: "America/New_York" })).body.currentStreak).toMatchObject({ length: 1 });
+    await t.setClock("2026-01-20T15:10:00Z"); // 00:10 on 21 January in Tokyo
+    expect((await t.call("PATCH", "/v1/users/east-update", { tz: "Asia/Tokyo" })).status).toBe(200);
+    // Covered through Tokyo's 20 January (13:00 there): alive until the end of 21 January.
+    expect((await t.call("GET", "/v1/users/east-update/streak")).body).toMatchObject({ length: 1, periodStart: "2026-01-21", expires: "2026-01-21" });
+    const tenant = t.tenants[0]!;
+    const deadlines = `{${tenant.id}:${shardOf("east-update", tenant.shards)}}:sd`;
+    expect(Number(await t.redis.zscore(deadlines, "east-update"))).toBe(Date.parse("2026-01-21T15:00:00Z"));
+    expect((await lesson({ id: "east-update" })).body.currentStreak).toMatchObject({ length: 2, extended: true, expires: "2026-01-22" });
+  });
+
+  it("two devices in two zones, one lesson a day: the streak is never lost, and grows at most once a day", async () => {
+    const lengths = [];
+    for (let day = 0; day < 8; day++) {
+      await t.setClock(new Date(Date.parse("2026-09-01T20:00:00Z") + day * 86_400_000).toISOString()); // 16:00 in New York, 05:00 the next day in Tokyo
+      lengths.push((await lesson({ id: "day-by-device", tz: day % 2 === 0 ? "America/New_York" : "Asia/Tokyo" })).body.currentStreak.length);
+    }
+    // Tokyo's lessons extend (their day follows the one New York's lesson covered there); New
+    // York's do not (Tokyo extended that day's number already), but they keep the streak: the
+    // next Tokyo lesson reads their instant on Tokyo's yesterday.
+    expect(lengths).toEqual([1, 2, 2, 3, 3, 4, 4, 5]);
+  });
+
+  it("a streak restored and then moved east is covered through the restore's yesterday", async () => {
+    const u = { id: "restored-east", tz: "America/New_York" };
+    for (const day of ["01", "02"]) {
+      await t.setClock(`2026-06-${day}T16:00:00Z`); // noon in New York
+      await lesson(u);
+    }
+    await t.setClock("2026-06-05T16:00:00Z"); // 3 and 4 June missed: lost
+    const restored = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: u.id }] }, { "x-api-key": t.adminKey });
+    expect(restored.body.restoredUsers).toEqual([u.id]);
+    await t.setClock("2026-06-05T16:30:00Z"); // 01:30 on 6 June in Tokyo
+    expect((await t.call("PATCH", `/v1/users/${u.id}`, { tz: "Asia/Tokyo" })).status).toBe(200);
+    // New York's 4 June ended at 04:00Z on 5 June, 12:59 in Tokyo: Tokyo's 5 June is covered.
+    expect((await lesson({ id: u.id })).body.currentStreak).toMatchObject({ length: 3, extended: true, periodStart: "2026-06-06" });
   });
 
   it("a zone that alternates without activity does not keep a streak alive", async () => {
@@ -108,6 +171,29 @@ describe("daily streaks", () => {
     await t.setClock("2026-08-12T15:00:00Z");
     expect((await t.call("GET", "/v1/users/idle-traveller/streak")).body).toMatchObject({ length: 0 });
     expect((await lesson({ id: "idle-traveller" })).body.currentStreak).toMatchObject({ length: 1, started: "2026-08-12" });
+  });
+});
+
+describe("a freeze, then a move east", () => {
+  it("a streak a freeze covered through yesterday is covered through its end on the new calendar", async () => {
+    const t = await startTestApp({ yaml: demoConfig().yaml, manualClock: "2026-06-01T16:00:00Z" });
+    try {
+      const u = { id: "frozen-east", tz: "America/New_York" };
+      expect((await t.call("POST", "/v1/metrics/lessons/event", { user: u, value: 1 })).body.currentStreak).toMatchObject({ length: 1 });
+      expect((await t.call("POST", "/admin/v1/streaks/freezes", { freezes: [{ userId: u.id }] }, { "x-api-key": t.adminKey })).status).toBe(200);
+      // 2 June missed; at noon on 3 June in New York an event on another metric settles it: the freeze covers 2 June.
+      await t.setClock("2026-06-03T16:00:00Z");
+      expect((await t.call("POST", "/v1/metrics/api-calls/event", { user: u, value: 1 })).body.currentStreak).toMatchObject({ length: 1, freezes: 0, expires: "2026-06-03" });
+      // 01:30 on 4 June in Tokyo. New York's 2 June ended at 04:00Z on 3 June, 12:59 in Tokyo: Tokyo's 3 June is covered.
+      await t.setClock("2026-06-03T16:30:00Z");
+      expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: u.id, tz: "Asia/Tokyo" }, value: 1 })).body.currentStreak).toMatchObject({
+        length: 2,
+        extended: true,
+        periodStart: "2026-06-04",
+      });
+    } finally {
+      await t.close();
+    }
   });
 });
 
