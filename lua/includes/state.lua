@@ -153,8 +153,9 @@ end
 -- calendar = {lost-at if covered in nowPeriod, lost-at if in nowPeriod - 1, start of nowPeriod,
 -- start of nowPeriod - 1} (instants, ms; Node's periods.ts periodStartInstant).
 local function lastCovered(nowPeriod, calendar)
-  local last = at(I_SP)
-  if last == nil or last >= nowPeriod then return last end
+  local last = S[I_SP]
+  if not last then return nil end
+  if last >= nowPeriod then return last end
   local metAt = S[I_SM]
   if not metAt then return last end
   if metAt >= calendar[3] then return nowPeriod end
