@@ -62,7 +62,10 @@ local created = not num('ct')
 if not matchesWithProfile(a.ua, ARGV, 9 + nRead, nProfile) then return { 3 } end
 local changed, zoneChanged = applyProfile(ARGV, 9 + nRead, nProfile)
 -- A new zone moves a live streak's deadline to its calendar (sent with the zone: ARGV[5]).
-if zoneChanged and sentCalendar then placeDeadline(zonePeriod, sentCalendar) end
+if zoneChanged and sentCalendar then
+  moveCalendar(zonePeriod, sentCalendar)
+  placeDeadline(zonePeriod, sentCalendar)
+end
 
 markApplied(writerKey, callNumber, true)
 local outParts = {}

@@ -54,7 +54,7 @@
            event-attribute mask (the bits R.mt[i].eb of the filtered metric triggers whose
            filters the event passes: Node evaluates them), the call's number (grows with every
            call its Redis client sends: src/store/call-order.ts; step 1), the instants (ms) the
-           current and the previous streak periods began (lastCovered, state.lua), then per board of R.lb
+           current and the previous streak periods began (moveCalendar, state.lua), then per board of R.lb
            its current run, threshold and what was read with it as six doubles (leaderboards.lua
            boardsOf; run -1 while scheduled or finished).
            Binary because `tonumber` of a decimal string costs ~1.8k instructions (strtod);
@@ -82,8 +82,8 @@
                                                       nothing written (Node knows its event id)
     {1, false, total, created 0/1, streak..., #achievements, key..., #points, points...,
      #boards, boards...}       (Node knows the new event's id)
-      streak   = length, startPeriod|false, lastPeriod|false (covered on this calendar:
-                 lastCovered), extended 0/1, freezes|false, grants|false, createdDay|false (7 values)
+      streak   = length, startPeriod|false, lastPeriod|false (the last covered: lastCovered,
+                 state.lua), extended 0/1, freezes|false, grants|false, createdDay|false (7 values)
       key      = an achievement completed by this request, in completion order
       points   = per system changed: systemKey, added, total, before, #awards, award...
       award    = "seq|ms|awarded|totalAfter|triggerKey"
@@ -146,7 +146,7 @@ local original = loadState(userKey, idemField ~= '' and idemField or 's', zoneSe
 -- expiring key (stored with a window, honoured until it passes, also once the window is gone
 -- from the config: without this GET a key sent a minute before was counted again).
 if idemKey and not original then original = rememberedEvent(idemKey, nowMs) end
-if band(flags, 2) ~= 0 and appliedBefore(writerKey, callNumber) then return eventReplyHead(3, false, S[R.mfi] or 0, false, false, lastCovered(nowPeriod, calendar)) end
+if band(flags, 2) ~= 0 and appliedBefore(writerKey, callNumber) then return eventReplyHead(3, false, S[R.mfi] or 0, false, false, lastCovered()) end
 
 -- 2. Zone.
 if not zoneSent and (U.tz or 'UTC') ~= zone then return { -1, U.tz or 'UTC' } end
@@ -155,7 +155,7 @@ local oldTotal = S[R.mfi] or 0
 
 -- 3. Replay.
 if idemField ~= '' and original then
-  return eventReplyHead(2, original, oldTotal, false, false, lastCovered(nowPeriod, calendar))
+  return eventReplyHead(2, original, oldTotal, false, false, lastCovered())
 end
 
 -- 4. Range.
@@ -212,10 +212,11 @@ for i = 1, #metricTriggers do
 end
 
 -- 6b. Streak.
-if not created then settleStreak(nowDay, nowPeriod, calendar) end
+-- The event moved the user to another zone: the streak continues on its calendar (nowPeriod and
+-- the calendar are the event's zone's, which is now the stored one), and so does its deadline.
+if zoneChanged and not created then moveCalendar(nowPeriod, calendar) end
+if not created then settleStreak(nowDay, nowPeriod) end
 local extended = extendStreak(nowPeriod, value, calendar)
--- The event moved the user to another zone: their streak's deadline follows (nowPeriod and the
--- calendar are the event's zone's, which is now the stored one).
 if zoneChanged and not created then placeDeadline(nowPeriod, calendar) end
 
 -- 6c. Metric achievements of this metric.
@@ -241,7 +242,7 @@ flushState(userKey, extraWrites)
 appendRecord(streamKey, R.wh, 'ev', userId, nowString(), zone, recordDetail .. sformat('|%d', newTotal), outParts)
 
 -- Appended by index, not through a helper: a closure costs Lua ~1.6k instructions a call.
-local reply = eventReplyHead(1, false, newTotal, created, extended, lastCovered(nowPeriod, calendar))
+local reply = eventReplyHead(1, false, newTotal, created, extended, lastCovered())
 local n = REPLY_HEAD + 1
 reply[n] = #completed
 for i = 1, #completed do n = n + 1; reply[n] = completed[i] end

@@ -18,8 +18,7 @@
   ARGV[9] instant the streak is lost if extended in the current period
   ARGV[10] "freeze": how many freezes to grant; "restore": first period of the restore window
   ARGV[11] each board of R.lb: its run, threshold and what was read with it, six little-endian doubles (leaderboards.lua boardsOf)
-  ARGV[12] instant the current streak period began; ARGV[13] the previous one (lastCovered, state.lua)
-  ARGV[14] the call's number (src/store/call-order.ts): a "freeze" call this script already
+  ARGV[12] the call's number (src/store/call-order.ts): a "freeze" call this script already
            applied, re-sent by ioredis after the connection dropped before its reply, answers
            {5} and grants nothing again ("restore" and "settle" give the same result twice)
 
@@ -29,7 +28,7 @@
     "freeze":  {1, granted, held}      granted may be less than asked (the maximum)
     "restore": {1, length} restored | {3} no streak in the window | {4} already at that length
     "settle":  {1, consumed, lost length (0 = not lost), due (1: still due in {t:s}:sd)}
-    {5}                      "freeze" already applied (KEYS[4], ARGV[14]); nothing written
+    {5}                      "freeze" already applied (KEYS[4], ARGV[12]); nothing written
 ]]
 --@rules
 -- @include "includes/context.lua"
@@ -47,20 +46,19 @@ local userKey, streamKey, writerKey = KEYS[1], KEYS[3], KEYS[4]
 local op, tzAssumed = ARGV[4], ARGV[5]
 local nowDay, nowPeriod = tonumber(ARGV[6]), tonumber(ARGV[7])
 local deadlinePrevious, deadlineCurrent = tonumber(ARGV[8]), tonumber(ARGV[9])
-local calendar = { deadlineCurrent, deadlinePrevious, tonumber(ARGV[12]), tonumber(ARGV[13]) }
 local amount = tonumber(ARGV[10])
 local boards = boardsOf(ARGV[11], 1)
 
 loadState(userKey, 's', { 'tz' })
 if not num('ct') then return { 0 } end
-local callNumber = tonumber(ARGV[14])
+local callNumber = tonumber(ARGV[12])
 if op == 'freeze' and appliedBefore(writerKey, callNumber) then return { 5 } end
 if (U.tz or 'UTC') ~= tzAssumed then return { -1, U.tz or 'UTC' } end
 
-settleStreak(nowDay, nowPeriod, calendar)
+settleStreak(nowDay, nowPeriod)
 -- A live streak's deadline on the stored zone's calendar: moved by the freezes just consumed, or
 -- by a zone change the index did not follow (written before zone changes placed it).
-placeDeadline(nowPeriod, calendar)
+placeDeadline(nowPeriod, { deadlineCurrent, deadlinePrevious })
 
 local outParts = {}
 local reply
@@ -84,7 +82,7 @@ else
     local length = tonumber(string.match(member, '^[^:]+:(%d+)'))
     if length > best then best = length end
   end
-  local length, last = num('sl') or 0, lastCovered(nowPeriod, calendar)
+  local length, last = num('sl') or 0, lastCovered()
   local alive = length > 0 and last ~= nil and last >= nowPeriod - 1
   if best == 0 then
     reply = { 3 }
@@ -99,11 +97,7 @@ else
     -- `extended` (the streak reads): the last extension when the restored streak keeps it
     -- (today's; a live streak's yesterday's is kept too, as newLast ~= last only when the
     -- streak was lost or last covered before yesterday); otherwise the streak came alive now.
-    if newLast ~= last then
-      set('sxt', now)
-      -- Covered through the end of the previous period (newLast), as a freeze would have.
-      coverThrough(calendar[3] - 1)
-    end
+    if newLast ~= last then set('sxt', now) end
     -- The history then holds the streak the user now has: its periods extended one by one, 1 to
     -- best, ending at its last period. The streak read's history and `started` and wrapped's
     -- longest streak (which walks back to a length of 1) all read it; what those periods held

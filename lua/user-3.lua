@@ -53,7 +53,10 @@ if created and mode ~= 'upsert' then return { 0 } end
 
 local changed, zoneChanged = applyProfile(ARGV, 10 + nRead, nProfile)
 -- A new zone moves a live streak's deadline to its calendar (sent with the zone: ARGV[5]).
-if zoneChanged and sentCalendar then placeDeadline(zonePeriod, sentCalendar) end
+if zoneChanged and sentCalendar then
+  moveCalendar(zonePeriod, sentCalendar)
+  placeDeadline(zonePeriod, sentCalendar)
+end
 if mode == 'prefs' then
   -- Each notification type sent replaces that type's channel list; others are kept.
   local prefs = {}

@@ -17,7 +17,7 @@ local SLOT = R.slot
 -- Indexes of the fixed names and of the names the rules carry, resolved once when the library
 -- loads (a name costs a lookup in SLOT; the hot paths use indexes: at/put below).
 local I_CT, I_CD, I_SL, I_SS, I_SP, I_SQ, I_FZ, I_FG, I_X = SLOT.ct, SLOT.cd, SLOT.sl, SLOT.ss, SLOT.sp, SLOT.sq, SLOT.fz, SLOT.fg, SLOT._x
-local I_SXT, I_SM = SLOT.sxt, SLOT.sm
+local I_SXT, I_SM, I_SMP = SLOT.sxt, SLOT.sm, SLOT.smp
 R.mfi = R.mf and SLOT[R.mf] or false
 for i = 1, #R.sys do
   local sys = R.sys[i]
@@ -132,39 +132,44 @@ local function matches(filter)
   return true
 end
 
--- The streak is covered through `instant` (`sm`): the user met the threshold then, or a freeze or
--- a restore covered the period that ends then (lastCovered below reads it).
-local function coverThrough(instant)
-  if (S[I_SM] or 0) < instant then put(I_SM, instant) end
-end
-
--- The last period the streak covers on the calendar `nowPeriod` and `calendar` were computed in
--- (src/domain/streak.ts coveredPeriod mirrors it): the stored last period `sp`, or a later period
--- of this calendar that holds `sm`, the instant through which the streak is covered (the last
--- time the user met the threshold, or the end of a period a freeze or a restore covered). `sp` is
--- a period number, which a zone change carries over as the new calendar's own; a move east can put
--- the instant of the work in a later period of the new calendar, and that period was done then.
--- So a move east skips no local day (New York 23:00, then Tokyo 00:30 two days on: Tokyo's
--- yesterday holds the work's instant) and does not extend twice for one instant (New York 16:00,
--- then Tokyo at once: 05:00 the next day there). Extending still needs a period number past `sp`,
--- so a zone that alternates (two devices) never extends more than once a period number; and as
--- `sm` moves only with work (or a freeze, a restore), alternating keeps nothing alive. A met
--- period that cannot extend (after a move west) still moves `sm`: a move east then finds the work.
--- calendar = {lost-at if covered in nowPeriod, lost-at if in nowPeriod - 1, start of nowPeriod,
--- start of nowPeriod - 1} (instants, ms; Node's periods.ts periodStartInstant).
-local function lastCovered(nowPeriod, calendar)
-  local last = S[I_SP]
+-- The last period the streak covers on the user's calendar (src/domain/streak.ts coveredPeriod
+-- mirrors it): `sp`, the last period extended or covered by a freeze, or `smp`, the period of the
+-- user's calendar that holds `sm`, the instant the user last first met the streak's threshold in
+-- a period (extended or not). Without a zone change smp <= sp. Period numbers are dates a zone
+-- change carries over as the new calendar's own, so the change maps `sm` onto the new calendar
+-- (moveCalendar below): after a move east the work's instant can be in a later period there,
+-- which is covered: a move east neither skips a local day (New York 23:00, then Tokyo 00:30 two
+-- days on: Tokyo's yesterday holds the work) nor extends twice for one instant (New York 16:00,
+-- then Tokyo at once, 05:00 the next day there). Extending still needs a period past both, so a
+-- zone that alternates (two devices) extends at most once a period number; and only work moves
+-- `sm`, so alternating without work keeps nothing alive.
+local function lastCovered()
+  local last, met = S[I_SP], S[I_SMP]
   if not last then return nil end
-  if last >= nowPeriod then return last end
-  local metAt = S[I_SM]
-  if not metAt then return last end
-  if metAt >= calendar[3] then return nowPeriod end
-  if last < nowPeriod - 1 and metAt >= calendar[4] then return nowPeriod - 1 end
+  if met and met > last then return met end
   return last
 end
 
+-- A zone change: `sm` read on the new calendar (`nowPeriod` and `calendar` are the new zone's:
+-- {lost-at if covered in nowPeriod, lost-at if in nowPeriod - 1, start of nowPeriod, start of
+-- nowPeriod - 1}, instants in ms from Node's periods.ts). Work older than the previous period
+-- covers nothing the stored `sp` does not. The period's accumulated values start again: they
+-- were the old calendar's (a value sent later under the same period number would otherwise meet
+-- the threshold with work of another day, and move `sm`).
+local function moveCalendar(nowPeriod, calendar)
+  if not R.streak then return end
+  local metAt, metIn = S[I_SM], false
+  if metAt and metAt >= calendar[3] then
+    metIn = nowPeriod
+  elseif metAt and metAt >= calendar[4] then
+    metIn = nowPeriod - 1
+  end
+  if S[I_SMP] ~= metIn then put(I_SMP, metIn) end
+  if S[I_SQ] then put(I_SQ, false) end
+end
+
 -- The user's live streak in the shard's deadline index ({t:s}:sd, the instant it is lost), on the
--- calendar `nowPeriod` and `calendar` were computed in (lastCovered above; Node's periods.ts in
+-- calendar `nowPeriod` and `calendar` were computed in (moveCalendar above; Node's periods.ts in
 -- the user's zone). Called after a zone change (the streak continues on the new local calendar,
 -- and so does its deadline: rankings, the streak boards and the expiry sweep read the index) and
 -- after a settlement. A streak last covered after nowPeriod (a zone to the west) gets the earlier
@@ -172,7 +177,7 @@ end
 -- is lost on the new calendar and is due now, for the sweep to settle.
 local function placeDeadline(nowPeriod, calendar)
   if not R.streak then return end
-  local length, last = S[I_SL] or 0, lastCovered(nowPeriod, calendar)
+  local length, last = S[I_SL] or 0, lastCovered()
   if length == 0 or last == nil then return end
   local lostAt = now
   if last >= nowPeriod then

@@ -1,23 +1,23 @@
 --[[
-  Streak settlement and extension on the user's calendar (src/domain/streak-rules.ts mirrors it).
+  Streak settlement and extension on the user's calendar (src/domain/streak.ts and model.ts mirror it).
   Needs: S/set/num (state.lua), periodStartDay (math.lua), fire (points.lua),
   complete (achievements.lua), R, `now`, `prefix`, `userId`.
 
   State: sl length (0 once lost), ss first period, sp last period extended or covered by a
-  freeze, sxt the instant of the last extension (shown by the streak reads), sm the last instant
-  the threshold was met (lastCovered in state.lua reads it after a zone change), sq/sv:<metric>
-  the period being accumulated and its values, sb longest, fz freezes held, fg auto-earn grants
-  credited, cd local day of first identification.
+  freeze, sxt the instant of the last extension (shown by the streak reads), sm/smp the instant
+  the threshold was last first met in a period and that period on the user's calendar
+  (lastCovered, moveCalendar in state.lua), sq/sv:<metric> the period being accumulated and its
+  values, sb longest, fz freezes held, fg auto-earn grants credited, cd local day of first
+  identification.
 ]]
 -- Brings the streak up to `nowPeriod`: in day order, credits auto-earned freezes (every
 -- `every` days after first identification, capped at `max`) and lets each period that ended
 -- without an extension consume a freeze; with none left the streak is lost (length 0).
--- `calendar`: as lastCovered's (state.lua).
-local function settleStreak(nowDay, nowPeriod, calendar)
+local function settleStreak(nowDay, nowPeriod)
   local st = R.streak
   if not st then return end
   local length = S[I_SL] or 0
-  local last = lastCovered(nowPeriod, calendar)
+  local last = lastCovered()
   local fzc = st.fz
   local pending = nil
   if length > 0 and last ~= nil and last < nowPeriod - 1 then pending = last + 1 end
@@ -63,8 +63,6 @@ local function settleStreak(nowDay, nowPeriod, calendar)
     if grants ~= grantsBefore then set('fg', grants) end
     if #streakOut.frozen > 0 then
       set('sp', last)
-      -- Covered through the end of the previous period unless the freezes ran out.
-      if last == nowPeriod - 1 then coverThrough(calendar[3] - 1) end
       local args = {}
       local frozen = streakOut.frozen
       for i = 1, #frozen do
@@ -98,7 +96,7 @@ local function storeStreak(length, lastPeriod, lostAt)
 end
 
 -- Adds this event's value to the period's accumulation and extends the streak the first time
--- in a period that the threshold is met. `calendar`: as lastCovered's (state.lua); its first two
+-- in a period that the threshold is met. `calendar`: as moveCalendar's (state.lua); its first two
 -- are the lost-at if extended now and if last covered in nowPeriod - 1. Returns whether the
 -- streak was extended.
 local function extendStreak(nowPeriod, value, calendar)
@@ -122,9 +120,15 @@ local function extendStreak(nowPeriod, value, calendar)
     if st.any and reached then met = true end
     if not st.any and not reached then met = false end
   end
-  -- Covered before this event's work; then the work's instant (lastCovered).
-  local last = lastCovered(nowPeriod, calendar)
-  if met then coverThrough(now) end
+  -- Covered before this event's work; then the work's instant, the first met in the period.
+  local last = lastCovered()
+  if met then
+    local metIn = S[I_SMP]
+    if not metIn or metIn < nowPeriod then
+      put(I_SM, now)
+      put(I_SMP, nowPeriod)
+    end
+  end
   if not (met and (last == nil or nowPeriod > last)) then
     if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', prefix .. 'sd', calendar[2], userId) end
     return false

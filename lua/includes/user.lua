@@ -21,7 +21,7 @@ local function matchesWithProfile(filter, args, first, count)
 end
 
 -- ARGV[5] of the user and complete scripts: "day", or "day|period|lost-at|lost-at|start|start"
--- (the streak calendar of the zone the request sends, for placeDeadline: lastCovered's order,
+-- (the streak calendar of the zone the request sends, for moveCalendar and placeDeadline,
 -- state.lua). Returns day, period, calendar.
 local function zoneCalendar(text)
   local day, period, current, previous, periodStart, previousStart = string.match(text, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')

@@ -20,12 +20,12 @@ import { iso } from "./wire.js";
  */
 
 /** Hot-state keys of the streak (store/fields.ts), in StreakState order, then the last extension (ms). */
-const STREAK_KEYS = ["sl", "ss", "sp", "fz", "fg", "cd", "sm", "sxt"] as const;
+const STREAK_KEYS = ["sl", "ss", "sp", "fz", "fg", "cd", "smp", "sxt"] as const;
 const EXTENDED_AT = STREAK_KEYS.indexOf("sxt");
 
 function storedStreak(values: readonly Stored[]): StreakState {
   const n = (i: number) => (values[i] === null || values[i] === undefined ? null : Number(values[i]));
-  return { length: n(0) ?? 0, startPeriod: n(1), lastPeriod: n(2), freezes: n(3), grants: n(4) ?? 0, createdDay: n(5), metAt: n(6) };
+  return { length: n(0) ?? 0, startPeriod: n(1), lastPeriod: n(2), freezes: n(3), grants: n(4) ?? 0, createdDay: n(5), metPeriod: n(6) };
 }
 
 interface StreakNow {
@@ -41,8 +41,8 @@ function streakNow(tenant: CompiledTenant, stored: StreakState, tz: string, now:
   const frequency = tenant.streak?.frequency ?? "daily";
   const nowDay = localDayIndex(now, tz);
   const nowPeriod = periodOfDay(nowDay, frequency);
-  // The copy's last period is the one covered on this calendar (after a zone change east), which the view reads.
-  const settled = { ...stored, lastPeriod: coveredPeriod(stored, nowPeriod, frequency, tz), grants: stored.grants ?? 0 };
+  // The copy's last period is the last covered (after a zone change east, the work's), which the view reads.
+  const settled = { ...stored, lastPeriod: coveredPeriod(stored), grants: stored.grants ?? 0 };
   const settlement = settleStreak(tenant, settled, stored.createdDay ?? null, nowDay, nowPeriod);
   return {
     view: viewStreak(tenant.streak, settled, nowPeriod),

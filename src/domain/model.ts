@@ -23,8 +23,9 @@ export interface ModelStreak {
   startPeriod: number | null;
   /** Last period extended or covered by a freeze. */
   lastPeriod: number | null;
-  /** The instant through which the streak is covered (lua sm, coverThrough): coveredPeriod. */
+  /** The instant the threshold was last first met in a period, and that period on the user's calendar (lua sm, smp): coveredPeriod. */
   metAt: number | null;
+  metPeriod: number | null;
   best: number;
   /** Period whose values are being accumulated, and the per-metric values in it (micro). */
   accPeriod: number | null;
@@ -117,9 +118,9 @@ export function streakState(user: ModelUser | undefined): StreakState {
   return { length: s.length, startPeriod: s.startPeriod, lastPeriod: s.lastPeriod, freezes: s.freezes, grants: s.grants, createdDay: user.createdDay };
 }
 
-/** The streak as the event script replies it (lua eventReplyHead): its last period the one covered on the event's calendar. */
-function repliedStreak(user: ModelUser, nowPeriod: number, frequency: Frequency, tz: string): StreakState {
-  return { ...streakState(user), lastPeriod: coveredPeriod(user.streak, nowPeriod, frequency, tz) };
+/** The streak as the event script replies it (lua eventReplyHead): its last period the last covered. */
+function repliedStreak(user: ModelUser): StreakState {
+  return { ...streakState(user), lastPeriod: coveredPeriod(user.streak) };
 }
 
 /**
@@ -233,7 +234,7 @@ function newUser(now: number, createdDay: number): ModelUser {
     highWater: new Map(),
     triggerCounts: new Map(),
     achievements: new Map(),
-    streak: { length: 0, startPeriod: null, lastPeriod: null, metAt: null, best: 0, accPeriod: null, acc: new Map(), freezes: null, grants: 0 },
+    streak: { length: 0, startPeriod: null, lastPeriod: null, metAt: null, metPeriod: null, best: 0, accPeriod: null, acc: new Map(), freezes: null, grants: 0 },
     idempotency: new Map(),
     boosts: new Map(),
     boards: new Map(),
@@ -287,7 +288,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
     // With an idempotency window, a key is remembered until the window after its event has passed.
     const original = existing.idempotency.get(`${input.metricKey}:${input.idempotencyKey}`);
     if (original !== undefined && (original.until === null || input.now < original.until)) {
-      return { outcome: { kind: "replay", eventId: original.eventId, totalMicro: oldTotal, streak: repliedStreak(existing, nowPeriod, frequency, tz) }, tz, nowDay, nowPeriod };
+      return { outcome: { kind: "replay", eventId: original.eventId, totalMicro: oldTotal, streak: repliedStreak(existing) }, tz, nowDay, nowPeriod };
     }
   }
 
@@ -333,7 +334,9 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
 
   // Streak: settle (freezes, loss), then accumulate the period's value and extend once per period.
   const s = user.streak;
-  const settlement = created ? { consumed: 0, earned: 0, lost: 0, frozen: [] } : settleModelStreak(tenant, user, nowDay, nowPeriod, tz);
+  // The event moved the user to another zone: the streak continues on its calendar (lua moveCalendar).
+  if (zoneChanged && rule) moveCalendar(s, rule.frequency, tz, nowPeriod);
+  const settlement = created ? { consumed: 0, earned: 0, lost: 0, frozen: [] } : settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod, coveredPeriod(s));
   recordSettlement(state, input.userId, s, settlement);
   let extended = false;
   if (rule && rule.metrics.some((m) => m.metric === input.metricKey)) {
@@ -344,9 +347,12 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
     s.acc.set(input.metricKey, (s.acc.get(input.metricKey) ?? 0) + input.valueMicro);
     const reached = rule.metrics.map((m) => (s.acc.get(m.metric) ?? 0) >= m.thresholdMicro);
     const met = rule.mode === "any" ? reached.some(Boolean) : reached.every(Boolean);
-    // Covered before this event's work; then the work's instant (lua extendStreak).
-    const last = coveredPeriod(s, nowPeriod, frequency, tz);
-    if (met) coverThrough(s, input.now);
+    // Covered before this event's work; then the work's instant, the first met in the period.
+    const last = coveredPeriod(s);
+    if (met && (s.metPeriod === null || s.metPeriod < nowPeriod)) {
+      s.metAt = input.now;
+      s.metPeriod = nowPeriod;
+    }
     if (met && (last === null || nowPeriod > last)) {
       if (last !== null && last === nowPeriod - 1 && s.length > 0) s.length += 1;
       else {
@@ -390,7 +396,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
       kind: "processed",
       eventId: input.eventId,
       totalMicro: newTotal,
-      streak: repliedStreak(user, nowPeriod, frequency, tz),
+      streak: repliedStreak(user),
       extended,
       achievements: req.completed,
       points,
@@ -513,21 +519,16 @@ export function updateBoards(
   return out;
 }
 
-/** lua coverThrough (state.lua): the streak is covered through `instant`. */
-function coverThrough(s: ModelStreak, instant: number): void {
-  if ((s.metAt ?? 0) < instant) s.metAt = instant;
-}
-
 /**
- * lua settleStreak on the user's streak at (nowDay, nowPeriod) of `tz`: from the period covered
- * on that calendar; freezes that cover up to the previous period cover through its end.
+ * lua/includes/state.lua moveCalendar: after a zone change, the work's instant read on the new
+ * calendar (`tz` at `nowPeriod`), when it is in the current or the previous period; the period's
+ * accumulated values start again.
  */
-function settleModelStreak(tenant: CompiledTenant, user: ModelUser, nowDay: number, nowPeriod: number, tz: string): StreakSettlement {
-  const s = user.streak;
-  const frequency = tenant.streak?.frequency ?? "daily";
-  const settlement = settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod, coveredPeriod(s, nowPeriod, frequency, tz));
-  if (settlement.frozen.length > 0 && s.lastPeriod === nowPeriod - 1) coverThrough(s, periodStartInstant(nowPeriod, frequency, tz) - 1);
-  return settlement;
+function moveCalendar(s: ModelStreak, frequency: Frequency, tz: string, nowPeriod: number): void {
+  s.metPeriod = null;
+  if (s.metAt !== null && s.metAt >= periodStartInstant(nowPeriod, frequency, tz)) s.metPeriod = nowPeriod;
+  else if (s.metAt !== null && s.metAt >= periodStartInstant(nowPeriod - 1, frequency, tz)) s.metPeriod = nowPeriod - 1;
+  s.accPeriod = null;
 }
 
 /**
@@ -536,7 +537,7 @@ function settleModelStreak(tenant: CompiledTenant, user: ModelUser, nowDay: numb
  * already lost on that calendar.
  */
 function placeDeadline(state: ModelState, userId: string, s: ModelStreak, frequency: Frequency, tz: string, nowPeriod: number, now: number): void {
-  const last = coveredPeriod(s, nowPeriod, frequency, tz);
+  const last = coveredPeriod(s);
   if (s.length === 0 || last === null) return;
   let lostAt = now;
   if (last >= nowPeriod) lostAt = streakDeadline(nowPeriod, frequency, tz);
@@ -600,7 +601,9 @@ function identifyUser(tenant: CompiledTenant, state: ModelState, userId: string,
   const rule = tenant.streak;
   if (zoneChanged && rule) {
     const tz = user.profile.get("tz")!;
-    placeDeadline(state, userId, user.streak, rule.frequency, tz, periodOfDay(localDayIndex(now, tz), rule.frequency), now);
+    const nowPeriod = periodOfDay(localDayIndex(now, tz), rule.frequency);
+    moveCalendar(user.streak, rule.frequency, tz, nowPeriod);
+    placeDeadline(state, userId, user.streak, rule.frequency, tz, nowPeriod, now);
   }
   if (!existing) {
     state.users.set(userId, user);
@@ -732,7 +735,7 @@ export function applyStreakAdmin(
   const nowDay = localDayIndex(now, tz);
   const nowPeriod = periodOfDay(nowDay, rule.frequency);
   const s = user.streak;
-  const settlement = settleModelStreak(tenant, user, nowDay, nowPeriod, tz);
+  const settlement = settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod, coveredPeriod(s));
   recordSettlement(state, userId, s, settlement);
   placeDeadline(state, userId, s, rule.frequency, tz, nowPeriod, now);
   const result = streakAdminOp(state, userId, s, op, amountOrWindowStart, rule, tz, nowPeriod);
@@ -761,13 +764,11 @@ function streakAdminOp(
   for (const [period, member] of state.streakHistory.get(userId) ?? []) {
     if (period >= amountOrWindowStart) best = Math.max(best, Number(member.split(":")[1]));
   }
-  const last = coveredPeriod(s, nowPeriod, rule.frequency, tz);
+  const last = coveredPeriod(s);
   const alive = s.length > 0 && last !== null && last >= nowPeriod - 1;
   if (best === 0) return { status: "nothing-to-restore" as const };
   if (alive && s.length >= best) return { status: "already-longest" as const };
   const newLast = last !== null && last >= nowPeriod ? last : nowPeriod - 1;
-  // Covered through the end of the previous period (newLast), as a freeze would have.
-  if (newLast !== last) coverThrough(s, periodStartInstant(nowPeriod, rule.frequency, tz) - 1);
   s.length = best;
   s.startPeriod = newLast - best + 1;
   s.lastPeriod = newLast;

@@ -33,8 +33,8 @@ export interface StreakState {
   /** Auto-earn grants credited, and the local day of first identification (freeze settlement). */
   grants?: number;
   createdDay?: number | null;
-  /** The last instant (ms) the streak's threshold was met (sm): coveredPeriod. */
-  metAt?: number | null;
+  /** The period of the user's calendar that holds the last first meeting of the threshold (smp): coveredPeriod. */
+  metPeriod?: number | null;
 }
 
 /** A board entry the request moved (a run's value of the user); ranks are computed by readers. */

@@ -1,5 +1,5 @@
 import type { CompiledStreak, CompiledTenant } from "../config/compiled.js";
-import { formatDay, periodEndDay, periodStartDay, periodStartInstant, type Frequency } from "./periods.js";
+import { formatDay, periodEndDay, periodStartDay, type Frequency } from "./periods.js";
 import type { StreakState } from "./outcome.js";
 
 /**
@@ -29,20 +29,17 @@ export interface StreakView {
 }
 
 /**
- * lua lastCovered (state.lua): the last period the streak covers on the calendar of `zone` at
- * `nowPeriod`: the stored last period, or a later period of this calendar that holds the last
- * instant the user met the threshold. The stored last period is a number, which a zone change
- * carries over as the new calendar's own; after a move east the work's instant can fall in a
- * later period of the new calendar, which was done then. So a move east neither skips a local day
- * nor extends twice for one instant, and a zone that alternates without work keeps nothing alive.
+ * lua lastCovered (state.lua): the last period the streak covers on the user's calendar, the
+ * stored last period or the period that holds the user's last work (the first meeting of the
+ * threshold in a period), whichever is later. They differ only after a zone change east, which
+ * maps the work's instant onto the new calendar (model.ts moveCalendar): a move east neither
+ * skips a local day nor extends twice for one instant.
  */
-export function coveredPeriod(state: Pick<StreakState, "lastPeriod" | "metAt">, nowPeriod: number, frequency: Frequency, zone: string): number | null {
+export function coveredPeriod(state: Pick<StreakState, "lastPeriod" | "metPeriod">): number | null {
   const last = state.lastPeriod;
-  const metAt = state.metAt;
-  if (last === null || last >= nowPeriod || metAt === null || metAt === undefined) return last;
-  if (metAt >= periodStartInstant(nowPeriod, frequency, zone)) return nowPeriod;
-  if (last < nowPeriod - 1 && metAt >= periodStartInstant(nowPeriod - 1, frequency, zone)) return nowPeriod - 1;
-  return last;
+  if (last === null) return null;
+  const met = state.metPeriod;
+  return met !== null && met !== undefined && met > last ? met : last;
 }
 
 export function isAlive(state: StreakState, nowPeriod: number): boolean {
@@ -152,14 +149,11 @@ export function settleStreak(
 
 
 /**
- * A settled copy of a stored streak at (nowDay, nowPeriod) on the calendar of `zone`, for
- * readers: writes nothing. Its lastPeriod is the last period covered (coveredPeriod), which
- * viewStreak reads; a state without its extension (an event script's reply) is taken as it is.
+ * A settled copy of a stored streak at (nowDay, nowPeriod), for readers: writes nothing. Its
+ * lastPeriod is the last period covered (coveredPeriod), which viewStreak reads.
  */
-export function settledStreak(tenant: CompiledTenant, state: StreakState, nowDay: number, nowPeriod: number, zone = "UTC"): StreakState {
-  const frequency = tenant.streak?.frequency ?? "daily";
-  const copy = { ...state, lastPeriod: coveredPeriod(state, nowPeriod, frequency, zone), grants: state.grants ?? 0 };
+export function settledStreak(tenant: CompiledTenant, state: StreakState, nowDay: number, nowPeriod: number): StreakState {
+  const copy = { ...state, lastPeriod: coveredPeriod(state), grants: state.grants ?? 0 };
   settleStreak(tenant, copy, state.createdDay ?? null, nowDay, nowPeriod);
   return copy;
 }
-

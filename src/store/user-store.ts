@@ -42,8 +42,8 @@ const KEEP_NUMBER_IF_RESENT = (): void => {};
  * ARGV[5] of the user and complete scripts: the local day of now in the zone the request sends
  * (UTC without one), and with a zone sent to a tenant with a streak, that zone's streak calendar
  * ("day|period|lost-at if last covered in period|lost-at if in period - 1|start of period|start
- * of period - 1"): a zone change moves a live streak's deadline to the new calendar
- * (lua/includes/state.lua placeDeadline, lastCovered).
+ * of period - 1"): a zone change moves a live streak and its deadline to the new calendar
+ * (lua/includes/state.lua moveCalendar, placeDeadline).
  */
 function zoneCalendarArg(store: TenantStore, profile: readonly (readonly [string, string])[], now: number): number | string {
   const tz = sentZone(profile);
@@ -246,8 +246,6 @@ export async function streakAdmin(
       streakDeadline(nowPeriod, rule.frequency, tz),
       amountOrWindow(nowPeriod),
       store.boardsBlob(now),
-      periodStartInstant(nowPeriod, rule.frequency, tz),
-      periodStartInstant(nowPeriod - 1, rule.frequency, tz),
       order.next(),
     ];
     const reply = (await runScript(store.redis, store.tenantScripts.streakAdmin, keys, args, KEEP_NUMBER_IF_RESENT, () => (args[args.length - 1] = order.next()))) as unknown[];

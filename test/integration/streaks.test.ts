@@ -143,21 +143,6 @@ describe("daily streaks", () => {
     expect(lengths).toEqual([1, 2, 2, 3, 3, 4, 4, 5]);
   });
 
-  it("a streak restored and then moved east is covered through the restore's yesterday", async () => {
-    const u = { id: "restored-east", tz: "America/New_York" };
-    for (const day of ["01", "02"]) {
-      await t.setClock(`2026-06-${day}T16:00:00Z`); // noon in New York
-      await lesson(u);
-    }
-    await t.setClock("2026-06-05T16:00:00Z"); // 3 and 4 June missed: lost
-    const restored = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: u.id }] }, { "x-api-key": t.adminKey });
-    expect(restored.body.restoredUsers).toEqual([u.id]);
-    await t.setClock("2026-06-05T16:30:00Z"); // 01:30 on 6 June in Tokyo
-    expect((await t.call("PATCH", `/v1/users/${u.id}`, { tz: "Asia/Tokyo" })).status).toBe(200);
-    // New York's 4 June ended at 04:00Z on 5 June, 12:59 in Tokyo: Tokyo's 5 June is covered.
-    expect((await lesson({ id: u.id })).body.currentStreak).toMatchObject({ length: 3, extended: true, periodStart: "2026-06-06" });
-  });
-
   it("a zone that alternates without activity does not keep a streak alive", async () => {
     await t.setClock("2026-08-05T15:00:00Z");
     expect((await lesson({ id: "idle-traveller", tz: "America/New_York" })).body.currentStreak).toMatchObject({ length: 1 });
@@ -174,23 +159,73 @@ describe("daily streaks", () => {
   });
 });
 
-describe("a freeze, then a move east", () => {
-  it("a streak a freeze covered through yesterday is covered through its end on the new calendar", async () => {
-    const t = await startTestApp({ yaml: demoConfig().yaml, manualClock: "2026-06-01T16:00:00Z" });
+describe("freezes and zone changes", () => {
+  // From the review: after a move east, the first settlement read the stored period number and
+  // charged a freeze for the day the work's instant covered on the new calendar.
+  it("a move east, then a missed day: one freeze for the one day missed on the new calendar", async () => {
+    const t = await startTestApp({ yaml: demoConfig().yaml, manualClock: "2026-06-12T03:00:00Z", jobs: false });
     try {
-      const u = { id: "frozen-east", tz: "America/New_York" };
-      expect((await t.call("POST", "/v1/metrics/lessons/event", { user: u, value: 1 })).body.currentStreak).toMatchObject({ length: 1 });
-      expect((await t.call("POST", "/admin/v1/streaks/freezes", { freezes: [{ userId: u.id }] }, { "x-api-key": t.adminKey })).status).toBe(200);
-      // 2 June missed; at noon on 3 June in New York an event on another metric settles it: the freeze covers 2 June.
-      await t.setClock("2026-06-03T16:00:00Z");
-      expect((await t.call("POST", "/v1/metrics/api-calls/event", { user: u, value: 1 })).body.currentStreak).toMatchObject({ length: 1, freezes: 0, expires: "2026-06-03" });
-      // 01:30 on 4 June in Tokyo. New York's 2 June ended at 04:00Z on 3 June, 12:59 in Tokyo: Tokyo's 3 June is covered.
-      await t.setClock("2026-06-03T16:30:00Z");
-      expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: u.id, tz: "Asia/Tokyo" }, value: 1 })).body.currentStreak).toMatchObject({
-        length: 2,
-        extended: true,
-        periodStart: "2026-06-04",
-      });
+      for (const [id, granted] of [["two-freezes", 2], ["one-freeze", 1]] as const) {
+        await t.setClock("2026-06-12T03:00:00Z"); // 23:00 on 11 June in New York, 12:00 on 12 June in Tokyo
+        expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id, tz: "America/New_York" }, value: 1 })).body.currentStreak).toMatchObject({ length: 1 });
+        const freezes = Array.from({ length: granted }, () => ({ userId: id }));
+        expect((await t.call("POST", "/admin/v1/streaks/freezes", { freezes }, { "x-api-key": t.adminKey })).status).toBe(200);
+        await t.setClock("2026-06-12T05:00:00Z");
+        expect((await t.call("PATCH", `/v1/users/${id}`, { tz: "Asia/Tokyo" })).status).toBe(200);
+        expect((await t.call("GET", `/v1/users/${id}/streak`)).body).toMatchObject({ length: 1, periodStart: "2026-06-12", expires: "2026-06-13" });
+        // 13 June (Tokyo) missed; 00:30 on 14 June an event on another metric settles.
+        await t.setClock("2026-06-13T15:30:00Z");
+        expect((await t.call("POST", "/v1/metrics/api-calls/event", { user: { id }, value: 1 })).body.currentStreak).toMatchObject({ length: 1, freezes: granted - 1, expires: "2026-06-14" });
+        expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id }, value: 1 })).body.currentStreak).toMatchObject({ length: 2, extended: true });
+      }
+    } finally {
+      await t.close();
+    }
+  });
+
+  // From the review of the first version of this rule: the day's accumulated values were keyed
+  // by the period number, which a zone change carries over, so a value of 0.01 on Pago Pago's day
+  // N met the threshold with Kiritimati's day-N lesson and moved the work's instant 23 hours on.
+  it("a value sent after a zone change does not meet the threshold with the old calendar's work", async () => {
+    const t = await startTestApp({ yaml: streakYaml("daily"), manualClock: "2026-07-01T10:30:00Z", jobs: false });
+    try {
+      const lesson = (user: Record<string, unknown>, value: number) => t.call("POST", "/v1/metrics/lessons/event", { user, value });
+      // 00:30 on 2 July in Kiritimati; then the user moves to Pago Pago (23:31 on 30 June there).
+      expect((await lesson({ id: "carried", tz: "Pacific/Kiritimati" }, 1)).body.currentStreak).toMatchObject({ length: 1 });
+      await t.setClock("2026-07-01T10:31:00Z");
+      expect((await t.call("PATCH", "/v1/users/carried", { tz: "Pacific/Pago_Pago" })).status).toBe(200);
+      await t.setClock("2026-07-03T10:50:00Z"); // 23:50 on 2 July in Pago Pago, the number Kiritimati extended
+      expect((await lesson({ id: "carried" }, 0.01)).body.currentStreak).toMatchObject({ length: 1, extended: false });
+      await t.setClock("2026-07-03T11:10:00Z"); // 01:10 on 4 July in Kiritimati: 3 July there had no work
+      expect((await t.call("PATCH", "/v1/users/carried", { tz: "Pacific/Kiritimati" })).status).toBe(200);
+      expect((await t.call("GET", "/v1/users/carried/streak")).body).toMatchObject({ length: 0 });
+    } finally {
+      await t.close();
+    }
+  });
+
+  // Also from the review: a freeze's period number read a day ahead on a calendar to the west, and
+  // back; zone round trips must not make freezes cover more than their days (about two periods,
+  // the freezes' periods and the 25 hours between the zones at most).
+  it("zone round trips between Kiritimati and Pago Pago do not stretch two freezes", async () => {
+    const t = await startTestApp({ yaml: demoConfig().yaml, manualClock: "2026-06-01T11:00:00Z", jobs: false });
+    try {
+      const id = "round-trips";
+      const start = Date.parse("2026-06-01T11:00:00Z"); // 01:00 on 2 June in Kiritimati
+      expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id, tz: "Pacific/Kiritimati" }, value: 1 })).body.currentStreak).toMatchObject({ length: 1 });
+      const freezes = [{ userId: id }, { userId: id }];
+      expect((await t.call("POST", "/admin/v1/streaks/freezes", { freezes }, { "x-api-key": t.adminKey })).status).toBe(200);
+      for (let hours = 12; hours <= 120; hours += 12) {
+        await t.setClock(new Date(start + hours * 3_600_000).toISOString());
+        const tz = (hours / 12) % 2 === 1 ? "Pacific/Pago_Pago" : "Pacific/Kiritimati";
+        // An event on another metric: a zone change and a settlement on the new calendar.
+        expect((await t.call("POST", "/v1/metrics/api-calls/event", { user: { id, tz }, value: 1 })).status).toBe(201);
+      }
+      // One day of work, two freezes, a day's grace and 25 hours of zones: gone by 122 hours.
+      await t.setClock(new Date(start + 122 * 3_600_000).toISOString());
+      for (const tz of ["Pacific/Pago_Pago", "Pacific/Kiritimati"]) {
+        expect((await t.call("POST", "/v1/metrics/api-calls/event", { user: { id, tz }, value: 1 })).body.currentStreak).toMatchObject({ length: 0 });
+      }
     } finally {
       await t.close();
     }
