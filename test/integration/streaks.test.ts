@@ -143,6 +143,17 @@ describe("daily streaks", () => {
     expect(lengths).toEqual([1, 2, 2, 3, 3, 4, 4, 5]);
   });
 
+  it("the work's instant is the period's first meeting of the threshold, not a later value", async () => {
+    await t.setClock("2026-08-20T11:30:00Z"); // 00:30 on 20 August in Pago Pago
+    expect((await lesson({ id: "late-value", tz: "Pacific/Pago_Pago" })).body.currentStreak).toMatchObject({ length: 1 });
+    await t.setClock("2026-08-21T10:50:00Z"); // 23:50 on 20 August there
+    expect((await lesson({ id: "late-value" }, 0.01)).body.currentStreak).toMatchObject({ length: 1, extended: false });
+    // 01:00 on 22 August in Kiritimati: the lesson (01:30 on 21 August there) covers 21 August,
+    // so today extends; the late 0.01 (00:50 today there) would have taken today for nothing.
+    await t.setClock("2026-08-21T11:00:00Z");
+    expect((await lesson({ id: "late-value", tz: "Pacific/Kiritimati" })).body.currentStreak).toMatchObject({ length: 2, extended: true });
+  });
+
   it("a zone that alternates without activity does not keep a streak alive", async () => {
     await t.setClock("2026-08-05T15:00:00Z");
     expect((await lesson({ id: "idle-traveller", tz: "America/New_York" })).body.currentStreak).toMatchObject({ length: 1 });
