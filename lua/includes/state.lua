@@ -17,7 +17,7 @@ local SLOT = R.slot
 -- Indexes of the fixed names and of the names the rules carry, resolved once when the library
 -- loads (a name costs a lookup in SLOT; the hot paths use indexes: at/put below).
 local I_CT, I_CD, I_SL, I_SS, I_SP, I_SQ, I_FZ, I_FG, I_X = SLOT.ct, SLOT.cd, SLOT.sl, SLOT.ss, SLOT.sp, SLOT.sq, SLOT.fz, SLOT.fg, SLOT._x
-local I_SXT, I_SM, I_SMP = SLOT.sxt, SLOT.sm, SLOT.smp
+local I_SXT, I_SM, I_SMP, I_SQA = SLOT.sxt, SLOT.sm, SLOT.smp, SLOT.sqa
 R.mfi = R.mf and SLOT[R.mf] or false
 for i = 1, #R.sys do
   local sys = R.sys[i]
@@ -134,8 +134,9 @@ end
 
 -- The last period the streak covers on the user's calendar (src/domain/streak.ts coveredPeriod
 -- mirrors it): `sp`, the last period extended or covered by a freeze, or `smp`, the period of the
--- user's calendar that holds `sm`, the instant the user last first met the streak's threshold in
--- a period (extended or not). Without a zone change smp <= sp. Period numbers are dates a zone
+-- user's calendar that holds `sm`, the instant of the user's work: the first meeting of the
+-- streak's threshold in a period, extended or not, and each further full threshold of an event's
+-- metric after it (lua/includes/streak.lua extendStreak). Without a zone change smp <= sp. Period numbers are dates a zone
 -- change carries over as the new calendar's own, so the change maps `sm` onto the new calendar
 -- (moveCalendar below): after a move east the work's instant can be in a later period there,
 -- which is covered: a move east neither skips a local day (New York 23:00, then Tokyo 00:30 two
@@ -153,9 +154,10 @@ end
 -- A zone change: `sm` read on the new calendar (`nowPeriod` and `calendar` are the new zone's:
 -- {lost-at if covered in nowPeriod, lost-at if in nowPeriod - 1, start of nowPeriod, start of
 -- nowPeriod - 1}, instants in ms from Node's periods.ts). Work older than the previous period
--- covers nothing the stored `sp` does not. The period's accumulated values start again: they
--- were the old calendar's (a value sent later under the same period number would otherwise meet
--- the threshold with work of another day, and move `sm`).
+-- covers nothing the stored `sp` does not. The period's accumulated values stay only when they
+-- were all sent in the new calendar's current period (`sqa`, the instant of the first, is in it:
+-- a zone of the same offset, another name of the zone); else they start again, since a value
+-- sent later under the same period number would meet the threshold with another day's work.
 local function moveCalendar(nowPeriod, calendar)
   if not R.streak then return end
   local metAt, metIn = S[I_SM], false
@@ -165,7 +167,7 @@ local function moveCalendar(nowPeriod, calendar)
     metIn = nowPeriod - 1
   end
   if S[I_SMP] ~= metIn then put(I_SMP, metIn) end
-  if S[I_SQ] then put(I_SQ, false) end
+  if S[I_SQ] then put(I_SQ, (S[I_SQA] or 0) >= calendar[3] and nowPeriod or false) end
 end
 
 -- The user's live streak in the shard's deadline index ({t:s}:sd, the instant it is lost), on the

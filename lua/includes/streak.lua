@@ -5,10 +5,10 @@
 
   State: sl length (0 once lost), ss first period, sp last period extended or covered by a
   freeze, sxt the instant of the last extension (shown by the streak reads), sm/smp the instant
-  the threshold was last first met in a period and that period on the user's calendar
-  (lastCovered, moveCalendar in state.lua), sq/sv:<metric> the period being accumulated and its
-  values, sb longest, fz freezes held, fg auto-earn grants credited, cd local day of first
-  identification.
+  of the user's last work and its period on the user's calendar (lastCovered, moveCalendar in
+  state.lua), sq/sv:<metric>/sqa the period being accumulated, its values and the instant of
+  its first value, sb longest, fz freezes held, fg auto-earn grants credited, cd local day of
+  first identification.
 ]]
 -- Brings the streak up to `nowPeriod`: in day order, credits auto-earned freezes (every
 -- `every` days after first identification, capped at `max`) and lets each period that ended
@@ -111,8 +111,10 @@ local function extendStreak(nowPeriod, value, calendar)
       if S[m.fi] then put(m.fi, 0) end
     end
     put(I_SQ, nowPeriod)
+    put(I_SQA, now)
   end
-  put(st.fi, (S[st.fi] or 0) + value)
+  local before = S[st.fi] or 0
+  put(st.fi, before + value)
   local met = not st.any
   for i = 1, #st.m do
     local m = st.m[i]
@@ -120,11 +122,13 @@ local function extendStreak(nowPeriod, value, calendar)
     if st.any and reached then met = true end
     if not st.any and not reached then met = false end
   end
-  -- Covered before this event's work; then the work's instant, the first met in the period.
+  -- Covered before this event's work; then the work's instant (sm): the first meeting of the
+  -- threshold in the period, and each further full threshold of this metric's values (a later
+  -- lesson moves it, a value of 0.01 does not: a move east reads it on the new calendar).
   local last = lastCovered()
   if met then
     local metIn = S[I_SMP]
-    if not metIn or metIn < nowPeriod then
+    if not metIn or metIn < nowPeriod or mfloor((before + value) / st.th) > mfloor(before / st.th) then
       put(I_SM, now)
       put(I_SMP, nowPeriod)
     end

@@ -29,6 +29,8 @@ export interface ModelStreak {
   best: number;
   /** Period whose values are being accumulated, and the per-metric values in it (micro). */
   accPeriod: number | null;
+  /** The instant of the accumulated period's first value (lua sqa): moveCalendar keeps the values when it is in the new calendar's period. */
+  accStart: number | null;
   acc: Map<string, number>;
   freezes: number | null;
   grants: number;
@@ -234,7 +236,7 @@ function newUser(now: number, createdDay: number): ModelUser {
     highWater: new Map(),
     triggerCounts: new Map(),
     achievements: new Map(),
-    streak: { length: 0, startPeriod: null, lastPeriod: null, metAt: null, metPeriod: null, best: 0, accPeriod: null, acc: new Map(), freezes: null, grants: 0 },
+    streak: { length: 0, startPeriod: null, lastPeriod: null, metAt: null, metPeriod: null, best: 0, accPeriod: null, accStart: null, acc: new Map(), freezes: null, grants: 0 },
     idempotency: new Map(),
     boosts: new Map(),
     boards: new Map(),
@@ -343,13 +345,18 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
     if (s.accPeriod !== nowPeriod) {
       for (const m of rule.metrics) if (s.acc.has(m.metric)) s.acc.set(m.metric, 0);
       s.accPeriod = nowPeriod;
+      s.accStart = input.now;
     }
-    s.acc.set(input.metricKey, (s.acc.get(input.metricKey) ?? 0) + input.valueMicro);
+    const before = s.acc.get(input.metricKey) ?? 0;
+    s.acc.set(input.metricKey, before + input.valueMicro);
     const reached = rule.metrics.map((m) => (s.acc.get(m.metric) ?? 0) >= m.thresholdMicro);
     const met = rule.mode === "any" ? reached.some(Boolean) : reached.every(Boolean);
-    // Covered before this event's work; then the work's instant, the first met in the period.
+    // Covered before this event's work; then the work's instant: the first meeting of the
+    // threshold in the period, and each further full threshold of this metric's values.
     const last = coveredPeriod(s);
-    if (met && (s.metPeriod === null || s.metPeriod < nowPeriod)) {
+    const threshold = rule.metrics.find((m) => m.metric === input.metricKey)!.thresholdMicro;
+    const furtherThreshold = Math.floor((before + input.valueMicro) / threshold) > Math.floor(before / threshold);
+    if (met && (s.metPeriod === null || s.metPeriod < nowPeriod || furtherThreshold)) {
       s.metAt = input.now;
       s.metPeriod = nowPeriod;
     }
@@ -522,13 +529,14 @@ export function updateBoards(
 /**
  * lua/includes/state.lua moveCalendar: after a zone change, the work's instant read on the new
  * calendar (`tz` at `nowPeriod`), when it is in the current or the previous period; the period's
- * accumulated values start again.
+ * accumulated values stay when all were sent in the new calendar's current period, else start again.
  */
 function moveCalendar(s: ModelStreak, frequency: Frequency, tz: string, nowPeriod: number): void {
+  const start = periodStartInstant(nowPeriod, frequency, tz);
   s.metPeriod = null;
-  if (s.metAt !== null && s.metAt >= periodStartInstant(nowPeriod, frequency, tz)) s.metPeriod = nowPeriod;
+  if (s.metAt !== null && s.metAt >= start) s.metPeriod = nowPeriod;
   else if (s.metAt !== null && s.metAt >= periodStartInstant(nowPeriod - 1, frequency, tz)) s.metPeriod = nowPeriod - 1;
-  s.accPeriod = null;
+  if (s.accPeriod !== null) s.accPeriod = (s.accStart ?? 0) >= start ? nowPeriod : null;
 }
 
 /**

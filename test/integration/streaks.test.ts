@@ -154,6 +154,20 @@ describe("daily streaks", () => {
     expect((await lesson({ id: "late-value", tz: "Pacific/Kiritimati" })).body.currentStreak).toMatchObject({ length: 2, extended: true });
   });
 
+  // From the second review: a later lesson in a met period did not move the work's instant, so
+  // a move east read the first lesson's and lost a streak kept by a lesson every 23 hours.
+  it("a later full lesson in a met period is the work a move east reads", async () => {
+    const u = "every-23-hours";
+    await t.setClock("2026-03-16T01:30:00Z"); // 10:30 on 16 March in Tokyo
+    expect((await lesson({ id: u, tz: "Asia/Tokyo" })).body.currentStreak).toMatchObject({ length: 1 });
+    await t.setClock("2026-03-17T00:30:00Z"); // 09:30 on 17 March in Tokyo
+    expect((await lesson({ id: u })).body.currentStreak).toMatchObject({ length: 2 });
+    await t.setClock("2026-03-17T23:30:00Z"); // 23:30 on 17 March in London: 17 March is done
+    expect((await lesson({ id: u, tz: "Europe/London" })).body.currentStreak).toMatchObject({ length: 2, extended: false });
+    await t.setClock("2026-03-18T22:30:00Z"); // 07:30 on 19 March in Tokyo; the London lesson was 08:30 on 18 March there
+    expect((await lesson({ id: u, tz: "Asia/Tokyo" })).body.currentStreak).toMatchObject({ length: 3, extended: true });
+  });
+
   it("a zone that alternates without activity does not keep a streak alive", async () => {
     await t.setClock("2026-08-05T15:00:00Z");
     expect((await lesson({ id: "idle-traveller", tz: "America/New_York" })).body.currentStreak).toMatchObject({ length: 1 });
@@ -237,6 +251,45 @@ describe("freezes and zone changes", () => {
       for (const tz of ["Pacific/Pago_Pago", "Pacific/Kiritimati"]) {
         expect((await t.call("POST", "/v1/metrics/api-calls/event", { user: { id, tz }, value: 1 })).body.currentStreak).toMatchObject({ length: 0 });
       }
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe("a threshold of several events across a zone change", () => {
+  /** The demo tenant without freezes, its streak met by `threshold` lessons a period. */
+  function yamlWith(frequency: "daily" | "monthly", threshold: number): string {
+    const yaml = streakYaml(frequency).replace(/(- metric: lessons\n\s+threshold: )1\n/, `$1${threshold}\n`);
+    expect(yaml).toContain(`threshold: ${threshold}\n`);
+    return yaml;
+  }
+
+  // From the second review: the first version of the restart cleared the period's values at any
+  // change of the zone's name, so a user whose devices send Asia/Kolkata and Asia/Calcutta (one
+  // zone, two names) never met a threshold of three.
+  it("keeps the period's values when the new zone's period began before them (another name of the zone, the same offset)", async () => {
+    const t = await startTestApp({ yaml: yamlWith("daily", 3), manualClock: "2026-03-20T06:00:00Z", jobs: false });
+    try {
+      const lengths = [];
+      for (const tz of ["Asia/Kolkata", "Asia/Calcutta", "Asia/Kolkata", "Asia/Calcutta"]) {
+        lengths.push((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "aliases", tz }, value: 1 })).body.currentStreak.length);
+      }
+      expect(lengths).toEqual([0, 0, 1, 1]);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("monthly: lessons in New York, then Chicago in the same month, count together", async () => {
+    const t = await startTestApp({ yaml: yamlWith("monthly", 3), manualClock: "2026-05-10T15:00:00Z", jobs: false });
+    try {
+      const lesson = (tz?: string) => t.call("POST", "/v1/metrics/lessons/event", { user: tz ? { id: "mover", tz } : { id: "mover" }, value: 1 });
+      expect((await lesson("America/New_York")).body.currentStreak).toMatchObject({ length: 0 });
+      expect((await lesson()).body.currentStreak).toMatchObject({ length: 0 });
+      await t.setClock("2026-05-25T15:00:00Z");
+      expect((await t.call("PATCH", "/v1/users/mover", { tz: "America/Chicago" })).status).toBe(200);
+      expect((await lesson()).body.currentStreak).toMatchObject({ length: 1, extended: true, periodStart: "2026-05-01" });
     } finally {
       await t.close();
     }
