@@ -17,7 +17,7 @@ local SLOT = R.slot
 -- Indexes of the fixed names and of the names the rules carry, resolved once when the library
 -- loads (a name costs a lookup in SLOT; the hot paths use indexes: at/put below).
 local I_CT, I_CD, I_SL, I_SS, I_SP, I_SQ, I_FZ, I_FG, I_X = SLOT.ct, SLOT.cd, SLOT.sl, SLOT.ss, SLOT.sp, SLOT.sq, SLOT.fz, SLOT.fg, SLOT._x
-local I_SXT, I_SM, I_SMP, I_SQA = SLOT.sxt, SLOT.sm, SLOT.smp, SLOT.sqa
+local I_SXT, I_SM, I_SMP, I_SQA, I_SQK = SLOT.sxt, SLOT.sm, SLOT.smp, SLOT.sqa, SLOT.sqk
 R.mfi = R.mf and SLOT[R.mf] or false
 for i = 1, #R.sys do
   local sys = R.sys[i]
@@ -135,8 +135,8 @@ end
 -- The last period the streak covers on the user's calendar (src/domain/streak.ts coveredPeriod
 -- mirrors it): `sp`, the last period extended or covered by a freeze, or `smp`, the period of the
 -- user's calendar that holds `sm`, the instant of the user's work: the first meeting of the
--- streak's threshold in a period, extended or not, and each further full threshold of an event's
--- metric after it (lua/includes/streak.lua extendStreak). Without a zone change smp <= sp. Period numbers are dates a zone
+-- streak's threshold in a period, extended or not, and each time the period's values reach a new
+-- number of full thresholds (lua/includes/streak.lua extendStreak). Without a zone change smp <= sp. Period numbers are dates a zone
 -- change carries over as the new calendar's own, so the change maps `sm` onto the new calendar
 -- (moveCalendar below): after a move east the work's instant can be in a later period there,
 -- which is covered: a move east neither skips a local day (New York 23:00, then Tokyo 00:30 two

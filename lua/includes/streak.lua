@@ -6,8 +6,8 @@
   State: sl length (0 once lost), ss first period, sp last period extended or covered by a
   freeze, sxt the instant of the last extension (shown by the streak reads), sm/smp the instant
   of the user's last work and its period on the user's calendar (lastCovered, moveCalendar in
-  state.lua), sq/sv:<metric>/sqa the period being accumulated, its values and the instant of
-  its first value, sb longest, fz freezes held, fg auto-earn grants credited, cd local day of
+  state.lua), sq/sv:<metric>/sqa/sqk the period being accumulated, its values, the instant of
+  its first value and the most full thresholds its values have reached, sb longest, fz freezes held, fg auto-earn grants credited, cd local day of
   first identification.
 ]]
 -- Brings the streak up to `nowPeriod`: in day order, credits auto-earned freezes (every
@@ -112,26 +112,27 @@ local function extendStreak(nowPeriod, value, calendar)
     end
     put(I_SQ, nowPeriod)
     put(I_SQA, now)
+    if S[I_SQK] then put(I_SQK, false) end
   end
-  local before = S[st.fi] or 0
-  put(st.fi, before + value)
-  local met = not st.any
+  put(st.fi, (S[st.fi] or 0) + value)
+  -- Full thresholds the period's values have reached: of every metric (mode all), of any (mode
+  -- any). Met at one.
+  local times = nil
   for i = 1, #st.m do
     local m = st.m[i]
-    local reached = (S[m.fi] or 0) >= m.th
-    if st.any and reached then met = true end
-    if not st.any and not reached then met = false end
+    local n = mfloor((S[m.fi] or 0) / m.th)
+    if times == nil or (st.any and n > times) or (not st.any and n < times) then times = n end
   end
+  local met = times >= 1
   -- Covered before this event's work; then the work's instant (sm): the first meeting of the
-  -- threshold in the period, and each further full threshold of this metric's values (a later
-  -- lesson moves it, a value of 0.01 does not: a move east reads it on the new calendar).
+  -- threshold in the period, and each time its values reach more full thresholds than they had
+  -- (a later lesson moves it; a value of 0.01, a -1 and +1, or one metric of several does not: a
+  -- move east reads it on the new calendar).
   local last = lastCovered()
-  if met then
-    local metIn = S[I_SMP]
-    if not metIn or metIn < nowPeriod or mfloor((before + value) / st.th) > mfloor(before / st.th) then
-      put(I_SM, now)
-      put(I_SMP, nowPeriod)
-    end
+  if met and times > (S[I_SQK] or 0) then
+    put(I_SM, now)
+    put(I_SMP, nowPeriod)
+    put(I_SQK, times)
   end
   if not (met and (last == nil or nowPeriod > last)) then
     if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', prefix .. 'sd', calendar[2], userId) end

@@ -31,6 +31,8 @@ export interface ModelStreak {
   accPeriod: number | null;
   /** The instant of the accumulated period's first value (lua sqa): moveCalendar keeps the values when it is in the new calendar's period. */
   accStart: number | null;
+  /** The most full thresholds the period's values have reached (lua sqk): each new one is work (metAt). */
+  accTimes: number | null;
   acc: Map<string, number>;
   freezes: number | null;
   grants: number;
@@ -236,7 +238,7 @@ function newUser(now: number, createdDay: number): ModelUser {
     highWater: new Map(),
     triggerCounts: new Map(),
     achievements: new Map(),
-    streak: { length: 0, startPeriod: null, lastPeriod: null, metAt: null, metPeriod: null, best: 0, accPeriod: null, accStart: null, acc: new Map(), freezes: null, grants: 0 },
+    streak: { length: 0, startPeriod: null, lastPeriod: null, metAt: null, metPeriod: null, best: 0, accPeriod: null, accStart: null, accTimes: null, acc: new Map(), freezes: null, grants: 0 },
     idempotency: new Map(),
     boosts: new Map(),
     boards: new Map(),
@@ -346,19 +348,21 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
       for (const m of rule.metrics) if (s.acc.has(m.metric)) s.acc.set(m.metric, 0);
       s.accPeriod = nowPeriod;
       s.accStart = input.now;
+      s.accTimes = null;
     }
-    const before = s.acc.get(input.metricKey) ?? 0;
-    s.acc.set(input.metricKey, before + input.valueMicro);
+    s.acc.set(input.metricKey, (s.acc.get(input.metricKey) ?? 0) + input.valueMicro);
     const reached = rule.metrics.map((m) => (s.acc.get(m.metric) ?? 0) >= m.thresholdMicro);
     const met = rule.mode === "any" ? reached.some(Boolean) : reached.every(Boolean);
     // Covered before this event's work; then the work's instant: the first meeting of the
-    // threshold in the period, and each further full threshold of this metric's values.
+    // threshold in the period, and each time its values reach more full thresholds (of every
+    // metric in mode all, of any in mode any) than they had.
     const last = coveredPeriod(s);
-    const threshold = rule.metrics.find((m) => m.metric === input.metricKey)!.thresholdMicro;
-    const furtherThreshold = Math.floor((before + input.valueMicro) / threshold) > Math.floor(before / threshold);
-    if (met && (s.metPeriod === null || s.metPeriod < nowPeriod || furtherThreshold)) {
+    const counts = rule.metrics.map((m) => Math.floor((s.acc.get(m.metric) ?? 0) / m.thresholdMicro));
+    const times = rule.mode === "any" ? Math.max(...counts) : Math.min(...counts);
+    if (met && times > (s.accTimes ?? 0)) {
       s.metAt = input.now;
       s.metPeriod = nowPeriod;
+      s.accTimes = times;
     }
     if (met && (last === null || nowPeriod > last)) {
       if (last !== null && last === nowPeriod - 1 && s.length > 0) s.length += 1;

@@ -23,10 +23,12 @@
  *   sq, sv:<metric>   period being accumulated, and each streak metric's value in it
  *   sb                longest streak ever; sxt when the streak was last extended, ms
  *   sm, smp           the instant (ms) of the user's last work (the first meeting of the streak
- *                     threshold in a period, and each further full threshold of a metric in it),
+ *                     threshold in a period, and each time its values reach a new number of full
+ *                     thresholds),
  *                     and the period of the user's calendar that holds it (a zone change maps it:
  *                     lua/includes/state.lua lastCovered, moveCalendar)
- *   sqa               the instant (ms) of the first value of the period `sq` accumulates
+ *   sqa, sqk          the instant (ms) of the first value of the period `sq` accumulates, and the
+ *                     most full thresholds its values have reached (lua/includes/streak.lua)
  *   lb:<board>        the user's entry of the board's latest run: its run; lbv:<board> the value,
  *                     lbm:<board> (string) the zset member, lbk:<board> (string) the breakdown group,
  *                     lbr:<board> the rank given at that change (a state of an earlier version holds

@@ -95,8 +95,6 @@ export interface LuaRules {
         freq: string;
         counts: boolean;
         f: string | false;
-        /** This metric's threshold (micro), false when it does not count: the work's instant (lua extendStreak). */
-        th: number | false;
         any: boolean;
         m: { f: string; th: number }[];
         fz: false | { init: number; max: number; every: number; amt: number };
@@ -257,7 +255,6 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
       freq: streakRule.frequency,
       counts: countsForStreak && metricKey !== null,
       f: metricKey !== null && countsForStreak ? streakValueField(metricKey) : false,
-      th: (metricKey !== null && streakRule.metrics.find((x) => x.metric === metricKey)?.thresholdMicro) || false,
       any: streakRule.mode === "any",
       m,
       fz: fz ? { init: fz.initial, max: fz.max, every: fz.everyDays, amt: fz.amount } : false,

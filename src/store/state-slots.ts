@@ -22,7 +22,7 @@ import { boardStateNames } from "./fields.js";
  *
  * Do not delete {t}:slots: without it the positions of every stored state are lost.
  */
-export const FIXED_STATE_NAMES = ["ct", "up", "cd", "sl", "ss", "sp", "sq", "sb", "sxt", "fz", "fg", "pd", "_x", "sm", "smp", "sqa"] as const;
+export const FIXED_STATE_NAMES = ["ct", "up", "cd", "sl", "ss", "sp", "sq", "sb", "sxt", "fz", "fg", "pd", "_x", "sm", "smp", "sqa", "sqk"] as const;
 
 /** Every state name a tenant's rules use, fixed ones first. */
 export function stateNames(tenant: CompiledTenant): string[] {

@@ -296,6 +296,56 @@ describe("a threshold of several events across a zone change", () => {
   });
 });
 
+describe("the work's instant, played", () => {
+  // From the third review: while each further full threshold of the event's own metric moved the
+  // work's instant, a -1 then +1, or one cheap metric of a mode-all rule, moved it to the end of
+  // the day for nothing, and a move east then took the next day as covered. Baseline: the lesson
+  // at 00:05 on 10 May in New York is 18:05 on 10 May in Kiritimati; at 00:30 on 12 May there,
+  // 11 May had no work, and the streak is lost.
+  const historyOfTwo = async (t: TestApp, extra: () => Promise<void>) => {
+    const event = (metric: string, user: Record<string, unknown>, value = 1) => t.call("POST", `/v1/metrics/${metric}/event`, { user, value });
+    await t.setClock("2026-05-09T14:00:00Z"); // 10:00 on 9 May in New York
+    await event("lessons", { id: "u", tz: "America/New_York" });
+    await event("api-calls", { id: "u" });
+    await t.setClock("2026-05-10T04:05:00Z"); // 00:05 on 10 May in New York
+    await event("lessons", { id: "u" });
+    expect((await event("api-calls", { id: "u" })).body.currentStreak).toMatchObject({ length: 2 });
+    await t.setClock("2026-05-11T03:00:00Z"); // 23:00 on 10 May in New York
+    await extra();
+    await t.setClock("2026-05-11T10:30:00Z"); // 00:30 on 12 May in Kiritimati
+    await event("lessons", { id: "u", tz: "Pacific/Kiritimati" });
+    return (await event("api-calls", { id: "u" })).body.currentStreak;
+  };
+
+  it("a -1 then +1 late in a met period is no new work", async () => {
+    const t = await startTestApp({ yaml: streakYaml("daily"), manualClock: "2026-05-09T14:00:00Z", jobs: false });
+    try {
+      const streak = await historyOfTwo(t, async () => {
+        for (const value of [-1, 1]) expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "u" }, value })).status).toBe(201);
+      });
+      expect(streak).toMatchObject({ length: 1, started: "2026-05-12" });
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("mode all: one metric's further threshold is not a period's work", async () => {
+    const yaml = streakYaml("daily")
+      .replace("frequency: daily", "frequency: daily\n      mode: all")
+      .replace(/(- metric: lessons\n\s+threshold: 1\n)/, "$1        - metric: api-calls\n          threshold: 1\n");
+    expect(yaml).toContain("- metric: api-calls\n          threshold: 1\n");
+    const t = await startTestApp({ yaml, manualClock: "2026-05-09T14:00:00Z", jobs: false });
+    try {
+      const streak = await historyOfTwo(t, async () => {
+        expect((await t.call("POST", "/v1/metrics/api-calls/event", { user: { id: "u" }, value: 1 })).status).toBe(201);
+      });
+      expect(streak).toMatchObject({ length: 1, started: "2026-05-12" });
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe("weekly and monthly streaks", () => {
   it("weekly: ISO weeks (Monday to Sunday) in the user's zone", async () => {
     const t = await startTestApp({ yaml: streakYaml("weekly"), manualClock: "2026-03-02T12:00:00Z" });
