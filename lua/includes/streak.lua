@@ -115,13 +115,17 @@ local function extendStreak(nowPeriod, value, calendar)
     if S[I_SQK] then put(I_SQK, false) end
   end
   put(st.fi, (S[st.fi] or 0) + value)
-  -- Full thresholds the period's values have reached: of every metric (mode all), of any (mode
-  -- any). Met at one.
+  -- Full thresholds the period's values have reached: of every metric (mode all: the least), or
+  -- of each metric (mode any: their sum, each a meeting by itself). Met at one.
   local times = nil
   for i = 1, #st.m do
     local m = st.m[i]
     local n = mfloor((S[m.fi] or 0) / m.th)
-    if times == nil or (st.any and n > times) or (not st.any and n < times) then times = n end
+    if st.any then
+      times = (times or 0) + (n > 0 and n or 0)
+    elseif times == nil or n < times then
+      times = n
+    end
   end
   local met = times >= 1
   -- Covered before this event's work; then the work's instant (sm): the first meeting of the
@@ -129,7 +133,10 @@ local function extendStreak(nowPeriod, value, calendar)
   -- (a later lesson moves it; a value of 0.01, a -1 and +1, or one metric of several does not: a
   -- move east reads it on the new calendar).
   local last = lastCovered()
-  if met and times > (S[I_SQK] or 0) then
+  -- The most reached, when this accumulation's (smp is sq whenever sqk was written since: a process
+  -- of an earlier version restarts the values without resetting sqk).
+  local mostReached = S[I_SMP] == S[I_SQ] and S[I_SQK] or 0
+  if met and times > mostReached then
     put(I_SM, now)
     put(I_SMP, nowPeriod)
     put(I_SQK, times)

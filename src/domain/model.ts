@@ -354,12 +354,13 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
     const reached = rule.metrics.map((m) => (s.acc.get(m.metric) ?? 0) >= m.thresholdMicro);
     const met = rule.mode === "any" ? reached.some(Boolean) : reached.every(Boolean);
     // Covered before this event's work; then the work's instant: the first meeting of the
-    // threshold in the period, and each time its values reach more full thresholds (of every
-    // metric in mode all, of any in mode any) than they had.
+    // threshold in the period, and each time its values reach more full thresholds (the least of
+    // the metrics' in mode all, their sum in mode any) than they had.
     const last = coveredPeriod(s);
     const counts = rule.metrics.map((m) => Math.floor((s.acc.get(m.metric) ?? 0) / m.thresholdMicro));
-    const times = rule.mode === "any" ? Math.max(...counts) : Math.min(...counts);
-    if (met && times > (s.accTimes ?? 0)) {
+    const times = rule.mode === "any" ? counts.reduce((sum, n) => sum + Math.max(0, n), 0) : Math.min(...counts);
+    const mostReached = s.metPeriod === s.accPeriod ? (s.accTimes ?? 0) : 0;
+    if (met && times > mostReached) {
       s.metAt = input.now;
       s.metPeriod = nowPeriod;
       s.accTimes = times;

@@ -329,6 +329,23 @@ describe("the work's instant, played", () => {
     }
   });
 
+  it("mode any: another metric's full threshold is more work, and moves the instant", async () => {
+    const yaml = streakYaml("daily")
+      .replace("frequency: daily", "frequency: daily\n      mode: any")
+      .replace(/(- metric: lessons\n\s+threshold: 1\n)/, "$1        - metric: api-calls\n          threshold: 1\n");
+    expect(yaml).toContain("mode: any");
+    const t = await startTestApp({ yaml, manualClock: "2026-05-09T14:00:00Z", jobs: false });
+    try {
+      const streak = await historyOfTwo(t, async () => {
+        expect((await t.call("POST", "/v1/metrics/api-calls/event", { user: { id: "u" }, value: 1 })).status).toBe(201);
+      });
+      // 23:00 on 10 May in New York is 17:00 on 11 May in Kiritimati: covered, so 12 May extends.
+      expect(streak).toMatchObject({ length: 3 });
+    } finally {
+      await t.close();
+    }
+  });
+
   it("mode all: one metric's further threshold is not a period's work", async () => {
     const yaml = streakYaml("daily")
       .replace("frequency: daily", "frequency: daily\n      mode: all")
