@@ -336,11 +336,15 @@ describe("the work's instant, played", () => {
     expect(yaml).toContain("mode: any");
     const t = await startTestApp({ yaml, manualClock: "2026-05-09T14:00:00Z", jobs: false });
     try {
-      const streak = await historyOfTwo(t, async () => {
-        expect((await t.call("POST", "/v1/metrics/api-calls/event", { user: { id: "u" }, value: 1 })).status).toBe(201);
-      });
-      // 23:00 on 10 May in New York is 17:00 on 11 May in Kiritimati: covered, so 12 May extends.
-      expect(streak).toMatchObject({ length: 3 });
+      const event = (metric: string, user: Record<string, unknown>) => t.call("POST", `/v1/metrics/${metric}/event`, { user, value: 1 });
+      await event("lessons", { id: "u", tz: "America/New_York" }); // 10:00 on 9 May in New York
+      await t.setClock("2026-05-10T04:05:00Z"); // 00:05 on 10 May
+      expect((await event("lessons", { id: "u" })).body.currentStreak).toMatchObject({ length: 2 });
+      await t.setClock("2026-05-11T03:00:00Z"); // 23:00 on 10 May: an API call, a meeting by itself
+      expect((await event("api-calls", { id: "u" })).body.currentStreak).toMatchObject({ length: 2, extended: false });
+      // 00:30 on 12 May in Kiritimati; the API call was 17:00 on 11 May there: covered, so 12 May extends.
+      await t.setClock("2026-05-11T10:30:00Z");
+      expect((await event("lessons", { id: "u", tz: "Pacific/Kiritimati" })).body.currentStreak).toMatchObject({ length: 3, extended: true });
     } finally {
       await t.close();
     }
