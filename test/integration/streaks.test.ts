@@ -302,6 +302,15 @@ describe("the work's instant, played", () => {
   // the day for nothing, and a move east then took the next day as covered. Baseline: the lesson
   // at 00:05 on 10 May in New York is 18:05 on 10 May in Kiritimati; at 00:30 on 12 May there,
   // 11 May had no work, and the streak is lost.
+  /** A daily streak of lessons and API calls, one of each a day, in `mode`. */
+  const lessonsAndCalls = (mode: "any" | "all"): string => {
+    const yaml = streakYaml("daily")
+      .replace("frequency: daily", `frequency: daily\n      mode: ${mode}`)
+      .replace(/(- metric: lessons\n\s+threshold: 1\n)/, "$1        - metric: api-calls\n          threshold: 1\n");
+    expect(yaml).toContain(`mode: ${mode}\n`);
+    expect(yaml).toContain("- metric: api-calls\n          threshold: 1\n");
+    return yaml;
+  };
   const historyOfTwo = async (t: TestApp, extra: () => Promise<void>) => {
     const event = (metric: string, user: Record<string, unknown>, value = 1) => t.call("POST", `/v1/metrics/${metric}/event`, { user, value });
     await t.setClock("2026-05-09T14:00:00Z"); // 10:00 on 9 May in New York
@@ -330,11 +339,7 @@ describe("the work's instant, played", () => {
   });
 
   it("mode any: another metric's full threshold is more work, and moves the instant", async () => {
-    const yaml = streakYaml("daily")
-      .replace("frequency: daily", "frequency: daily\n      mode: any")
-      .replace(/(- metric: lessons\n\s+threshold: 1\n)/, "$1        - metric: api-calls\n          threshold: 1\n");
-    expect(yaml).toContain("mode: any");
-    const t = await startTestApp({ yaml, manualClock: "2026-05-09T14:00:00Z", jobs: false });
+    const t = await startTestApp({ yaml: lessonsAndCalls("any"), manualClock: "2026-05-09T14:00:00Z", jobs: false });
     try {
       const event = (metric: string, user: Record<string, unknown>) => t.call("POST", `/v1/metrics/${metric}/event`, { user, value: 1 });
       await event("lessons", { id: "u", tz: "America/New_York" }); // 10:00 on 9 May in New York
@@ -351,11 +356,7 @@ describe("the work's instant, played", () => {
   });
 
   it("mode all: one metric's further threshold is not a period's work", async () => {
-    const yaml = streakYaml("daily")
-      .replace("frequency: daily", "frequency: daily\n      mode: all")
-      .replace(/(- metric: lessons\n\s+threshold: 1\n)/, "$1        - metric: api-calls\n          threshold: 1\n");
-    expect(yaml).toContain("- metric: api-calls\n          threshold: 1\n");
-    const t = await startTestApp({ yaml, manualClock: "2026-05-09T14:00:00Z", jobs: false });
+    const t = await startTestApp({ yaml: lessonsAndCalls("all"), manualClock: "2026-05-09T14:00:00Z", jobs: false });
     try {
       const streak = await historyOfTwo(t, async () => {
         expect((await t.call("POST", "/v1/metrics/api-calls/event", { user: { id: "u" }, value: 1 })).status).toBe(201);
