@@ -54,9 +54,9 @@
            event-attribute mask (the bits R.mt[i].eb of the filtered metric triggers whose
            filters the event passes: Node evaluates them), the call's number (grows with every
            call its Redis client sends: src/store/call-order.ts; step 1), the instants (ms) the
-           current and the previous streak periods began (moveCalendar, state.lua), then per board of R.lb
-           its current run, threshold and what was read with it as six doubles (leaderboards.lua
-           boardsOf; run -1 while scheduled or finished).
+           current and the previous streak periods began (moveCalendar, state.lua), then per
+           board of R.lb its current run, threshold and what was read with it as six doubles
+           (leaderboards.lua boardsOf; run -1 while scheduled or finished).
            Binary because `tonumber` of a decimal string costs ~1.8k instructions (strtod);
            struct.unpack reads ten for about one. (Node encodes a command with a binary argument
            itself: src/store/redis-script.ts encodeCommand.)

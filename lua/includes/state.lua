@@ -136,14 +136,15 @@ end
 -- mirrors it): `sp`, the last period extended or covered by a freeze, or `smp`, the period of the
 -- user's calendar that holds `sm`, the instant of the user's work: the first meeting of the
 -- streak's threshold in a period, extended or not, and each time the period's values reach a new
--- number of full thresholds (lua/includes/streak.lua extendStreak). Without a zone change smp <= sp. Period numbers are dates a zone
--- change carries over as the new calendar's own, so the change maps `sm` onto the new calendar
--- (moveCalendar below): after a move east the work's instant can be in a later period there,
--- which is covered: a move east neither skips a local day (New York 23:00, then Tokyo 00:30 two
--- days on: Tokyo's yesterday holds the work) nor extends twice for one instant (New York 16:00,
--- then Tokyo at once, 05:00 the next day there). Extending still needs a period past both, so a
--- zone that alternates (two devices) extends at most once a period number; and only work moves
--- `sm`, so alternating without work keeps nothing alive.
+-- number of full thresholds (lua/includes/streak.lua extendStreak). Without a zone change
+-- smp <= sp. Period numbers are dates a zone change carries over as the new calendar's own, so
+-- the change maps `sm` onto the new calendar (moveCalendar below): after a move east the work's
+-- instant can be in a later period there, which is covered: a move east neither skips a local
+-- day (New York 23:00, then Tokyo 00:30 two days on: Tokyo's yesterday holds the work) nor
+-- extends twice for one instant (New York 16:00, then Tokyo at once, 05:00 the next day there).
+-- Extending still needs a period past both, so a zone that alternates (two devices) extends at
+-- most once a period number; and only work moves `sm`, so alternating without work keeps
+-- nothing alive.
 local function lastCovered()
   local last, met = S[I_SP], S[I_SMP]
   if not last then return nil end

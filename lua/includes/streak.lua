@@ -7,8 +7,8 @@
   freeze, sxt the instant of the last extension (shown by the streak reads), sm/smp the instant
   of the user's last work and its period on the user's calendar (lastCovered, moveCalendar in
   state.lua), sq/sv:<metric>/sqa/sqk the period being accumulated, its values, the instant of
-  its first value and the most full thresholds its values have reached, sb longest, fz freezes held, fg auto-earn grants credited, cd local day of
-  first identification.
+  its first value and the most full thresholds its values have reached, sb longest, fz freezes
+  held, fg auto-earn grants credited, cd local day of first identification.
 ]]
 -- Brings the streak up to `nowPeriod`: in day order, credits auto-earned freezes (every
 -- `every` days after first identification, capped at `max`) and lets each period that ended
@@ -133,8 +133,8 @@ local function extendStreak(nowPeriod, value, calendar)
   -- (a later lesson moves it; a value of 0.01, a -1 and +1, or one metric of several does not: a
   -- move east reads it on the new calendar).
   local last = lastCovered()
-  -- The most reached, when this accumulation's (smp is sq whenever sqk was written since: a process
-  -- of an earlier version restarts the values without resetting sqk).
+  -- The most reached, when this accumulation's (smp is sq whenever sqk was written since: a
+  -- process of an earlier version restarts the values without resetting sqk).
   local mostReached = S[I_SMP] == S[I_SQ] and S[I_SQK] or 0
   if met and times > mostReached then
     put(I_SM, now)
