@@ -1,7 +1,8 @@
 --[[
   Streak settlement and extension on the user's calendar (src/domain/streak.ts and model.ts mirror it).
-  Needs: S/set/num (state.lua), periodStartDay (math.lua), fire (points.lua),
-  complete (achievements.lua), R, `now`, `prefix`, `userId`.
+  Needs: S/at/put/set/num, the I_* indexes, lastCovered (state.lua), periodStartDay (math.lua),
+  mfloor (context.lua), fire (points.lua), complete (achievements.lua), R, `now`, `prefix`,
+  `userId`.
 
   State: sl length (0 once lost), ss first period, sp last period extended or covered by a
   freeze, sxt the instant of the last extension (shown by the streak reads), sm/smp the instant

@@ -3,7 +3,7 @@ import type { Clock } from "../clock.js";
 import { fail } from "../domain/errors.js";
 import type { StreakState } from "../domain/outcome.js";
 import { formatDay, localDayIndex, periodEndDay, periodOfDay, periodStartDay } from "../domain/periods.js";
-import { coveredPeriod, settleStreak, viewStreak, type StreakView } from "../domain/streak.js";
+import { settleCopy, viewStreak, type StreakView } from "../domain/streak.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import { ReadPlan } from "../store/read-plan.js";
 import { readStoreOf, type Stored } from "../store/read-store.js";
@@ -41,9 +41,7 @@ function streakNow(tenant: CompiledTenant, stored: StreakState, tz: string, now:
   const frequency = tenant.streak?.frequency ?? "daily";
   const nowDay = localDayIndex(now, tz);
   const nowPeriod = periodOfDay(nowDay, frequency);
-  // The copy's last period is the last covered (after a zone change east, the work's), which the view reads.
-  const settled = { ...stored, lastPeriod: coveredPeriod(stored), grants: stored.grants ?? 0 };
-  const settlement = settleStreak(tenant, settled, stored.createdDay ?? null, nowDay, nowPeriod);
+  const { streak: settled, settlement } = settleCopy(tenant, stored, nowDay, nowPeriod);
   return {
     view: viewStreak(tenant.streak, settled, nowPeriod),
     nowPeriod,

@@ -23,7 +23,11 @@ export interface ModelStreak {
   startPeriod: number | null;
   /** Last period extended or covered by a freeze. */
   lastPeriod: number | null;
-  /** The instant the threshold was last first met in a period, and that period on the user's calendar (lua sm, smp): coveredPeriod. */
+  /**
+   * The instant of the user's work (the first meeting of the threshold in a period, and each time
+   * the period's values reach a new number of full thresholds) and its period on the user's
+   * calendar (lua sm, smp): coveredPeriod.
+   */
   metAt: number | null;
   metPeriod: number | null;
   best: number;
@@ -351,14 +355,15 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
       s.accTimes = null;
     }
     s.acc.set(input.metricKey, (s.acc.get(input.metricKey) ?? 0) + input.valueMicro);
-    const reached = rule.metrics.map((m) => (s.acc.get(m.metric) ?? 0) >= m.thresholdMicro);
-    const met = rule.mode === "any" ? reached.some(Boolean) : reached.every(Boolean);
+    // Full thresholds the period's values have reached: the least of the metrics' (mode all),
+    // their sum (mode any, each a meeting by itself). Met at one.
+    const counts = rule.metrics.map((m) => Math.floor((s.acc.get(m.metric) ?? 0) / m.thresholdMicro));
+    const times = rule.mode === "any" ? counts.reduce((sum, n) => sum + Math.max(0, n), 0) : Math.min(...counts);
+    const met = times >= 1;
     // Covered before this event's work; then the work's instant: the first meeting of the
     // threshold in the period, and each time its values reach more full thresholds (the least of
     // the metrics' in mode all, their sum in mode any) than they had.
     const last = coveredPeriod(s);
-    const counts = rule.metrics.map((m) => Math.floor((s.acc.get(m.metric) ?? 0) / m.thresholdMicro));
-    const times = rule.mode === "any" ? counts.reduce((sum, n) => sum + Math.max(0, n), 0) : Math.min(...counts);
     const mostReached = s.metPeriod === s.accPeriod ? (s.accTimes ?? 0) : 0;
     if (met && times > mostReached) {
       s.metAt = input.now;

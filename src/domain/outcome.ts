@@ -33,7 +33,7 @@ export interface StreakState {
   /** Auto-earn grants credited, and the local day of first identification (freeze settlement). */
   grants?: number;
   createdDay?: number | null;
-  /** The period of the user's calendar that holds the last first meeting of the threshold (smp): coveredPeriod. */
+  /** The period of the user's calendar that holds the instant of the user's last work (smp): coveredPeriod. */
   metPeriod?: number | null;
 }
 

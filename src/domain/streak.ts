@@ -150,10 +150,15 @@ export function settleStreak(
 
 /**
  * A settled copy of a stored streak at (nowDay, nowPeriod), for readers: writes nothing. Its
- * lastPeriod is the last period covered (coveredPeriod), which viewStreak reads.
+ * lastPeriod is the last period covered (coveredPeriod), which viewStreak reads; `settlement` is
+ * what settling did (the freezes a read shows as used).
  */
+export function settleCopy(tenant: CompiledTenant, state: StreakState, nowDay: number, nowPeriod: number): { streak: StreakState; settlement: StreakSettlement } {
+  const streak = { ...state, lastPeriod: coveredPeriod(state), grants: state.grants ?? 0 };
+  const settlement = settleStreak(tenant, streak, state.createdDay ?? null, nowDay, nowPeriod);
+  return { streak, settlement };
+}
+
 export function settledStreak(tenant: CompiledTenant, state: StreakState, nowDay: number, nowPeriod: number): StreakState {
-  const copy = { ...state, lastPeriod: coveredPeriod(state), grants: state.grants ?? 0 };
-  settleStreak(tenant, copy, state.createdDay ?? null, nowDay, nowPeriod);
-  return copy;
+  return settleCopy(tenant, state, nowDay, nowPeriod).streak;
 }

@@ -79,7 +79,7 @@ function modelStreakLength(userId: string): number {
   const now = Date.parse(NOW);
   const nowDay = localDayIndex(now, zones.get(userId) ?? "UTC");
   const nowPeriod = periodOfDay(nowDay, "daily");
-  const state = { ...streakState(user), grants: user.streak.grants, createdDay: user.createdDay };
+  const state = { ...streakState(user), grants: user.streak.grants, createdDay: user.createdDay, metPeriod: user.streak.metPeriod };
   return viewStreak(tenant.streak, settledStreak(tenant, state, nowDay, nowPeriod), nowPeriod).length;
 }
 

@@ -311,28 +311,32 @@ describe("the work's instant, played", () => {
     expect(yaml).toContain("- metric: api-calls\n          threshold: 1\n");
     return yaml;
   };
-  const historyOfTwo = async (t: TestApp, extra: () => Promise<void>) => {
+  const historyOfTwo = async (t: TestApp, id: string, extra: (id: string) => Promise<void>) => {
     const event = (metric: string, user: Record<string, unknown>, value = 1) => t.call("POST", `/v1/metrics/${metric}/event`, { user, value });
     await t.setClock("2026-05-09T14:00:00Z"); // 10:00 on 9 May in New York
-    await event("lessons", { id: "u", tz: "America/New_York" });
-    await event("api-calls", { id: "u" });
+    await event("lessons", { id, tz: "America/New_York" });
+    await event("api-calls", { id });
     await t.setClock("2026-05-10T04:05:00Z"); // 00:05 on 10 May in New York
-    await event("lessons", { id: "u" });
-    expect((await event("api-calls", { id: "u" })).body.currentStreak).toMatchObject({ length: 2 });
+    await event("lessons", { id });
+    expect((await event("api-calls", { id })).body.currentStreak).toMatchObject({ length: 2 });
     await t.setClock("2026-05-11T03:00:00Z"); // 23:00 on 10 May in New York
-    await extra();
+    await extra(id);
     await t.setClock("2026-05-11T10:30:00Z"); // 00:30 on 12 May in Kiritimati
-    await event("lessons", { id: "u", tz: "Pacific/Kiritimati" });
-    return (await event("api-calls", { id: "u" })).body.currentStreak;
+    await event("lessons", { id, tz: "Pacific/Kiritimati" });
+    return (await event("api-calls", { id })).body.currentStreak;
   };
+  const send = async (t: TestApp, id: string, metric: string, value: number) =>
+    expect((await t.call("POST", `/v1/metrics/${metric}/event`, { user: { id }, value })).status).toBe(201);
 
-  it("a -1 then +1 late in a met period is no new work", async () => {
+  it("a -1 then +1 late in a met period is no new work (a lesson there is)", async () => {
     const t = await startTestApp({ yaml: streakYaml("daily"), manualClock: "2026-05-09T14:00:00Z", jobs: false });
     try {
-      const streak = await historyOfTwo(t, async () => {
-        for (const value of [-1, 1]) expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "u" }, value })).status).toBe(201);
+      const played = await historyOfTwo(t, "played", async (id) => {
+        for (const value of [-1, 1]) await send(t, id, "lessons", value);
       });
-      expect(streak).toMatchObject({ length: 1, started: "2026-05-12" });
+      expect(played).toMatchObject({ length: 1, started: "2026-05-12" });
+      // The control: a lesson at 23:00 on 10 May is 17:00 on 11 May in Kiritimati, which it covers.
+      expect(await historyOfTwo(t, "control", (id) => send(t, id, "lessons", 1))).toMatchObject({ length: 3 });
     } finally {
       await t.close();
     }
@@ -355,13 +359,15 @@ describe("the work's instant, played", () => {
     }
   });
 
-  it("mode all: one metric's further threshold is not a period's work", async () => {
+  it("mode all: one metric's further threshold is not a period's work (both metrics' are)", async () => {
     const t = await startTestApp({ yaml: lessonsAndCalls("all"), manualClock: "2026-05-09T14:00:00Z", jobs: false });
     try {
-      const streak = await historyOfTwo(t, async () => {
-        expect((await t.call("POST", "/v1/metrics/api-calls/event", { user: { id: "u" }, value: 1 })).status).toBe(201);
-      });
-      expect(streak).toMatchObject({ length: 1, started: "2026-05-12" });
+      expect(await historyOfTwo(t, "played", (id) => send(t, id, "api-calls", 1))).toMatchObject({ length: 1, started: "2026-05-12" });
+      const both = async (id: string) => {
+        await send(t, id, "lessons", 1);
+        await send(t, id, "api-calls", 1);
+      };
+      expect(await historyOfTwo(t, "control", both)).toMatchObject({ length: 3 });
     } finally {
       await t.close();
     }
