@@ -90,7 +90,8 @@ const travelArb: fc.Arbitrary<Command> = fc.oneof(
     tenant: fc.constant(""),
     user: fc.constantFrom("u0", "u1"),
     metric: fc.constantFrom(0, 0, 0, 1),
-    value: fc.constantFrom(1, 3, 10),
+    // -1: a value taken back, which must not count as new work (the work's instant, sqk).
+    value: fc.constantFrom(1, 3, 10, 1, 3, -1),
     // The zones furthest apart twice as often: Kiritimati (UTC+14) is 25 hours ahead of Pago Pago.
     tz: fc.constantFrom(...ZONES_SENT, "Pacific/Kiritimati", "Pacific/Pago_Pago", "Asia/Tokyo", "America/New_York"),
     idem: fc.constant(null),
@@ -109,7 +110,9 @@ const travelArb: fc.Arbitrary<Command> = fc.oneof(
   }) },
 );
 const travelSequenceArb = fc
-  .tuple(fc.constantFrom("propd", "propd", "propd", "propw"), fc.array(travelArb, { minLength: 2, maxLength: 40 }))
+  // propw (mode all) and propm (mode any) accumulate several events a period: what a zone change
+  // keeps of a period's values (sqa) and the thresholds counted in it (sqk).
+  .tuple(fc.constantFrom("propd", "propd", "propd", "propw", "propm"), fc.array(travelArb, { minLength: 2, maxLength: 40 }))
   .map(([tenant, commands]) => commands.map((c) => ("tenant" in c ? { ...c, tenant } : c)));
 
 let t: TestApp;
