@@ -344,7 +344,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
   const s = user.streak;
   // The event moved the user to another zone: the streak continues on its calendar (lua moveCalendar).
   if (zoneChanged && rule) moveCalendar(s, rule.frequency, tz, nowPeriod);
-  const settlement = created ? { consumed: 0, earned: 0, lost: 0, frozen: [] } : settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod, coveredPeriod(s));
+  const settlement = created ? { consumed: 0, earned: 0, lost: 0, frozen: [] } : settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod);
   recordSettlement(state, input.userId, s, settlement);
   let extended = false;
   if (rule && rule.metrics.some((m) => m.metric === input.metricKey)) {
@@ -753,7 +753,7 @@ export function applyStreakAdmin(
   const nowDay = localDayIndex(now, tz);
   const nowPeriod = periodOfDay(nowDay, rule.frequency);
   const s = user.streak;
-  const settlement = settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod, coveredPeriod(s));
+  const settlement = settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod);
   recordSettlement(state, userId, s, settlement);
   placeDeadline(state, userId, s, rule.frequency, tz, nowPeriod, now);
   const result = streakAdminOp(state, userId, s, op, amountOrWindowStart, rule, tz, nowPeriod);

@@ -31,7 +31,7 @@ export interface StreakView {
 /**
  * lua lastCovered (state.lua): the last period the streak covers on the user's calendar, the
  * stored last period or the period that holds the user's last work (the first meeting of the
- * threshold in a period), whichever is later. They differ only after a zone change east, which
+ * threshold in a period, or a new count of full thresholds in it), whichever is later. They differ only after a zone change east, which
  * maps the work's instant onto the new calendar (model.ts moveCalendar): a move east neither
  * skips a local day nor extends twice for one instant.
  */
@@ -79,6 +79,8 @@ export function viewStreak(rule: CompiledStreak | null, state: StreakState, nowP
 export interface SettlingStreak {
   length: number;
   lastPeriod: number | null;
+  /** The period of the user's last work on the current calendar (coveredPeriod). */
+  metPeriod?: number | null;
   freezes: number | null;
   grants: number;
 }
@@ -92,8 +94,8 @@ export interface StreakSettlement {
 
 /**
  * lua settleStreak. In local-day order, credits auto-earned freezes and lets each period that
- * ended without an extension consume one; with none left the streak is lost (length 0).
- * `covered` is the last period covered on the current calendar (coveredPeriod); the streak's
+ * ended without an extension consume one; with none left the streak is lost (length 0). It
+ * settles from the last period covered (coveredPeriod, as the Lua from lastCovered); the streak's
  * lastPeriod changes only when a freeze is consumed.
  * Pure on its inputs: the streak read uses it to show the settled state without writing.
  */
@@ -103,12 +105,11 @@ export function settleStreak(
   createdDay: number | null,
   nowDay: number,
   nowPeriod: number,
-  covered: number | null = streak.lastPeriod,
 ): StreakSettlement {
   const out: StreakSettlement = { consumed: 0, earned: 0, lost: 0, frozen: [] };
   const rule = tenant.streak;
   if (!rule) return out;
-  let last = covered;
+  let last = coveredPeriod(streak);
   let pending: number | null = streak.length > 0 && last !== null && last < nowPeriod - 1 ? last + 1 : null;
   const f = rule.freezes;
   if (f) {
@@ -154,8 +155,9 @@ export function settleStreak(
  * what settling did (the freezes a read shows as used).
  */
 export function settleCopy(tenant: CompiledTenant, state: StreakState, nowDay: number, nowPeriod: number): { streak: StreakState; settlement: StreakSettlement } {
-  const streak = { ...state, lastPeriod: coveredPeriod(state), grants: state.grants ?? 0 };
+  const streak = { ...state, grants: state.grants ?? 0 };
   const settlement = settleStreak(tenant, streak, state.createdDay ?? null, nowDay, nowPeriod);
+  streak.lastPeriod = coveredPeriod(streak);
   return { streak, settlement };
 }
 
