@@ -142,6 +142,18 @@ export function listLeaderboardsHandler(tenants: Tenants, clock: Clock) {
 }
 
 /**
+ * The largest `limit` of a page: the board's size (trophy-compat §2.2 #24: "cannot exceed
+ * leaderboard size"), so that a board of the default 1000 participants comes in one page, but at
+ * most PAGE_LIMIT_CAP (a page costs one ZREVRANGE of offset + limit entries per shard and a name
+ * read per entry; a board of millions is read in pages), and never below 100, which every board
+ * accepted before (a page past the board's end is simply shorter).
+ */
+const PAGE_LIMIT_CAP = 1000;
+function pageLimit(board: CompiledLeaderboard): number {
+  return Math.max(100, Math.min(board.maxParticipants, PAGE_LIMIT_CAP));
+}
+
+/**
  * GET /v1/leaderboards/{key}?offset&limit&run&userId&userAttributes: a page of the run's
  * rankings (LeaderboardResponseWithRankings). Only the top maxParticipants are on the board. With
  * userId, offset counts from that user's position (negative offsets look above: "around me").
@@ -154,7 +166,7 @@ export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
     const userId = req.query.get("userId");
     if (userId !== null) checkUserId(userId, "userId");
     const offset = intParam(req.query, "offset", 0, userId === null ? 0 : -100_000_000, 100_000_000);
-    const limit = intParam(req.query, "limit", 10, 0, 100);
+    const limit = intParam(req.query, "limit", 10, 0, pageLimit(board));
     const run = selectRun(board, req.query, now);
     const breakdown = selectBreakdown(tenant, board, req.query);
     const head = { ...boardJson(tenant, board), status: boardStatus(board, now), run: run === null ? null : runDate(board, run) };

@@ -5,7 +5,7 @@ import { errorBody, rejection } from "../helpers/sdk.js";
 
 /**
  * The query defaults and bounds of the reads that page (trophy-compat §7.2 #3: awards 10,
- * leaderboard limit 10 / offset 0, rankings limit 10, numEvents 10; README: limit 0-100), through
+ * leaderboard limit 10 / offset 0, rankings limit 10, numEvents 10; README: limit 0 to the board's size), through
  * the unmodified SDK, which leaves an unset parameter out of the query. Every list here has more
  * than 10 items to take, so a default of anything but 10 shows. Also two wire details a
  * mutation test found unchecked: a trigger's userAttributes, and breakdownAttributeValue null.
@@ -46,10 +46,11 @@ describe("leaderboards.get", () => {
     expect((await trophy.leaderboards.get("weekly-lessons", { limit: 100 })).rankings).toHaveLength(12);
   });
 
-  it("refuses limit 101 with 422 {error}", async () => {
-    const err = await rejection(trophy.leaderboards.get("weekly-lessons", { limit: 101 }));
+  it("takes a limit up to the board's size (1000 participants here), and refuses a larger one with 422 {error}", async () => {
+    expect((await trophy.leaderboards.get("weekly-lessons", { limit: 1000 })).rankings).toHaveLength(12);
+    const err = await rejection(trophy.leaderboards.get("weekly-lessons", { limit: 1001 }));
     expect(err).toBeInstanceOf(TrophyApi.UnprocessableEntityError);
-    expect(errorBody(err)).toBe("limit must be between 0 and 100");
+    expect(errorBody(err)).toBe("limit must be between 0 and 1000");
   });
 });
 

@@ -277,6 +277,9 @@ describe("a full board (maxParticipants 3)", () => {
       ["f2", 2, 20],
       ["high", 3, 15],
     ]);
+    // A board smaller than 100 takes any limit up to 100, as every board did before limits grew
+    // with the board's size; past that, 422.
+    expect(await t.call("GET", "/v1/leaderboards/top3?limit=101")).toEqual({ status: 422, body: { error: "limit must be between 0 and 100" } });
     expect(await userBoard(t, "f3", "top3")).toMatchObject({ rank: null });
     expect(await userBoard(t, "high", "top3")).toMatchObject({ rank: 3, value: 15 });
     // Around the pushed-off user: the window never reaches past the board.
@@ -606,6 +609,13 @@ describe("many equal values on each shard", () => {
     const sameMs = [...tied, ...exotic].sort((a, b) => Buffer.compare(Buffer.from(b), Buffer.from(a)));
     expect(sameMs.indexOf("c-\u{1F600}")).toBeLessThan(sameMs.indexOf("c-\uFFFD"));
     expect(order).toEqual(["top-1", "top-2", ...sameMs, "low"]);
+  });
+
+  it("one page holds the whole board past 100 entries (limit up to the board's size, trophy-compat §2.2 #24)", async () => {
+    const t = app();
+    expect((await rows(t, "crowd-ordinal", "?limit=1000")).map(([id]) => id)).toEqual(order);
+    expect((await rows(t, "crowd-ordinal", "?offset=3&limit=300")).map(([id]) => id)).toEqual(order.slice(3, 303));
+    expect(await t.call("GET", "/v1/leaderboards/crowd?limit=1001")).toEqual({ status: 422, body: { error: "limit must be between 0 and 1000" } });
   });
 
   it("around-me windows are the board order's slices, for every user", async () => {
