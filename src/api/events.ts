@@ -4,6 +4,7 @@ import typia from "typia";
 import type { Clock } from "../clock.js";
 import { MAX_EVENT_VALUE, toMicro } from "../domain/decimal.js";
 import { fail } from "../domain/errors.js";
+import { zoneName } from "../domain/periods.js";
 import { settledStreak, viewStreak } from "../domain/streak.js";
 import { RawJson } from "../http/raw-json.js";
 import type { ApiRequest, ApiReply } from "../http/router.js";
@@ -65,7 +66,8 @@ export function recordEventHandler(tenants: Tenants, clock: Clock, logger: Logge
       eventId: randomUUID(),
       idempotencyKey,
       valueMicro: toMicro(body.value),
-      tz: body.user.tz ?? null,
+      // In IANA's spelling, as userProfileFields stored it: the script compares it with the stored zone.
+      tz: body.user.tz == null ? null : zoneName(body.user.tz),
       profile,
       eventAttributes,
     });

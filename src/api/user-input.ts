@@ -1,6 +1,6 @@
 import type { tags } from "typia";
 import { fail } from "../domain/errors.js";
-import { isValidZone } from "../domain/periods.js";
+import { zoneName } from "../domain/periods.js";
 import { userAttributeField } from "../store/fields.js";
 import { isCleanText, uncleanPart } from "./body.js";
 
@@ -65,8 +65,9 @@ export function userProfileFields(user: UserInput, declaredAttributes: ReadonlyS
     fields.push(["nm", user.name]);
   }
   if (user.tz != null) {
-    if (!isValidZone(user.tz)) fail("INVALID_TIMEZONE", `Unknown IANA time zone: ${JSON.stringify(user.tz)}`);
-    fields.push(["tz", user.tz]);
+    const tz = zoneName(user.tz);
+    if (tz === null) fail("INVALID_TIMEZONE", `Unknown IANA time zone: ${JSON.stringify(user.tz)}`);
+    fields.push(["tz", tz]);
   }
   if (user.subscribeToEmails != null) fields.push(["se", user.subscribeToEmails ? "1" : "0"]);
   if (user.deviceTokens != null) {

@@ -17,19 +17,35 @@ export type Frequency = "daily" | "weekly" | "monthly";
 const DAY_MS = 86_400_000;
 const zoneCache = new Map<string, IANAZone | null>();
 
-/** The IANA zone for a name, or null when the name is unknown. Cached: zone construction is slow. */
+/**
+ * The IANA zone for a name, or null when the name is unknown. Cached: zone construction is slow.
+ * Names are matched in any letter case (as Intl does); the zone is named in IANA's spelling
+ * (zoneSpelling), which is what Laurel stores and shows.
+ */
 export function zoneFor(name: string): IANAZone | null {
   let zone = zoneCache.get(name);
   if (zone === undefined) {
-    zone = name.length <= 64 && IANAZone.isValidZone(name) ? IANAZone.create(name) : null;
+    zone = name.length <= 64 && IANAZone.isValidZone(name) ? IANAZone.create(zoneSpelling(name)) : null;
     if (zoneCache.size > 10_000) zoneCache.clear();
     zoneCache.set(name, zone);
   }
   return zone;
 }
 
-export function isValidZone(name: string): boolean {
-  return zoneFor(name) !== null;
+/**
+ * IANA's spelling of a valid zone name sent in any letter case ("utc" → "UTC", "europe/london" →
+ * "Europe/London"), else the name as sent. Intl resolves a name to its canonical zone, which for
+ * a link is another name (US/Eastern → America/New_York, Etc/UTC → UTC): a link keeps the name
+ * sent, since the user chose it and it means the same zone.
+ */
+function zoneSpelling(name: string): string {
+  const resolved = new Intl.DateTimeFormat("en-US", { timeZone: name }).resolvedOptions().timeZone;
+  return resolved.toLowerCase() === name.toLowerCase() ? resolved : name;
+}
+
+/** The name to store and show for a zone sent by a client (zoneFor), or null when unknown. */
+export function zoneName(name: string): string | null {
+  return zoneFor(name)?.name ?? null;
 }
 
 const QUARTER_HOUR_MS = 900_000;

@@ -149,6 +149,21 @@ describe("users.create, identify, get, update", () => {
     expect(back).toMatchObject({ email: "back@example.com", subscribeToEmails: true });
   });
 
+  it("a zone sent in any letter case is IANA's zone, stored and shown in IANA's spelling; a link keeps the name sent", async () => {
+    // 12:00Z is 02:00 on 3 March in Kiritimati (UTC+14): the streak's day says which zone counted.
+    const res = await trophy.metrics.event("lessons", { user: { id: "sdk-u-zone", tz: "pacific/kiritimati" }, value: 1 });
+    expect(res.currentStreak).toMatchObject({ length: 1, periodStart: "2026-03-03" });
+    expect((await trophy.users.get("sdk-u-zone")).tz).toBe("Pacific/Kiritimati");
+    // The same zone again in IANA's spelling is no zone change: the day's extension stands.
+    const again = await trophy.metrics.event("lessons", { user: { id: "sdk-u-zone", tz: "Pacific/Kiritimati" }, value: 1 });
+    expect(again.currentStreak).toMatchObject({ length: 1, periodStart: "2026-03-03", extended: false });
+    expect((await trophy.users.update("sdk-u-zone", { tz: "utc" })).tz).toBe("UTC");
+    expect((await trophy.users.identify("sdk-u-zone", { tz: "US/Eastern" })).tz).toBe("US/Eastern");
+    const unknown = await rejection(trophy.users.update("sdk-u-zone", { tz: "pacific/nowhere" }));
+    expect(errorBody(unknown)).toBe('Unknown IANA time zone: "pacific/nowhere"');
+    expect((await trophy.users.get("sdk-u-zone")).tz).toBe("US/Eastern");
+  });
+
   it("users.update of an unknown user is a NotFoundError and creates nothing", async () => {
     const err = await rejection(trophy.users.update("sdk-u-ghost", { name: "Ghost" }));
     expect(err).toBeInstanceOf(TrophyApi.NotFoundError);
