@@ -83,7 +83,9 @@
     {1, false, total, created 0/1, streak..., #achievements, key..., #points, points...,
      #boards, boards...}       (Node knows the new event's id)
       streak   = length, startPeriod|false, lastPeriod|false (the last covered: lastCovered,
-                 state.lua), extended 0/1, freezes|false, grants|false, createdDay|false (7 values)
+                 state.lua), extended 0/1, freezes|false, grants|false, createdDay|false,
+                 startDay|false (8 values; startDay: the local day a weekly or monthly streak
+                 began, ssd)
       key      = an achievement completed by this request, in completion order
       points   = per system changed: systemKey, added, total, before, #awards, award...
       award    = "seq|ms|awarded|totalAfter|triggerKey"
@@ -106,7 +108,7 @@
 -- allocation, its growth (a rehash at each power of two) and its collection (bench/README.md,
 -- the twenty-third stop). Redis converts the reply before the next call runs.
 local REPLY, OUT_PARTS, EXTRA_WRITES, CALENDAR = {}, {}, {}, { false, false, false, false }
-local REPLY_HEAD = 11
+local REPLY_HEAD = 12
 
 -- The reply's head: status, event id, metric total, created, then the stored streak (readers
 -- settle it; replays are answered without settling: no writes) with `last`, its last period on
@@ -116,7 +118,7 @@ local function eventReplyHead(status, id, total, created, extended, last)
   local r = REPLY
   r[1], r[2], r[3], r[4] = status, id, total, created and 1 or 0
   r[5], r[6], r[7], r[8] = S[I_SL] or 0, S[I_SS] or false, last or false, extended and 1 or 0
-  r[9], r[10], r[11] = S[I_FZ] or false, S[I_FG] or false, S[I_CD] or false
+  r[9], r[10], r[11], r[12] = S[I_FZ] or false, S[I_FG] or false, S[I_CD] or false, I_SSD and S[I_SSD] or false
   r[REPLY_HEAD + 1] = nil
   return r
 end
@@ -216,7 +218,7 @@ end
 -- the calendar are the event's zone's, which is now the stored one), and so does its deadline.
 if zoneChanged and not created then moveCalendar(nowPeriod, calendar) end
 if not created then settleStreak(nowDay, nowPeriod) end
-local extended = extendStreak(nowPeriod, value, calendar)
+local extended = extendStreak(nowPeriod, nowDay, value, calendar)
 if zoneChanged and not created then placeDeadline(nowPeriod, calendar) end
 
 -- 6c. Metric achievements of this metric.

@@ -18,6 +18,8 @@ local SLOT = R.slot
 -- loads (a name costs a lookup in SLOT; the hot paths use indexes: at/put below).
 local I_CT, I_CD, I_SL, I_SS, I_SP, I_SQ, I_FZ, I_FG, I_X = SLOT.ct, SLOT.cd, SLOT.sl, SLOT.ss, SLOT.sp, SLOT.sq, SLOT.fz, SLOT.fg, SLOT._x
 local I_SXT, I_SM, I_SMP, I_SQA, I_SQK = SLOT.sxt, SLOT.sm, SLOT.smp, SLOT.sqa, SLOT.sqk
+-- The local day a weekly or monthly streak began; nil for other tenants (src/store/state-slots.ts).
+local I_SSD = SLOT.ssd
 R.mfi = R.mf and SLOT[R.mf] or false
 for i = 1, #R.sys do
   local sys = R.sys[i]

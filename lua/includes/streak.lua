@@ -4,7 +4,8 @@
   mfloor (context.lua), fire (points.lua), complete (achievements.lua), R, `now`, `prefix`,
   `userId`.
 
-  State: sl length (0 once lost), ss first period, sp last period extended or covered by a
+  State: sl length (0 once lost), ss first period, ssd the local day it began (weekly and monthly
+  tenants only: a daily streak's is ss; readers use it while its period is ss), sp last period extended or covered by a
   freeze, sxt the instant of the last extension (shown by the streak reads), sm/smp the instant
   of the user's last work and its period on the user's calendar (lastCovered, moveCalendar in
   state.lua), sq/sv:<metric>/sqa/sqk the period being accumulated, its values, the instant of
@@ -100,7 +101,7 @@ end
 -- in a period that the threshold is met. `calendar`: as moveCalendar's (state.lua); its first two
 -- are the lost-at if extended now and if last covered in nowPeriod - 1. Returns whether the
 -- streak was extended.
-local function extendStreak(nowPeriod, value, calendar)
+local function extendStreak(nowPeriod, nowDay, value, calendar)
   local st = R.streak
   if not st or not st.counts then
     if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', prefix .. 'sd', calendar[2], userId) end
@@ -152,6 +153,7 @@ local function extendStreak(nowPeriod, value, calendar)
   else
     length = 1
     set('ss', nowPeriod)
+    if I_SSD then put(I_SSD, nowDay) end
   end
   put(I_SXT, now)
   storeStreak(length, nowPeriod, calendar[1])

@@ -97,7 +97,7 @@ export function eventReply(
   // instructions (bench/README.md, "The sixteenth stop"). Ids are UUIDs and dates ASCII digits:
   // nothing to escape but the idempotency key.
   const achievements = processed ? outcome.achievements.map((key) => JSON.stringify(achievementJson(tenant, tenant.achievementByKey.get(key)!, now))).join(",") : "";
-  const streak = viewStreak(tenant.streak, settledStreak(tenant, outcome.streak, recorded.nowDay, recorded.nowPeriod), recorded.nowPeriod);
+  const streak = viewStreak(tenant.streak, settledStreak(tenant, outcome.streak, recorded.nowDay, recorded.nowPeriod), recorded.nowDay, recorded.nowPeriod);
   const points = processed ? pointsMapJson(tenant, userId, outcome.points).text : "{}";
   const boards = processed ? eventLeaderboardsJson(tenant, outcome.boards).text : "{}";
   let text =

@@ -10,6 +10,7 @@ import { readStoreOf, type Stored } from "../store/read-store.js";
 import type { Tenants } from "../tenants.js";
 import { enumParam, intParam, listParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
+import { STREAK_START_DAY } from "../store/state-slots.js";
 import { iso } from "./wire.js";
 
 /**
@@ -20,12 +21,12 @@ import { iso } from "./wire.js";
  */
 
 /** Hot-state keys of the streak (store/fields.ts), in StreakState order, then the last extension (ms). */
-const STREAK_KEYS = ["sl", "ss", "sp", "fz", "fg", "cd", "smp", "sxt"] as const;
+const STREAK_KEYS = ["sl", "ss", "sp", "fz", "fg", "cd", "smp", "sxt", STREAK_START_DAY] as const;
 const EXTENDED_AT = STREAK_KEYS.indexOf("sxt");
 
 function storedStreak(values: readonly Stored[]): StreakState {
   const n = (i: number) => (values[i] === null || values[i] === undefined ? null : Number(values[i]));
-  return { length: n(0) ?? 0, startPeriod: n(1), lastPeriod: n(2), freezes: n(3), grants: n(4) ?? 0, createdDay: n(5), metPeriod: n(6) };
+  return { length: n(0) ?? 0, startPeriod: n(1), lastPeriod: n(2), freezes: n(3), grants: n(4) ?? 0, createdDay: n(5), metPeriod: n(6), startDay: n(8) };
 }
 
 interface StreakNow {
@@ -43,7 +44,7 @@ function streakNow(tenant: CompiledTenant, stored: StreakState, tz: string, now:
   const nowPeriod = periodOfDay(nowDay, frequency);
   const { streak: settled, settlement } = settleCopy(tenant, stored, nowDay, nowPeriod);
   return {
-    view: viewStreak(tenant.streak, settled, nowPeriod),
+    view: viewStreak(tenant.streak, settled, nowDay, nowPeriod),
     nowPeriod,
     frozen: settlement.frozen,
     // As the model records a settlement: a streak lost after its freezes ran out held its old length.

@@ -4,12 +4,14 @@ import { metricSeries, pointsSeries, type DayBucket } from "../domain/buckets.js
 import { fromMicro } from "../domain/decimal.js";
 import { fail } from "../domain/errors.js";
 import { dayToDate, formatDay, localDayIndex, periodEndDay, periodStartDay } from "../domain/periods.js";
+import { streakFirstDay } from "../domain/streak.js";
 import { longestStreakIn, periodsOf, seriesInPeriod, wrappedPeriods, yearSpan, type DaySpan } from "../domain/wrapped.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import { PROFILE_FIELDS, userAttributeField } from "../store/fields.js";
 import { planBuckets } from "../store/bucket-reads.js";
 import { ReadPlan } from "../store/read-plan.js";
 import { readStoreOf, type ReadStore } from "../store/read-store.js";
+import { STREAK_START_DAY } from "../store/state-slots.js";
 import type { Tenants } from "../tenants.js";
 import { intParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
@@ -97,7 +99,7 @@ export function wrappedHandler(tenants: Tenants, clock: Clock) {
     const profileFields = [...PROFILE_FIELDS, ...attributeFields];
     const plan = new ReadPlan(read.slots);
     const fields = plan.fields(profileFields);
-    const state = plan.state(["ct", "up", ...tenant.achievements.map((a) => `a:${a.key}`)]);
+    const state = plan.state(["ct", "up", "ss", STREAK_START_DAY, ...tenant.achievements.map((a) => `a:${a.key}`)]);
     const seriesReads = [...tenant.metrics.map((m) => metricSeries(m.key)), ...tenant.systems.map((s) => pointsSeries(s.key))].map((series) =>
       planBuckets(plan, read.keys, shard, series, userId, span.from, span.to),
     );
@@ -113,7 +115,7 @@ export function wrappedHandler(tenants: Tenants, clock: Clock) {
     });
     tz ??= profile.get("tz") ?? "UTC";
     if (year > localYear(now, tz)) fail("OUT_OF_RANGE", `year must be between ${YEAR_RANGE}`);
-    const [created, updated, ...achievedAt] = result[state] as (number | null)[];
+    const [created, updated, storedStart, storedStartDay, ...achievedAt] = result[state] as (number | null)[];
     const completed = tenant.achievements
       .map((a, i) => ({ key: a.key, ms: achievedAt[i] ?? null }))
       .filter((c): c is { key: string; ms: number } => c.ms !== null)
@@ -128,6 +130,8 @@ export function wrappedHandler(tenants: Tenants, clock: Clock) {
     const periods = wrappedPeriods(year, metrics.map((m) => m.buckets));
     const period = (s: DaySpan) => periodJson(tenant, s, metrics, points, completed);
     const longest = longestStreakIn(result[history] as string[], streakPeriods.from, streakPeriods.to);
+    // The day it began is stored for the user's last streak only (ssd); an earlier one shows its first period's first day.
+    const longestStarted = longest.startPeriod === null ? null : streakFirstDay(longest.startPeriod, longest.startPeriod === storedStart ? (storedStartDay ?? null) : null, frequency);
     return {
       status: 200,
       body: {
@@ -146,7 +150,7 @@ export function wrappedHandler(tenants: Tenants, clock: Clock) {
               frequency,
               periodStart: longest.startPeriod === null ? null : formatDay(periodStartDay(longest.startPeriod, frequency)),
               periodEnd: longest.endPeriod === null ? null : formatDay(periodEndDay(longest.endPeriod, frequency)),
-              started: longest.startPeriod === null ? null : formatDay(periodStartDay(longest.startPeriod, frequency)),
+              started: longestStarted === null ? null : formatDay(longestStarted),
             },
           },
         },

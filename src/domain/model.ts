@@ -21,6 +21,8 @@ export interface ModelStreak {
   /** 0 once lost. */
   length: number;
   startPeriod: number | null;
+  /** The local day of the extension that began the streak (lua ssd; kept for every frequency here, read only while its period is startPeriod). */
+  startDay: number | null;
   /** Last period extended or covered by a freeze. */
   lastPeriod: number | null;
   /**
@@ -123,7 +125,7 @@ const triggerId = (t: CompiledTrigger): string => `${t.systemKey}.${t.key}`;
 export function streakState(user: ModelUser | undefined): StreakState {
   if (!user) return { length: 0, startPeriod: null, lastPeriod: null, freezes: null };
   const s = user.streak;
-  return { length: s.length, startPeriod: s.startPeriod, lastPeriod: s.lastPeriod, freezes: s.freezes, grants: s.grants, createdDay: user.createdDay };
+  return { length: s.length, startPeriod: s.startPeriod, startDay: s.startDay, lastPeriod: s.lastPeriod, freezes: s.freezes, grants: s.grants, createdDay: user.createdDay };
 }
 
 /** The streak as the event script replies it (lua eventReplyHead): its last period the last covered. */
@@ -242,7 +244,7 @@ function newUser(now: number, createdDay: number): ModelUser {
     highWater: new Map(),
     triggerCounts: new Map(),
     achievements: new Map(),
-    streak: { length: 0, startPeriod: null, lastPeriod: null, metAt: null, metPeriod: null, best: 0, accPeriod: null, accStart: null, accTimes: null, acc: new Map(), freezes: null, grants: 0 },
+    streak: { length: 0, startPeriod: null, startDay: null, lastPeriod: null, metAt: null, metPeriod: null, best: 0, accPeriod: null, accStart: null, accTimes: null, acc: new Map(), freezes: null, grants: 0 },
     idempotency: new Map(),
     boosts: new Map(),
     boards: new Map(),
@@ -375,6 +377,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
       else {
         s.length = 1;
         s.startPeriod = nowPeriod;
+        s.startDay = nowDay;
       }
       s.lastPeriod = nowPeriod;
       if (s.length > s.best) {

@@ -35,6 +35,12 @@ export interface StreakState {
   createdDay?: number | null;
   /** The period of the user's calendar that holds the instant of the user's last work (smp): coveredPeriod. */
   metPeriod?: number | null;
+  /**
+   * The local day the streak began (ssd; weekly and monthly tenants, else null): `started` while
+   * it is in startPeriod (a streak restored from an earlier period, or begun by a process that
+   * predates it, shows its first period's first day).
+   */
+  startDay?: number | null;
 }
 
 /** A board entry the request moved (a run's value of the user); ranks are computed by readers. */

@@ -1,5 +1,5 @@
 import type { CompiledStreak, CompiledTenant } from "../config/compiled.js";
-import { formatDay, periodEndDay, periodStartDay, type Frequency } from "./periods.js";
+import { formatDay, periodEndDay, periodOfDay, periodStartDay, type Frequency } from "./periods.js";
 import type { StreakState } from "./outcome.js";
 
 /**
@@ -47,18 +47,33 @@ export function isAlive(state: StreakState, nowPeriod: number): boolean {
 }
 
 /**
+ * `started` (trophy-compat §3.3: "date the streak began"): the local day of the extension that
+ * began it (lua ssd), while that day is in its first period; a daily streak's is its first
+ * period, and a streak restored from an earlier period or begun by a process that predates the
+ * day shows its first period's first day. At most today: a zone change west carries the stored
+ * numbers over, and a streak begun on the old calendar's "tomorrow" read as starting after today.
+ */
+function startedDay(startPeriod: number, startDay: number | null, frequency: Frequency, nowDay: number, nowPeriod: number): number {
+  if (startPeriod > nowPeriod) return periodStartDay(nowPeriod, frequency);
+  return Math.min(streakFirstDay(startPeriod, startDay, frequency), nowDay);
+}
+
+/** The day a streak that began in `startPeriod` began: the stored start day (ssd) while it is in that period, else the period's first day. */
+export function streakFirstDay(startPeriod: number, startDay: number | null, frequency: Frequency): number {
+  return startDay !== null && periodOfDay(startDay, frequency) === startPeriod ? startDay : periodStartDay(startPeriod, frequency);
+}
+
+/**
  * `state` must be settled at `nowPeriod` (settleStreak in model.ts): the event script settles
  * before it replies, and readers settle a copy (settledStreak) without writing.
  */
-export function viewStreak(rule: CompiledStreak | null, state: StreakState, nowPeriod: number): StreakView {
+export function viewStreak(rule: CompiledStreak | null, state: StreakState, nowDay: number, nowPeriod: number): StreakView {
   const frequency = rule?.frequency ?? "daily";
   const alive = rule !== null && isAlive(state, nowPeriod);
   const view: StreakView = {
     length: alive ? state.length : 0,
     frequency,
-    // At most the current period: a zone change west carries the stored numbers over, and a
-    // streak begun on the old calendar's "tomorrow" read as starting after its current period.
-    started: alive && state.startPeriod !== null ? formatDay(periodStartDay(Math.min(state.startPeriod, nowPeriod), frequency)) : null,
+    started: alive && state.startPeriod !== null ? formatDay(startedDay(state.startPeriod, state.startDay ?? null, frequency, nowDay, nowPeriod)) : null,
     periodStart: formatDay(periodStartDay(nowPeriod, frequency)),
     periodEnd: formatDay(periodEndDay(nowPeriod, frequency)),
     expires: alive ? formatDay(periodEndDay(state.lastPeriod! + 1, frequency)) : null,

@@ -24,9 +24,14 @@ import { boardStateNames } from "./fields.js";
  */
 export const FIXED_STATE_NAMES = ["ct", "up", "cd", "sl", "ss", "sp", "sq", "sb", "sxt", "fz", "fg", "pd", "_x", "sm", "smp", "sqa", "sqk"] as const;
 
+/** State name of the local day a weekly or monthly streak began (lua I_SSD), registered only for those tenants. */
+export const STREAK_START_DAY = "ssd";
+
 /** Every state name a tenant's rules use, fixed ones first. */
 export function stateNames(tenant: CompiledTenant): string[] {
   const names: string[] = [...FIXED_STATE_NAMES];
+  // The local day a weekly or monthly streak began (`started`); a daily streak's is its first period.
+  if (tenant.streak && tenant.streak.frequency !== "daily") names.push(STREAK_START_DAY);
   for (const m of tenant.metrics) names.push(`m:${m.key}`, streakValueField(m.key));
   for (const s of tenant.systems) {
     names.push(`p:${s.key}`, `pn:${s.key}`, userBoostField(s.key));

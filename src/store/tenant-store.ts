@@ -306,7 +306,7 @@ function digest53(text: string): number {
   return 4294967296 * (fmix32(b) & 0x1fffff) + (fmix32(a) >>> 0);
 }
 
-/** The stored streak as a script replies it: {length, start, last, extended, freezes, grants, createdDay}. */
+/** The stored streak as a script replies it: {length, start, last, extended, freezes, grants, createdDay, startDay}. */
 function decodeStreak(raw: readonly unknown[]): StreakState {
   const orNull = (v: unknown): number | null => (v === null || v === undefined ? null : (v as number));
   return {
@@ -316,6 +316,7 @@ function decodeStreak(raw: readonly unknown[]): StreakState {
     freezes: orNull(raw[4]),
     grants: orNull(raw[5]) ?? 0,
     createdDay: orNull(raw[6]),
+    startDay: orNull(raw[7]),
   };
 }
 
@@ -344,14 +345,17 @@ export function decodePoints(raw: unknown[][]): PointsChange[] {
   }));
 }
 
-/** The event script's flat reply (lua/event-2.lua, "Reply"): a head of 11 values, then counted parts. */
+/** Values before the counted parts of the event script's reply (lua/event-2.lua REPLY_HEAD). */
+const EVENT_REPLY_HEAD = 12;
+
+/** The event script's flat reply (lua/event-2.lua, "Reply"): a head of 12 values, then counted parts. */
 function decodeEventReply(reply: unknown[], eventId: string): EventOutcome {
-  const streakRaw = reply.slice(4, 11);
+  const streakRaw = reply.slice(4, EVENT_REPLY_HEAD);
   if (reply[0] === 2) {
     return { kind: "replay", eventId: reply[1] as string, totalMicro: reply[2] as number, streak: decodeStreak(streakRaw) };
   }
   if (reply[0] === 3) return { kind: "resent", eventId, totalMicro: reply[2] as number, streak: decodeStreak(streakRaw) };
-  let at = 11;
+  let at = EVENT_REPLY_HEAD;
   const take = (n: number): unknown[] => reply.slice(at, (at += n));
   const achievements = take(reply[at++] as number) as string[];
   const points: PointsChange[] = [];

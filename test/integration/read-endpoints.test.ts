@@ -80,7 +80,7 @@ function modelStreakLength(userId: string): number {
   const nowDay = localDayIndex(now, zones.get(userId) ?? "UTC");
   const nowPeriod = periodOfDay(nowDay, "daily");
   const state = { ...streakState(user), grants: user.streak.grants, createdDay: user.createdDay, metPeriod: user.streak.metPeriod };
-  return viewStreak(tenant.streak, settledStreak(tenant, state, nowDay, nowPeriod), nowPeriod).length;
+  return viewStreak(tenant.streak, settledStreak(tenant, state, nowDay, nowPeriod), nowDay, nowPeriod).length;
 }
 
 beforeAll(async () => {

@@ -257,7 +257,8 @@ describe("streak freezes: auto-earned grants and consumptions in day order", () 
       // January missed: on 1 February no freeze is held (the first is earned on 4 February), so
       // the streak is lost; the grant is still credited.
       await t.setClock("2026-02-10T12:00:00Z");
-      expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 1, freezes: 1, started: "2026-02-01" });
+      // The new streak began on the day of this lesson (`started`), not on the 1st.
+      expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 1, freezes: 1, started: "2026-02-10" });
     });
   });
 });

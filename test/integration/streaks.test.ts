@@ -390,16 +390,50 @@ describe("weekly and monthly streaks", () => {
     }
   });
 
+  it("weekly: `started` is the local day the streak began, in the event response, the streak read and the streaks list", async () => {
+    const t = await startTestApp({ yaml: streakYaml("weekly"), manualClock: "2026-03-04T10:00:00Z", jobs: false });
+    try {
+      // Wednesday 4 March in Paris; the week began on Monday 2 March.
+      const u = { id: "ws", tz: "Europe/Paris" };
+      const first = (await t.call("POST", "/v1/metrics/lessons/event", { user: u, value: 1 })).body.currentStreak;
+      expect(first).toMatchObject({ length: 1, started: "2026-03-04", periodStart: "2026-03-02" });
+      await t.setClock("2026-03-10T10:00:00Z"); // Tuesday of the next week
+      const second = (await t.call("POST", "/v1/metrics/lessons/event", { user: u, value: 1 })).body.currentStreak;
+      expect(second).toMatchObject({ length: 2, started: "2026-03-04", periodStart: "2026-03-09" });
+      expect((await t.call("GET", "/v1/users/ws/streak")).body).toMatchObject({ length: 2, started: "2026-03-04" });
+      expect((await t.call("GET", "/v1/streaks?userIds=ws")).body).toEqual([expect.objectContaining({ userId: "ws", streakLength: 2 })]);
+      const wrapped = (await t.call("GET", "/v1/users/ws/wrapped?year=2026")).body;
+      expect(wrapped.activity.entireYear.longestStreak).toMatchObject({ length: 2, started: "2026-03-04", periodStart: "2026-03-02" });
+      // Begun just after Tokyo's midnight (Wednesday 00:30, Tuesday 11:30 in New York), then read
+      // in New York the same instant: begun "tomorrow" on the new calendar reads as begun today.
+      await t.setClock("2026-03-17T15:30:00Z");
+      const east = (await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "wz", tz: "Asia/Tokyo" }, value: 1 })).body.currentStreak;
+      expect(east).toMatchObject({ length: 1, started: "2026-03-18", periodStart: "2026-03-16" });
+      const west = (await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "wz", tz: "America/New_York" }, value: 0 })).body.currentStreak;
+      expect(west).toMatchObject({ length: 1, started: "2026-03-17", periodStart: "2026-03-16" });
+      // Lost after two missed weeks, then restored (admin): the restored streak's first week is
+      // not the one `ws` began on a Wednesday, so it reads as begun on that week's Monday.
+      await t.setClock("2026-04-01T10:00:00Z");
+      expect((await t.call("GET", "/v1/users/ws/streak")).body).toMatchObject({ length: 0, started: null });
+      const restored = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "ws" }] }, { "x-api-key": "demo-admin-key" });
+      expect(restored.status).toBe(200);
+      expect((await t.call("GET", "/v1/users/ws/streak")).body).toMatchObject({ length: 2, started: "2026-03-16", periodStart: "2026-03-30" });
+    } finally {
+      await t.close();
+    }
+  });
+
   it("monthly: calendar months, a skipped month breaks the streak", async () => {
     const t = await startTestApp({ yaml: streakYaml("monthly"), manualClock: "2026-01-31T12:00:00Z" });
     try {
       const u = { id: "m", tz: "UTC" };
       const send = () => t.call("POST", "/v1/metrics/lessons/event", { user: u, value: 1 });
-      expect((await send()).body.currentStreak).toMatchObject({ length: 1, periodStart: "2026-01-01", periodEnd: "2026-01-31", expires: "2026-02-28" });
+      // `started` is the day the streak began (trophy-compat §3.3), not its first month's first day.
+      expect((await send()).body.currentStreak).toMatchObject({ length: 1, started: "2026-01-31", periodStart: "2026-01-01", periodEnd: "2026-01-31", expires: "2026-02-28" });
       await t.setClock("2026-02-01T00:00:00Z");
-      expect((await send()).body.currentStreak).toMatchObject({ length: 2, periodStart: "2026-02-01", periodEnd: "2026-02-28", expires: "2026-03-31" });
+      expect((await send()).body.currentStreak).toMatchObject({ length: 2, started: "2026-01-31", periodStart: "2026-02-01", periodEnd: "2026-02-28", expires: "2026-03-31" });
       await t.setClock("2026-04-02T00:00:00Z");
-      expect((await send()).body.currentStreak).toMatchObject({ length: 1, started: "2026-04-01" });
+      expect((await send()).body.currentStreak).toMatchObject({ length: 1, started: "2026-04-02" });
     } finally {
       await t.close();
     }

@@ -52,12 +52,13 @@ describe("streakText", () => {
     const state = fc.record({
       length: fc.nat(5000),
       startPeriod: fc.option(period, { nil: null }),
+      startDay: fc.option(fc.nat(40_000), { nil: null }),
       lastPeriod: fc.option(period, { nil: null }),
       freezes: fc.option(fc.nat(10), { nil: null }),
     });
     fc.assert(
-      fc.property(rule, state, period, fc.boolean(), (rule, state, nowPeriod, extended) => {
-        const view = viewStreak(rule, state, nowPeriod);
+      fc.property(rule, state, period, fc.nat(40_000), fc.boolean(), (rule, state, nowPeriod, nowDay, extended) => {
+        const view = viewStreak(rule, state, nowDay, nowPeriod);
         expect(streakText(view, extended)).toBe(JSON.stringify({ ...view, extended }));
       }),
       { numRuns: 2000 },

@@ -12,6 +12,7 @@ import { viewStreak } from "../../domain/streak.js";
 import type { StreamRecord } from "../../domain/stream-record.js";
 import { boardEntryKeys, boardEntryOf, boardKeys, boardRank, topEntries } from "../../store/leaderboard-store.js";
 import type { TenantStore } from "../../store/tenant-store.js";
+import { STREAK_START_DAY } from "../../store/state-slots.js";
 import { readUser } from "../../store/user-store.js";
 import type { RecordEvent } from "./kinds.js";
 
@@ -36,7 +37,7 @@ interface UserView {
 }
 
 async function userView(ctx: PayloadContext, record: StreamRecord, boards: readonly string[]): Promise<UserView> {
-  const found = await readUser(ctx.store, record.userId, ["ss", "fz", ...boards.flatMap(boardEntryKeys)]);
+  const found = await readUser(ctx.store, record.userId, ["ss", STREAK_START_DAY, "fz", ...boards.flatMap(boardEntryKeys)]);
   if (!found) return { user: { id: record.userId }, state: new Map() };
   return { user: userJson(ctx.tenant, record.userId, found.profile), state: found.state };
 }
@@ -65,13 +66,18 @@ async function awardsOf(ctx: PayloadContext, system: CompiledSystem, record: Str
 /** The streak as BaseStreakResponse at the record's period (trophy-compat §3.3). */
 function streakAt(ctx: PayloadContext, record: StreamRecord, view: UserView, length: number) {
   const rule = ctx.tenant.streak!;
-  const period = periodOfDay(localDayIndex(record.ms, record.tz), rule.frequency);
+  const day = localDayIndex(record.ms, record.tz);
+  const period = periodOfDay(day, rule.frequency);
   // The stored first period, unless the stored streak is a later one (it started after this change).
   const stored = view.state.get("ss");
   const earliest = period - length + 1;
-  const startPeriod = typeof stored === "number" && stored <= earliest ? stored : earliest;
+  const storedIsThis = typeof stored === "number" && stored <= earliest;
+  const startPeriod = storedIsThis ? stored : earliest;
+  // The day it began: this record's when the record began it, else the stored one's if it is this streak.
+  const storedDay = view.state.get(STREAK_START_DAY);
+  const startDay = length === 1 ? day : storedIsThis && typeof storedDay === "number" ? storedDay : null;
   const freezes = view.state.get("fz");
-  return viewStreak(rule, { length, startPeriod, lastPeriod: period, freezes: typeof freezes === "number" ? freezes : 0 }, period);
+  return viewStreak(rule, { length, startPeriod, startDay, lastPeriod: period, freezes: typeof freezes === "number" ? freezes : 0 }, day, period);
 }
 
 function boardValue(board: CompiledLeaderboard, value: number): number {
