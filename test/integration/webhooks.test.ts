@@ -386,3 +386,43 @@ describe("the consumer's own loop (as the service runs it)", () => {
     expect(await t.app.webhooks!.drain()).toBe(0);
   });
 });
+
+describe("a weekly streak's payloads", () => {
+  it("streak.started and streak.extended carry `started`, the local day the streak began (a Wednesday), not its week's Monday", async () => {
+    const weeklyReceiver = await startReceiver();
+    const weekly = await startTestApp({
+      yaml: tenantYaml(
+        uniqueTenantId("whw"),
+        `
+    metrics: [{ key: lessons, name: Lessons }]
+    streak:
+      frequency: weekly
+      metrics: [{ metric: lessons, threshold: 1 }]
+    webhooks:
+      - key: main
+        url: ${weeklyReceiver.url}
+        secret: ${SECRET}
+        events: [streak.started, streak.extended]
+`,
+      ),
+      manualClock: "2026-06-03T12:00:00Z",
+    });
+    try {
+      const lesson = () => weekly.call("POST", "/v1/metrics/lessons/event", { user: { id: "wed", tz: "UTC" }, value: 1 });
+      expect((await lesson()).status).toBe(201);
+      await weekly.setClock("2026-06-09T12:00:00Z"); // Tuesday of the next week
+      expect((await lesson()).status).toBe(201);
+      await weekly.app.webhooks!.drain();
+      const got = await weeklyReceiver.waitFor(3, () => true);
+      const streaks = got.map((r) => [r.body.type, r.body.streak.length, r.body.streak.started, r.body.streak.periodStart]);
+      expect(streaks.sort()).toEqual([
+        ["streak.extended", 1, "2026-06-03", "2026-06-01"],
+        ["streak.extended", 2, "2026-06-03", "2026-06-08"],
+        ["streak.started", 1, "2026-06-03", "2026-06-01"],
+      ]);
+    } finally {
+      await weekly.close();
+      await weeklyReceiver.close();
+    }
+  });
+});
