@@ -93,6 +93,9 @@ else
     local newLast = (last ~= nil and last >= nowPeriod) and last or (nowPeriod - 1)
     local first = newLast - best + 1
     set('ss', first)
+    -- A restored streak is placed, not begun on a day: `started` shows its first period's first
+    -- day (src/domain/streak.ts streakFirstDay), never the day an earlier streak began.
+    if I_SSD then put(I_SSD, false) end
     storeStreak(best, newLast, newLast == nowPeriod and deadlineCurrent or deadlinePrevious)
     -- `extended` (the streak reads): the last extension when the restored streak keeps it
     -- (today's; a live streak's yesterday's is kept too, as newLast ~= last only when the

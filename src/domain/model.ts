@@ -792,6 +792,7 @@ function streakAdminOp(
   const newLast = last !== null && last >= nowPeriod ? last : nowPeriod - 1;
   s.length = best;
   s.startPeriod = newLast - best + 1;
+  s.startDay = null; // lua streakAdmin: a restored streak shows its first period's first day
   s.lastPeriod = newLast;
   // The history holds the restored streak: its periods extended one by one, 1 to best.
   const history = state.streakHistory.get(userId) ?? new Map<number, string>();

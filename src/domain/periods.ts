@@ -1,4 +1,5 @@
 import { DateTime, IANAZone } from "luxon";
+import { IANA_ZONE_NAMES } from "./zone-names.js";
 
 /**
  * Calendar arithmetic for streaks and daily buckets. Everything is on the user's local
@@ -32,13 +33,18 @@ export function zoneFor(name: string): IANAZone | null {
   return zone;
 }
 
+let namesByLowerCase: Map<string, string> | null = null;
+
 /**
- * IANA's spelling of a valid zone name sent in any letter case ("utc" → "UTC", "europe/london" →
- * "Europe/London"), else the name as sent. Intl resolves a name to its canonical zone, which for
- * a link is another name (US/Eastern → America/New_York, Etc/UTC → UTC): a link keeps the name
- * sent, since the user chose it and it means the same zone.
+ * IANA's spelling of a valid zone name sent in any letter case: "utc" → "UTC", "asia/kolkata" →
+ * "Asia/Kolkata", "us/eastern" → "US/Eastern" (a link keeps its own name: the user chose it, and
+ * it means the same zone). A name the list does not hold keeps ICU's spelling when ICU resolves
+ * it to the same name, else the name as sent.
  */
 function zoneSpelling(name: string): string {
+  namesByLowerCase ??= new Map(IANA_ZONE_NAMES.map((n) => [n.toLowerCase(), n]));
+  const listed = namesByLowerCase.get(name.toLowerCase());
+  if (listed !== undefined) return listed;
   const resolved = new Intl.DateTimeFormat("en-US", { timeZone: name }).resolvedOptions().timeZone;
   return resolved.toLowerCase() === name.toLowerCase() ? resolved : name;
 }

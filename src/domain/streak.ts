@@ -49,12 +49,12 @@ export function isAlive(state: StreakState, nowPeriod: number): boolean {
 /**
  * `started` (trophy-compat §3.3: "date the streak began"): the local day of the extension that
  * began it (lua ssd), while that day is in its first period; a daily streak's is its first
- * period, and a streak restored from an earlier period or begun by a process that predates the
- * day shows its first period's first day. At most today: a zone change west carries the stored
- * numbers over, and a streak begun on the old calendar's "tomorrow" read as starting after today.
+ * period, and a streak an admin restore reinstated or begun by a process that predates the day
+ * shows its first period's first day. At most today: a zone change west carries the stored
+ * numbers over, and a streak begun on the old calendar's "tomorrow" (or in its next week or
+ * month) read as starting after today.
  */
-function startedDay(startPeriod: number, startDay: number | null, frequency: Frequency, nowDay: number, nowPeriod: number): number {
-  if (startPeriod > nowPeriod) return periodStartDay(nowPeriod, frequency);
+function startedDay(startPeriod: number, startDay: number | null, frequency: Frequency, nowDay: number): number {
   return Math.min(streakFirstDay(startPeriod, startDay, frequency), nowDay);
 }
 
@@ -73,7 +73,7 @@ export function viewStreak(rule: CompiledStreak | null, state: StreakState, nowD
   const view: StreakView = {
     length: alive ? state.length : 0,
     frequency,
-    started: alive && state.startPeriod !== null ? formatDay(startedDay(state.startPeriod, state.startDay ?? null, frequency, nowDay, nowPeriod)) : null,
+    started: alive && state.startPeriod !== null ? formatDay(startedDay(state.startPeriod, state.startDay ?? null, frequency, nowDay)) : null,
     periodStart: formatDay(periodStartDay(nowPeriod, frequency)),
     periodEnd: formatDay(periodEndDay(nowPeriod, frequency)),
     expires: alive ? formatDay(periodEndDay(state.lastPeriod! + 1, frequency)) : null,

@@ -158,6 +158,9 @@ describe("users.create, identify, get, update", () => {
     const again = await trophy.metrics.event("lessons", { user: { id: "sdk-u-zone", tz: "Pacific/Kiritimati" }, value: 1 });
     expect(again.currentStreak).toMatchObject({ length: 1, periodStart: "2026-03-03", extended: false });
     expect((await trophy.users.update("sdk-u-zone", { tz: "utc" })).tz).toBe("UTC");
+    // ICU answers Asia/Kolkata with its own older name (Asia/Calcutta): IANA's list spells it.
+    expect((await trophy.users.update("sdk-u-zone", { tz: "asia/kolkata" })).tz).toBe("Asia/Kolkata");
+    expect((await trophy.users.update("sdk-u-zone", { tz: "us/eastern" })).tz).toBe("US/Eastern");
     expect((await trophy.users.identify("sdk-u-zone", { tz: "US/Eastern" })).tz).toBe("US/Eastern");
     const unknown = await rejection(trophy.users.update("sdk-u-zone", { tz: "pacific/nowhere" }));
     expect(errorBody(unknown)).toBe('Unknown IANA time zone: "pacific/nowhere"');

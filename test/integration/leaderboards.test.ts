@@ -585,6 +585,8 @@ describe("many equal values on each shard", () => {
     leaderboards:
       - { key: crowd, name: Crowd, rankBy: metric, metric: crowd, start: "2026-01-01" }
       - { key: crowd-ordinal, name: Crowd ordinal, rankBy: metric, metric: crowd, start: "2026-01-01", ranking: ordinal }
+      - { key: crowd-250, name: Crowd of 250, rankBy: metric, metric: crowd, start: "2026-01-01", ranking: ordinal, maxParticipants: 250 }
+      - { key: crowd-5000, name: Crowd of 5000, rankBy: metric, metric: crowd, start: "2026-01-01", ranking: ordinal, maxParticipants: 5000 }
 `,
     "2026-03-02T12:00:00Z",
   );
@@ -616,6 +618,11 @@ describe("many equal values on each shard", () => {
     expect((await rows(t, "crowd-ordinal", "?limit=1000")).map(([id]) => id)).toEqual(order);
     expect((await rows(t, "crowd-ordinal", "?offset=3&limit=300")).map(([id]) => id)).toEqual(order.slice(3, 303));
     expect(await t.call("GET", "/v1/leaderboards/crowd?limit=1001")).toEqual({ status: 422, body: { error: "limit must be between 0 and 1000" } });
+    // A board of 250 pages up to 250; a board of 5000 up to 1000 a page (the cap: a larger board is read in pages).
+    expect((await rows(t, "crowd-250", "?limit=250")).map(([id]) => id)).toEqual(order.slice(0, 250));
+    expect(await t.call("GET", "/v1/leaderboards/crowd-250?limit=251")).toEqual({ status: 422, body: { error: "limit must be between 0 and 250" } });
+    expect((await rows(t, "crowd-5000", "?limit=1000")).map(([id]) => id)).toEqual(order);
+    expect(await t.call("GET", "/v1/leaderboards/crowd-5000?limit=1001")).toEqual({ status: 422, body: { error: "limit must be between 0 and 1000" } });
   });
 
   it("around-me windows are the board order's slices, for every user", async () => {

@@ -390,7 +390,7 @@ describe("weekly and monthly streaks", () => {
     }
   });
 
-  it("weekly: `started` is the local day the streak began, in the event response, the streak read and the streaks list", async () => {
+  it("weekly: `started` is the local day the streak began, in the event response, the streak read and wrapped", async () => {
     const t = await startTestApp({ yaml: streakYaml("weekly"), manualClock: "2026-03-04T10:00:00Z", jobs: false });
     try {
       // Wednesday 4 March in Paris; the week began on Monday 2 March.
@@ -401,7 +401,6 @@ describe("weekly and monthly streaks", () => {
       const second = (await t.call("POST", "/v1/metrics/lessons/event", { user: u, value: 1 })).body.currentStreak;
       expect(second).toMatchObject({ length: 2, started: "2026-03-04", periodStart: "2026-03-09" });
       expect((await t.call("GET", "/v1/users/ws/streak")).body).toMatchObject({ length: 2, started: "2026-03-04" });
-      expect((await t.call("GET", "/v1/streaks?userIds=ws")).body).toEqual([expect.objectContaining({ userId: "ws", streakLength: 2 })]);
       const wrapped = (await t.call("GET", "/v1/users/ws/wrapped?year=2026")).body;
       expect(wrapped.activity.entireYear.longestStreak).toMatchObject({ length: 2, started: "2026-03-04", periodStart: "2026-03-02" });
       // Begun just after Tokyo's midnight (Wednesday 00:30, Tuesday 11:30 in New York), then read
@@ -411,13 +410,28 @@ describe("weekly and monthly streaks", () => {
       expect(east).toMatchObject({ length: 1, started: "2026-03-18", periodStart: "2026-03-16" });
       const west = (await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "wz", tz: "America/New_York" }, value: 0 })).body.currentStreak;
       expect(west).toMatchObject({ length: 1, started: "2026-03-17", periodStart: "2026-03-16" });
-      // Lost after two missed weeks, then restored (admin): the restored streak's first week is
-      // not the one `ws` began on a Wednesday, so it reads as begun on that week's Monday.
+      // Begun on a Monday just after Tokyo's midnight (Sunday in New York, the week before), then
+      // read in New York: begun next week on the new calendar reads as begun today, not on the
+      // Monday of the week before.
+      await t.setClock("2026-03-22T15:30:00Z");
+      expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "wy", tz: "Asia/Tokyo" }, value: 1 })).body.currentStreak).toMatchObject({ length: 1, started: "2026-03-23", periodStart: "2026-03-23" });
+      expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "wy", tz: "America/New_York" }, value: 0 })).body.currentStreak).toMatchObject({ length: 1, started: "2026-03-22", periodStart: "2026-03-16" });
+      expect((await t.call("GET", "/v1/users/wy/streak")).body).toMatchObject({ length: 1, started: "2026-03-22" });
+      // Lost after two missed weeks, then restored (admin): a restored streak is placed, not begun
+      // on a day, so it reads as begun on its first week's Monday.
       await t.setClock("2026-04-01T10:00:00Z");
       expect((await t.call("GET", "/v1/users/ws/streak")).body).toMatchObject({ length: 0, started: null });
       const restored = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "ws" }] }, { "x-api-key": "demo-admin-key" });
       expect(restored.status).toBe(200);
       expect((await t.call("GET", "/v1/users/ws/streak")).body).toMatchObject({ length: 2, started: "2026-03-16", periodStart: "2026-03-30" });
+      // Even when the restored streak's first week is the week the user's last streak began (on
+      // a Friday): that day belongs to the lost streak of length 1, not to the restored one.
+      const rb = (at: string) => t.setClock(at).then(() => t.call("POST", "/v1/metrics/lessons/event", { user: { id: "rb", tz: "UTC" }, value: 1 }));
+      for (const monday of ["2026-04-06T10:00:00Z", "2026-04-13T10:00:00Z", "2026-04-20T10:00:00Z"]) await rb(monday);
+      expect((await rb("2026-05-08T10:00:00Z")).body.currentStreak).toMatchObject({ length: 1, started: "2026-05-08" });
+      await t.setClock("2026-05-25T10:00:00Z");
+      expect((await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "rb" }] }, { "x-api-key": "demo-admin-key" })).status).toBe(200);
+      expect((await t.call("GET", "/v1/users/rb/streak")).body).toMatchObject({ length: 3, started: "2026-05-04", periodStart: "2026-05-25" });
     } finally {
       await t.close();
     }
