@@ -108,3 +108,25 @@ export async function runBench(main, cleanup) {
 export function serviceNodeArgs() {
   return (process.env.BENCH_SERVICE_NODE_ARGS ?? "").split(/\s+/).filter(Boolean);
 }
+
+/**
+ * BENCH_PIN=1: Redis alone on CPU 0, every other process of the bench (the service, the
+ * baseline, this process with autocannon) on the others, with `taskset` (util-linux). On a
+ * 2-core box the three otherwise preempt each other, and a Redis preempted inside a script counts
+ * the wait as script time (commandstats measure wall time): the pinned run says what the script
+ * costs when Redis has its own core, as it has in production. Returns a description for the
+ * report, or null when not asked for (or not possible: one CPU, no taskset).
+ */
+export function pinProcesses(redisPid, otherPids) {
+  if (process.env.BENCH_PIN !== "1") return null;
+  const cpus = Number(spawnSync("nproc", { encoding: "utf8" }).stdout) || 1;
+  if (cpus < 2) throw new Error("BENCH_PIN=1 needs at least 2 CPUs");
+  const pin = (pid, list) => {
+    const result = spawnSync("taskset", ["-a", "-p", "-c", list, String(pid)], { encoding: "utf8" });
+    if (result.status !== 0) throw new Error(`taskset failed for pid ${pid}: ${result.error?.message ?? result.stderr.trim()}`);
+  };
+  const others = cpus === 2 ? "1" : `1-${cpus - 1}`;
+  pin(redisPid, "0");
+  for (const pid of otherPids) pin(pid, others);
+  return `Redis pinned to CPU 0, the service, the baseline and the load generator to CPU ${others}`;
+}

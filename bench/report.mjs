@@ -41,6 +41,7 @@ export function print(config, phases, f) {
   const out = [];
   out.push("");
   out.push(`laurel bench: ${config.connections} connections, ${config.warmup} s warm-up + ${config.duration} s per phase, ${config.users} users, tree ${config.tree}`);
+  if (config.pinned) out.push(`pinned: ${config.pinned}`);
   out.push("");
   const head = ["phase", "req/s", "p50 ms", "p99 ms", "non-2xx", "errors", "Redis µs/call", "CPU µs/req server/redis", "CPU % server/redis/load"];
   const rows = Object.entries(LABELS).map(([key, label]) => {

@@ -5,7 +5,8 @@
 // Environment: BENCH_DURATION (s, default 10), BENCH_WARMUP (s, default 3), BENCH_CONNECTIONS
 // (default 100), BENCH_USERS (default 100000), BENCH_JSON (write the figures to this path),
 // BENCH_SLICES (default 6) and BENCH_SLICE (s, default 2): the alternated read / HGET slices,
-// LAUREL_AUTOPIPELINE=1 (ioredis auto-pipelining in both servers).
+// LAUREL_AUTOPIPELINE=1 (ioredis auto-pipelining in both servers), BENCH_PIN=1 (Redis on a core of
+// its own: processes.mjs pinProcesses).
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
@@ -15,7 +16,7 @@ import { pino } from "pino";
 import { loadConfigFile } from "../dist/config/load.js";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
 import { StreamWorker } from "../dist/jobs/stream-worker.js";
-import { Children, serviceNodeArgs, runBench } from "./processes.mjs";
+import { Children, pinProcesses, serviceNodeArgs, runBench } from "./processes.mjs";
 import { figures, print, TARGETS } from "./report.mjs";
 import { delta, snapshot } from "./snapshot.mjs";
 import { eventRequests, load, phaseSettings, readRequests, seedUsers, SERVICE_EVENT_PATHS, userId } from "./workload.mjs";
@@ -128,6 +129,8 @@ async function main() {
   while (baselinePort === servicePort) baselinePort = await freePort();
   const baseline = await children.start("baseline", "node", ["bench/baseline-server.mjs"], { ...env, PORT: String(baselinePort) }, `http://127.0.0.1:${baselinePort}/ping`);
   baseline.port = baselinePort;
+  const redisPid = Number(/process_id:(\d+)/.exec(await redis.info("server"))?.[1]);
+  config.pinned = pinProcesses(redisPid, [service.pid, baseline.pid, process.pid]);
 
   // Seed: one lessons event per user, so every user the read phase asks for exists.
   const seed = await seedUsers(`http://127.0.0.1:${service.port}`, config);
