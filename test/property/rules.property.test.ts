@@ -17,6 +17,7 @@ import {
   applyUserBoost,
   emptyState,
   readUserPoints,
+  streakState,
   modelBoardOrder,
   modelRank,
   refreshThresholds,
@@ -25,7 +26,8 @@ import {
 import { activeRun, boardStatus, memberUser, runOfDay } from "../../src/domain/leaderboards.js";
 import { fromMicro } from "../../src/domain/decimal.js";
 import type { CompiledTenant } from "../../src/config/compiled.js";
-import { localDayIndex, periodOfDay } from "../../src/domain/periods.js";
+import { formatDay, localDayIndex, periodEndDay, periodOfDay, periodStartDay } from "../../src/domain/periods.js";
+import { settleCopy, viewStreak } from "../../src/domain/streak.js";
 import { runTimeTrigger } from "../../src/jobs/time-triggers.js";
 import { awardJson } from "../../src/api/wire.js";
 import { startAppOnOwnRedis, type TestApp } from "../helpers/app.js";
@@ -39,15 +41,18 @@ import { propertyParameters } from "../helpers/property.js";
  * through the reference model. Rerun a failure with FC_SEED=<seed>.
  */
 const YAML = readFileSync(new URL("./rules.yaml", import.meta.url), "utf8");
-const API = { "x-api-key": "prop-rules-key" };
-const ADMIN = { "x-api-key": "prop-rules-admin" };
+/** The tenants a sequence can run on (rules.yaml): propx, and propt (the travel property's, a streak met at two lessons). */
+const KEYS: Record<string, { api: Record<string, string>; admin: Record<string, string> }> = {
+  propx: { api: { "x-api-key": "prop-rules-key" }, admin: { "x-api-key": "prop-rules-admin" } },
+  propt: { api: { "x-api-key": "prop-travel-key" }, admin: { "x-api-key": "prop-travel-admin" } },
+};
 const USERS = ["r0", "r1", "r2"];
 const START = Date.parse("2026-03-05T09:00:00Z");
 
 type Command =
   | { kind: "event"; user: string; metric: "lessons" | "quiz"; value: number; tz: string | null; source: string | null; level: string | null; plan: string | null; idem: string | null }
   | { kind: "identify"; user: string; plan: string | null; region: string | null; tz: string | null }
-  | { kind: "complete"; user: string; achievement: "profile" | "pro-only"; plan: string | null }
+  | { kind: "complete"; user: string; achievement: "profile" | "pro-only"; plan: string | null; tz?: string }
   | { kind: "boost"; user: string; system: "xp" | "gems"; multiplier: number; startIn: number; length: number | null; rounding: "down" | "up" | "nearest" }
   | { kind: "endBoost"; pick: number }
   | { kind: "freeze"; user: string; count: number }
@@ -55,6 +60,7 @@ type Command =
   | { kind: "advance"; ms: number }
   | { kind: "outage"; ms: number }
   | { kind: "read"; user: string; system: "xp" | "gems" | "coins" }
+  | { kind: "streak"; user: string; periods: number }
   | { kind: "board"; board: string; region: "eu" | "us"; user: string | null; offset: number; limit: number };
 
 const HOUR = 3_600_000;
@@ -127,11 +133,13 @@ beforeAll(async () => {
 });
 afterAll(async () => closeApp?.());
 
-async function runSequence(commands: Command[]): Promise<void> {
+/** `check`: what else must hold of the model once the sequence has run (and agreed). */
+async function runSequence(commands: readonly Command[], tenantId = "propx", check?: (model: ModelState) => void): Promise<void> {
   await t.redis.flushdb();
   const clock = t.clock as ManualClock;
   await clock.set(START);
-  const context = t.app.tenants.all.find((c) => c.tenant.id === "propx")!;
+  const { api: API, admin: ADMIN } = KEYS[tenantId]!;
+  const context = t.app.tenants.all.find((c) => c.tenant.id === tenantId)!;
   const { tenant, store } = context;
   const model: ModelState = emptyState();
   const boosts: { id: string; user: string; system: string; start: number; end: number | null; multiplier: number; rounding: "down" | "up" | "nearest" }[] = [];
@@ -153,7 +161,11 @@ async function runSequence(commands: Command[]): Promise<void> {
         break;
       }
       case "board": {
-        await expectBoardsEqual(tenant, model, cmd, now);
+        await expectBoardsEqual(tenant, model, cmd, now, API);
+        break;
+      }
+      case "streak": {
+        await expectStreakEqual(tenant, model, cmd, now, API);
         break;
       }
       case "read": {
@@ -209,6 +221,7 @@ async function runSequence(commands: Command[]): Promise<void> {
       }
       case "complete": {
         const user: Record<string, unknown> = { id: cmd.user };
+        if (cmd.tz) user.tz = cmd.tz;
         if (cmd.plan) user.attributes = { plan: cmd.plan };
         const res = await t.call("POST", `/v1/achievements/${cmd.achievement}/complete`, { user }, API);
         const result = applyComplete(tenant, model, cmd.user, cmd.achievement, userProfileFields(user as { id: string }, tenant.userAttributes), now);
@@ -272,12 +285,13 @@ async function runSequence(commands: Command[]): Promise<void> {
   }
   await expectStateEqual(t, tenant, model);
   for (const board of tenant.leaderboards) {
-    for (const user of USERS) await expectBoardsEqual(tenant, model, { kind: "board", board: board.key, region: "eu", user, offset: 0, limit: 3 }, clock.now());
+    for (const user of USERS) await expectBoardsEqual(tenant, model, { kind: "board", board: board.key, region: "eu", user, offset: 0, limit: 3 }, clock.now(), API);
   }
+  check?.(model);
 }
 
 /** A page of a board and a user's entry, against the model's board order and rank rule. */
-async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd: Extract<Command, { kind: "board" }>, now: number): Promise<void> {
+async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd: Extract<Command, { kind: "board" }>, now: number, api: Record<string, string>): Promise<void> {
   const board = tenant.leaderboardByKey.get(cmd.board)!;
   const query = new URLSearchParams({ limit: String(cmd.limit) });
   if (board.breakdownAttribute) query.set("userAttributes", `region:${cmd.region}`);
@@ -288,13 +302,13 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
   const ranked = order.map((e) => ({ userId: memberUser(e.member), value: unit(e.value), rank: modelRank(board, group, e.value, e.member) }));
   if (cmd.user === null) {
     query.set("offset", String(Math.max(0, cmd.offset)));
-    const res = await t.call("GET", `/v1/leaderboards/${board.key}?${query}`, undefined, API);
+    const res = await t.call("GET", `/v1/leaderboards/${board.key}?${query}`, undefined, api);
     expect(res.status).toBe(200);
     const start = Math.max(0, cmd.offset);
     const expected = ranked.slice(start, Math.min(start + cmd.limit, board.maxParticipants));
     expect(res.body.rankings.map((r: { userId: string; rank: number; value: number }) => ({ userId: r.userId, value: r.value, rank: r.rank })), `${board.key} page`).toEqual(expected);
   } else {
-    const res = await t.call("GET", `/v1/users/${cmd.user}/leaderboards/${board.key}?numEvents=100`, undefined, API);
+    const res = await t.call("GET", `/v1/users/${cmd.user}/leaderboards/${board.key}?numEvents=100`, undefined, api);
     if (!model.users.has(cmd.user)) {
       expect(res.status).toBe(404);
       return;
@@ -311,7 +325,7 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
     // "Around me": offset counts from the user's position.
     query.set("userId", cmd.user);
     query.set("offset", String(cmd.offset));
-    const around = await t.call("GET", `/v1/leaderboards/${board.key}?${query}`, undefined, API);
+    const around = await t.call("GET", `/v1/leaderboards/${board.key}?${query}`, undefined, api);
     expect(around.status).toBe(200);
     const position = ranked.findIndex((r) => r.userId === cmd.user);
     const start = Math.max(0, position + cmd.offset);
@@ -330,9 +344,158 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
   }
 }
 
+/**
+ * GET /v1/users/{id}/streak against the model: the model's streak settled at the user's current
+ * period as a reader settles it (settleCopy, without writing), the history of the last periods
+ * (the N + 3 newest members, since a zone change can leave periods ahead of now, and the periods
+ * the read itself freezes), and the rank among the live streaks whose deadline has not passed.
+ */
+async function expectStreakEqual(tenant: CompiledTenant, model: ModelState, cmd: Extract<Command, { kind: "streak" }>, now: number, api: Record<string, string>): Promise<void> {
+  const res = await t.call("GET", `/v1/users/${cmd.user}/streak?historyPeriods=${cmd.periods}`, undefined, api);
+  const user = model.users.get(cmd.user);
+  if (!user) {
+    expect(res.status).toBe(404);
+    return;
+  }
+  expect(res.status).toBe(200);
+  const rule = tenant.streak!;
+  const nowDay = localDayIndex(now, user.profile.get("tz") ?? "UTC");
+  const nowPeriod = periodOfDay(nowDay, rule.frequency);
+  const { streak, settlement } = settleCopy(tenant, { ...streakState(user), metPeriod: user.streak.metPeriod }, nowDay, nowPeriod);
+  const view = viewStreak(rule, streak, nowDay, nowPeriod);
+  const held = new Map<number, { length: number; frozen: boolean }>();
+  const members = [...(model.streakHistory.get(cmd.user) ?? [])].sort((a, b) => b[0] - a[0]).slice(0, cmd.periods + 3);
+  for (const [period, member] of members) {
+    const [, length, frozen] = member.split(":");
+    held.set(period, { length: Number(length), frozen: frozen === "f" });
+  }
+  for (const period of settlement.frozen) held.set(period, { length: settlement.lost > 0 ? settlement.lost : streak.length, frozen: true });
+  const history = [];
+  for (let p = nowPeriod - cmd.periods + 1; p <= nowPeriod; p++) {
+    const periodStart = formatDay(periodStartDay(p, rule.frequency));
+    const periodEnd = formatDay(periodEndDay(p, rule.frequency));
+    history.push({ periodStart, periodEnd, length: held.get(p)?.length ?? 0, usedFreeze: held.get(p)?.frozen ?? false });
+  }
+  let rank: number | null = null;
+  if (view.length > 0) {
+    rank = 1;
+    for (const [other, length] of model.streakActive) if (length > view.length && !((model.streakDeadline.get(other) ?? Infinity) <= now)) rank += 1;
+  }
+  const { extended, ...body } = res.body;
+  expect(body, `streak of ${cmd.user}`).toEqual({ ...view, streakHistory: history, rank });
+  expect(extended === null, `extended of ${cmd.user}`).toBe(view.length === 0);
+}
+
+/**
+ * Travel with freezes: one or two users sending lessons from zones up to 25 hours apart, changing
+ * zone often (by the event, or by an identify or a completion alone), a few hours to two days
+ * apart and sometimes missing days, among admin freezes, restores, outages and reads (the streak
+ * read too); on propx (a daily streak met by one lesson) and propt (met at two lessons: halves,
+ * and values taken back). The sequences above change zone rarely between close events, and
+ * test/property/events.property.test.ts travels on tenants without freezes.
+ */
+const TRAVEL_ZONES = ["Pacific/Kiritimati", "Pacific/Pago_Pago", "Asia/Tokyo", "America/New_York", "Asia/Kolkata", "UTC"];
+const TRAVELLERS = ["r0", "r1"];
+const travelArb: fc.Arbitrary<Command> = fc.oneof(
+  { weight: 9, arbitrary: fc.record({
+    kind: fc.constant("event" as const),
+    user: fc.constantFrom(...TRAVELLERS),
+    metric: fc.constantFrom("lessons" as const, "lessons" as const, "lessons" as const, "lessons" as const, "quiz" as const),
+    value: fc.constantFrom(1, 1, 2, 3, 0.5, -1),
+    // The zones furthest apart (Kiritimati is 25 hours ahead of Pago Pago) twice as often; null
+    // (the stored zone) one event in three.
+    tz: fc.oneof({ weight: 2, arbitrary: fc.constantFrom(...TRAVEL_ZONES, "Pacific/Kiritimati", "Pacific/Pago_Pago") }, { weight: 1, arbitrary: fc.constant(null) }),
+    source: fc.constant(null),
+    level: fc.constant(null),
+    plan: fc.constantFrom(null, null, "pro"),
+    // A replay now and then (one in eight events).
+    idem: fc.constantFrom(null, null, null, null, null, null, null, "a"),
+  }) },
+  { weight: 2, arbitrary: fc.record({
+    kind: fc.constant("identify" as const),
+    user: fc.constantFrom(...TRAVELLERS),
+    plan: fc.constant(null),
+    region: fc.constantFrom(null, "eu"),
+    tz: fc.constantFrom(...TRAVEL_ZONES),
+  }) },
+  // Within a day: a few hours (a long gap starts each day, below).
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("advance" as const), ms: fc.integer({ min: HOUR, max: 8 * HOUR }) }) },
+  // A completion moves the zone too (lua/complete-4.lua), the first one of an achievement only.
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("complete" as const), user: fc.constantFrom(...TRAVELLERS), achievement: fc.constant("profile" as const), plan: fc.constant(null), tz: fc.constantFrom(...TRAVEL_ZONES) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("freeze" as const), user: fc.constantFrom(...TRAVELLERS), count: fc.integer({ min: 1, max: 2 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("restore" as const), user: fc.constantFrom(...TRAVELLERS) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("streak" as const), user: fc.constantFrom(...TRAVELLERS), periods: fc.integer({ min: 1, max: 10 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("read" as const), user: fc.constantFrom(...TRAVELLERS), system: fc.constant("xp" as const) }) },
+  { weight: 1, arbitrary: fc.record({
+    kind: fc.constant("board" as const),
+    board: fc.constant("streaks"),
+    region: fc.constant("eu" as const),
+    user: fc.option(fc.constantFrom(...TRAVELLERS), { freq: 2 }),
+    offset: fc.integer({ min: -1, max: 1 }),
+    limit: fc.integer({ min: 1, max: 3 }),
+  }) },
+);
+// A day: the clock moves 16 to 32 hours (mostly under 24, so that streaks grow), sometimes 40 to 60
+// (a missed day), by an advance or an outage, then a few commands. One or two travellers a sequence.
+// size "max": without it fast-check's default size keeps an array to about 10 + 2 * minLength
+// elements whatever its maxLength (a streak then rarely grows past 2).
+const travelDayArb = fc
+  .tuple(
+    fc.constantFrom("advance" as const, "advance" as const, "advance" as const, "outage" as const),
+    fc.oneof(
+      { weight: 4, arbitrary: fc.integer({ min: 16 * HOUR, max: 24 * HOUR }) },
+      { weight: 2, arbitrary: fc.integer({ min: 24 * HOUR, max: 32 * HOUR }) },
+      { weight: 1, arbitrary: fc.integer({ min: 40 * HOUR, max: 60 * HOUR }) },
+    ),
+    fc.array(travelArb, { minLength: 1, maxLength: 7, size: "max" }),
+  )
+  .map(([kind, ms, commands]): Command[] => [{ kind, ms }, ...commands]);
+const travelSequenceArb = fc
+  .tuple(fc.constantFrom("propx", "propt"), fc.boolean(), fc.array(travelArb, { maxLength: 4 }), fc.array(travelDayArb, { minLength: 1, maxLength: 12, size: "max" }))
+  .map(([tenantId, alone, first, days]) => {
+    const commands = [...first, ...days.flat()];
+    return [tenantId, alone ? commands.map((c) => ("user" in c && c.user === "r1" ? { ...c, user: "r0" } : c)) : commands] as const;
+  });
+
+/**
+ * README "Time and zones": with a threshold one event meets, a user who sends one at least once in
+ * every 23 hours never loses the streak, whatever the zones. r0 sends a lesson that meets it (2 or 3:
+ * both tenants' thresholds) after every gap of at most 23 hours, from any zone or the stored one,
+ * zones also changed by identifies in between; r1 travels too. No freezes or restores are sent.
+ */
+const steadyGapArb = fc.oneof(fc.integer({ min: HOUR, max: 23 * HOUR }), fc.integer({ min: 20 * HOUR, max: 23 * HOUR }));
+const steadyEventArb = (user: string) =>
+  fc.record({
+    kind: fc.constant("event" as const),
+    user: fc.constant(user),
+    metric: fc.constant("lessons" as const),
+    value: fc.constantFrom(2, 3),
+    tz: fc.oneof({ weight: 3, arbitrary: fc.constantFrom(...TRAVEL_ZONES, "Pacific/Kiritimati", "Pacific/Pago_Pago") }, { weight: 1, arbitrary: fc.constant(null) }),
+    source: fc.constant(null),
+    level: fc.constant(null),
+    plan: fc.constant(null),
+    idem: fc.constant(null),
+  });
+const steadyStepArb = fc
+  .tuple(
+    steadyGapArb,
+    fc.double({ min: 0, max: 1, noNaN: true }),
+    fc.option(fc.constantFrom(...TRAVEL_ZONES), { freq: 2 }),
+    fc.array(travelArb.filter((c) => c.kind === "identify" || c.kind === "streak" || (c.kind === "event" && c.user === "r1")), { maxLength: 2 }),
+    steadyEventArb("r0"),
+  )
+  .map(([gap, split, tz, others, event]): Command[] => {
+    const before = Math.round(gap * split);
+    const moved: Command[] = tz === null ? [] : [{ kind: "identify", user: "r0", plan: null, region: null, tz }];
+    return [{ kind: "advance", ms: before }, ...moved, ...others, { kind: "advance", ms: gap - before }, event];
+  });
+const steadySequenceArb = fc
+  .tuple(fc.constantFrom("propx", "propt"), steadyEventArb("r0"), fc.array(steadyStepArb, { minLength: 1, maxLength: 16, size: "max" }))
+  .map(([tenantId, first, steps]) => [tenantId, [first as Command, ...steps.flat()]] as const);
+
 describe("every points and achievement rule: HTTP + Lua equals the reference model", () => {
   it("agrees on random sequences of events, identifications, completions, boosts, freezes and clock jumps", async () => {
-    await fc.assert(fc.asyncProperty(fc.array(commandArb, { minLength: 1, maxLength: 70 }), runSequence), propertyParameters(80));
+    await fc.assert(fc.asyncProperty(fc.array(commandArb, { minLength: 1, maxLength: 70 }), (commands) => runSequence(commands)), propertyParameters(80));
   });
 
   // The time triggers' catch-up across boost windows (each interval boosted as at its due
@@ -347,7 +510,25 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
       { weight: 3, arbitrary: commandArb.filter((c) => c.kind === "outage") },
       { weight: 1, arbitrary: commandArb.filter((c) => c.kind === "read") },
     );
-    await fc.assert(fc.asyncProperty(fc.array(focused, { minLength: 1, maxLength: 30 }), runSequence), propertyParameters(120));
+    await fc.assert(fc.asyncProperty(fc.array(focused, { minLength: 1, maxLength: 30 }), (commands) => runSequence(commands)), propertyParameters(120));
+  });
+
+  it("agrees on users who travel between zones among freezes, restores and missed days", async () => {
+    await fc.assert(fc.asyncProperty(travelSequenceArb, ([tenantId, commands]) => runSequence(commands, tenantId)), propertyParameters(200));
+  });
+
+  it("never loses the streak of a user who meets the threshold at least once in every 23 hours, whatever the zones", async () => {
+    await fc.assert(
+      fc.asyncProperty(steadySequenceArb, ([tenantId, commands]) =>
+        runSequence(commands, tenantId, (model) => {
+          // The history (equal to the stored one): one streak from the first lesson, no freeze used.
+          const history = [...model.streakHistory.get("r0")!].sort((a, b) => a[0] - b[0]).map(([, member]) => member);
+          expect(history.filter((m) => m.endsWith(":f") || m.split(":")[1] === "1"), "r0 history").toEqual([history[0]]);
+          expect(model.users.get("r0")!.streak.length, "r0 length").toBe(Number(history.at(-1)!.split(":")[1]));
+        }),
+      ),
+      propertyParameters(60),
+    );
   });
 
   it("agrees on a catch-up after a user boost finished during an outage and another boost came", async () => {
