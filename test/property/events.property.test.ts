@@ -112,7 +112,7 @@ const travelArb: fc.Arbitrary<Command> = fc.oneof(
 const travelSequenceArb = fc
   // propw (mode all) and propm (mode any) accumulate several events a period: what a zone change
   // keeps of a period's values (sqa) and the thresholds counted in it (sqk).
-  .tuple(fc.constantFrom("propd", "propd", "propd", "propw", "propm"), fc.array(travelArb, { minLength: 2, maxLength: 40 }))
+  .tuple(fc.constantFrom("propd", "propd", "propd", "propw", "propm"), fc.array(travelArb, { minLength: 2, maxLength: 40, size: "max" }))
   .map(([tenant, commands]) => commands.map((c) => ("tenant" in c ? { ...c, tenant } : c)));
 
 let t: TestApp;
@@ -129,7 +129,7 @@ function tenantOf(id: string): CompiledTenant {
 
 /** One tenant per sequence, so that events meet each other often enough to cross streak periods. */
 const sequenceArb = fc
-  .tuple(fc.constantFrom("propd", "propw", "propm"), fc.array(commandArb, { minLength: 1, maxLength: 80 }))
+  .tuple(fc.constantFrom("propd", "propw", "propm"), fc.array(commandArb, { minLength: 1, maxLength: 80, size: "max" }))
   .map(([tenant, commands]) => commands.map((c) => ("tenant" in c ? { ...c, tenant } : c)));
 
 async function runSequence(commands: Command[]): Promise<void> {
