@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { closeSync, mkdirSync, openSync, readFileSync, realpathSync, rmSync, writeFileSync, writeSync } from "node:fs";
+import { linkSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { Redis } from "ioredis";
@@ -64,7 +64,7 @@ export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boole
     releaseDataDir(occupantFile);
     throw err;
   }
-  writeFileSync(occupantFile, JSON.stringify({ service: process.pid, redis: child.pid!, port } satisfies Occupant));
+  replaceFile(occupantFile, JSON.stringify({ service: process.pid, redis: child.pid!, port } satisfies Occupant));
   let stopping = false;
   if (opts.onExit) {
     const onExit = opts.onExit;
@@ -121,14 +121,7 @@ async function claimDataDir(dir: string): Promise<number | null> {
   const file = join(dir, OCCUPANT_FILE);
   let stopped: number | null = null;
   for (let attempt = 0; attempt < 3; attempt++) {
-    try {
-      const fd = openSync(file, "wx");
-      writeSync(fd, JSON.stringify({ service: process.pid } satisfies Occupant));
-      closeSync(fd);
-      return stopped;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-    }
+    if (createWhole(file, JSON.stringify({ service: process.pid } satisfies Occupant))) return stopped;
     let holder: Occupant | null = null;
     try {
       holder = JSON.parse(readFileSync(file, "utf8")) as Occupant;
@@ -152,6 +145,34 @@ async function claimDataDir(dir: string): Promise<number | null> {
     rmSync(file, { force: true });
   }
   throw new Error(`could not claim ${dir} for the embedded redis-server (another start kept taking it)`);
+}
+
+/**
+ * Creates `file` with `text` unless it exists; false when it does. The record appears whole:
+ * written to a file of this process's, then hard-linked to its name (which fails if the name
+ * exists). With open(O_EXCL) and a write, a start that came between the two read an empty record,
+ * took it for stale and removed it, and both starts ran a redis-server on the directory (seen
+ * once in a CI run of startup.test.ts's "two starts at once").
+ */
+function createWhole(file: string, text: string): boolean {
+  const own = `${file}.${process.pid}`;
+  writeFileSync(own, text);
+  try {
+    linkSync(own, file);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw err;
+  } finally {
+    rmSync(own, { force: true });
+  }
+}
+
+/** Replaces `file` with `text` in one step (a rename): a reader sees the old record or the new, never a truncated one. */
+function replaceFile(file: string, text: string): void {
+  const own = `${file}.${process.pid}`;
+  writeFileSync(own, text);
+  renameSync(own, file);
 }
 
 /** Removes the data directory's record if it is still this process's. */
