@@ -41,10 +41,11 @@ import { propertyParameters } from "../helpers/property.js";
  * through the reference model. Rerun a failure with FC_SEED=<seed>.
  */
 const YAML = readFileSync(new URL("./rules.yaml", import.meta.url), "utf8");
-/** The tenants a sequence can run on (rules.yaml): propx, and propt (the travel property's, a streak met at two lessons). */
+/** The tenants a sequence can run on (rules.yaml): propx, propt (the travel property's, a streak met at two lessons) and proptw (propt's rules with weekly streaks met by one). */
 const KEYS: Record<string, { api: Record<string, string>; admin: Record<string, string> }> = {
   propx: { api: { "x-api-key": "prop-rules-key" }, admin: { "x-api-key": "prop-rules-admin" } },
   propt: { api: { "x-api-key": "prop-travel-key" }, admin: { "x-api-key": "prop-travel-admin" } },
+  proptw: { api: { "x-api-key": "prop-travel-weekly-key" }, admin: { "x-api-key": "prop-travel-weekly-admin" } },
 };
 const USERS = ["r0", "r1", "r2"];
 const START = Date.parse("2026-03-05T09:00:00Z");
@@ -451,7 +452,7 @@ const travelDayArb = fc
   )
   .map(([kind, ms, commands]): Command[] => [{ kind, ms }, ...commands]);
 const travelSequenceArb = fc
-  .tuple(fc.constantFrom("propx", "propt"), fc.boolean(), fc.array(travelArb, { maxLength: 4 }), fc.array(travelDayArb, { minLength: 1, maxLength: 12, size: "max" }))
+  .tuple(fc.constantFrom("propx", "propt", "proptw"), fc.boolean(), fc.array(travelArb, { maxLength: 4 }), fc.array(travelDayArb, { minLength: 1, maxLength: 12, size: "max" }))
   .map(([tenantId, alone, first, days]) => {
     const commands = [...first, ...days.flat()];
     return [tenantId, alone ? commands.map((c) => ("user" in c && c.user === "r1" ? { ...c, user: "r0" } : c)) : commands] as const;
