@@ -115,7 +115,8 @@ export function serviceNodeArgs() {
  * 2-core box the three otherwise preempt each other, and a Redis preempted inside a script counts
  * the wait as script time (commandstats measure wall time): the pinned run says what the script
  * costs when Redis has its own core, as it has in production. Returns a description for the
- * report, or null when not asked for (or not possible: one CPU, no taskset).
+ * report, or null when not asked for; throws when it cannot (one CPU, no taskset, CPUs not
+ * numbered 0..n-1 for this process, as in a restricted cpuset), and the bench exits 1.
  */
 export function pinProcesses(redisPid, otherPids) {
   if (process.env.BENCH_PIN !== "1") return null;

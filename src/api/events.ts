@@ -4,7 +4,6 @@ import typia from "typia";
 import type { Clock } from "../clock.js";
 import { MAX_EVENT_VALUE, toMicro } from "../domain/decimal.js";
 import { fail } from "../domain/errors.js";
-import { zoneName } from "../domain/periods.js";
 import { settledStreak, viewStreak } from "../domain/streak.js";
 import { RawJson } from "../http/raw-json.js";
 import type { ApiRequest, ApiReply } from "../http/router.js";
@@ -13,7 +12,7 @@ import type { RecordedEvent } from "../store/tenant-store.js";
 import { parseJson, validated } from "./body.js";
 import { eventLeaderboardsJson } from "./leaderboards.js";
 import { pointsMapJson } from "./points-json.js";
-import { checkAttributes, userProfileFields, type UserInput } from "./user-input.js";
+import { checkAttributes, profileZone, userProfileFields, type UserInput } from "./user-input.js";
 import { achievementJson, metricTotalJson, streakText } from "./wire.js";
 
 /** Body of POST /v1/metrics/{key}/event (spec: Record a metric event; trophy-compat §3.2). */
@@ -66,8 +65,9 @@ export function recordEventHandler(tenants: Tenants, clock: Clock, logger: Logge
       eventId: randomUUID(),
       idempotencyKey,
       valueMicro: toMicro(body.value),
-      // In IANA's spelling, as userProfileFields stored it: the script compares it with the stored zone.
-      tz: body.user.tz == null ? null : zoneName(body.user.tz),
+      // In IANA's spelling, as the profile stores it: the calendar's zone, the process's zone
+      // cache and the stream record all take this one.
+      tz: profileZone(profile),
       profile,
       eventAttributes,
     });

@@ -20,13 +20,14 @@ import { iso } from "./wire.js";
  * loses it) without writing, exactly as the event response shows it (domain/streak.ts).
  */
 
-/** Hot-state keys of the streak (store/fields.ts), in StreakState order, then the last extension (ms). */
+/** Hot-state keys of the streak (store/fields.ts), in StreakState order, then the last extension (ms) and the start day. */
 const STREAK_KEYS = ["sl", "ss", "sp", "fz", "fg", "cd", "smp", "sxt", STREAK_START_DAY] as const;
 const EXTENDED_AT = STREAK_KEYS.indexOf("sxt");
+const START_DAY_AT = STREAK_KEYS.indexOf(STREAK_START_DAY);
 
 function storedStreak(values: readonly Stored[]): StreakState {
   const n = (i: number) => (values[i] === null || values[i] === undefined ? null : Number(values[i]));
-  return { length: n(0) ?? 0, startPeriod: n(1), lastPeriod: n(2), freezes: n(3), grants: n(4) ?? 0, createdDay: n(5), metPeriod: n(6), startDay: n(8) };
+  return { length: n(0) ?? 0, startPeriod: n(1), lastPeriod: n(2), freezes: n(3), grants: n(4) ?? 0, createdDay: n(5), metPeriod: n(6), startDay: n(START_DAY_AT) };
 }
 
 interface StreakNow {

@@ -81,6 +81,12 @@ export function userProfileFields(user: UserInput, declaredAttributes: ReadonlyS
   return fields;
 }
 
+/** The zone a request's profile fields carry (userProfileFields: IANA's spelling), or null. */
+export function profileZone(fields: readonly [string, string][]): string | null {
+  for (const [field, value] of fields) if (field === "tz") return value;
+  return null;
+}
+
 // An unknown key is named in the 422, but a body may hold thousands, and keys of any length.
 const NAMED_KEYS = 10;
 const NAMED_KEY_LENGTH = 64;
