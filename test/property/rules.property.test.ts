@@ -391,8 +391,8 @@ async function expectStreakEqual(tenant: CompiledTenant, model: ModelState, cmd:
  * Travel with freezes: one or two users sending lessons from zones up to 25 hours apart, changing
  * zone often (by the event, or by an identify or a completion alone), a few hours to two days
  * apart and sometimes missing days, among admin freezes, restores, outages and reads (the streak
- * read too); on propx (a daily streak met by one lesson) and propt (met at two lessons: halves,
- * and values taken back). The sequences above change zone rarely between close events, and
+ * read too); on propx (a daily streak met by one lesson), propt (met at two lessons: halves,
+ * and values taken back) and proptw (weekly: the day a streak began, ssd). The sequences above change zone rarely between close events, and
  * test/property/events.property.test.ts travels on tenants without freezes.
  */
 const TRAVEL_ZONES = ["Pacific/Kiritimati", "Pacific/Pago_Pago", "Asia/Tokyo", "America/New_York", "Asia/Kolkata", "UTC"];
