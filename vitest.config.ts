@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { defineConfig } from "vitest/config";
 import UnpluginTypia from "@ryoppippi/unplugin-typia/vite";
 
@@ -8,5 +9,10 @@ export default defineConfig({
     globalSetup: ["test/helpers/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    // One test file per core, at least two. Vitest's default is one fewer than the cores, so on a
+    // 2-core machine the files ran one at a time (7 min 23 s on a slow box), though most of their
+    // time is spent waiting on the redis-servers, services and workers they start; two at a time
+    // took 4 min 12 s there. Files keep apart by their own tenant ids (global-setup.ts).
+    maxWorkers: Math.max(2, availableParallelism()),
   },
 });
