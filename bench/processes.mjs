@@ -114,20 +114,45 @@ export function serviceNodeArgs() {
  * baseline, this process with autocannon) on the others, with `taskset` (util-linux). On a
  * 2-core box the three otherwise preempt each other, and a Redis preempted inside a script counts
  * the wait as script time (commandstats measure wall time): the pinned run says what the script
- * costs when Redis has its own core, as it has in production. Returns a description for the
- * report, or null when not asked for; throws when it cannot (one CPU, no taskset, CPUs not
- * numbered 0..n-1 for this process, as in a restricted cpuset), and the bench exits 1.
+ * costs when Redis has its own core, as it has in production. The CPUs are those this process
+ * may run on (a restricted cpuset may allow 2-5 only): Redis gets the first. Returns a description
+ * for the report, or null when not asked for; throws when it cannot (one CPU, no taskset), and the
+ * bench exits 1.
  */
 export function pinProcesses(redisPid, otherPids) {
   if (process.env.BENCH_PIN !== "1") return null;
-  const cpus = Number(spawnSync("nproc", { encoding: "utf8" }).stdout) || 1;
-  if (cpus < 2) throw new Error("BENCH_PIN=1 needs at least 2 CPUs");
+  const cpus = allowedCpus();
+  if (cpus.length < 2) throw new Error(`BENCH_PIN=1 needs at least 2 CPUs (this process may run on ${cpus.join(",") || "one"})`);
   const pin = (pid, list) => {
     const result = spawnSync("taskset", ["-a", "-p", "-c", list, String(pid)], { encoding: "utf8" });
     if (result.status !== 0) throw new Error(`taskset failed for pid ${pid}: ${result.error?.message ?? result.stderr.trim()}`);
   };
-  const others = cpus === 2 ? "1" : `1-${cpus - 1}`;
-  pin(redisPid, "0");
+  const [redisCpu, ...rest] = cpus;
+  const others = rest.join(",");
+  pin(redisPid, String(redisCpu));
   for (const pid of otherPids) pin(pid, others);
-  return `Redis pinned to CPU 0, the service, the baseline and the load generator to CPU ${others}`;
+  return `Redis pinned to CPU ${redisCpu}, the service, the baseline and the load generator to CPU ${others}`;
+}
+
+/**
+ * The CPUs this process may run on, from /proc/self/status's Cpus_allowed_list ("0-1", "2-5,8");
+ * without /proc, 0 .. nproc - 1.
+ */
+export function allowedCpus() {
+  let list;
+  try {
+    list = /^Cpus_allowed_list:\s*(\S+)$/m.exec(readFileSync("/proc/self/status", "utf8"))?.[1];
+  } catch {
+    list = undefined;
+  }
+  if (!list) {
+    const n = Number(spawnSync("nproc", { encoding: "utf8" }).stdout) || 1;
+    return Array.from({ length: n }, (_, i) => i);
+  }
+  const cpus = [];
+  for (const part of list.split(",")) {
+    const [from, to = from] = part.split("-").map(Number);
+    for (let cpu = from; cpu <= to; cpu++) cpus.push(cpu);
+  }
+  return cpus;
 }
