@@ -51,7 +51,7 @@ export async function loadTenantsOrExit(logger: Logger): Promise<CompiledTenant[
 export const CLOSE_TIMEOUT_MS = 5_000;
 
 /**
- * On SIGINT or SIGTERM (once): log, run `close`, exit 0 (1 if it failed). `timeoutMs` bounds the
+ * On SIGINT, SIGTERM or SIGHUP (once): log, run `close`, exit 0 (1 if it failed). `timeoutMs` bounds the
  * whole of `close`: when it passes first, the process says so and exits without waiting further.
  */
 export function stopOnSignals(logger: Logger, close: () => Promise<void>, timeoutMs: number = CLOSE_TIMEOUT_MS): void {
@@ -78,6 +78,9 @@ export function stopOnSignals(logger: Logger, close: () => Promise<void>, timeou
   };
   process.on("SIGINT", () => void stop("SIGINT"));
   process.on("SIGTERM", () => void stop("SIGTERM"));
+  // The terminal closed: its processes get SIGHUP, which would end the service without a stop
+  // (and leave the embedded redis-server, in a process group of its own, running).
+  process.on("SIGHUP", () => void stop("SIGHUP"));
 }
 
 /**
@@ -222,7 +225,8 @@ export function applyAwardIdSlots(env: NodeJS.ProcessEnv = process.env): void {
 /** The process logger at LOG_LEVEL (default info), or exit 1 naming the levels pino knows. */
 export function loggerOrExit(): Logger {
   const level = process.env.LOG_LEVEL || "info";
-  if (!(level in pino.levels.values) && level !== "silent") {
+  // Own keys only: `in` also took "constructor" or "toString", and pino then logged nothing at all.
+  if (!Object.hasOwn(pino.levels.values, level) && level !== "silent") {
     console.error(`LOG_LEVEL must be one of ${Object.keys(pino.levels.values).join(", ")} or silent (got ${JSON.stringify(level)})`);
     process.exit(1);
   }

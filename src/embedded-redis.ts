@@ -54,7 +54,11 @@ export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boole
     "--daemonize", "no",
     "--loglevel", "warning",
   ];
-  const child: ChildProcess = spawn("redis-server", args, { stdio: ["ignore", "ignore", "inherit"] });
+  // A process group of its own: a Ctrl-C in the terminal (a SIGINT to the foreground group) then
+  // reaches the service alone, which answers what it has taken, closes its connections and stops
+  // the server last (stop()). In the service's group the server could exit first, and the stop
+  // then logged connection errors and waited LAUREL_DRAIN + 5 s for connections that could not close.
+  const child: ChildProcess = spawn("redis-server", args, { stdio: ["ignore", "ignore", "inherit"], detached: true });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const url = `redis://127.0.0.1:${port}`;
   const occupantFile = join(opts.dir, OCCUPANT_FILE);

@@ -34,8 +34,9 @@ async function main(): Promise<void> {
 
   const dataDir = dataDirectory();
   let embedded: EmbeddedRedis | null = null;
-  // Set first thing in a stop: a Ctrl-C reaches the embedded redis-server too (one process group),
-  // and its exit then is part of the stop, not a failure.
+  // Set first thing in a stop: the embedded redis-server's exit is then part of the stop, not a
+  // failure (it runs in a process group of its own, so a Ctrl-C reaches the service alone, which
+  // stops the server last; a signal sent to it directly still ends it first).
   let stopping = false;
   let redisUrl = process.env.REDIS_URL;
   if (!redisUrl) {

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { inject } from "vitest";
 import type { Command, Redis } from "ioredis";
 import { setScriptMode } from "../../src/store/redis-script.js";
 import { userIdHash } from "../../src/store/keys.js";
@@ -9,17 +8,26 @@ function withoutLeaderboards(yaml: string): string {
   return yaml.replace(/\n    # Added by the leaderboards issue[\s\S]*$/, "\n");
 }
 import { commandsDuring as observe } from "../helpers/monitor.js";
+import { startTestRedis } from "../helpers/redis-server.js";
 
 /**
  * DESIGN: "ONE EVALSHA on the user's shard". MONITOR on a second connection records every
- * command the service sends while one event (and one metering read) is processed.
+ * command the service sends while one event (and one metering read) is processed. On a
+ * redis-server of this file's own: MONITOR shows the commands run inside scripts as from "lua"
+ * whoever sent the script, so on the run's shared server the other files running beside this one
+ * put their scripts' commands into the window.
  */
 let t: TestApp;
+let server: Awaited<ReturnType<typeof startTestRedis>>;
+beforeAll(async () => {
+  server = await startTestRedis();
+});
+afterAll(async () => server.stop());
 
 /** The service's commands while `action` runs (test/helpers/monitor.ts); the scripts' own in lastLuaCalls. */
 async function commandsDuring(action: () => Promise<unknown>): Promise<string[][]> {
   // Only the service's own connection: no other client (e.g. a BullMQ worker) may blur the count.
-  const seen = await observe(inject("redisUrl"), action, t.redis);
+  const seen = await observe(server.url, action, t.redis);
   lastLuaCalls = seen.luaCalls;
   return seen.commands;
 }
@@ -56,7 +64,7 @@ describe.each([
 ] as const)("one Redis command per request (LAUREL_LUA=%s)", (mode, command) => {
   beforeAll(async () => {
     setScriptMode(mode);
-    t = await startTestApp({ manualClock: "2026-03-02T12:00:00Z", jobs: false });
+    t = await startTestApp({ manualClock: "2026-03-02T12:00:00Z", jobs: false, redisUrl: server.url });
   });
   afterAll(async () => {
     await t.close();
@@ -90,10 +98,10 @@ describe.each([
     // call ioredis re-sent reads it first, in both modes), the two demo boards, ZADD points, LPUSH
     // award, HSET state, XADD record.
     expect(lastLuaCalls).toEqual(["hmget", "set", ...board, ...board, "zadd", "lpush", "hset", "xadd"]);
-    const plain = await startTestApp({ yaml: withoutLeaderboards(demoConfig().yaml), manualClock: "2026-03-02T12:00:00Z", jobs: false });
+    const plain = await startTestApp({ yaml: withoutLeaderboards(demoConfig().yaml), manualClock: "2026-03-02T12:00:00Z", jobs: false, redisUrl: server.url });
     try {
       await plain.call("POST", "/v1/metrics/lessons/event", { user: { id: "steady", tz: "UTC" }, value: 1 });
-      const seen = await observe(inject("redisUrl"), () => plain.call("POST", "/v1/metrics/lessons/event", { user: { id: "steady", tz: "UTC" }, value: 1 }), plain.redis);
+      const seen = await observe(server.url, () => plain.call("POST", "/v1/metrics/lessons/event", { user: { id: "steady", tz: "UTC" }, value: 1 }), plain.redis);
       // Without boards: HMGET state, the writer's record, ZADD points, LPUSH award, HSET state, XADD record.
       expect(seen.luaCalls).toEqual(["hmget", "set", "zadd", "lpush", "hset", "xadd"]);
     } finally {

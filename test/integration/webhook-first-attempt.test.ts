@@ -27,7 +27,11 @@ async function scenario(respond: Receiver["respond"], delivery: NonNullable<Test
   const receiver = await startReceiver(respond);
   const tenantId = uniqueTenantId("wfa");
   const yaml = lessonsTenantYaml(tenantId, { url: receiver.url, events: ["achievement.completed"] });
-  const t = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: { delivery } });
+  // A loaded machine (test files run two at a time) can take the loopback receiver past the
+  // production first attempt's 2 s timeout or 500 ms "slow" mark, which sends the endpoint's next
+  // deliveries through the queue: the tests here set those marks themselves, or never meet them.
+  const firstAttempt = { timeoutMs: 600_000, slowMs: 600_000, ...delivery.firstAttempt };
+  const t = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: { delivery: { ...delivery, firstAttempt } } });
   return { t, receiver, tenantId };
 }
 
