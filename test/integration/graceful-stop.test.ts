@@ -128,5 +128,5 @@ describe("SIGTERM with Redis unreachable", () => {
       child.kill("SIGKILL");
       await gone.stop();
     }
-  }, 60_000);
+  });
 });

@@ -109,7 +109,6 @@ beforeAll(async () => {
   redisServer = await startTestRedis();
   t = await startTestApp({ yaml: YAML, redisUrl: redisServer.url, manualClock: new Date(NOW).toISOString() });
   const seeder = new Redis(redisServer.url);
-  const started = Date.now();
   const byShard = new Map<number, (string | number)[]>();
   for (const u of all) {
     const args = byShard.get(shardOf(u.id, SHARDS)) ?? [];
@@ -122,8 +121,7 @@ beforeAll(async () => {
     }
   }
   seeder.disconnect();
-  expect(Date.now() - started).toBeLessThan(20_000);
-}, 60_000);
+});
 afterAll(async () => {
   try {
     await t?.close();
