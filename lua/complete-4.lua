@@ -47,7 +47,7 @@ local boards = boardsOf(ARGV[6], 1)
 local nRead = tonumber(ARGV[7])
 local nProfile = tonumber(ARGV[8 + nRead])
 
-loadState(userKey, 's', { unpack(ARGV, 8, 7 + nRead) })
+loadState(userKey, { unpack(ARGV, 8, 7 + nRead) })
 local a = R.ach[key]
 if num(a.f) then
   -- Completed by this call, whose reply was lost, or by another request: the client of this

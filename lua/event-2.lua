@@ -143,7 +143,7 @@ local boards = boardsOf(ARGV[3], 105)
 
 -- 1. Read.
 local idemKey = idemField ~= '' and KEYS[3] or nil
-local original = loadState(userKey, idemField ~= '' and idemField or 's', zoneSent and R.pf or R.pfz)
+local original = loadState(userKey, zoneSent and R.pf or R.pfz, idemField ~= '' and idemField or nil)
 -- A key is in the hash (stored forever: no window, or before the tenant had one) or its own
 -- expiring key (stored with a window, honoured until it passes, also once the window is gone
 -- from the config: without this GET a key sent a minute before was counted again).

@@ -49,7 +49,7 @@ local deadlinePrevious, deadlineCurrent = tonumber(ARGV[8]), tonumber(ARGV[9])
 local amount = tonumber(ARGV[10])
 local boards = boardsOf(ARGV[11], 1)
 
-loadState(userKey, 's', { 'tz' })
+loadState(userKey, { 'tz' })
 if not num('ct') then return { 0 } end
 local callNumber = tonumber(ARGV[12])
 if op == 'freeze' and appliedBefore(writerKey, callNumber) then return { 5 } end

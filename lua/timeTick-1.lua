@@ -43,7 +43,7 @@ for j = 1, #due, 2 do
   local user, dueAt = due[j], tonumber(due[j + 1])
   beginUser(user)
   local userKey = prefix .. 'u:' .. user
-  loadState(userKey, 's', readFields)
+  loadState(userKey, readFields)
   if not num('ct') then
     rcall('ZREM', dueKey, user)
   else

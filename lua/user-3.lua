@@ -47,7 +47,7 @@ local readFields = { unpack(ARGV, 9, 8 + nRead) }
 readFields[#readFields + 1] = 'np'
 local nProfile = tonumber(ARGV[9 + nRead])
 
-loadState(userKey, 's', readFields)
+loadState(userKey, readFields)
 local created = not num('ct')
 if created and mode ~= 'upsert' then return { 0 } end
 
