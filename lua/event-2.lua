@@ -109,6 +109,9 @@
 -- the twenty-third stop). Redis converts the reply before the next call runs.
 local REPLY, OUT_PARTS, EXTRA_WRITES, CALENDAR = {}, {}, {}, { false, false, false, false }
 local REPLY_HEAD = 12
+-- The shard's counters and stream keys by shard prefix, {agg, x}, kept across calls: made per
+-- call they were two concatenations, each a new string to hash and collect.
+local SHARD_KEYS = {}
 
 -- The reply's head: status, event id, metric total, created, then the stored streak (readers
 -- settle it; replays are answered without settling: no writes) with `last`, its last period on
@@ -134,7 +137,13 @@ end
 bindStdlib()
 local nowMs, value, nowPeriod, nowDay, lostIfExtended, lostIfPrevious, flags, digest, nProfile, eventMask, callNumber, periodStart, previousStart = sunpack('<ddddddddddddd', ARGV[3])
 beginCall(nowMs, ARGV[1], ARGV[2], ARGV[8])
-local userKey, writerKey, aggKey, streamKey = KEYS[1], KEYS[2], prefix .. 'agg', prefix .. 'x'
+local userKey, writerKey = KEYS[1], KEYS[2]
+local shardKeys = SHARD_KEYS[prefix]
+if not shardKeys then
+  shardKeys = { prefix .. 'agg', prefix .. 'x' }
+  SHARD_KEYS[prefix] = shardKeys
+end
+local aggKey, streamKey = shardKeys[1], shardKeys[2]
 local zone, idemField, recordDetail = ARGV[4], ARGV[5], ARGV[6]
 local zoneSent = band(flags, 1) ~= 0
 local calendar = CALENDAR

@@ -77,7 +77,8 @@ local function appendRecord(stream, W, kind, user, now, zone, detail, parts)
     call = redis.call
     hookCall = call
   end
-  local outcome = table.concat(parts, ';')
+  -- One part (most records) is its own text: table.concat would make the same string again.
+  local outcome = parts[2] and table.concat(parts, ';') or parts[1] or ''
   local id = call('XADD', stream, '*', 'k', kind, 'u', user, 't', now, 'z', zone, 'e', detail, 'o', outcome)
   if W and (W == true or hookWanted(parts, W)) then
     call('XADD', stream .. 'h', '*', 'k', kind, 'u', user, 't', now, 'z', zone, 'e', detail, 'o', outcome, 'x', id)

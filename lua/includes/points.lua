@@ -92,6 +92,19 @@ local function intervalPoints(sysIndex, points, first, interval, n)
   return total
 end
 
+-- string.format writes every conversion with sprintf, a %s too (~0.8k instructions each): the
+-- award record's and the outcome part's constant text is in their formats instead, made once per
+-- trigger and per system ('%' doubled: a key is text, not a format).
+local AWARD_FORMAT = {}
+local function awardFormat(trigKey)
+  local format = AWARD_FORMAT[trigKey]
+  if not format then
+    format = '%d|%s|%d|%d|' .. string.gsub(trigKey, '%%', '%%%%')
+    AWARD_FORMAT[trigKey] = format
+  end
+  return format
+end
+
 -- `preBoosted`: the amount is boosted already (intervalPoints).
 local function award(sysIndex, trigKey, amount, preBoosted)
   local sys = R.sys[sysIndex]
@@ -127,7 +140,7 @@ local function award(sysIndex, trigKey, amount, preBoosted)
   o.total = new
   o.added = o.added + applied
   o.seq = o.seq + 1
-  o.recs[#o.recs + 1] = sformat('%d|%s|%d|%d|%s', o.seq, nowString(), applied, new, trigKey)
+  o.recs[#o.recs + 1] = sformat(awardFormat(trigKey), o.seq, nowString(), applied, new)
 end
 
 -- Fires every trigger of a list whose user-attribute filter matches; `times` multiplies points.
@@ -160,11 +173,15 @@ local function flushPoints(outParts, outcomes)
       -- The levels before and after, for the stream record (webhooks' points.level_changed). Users
       -- per level are counted from the points zset at read time, so no counter is kept here.
       local lvBefore, lvAfter = levelIndex(sys.lv, o.before), levelIndex(sys.lv, o.total)
-      -- The shard's points zset key, kept per system and shard prefix across calls.
+      -- The shard's points zset key and the head of the user's award list key, kept per system
+      -- and shard prefix across calls.
       local pzKeys = sys.pzKeys
-      if not pzKeys then pzKeys = {}; sys.pzKeys = pzKeys end
+      if not pzKeys then pzKeys = {}; sys.pzKeys = pzKeys; sys.awHeads = {} end
       local pzKey = pzKeys[prefix]
-      if not pzKey then pzKey = prefix .. 'pz:' .. sys.key; pzKeys[prefix] = pzKey end
+      if not pzKey then
+        pzKey = prefix .. 'pz:' .. sys.key
+        pzKeys[prefix], sys.awHeads[prefix] = pzKey, prefix .. 'aw:' .. sys.key .. ':'
+      end
       rcall('ZADD', pzKey, o.total, userId)
       -- The same total in the user's groups by attribute value (points summary filter).
       local attrs = R.attrs
@@ -173,7 +190,7 @@ local function flushPoints(outParts, outcomes)
         local value = U['ua:' .. attr]
         if value then rcall('ZADD', prefix .. 'pa:' .. sys.key .. ':' .. attr .. ':' .. value, o.total, userId) end
       end
-      local listKey = prefix .. 'aw:' .. sys.key .. ':' .. userId
+      local listKey = sys.awHeads[prefix] .. userId
       local n = rcall('LPUSH', listKey, unpack(o.recs))
       if n > AWARDS_KEPT + AWARDS_SLACK then rcall('LTRIM', listKey, 0, AWARDS_KEPT - 1) end
       if outcomes then
@@ -186,7 +203,12 @@ local function flushPoints(outParts, outcomes)
         for j = 1, #o.recs do entry[4 + j] = o.recs[j] end
         reply[#reply + 1] = entry
       end
-      outParts[#outParts + 1] = sformat('p:%s:%d:%d:%d:%d', sys.key, o.added, o.total, lvBefore, lvAfter)
+      local partFormat = sys.partFormat
+      if not partFormat then
+        partFormat = 'p:' .. string.gsub(sys.key, '%%', '%%%%') .. ':%d:%d:%d:%d'
+        sys.partFormat = partFormat
+      end
+      outParts[#outParts + 1] = sformat(partFormat, o.added, o.total, lvBefore, lvAfter)
     end
   end
   return reply
