@@ -211,9 +211,10 @@ describe("node dist/main.js", () => {
   it.each(["SIGINT", "SIGHUP"] as const)("stops cleanly on a %s to its process group, and stops its embedded redis-server last", async (signal) => {
     const port = await freePort();
     const proc = runService({ PORT: String(port), LAUREL_DATA_DIR: tempDir() }, MAIN, { ownGroup: true });
+    let redisPid: number | undefined;
     try {
       await waitFor(() => proc.output().includes("laurel listening"), "listening", proc.exited);
-      const redisPid = await embeddedRedisPid(proc.output());
+      redisPid = await embeddedRedisPid(proc.output());
       // Whether the signal reached the server first was a race (its AOF's last write against the
       // service's stop); outside the group, it never does.
       expect(processGroupOf(redisPid)).not.toBe(proc.child.pid);
@@ -225,9 +226,17 @@ describe("node dist/main.js", () => {
       expect(output).not.toContain("stopping without waiting longer");
       // Nothing at warn or above (pino levels 40, 50, 60): a clean stop.
       expect(output.split("\n").filter((line) => /"level":(4|5|6)0/.test(line))).toEqual([]);
-      expect(() => process.kill(redisPid, 0)).toThrow(); // gone too
+      expect(() => process.kill(redisPid!, 0)).toThrow(); // gone too
     } finally {
       proc.child.kill("SIGKILL");
+      // A failed check leaves the server running: it is not in the service's group.
+      if (redisPid !== undefined) {
+        try {
+          process.kill(redisPid, "SIGKILL");
+        } catch {
+          // gone, as it should be
+        }
+      }
     }
   });
 
@@ -486,8 +495,12 @@ describe("node dist/main.js", () => {
 
   it.each(["verbose", "constructor", "toString"])("refuses a LOG_LEVEL pino does not know (%s), with the ones it does", async (level) => {
     const service = runService({ PORT: String(await freePort()), REDIS_URL: inject("redisUrl"), LOG_LEVEL: level });
-    expect(await service.exited).toBe(1);
-    expect(service.output()).toContain(`LOG_LEVEL must be one of trace, debug, info, warn, error, fatal or silent (got "${level}")`);
+    try {
+      expect(await service.exited).toBe(1);
+      expect(service.output()).toContain(`LOG_LEVEL must be one of trace, debug, info, warn, error, fatal or silent (got "${level}")`);
+    } finally {
+      service.child.kill("SIGKILL"); // taken, the level would have started a service that runs on
+    }
   });
 
   it("warns at start when its Redis may evict keys", async () => {
