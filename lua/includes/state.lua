@@ -35,12 +35,22 @@ if R.streak then
   for i = 1, #st.m do st.m[i].fi = SLOT[st.m[i].f] end
 end
 
--- The length of a msgpack array's header by its first byte (fixarray 0x90-0x9f, array 16 0xdc,
--- array 32 0xdd); nil for anything else (a map: the layout of earlier versions).
-local ARRAY_HEADER = { [0xdc] = 3, [0xdd] = 5 }
-for b = 0x90, 0x9f do ARRAY_HEADER[b] = 1 end
--- More than any state array holds: unpack_limit decodes to the end of the blob.
-local ALL_VALUES = 2147483647
+-- An array's element count, and its header's length, by the header (fixarray 0x90-0x9f, array
+-- 16 0xdc); nil for anything else: a map (the layout of earlier versions), or an array too long to
+-- go through the stack below.
+-- Redis's Lua stack holds 8000 values (LUAI_MAXCSTACK): an array of more (a registry grown over
+-- many config changes: positions are never reused) is decoded by cmsgpack.unpack instead.
+local STACKED_VALUES = 4000
+local function arrayHeader(blob)
+  local first = sbyte(blob, 1)
+  if first >= 0x90 and first <= 0x9f then return first - 0x90, 1 end
+  if first == 0xdc then
+    local high, low = sbyte(blob, 2, 3)
+    local count = high * 256 + low
+    if count <= STACKED_VALUES then return count, 3 end
+  end
+  return nil
+end
 
 -- The state array of a stored `s` (nil: a new user), at least R.ns long.
 -- An array is decoded as the values after its header, gathered by a table constructor: cmsgpack
@@ -50,26 +60,28 @@ local ALL_VALUES = 2147483647
 -- select drops it. The bytes stored are the same as ever; only the reading changed.
 local function decodeState(blob)
   local state
-  local skip = blob and ARRAY_HEADER[sbyte(blob, 1)]
-  if skip then
-    state = { select(2, munpackLimit(blob, ALL_VALUES, skip)) }
-  elseif blob then
-    -- The map layout of earlier versions.
-    local map, array, unknown = munpack(blob), {}, nil
-    for name, value in next, map do
-      local index = SLOT[name]
-      if index then array[index] = value else
-        unknown = unknown or {}
-        unknown[name] = value
-      end
-    end
-    array[I_X] = unknown or false
-    for i = 1, R.ns do
-      if array[i] == nil then array[i] = false end
-    end
-    return array
+  local count, skip
+  if blob then count, skip = arrayHeader(blob) end
+  if count then
+    state = count > 0 and { select(2, munpackLimit(blob, count, skip)) } or {}
   else
-    state = {}
+    state = blob and munpack(blob) or {}
+    if blob and state[1] == nil then
+      -- The map layout of earlier versions.
+      local array, unknown = {}, nil
+      for name, value in next, state do
+        local index = SLOT[name]
+        if index then array[index] = value else
+          unknown = unknown or {}
+          unknown[name] = value
+        end
+      end
+      array[I_X] = unknown or false
+      for i = 1, R.ns do
+        if array[i] == nil then array[i] = false end
+      end
+      return array
+    end
   end
   -- Positions registered since the state was written (or a new user's: all of them).
   for i = #state + 1, R.ns do state[i] = false end
