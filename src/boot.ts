@@ -53,6 +53,7 @@ export const CLOSE_TIMEOUT_MS = 5_000;
 /**
  * On SIGINT, SIGTERM or SIGHUP (once): log, run `close`, exit 0 (1 if it failed). `timeoutMs` bounds the
  * whole of `close`: when it passes first, the process says so and exits without waiting further.
+ * SIGQUIT quits at once (quitOnSigquit).
  */
 export function stopOnSignals(logger: Logger, close: () => Promise<void>, timeoutMs: number = CLOSE_TIMEOUT_MS): void {
   let stopping = false;
@@ -76,11 +77,43 @@ export function stopOnSignals(logger: Logger, close: () => Promise<void>, timeou
     if (outcome === "timed out") logger.warn({ timeoutMs }, "stopping without waiting longer for connections to close (is Redis reachable?)");
     process.exit(outcome === "failed" ? 1 : 0);
   };
-  process.on("SIGINT", () => void stop("SIGINT"));
-  process.on("SIGTERM", () => void stop("SIGTERM"));
-  // The terminal closed: its processes get SIGHUP, which would end the service without a stop
-  // (and leave the embedded redis-server, in a process group of its own, running).
-  process.on("SIGHUP", () => void stop("SIGHUP"));
+  for (const signal of STOP_SIGNALS) process.on(signal, () => void stop(signal));
+  quitOnSigquit(logger);
+}
+
+/**
+ * The signals that stop the service: SIGINT (a Ctrl-C), SIGTERM (a supervisor), SIGHUP (the
+ * terminal closed; by default it ended the service without a stop, leaving the embedded
+ * redis-server, in a session of its own, running).
+ */
+export const STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+
+/**
+ * SIGQUIT (Ctrl-\ in a terminal) quits at once, without the stop's drain, but through
+ * process.exit, so the embedded redis-server is sent SIGTERM on the way out (Node's default
+ * action ends the process without its exit handlers, and the server ran on).
+ */
+export function quitOnSigquit(logger: Logger): void {
+  process.on("SIGQUIT", () => {
+    logger.warn({ signal: "SIGQUIT" }, "quitting without a stop");
+    process.exit(1);
+  });
+}
+
+/**
+ * Until stopOnSignals takes over: a stop signal during the start (waiting for Redis, an AOF
+ * loading) exits at once, through process.exit, so that an embedded redis-server already spawned
+ * is stopped with it (its exit handler). Returns the function that removes these handlers.
+ */
+export function exitOnSignalsWhileStarting(logger: Logger): () => void {
+  const exitNow = (signal: NodeJS.Signals): void => {
+    logger.info({ signal }, "stopping during the start");
+    process.exit(0);
+  };
+  for (const signal of [...STOP_SIGNALS, "SIGQUIT"] as const) process.on(signal, exitNow);
+  return () => {
+    for (const signal of [...STOP_SIGNALS, "SIGQUIT"] as const) process.removeListener(signal, exitNow);
+  };
 }
 
 /**

@@ -39,7 +39,7 @@ export function freePort(): Promise<number> {
  * `onExit`: called when the server exits other than by stop() (a crash, the OOM killer, a
  * SIGKILL), once it has been ready; with the exit code, or the signal that ended it.
  */
-export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boolean; port?: number; onExit?: (how: { code: number | null; signal: NodeJS.Signals | null }) => void }): Promise<EmbeddedRedis> {
+export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boolean; port?: number; ownSession?: boolean; onExit?: (how: { code: number | null; signal: NodeJS.Signals | null }) => void }): Promise<EmbeddedRedis> {
   if (!redisServerAvailable()) throw new Error(INSTALL_HINT);
   mkdirSync(opts.dir, { recursive: true });
   const replacedOrphan = await claimDataDir(opts.dir);
@@ -54,33 +54,40 @@ export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boole
     "--daemonize", "no",
     "--loglevel", "warning",
   ];
-  // A process group of its own: a Ctrl-C in the terminal (a SIGINT to the foreground group) then
-  // reaches the service alone, which answers what it has taken, closes its connections and stops
-  // the server last (stop()). In the service's group the server could exit first, and the stop
-  // then logged connection errors and waited LAUREL_DRAIN + 5 s for connections that could not close.
-  const child: ChildProcess = spawn("redis-server", args, { stdio: ["ignore", "ignore", "inherit"], detached: true });
+  // ownSession (the service's server): a session and process group of its own, so that a Ctrl-C
+  // in the terminal (a SIGINT to the foreground group) reaches the service alone, which answers
+  // what it has taken, closes its connections and stops the server last (stop(), or the exit
+  // handler below on any other way out). In the service's group the server could exit first, and
+  // the stop then logged connection errors and waited LAUREL_DRAIN + 5 s for connections that
+  // could not close. A signal that kills the service outright (SIGKILL, to it or its group) leaves
+  // the server running, as a kill -9 of the service always did: the next start stops it
+  // (claimDataDir). The test run's and the bench's servers stay in their caller's group.
+  const child: ChildProcess = spawn("redis-server", args, { stdio: ["ignore", "ignore", "inherit"], detached: opts.ownSession === true });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  let stopping = false;
+  // From the spawn on: a process that exits while the server starts stops it too.
+  const stopOnExit = (): void => {
+    stopping = true;
+    child.kill("SIGTERM");
+  };
+  process.once("exit", stopOnExit);
   const url = `redis://127.0.0.1:${port}`;
   const occupantFile = join(opts.dir, OCCUPANT_FILE);
   try {
     await waitForRedis(url, child);
   } catch (err) {
+    process.removeListener("exit", stopOnExit);
+    child.kill("SIGTERM"); // one that never became ready is not left behind
     releaseDataDir(occupantFile);
     throw err;
   }
   replaceFile(occupantFile, JSON.stringify({ service: process.pid, redis: child.pid!, port } satisfies Occupant));
-  let stopping = false;
   if (opts.onExit) {
     const onExit = opts.onExit;
     child.once("exit", (code, signal) => {
       if (!stopping) onExit({ code, signal });
     });
   }
-  const stopOnExit = (): void => {
-    stopping = true;
-    child.kill("SIGTERM");
-  };
-  process.once("exit", stopOnExit);
   return {
     url,
     replacedOrphan,

@@ -1,6 +1,6 @@
 import "./v8-tuning.js";
 import { DEFAULT_DRAIN_MS, ListenError, startApp } from "./app.js";
-import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, exitIfPortTaken, exitOnConfigError, listenPort, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, exitIfPortTaken, exitOnConfigError, exitOnSignalsWhileStarting, listenPort, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -33,10 +33,13 @@ async function main(): Promise<void> {
   const clock: Clock = process.env.LAUREL_CLOCK === "manual" ? new ManualClock() : new SystemClock();
 
   const dataDir = dataDirectory();
+  // A Ctrl-C from here until stopOnSignals takes over (below) exits at once, and stops an embedded
+  // redis-server already spawned (in a session of its own, the Ctrl-C does not reach it).
+  const startingDone = exitOnSignalsWhileStarting(logger);
   let embedded: EmbeddedRedis | null = null;
   // Set first thing in a stop: the embedded redis-server's exit is then part of the stop, not a
-  // failure (it runs in a process group of its own, so a Ctrl-C reaches the service alone, which
-  // stops the server last; a signal sent to it directly still ends it first).
+  // failure (it runs in a session of its own, so a Ctrl-C reaches the service alone, which stops
+  // the server last; a signal sent to the server directly still ends it first).
   let stopping = false;
   let redisUrl = process.env.REDIS_URL;
   if (!redisUrl) {
@@ -46,6 +49,7 @@ async function main(): Promise<void> {
       // every acknowledged event back), rather than answer 503 with nothing to bring Redis back.
       embedded = await startEmbeddedRedis({
         dir: dataDir,
+        ownSession: true,
         onExit: ({ code, signal }) => {
           if (stopping) return;
           logger.fatal({ code, signal, dir: dataDir }, "the embedded redis-server exited; stopping (start Laurel again: its AOF brings the data back)");
@@ -91,6 +95,7 @@ async function main(): Promise<void> {
   // issue 6: end
 
   // The drain's time, then CLOSE_TIMEOUT_MS for the connections (boot.ts).
+  startingDone();
   stopOnSignals(
     logger,
     async () => {

@@ -11,8 +11,8 @@ export interface Observed {
 }
 
 /**
- * Every Redis command sent while `action` runs, seen with MONITOR on a second connection
- * (ioredis' test/functional/scripting.ts does the same). Markers sent before and after bracket
+ * Every Redis command sent while `action` runs, seen with MONITOR on a second connection (a plain
+ * socket: openMonitor below). Markers sent before and after bracket
  * exactly the action's commands, without sleeping. MONITOR sees every client: give the test
  * its own redis-server (startTestRedis) so that no other test file's commands fall in the window,
  * or pass `only`, the service's connection, to keep just its commands. Commands run inside

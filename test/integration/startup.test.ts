@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -490,6 +490,62 @@ describe("node dist/main.js", () => {
       } finally {
         service.child.kill("SIGKILL");
       }
+    }
+  });
+
+  /** The state letter of `pid` (/proc/<pid>/stat), null once it is gone. */
+  const stateOf = (pid: number): string | null => {
+    try {
+      return readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /s, "").split(" ")[0]!;
+    } catch {
+      return null;
+    }
+  };
+  const gone = (pid: number) => waitFor(() => stateOf(pid) === null || stateOf(pid) === "Z", `redis-server ${pid} to stop`);
+  /** The redis-server child of `parent`, from /proc (null until it is spawned). */
+  const redisChildOf = (parent: number): number | null => {
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const ppid = Number(readFileSync(`/proc/${entry}/stat`, "utf8").replace(/^.*\) /s, "").split(" ")[1]);
+        if (ppid === parent && readFileSync(`/proc/${entry}/cmdline`, "utf8").startsWith("redis-server")) return Number(entry);
+      } catch {
+        // gone meanwhile
+      }
+    }
+    return null;
+  };
+
+  // The embedded server is outside the service's group, so a signal that ends the service without
+  // a stop must still take the server with it (found by the closing review: a Ctrl-C while the
+  // service started, before its stop handlers were installed, left the server running).
+  it("a Ctrl-C as soon as the embedded redis-server is spawned (the service still starting) stops both", async () => {
+    const proc = runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: tempDir() }, MAIN, { ownGroup: true });
+    let redisPid: number | null = null;
+    try {
+      await waitFor(() => (redisPid = redisChildOf(proc.child.pid!)) !== null, "the redis-server's spawn", proc.exited);
+      process.kill(-proc.child.pid!, "SIGINT");
+      expect(await proc.exited).toBe(0);
+      await gone(redisPid!);
+    } finally {
+      proc.child.kill("SIGKILL");
+      if (redisPid !== null && stateOf(redisPid) !== null) process.kill(redisPid, "SIGKILL");
+    }
+  });
+
+  it("quits at once on SIGQUIT (Ctrl-\\), and stops its embedded redis-server on the way out", async () => {
+    const proc = runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: tempDir() }, MAIN, { ownGroup: true });
+    let redisPid: number | null = null;
+    try {
+      await waitFor(() => proc.output().includes("laurel listening"), "listening", proc.exited);
+      redisPid = await embeddedRedisPid(proc.output());
+      process.kill(-proc.child.pid!, "SIGQUIT");
+      expect(await proc.exited).toBe(1);
+      expect(proc.output()).toContain("quitting without a stop");
+      await gone(redisPid);
+    } finally {
+      proc.child.kill("SIGKILL");
+      if (redisPid !== null && stateOf(redisPid) !== null) process.kill(redisPid, "SIGKILL");
     }
   });
 
