@@ -115,12 +115,12 @@ const OCCUPANT_FILE = "laurel-embedded.json";
 /**
  * One embedded server per data directory: two redis-servers on one AOF each rewrite it as their
  * own, and whatever one of them acknowledged is lost. The directory is claimed before the server
- * is spawned, by creating its record exclusively (O_EXCL: of two starts at once, one wins); the
+ * is spawned, by creating its record exclusively (a hard link: of two starts at once, one wins); the
  * server's pid and port are added once it is ready. A record found there is the holder's:
  * - its server answers on the recorded port as that pid with this directory, and its service
  *   still runs: the directory is in use, and the start is refused;
- * - that server answers but its service is gone (killed outright: SIGKILL, the OOM killer, so it
- *   could not stop its child, which runs on orphaned): the server is stopped (SIGTERM: Redis
+ * - that server answers but its service is gone (killed outright: SIGKILL to it or its process
+ *   group, the OOM killer, so it could not stop its child, which runs on orphaned): the server is stopped (SIGTERM: Redis
  *   writes its AOF and exits) and its pid returned;
  * - no such server (the record of a service that exited without stopping it, or of one still
  *   starting whose service is gone): stale, replaced. A record without a server whose service
