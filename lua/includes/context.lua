@@ -10,8 +10,8 @@ local nowText
 -- call: a Function library cannot reach the globals while it loads, and `bit.band` through them
 -- is two table lookups (the globals, then the module) on every use, ~40 of them an event (Lua by
 -- line: bench/lua-line-profile.mjs). `next` and `unpack` are shadowed under their own names, so
--- every include after this one uses the bound ones (and `select`); the others take names of their own.
-local sformat, band, spack, sunpack, mpack, munpack, munpackLimit, sbyte, mfloor, mmin, next, unpack, select
+-- every include after this one uses the bound ones; the others take names of their own.
+local sformat, band, spack, sunpack, mpack, munpack, munpackLimit, sbyte, mfloor, mmin, next, unpack
 -- state.lua: the user's hot state, profile fields, what changed.
 local S, U, stateDirty, profileDirty
 -- points.lua: per-system outcome of this call.
@@ -34,7 +34,7 @@ local function bindStdlib()
   rcall, sformat = redis.call, string.format
   band, spack, sunpack, mpack, munpack = bit.band, struct.pack, struct.unpack, cmsgpack.pack, cmsgpack.unpack
   munpackLimit, sbyte = cmsgpack.unpack_limit, string.byte
-  mfloor, mmin, next, unpack, select = math.floor, math.min, _G.next, _G.unpack, _G.select
+  mfloor, mmin, next, unpack = math.floor, math.min, _G.next, _G.unpack
 end
 
 local function emptyList(t)

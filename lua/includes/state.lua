@@ -35,36 +35,32 @@ if R.streak then
   for i = 1, #st.m do st.m[i].fi = SLOT[st.m[i].f] end
 end
 
--- An array's element count, and its header's length, by the header (fixarray 0x90-0x9f, array
--- 16 0xdc); nil for anything else: a map (the layout of earlier versions), or an array too long to
--- go through the stack below.
--- Redis's Lua stack holds 8000 values (LUAI_MAXCSTACK): an array of more (a registry grown over
--- many config changes: positions are never reused) is decoded by cmsgpack.unpack instead.
+-- The length of a msgpack array's header by its first byte (fixarray 0x90-0x9f, array 16 0xdc);
+-- nil for anything else: a map (the layout of earlier versions), or an array 32 (too long for the
+-- stack below).
+local ARRAY_HEADER = { [0xdc] = 3 }
+for b = 0x90, 0x9f do ARRAY_HEADER[b] = 1 end
+-- Redis's Lua stack holds 8000 values (LUAI_MAXCSTACK): at most this many go through it at once.
+-- An array of more (a registry grown over many config changes: positions are never reused) is
+-- decoded by cmsgpack.unpack instead.
 local STACKED_VALUES = 4000
-local function arrayHeader(blob)
-  local first = sbyte(blob, 1)
-  if first >= 0x90 and first <= 0x9f then return first - 0x90, 1 end
-  if first == 0xdc then
-    local high, low = sbyte(blob, 2, 3)
-    local count = high * 256 + low
-    if count <= STACKED_VALUES then return count, 3 end
-  end
-  return nil
+-- The values unpack_limit returned, as a table sized once; nil when it stopped before the end of
+-- the blob (its first value, the next offset, is -1 at the end).
+local function gathered(nextOffset, ...)
+  if nextOffset ~= -1 then return nil end
+  return { ... }
 end
 
 -- The state array of a stored `s` (nil: a new user), at least R.ns long.
 -- An array is decoded as the values after its header, gathered by a table constructor: cmsgpack
 -- fills an array table one element at a time (a rehash at each power of two: ~300 machine
 -- instructions an element, ~9.5k a core event; bench/README.md, "The thirty-second stop"), where
--- the constructor sizes it once. unpack_limit returns the next offset first (-1 at the end):
--- select drops it. The bytes stored are the same as ever; only the reading changed.
+-- the constructor sizes it once (gathered). The bytes stored are the same as ever; only the
+-- reading changed.
 local function decodeState(blob)
-  local state
-  local count, skip
-  if blob then count, skip = arrayHeader(blob) end
-  if count then
-    state = count > 0 and { select(2, munpackLimit(blob, count, skip)) } or {}
-  else
+  local skip = blob and ARRAY_HEADER[sbyte(blob, 1)]
+  local state = skip and #blob > skip and gathered(munpackLimit(blob, STACKED_VALUES, skip))
+  if not state then
     state = blob and munpack(blob) or {}
     if blob and state[1] == nil then
       -- The map layout of earlier versions.
@@ -106,16 +102,12 @@ end
 -- the value of `first`. A field asked for only to keep the positions fixed cost an argument and a
 -- copy of `s` in the reply (~2k instructions an event).
 local function loadState(userKey, profileFields, first)
-  if first then
-    local vals = rcall('HMGET', userKey, 's', first, unpack(profileFields))
-    S = decodeState(vals[1])
-    for i = 1, #profileFields do U[profileFields[i]] = vals[i + 2] end
-    return vals[2]
-  end
-  local vals = rcall('HMGET', userKey, 's', unpack(profileFields))
+  local vals
+  if first then vals = rcall('HMGET', userKey, 's', first, unpack(profileFields)) else vals = rcall('HMGET', userKey, 's', unpack(profileFields)) end
   S = decodeState(vals[1])
-  for i = 1, #profileFields do U[profileFields[i]] = vals[i + 1] end
-  return nil
+  local offset = first and 2 or 1
+  for i = 1, #profileFields do U[profileFields[i]] = vals[i + offset] end
+  if first then return vals[2] end
 end
 
 -- The value at index i of the state (nil when absent), and its change.
