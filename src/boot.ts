@@ -53,7 +53,9 @@ export const CLOSE_TIMEOUT_MS = 5_000;
 /**
  * On SIGINT, SIGTERM or SIGHUP (once): log, run `close`, exit 0 (1 if it failed). `timeoutMs` bounds the
  * whole of `close`: when it passes first, the process says so and exits without waiting further.
- * SIGQUIT quits at once (quitOnSigquit).
+ * SIGQUIT (Ctrl-\ in a terminal) quits at once, without the stop's drain, but through
+ * process.exit, so the embedded redis-server is sent SIGTERM on the way out (Node's default
+ * action ends the process without its exit handlers, and the server ran on).
  */
 export function stopOnSignals(logger: Logger, close: () => Promise<void>, timeoutMs: number = CLOSE_TIMEOUT_MS): void {
   let stopping = false;
@@ -77,8 +79,11 @@ export function stopOnSignals(logger: Logger, close: () => Promise<void>, timeou
     if (outcome === "timed out") logger.warn({ timeoutMs }, "stopping without waiting longer for connections to close (is Redis reachable?)");
     process.exit(outcome === "failed" ? 1 : 0);
   };
-  for (const signal of STOP_SIGNALS) process.on(signal, () => void stop(signal));
-  quitOnSigquit(logger);
+  onSignals((signal) => {
+    if (signal !== "SIGQUIT") return void stop(signal);
+    logger.warn({ signal }, "quitting without a stop");
+    process.exit(1);
+  });
 }
 
 /**
@@ -88,32 +93,31 @@ export function stopOnSignals(logger: Logger, close: () => Promise<void>, timeou
  */
 export const STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 
+/** What a signal the process handles does now: set by exitOnSignalsWhileStarting, then stopOnSignals. */
+let signalAction: ((signal: NodeJS.Signals) => void) | null = null;
+
 /**
- * SIGQUIT (Ctrl-\ in a terminal) quits at once, without the stop's drain, but through
- * process.exit, so the embedded redis-server is sent SIGTERM on the way out (Node's default
- * action ends the process without its exit handlers, and the server ran on).
+ * Sets what STOP_SIGNALS and SIGQUIT do. The listeners are installed by the first call and stay;
+ * a later call changes what they run. Swapping the listeners instead lost signals: removing a
+ * signal's last listener closes its libuv handle, and a signal caught but not dispatched yet goes
+ * with it (a SIGTERM sent as the service logged "laurel listening", while the start's listeners
+ * gave way to the stop's, left it running).
  */
-export function quitOnSigquit(logger: Logger): void {
-  process.on("SIGQUIT", () => {
-    logger.warn({ signal: "SIGQUIT" }, "quitting without a stop");
-    process.exit(1);
-  });
+function onSignals(action: (signal: NodeJS.Signals) => void): void {
+  if (signalAction === null) for (const signal of [...STOP_SIGNALS, "SIGQUIT"] as const) process.on(signal, (s) => signalAction!(s));
+  signalAction = action;
 }
 
 /**
  * Until stopOnSignals takes over: a stop signal during the start (waiting for Redis, an AOF
  * loading) exits at once, through process.exit, so that an embedded redis-server already spawned
- * is stopped with it (its exit handler). Returns the function that removes these handlers.
+ * is stopped with it (its exit handler).
  */
-export function exitOnSignalsWhileStarting(logger: Logger): () => void {
-  const exitNow = (signal: NodeJS.Signals): void => {
+export function exitOnSignalsWhileStarting(logger: Logger): void {
+  onSignals((signal) => {
     logger.info({ signal }, "stopping during the start");
     process.exit(0);
-  };
-  for (const signal of [...STOP_SIGNALS, "SIGQUIT"] as const) process.on(signal, exitNow);
-  return () => {
-    for (const signal of [...STOP_SIGNALS, "SIGQUIT"] as const) process.removeListener(signal, exitNow);
-  };
+  });
 }
 
 /**

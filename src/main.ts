@@ -35,7 +35,7 @@ async function main(): Promise<void> {
   const dataDir = dataDirectory();
   // A Ctrl-C from here until stopOnSignals takes over (below) exits at once, and stops an embedded
   // redis-server already spawned (in a session of its own, the Ctrl-C does not reach it).
-  const startingDone = exitOnSignalsWhileStarting(logger);
+  exitOnSignalsWhileStarting(logger);
   let embedded: EmbeddedRedis | null = null;
   // Set first thing in a stop: the embedded redis-server's exit is then part of the stop, not a
   // failure (it runs in a session of its own, so a Ctrl-C reaches the service alone, which stops
@@ -85,7 +85,6 @@ async function main(): Promise<void> {
     // A config the stored data cannot be read with (store/fixed-settings.ts): named, not a stack.
     return exitOnConfigError(logger, err, cleanup);
   });
-  logger.info({ port: app.port, tenants: tenants.map((t) => t.id), clock: clock.manual ? "manual" : "system" }, "laurel listening");
   // The stream worker (daily buckets for the event summaries) runs here unless it runs alone.
   const worker = process.env.LAUREL_WORKER === "off" ? null : new StreamWorker({ redis, tenants, logger });
   worker?.start();
@@ -94,8 +93,8 @@ async function main(): Promise<void> {
   if (worker) app.webhooks?.startConsumer();
   // issue 6: end
 
-  // The drain's time, then CLOSE_TIMEOUT_MS for the connections (boot.ts).
-  startingDone();
+  // The drain's time, then CLOSE_TIMEOUT_MS for the connections (boot.ts). Before the line that
+  // says the service listens: a signal sent on reading it finds the stop.
   stopOnSignals(
     logger,
     async () => {
@@ -106,6 +105,7 @@ async function main(): Promise<void> {
     },
     (drainMs ?? DEFAULT_DRAIN_MS) + CLOSE_TIMEOUT_MS,
   );
+  logger.info({ port: app.port, tenants: tenants.map((t) => t.id), clock: clock.manual ? "manual" : "system" }, "laurel listening");
 }
 
 main().catch((err) => {

@@ -44,13 +44,14 @@ async function main(): Promise<void> {
   const webhooks = await Webhooks.start({ redis, connection: queueConnection(redis), contexts, clock: new SystemClock(), logger });
   webhooks.startConsumer();
   // issue 6: end
-  logger.info({ tenants: tenants.map((t) => t.id) }, "laurel stream worker running");
 
+  // Before the line that says it runs: a signal sent on reading it finds the stop.
   stopOnSignals(logger, async () => {
     await worker.stop();
     await webhooks.close();
     await redis.quit().catch(() => undefined);
   });
+  logger.info({ tenants: tenants.map((t) => t.id) }, "laurel stream worker running");
 }
 
 main().catch((err) => {
