@@ -1,5 +1,5 @@
 import "./v8-tuning.js";
-import { checkEnvironmentOrExit, exitOnConfigError, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { checkEnvironmentOrExit, exitOnConfigError, exitOnSignalsWhileStarting, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { checkFixedSettings } from "./store/fixed-settings.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
@@ -29,6 +29,8 @@ async function main(): Promise<void> {
     logger.fatal("REDIS_URL is required: the worker works on the service's Redis");
     process.exit(1);
   }
+  // A stop signal while it waits for Redis exits at once; from the stream worker's start on, it stops it.
+  exitOnSignalsWhileStarting(logger);
   const redis = logConnectionErrors(createRedisClient(url), logger);
   await waitForRedisOrExit(redis, logger);
   // The same refusal as the service's (store/fixed-settings.ts): a worker reading the streams by
@@ -37,20 +39,22 @@ async function main(): Promise<void> {
     await checkFixedSettings(redis, tenant, index).catch((err: unknown) => exitOnConfigError(logger, err));
   }
   const worker = new StreamWorker({ redis, tenants, logger });
+  // issue 6 (outbound events): begin
+  let webhooks: Webhooks | null = null;
+  // issue 6: end
+  // Before the worker starts: a signal sent once its work shows finds the stop.
+  stopOnSignals(logger, async () => {
+    await worker.stop();
+    await webhooks?.close();
+    await redis.quit().catch(() => undefined);
+  });
   worker.start();
   // issue 6 (outbound events): begin
   // The webhook consumer, deliveries and timeline run here too (the queues share the work with the service's).
   const contexts = await Promise.all(tenants.map(async (tenant) => ({ tenant, store: await TenantStore.open(redis, tenant) })));
-  const webhooks = await Webhooks.start({ redis, connection: queueConnection(redis), contexts, clock: new SystemClock(), logger });
+  webhooks = await Webhooks.start({ redis, connection: queueConnection(redis), contexts, clock: new SystemClock(), logger });
   webhooks.startConsumer();
   // issue 6: end
-
-  // Before the line that says it runs: a signal sent on reading it finds the stop.
-  stopOnSignals(logger, async () => {
-    await worker.stop();
-    await webhooks.close();
-    await redis.quit().catch(() => undefined);
-  });
   logger.info({ tenants: tenants.map((t) => t.id) }, "laurel stream worker running");
 }
 

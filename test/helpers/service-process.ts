@@ -31,13 +31,15 @@ export function runService(env: Record<string, string>, entry = MAIN, opts: { ow
 }
 
 /**
- * Polls `predicate` (every 50 ms, up to 30 s) until it holds: a state to reach, not a time to
- * wait. With `exited`, fails at once if the process exits first.
+ * Polls `predicate` (every 50 ms) until it holds: a state to reach, not a time to wait. With
+ * `exited`, fails at once if the process exits first. The bound, four minutes, is no budget (a
+ * slow machine reaches the state, later): it names what never came before the test's own
+ * timeout (vitest.config.ts, five minutes) would say less.
  */
 export async function waitFor(predicate: () => boolean | Promise<boolean>, what: string, exited?: Promise<unknown>): Promise<void> {
   let gone = false;
   void exited?.then(() => (gone = true));
-  for (let i = 0; i < 600; i++) {
+  for (let i = 0; i < 4800; i++) {
     if (await predicate()) return;
     if (gone) throw new Error(`process exited before ${what}`);
     await new Promise((r) => setTimeout(r, 50));

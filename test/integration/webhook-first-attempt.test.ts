@@ -271,7 +271,8 @@ describe("a process that stops during a first attempt", () => {
     receiver = await startReceiver((_r, i) => (i === 0 ? "hang" : 200));
     const tenantId = uniqueTenantId("wfa");
     const yaml = lessonsTenantYaml(tenantId, { url: receiver.url, events: ["achievement.completed"] });
-    const first = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z" });
+    // A first attempt that waits as long as the test needs: the stop cuts it, not a timeout.
+    const first = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: { delivery: { firstAttempt: { timeoutMs: 600_000 } } } });
     const queue = first.app.webhooks!.deliveries(tenantId)!.queue;
     const hookStream = `{${tenantId}:0}:xh`;
     // The consumer's own loop, as the service runs it: it reads the record and POSTs; the receiver holds the request.
@@ -280,7 +281,7 @@ describe("a process that stops during a first attempt", () => {
     const [cut] = await receiver.waitFor(1);
     await first.close();
 
-    // Waited out, the attempt would have been written as failed attempt 1 ("no answer within 2000 ms").
+    // Waited out, the attempt would have been written as failed attempt 1 ("no answer within ...").
     next = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z" });
     expect(((await next.redis.xpending(hookStream, "webhooks")) as [number])[0]).toBe(1);
     expect(await next.redis.llen(queue.keys.wait!)).toBe(0);
