@@ -49,9 +49,33 @@ function zoneSpelling(name: string): string {
   return resolved.toLowerCase() === name.toLowerCase() ? resolved : name;
 }
 
-/** The name to store and show for a zone sent by a client (zoneFor), or null when unknown. */
+/**
+ * IANA's areas: every zone IANA adds is named Area/Location in one of them (tzdata's
+ * theory.html), so a name newer than IANA_ZONE_NAMES has this form too.
+ */
+const IANA_AREAS = new Set(["africa", "america", "antarctica", "arctic", "asia", "atlantic", "australia", "europe", "indian", "pacific", "etc"]);
+const clientZoneNames = new Map<string, string | null>();
+
+/**
+ * The name to store and show for a zone sent by a client (zoneFor), or null when it is not an
+ * IANA name. ICU knows more names than IANA: its legacy three-letter ids ("BST" is Asia/Dhaka to
+ * it, not London's summer time; "IST" Asia/Kolkata, "CST" America/Chicago, "ART" Africa/Cairo),
+ * SystemV/* and links IANA has dropped (US/Pacific-New). Taken, they ran a user's streak on
+ * another place's calendar without a word, so a name the list does not hold is taken only in an
+ * IANA area. zoneFor stays lenient: zones stored before this check still read as they did.
+ */
 export function zoneName(name: string): string | null {
-  return zoneFor(name)?.name ?? null;
+  let known = clientZoneNames.get(name);
+  if (known === undefined) {
+    namesByLowerCase ??= new Map(IANA_ZONE_NAMES.map((n) => [n.toLowerCase(), n]));
+    const lower = name.toLowerCase();
+    const slash = lower.indexOf("/");
+    const ianaShaped = namesByLowerCase.has(lower) || (slash > 0 && IANA_AREAS.has(lower.slice(0, slash)));
+    known = ianaShaped ? (zoneFor(name)?.name ?? null) : null;
+    if (clientZoneNames.size > 10_000) clientZoneNames.clear();
+    clientZoneNames.set(name, known);
+  }
+  return known;
 }
 
 const QUARTER_HOUR_MS = 900_000;

@@ -181,6 +181,20 @@ describe("well-formed but unacceptable values (422)", () => {
     await refused(422, () => event({ user: { id: "newcomer", tz: "Mars/Olympus" }, value: 1 }));
   });
 
+  it("refuses the zone names ICU knows but IANA does not (its legacy three-letter ids, SystemV, dropped links), which put the user elsewhere", async () => {
+    // ICU reads "BST" as Asia/Dhaka (not London's summer time), "IST" as Asia/Kolkata, "CST" as
+    // America/Chicago, "ART" as Africa/Cairo: taken, a streak ran on another continent's days.
+    for (const tz of ["BST", "IST", "ist", "CST", "ART", "ECT", "SystemV/EST5", "US/Pacific-New", "Canada/East-Saskatchewan"]) {
+      expect(await refused(422, () => event({ user: { id: "newcomer", tz }, value: 1 })), tz).toBe(`Unknown IANA time zone: ${JSON.stringify(tz)}`);
+      await refused(422, () => t.call("PATCH", "/v1/users/seed", { tz }));
+    }
+    // IANA's own names still pass, links and legacy names among them, in any letter case.
+    for (const [tz, stored] of [["EST", "EST"], ["Europe/Kiev", "Europe/Kiev"], ["europe/kyiv", "Europe/Kyiv"], ["Etc/GMT+3", "Etc/GMT+3"], ["GB", "GB"], ["utc", "UTC"]]) {
+      expect((await event({ user: { id: "zone-names", tz }, value: 1 })).status, tz).toBe(201);
+      expect((await t.call("GET", "/v1/users/zone-names")).body, tz).toMatchObject({ tz: stored });
+    }
+  });
+
   it("refuses unknown user attribute keys with the hosted API's message", async () => {
     const message = await refused(422, () => event({ user: { id: "seed", attributes: { plan: "pro", tier: "gold" } }, value: 1 }));
     expect(message.startsWith("Invalid attribute keys:")).toBe(true);
