@@ -36,6 +36,11 @@ export interface RouterOptions {
 type Method = "get" | "post" | "put" | "patch" | "del";
 
 function decodeParam(raw: string): string {
+  // uWS hands over a path's bytes decoded leniently, each sequence that is not UTF-8 as U+FFFD:
+  // "a\xff" and "a\xfe" would both be the id "a\uFFFD" (a body with such bytes is refused, and so
+  // is %FF). A raw U+FFFD cannot be told from them, so it must come percent-encoded, as URL
+  // libraries send every character outside ASCII.
+  if (raw.includes("\uFFFD")) throw new LaurelError("INVALID_PATH", "Path is not valid UTF-8 (percent-encode its characters outside ASCII)");
   // Without a "%" there is nothing to decode (decodeURIComponent returns the same text, for ~0.25 µs).
   if (!raw.includes("%")) return raw;
   try {

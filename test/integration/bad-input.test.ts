@@ -45,7 +45,7 @@ async function raw(url: string, init: RequestInit & { duplex?: "half" } = {}): P
  * once it closes the connection: for what fetch cannot do (a body announced and never sent,
  * bytes after a refused request).
  */
-function exchange(url: string, request: string): Promise<string> {
+function exchange(url: string, request: string | Buffer): Promise<string> {
   return new Promise((resolve) => {
     const socket = connect(Number(new URL(url).port), "127.0.0.1");
     let text = "";
@@ -370,6 +370,26 @@ describe("path parameters (400)", () => {
     ["a 300-character id", `/v1/users/${"u".repeat(300)}/points/xp`],
   ])("refuses a user id with %s", async (_name, path) => {
     await refused(400, () => t.call("GET", path));
+  });
+
+  it("refuses bytes that are not UTF-8 in a path sent unencoded, as in a body: two ids differing in invalid bytes are not made one", async () => {
+    // uWS hands a path's bytes over decoded leniently, each invalid sequence as U+FFFD: "a\xff"
+    // and "a\xfe" were both the user "a\uFFFD" (percent-encoded, %FF is refused already).
+    expect((await event({ user: { id: "fffd\uFFFD" }, value: 1 })).status).toBe(201);
+    const get = (path: Buffer) => Buffer.concat([Buffer.from("GET "), path, Buffer.from(` HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${t.apiKey}\r\nConnection: close\r\n\r\n`)]);
+    for (const bytes of [[0xff], [0xfe], [0xed, 0xa0, 0x80], [0xef, 0xbf, 0xbd] /* a U+FFFD sent raw: not told apart, so percent-encode it */]) {
+      const path = Buffer.concat([Buffer.from("/v1/users/fffd"), Buffer.from(bytes), Buffer.from("/points/xp")]);
+      const before = await dumpTenant(t.redis, tenantId);
+      const answer = await exchange(t.url, get(path));
+      expect(answer, answer).toMatch(/^HTTP\/1\.1 400 /);
+      expect(JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4))).toEqual({ error: "Path is not valid UTF-8 (percent-encode its characters outside ASCII)" });
+      expect(await dumpTenant(t.redis, tenantId)).toEqual(before);
+    }
+    // Percent-encoded, the same character is the user's.
+    expect((await t.call("GET", `/v1/users/${encodeURIComponent("fffd\uFFFD")}/points/xp`)).status).toBe(200);
+    // Raw UTF-8 that is valid stays taken.
+    expect((await event({ user: { id: "raw-\u00e9" }, value: 1 })).status).toBe(201);
+    expect(await exchange(t.url, get(Buffer.from("/v1/users/raw-\u00e9/points/xp")))).toMatch(/^HTTP\/1\.1 200 /);
   });
 
   it("refuses a malformed metric key in the event path", async () => {
