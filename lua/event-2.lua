@@ -77,7 +77,8 @@
   variable-length parts instead.
     {-1, storedZone}      the zone assumption was wrong; nothing written
     {-2}                  the metric total would leave ±maxTotal; nothing written
-    {2, eventId, total, 0, streak...}                 replay of an idempotency key; nothing written
+    {2, eventId, total, 0, streak..., storedZone?}    replay of an idempotency key; nothing written
+                                                      (storedZone only when the event sent a zone)
     {3, false, total, 0, streak...}                   a call already applied, re-sent (step 1);
                                                       nothing written (Node knows its event id)
     {1, false, total, created 0/1, streak..., #achievements, key..., #points, points...,
@@ -164,9 +165,13 @@ if not zoneSent and (U.tz or 'UTC') ~= zone then return { -1, U.tz or 'UTC' } en
 
 local oldTotal = S[R.mfi] or 0
 
--- 3. Replay.
+-- 3. Replay. It writes nothing, a zone it sent included: with one sent, the stored zone follows
+-- the head, for Node to read the streak on the user's calendar, not the replay's (read on a zone
+-- a day ahead, a live streak answered as lost).
 if idemField ~= '' and original then
-  return eventReplyHead(2, original, oldTotal, false, false, lastCovered())
+  local r = eventReplyHead(2, original, oldTotal, false, false, lastCovered())
+  if zoneSent then r[REPLY_HEAD + 1], r[REPLY_HEAD + 2] = rcall('HGET', userKey, 'tz') or 'UTC', nil end
+  return r
 end
 
 -- 4. Range.

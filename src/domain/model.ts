@@ -298,7 +298,11 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
     // With an idempotency window, a key is remembered until the window after its event has passed.
     const original = existing.idempotency.get(`${input.metricKey}:${input.idempotencyKey}`);
     if (original !== undefined && (original.until === null || input.now < original.until)) {
-      return { outcome: { kind: "replay", eventId: original.eventId, totalMicro: oldTotal, streak: repliedStreak(existing) }, tz, nowDay, nowPeriod };
+      // Nothing is written, a zone sent included: the streak is read on the stored zone's calendar.
+      const storedTz = existing.profile.get("tz") ?? "UTC";
+      const storedDay = localDayIndex(input.now, storedTz);
+      const outcome = { kind: "replay", eventId: original.eventId, totalMicro: oldTotal, streak: repliedStreak(existing) } as const;
+      return { outcome, tz: storedTz, nowDay: storedDay, nowPeriod: periodOfDay(storedDay, frequency) };
     }
   }
 

@@ -228,9 +228,18 @@ export class TenantStore {
         continue;
       }
       if (status === -2) fail("TOTAL_OUT_OF_RANGE");
-      this.zones.remember(input.userId, tz);
       const outcome = decodeEventReply(reply, input.eventId);
       if (outcome.kind === "processed") this.noteAwards(userHash, outcome.points);
+      // A replay writes nothing, the zone it sent included: the script then answers the stored
+      // zone, and the streak is read on that calendar (lua/event-2.lua step 3). Read on the sent
+      // zone's, a live streak could be answered as lost.
+      const storedZone = status === 2 ? (reply[EVENT_REPLY_HEAD] as string | undefined) : undefined;
+      if (storedZone !== undefined && storedZone !== tz) {
+        const day = localDayIndex(input.now, storedZone);
+        this.zones.remember(input.userId, storedZone);
+        return { outcome, tz: storedZone, nowDay: day, nowPeriod: periodOfDay(day, frequency) };
+      }
+      this.zones.remember(input.userId, tz);
       return { outcome, tz, nowDay, nowPeriod };
     }
   }

@@ -101,6 +101,26 @@ describe("POST /v1/metrics/{key}/event", () => {
     expect(other.status).toBe(201);
   });
 
+  it("answers a replay that sends another zone on the user's stored calendar: it writes nothing, the zone included", async () => {
+    // 10:30 UTC is 23:30 on 1 March at Pago Pago (UTC-11), 00:30 on 3 March at Kiritimati (UTC+14).
+    await t.setClock("2026-03-02T10:30:00Z");
+    try {
+      const first = await event("lessons", { id: "replay-zone", tz: "Pacific/Pago_Pago" }, 1, { "idempotency-key": "z-1" });
+      expect(first.body.currentStreak).toMatchObject({ length: 1, periodStart: "2026-03-01", expires: "2026-03-02", extended: true });
+      const { streakHistory: _history, rank: _rank, ...stored } = (await t.call("GET", "/v1/users/replay-zone/streak")).body;
+      for (const tz of ["Pacific/Kiritimati", "Asia/Tokyo", "Pacific/Pago_Pago", null]) {
+        const again = await t.call("POST", "/api/metrics/lessons/event", { user: { id: "replay-zone", tz }, value: 1 }, { "idempotency-key": "z-1" });
+        expect(again.status, String(tz)).toBe(202);
+        // Read on Kiritimati's calendar the streak looked lost (length 0: 2 March missed), though
+        // the user's zone, and so the streak, stayed Pago Pago's.
+        expect(again.body.currentStreak, String(tz)).toEqual({ ...stored, extended: false });
+      }
+      expect((await t.call("GET", "/v1/users/replay-zone")).body.tz).toBe("Pacific/Pago_Pago");
+    } finally {
+      await t.setClock("2026-03-02T12:00:00Z");
+    }
+  });
+
   it("serves the legacy /api path too", async () => {
     const res = await t.call("POST", "/api/metrics/lessons/event", { user: { id: "legacy" }, value: 1 });
     expect(res.status).toBe(201);
