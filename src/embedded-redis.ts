@@ -19,8 +19,15 @@ export interface EmbeddedRedis {
 export const INSTALL_HINT =
   "redis-server was not found on PATH. Install it (Debian/Ubuntu: sudo apt-get install -y redis-server; macOS: brew install redis) or set REDIS_URL to a running Redis 7.";
 
+/**
+ * Whether `redis-server --version` runs. A probe ended by a signal found the program: a Ctrl-C
+ * while it ran reaches it too (it is in the service's process group), and was reported as
+ * "redis-server was not found" with exit 1, before the start's own handler could stop it (the
+ * signal waits while spawnSync blocks; the failed probe's exit came first).
+ */
 export function redisServerAvailable(): boolean {
-  return spawnSync("redis-server", ["--version"], { stdio: "ignore" }).status === 0;
+  const probe = spawnSync("redis-server", ["--version"], { stdio: "ignore" });
+  return probe.status === 0 || probe.signal !== null;
 }
 
 export function freePort(): Promise<number> {

@@ -1,4 +1,5 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -502,13 +503,18 @@ describe("node dist/main.js", () => {
     }
   };
   const gone = (pid: number) => waitFor(() => stateOf(pid) === null || stateOf(pid) === "Z", `redis-server ${pid} to stop`);
-  /** The redis-server child of `parent`, from /proc (null until it is spawned). */
+  /**
+   * The redis-server child of `parent`, from /proc (null until it is spawned). Not the start's
+   * `redis-server --version` probe, a child of the same name just before: a Ctrl-C sent on
+   * finding the probe tested the probe (the next test), not a start with its server spawned.
+   */
   const redisChildOf = (parent: number): number | null => {
     for (const entry of readdirSync("/proc")) {
       if (!/^\d+$/.test(entry)) continue;
       try {
         const ppid = Number(readFileSync(`/proc/${entry}/stat`, "utf8").replace(/^.*\) /s, "").split(" ")[1]);
-        if (ppid === parent && readFileSync(`/proc/${entry}/cmdline`, "utf8").startsWith("redis-server")) return Number(entry);
+        const cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8");
+        if (ppid === parent && cmdline.startsWith("redis-server") && !cmdline.includes("--version")) return Number(entry);
       } catch {
         // gone meanwhile
       }
@@ -530,6 +536,28 @@ describe("node dist/main.js", () => {
     } finally {
       proc.child.kill("SIGKILL");
       if (redisPid !== null && stateOf(redisPid) !== null) process.kill(redisPid, "SIGKILL");
+    }
+  });
+
+  it("a Ctrl-C while the start looks for redis-server (its --version probe) stops the start, not as a redis-server not found", async () => {
+    // A redis-server on PATH whose --version probe runs until the Ctrl-C, saying it has begun;
+    // the server itself is the real one. The probe is in the service's group: the Ctrl-C ends it
+    // too, and the start took that for "not found" and exited 1 (the test above, on a loaded
+    // machine, now and then sent its Ctrl-C on finding the probe).
+    const bin = tempDir();
+    const probing = join(bin, "probing");
+    const real = execFileSync("sh", ["-c", "command -v redis-server"], { encoding: "utf8" }).trim();
+    writeFileSync(join(bin, "redis-server"), `#!/bin/sh\nif [ "$1" = "--version" ]; then : > "${probing}"; exec sleep 600; fi\nexec "${real}" "$@"\n`);
+    chmodSync(join(bin, "redis-server"), 0o755);
+    const proc = runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: tempDir(), PATH: `${bin}:${process.env.PATH}` }, MAIN, { ownGroup: true });
+    try {
+      await waitFor(() => existsSync(probing), "the --version probe", proc.exited);
+      process.kill(-proc.child.pid!, "SIGINT");
+      expect(await proc.exited).toBe(0);
+      expect(proc.output()).toContain('"msg":"stopping during the start"');
+      expect(proc.output()).not.toContain("was not found");
+    } finally {
+      proc.child.kill("SIGKILL");
     }
   });
 
