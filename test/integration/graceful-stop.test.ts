@@ -58,7 +58,9 @@ async function stopWithEventInFlight(env: Record<string, string>, user: string) 
   const url = `http://127.0.0.1:${port}/v1/metrics/lessons/event`;
   const send = (id: string) => fetch(url, { method: "POST", headers: { "x-api-key": "demo-key", "content-type": "application/json" }, body: JSON.stringify({ user: { id }, value: 1 }) });
   expect((await send(`${user}-warm-up`)).status).toBe(201);
-  await observer.client("PAUSE", 60_000, "WRITE");
+  // Held until the test lets it go (UNPAUSE): a pause that ended by itself (it was 60 s) would
+  // answer the event before the stop on a slow enough run.
+  await observer.client("PAUSE", 3_600_000, "WRITE");
   const inFlight = send(user);
   inFlight.catch(() => undefined); // awaited (or expected to fail) by the caller
   await waitFor(async () => /flags=b\b.*cmd=fcall/.test(String(await observer.client("LIST"))), "the event call held by Redis");

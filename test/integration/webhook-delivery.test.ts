@@ -89,8 +89,9 @@ describe("an endpoint removed while its delivery waits for a retry", () => {
   it("ends the delivery dead at its next attempt, with that attempt's line in the log", async () => {
     const receiver = await startReceiver(() => 500);
     const tenantId = uniqueTenantId("whd");
-    // A retry a minute away: the delivery is still waiting when the first app stops.
-    const slow: TestAppOptions["webhooks"] = { delivery: { backoff: { firstMs: 60_000, factor: 1, jitter: 0, maxMs: 60_000 } } };
+    // A retry an hour away: the delivery is still waiting when the first app stops, however slow
+    // the machine (a minute away, a slow run could see the first app's worker send it).
+    const slow: TestAppOptions["webhooks"] = { delivery: { backoff: { firstMs: 3_600_000, factor: 1, jitter: 0, maxMs: 3_600_000 } } };
     const first = await startTestApp({ yaml: hookYaml(tenantId, endpoint("gone", receiver.url)), manualClock: "2026-06-01T12:00:00Z", webhooks: slow });
     let id: string;
     try {
