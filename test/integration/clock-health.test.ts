@@ -1,4 +1,7 @@
+import { execFileSync } from "node:child_process";
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HEALTH_PING_TIMEOUT_MS } from "../../src/api/health.js";
 import { startTestApp, type TestApp } from "../helpers/app.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 
@@ -83,6 +86,47 @@ describe("the status line and content type of answers (respond.ts writes them as
 });
 
 describe("GET /healthz while Redis is stalled or gone", () => {
+  it("answers 200 when Redis answered in time but the process ran late (a loaded host): its timer is then due before it reads the answer", async () => {
+    const server = await startTestRedis();
+    const t = await startTestApp({ redisUrl: server.url, jobs: false });
+    const observer = new Redis(server.url);
+    const pings = async () => Number(/cmdstat_ping:calls=(\d+)/.exec(await observer.info("commandstats"))?.[1] ?? 0);
+    // Another process, run while this one is held: it returns once Redis has run a PING after
+    // `before` (and answered it: one more round trip, Redis writes its replies between them).
+    const waitForPing = `import { Redis } from "ioredis";
+      const redis = new Redis(process.env.URL);
+      const pings = async () => Number(/cmdstat_ping:calls=(\\d+)/.exec(await redis.info("commandstats"))?.[1] ?? 0);
+      while ((await pings()) <= Number(process.env.BEFORE)) await new Promise((r) => setTimeout(r, 10));
+      await redis.ping();
+      redis.disconnect();`;
+    const send = t.redis.sendCommand;
+    try {
+      const before = await pings();
+      t.redis.sendCommand = ((command, stream) => {
+        const sent = send.call(t.redis, command, stream);
+        if (command.name === "ping") {
+          t.redis.sendCommand = send;
+          // After the turn's writes (write-coalescing.ts): the PING is on its way. This process
+          // then runs nothing past the health check's timeout, and until Redis has answered.
+          setImmediate(() => {
+            const start = Date.now();
+            while (Date.now() - start <= HEALTH_PING_TIMEOUT_MS) {
+              // busy, as a process starved of CPU is late
+            }
+            execFileSync(process.execPath, ["--input-type=module", "-e", waitForPing], { env: { ...process.env, URL: server.url, BEFORE: String(before) } });
+          });
+        }
+        return sent;
+      }) as typeof send;
+      expect(await t.call("GET", "/healthz", undefined, {})).toMatchObject({ status: 200, body: { status: "ok", redis: "ok" } });
+    } finally {
+      t.redis.sendCommand = send;
+      observer.disconnect();
+      await t.close();
+      await server.stop();
+    }
+  });
+
   it("answers 503 within its PING timeout (HEALTH_PING_TIMEOUT_MS), not when Redis comes back, and 503 without a connection", async () => {
     const server = await startTestRedis();
     const t = await startTestApp({ redisUrl: server.url, jobs: false });
