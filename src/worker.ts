@@ -29,7 +29,7 @@ async function main(): Promise<void> {
     logger.fatal("REDIS_URL is required: the worker works on the service's Redis");
     process.exit(1);
   }
-  // A stop signal while it waits for Redis exits at once; from the stream worker's start on, it stops it.
+  // A stop signal during the start (waiting for Redis, the webhooks' start) exits at once.
   exitOnSignalsWhileStarting(logger);
   const redis = logConnectionErrors(createRedisClient(url), logger);
   await waitForRedisOrExit(redis, logger);
@@ -38,23 +38,22 @@ async function main(): Promise<void> {
   for (const [index, tenant] of tenants.entries()) {
     await checkFixedSettings(redis, tenant, index).catch((err: unknown) => exitOnConfigError(logger, err));
   }
-  const worker = new StreamWorker({ redis, tenants, logger });
-  // issue 6 (outbound events): begin
-  let webhooks: Webhooks | null = null;
-  // issue 6: end
-  // Before the worker starts: a signal sent once its work shows finds the stop.
-  stopOnSignals(logger, async () => {
-    await worker.stop();
-    await webhooks?.close();
-    await redis.quit().catch(() => undefined);
-  });
-  worker.start();
   // issue 6 (outbound events): begin
   // The webhook consumer, deliveries and timeline run here too (the queues share the work with the service's).
   const contexts = await Promise.all(tenants.map(async (tenant) => ({ tenant, store: await TenantStore.open(redis, tenant) })));
-  webhooks = await Webhooks.start({ redis, connection: queueConnection(redis), contexts, clock: new SystemClock(), logger });
-  webhooks.startConsumer();
+  const webhooks = await Webhooks.start({ redis, connection: queueConnection(redis), contexts, clock: new SystemClock(), logger });
   // issue 6: end
+  const worker = new StreamWorker({ redis, tenants, logger });
+  // Everything is up: the stop takes over from the start's exit, before the stream worker starts,
+  // so that a signal sent once its work shows finds the stop (not Node's default, which ended the
+  // process unstopped).
+  stopOnSignals(logger, async () => {
+    await worker.stop();
+    await webhooks.close();
+    await redis.quit().catch(() => undefined);
+  });
+  worker.start();
+  webhooks.startConsumer(); // issue 6 (outbound events)
   logger.info({ tenants: tenants.map((t) => t.id) }, "laurel stream worker running");
 }
 

@@ -58,8 +58,9 @@ const clientZoneNames = new Map<string, string | null>();
 
 /**
  * The name to store and show for a zone sent by a client (zoneFor), or null when it is not an
- * IANA name. ICU knows more names than IANA: its legacy three-letter ids ("BST" is Asia/Dhaka to
- * it, not London's summer time; "IST" Asia/Kolkata, "CST" America/Chicago, "ART" Africa/Cairo),
+ * IANA name. ICU knows more names than IANA: its legacy three-letter ids, each one place for an
+ * abbreviation that is several or another ("BST" is Asia/Dhaka to it, not London's summer time;
+ * "IST" Asia/Kolkata, not Ireland or Israel; "CST" America/Chicago, not China; "ART" Africa/Cairo),
  * SystemV/* and links IANA has dropped (US/Pacific-New). Taken, they ran a user's streak on
  * another place's calendar without a word, so a name the list does not hold is taken only in an
  * IANA area. zoneFor stays lenient: zones stored before this check still read as they did.
