@@ -35,6 +35,9 @@ export function zoneFor(name: string): IANAZone | null {
 
 let namesByLowerCase: Map<string, string> | null = null;
 
+/** IANA_ZONE_NAMES by lower case, built at first use. */
+const ianaNamesByLowerCase = (): Map<string, string> => (namesByLowerCase ??= new Map(IANA_ZONE_NAMES.map((n) => [n.toLowerCase(), n])));
+
 /**
  * IANA's spelling of a valid zone name sent in any letter case: "utc" → "UTC", "asia/kolkata" →
  * "Asia/Kolkata", "us/eastern" → "US/Eastern" (a link keeps its own name: the user chose it, and
@@ -42,19 +45,20 @@ let namesByLowerCase: Map<string, string> | null = null;
  * it to the same name, else the name as sent.
  */
 function zoneSpelling(name: string): string {
-  namesByLowerCase ??= new Map(IANA_ZONE_NAMES.map((n) => [n.toLowerCase(), n]));
-  const listed = namesByLowerCase.get(name.toLowerCase());
+  const listed = ianaNamesByLowerCase().get(name.toLowerCase());
   if (listed !== undefined) return listed;
   const resolved = new Intl.DateTimeFormat("en-US", { timeZone: name }).resolvedOptions().timeZone;
   return resolved.toLowerCase() === name.toLowerCase() ? resolved : name;
 }
+
+/** IANA_ZONE_NAMES as spelled there. */
+const IANA_NAMES = new Set(IANA_ZONE_NAMES);
 
 /**
  * IANA's areas: every zone IANA adds is named Area/Location in one of them (tzdata's
  * theory.html), so a name newer than IANA_ZONE_NAMES has this form too.
  */
 const IANA_AREAS = new Set(["africa", "america", "antarctica", "arctic", "asia", "atlantic", "australia", "europe", "indian", "pacific", "etc"]);
-const clientZoneNames = new Map<string, string | null>();
 
 /**
  * The name to store and show for a zone sent by a client (zoneFor), or null when it is not an
@@ -66,17 +70,14 @@ const clientZoneNames = new Map<string, string | null>();
  * IANA area. zoneFor stays lenient: zones stored before this check still read as they did.
  */
 export function zoneName(name: string): string | null {
-  let known = clientZoneNames.get(name);
-  if (known === undefined) {
-    namesByLowerCase ??= new Map(IANA_ZONE_NAMES.map((n) => [n.toLowerCase(), n]));
-    const lower = name.toLowerCase();
-    const slash = lower.indexOf("/");
-    const ianaShaped = namesByLowerCase.has(lower) || (slash > 0 && IANA_AREAS.has(lower.slice(0, slash)));
-    known = ianaShaped ? (zoneFor(name)?.name ?? null) : null;
-    if (clientZoneNames.size > 10_000) clientZoneNames.clear();
-    clientZoneNames.set(name, known);
-  }
-  return known;
+  const zone = zoneFor(name);
+  if (zone === null) return null;
+  // zoneFor's cached zone is named in the list's spelling when the list holds the name: one Set
+  // lookup an event, no case folding. The area check runs for the rare names it does not hold.
+  const spelled = zone.name;
+  if (IANA_NAMES.has(spelled)) return spelled;
+  const slash = spelled.indexOf("/");
+  return slash > 0 && IANA_AREAS.has(spelled.slice(0, slash).toLowerCase()) ? spelled : null;
 }
 
 const QUARTER_HOUR_MS = 900_000;

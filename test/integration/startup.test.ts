@@ -557,7 +557,12 @@ describe("node dist/main.js", () => {
       expect(proc.output()).toContain('"msg":"stopping during the start"');
       expect(proc.output()).not.toContain("was not found");
     } finally {
-      proc.child.kill("SIGKILL");
+      // The group: a probe left waiting (the test failed before its Ctrl-C) goes too.
+      try {
+        process.kill(-proc.child.pid!, "SIGKILL");
+      } catch {
+        // gone already
+      }
     }
   });
 

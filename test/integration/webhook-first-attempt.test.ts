@@ -27,11 +27,8 @@ async function scenario(respond: Receiver["respond"], delivery: NonNullable<Test
   const receiver = await startReceiver(respond);
   const tenantId = uniqueTenantId("wfa");
   const yaml = lessonsTenantYaml(tenantId, { url: receiver.url, events: ["achievement.completed"] });
-  // A loaded machine (test files run two at a time) can take the loopback receiver past the
-  // production first attempt's 2 s timeout or 500 ms "slow" mark, which sends the endpoint's next
-  // deliveries through the queue: the tests here set those marks themselves, or never meet them.
-  const firstAttempt = { timeoutMs: 600_000, slowMs: 600_000, ...delivery.firstAttempt };
-  const t = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: { delivery: { ...delivery, firstAttempt } } });
+  // The first attempt's timeout and "slow" mark are 600 s unless a test sets them (test/helpers/app.ts).
+  const t = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: { delivery } });
   return { t, receiver, tenantId };
 }
 
@@ -271,8 +268,8 @@ describe("a process that stops during a first attempt", () => {
     receiver = await startReceiver((_r, i) => (i === 0 ? "hang" : 200));
     const tenantId = uniqueTenantId("wfa");
     const yaml = lessonsTenantYaml(tenantId, { url: receiver.url, events: ["achievement.completed"] });
-    // A first attempt that waits as long as the test needs: the stop cuts it, not a timeout.
-    const first = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: { delivery: { firstAttempt: { timeoutMs: 600_000 } } } });
+    // The first attempt waits as long as the test needs (test/helpers/app.ts): the stop cuts it, not a timeout.
+    const first = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z" });
     const queue = first.app.webhooks!.deliveries(tenantId)!.queue;
     const hookStream = `{${tenantId}:0}:xh`;
     // The consumer's own loop, as the service runs it: it reads the record and POSTs; the receiver holds the request.
@@ -304,8 +301,8 @@ describe("a drain beside the process's own loop (a manual clock move in a servic
     const receiver = await startReceiver((_r, i) => (i === 0 ? "hang" : 200));
     const tenantId = uniqueTenantId("wfa");
     const yaml = lessonsTenantYaml(tenantId, { url: receiver.url, events: ["achievement.completed"] });
-    // A first attempt that waits as long as the test needs: no timeout decides anything here.
-    const t = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: { delivery: { firstAttempt: { timeoutMs: 600_000 } } } });
+    // The first attempt waits as long as the test needs (test/helpers/app.ts): no timeout decides anything here.
+    const t = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z" });
     const hookStream = `{${tenantId}:0}:xh`;
     try {
       t.app.webhooks!.startConsumer();
