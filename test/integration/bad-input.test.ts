@@ -406,6 +406,30 @@ describe("query parameters", () => {
     expect(await refused(400, () => t.call("GET", `/v1/users/seed/points/xp?awards=${awards}`))).toBe("awards must be an integer");
   });
 
+  it("refuses names and values that are not UTF-8, percent-encoded or raw, with 400: two ids differing in invalid bytes are not made one", async () => {
+    for (const query of ["userIds=seed%FF", "userIds=seed%FE", "userIds=%C3", "userIds=seed&x%ED%A0%80=1"]) {
+      expect(await refused(400, () => t.call("GET", `/v1/streaks?${query}`)), query).toBe("Query is not valid UTF-8 (a percent-encoded sequence is not UTF-8)");
+    }
+    // A route that reads no query refuses one that is not UTF-8 as well, and writes nothing.
+    expect(await refused(400, () => t.call("POST", "/v1/metrics/lessons/event?x=%FF", { user: { id: "seed" }, value: 1 }))).toBe("Query is not valid UTF-8 (a percent-encoded sequence is not UTF-8)");
+    const get = (target: Buffer) => Buffer.concat([Buffer.from("GET "), target, Buffer.from(` HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${t.apiKey}\r\nConnection: close\r\n\r\n`)]);
+    for (const bytes of [[0xff], [0xed, 0xa0, 0x80], [0xef, 0xbf, 0xbd] /* a U+FFFD sent raw: not told apart, so percent-encode it */]) {
+      const before = await dumpTenant(t.redis, tenantId);
+      const answer = await exchange(t.url, get(Buffer.concat([Buffer.from("/v1/streaks?userIds=seed"), Buffer.from(bytes)])));
+      expect(answer, answer).toMatch(/^HTTP\/1\.1 400 /);
+      expect(JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4))).toEqual({ error: "Query is not valid UTF-8 (percent-encode its characters outside ASCII)" });
+      expect(await dumpTenant(t.redis, tenantId)).toEqual(before);
+    }
+    // Percent-encoded, U+FFFD is a character like any other; so is é, raw or encoded.
+    expect((await event({ user: { id: "q\uFFFD\u00e9" }, value: 1 })).status).toBe(201);
+    const streaks = await t.call("GET", `/v1/streaks?userIds=${encodeURIComponent("q\uFFFD\u00e9")}`);
+    expect(streaks.status).toBe(200);
+    expect(streaks.body).toEqual([expect.objectContaining({ userId: "q\uFFFD\u00e9" })]);
+    const rawAnswer = await exchange(t.url, get(Buffer.from("/v1/streaks?userIds=q%EF%BF%BD\u00e9")));
+    expect(rawAnswer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(JSON.parse(Buffer.from(rawAnswer.slice(rawAnswer.indexOf("\r\n\r\n") + 4), "latin1").toString("utf8"))).toEqual(streaks.body);
+  });
+
   it("accepts the bounds, and an integer written with leading zeros", async () => {
     for (const awards of [1, 100]) expect((await t.call("GET", `/v1/users/seed/points/xp?awards=${awards}`)).status).toBe(200);
     const padded = await t.call("GET", "/v1/users/seed/points/xp?awards=000000000000000000001");
