@@ -37,6 +37,9 @@ export const ErrorCodes = {
   REDIS_UNREACHABLE_READ: { status: 503, message: "Redis is not reachable; retry later" },
   // Redis at maxmemory refuses a write (a script that may write, a write command) before running it.
   REDIS_OUT_OF_MEMORY: { status: 503, message: "Redis is out of memory (maxmemory) and refused this write; nothing was recorded" },
+  // The user's stored zone changed again between each of an event's (or a streak operation's)
+  // ZONE_ATTEMPTS calls (src/store/tenant-store.ts): nothing was written, and the SDK retries a 503.
+  ZONE_CHANGING: { status: 503, message: "The user's time zone kept changing while this request ran (identifies or updates at the same time); nothing was recorded for that user: send it again" },
   // A read refused at maxmemory: its script was not loaded yet (FUNCTION LOAD is a write).
   REDIS_OUT_OF_MEMORY_READ: { status: 503, message: "Redis is out of memory (maxmemory) and refused to load the script this read needs; retry later" },
 } as const satisfies Record<string, { status: number; message: string }>;

@@ -39,7 +39,8 @@ interface EventScript {
  * stored one (each answers the stored zone, and the next call uses it). Two were not enough: an
  * identify changing the zone between the first and the second call (a user travelling, an app
  * sending both at once) made an event, a freeze grant or a restore a 500 (found by an audit).
- * Each further change needs another identify to land in the gap of one round trip.
+ * Each further change needs another identify to land in the gap of one round trip; past them the
+ * request is a 503 (ZONE_CHANGING), which the SDK retries, and nothing is written.
  */
 export const ZONE_ATTEMPTS = 8;
 
@@ -222,7 +223,7 @@ export class TenantStore {
       const status = reply[0] as number;
       if (status === -1) {
         // The stored zone differs from the guess: nothing was written; evaluate in the stored zone.
-        if (attempt + 1 >= ZONE_ATTEMPTS) throw new Error(`the user's zone changed ${ZONE_ATTEMPTS} times during one event`);
+        if (attempt + 1 >= ZONE_ATTEMPTS) fail("ZONE_CHANGING");
         tz = reply[1] as string;
         this.zones.set(input.userId, tz);
         continue;

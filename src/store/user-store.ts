@@ -1,4 +1,5 @@
 import type { PointsChange } from "../domain/outcome.js";
+import { fail } from "../domain/errors.js";
 import { localDayIndex, periodOfDay, periodStartInstant, streakDeadline } from "../domain/periods.js";
 import { PROFILE_FIELDS, userAttributeField } from "./fields.js";
 import { runScript } from "./redis-script.js";
@@ -262,5 +263,5 @@ export async function streakAdmin(
     if (reply[0] === 4) return { status: "already-longest" };
     return { status: "restored", length: reply[1] as number };
   }
-  throw new Error(`the user's zone changed ${ZONE_ATTEMPTS} times during the operation`);
+  fail("ZONE_CHANGING");
 }
