@@ -29,7 +29,12 @@ const TIMED_OUT = Symbol("timed out");
  */
 export async function post(url: URL, headers: Record<string, string>, body: string, timeoutMs: number, controller: AbortController): Promise<number> {
   if (controller.signal.aborted) throw new PostError("worker stopped", "stopped");
-  const timer = setTimeout(() => controller.abort(TIMED_OUT), timeoutMs);
+  // Past the timeout, one more turn of the event loop before the attempt is cut (as /healthz
+  // does, api/health.ts): a process that did not run meanwhile (a loaded host, a long GC) finds
+  // its timer due before it reads an answer sent in time, and a 2xx taken for a timeout is
+  // delivered again. Timers run before the poll phase reads sockets; the check phase runs after it.
+  let late: NodeJS.Immediate | undefined;
+  const timer = setTimeout(() => (late = setImmediate(() => controller.abort(TIMED_OUT))), timeoutMs);
   try {
     const answer = await request(url, { method: "POST", headers, body, dispatcher: agent, signal: controller.signal });
     // The status is the receiver's answer: a body cut off after it (the stop, the timeout) changes
@@ -42,5 +47,6 @@ export async function post(url: URL, headers: Record<string, string>, body: stri
     throw new PostError((err as Error).message, "network");
   } finally {
     clearTimeout(timer);
+    clearImmediate(late);
   }
 }
