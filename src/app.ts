@@ -1,7 +1,7 @@
 import uWS from "uWebSockets.js";
 import type { Redis } from "ioredis";
 import { queueConnection } from "./store/redis-client.js";
-import { warnIfRedisEvicts } from "./store/eviction-check.js";
+import { warnIfRedisEvicts, warnIfRedisForgets } from "./store/durability-check.js";
 import { LogThrottle } from "./log-throttle.js";
 import type { Logger } from "pino";
 import type { Clock } from "./clock.js";
@@ -100,6 +100,7 @@ export class ListenError extends Error {}
 export async function startApp(opts: AppOptions): Promise<RunningApp> {
   assertNativeUws();
   await warnIfRedisEvicts(opts.redis, opts.logger);
+  await warnIfRedisForgets(opts.redis, opts.logger);
   const tenants = await Tenants.create(opts.redis, opts.tenants, opts.clock.now());
   const connection = queueConnection(opts.redis);
   // issue 6 (outbound events): begin

@@ -223,6 +223,7 @@ const SWITCHES: Record<string, readonly string[]> = {
   LAUREL_LUA: ["function", "eval"],
   LAUREL_AUTOPIPELINE: ["0", "1"],
   LAUREL_REUSE_PORT: ["0", "1"],
+  LAUREL_FSYNC: ["everysec", "always"],
 };
 
 /**

@@ -46,7 +46,15 @@ export function freePort(): Promise<number> {
  * `onExit`: called when the server exits other than by stop() (a crash, the OOM killer, a
  * SIGKILL), once it has been ready; with the exit code, or the signal that ended it.
  */
-export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boolean; port?: number; ownSession?: boolean; onExit?: (how: { code: number | null; signal: NodeJS.Signals | null }) => void }): Promise<EmbeddedRedis> {
+export async function startEmbeddedRedis(opts: {
+  dir: string;
+  appendOnly?: boolean;
+  /** The AOF's fsync policy (LAUREL_FSYNC): `everysec` (the default) or `always`. */
+  fsync?: "everysec" | "always";
+  port?: number;
+  ownSession?: boolean;
+  onExit?: (how: { code: number | null; signal: NodeJS.Signals | null }) => void;
+}): Promise<EmbeddedRedis> {
   if (!redisServerAvailable()) throw new Error(INSTALL_HINT);
   mkdirSync(opts.dir, { recursive: true });
   const replacedOrphan = await claimDataDir(opts.dir);
@@ -57,7 +65,7 @@ export async function startEmbeddedRedis(opts: { dir: string; appendOnly?: boole
     "--dir", opts.dir,
     "--save", "",
     "--appendonly", opts.appendOnly === false ? "no" : "yes",
-    "--appendfsync", "everysec",
+    "--appendfsync", opts.fsync ?? "everysec",
     "--daemonize", "no",
     "--loglevel", "warning",
   ];

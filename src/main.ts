@@ -13,6 +13,7 @@ import { createRedisClient, logConnectionErrors } from "./store/redis-client.js"
  *   LAUREL_CONFIG   tenant file (default config/demo.yaml)
  *   LAUREL_CLOCK    "manual" enables POST /admin/v1/clock; default: the system clock
  *   LAUREL_DATA_DIR where the embedded redis-server keeps its AOF (default ./data/redis)
+ *   LAUREL_FSYNC    the embedded redis-server's AOF fsync: "everysec" (default) or "always"
  *   LAUREL_WORKER   "off": no stream worker in this process (run `node dist/worker.js` instead)
  *   LAUREL_DELIVERIES "off": this process queues webhook deliveries but does not send them
  *                   (`node dist/worker.js` processes do): the event path never shares its CPU with the sending
@@ -49,6 +50,7 @@ async function main(): Promise<void> {
       // every acknowledged event back), rather than answer 503 with nothing to bring Redis back.
       embedded = await startEmbeddedRedis({
         dir: dataDir,
+        fsync: process.env.LAUREL_FSYNC === "always" ? "always" : "everysec", // checked by checkEnvironmentOrExit
         ownSession: true,
         onExit: ({ code, signal }) => {
           if (stopping) return;
@@ -64,7 +66,9 @@ async function main(): Promise<void> {
     if (embedded.replacedOrphan !== null) {
       logger.warn({ redisPid: embedded.replacedOrphan, dir: dataDir }, "stopped the embedded redis-server an earlier Laurel left running on this data directory (that service was killed without stopping it)");
     }
-    logger.info({ redis: redisUrl, dir: dataDir }, "started embedded redis-server (AOF on)");
+    logger.info({ redis: redisUrl, dir: dataDir, fsync: process.env.LAUREL_FSYNC || "everysec" }, "started embedded redis-server (AOF on)");
+  } else if (process.env.LAUREL_FSYNC) {
+    logger.warn({ fsync: process.env.LAUREL_FSYNC }, "LAUREL_FSYNC sets the embedded redis-server's fsync only; with REDIS_URL, set appendfsync in that Redis's configuration");
   }
   const redis = logConnectionErrors(createRedisClient(redisUrl), logger);
   await waitForRedisOrExit(redis, logger);

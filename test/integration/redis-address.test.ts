@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEmbeddedRedis, waitForRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
 import { pino } from "pino";
-import { warnIfRedisEvicts } from "../../src/store/eviction-check.js";
+import { warnIfRedisEvicts, warnIfRedisForgets } from "../../src/store/durability-check.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "../../src/store/redis-client.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { demoConfig, dumpTenant, startTestApp, type TestApp } from "../helpers/app.js";
@@ -177,5 +177,25 @@ describe("a Redis that may evict keys", () => {
       redis.disconnect();
       await server.stop();
     }
+  });
+});
+
+describe("a Redis without its append-only file", () => {
+  it("is named in a warning at start; one with AOF is not", async () => {
+    const lines: Array<{ level: number; msg: string; aofEnabled?: boolean }> = [];
+    const logger = pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) });
+    for (const appendOnly of [false, true]) {
+      const server = await startTestRedis({ appendOnly });
+      const redis = createRedisClient(server.url);
+      try {
+        expect(await warnIfRedisForgets(redis, logger)).toBe(appendOnly);
+      } finally {
+        redis.disconnect();
+        await server.stop();
+      }
+    }
+    // One warning, the first server's.
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ level: 40, aofEnabled: false, msg: expect.stringContaining("set appendonly yes") });
   });
 });

@@ -77,12 +77,50 @@ describe("node dist/main.js", () => {
     expect(await first.exited).toBe(0);
     expect(existsSync(join(dataDir, "appendonlydir"))).toBe(true);
 
-    const second = runService(env);
+    // The second start asks for an fsync per write (LAUREL_FSYNC=always); the first had the default.
+    expect(await embeddedFsync(first.output())).toBeNull(); // that server is gone with its service
+    expect(first.output()).toContain('"fsync":"everysec"');
+    const second = runService({ ...env, LAUREL_FSYNC: "always" });
     await waitFor(() => second.output().includes("laurel listening"), "listening again", second.exited);
+    expect(await embeddedFsync(second.output())).toBe("always");
     const read = await fetch(`http://127.0.0.1:${port}/v1/users/persisted/points/xp`, { headers: { "x-api-key": "demo-key" } });
     expect(((await read.json()) as { total: number }).total).toBe(20);
+    // No warning at start: the embedded server keeps its AOF.
+    expect(second.output()).not.toContain("without its append-only file");
     second.child.kill("SIGTERM");
     expect(await second.exited).toBe(0);
+  });
+
+  /** The appendfsync of the embedded redis-server the start's log names; null when it does not answer. */
+  async function embeddedFsync(output: string): Promise<string | null> {
+    const line = output.split("\n").find((l) => l.includes("started embedded redis-server"))!;
+    const probe = new Redis((JSON.parse(line) as { redis: string }).redis, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    probe.on("error", () => undefined); // a server gone is the answer null
+    try {
+      await probe.connect();
+      return ((await probe.config("GET", "appendfsync")) as string[])[1] ?? null;
+    } catch {
+      return null;
+    } finally {
+      probe.disconnect();
+    }
+  }
+
+  it("warns at start when its Redis keeps no append-only file, and that LAUREL_FSYNC does not reach a REDIS_URL", async () => {
+    const server = await startTestRedis(); // appendonly no
+    const proc = runService({ PORT: String(await freePort()), REDIS_URL: server.url, LAUREL_WORKER: "off", LAUREL_FSYNC: "always" });
+    try {
+      await waitFor(() => proc.output().includes("laurel listening"), "listening", proc.exited);
+      const warnings = proc.output().split("\n").filter((line) => line.includes('"level":40'));
+      expect(warnings).toEqual([
+        expect.stringContaining("LAUREL_FSYNC sets the embedded redis-server's fsync only"),
+        expect.stringContaining("Redis runs without its append-only file"),
+      ]);
+    } finally {
+      proc.child.kill("SIGKILL");
+      await proc.exited;
+      await server.stop();
+    }
   });
 
   /** Whether `pid` runs: an exited process nobody has reaped yet (a zombie: state Z) does not. */
@@ -442,7 +480,7 @@ describe("node dist/main.js", () => {
   });
 
   it("refuses a switch set to a value it does not take, naming each", async () => {
-    const service = runService({ PORT: "3000x", REDIS_URL: inject("redisUrl"), LAUREL_CLOCK: "manul", LAUREL_WORKER: "false", LAUREL_REDIS_WAIT: "1m", LAUREL_AWARD_IDS: "1000" });
+    const service = runService({ PORT: "3000x", REDIS_URL: inject("redisUrl"), LAUREL_CLOCK: "manul", LAUREL_WORKER: "false", LAUREL_REDIS_WAIT: "1m", LAUREL_AWARD_IDS: "1000", LAUREL_FSYNC: "no" });
     expect(await service.exited).toBe(1);
     const output = service.output();
     // PORT too, in the same message: it used to be checked alone, after the others had stopped the start.
@@ -451,6 +489,7 @@ describe("node dist/main.js", () => {
     expect(output).toContain('LAUREL_CLOCK must be manual or system (got \\"manul\\")');
     expect(output).toContain('LAUREL_WORKER must be on or off (got \\"false\\")');
     expect(output).toContain("LAUREL_REDIS_WAIT must be a number of seconds");
+    expect(output).toContain('LAUREL_FSYNC must be everysec or always (got \\"no\\")');
     expect(output).not.toContain("laurel listening");
   });
 
