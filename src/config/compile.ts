@@ -20,8 +20,9 @@ import type {
 
 /** A semantic error in an otherwise well-typed file; `path` uses typia's `$input...` notation. */
 export class ConfigError extends Error {
+  /** `path` "" for the file as a whole (unreadable, not YAML): the message then stands alone. */
   constructor(readonly path: string, message: string) {
-    super(`${path}: ${message}`);
+    super(path === "" ? message : `${path}: ${message}`);
   }
 }
 

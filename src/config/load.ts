@@ -14,8 +14,8 @@ const DEMO_KEY_DIGESTS = DEMO_KEYS.map((k) => createHash("sha256").update(k).dig
 
 /**
  * Reads, validates and compiles a tenant file. Throws ConfigError naming the path of the first
- * bad field (typia's `$input.tenants[0].metrics[1].key` notation), so a bad file stops the start
- * with a message an operator can act on.
+ * bad field (typia's `$input.tenants[0].metrics[1].key` notation) and the others after it, so a
+ * bad file stops the start with a message an operator can act on.
  */
 export function loadConfigText(text: string, source: string, env: NodeJS.ProcessEnv = process.env): CompiledTenant[] {
   let raw: unknown;
@@ -24,13 +24,16 @@ export function loadConfigText(text: string, source: string, env: NodeJS.Process
     // refuses duplicate keys: JSON.parse keeps the last of them without a word.
     raw = source.endsWith(".json") ? (JSON.parse(text), parseYaml(text)) : parseYaml(text);
   } catch (err) {
-    throw new ConfigError("$input", `${source} is not valid ${source.endsWith(".json") ? "JSON" : "YAML"}: ${(err as Error).message}`);
+    throw new ConfigError("", `${source} is not valid ${source.endsWith(".json") ? "JSON" : "YAML"}: ${(err as Error).message}`);
   }
   const result = validateConfig(raw);
   if (!result.success) {
-    const first = result.errors[0]!;
-    const more = result.errors.length > 1 ? ` (and ${result.errors.length - 1} more)` : "";
-    throw new ConfigError(first.path, `expected ${first.expected}, got ${describeValue(first.path, first.value, first.expected)}${more}`);
+    // Every fault at once (up to SHOWN_ERRORS), so that a file is mended in one start, not one
+    // start per fault; a misspelt key is two faults, the key missing and the key unknown.
+    const [first, ...others] = result.errors;
+    const also = others.slice(0, SHOWN_ERRORS - 1).map((e) => `; ${e.path}: ${describeError(e, raw)}`);
+    const more = others.length >= SHOWN_ERRORS ? ` (and ${others.length - SHOWN_ERRORS + 1} more)` : "";
+    throw new ConfigError(first!.path, `${describeError(first!, raw)}${also.join("")}${more}`);
   }
   if (env.NODE_ENV === "production") {
     result.data.tenants.forEach((t, i) => {
@@ -52,9 +55,44 @@ export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.en
   try {
     text = readFileSync(path, "utf8");
   } catch (err) {
-    throw new ConfigError("$input", `cannot read ${path}: ${(err as Error).message}`);
+    throw new ConfigError("", `cannot read ${path}: ${(err as Error).message}`);
   }
   return loadConfigText(text, path, env);
+}
+
+/** How many of a file's faults one start names; the rest are counted. */
+const SHOWN_ERRORS = 10;
+
+function describeError(error: { path: string; expected: string; value: unknown }, raw: unknown): string {
+  if (error.expected === "undefined") return "unknown field (a misspelt key? its value is not shown: it may be a secret)";
+  const described = `expected ${error.expected}, got ${describeValue(error.path, error.value)}`;
+  if (error.value !== undefined) return described;
+  // A required field missing: typia does not name an unknown key beside it inside a union's
+  // member (a trigger), so a misspelling (`threshhold`) is looked for among its siblings.
+  const misspelt = misspeltSibling(raw, error.path);
+  return misspelt === null ? described : `${described} (the field is spelt ${JSON.stringify(misspelt)} here)`;
+}
+
+/** A key of the object holding `path`'s last field whose spelling is within two edits of it; null if none. */
+function misspeltSibling(raw: unknown, path: string): string | null {
+  const steps = [...path.matchAll(/\.([A-Za-z_$][\w$]*)|\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]/g)].map((m) => m[1] ?? (m[2] !== undefined ? Number(m[2]) : (JSON.parse(`"${m[3]}"`) as string)));
+  const field = steps.pop();
+  if (typeof field !== "string") return null;
+  let node: unknown = raw;
+  for (const step of steps) node = node !== null && typeof node === "object" ? (node as Record<string | number, unknown>)[step] : undefined;
+  if (node === null || typeof node !== "object" || Array.isArray(node)) return null;
+  return Object.keys(node).find((key) => key !== field && editDistance(key.toLowerCase(), field.toLowerCase()) <= 2) ?? null;
+}
+
+/** Levenshtein distance (keys are short: the table is small). */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    previous = current;
+  }
+  return previous[b.length]!;
 }
 
 /** A credential's place in the tenant file: API and admin keys (their digest form too), webhook secrets. */
@@ -63,12 +101,11 @@ const SECRET_PATH = /\.(apiKeys|adminKeys|secrets?)(\[\d+\])?(\.sha256)?$/;
 /**
  * The refused value as the error shows it. The start's error is logged, and the {sha256} form of
  * keys exists so that no secret is written down: a credential is shown by its kind and length
- * only, whatever its type (a key written as a number too), and so is the value of an unknown
- * field, which may be a misspelt credential field (`apikeys`, `secrte`).
+ * only, whatever its type (a key written as a number too). The value of an unknown field is never
+ * shown (describeError): it may be a misspelt credential field (`apikeys`, `secrte`).
  */
-function describeValue(path: string, value: unknown, expected: string): string {
+function describeValue(path: string, value: unknown): string {
   const text = JSON.stringify(value) ?? "undefined";
   if (SECRET_PATH.test(path)) return `a ${Array.isArray(value) ? "list" : typeof value} of ${typeof value === "string" ? [...value].length : text.length} characters (not shown: a credential)`;
-  if (expected === "undefined") return `a value (not shown: an unknown field may be a misspelt key or secret)`;
   return text;
 }

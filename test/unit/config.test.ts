@@ -39,6 +39,29 @@ describe("config", () => {
     expect(demo!.streak).toMatchObject({ frequency: "daily", mode: "all", metrics: [{ metric: "lessons", thresholdMicro: 1_000_000 }] });
   });
 
+  it("names every fault of a file in one message, a misspelt key by its spelling, and a file it cannot read without a path", () => {
+    // Three faults: a trigger's threshold spelt "Threshold" (typia names the missing field only),
+    // a level's points spelt "pointz", a misspelt maxPoints (an unknown field).
+    const yaml = DEMO_YAML.replace("threshold: 1\n            points: 10", "Threshold: 1\n            points: 10")
+      .replace("name: Bronze\n            points: 50", "name: Bronze\n            pointz: 50")
+      .replace("maxPoints: 100", "maxpoints: 100");
+    const err = errorOf(yaml);
+    expect(err.path).toBe("$input.tenants[0].points[0].triggers[0].threshold");
+    expect(err.message).toContain('$input.tenants[0].points[0].triggers[0].threshold: expected (number & ExclusiveMinimum<0> & Maximum<1000000000>), got undefined (the field is spelt "Threshold" here)');
+    expect(err.message).toContain('; $input.tenants[0].points[0].levels[0].points: expected');
+    expect(err.message).toContain('(the field is spelt "pointz" here)');
+    expect(err.message).toContain("; $input.tenants[0].points[1].maxpoints: unknown field (a misspelt key? its value is not shown: it may be a secret)");
+    expect(err.message).not.toContain("more)");
+    // Past ten, the rest are counted.
+    const many = DEMO_YAML.replace("name: Lessons completed", ["name: Lessons completed", ...Array.from({ length: 12 }, (_, i) => `        extra${i}: 1`)].join("\n"));
+    const manyErr = errorOf(many);
+    expect(manyErr.message.match(/unknown field/g)).toHaveLength(10);
+    expect(manyErr.message).toMatch(/\(and 2 more\)$/);
+    // The file as a whole: no "$input:" before the reason.
+    expect(errorOf("tenants: [").message).toMatch(/^x\.yaml is not valid YAML: /);
+    expect(errorOf("tenants: [").path).toBe("");
+  });
+
   it("names the path of a field with the wrong type", () => {
     expect(errorOf(DEMO_YAML.replace("maxPoints: 100", "maxPoints: lots")).path).toBe("$input.tenants[0].points[1].maxPoints");
     expect(errorOf(DEMO_YAML.replace("key: lessons\n", "key: 'has space'\n")).path).toBe("$input.tenants[0].metrics[0].key");
