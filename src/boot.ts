@@ -77,6 +77,8 @@ export function stopOnSignals(logger: Logger, close: () => Promise<void>, timeou
     const outcome = await Promise.race([closed, timedOut]);
     clearTimeout(timer);
     if (outcome === "timed out") logger.warn({ timeoutMs }, "stopping without waiting longer for connections to close (is Redis reachable?)");
+    // The log's last word on a stop that finished: "stopping" alone does not say it did.
+    else if (outcome === "closed") logger.info({ signal }, "stopped");
     process.exit(outcome === "failed" ? 1 : 0);
   };
   onSignals((signal) => {
@@ -241,9 +243,10 @@ export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = 
     const value = env[name];
     if (value && !values.includes(value)) problems.push(`${name} must be ${values.join(" or ")} (got ${JSON.stringify(value)})`);
   }
+  if (logLevel(env) === null) problems.push(`LOG_LEVEL must be one of ${Object.keys(pino.levels.values).join(", ")} or silent (got ${JSON.stringify(env.LOG_LEVEL)})`);
   for (const name of ["LAUREL_REDIS_WAIT", "LAUREL_DRAIN"]) {
     const seconds = env[name];
-    if (seconds && !/^\d+(\.\d+)?$/.test(seconds)) problems.push(`${name} must be a number of seconds (got ${JSON.stringify(seconds)})`);
+    if (seconds && !/^\d+(\.\d+)?$/.test(seconds)) problems.push(`${name} must be a number of seconds, 0 or more, in digits (got ${JSON.stringify(seconds)})`);
   }
   const slots = env.LAUREL_AWARD_IDS;
   if (slots && !(/^\d{1,8}$/.test(slots) && isAwardIdSlots(Number(slots)))) {
@@ -260,13 +263,18 @@ export function applyAwardIdSlots(env: NodeJS.ProcessEnv = process.env): void {
   if (env.LAUREL_AWARD_IDS) setAwardIdSlots(Number(env.LAUREL_AWARD_IDS));
 }
 
-/** The process logger at LOG_LEVEL (default info), or exit 1 naming the levels pino knows. */
-export function loggerOrExit(): Logger {
-  const level = process.env.LOG_LEVEL || "info";
+/** LOG_LEVEL (default info) when pino knows it; null otherwise (checkEnvironmentOrExit names it). */
+function logLevel(env: NodeJS.ProcessEnv): string | null {
+  const level = env.LOG_LEVEL || "info";
   // Own keys only: `in` also took "constructor" or "toString", and pino then logged nothing at all.
-  if (!Object.hasOwn(pino.levels.values, level) && level !== "silent") {
-    console.error(`LOG_LEVEL must be one of ${Object.keys(pino.levels.values).join(", ")} or silent (got ${JSON.stringify(level)})`);
-    process.exit(1);
-  }
-  return pino({ level });
+  return Object.hasOwn(pino.levels.values, level) || level === "silent" ? level : null;
+}
+
+/**
+ * The process logger at LOG_LEVEL. At info when LOG_LEVEL is not a level: checkEnvironmentOrExit
+ * then names it with every other bad variable, in one line (it was said alone, first, in plain
+ * text, and the others took another start).
+ */
+export function processLogger(env: NodeJS.ProcessEnv = process.env): Logger {
+  return pino({ level: logLevel(env) ?? "info" });
 }

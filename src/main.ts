@@ -1,6 +1,6 @@
 import "./v8-tuning.js";
 import { DEFAULT_DRAIN_MS, ListenError, startApp } from "./app.js";
-import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, exitIfPortTaken, exitOnConfigError, exitOnSignalsWhileStarting, listenPort, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, exitIfPortTaken, exitOnConfigError, exitOnSignalsWhileStarting, listenPort, loadTenantsOrExit, processLogger, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -24,7 +24,7 @@ import { createRedisClient, logConnectionErrors } from "./store/redis-client.js"
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(): Promise<void> {
-  const logger = loggerOrExit();
+  const logger = processLogger();
   checkEnvironmentOrExit(logger, process.env, { port: true });
   applyAwardIdSlots();
   const tenants = await loadTenantsOrExit(logger);

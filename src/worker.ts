@@ -1,5 +1,5 @@
 import "./v8-tuning.js";
-import { checkEnvironmentOrExit, exitOnConfigError, exitOnSignalsWhileStarting, loadTenantsOrExit, loggerOrExit, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { checkEnvironmentOrExit, exitOnConfigError, exitOnSignalsWhileStarting, loadTenantsOrExit, processLogger, stopOnSignals, waitForRedisOrExit } from "./boot.js";
 import { checkFixedSettings } from "./store/fixed-settings.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
@@ -21,7 +21,7 @@ import { TenantStore } from "./store/tenant-store.js";
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(): Promise<void> {
-  const logger = loggerOrExit();
+  const logger = processLogger();
   checkEnvironmentOrExit(logger);
   const tenants = await loadTenantsOrExit(logger);
   const url = process.env.REDIS_URL;
