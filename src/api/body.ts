@@ -16,16 +16,28 @@ export function parseJson(body: string | null): Record<string, unknown> {
   // Every body of the API is an object. Said first, because the validator's message for `[]`
   // named a missing field instead ("body.user must be UserInput (got nothing)").
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    fail("INVALID_BODY", `body must be a JSON object (got ${Array.isArray(value) ? "an array" : JSON.stringify(value).slice(0, 60)})`);
+    fail("INVALID_BODY", `body must be a JSON object (got ${Array.isArray(value) ? "an array" : clip(JSON.stringify(value), 60)})`);
   }
   return value as Record<string, unknown>;
+}
+
+/**
+ * The first `max` UTF-16 units of a text a message quotes, without cutting a character outside
+ * the BMP in half: a lone surrogate in a message reached the wire as `\ud83d`, which strict JSON
+ * parsers (serde_json) refuse, so the error itself could not be read.
+ */
+export function clip(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const last = text.charCodeAt(max - 1);
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max);
 }
 
 /** The start of a refused value as the message shows it. */
 function preview(value: unknown): string {
   if (value === undefined) return "nothing";
   try {
-    return JSON.stringify(value)?.slice(0, 60) ?? String(value);
+    const text = JSON.stringify(value);
+    return text === undefined ? String(value) : clip(text, 60);
   } catch {
     // A body nested a few thousand deep fits the size limit, and JSON.stringify of it overflows
     // the stack: a 400 that says so, not a 500.

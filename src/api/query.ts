@@ -1,6 +1,7 @@
 import { fail } from "../domain/errors.js";
 import { parseDay } from "../domain/periods.js";
 import type { Query } from "../http/query.js";
+import { clip } from "./body.js";
 import { failUnknownAttributes } from "./user-input.js";
 
 /**
@@ -62,7 +63,7 @@ export function attributeFilterParam(query: Query, name: string, declared: Reado
     if (colon <= 0 || colon === part.length - 1) fail("INVALID_QUERY", `${name} must be key:value pairs separated by commas`);
     const key = part.slice(0, colon);
     // A user has one value of an attribute: plan:pro,plan:free kept the last pair and counted its users.
-    if (pairs.has(key)) fail("INVALID_QUERY", `${name} names the attribute ${key.slice(0, 64)} more than once`);
+    if (pairs.has(key)) fail("INVALID_QUERY", `${name} names the attribute ${clip(key, 64)} more than once`);
     pairs.set(key, part.slice(colon + 1));
   }
   const unknown = [...pairs.keys()].filter((k) => !declared.has(k));

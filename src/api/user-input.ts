@@ -2,7 +2,7 @@ import type { tags } from "typia";
 import { fail } from "../domain/errors.js";
 import { zoneName } from "../domain/periods.js";
 import { userAttributeField } from "../store/fields.js";
-import { isCleanText, uncleanPart } from "./body.js";
+import { clip, isCleanText, uncleanPart } from "./body.js";
 
 /**
  * The user as sent with an event, an identification or a completion (trophy-compat §3.1
@@ -96,7 +96,7 @@ const NAMED_KEY_LENGTH = 64;
  * keys: ..."): the first ten named (each cut to 64 characters), the others counted.
  */
 export function failUnknownAttributes(unknown: readonly string[]): never {
-  const named = unknown.slice(0, NAMED_KEYS).map((k) => (k.length > NAMED_KEY_LENGTH ? `${k.slice(0, NAMED_KEY_LENGTH)}…` : k));
+  const named = unknown.slice(0, NAMED_KEYS).map((k) => (k.length > NAMED_KEY_LENGTH ? `${clip(k, NAMED_KEY_LENGTH)}…` : k));
   const more = unknown.length > NAMED_KEYS ? ` and ${unknown.length - NAMED_KEYS} more` : "";
   return fail("INVALID_ATTRIBUTES", `Invalid attribute keys: ${named.join(", ")}${more}`);
 }

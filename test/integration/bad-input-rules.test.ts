@@ -156,6 +156,23 @@ describe("user field bounds: the last value taken, the next refused", () => {
   });
 });
 
+describe("messages that quote a refused value", () => {
+  // Each quotes the start of what was sent (60 or 64 UTF-16 units), here with an emoji across
+  // the cut: cut in half, the message held a lone surrogate, sent as "\ud83d", which strict JSON
+  // parsers (serde_json) refuse, so the client could not read why it was refused.
+  const across = (units: number) => `${"a".repeat(units - 1)}😀`;
+  it.each([
+    ["a name too long (the value's preview)", () => t.call("POST", "/v1/users", { id: "newbie", name: "😀".repeat(101) }), 400],
+    ["a body that is a JSON string", () => t.call("POST", "/v1/users", JSON.stringify(across(59))), 400],
+    ["an undeclared attribute key", () => t.call("POST", "/v1/users", { id: "newbie", attributes: { [across(64)]: "x" } }), 422],
+    ["an undeclared filter key", () => t.call("GET", `/v1/achievements?userAttributes=${encodeURIComponent(across(64))}:x`), 422],
+    ["a filter key named twice", () => t.call("GET", `/v1/achievements?userAttributes=${encodeURIComponent(`${across(64)}:x,${across(64)}:y`)}`), 400],
+  ])("never cut a character in half: %s", async (_what, send, status) => {
+    const message = await refused(status as number, send as () => Promise<Reply>);
+    expect(message.isWellFormed(), JSON.stringify(message)).toBe(true);
+  });
+});
+
 describe("preferences", () => {
   it.each([
     [{ notifications: { sms_digest: ["email"] } }, "an unknown notification type"],
