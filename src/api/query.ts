@@ -1,5 +1,5 @@
 import { fail } from "../domain/errors.js";
-import { parseDay } from "../domain/periods.js";
+import { dateToDay, parseDay } from "../domain/periods.js";
 import type { Query } from "../http/query.js";
 import { clip } from "./body.js";
 import { failUnknownAttributes } from "./user-input.js";
@@ -29,12 +29,20 @@ export function boolParam(query: Query, name: string): boolean {
   return fail("INVALID_QUERY", `${name} must be true or false`);
 }
 
-/** A required YYYY-MM-DD parameter, under any of `names` (camelCase first; trophy-compat §2.2 #16 also shows snake_case). */
+/** 0001-01-01, a Monday: the first day whose ISO week, month and year start in a year YYYY can write. */
+const FIRST_DAY = dateToDay(1, 1, 1);
+
+/**
+ * A required YYYY-MM-DD parameter, under any of `names` (camelCase first; trophy-compat §2.2 #16
+ * also shows snake_case), from 0001-01-01 (422 before): the week of 0000-01-01 began in year -1,
+ * and a summary dated it "-000001-12".
+ */
 export function dayParam(query: Query, names: readonly string[]): number {
   const name = names.find((n) => query.has(n));
   if (name === undefined) fail("INVALID_QUERY", `${names[0]} is required (YYYY-MM-DD)`);
   const day = parseDay(query.get(name)!);
   if (day === null) fail("INVALID_QUERY", `${name} must be a calendar date YYYY-MM-DD`);
+  if (day < FIRST_DAY) fail("OUT_OF_RANGE", `${name} must be from 0001-01-01`);
   return day;
 }
 

@@ -203,6 +203,10 @@ describe("event summary errors", () => {
     ["metrics/lessons", "aggregation=daily&startDate=2026-3-1&endDate=2026-03-02", 400],
     ["metrics/lessons", "aggregation=daily&startDate=2026-03-02&endDate=2026-03-01", 422],
     ["metrics/lessons", "aggregation=daily&startDate=2025-01-01&endDate=2026-02-06", 422], // 401 days apart
+    // Before year 1: the ISO week of 0000-01-01 (a Saturday) began in year -1, which a
+    // YYYY-MM-DD date cannot write (it was dated "-000001-12").
+    ["metrics/lessons", "aggregation=weekly&startDate=0000-01-01&endDate=0000-01-03", 422],
+    ["points/xp", "aggregation=daily&startDate=0000-12-31&endDate=0001-01-01", 422],
     ["metrics/nope", "aggregation=daily&startDate=2026-03-01&endDate=2026-03-02", 404],
     ["points/nope", "aggregation=daily&startDate=2026-03-01&endDate=2026-03-02", 404],
   ];
@@ -210,6 +214,14 @@ describe("event summary errors", () => {
     const res = await t.call("GET", `/v1/users/ada/${path}/event-summary?${query}`);
     expect(res.status).toBe(status);
     expect(res.body).toEqual({ error: expect.any(String) });
+  });
+
+  it("the first and last days YYYY-MM-DD writes are accepted, each period dated inside them", async () => {
+    const first = await summary("metrics", "lessons", "aggregation=weekly&startDate=0001-01-01&endDate=0001-01-08");
+    expect(first).toEqual({ status: 200, body: [{ date: "0001-01-01", total: 0, change: 0 }, { date: "0001-01-08", total: 0, change: 0 }] });
+    const last = await summary("points", "xp", "aggregation=monthly&startDate=9999-12-31&endDate=9999-12-31");
+    expect(last.status).toBe(200);
+    expect(last.body.map((i: { date: string }) => i.date)).toEqual(["9999-12-01"]);
   });
 
   it("a range of exactly 400 days is accepted and has 401 daily items", async () => {
