@@ -57,8 +57,10 @@ export function registerWebhookRoutes(router: Router, tenants: Tenants, webhooks
   router.add("get", "/admin/v1/webhooks/deliveries", 0, async (req: ApiRequest): Promise<ApiReply> => {
     const { tenant } = tenants.authenticateAdmin(req.apiKey);
     const q = req.query;
-    const status = q.has("status") ? enumParam(q, "status", DELIVERY_STATUSES, null) : undefined;
-    const type = q.has("type") ? enumParam(q, "type", WEBHOOK_EVENT_TYPES, null) : undefined;
+    // Empty is absent, as for every other parameter (endpoint=, userId=, limit=): `status=`
+    // answered 400 "status is required", which it is not.
+    const status = q.get("status") ? enumParam(q, "status", DELIVERY_STATUSES, null) : undefined;
+    const type = q.get("type") ? enumParam(q, "type", WEBHOOK_EVENT_TYPES, null) : undefined;
     const endpoint = knownEndpoint(tenant, q.get("endpoint") || undefined);
     const limit = intParam(q, "limit", 50, 1, 500);
     const offset = intParam(q, "offset", 0, 0, 100_000);

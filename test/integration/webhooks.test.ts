@@ -352,6 +352,9 @@ describe("the admin API", () => {
     expect((await t.call("GET", "/admin/v1/webhooks/deliveries/nope", undefined, admin)).status).toBe(404);
     expect((await t.call("GET", "/admin/v1/webhooks/deliveries")).status).toBe(401);
     expect((await t.call("GET", "/admin/v1/webhooks/deliveries?status=lost", undefined, admin)).status).toBe(422);
+    // An empty filter is no filter, as an empty endpoint, userId or limit is (it was 400 "status is required").
+    const unfiltered = await t.call("GET", "/admin/v1/webhooks/deliveries?limit=500", undefined, admin);
+    expect(await t.call("GET", "/admin/v1/webhooks/deliveries?status=&type=&endpoint=&userId=&limit=500", undefined, admin)).toEqual(unfiltered);
     // limit 1 to 500 (README: Webhooks).
     for (const limit of ["0", "501"]) {
       expect(await t.call("GET", `/admin/v1/webhooks/deliveries?limit=${limit}`, undefined, admin)).toEqual({ status: 422, body: { error: "limit must be between 1 and 500" } });
