@@ -25,8 +25,10 @@ export function setClockHandler(tenants: Tenants, clock: ManualClock) {
   return async (req: ApiRequest): Promise<ApiReply> => {
     tenants.authenticateAdmin(req.apiKey);
     const body = validated(parseJson(req.body), validateClockBody);
+    if (!ISO_INSTANT.test(body.now)) fail("INVALID_VALUE", "now must be an ISO 8601 instant with a zone, e.g. 2026-03-29T01:30:00Z");
     // Date.parse is lenient (2026-02-30 becomes 2 March); the calendar date must exist.
-    const ms = ISO_INSTANT.test(body.now) && parseDay(body.now.slice(0, 10)) !== null ? Date.parse(body.now) : NaN;
+    if (parseDay(body.now.slice(0, 10)) === null) fail("INVALID_VALUE", `now names a day that does not exist (${body.now.slice(0, 10)})`);
+    const ms = Date.parse(body.now);
     if (!Number.isFinite(ms)) fail("INVALID_VALUE", "now must be an ISO 8601 instant with a zone, e.g. 2026-03-29T01:30:00Z");
     // Dates are YYYY-MM-DD in every zone, and board members hold 13 digits of milliseconds
     // (src/domain/leaderboards.ts boardMember): years 1970 to 2199.

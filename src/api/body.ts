@@ -1,5 +1,6 @@
 import type { IValidation } from "typia";
 import { fail } from "../domain/errors.js";
+import { misspeltAt } from "../domain/spelling.js";
 
 /**
  * JSON body → typed value, or a 400 that names the offending field. Unknown fields are
@@ -66,11 +67,15 @@ export function readableExpected(expected: string): string {
   return text.replace(/ & /g, ", ");
 }
 
-export function describeFailure(errors: IValidation.IError[]): string {
+export function describeFailure(errors: IValidation.IError[], body?: unknown): string {
   const first = errors[0]!;
   const path = first.path.replace(/^\$input/, "body");
   if (first.expected === "undefined") return `${path} is not a known field`;
-  return `${path} must be ${readableExpected(first.expected)} (got ${preview(first.value)})`;
+  const message = `${path} must be ${readableExpected(first.expected)} (got ${preview(first.value)})`;
+  if (first.value !== undefined) return message;
+  // A field missing beside a key spelt almost like it ({"Now": ...}): named (domain/spelling.ts).
+  const misspelt = misspeltAt(body, first.path);
+  return misspelt === null ? message : `${message}; ${JSON.stringify(misspelt)} beside it is not a known field`;
 }
 
 export function validated<T>(value: unknown, validate: (input: unknown) => IValidation<T>): T {
@@ -82,7 +87,7 @@ export function validated<T>(value: unknown, validate: (input: unknown) => IVali
     if (typeof first.value === "number" && !Number.isFinite(first.value) && first.expected.includes("number")) {
       fail("INVALID_VALUE", `${first.path.replace(/^\$input/, "body")} must be a finite number (got ${first.value})`);
     }
-    fail("INVALID_BODY", describeFailure(result.errors));
+    fail("INVALID_BODY", describeFailure(result.errors, value));
   }
   return result.data;
 }

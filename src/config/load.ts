@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import typia from "typia";
 import { parse as parseYaml } from "yaml";
+import { misspeltAt } from "../domain/spelling.js";
 import { compileConfig, ConfigError } from "./compile.js";
 import type { CompiledTenant } from "./compiled.js";
 import type { ConfigFile } from "./types.js";
@@ -67,32 +68,9 @@ function describeError(error: { path: string; expected: string; value: unknown }
   if (error.expected === "undefined") return "unknown field (a misspelt key? its value is not shown: it may be a secret)";
   const described = `expected ${error.expected}, got ${describeValue(error.path, error.value)}`;
   if (error.value !== undefined) return described;
-  // A required field missing: typia does not name an unknown key beside it inside a union's
-  // member (a trigger), so a misspelling (`threshhold`) is looked for among its siblings.
-  const misspelt = misspeltSibling(raw, error.path);
+  // A required field missing: a key spelt almost like it is named (domain/spelling.ts).
+  const misspelt = misspeltAt(raw, error.path);
   return misspelt === null ? described : `${described} (the field is spelt ${JSON.stringify(misspelt)} here)`;
-}
-
-/** A key of the object holding `path`'s last field whose spelling is within two edits of it; null if none. */
-function misspeltSibling(raw: unknown, path: string): string | null {
-  const steps = [...path.matchAll(/\.([A-Za-z_$][\w$]*)|\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]/g)].map((m) => m[1] ?? (m[2] !== undefined ? Number(m[2]) : (JSON.parse(`"${m[3]}"`) as string)));
-  const field = steps.pop();
-  if (typeof field !== "string") return null;
-  let node: unknown = raw;
-  for (const step of steps) node = node !== null && typeof node === "object" ? (node as Record<string | number, unknown>)[step] : undefined;
-  if (node === null || typeof node !== "object" || Array.isArray(node)) return null;
-  return Object.keys(node).find((key) => key !== field && editDistance(key.toLowerCase(), field.toLowerCase()) <= 2) ?? null;
-}
-
-/** Levenshtein distance (keys are short: the table is small). */
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    previous = current;
-  }
-  return previous[b.length]!;
 }
 
 /** A credential's place in the tenant file: API and admin keys (their digest form too), webhook secrets. */

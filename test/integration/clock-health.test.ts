@@ -28,6 +28,12 @@ describe("manual clock (LAUREL_CLOCK=manual)", () => {
       expect(res.status, now).toBe(422);
       expect(typeof res.body.error).toBe("string");
     }
+    // Each message says what is wrong: a day that does not exist is not "an instant without a zone";
+    // a key spelt almost like the missing field is named (typia names the missing field alone).
+    expect((await t.call("POST", "/admin/v1/clock", { now: "2027-02-30T15:00:00Z" }, { "x-api-key": t.adminKey })).body).toEqual({ error: "now names a day that does not exist (2027-02-30)" });
+    expect((await t.call("POST", "/admin/v1/clock", { now: "2027-02-01T15:00:00" }, { "x-api-key": t.adminKey })).body).toEqual({ error: "now must be an ISO 8601 instant with a zone, e.g. 2026-03-29T01:30:00Z" });
+    expect(await t.call("POST", "/admin/v1/clock", { Now: "2027-02-01T15:00:00Z" }, { "x-api-key": t.adminKey })).toEqual({ status: 400, body: { error: 'body.now must be string (got nothing); "Now" beside it is not a known field' } });
+    expect(await t.call("POST", "/admin/v1/clock", { time: "2027-02-01T15:00:00Z" }, { "x-api-key": t.adminKey })).toEqual({ status: 400, body: { error: "body.now must be string (got nothing)" } });
     const edges = await t.call("POST", "/admin/v1/clock", { now: "2199-12-31T23:59:59.999Z" }, { "x-api-key": t.adminKey });
     expect(edges.status).toBe(200);
     expect((await t.call("POST", "/admin/v1/clock", { now: "1970-01-01T00:00:00Z" }, { "x-api-key": t.adminKey })).status).toBe(200);
