@@ -54,7 +54,9 @@ const TAG_WORDS: [RegExp, (n: string) => string][] = [
   [/\bMinItems<(-?[\d.]+)>/g, (n) => `at least ${plural(n, "item")}`],
   [/\bMaxItems<(-?[\d.]+)>/g, (n) => `at most ${plural(n, "item")}`],
   [/\bMinLength<(-?[\d.]+)>/g, (n) => `at least ${plural(n, "character")}`],
-  [/\bMaxLength<(-?[\d.]+)>/g, (n) => `at most ${plural(n, "character")}`],
+  // JavaScript's length: UTF-16 units, so an emoji outside the BMP counts 2 (user ids alone are
+  // counted in code points, by their own check).
+  [/\bMaxLength<(-?[\d.]+)>/g, (n) => `at most ${plural(n, "character")} (UTF-16 units: most emoji count 2)`],
   [/\bMinimum<(-?[\d.]+)>/g, (n) => `at least ${n}`],
   [/\bMaximum<(-?[\d.]+)>/g, (n) => `at most ${n}`],
   [/\bnumber & Type<"u?int(32|64)">/g, () => "an integer"],

@@ -70,7 +70,7 @@ describe("readableExpected", () => {
   it("says typia's tags in words", () => {
     expect(readableExpected("Array<> & MinItems<1> & MaxItems<1000>")).toBe("an array, at least 1 item, at most 1000 items");
     expect(readableExpected('number & Type<"uint32"> & Minimum<1> & Maximum<1000>')).toBe("an integer, at least 1, at most 1000");
-    expect(readableExpected("(string & MinLength<1> & MaxLength<200>)")).toBe("(string, at least 1 character, at most 200 characters)");
+    expect(readableExpected("(string & MinLength<1> & MaxLength<200>)")).toBe("(string, at least 1 character, at most 200 characters (UTF-16 units: most emoji count 2))");
     expect(readableExpected("EventBody")).toBe("EventBody");
   });
 });
