@@ -1,7 +1,7 @@
 import { fail } from "../domain/errors.js";
 import { dateToDay, parseDay } from "../domain/periods.js";
 import type { Query } from "../http/query.js";
-import { clip } from "./body.js";
+import { clip, isCleanText } from "./body.js";
 import { failUnknownAttributes } from "./user-input.js";
 
 /**
@@ -70,9 +70,13 @@ export function attributeFilterParam(query: Query, name: string, declared: Reado
     const colon = part.indexOf(":");
     if (colon <= 0 || colon === part.length - 1) fail("INVALID_QUERY", `${name} must be key:value pairs separated by commas`);
     const key = part.slice(0, colon);
+    const value = part.slice(colon + 1);
+    // No stored attribute value holds a control character (user-input.ts checkAttributes): such a
+    // filter is malformed (400, as a leaderboard's group is), not a filter that matches nobody.
+    if (!isCleanText(value)) fail("INVALID_QUERY", `${name} values must be without control characters`);
     // A user has one value of an attribute: plan:pro,plan:free kept the last pair and counted its users.
     if (pairs.has(key)) fail("INVALID_QUERY", `${name} names the attribute ${clip(key, 64)} more than once`);
-    pairs.set(key, part.slice(colon + 1));
+    pairs.set(key, value);
   }
   const unknown = [...pairs.keys()].filter((k) => !declared.has(k));
   if (unknown.length > 0) failUnknownAttributes(unknown);

@@ -49,4 +49,11 @@ describe("points summary filtered by user attributes", () => {
   it("an undeclared attribute is refused", async () => {
     expect((await t.call("GET", "/v1/points/xp/summary?userAttributes=tier:gold")).status).toBe(422);
   });
+
+  it("a value with a control character is malformed (400), on every read that takes the filter, as on a leaderboard's", async () => {
+    // No stored attribute value can hold one: it answered 200 with no users before.
+    for (const path of ["/v1/points/xp/summary", "/v1/achievements"]) {
+      expect(await t.call("GET", `${path}?userAttributes=plan:pr%01o`), path).toEqual({ status: 400, body: { error: "userAttributes values must be without control characters" } });
+    }
+  });
 });
