@@ -99,8 +99,7 @@ export class ListenError extends Error {}
 /** The HTTP service: every route of the API on one uWS app. */
 export async function startApp(opts: AppOptions): Promise<RunningApp> {
   assertNativeUws();
-  await warnIfRedisEvicts(opts.redis, opts.logger);
-  await warnIfRedisForgets(opts.redis, opts.logger);
+  await Promise.all([warnIfRedisEvicts(opts.redis, opts.logger), warnIfRedisForgets(opts.redis, opts.logger)]);
   const tenants = await Tenants.create(opts.redis, opts.tenants, opts.clock.now());
   const connection = queueConnection(opts.redis);
   // issue 6 (outbound events): begin

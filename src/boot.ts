@@ -230,9 +230,10 @@ const SWITCHES: Record<string, readonly string[]> = {
 
 /**
  * Exit 1 naming a switch set to a value it does not take (`LAUREL_CLOCK=manul` ran the system
- * clock, `LAUREL_WORKER=false` ran the worker), or a LAUREL_REDIS_WAIT or LAUREL_DRAIN that is
- * not a number of seconds, or a LAUREL_AWARD_IDS the award id table cannot take (and, for the
- * service, a PORT that is not one). Run first, before anything starts.
+ * clock, `LAUREL_WORKER=false` ran the worker), a LOG_LEVEL pino does not know, a
+ * LAUREL_REDIS_WAIT or LAUREL_DRAIN that is not a number of seconds, or a LAUREL_AWARD_IDS the
+ * award id table cannot take (and, for the service, a PORT that is not one): all of them in one
+ * line. Run first, before anything starts.
  */
 export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = process.env, opts: { port?: boolean } = {}): void {
   const problems: string[] = [];

@@ -34,6 +34,7 @@ async function main(): Promise<void> {
   const clock: Clock = process.env.LAUREL_CLOCK === "manual" ? new ManualClock() : new SystemClock();
 
   const dataDir = dataDirectory();
+  const fsync = process.env.LAUREL_FSYNC === "always" ? "always" : "everysec"; // checked by checkEnvironmentOrExit
   // A Ctrl-C from here until stopOnSignals takes over (below) exits at once, and stops an embedded
   // redis-server already spawned (in a session of its own, the Ctrl-C does not reach it).
   exitOnSignalsWhileStarting(logger);
@@ -50,7 +51,7 @@ async function main(): Promise<void> {
       // every acknowledged event back), rather than answer 503 with nothing to bring Redis back.
       embedded = await startEmbeddedRedis({
         dir: dataDir,
-        fsync: process.env.LAUREL_FSYNC === "always" ? "always" : "everysec", // checked by checkEnvironmentOrExit
+        fsync,
         ownSession: true,
         onExit: ({ code, signal }) => {
           if (stopping) return;
@@ -66,7 +67,7 @@ async function main(): Promise<void> {
     if (embedded.replacedOrphan !== null) {
       logger.warn({ redisPid: embedded.replacedOrphan, dir: dataDir }, "stopped the embedded redis-server an earlier Laurel left running on this data directory (that service was killed without stopping it)");
     }
-    logger.info({ redis: redisUrl, dir: dataDir, fsync: process.env.LAUREL_FSYNC || "everysec" }, "started embedded redis-server (AOF on)");
+    logger.info({ redis: redisUrl, dir: dataDir, fsync }, "started embedded redis-server (AOF on)");
   } else if (process.env.LAUREL_FSYNC) {
     logger.warn({ fsync: process.env.LAUREL_FSYNC }, "LAUREL_FSYNC sets the embedded redis-server's fsync only; with REDIS_URL, set appendfsync in that Redis's configuration");
   }

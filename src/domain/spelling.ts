@@ -1,15 +1,20 @@
 /**
- * Misspelt keys, for error messages only: a required field missing beside a key within two
- * edits of its name is most often that key misspelt (`threshhold`, `Now`), and the message says
- * so. Validators name the missing field only: typia does not report an unknown key beside a
+ * Misspelt keys, for error messages only: a required field missing beside a key spelt almost
+ * like it is most often that key misspelt (`threshhold`, `Now`), and the message says so. Validators name the missing field only: typia does not report an unknown key beside a
  * missing one inside a union member (the tenant file's triggers), nor beside a missing required
  * property of a body.
  */
 
-/** The first of `keys`, other than `name`, within two edits of it (letter case ignored); null if none. */
+/**
+ * The first of `keys`, other than `name`, within a few edits of it (letter case ignored); null if
+ * none. The edits allowed grow with the name, one per three letters up to two, so that a short
+ * name matches its own spelling in another case only: with two edits `id` matched `tz`, a valid
+ * field of the same object, which the message then called unknown.
+ */
 export function misspeltKey(keys: readonly string[], name: string): string | null {
   const wanted = name.toLowerCase();
-  return keys.find((key) => key !== name && editDistance(key.toLowerCase(), wanted) <= 2) ?? null;
+  const allowed = Math.min(2, Math.floor(name.length / 3));
+  return keys.find((key) => key !== name && editDistance(key.toLowerCase(), wanted) <= allowed) ?? null;
 }
 
 /** Levenshtein distance (keys are short: the table is small). */

@@ -1,7 +1,8 @@
 import type { Redis } from "ioredis";
+import { LaurelError } from "../domain/errors.js";
 import { duplicateClient } from "../store/redis-client.js";
 import type { TenantStore } from "../store/tenant-store.js";
-import { streakAdmin } from "../store/user-store.js";
+import { streakAdmin, type StreakAdminResult } from "../store/user-store.js";
 import { JOB_OPTIONS, jobsPrefix, removeStaleScheduler, TenantJobQueue, TenantJobsSet, type TenantJobs, type TenantJobsOptions } from "./tenant-job-queue.js";
 
 /**
@@ -33,8 +34,22 @@ const BATCH = 200;
  */
 const IN_FLIGHT = 16;
 
-/** Settles every user of the tenant whose streak deadline has passed; returns how many changed. */
-async function sweepExpiredStreaks(store: TenantStore, now: number): Promise<number> {
+/**
+ * One user's settlement; null when the user's zone kept changing under it (ZONE_CHANGING: the
+ * identifies of a user on the move): nothing was written, and the user, still due, is skipped
+ * past and settled by the next sweep. Thrown on, it failed the whole sweep, for every user after.
+ */
+async function settleOrSkip(store: TenantStore, userId: string, now: number): Promise<StreakAdminResult | null> {
+  try {
+    return await streakAdmin(store, userId, "settle", now, () => 0);
+  } catch (err) {
+    if (err instanceof LaurelError && err.code === "ZONE_CHANGING") return null;
+    throw err;
+  }
+}
+
+/** Settles every user of the tenant whose streak deadline has passed; returns how many changed. Exported for its test. */
+export async function sweepExpiredStreaks(store: TenantStore, now: number): Promise<number> {
   let changed = 0;
   for (let shard = 0; shard < store.tenant.shards; shard++) {
     // A settlement takes the user out of the due range (lost, or its deadline placed on the
@@ -42,9 +57,9 @@ async function sweepExpiredStreaks(store: TenantStore, now: number): Promise<num
     for (let offset = 0; ; ) {
       const due = await store.redis.zrangebyscore(store.keys.streakDeadline(shard), "-inf", now, "LIMIT", offset, BATCH);
       for (let i = 0; i < due.length; i += IN_FLIGHT) {
-        const results = await Promise.all(due.slice(i, i + IN_FLIGHT).map((userId) => streakAdmin(store, userId, "settle", now, () => 0)));
-        changed += results.filter((r) => r.status === "settled" && (r.consumed > 0 || r.lost > 0)).length;
-        offset += results.filter((r) => r.status !== "settled" || r.stillDue).length;
+        const results = await Promise.all(due.slice(i, i + IN_FLIGHT).map((userId) => settleOrSkip(store, userId, now)));
+        changed += results.filter((r) => r !== null && r.status === "settled" && (r.consumed > 0 || r.lost > 0)).length;
+        offset += results.filter((r) => r === null || r.status !== "settled" || r.stillDue).length;
       }
       if (due.length < BATCH) break;
     }

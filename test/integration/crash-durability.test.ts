@@ -16,8 +16,10 @@ import { waitFor } from "../helpers/service-process.js";
  * AOF before it answers, so every event answered 201 is there after the restart; and the events
  * whose answer was lost (503: unknown whether applied) sent again with their Idempotency-Key are
  * each counted once. Whenever the kill lands, the same must hold: nothing here depends on timing.
- * (With `everysec` Redis may hold an AOF write back for up to 2 s while a slow fsync runs, and
- * still answers: README, Operations, Persistence.)
+ * It runs with `always`, the one setting under which the guarantee holds whatever the disk does.
+ * `everysec` passes it too on a quiet disk, but may hold an AOF write back for up to 2 s while a
+ * slow fsync runs, and still answers (README, Operations, Persistence): a test cannot make that
+ * window happen on demand, so this one guards AOF across a crash, not the choice of `always`.
  */
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));

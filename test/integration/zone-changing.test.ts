@@ -1,7 +1,9 @@
 import type { Command, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sweepExpiredStreaks } from "../../src/jobs/streak-expiry.js";
 import { ZONE_ATTEMPTS } from "../../src/store/tenant-store.js";
-import { dumpTenant, startTestApp, type TestApp } from "../helpers/app.js";
+import { dumpTenant, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
 
 // An event without `tz` is computed on the zone Node guesses; the script answers -1 with the
 // stored zone when the guess was wrong, and Node calls again (ZONE_ATTEMPTS calls in all). Here
@@ -20,9 +22,12 @@ beforeAll(async () => {
 });
 afterAll(() => t?.close());
 
-/** Runs `action` while every script answer -1 is followed by another change of the stored zone; returns the script calls seen and their statuses. */
-async function withZoneChangingEveryCall(action: () => Promise<unknown>): Promise<number[]> {
-  const redis = t.redis;
+/**
+ * Runs `action` while every script answer -1 is followed by another change of the stored zone
+ * (of the user whose hash is `userKey`, or of any user); returns the script calls seen and their statuses.
+ */
+async function withZoneChangingEveryCall(action: () => Promise<unknown>, app: TestApp = t, onlyUserKey?: string): Promise<number[]> {
+  const redis = app.redis;
   const send = redis.sendCommand;
   const statuses: number[] = [];
   let changes = 0;
@@ -32,6 +37,7 @@ async function withZoneChangingEveryCall(action: () => Promise<unknown>): Promis
     if (name !== "fcall" && name !== "evalsha") return sent;
     // KEYS[1] of the event and the streak-admin scripts is the user's hash.
     const userKey = String(command.args[2]);
+    if (onlyUserKey !== undefined && userKey !== onlyUserKey) return sent;
     return sent.then(async (reply) => {
       if (!Array.isArray(reply)) return reply;
       statuses.push(reply[0] as number);
@@ -85,5 +91,46 @@ describe(`a zone changed between each of ${ZONE_ATTEMPTS} calls`, () => {
     expect(reply?.status).toBe(503);
     expect(reply?.body.error).toMatch(/^The user's time zone kept changing/);
     expect(await tenantWithoutZones()).toEqual(before);
+  });
+
+  it("the streak expiry sweep skips that user (still due, for the next sweep) and settles the others, before and after it", async () => {
+    const sweepTenant = uniqueTenantId("zsweep");
+    const yaml = tenantYaml(
+      sweepTenant,
+      `
+    shards: 1
+    metrics: [{ key: lessons, name: Lessons }]
+    streak:
+      frequency: daily
+      metrics: [{ metric: lessons, threshold: 1 }]
+`,
+    );
+    // No background jobs: the sweep is called here, on the app's connection, which the hook watches
+    // (the service's own sweep runs on a connection of its own).
+    const app = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", jobs: false });
+    const store = app.app.tenants.all.find((x) => x.store.tenant.id === sweepTenant)!.store;
+    try {
+      // 21 users due at one deadline: the sweep settles 16 at a time, in member order, so
+      // "aaa-mover" is in the first batch and u15..u19 in the second.
+      const users = ["aaa-mover", ...Array.from({ length: 20 }, (_, i) => `u${String(i).padStart(2, "0")}`)];
+      for (const id of users) expect((await app.call("POST", "/v1/metrics/lessons/event", { user: { id, tz: "UTC" }, value: 1 })).status).toBe(201);
+      const moverKey = (await app.redis.keys(`{${sweepTenant}:0}:u:aaa-mover`))[0]!;
+      await app.redis.hset(moverKey, "tz", "America/New_York"); // another process's identify
+      // Past every deadline (UTC's and New York's).
+      const now = Date.parse("2026-06-03T12:00:00Z");
+      let changed = -1;
+      const statuses = await withZoneChangingEveryCall(async () => (changed = await sweepExpiredStreaks(store, now)), app, moverKey);
+      expect(statuses).toEqual(Array(ZONE_ATTEMPTS).fill(-1));
+      expect(changed).toBe(20);
+      // Everyone else's streak is settled (lost); the mover's is left, still due.
+      const active = await app.redis.zrange(`{${sweepTenant}:0}:sa`, 0, -1);
+      expect(active).toEqual(["aaa-mover"]);
+      expect(await app.redis.zrange(`{${sweepTenant}:0}:sd`, 0, -1)).toEqual(["aaa-mover"]);
+      // Once the zone holds still, the next sweep settles it.
+      expect(await sweepExpiredStreaks(store, now + 3_600_000)).toBe(1);
+      expect(await app.redis.zrange(`{${sweepTenant}:0}:sa`, 0, -1)).toEqual([]);
+    } finally {
+      await app.close();
+    }
   });
 });
