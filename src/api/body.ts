@@ -33,6 +33,15 @@ export function clip(text: string, max: number): string {
   return text.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max);
 }
 
+/**
+ * A key or id from the request as a 404 quotes it: at most 64 UTF-16 units, a lone surrogate as
+ * U+FFFD. The path's keys are not length-checked before the lookup that refuses them (a 20 KB
+ * boost id was quoted whole), and a body's string may hold a lone surrogate.
+ */
+export function quoted(text: string): string {
+  return clip(text.toWellFormed(), 64);
+}
+
 /** The start of a refused value as the message shows it. */
 function preview(value: unknown): string {
   if (value === undefined) return "nothing";

@@ -9,7 +9,7 @@ import { parseDay } from "../domain/periods.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import type { TenantContext, Tenants } from "../tenants.js";
 import { changeUserBoost, readUser } from "../store/user-store.js";
-import { isCleanText, parseJson, uncleanPart, validated } from "./body.js";
+import { isCleanText, parseJson, quoted, uncleanPart, validated } from "./body.js";
 import { checkUserId } from "./user-input.js";
 import { iso, pairsJson } from "./wire.js";
 import { boolParam } from "./query.js";
@@ -52,7 +52,7 @@ function parseInstant(text: string, field: string): number {
 }
 
 function systemOf(tenant: CompiledTenant, key: string): CompiledSystem {
-  return tenant.systemByKey.get(key) ?? fail("POINTS_SYSTEM_NOT_FOUND", `Points system not found: ${key}`);
+  return tenant.systemByKey.get(key) ?? fail("POINTS_SYSTEM_NOT_FOUND", `Points system not found: ${quoted(key)}`);
 }
 
 /** PointsBoost of a global boost, its status at `now` (trophy-compat §6.4; webhook payloads too). */
@@ -169,7 +169,7 @@ export function endBoostHandler(tenants: Tenants, clock: Clock) {
     const system = systemOf(context.tenant, req.params[0]!);
     const id = req.params[1]!;
     const record = (await userBoostRecords(context, null)).find((r) => r.id === id && r.pointsSystemKey === system.key);
-    if (!record) fail("BOOST_NOT_FOUND", `Boost not found: ${id}`);
+    if (!record) fail("BOOST_NOT_FOUND", `Boost not found: ${quoted(id)}`);
     const now = clock.now();
     if (boostStatus(record.start, record.end, now) === "finished") return { status: 200, body: userBoostJson(system, record, now) };
     // A scheduled boost gets an empty window (it never runs); an active one ends now.

@@ -9,7 +9,7 @@ import { RawJson } from "../http/raw-json.js";
 import type { ApiRequest, ApiReply } from "../http/router.js";
 import type { TenantContext, Tenants } from "../tenants.js";
 import type { RecordedEvent } from "../store/tenant-store.js";
-import { parseJson, validated } from "./body.js";
+import { parseJson, quoted, validated } from "./body.js";
 import { eventLeaderboardsJson } from "./leaderboards.js";
 import { pointsMapJson } from "./points-json.js";
 import { checkAttributes, profileZone, userProfileFields, type UserInput } from "./user-input.js";
@@ -47,7 +47,7 @@ export function recordEventHandler(tenants: Tenants, clock: Clock, logger: Logge
     const { tenant, store } = context;
     const metricKey = req.params[0]!;
     const metric = tenant.metricByKey.get(metricKey);
-    if (!metric) fail("METRIC_NOT_FOUND", `Metric not found: ${metricKey}`);
+    if (!metric) fail("METRIC_NOT_FOUND", `Metric not found: ${quoted(metricKey)}`);
     const raw = parseJson(req.body);
     checkValue(raw);
     const body = validated(raw, validateEventBody);

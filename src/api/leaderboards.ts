@@ -13,7 +13,7 @@ import type { Tenants } from "../tenants.js";
 import { attributeFilterParam, boolParam, intParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
 import { iso } from "./wire.js";
-import { isCleanText } from "./body.js";
+import { isCleanText, quoted } from "./body.js";
 import type { Query } from "../http/query.js";
 
 /**
@@ -68,7 +68,7 @@ export function eventLeaderboardsJson(tenant: CompiledTenant, changes: readonly 
 }
 
 function boardOf(tenant: CompiledTenant, key: string): CompiledLeaderboard {
-  return tenant.leaderboardByKey.get(key) ?? fail("LEADERBOARD_NOT_FOUND", `Leaderboard not found: ${key}`);
+  return tenant.leaderboardByKey.get(key) ?? fail("LEADERBOARD_NOT_FOUND", `Leaderboard not found: ${quoted(key)}`);
 }
 
 /** The run a read names (`run=YYYY-MM-DD`, any day of the run), else the current or last one. */

@@ -6,7 +6,7 @@ import type { Webhooks } from "../jobs/webhooks/index.js";
 import { WEBHOOK_EVENT_TYPES } from "../jobs/webhooks/kinds.js";
 import type { CompiledTenant } from "../config/compiled.js";
 import type { Tenants } from "../tenants.js";
-import { parseJson, validated } from "./body.js";
+import { parseJson, quoted, validated } from "./body.js";
 import { enumParam, intParam } from "./query.js";
 
 /**
@@ -117,6 +117,6 @@ export function registerWebhookRoutes(router: Router, tenants: Tenants, webhooks
 
 /** An endpoint filter of the admin API: a key the tenant's config has (404 otherwise), or none. */
 function knownEndpoint(tenant: CompiledTenant, endpoint: string | undefined): string | undefined {
-  if (endpoint !== undefined && !tenant.webhooks.some((w) => w.key === endpoint)) fail("NOT_FOUND", `Webhook endpoint not found: ${endpoint}`);
+  if (endpoint !== undefined && !tenant.webhooks.some((w) => w.key === endpoint)) fail("NOT_FOUND", `Webhook endpoint not found: ${quoted(endpoint)}`);
   return endpoint;
 }

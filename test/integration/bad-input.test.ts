@@ -320,6 +320,18 @@ describe("unknown things (404)", () => {
     await refused(404, () => t.call("GET", "/v1/points/no-such-system"));
   });
 
+  it("quotes an unknown key at most 64 units long, and a lone surrogate as U+FFFD (a 20 KB boost id was quoted whole)", async () => {
+    const long = "k".repeat(5000);
+    const admin = { "x-api-key": t.adminKey };
+    expect(await refused(404, () => event({ user: { id: "seed" }, value: 1 }, {}, long))).toBe(`Metric not found: ${"k".repeat(64)}`);
+    expect(await refused(404, () => t.call("GET", `/v1/points/${long}`))).toBe(`Points system not found: ${"k".repeat(64)}`);
+    expect(await refused(404, () => t.call("GET", `/v1/leaderboards/${long}`))).toBe(`Leaderboard not found: ${"k".repeat(64)}`);
+    expect(await refused(404, () => t.call("DELETE", `/admin/v1/points/xp/boosts/${long}`, undefined, admin))).toBe(`Boost not found: ${"k".repeat(64)}`);
+    // A body's string may hold a lone surrogate (JSON escapes it): quoted, it becomes U+FFFD, which strict parsers read.
+    const replay = await t.call("POST", "/admin/v1/webhooks/deliveries/replay", { status: "dead", endpoint: "a\ud800" }, admin);
+    expect(replay).toEqual({ status: 404, body: { error: "Webhook endpoint not found: a\uFFFD" } });
+  });
+
   it("answers unknown routes with a JSON 404", async () => {
     await refused(404, () => t.call("GET", "/v1/no-such-route"));
     await refused(404, () => t.call("POST", "/v2/metrics/lessons/event", { user: { id: "seed" }, value: 1 }));
