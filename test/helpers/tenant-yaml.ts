@@ -41,3 +41,19 @@ export function lessonsTenantYaml(tenantId: string, endpoint?: { url: string; ev
 ${webhooks}`,
   );
 }
+
+/** One shard (so its keys are easy to name), a daily lessons streak, and a perpetual streak board. */
+export function streakTenantYaml(tenantId: string): string {
+  return tenantYaml(
+    tenantId,
+    `
+    shards: 1
+    metrics: [{ key: lessons, name: Lessons }]
+    streak:
+      frequency: daily
+      metrics: [{ metric: lessons, threshold: 1 }]
+    leaderboards:
+      - { key: streaks, name: Streaks, rankBy: streak, start: "2026-01-01" }
+`,
+  );
+}

@@ -4,7 +4,7 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
-import { lessonsTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
+import { lessonsTenantYaml, streakTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
 import { StreakExpiry } from "../../src/jobs/streak-expiry.js";
 import { queueConnection } from "../../src/store/redis-client.js";
 
@@ -19,22 +19,6 @@ beforeAll(() => {
   redis = new Redis(inject("redisUrl"));
 });
 afterAll(() => redis.disconnect());
-
-/** One shard (so its keys are easy to name), a daily lessons streak, and a perpetual streak board. */
-function streakTenantYaml(tenantId: string): string {
-  return tenantYaml(
-    tenantId,
-    `
-    shards: 1
-    metrics: [{ key: lessons, name: Lessons }]
-    streak:
-      frequency: daily
-      metrics: [{ metric: lessons, threshold: 1 }]
-    leaderboards:
-      - { key: streaks, name: Streaks, rankBy: streak, start: "2026-01-01" }
-`,
-  );
-}
 
 async function lesson(t: TestApp, user: string): Promise<void> {
   const res = await t.call("POST", "/v1/metrics/lessons/event", { user: { id: user, tz: "UTC" }, value: 1 });

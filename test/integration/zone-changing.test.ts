@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sweepExpiredStreaks } from "../../src/jobs/streak-expiry.js";
 import { ZONE_ATTEMPTS } from "../../src/store/tenant-store.js";
 import { dumpTenant, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
-import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { streakTenantYaml } from "../helpers/tenant-yaml.js";
 
 // An event without `tz` is computed on the zone Node guesses; the script answers -1 with the
 // stored zone when the guess was wrong, and Node calls again (ZONE_ATTEMPTS calls in all). Here
@@ -95,16 +95,7 @@ describe(`a zone changed between each of ${ZONE_ATTEMPTS} calls`, () => {
 
   it("the streak expiry sweep skips that user (still due, for the next sweep) and settles the others, before and after it", async () => {
     const sweepTenant = uniqueTenantId("zsweep");
-    const yaml = tenantYaml(
-      sweepTenant,
-      `
-    shards: 1
-    metrics: [{ key: lessons, name: Lessons }]
-    streak:
-      frequency: daily
-      metrics: [{ metric: lessons, threshold: 1 }]
-`,
-    );
+    const yaml = streakTenantYaml(sweepTenant);
     // No background jobs: the sweep is called here, on the app's connection, which the hook watches
     // (the service's own sweep runs on a connection of its own).
     const app = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", jobs: false });
