@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import typia, { type tags } from "typia";
 import type { Clock } from "../clock.js";
-import type { CompiledBoost, CompiledSystem, CompiledTenant, Rounding } from "../config/compiled.js";
+import type { CompiledBoost, CompiledSystem, Rounding } from "../config/compiled.js";
 import { boostStatus, encodeUserBoosts } from "../domain/boosts.js";
 import { fail } from "../domain/errors.js";
 import { userFiltersMatch } from "../domain/filters.js";
@@ -10,6 +10,7 @@ import type { ApiReply, ApiRequest } from "../http/router.js";
 import type { TenantContext, Tenants } from "../tenants.js";
 import { changeUserBoost, readUser } from "../store/user-store.js";
 import { isCleanText, parseJson, quoted, uncleanPart, validated } from "./body.js";
+import { systemOf } from "./lookup.js";
 import { checkUserId } from "./user-input.js";
 import { iso, pairsJson } from "./wire.js";
 import { boolParam } from "./query.js";
@@ -49,10 +50,6 @@ function parseInstant(text: string, field: string): number {
   const ms = INSTANT.test(text) && parseDay(text.slice(0, 10)) !== null ? Date.parse(text.length === 10 ? `${text}T00:00:00Z` : text) : NaN;
   if (!Number.isFinite(ms)) fail("INVALID_VALUE", `${field} must be an ISO 8601 date or instant with a zone`);
   return ms;
-}
-
-function systemOf(tenant: CompiledTenant, key: string): CompiledSystem {
-  return tenant.systemByKey.get(key) ?? fail("POINTS_SYSTEM_NOT_FOUND", `Points system not found: ${quoted(key)}`);
 }
 
 /** PointsBoost of a global boost, its status at `now` (trophy-compat §6.4; webhook payloads too). */

@@ -6,7 +6,7 @@ import { stableId } from "../domain/ids.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import type { Tenants } from "../tenants.js";
 import { completeAchievement } from "../store/user-store.js";
-import { parseJson, validated } from "./body.js";
+import { parseJson, quoted, validated } from "./body.js";
 import { pointsMapJson } from "./points-json.js";
 import { userProfileFields, type UserInput } from "./user-input.js";
 import { achievementJson } from "./wire.js";
@@ -29,7 +29,7 @@ export function completeAchievementHandler(tenants: Tenants, clock: Clock, logge
   return async (req: ApiRequest): Promise<ApiReply> => {
     const { tenant, store } = tenants.authenticate(req.apiKey);
     const key = req.params[0]!;
-    const achievement = tenant.achievementByKey.get(key) ?? fail("ACHIEVEMENT_NOT_FOUND", `Achievement not found: ${key}`);
+    const achievement = tenant.achievementByKey.get(key) ?? fail("ACHIEVEMENT_NOT_FOUND", `Achievement not found: ${quoted(key)}`);
     if (achievement.type !== "api") fail("INVALID_VALUE", `Achievement ${key} is completed by its ${achievement.type === "composite" ? "prerequisites" : achievement.type}, not by the API`);
     const body = validated(parseJson(req.body), validateCompleteBody);
     const profile = userProfileFields(body.user, tenant.userAttributes);

@@ -1,5 +1,6 @@
 import type { Redis } from "ioredis";
 import type { Clock } from "../clock.js";
+import { deadline } from "../deadline.js";
 import type { ApiReply } from "../http/router.js";
 
 /**
@@ -19,17 +20,15 @@ const DOWN: ApiReply = { status: 503, body: { error: "Redis is not reachable", s
 export function healthHandler(redis: Redis, clock: Clock) {
   return async (): Promise<ApiReply> => {
     if (redis.status !== "ready") return DOWN;
-    let timer: NodeJS.Timeout | undefined;
-    // Past the timeout, one more turn of the event loop before Redis is called down: a process
-    // that did not run meanwhile (a loaded host, a long GC) finds its timer due before it reads
-    // the answer Redis sent in time, and said 503 with the answer waiting on its socket.
-    const timedOut = new Promise<false>((resolve) => (timer = setTimeout(() => setImmediate(() => resolve(false)), HEALTH_PING_TIMEOUT_MS)));
+    // The PING's deadline lets the process read an answer that arrived in time (deadline.ts).
+    let timer: { cancel(): void } | undefined;
+    const timedOut = new Promise<false>((resolve) => (timer = deadline(HEALTH_PING_TIMEOUT_MS, () => resolve(false))));
     const answered = redis.ping().then(
       () => true,
       () => false,
     );
     const ok = await Promise.race([answered, timedOut]);
-    clearTimeout(timer);
+    timer!.cancel();
     return ok ? { status: 200, body: { status: "ok", redis: "ok", now: new Date(clock.now()).toISOString() } } : DOWN;
   };
 }

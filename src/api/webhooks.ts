@@ -75,7 +75,7 @@ export function registerWebhookRoutes(router: Router, tenants: Tenants, webhooks
     const { tenant } = tenants.authenticateAdmin(req.apiKey);
     const id = req.params[0]!;
     const found = await queueOf(webhooks, tenant.id)?.inspect(id);
-    if (!found) fail("NOT_FOUND", `Delivery not found: ${id}`);
+    if (!found) fail("NOT_FOUND", `Delivery not found: ${quoted(id)}`);
     return { status: 200, body: found };
   });
 
@@ -85,7 +85,7 @@ export function registerWebhookRoutes(router: Router, tenants: Tenants, webhooks
     const id = req.params[0]!;
     const queue = queueOf(webhooks, tenant.id);
     const result = queue ? await queue.replay(id) : "not-found";
-    if (result === "not-found") fail("NOT_FOUND", `Delivery not found: ${id}`);
+    if (result === "not-found") fail("NOT_FOUND", `Delivery not found: ${quoted(id)}`);
     if (result === "in-progress") fail("OUT_OF_RANGE", `Delivery ${id} is pending or being delivered: nothing to replay`);
     return { status: 200, body: { replayed: [id], issues: [] } };
   });

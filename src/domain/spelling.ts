@@ -32,7 +32,7 @@ function editDistance(a: string, b: string): number {
  * The value at a typia path (`$input.tenants[0].points[1]`, `$input["odd key"]`) inside `root`,
  * and the path's last property name; undefined where the path leaves the value.
  */
-export function atTypiaPath(root: unknown, path: string): { parent: unknown; field: string | number | undefined } {
+function atTypiaPath(root: unknown, path: string): { parent: unknown; field: string | number | undefined } {
   const steps = [...path.matchAll(/\.([A-Za-z_$][\w$]*)|\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]/g)].map((m) => m[1] ?? (m[2] !== undefined ? Number(m[2]) : (JSON.parse(`"${m[3]}"`) as string)));
   const field = steps.pop();
   let node: unknown = root;

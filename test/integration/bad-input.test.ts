@@ -327,6 +327,9 @@ describe("unknown things (404)", () => {
     expect(await refused(404, () => t.call("GET", `/v1/points/${long}`))).toBe(`Points system not found: ${"k".repeat(64)}`);
     expect(await refused(404, () => t.call("GET", `/v1/leaderboards/${long}`))).toBe(`Leaderboard not found: ${"k".repeat(64)}`);
     expect(await refused(404, () => t.call("DELETE", `/admin/v1/points/xp/boosts/${long}`, undefined, admin))).toBe(`Boost not found: ${"k".repeat(64)}`);
+    expect(await refused(404, () => t.call("POST", `/v1/achievements/${long}/complete`, { user: { id: "seed" } }))).toBe(`Achievement not found: ${"k".repeat(64)}`);
+    expect(await refused(404, () => t.call("GET", `/admin/v1/webhooks/deliveries/${long}`, undefined, admin))).toBe(`Delivery not found: ${"k".repeat(64)}`);
+    expect(await refused(404, () => t.call("POST", `/admin/v1/webhooks/deliveries/${long}/replay`, undefined, admin))).toBe(`Delivery not found: ${"k".repeat(64)}`);
     // A body's string may hold a lone surrogate (JSON escapes it): quoted, it becomes U+FFFD, which strict parsers read.
     const replay = await t.call("POST", "/admin/v1/webhooks/deliveries/replay", { status: "dead", endpoint: "a\ud800" }, admin);
     expect(replay).toEqual({ status: 404, body: { error: "Webhook endpoint not found: a\uFFFD" } });

@@ -1,4 +1,5 @@
 import { Agent, request } from "undici";
+import { deadline } from "../../deadline.js";
 
 /**
  * One POST of a delivery, with undici's request API (not fetch: no WHATWG layers) over a
@@ -29,12 +30,8 @@ const TIMED_OUT = Symbol("timed out");
  */
 export async function post(url: URL, headers: Record<string, string>, body: string, timeoutMs: number, controller: AbortController): Promise<number> {
   if (controller.signal.aborted) throw new PostError("worker stopped", "stopped");
-  // Past the timeout, one more turn of the event loop before the attempt is cut (as /healthz
-  // does, api/health.ts): a process that did not run meanwhile (a loaded host, a long GC) finds
-  // its timer due before it reads an answer sent in time, and a 2xx taken for a timeout is
-  // delivered again. Timers run before the poll phase reads sockets; the check phase runs after it.
-  let late: NodeJS.Immediate | undefined;
-  const timer = setTimeout(() => (late = setImmediate(() => controller.abort(TIMED_OUT))), timeoutMs);
+  // A late process reads an answer that arrived in time before the attempt is cut (deadline.ts).
+  const timer = deadline(timeoutMs, () => controller.abort(TIMED_OUT));
   try {
     const answer = await request(url, { method: "POST", headers, body, dispatcher: agent, signal: controller.signal });
     // The status is the receiver's answer: a body cut off after it (the stop, the timeout) changes
@@ -46,7 +43,6 @@ export async function post(url: URL, headers: Record<string, string>, body: stri
     if (controller.signal.aborted) throw new PostError("worker stopped", "stopped");
     throw new PostError((err as Error).message, "network");
   } finally {
-    clearTimeout(timer);
-    clearImmediate(late);
+    timer.cancel();
   }
 }

@@ -1,0 +1,18 @@
+/**
+ * A deadline for an answer over the network that a late process does not miss by its own
+ * lateness. Past `ms`, `action` runs one turn of the event loop later: timers run before the poll
+ * phase reads sockets, so a process that did not run meanwhile (a loaded host, a long GC) found
+ * its timer due before it read an answer that had arrived in time. /healthz then said Redis was
+ * down with its PONG waiting on the socket, and a webhook attempt cut a 2xx and delivered the
+ * event again. Cancel once answered.
+ */
+export function deadline(ms: number, action: () => void): { cancel(): void } {
+  let late: NodeJS.Immediate | undefined;
+  const timer = setTimeout(() => (late = setImmediate(action)), ms);
+  return {
+    cancel() {
+      clearTimeout(timer);
+      clearImmediate(late);
+    },
+  };
+}
