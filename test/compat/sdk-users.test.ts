@@ -122,6 +122,16 @@ describe("users.create, identify, get, update", () => {
     expect(same.deviceTokens).toEqual(["tok-1", "tok-2"]);
   });
 
+  it("an empty name blanks the name (null means not sent, so \"\" is how to clear it); names are kept as sent, untrimmed", async () => {
+    await trophy.users.identify("sdk-u-blank", { name: "Grace", email: "grace@example.com" });
+    expect((await trophy.users.update("sdk-u-blank", { name: "" })).name).toBe("");
+    expect((await trophy.users.get("sdk-u-blank")).name).toBe("");
+    expect((await trophy.users.update("sdk-u-blank", { name: "  Grace  " })).name).toBe("  Grace  ");
+    // An event's user upserts the same way.
+    await trophy.metrics.event("lessons", { user: { id: "sdk-u-blank", name: "" }, value: 1 });
+    expect((await trophy.users.get("sdk-u-blank")).name).toBe("");
+  });
+
   it("subscribeToEmails: opting in needs an email; opting out drops the email and clears a stored one", async () => {
     const err = await rejection(trophy.users.create({ id: "sdk-u-optin", subscribeToEmails: true }));
     expect(err).toBeInstanceOf(TrophyApi.UnprocessableEntityError);
