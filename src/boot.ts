@@ -259,6 +259,17 @@ export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = 
   }
 }
 
+/**
+ * LAUREL_FSYNC reaches only the redis-server the service embeds. A process on REDIS_URL (the
+ * service given one, and always the worker) says so instead of taking it silently: an operator
+ * who set it for an fsync per write would otherwise believe it had one.
+ */
+export function warnFsyncNotApplied(logger: Logger, env: NodeJS.ProcessEnv = process.env): void {
+  if (env.LAUREL_FSYNC) {
+    logger.warn({ fsync: env.LAUREL_FSYNC }, "LAUREL_FSYNC sets the embedded redis-server's fsync only; with REDIS_URL, set appendfsync in that Redis's configuration");
+  }
+}
+
 /** LAUREL_AWARD_IDS (checked by checkEnvironmentOrExit): how many award ids the process remembers. */
 export function applyAwardIdSlots(env: NodeJS.ProcessEnv = process.env): void {
   if (env.LAUREL_AWARD_IDS) setAwardIdSlots(Number(env.LAUREL_AWARD_IDS));

@@ -1,6 +1,6 @@
 import "./v8-tuning.js";
 import { DEFAULT_DRAIN_MS, ListenError, startApp } from "./app.js";
-import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, exitIfPortTaken, exitOnConfigError, exitOnSignalsWhileStarting, listenPort, loadTenantsOrExit, processLogger, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, exitIfPortTaken, exitOnConfigError, exitOnSignalsWhileStarting, listenPort, loadTenantsOrExit, processLogger, stopOnSignals, waitForRedisOrExit, warnFsyncNotApplied } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -68,8 +68,8 @@ async function main(): Promise<void> {
       logger.warn({ redisPid: embedded.replacedOrphan, dir: dataDir }, "stopped the embedded redis-server an earlier Laurel left running on this data directory (that service was killed without stopping it)");
     }
     logger.info({ redis: redisUrl, dir: dataDir, fsync }, "started embedded redis-server (AOF on)");
-  } else if (process.env.LAUREL_FSYNC) {
-    logger.warn({ fsync: process.env.LAUREL_FSYNC }, "LAUREL_FSYNC sets the embedded redis-server's fsync only; with REDIS_URL, set appendfsync in that Redis's configuration");
+  } else {
+    warnFsyncNotApplied(logger);
   }
   const redis = logConnectionErrors(createRedisClient(redisUrl), logger);
   await waitForRedisOrExit(redis, logger);

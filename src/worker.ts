@@ -1,5 +1,5 @@
 import "./v8-tuning.js";
-import { checkEnvironmentOrExit, exitOnConfigError, exitOnSignalsWhileStarting, loadTenantsOrExit, processLogger, stopOnSignals, waitForRedisOrExit } from "./boot.js";
+import { checkEnvironmentOrExit, exitOnConfigError, exitOnSignalsWhileStarting, loadTenantsOrExit, processLogger, stopOnSignals, waitForRedisOrExit, warnFsyncNotApplied } from "./boot.js";
 import { checkFixedSettings } from "./store/fixed-settings.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
@@ -29,6 +29,7 @@ async function main(): Promise<void> {
     logger.fatal("REDIS_URL is required: the worker works on the service's Redis");
     process.exit(1);
   }
+  warnFsyncNotApplied(logger);
   // A stop signal during the start (waiting for Redis, the webhooks' start) exits at once.
   exitOnSignalsWhileStarting(logger);
   const redis = logConnectionErrors(createRedisClient(url), logger);

@@ -123,6 +123,17 @@ describe("node dist/main.js", () => {
     }
   });
 
+  it("the stream worker, always on REDIS_URL, warns that LAUREL_FSYNC does not reach its Redis", async () => {
+    const proc = runService({ REDIS_URL: inject("redisUrl"), LAUREL_FSYNC: "always" }, WORKER);
+    try {
+      await waitFor(() => proc.output().includes("laurel stream worker running"), "the worker to run", proc.exited);
+      expect(proc.output()).toContain("LAUREL_FSYNC sets the embedded redis-server's fsync only");
+    } finally {
+      proc.child.kill("SIGKILL");
+      await proc.exited;
+    }
+  });
+
   /** Whether `pid` runs: an exited process nobody has reaped yet (a zombie: state Z) does not. */
   function alive(pid: number): boolean {
     try {
