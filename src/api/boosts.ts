@@ -13,7 +13,7 @@ import { isCleanText, parseJson, quoted, uncleanPart, validated } from "./body.j
 import { systemOf } from "./lookup.js";
 import { checkUserId } from "./user-input.js";
 import { iso, pairsJson } from "./wire.js";
-import { boolParam } from "./query.js";
+import { boolParam, userIdParam } from "./query.js";
 
 /**
  * Boosts (spec: Points boost, States and transitions, rules 6-7; trophy-compat §6.4 PointsBoost).
@@ -147,8 +147,7 @@ export function listUserBoostsHandler(tenants: Tenants, clock: Clock) {
   return async (req: ApiRequest): Promise<ApiReply> => {
     const context = tenants.authenticateAdmin(req.apiKey);
     const system = systemOf(context.tenant, req.params[0]!);
-    const userId = req.query.get("userId");
-    if (userId !== null) checkUserId(userId, "userId");
+    const userId = userIdParam(req.query, "userId");
     const finished = boolParam(req.query, "includeFinished");
     const now = clock.now();
     const records = (await userBoostRecords(context, userId)).filter((r) => r.pointsSystemKey === system.key);

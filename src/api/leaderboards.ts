@@ -10,7 +10,7 @@ import { openObject, RawJson, renderedOnce } from "../http/raw-json.js";
 import { boardKeys, boardRank, placeOnBoard, rankOf, topEntries, userEntry } from "../store/leaderboard-store.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import type { Tenants } from "../tenants.js";
-import { attributeFilterParam, boolParam, intParam } from "./query.js";
+import { attributeFilterParam, boolParam, intParam, userIdParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
 import { iso } from "./wire.js";
 import { isCleanText, quoted } from "./body.js";
@@ -163,8 +163,7 @@ export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
     const { tenant, store } = tenants.authenticate(req.apiKey);
     const board = boardOf(tenant, req.params[0]!);
     const now = clock.now();
-    const userId = req.query.get("userId");
-    if (userId !== null) checkUserId(userId, "userId");
+    const userId = userIdParam(req.query, "userId");
     const offset = intParam(req.query, "offset", 0, userId === null ? 0 : -100_000_000, 100_000_000);
     const limit = intParam(req.query, "limit", 10, 0, pageLimit(board));
     const run = selectRun(board, req.query, now);

@@ -2,7 +2,7 @@ import { fail } from "../domain/errors.js";
 import { dateToDay, parseDay } from "../domain/periods.js";
 import type { Query } from "../http/query.js";
 import { clip, isCleanText } from "./body.js";
-import { failUnknownAttributes } from "./user-input.js";
+import { checkUserId, failUnknownAttributes } from "./user-input.js";
 
 /**
  * Integer query parameter with a default and inclusive bounds: not an integer → 400,
@@ -27,6 +27,19 @@ export function boolParam(query: Query, name: string): boolean {
   if (raw === null || raw === "" || raw === "false") return false;
   if (raw === "true") return true;
   return fail("INVALID_QUERY", `${name} must be true or false`);
+}
+
+/**
+ * An optional user id (`userId` of a board page and of the user boost list): absent or empty →
+ * null, as an empty value of every other optional parameter is (`run=`, `awards=`); otherwise a
+ * well-formed id or 400. (Until 2026-12-05 `userId=` was 400 here and no filter on the webhook
+ * deliveries' list.)
+ */
+export function userIdParam(query: Query, name: string): string | null {
+  const raw = query.get(name);
+  if (raw === null || raw === "") return null;
+  checkUserId(raw, name);
+  return raw;
 }
 
 /** 0001-01-01, a Monday: the first day whose ISO week, month and year start in a year YYYY can write. */

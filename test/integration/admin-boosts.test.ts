@@ -87,6 +87,8 @@ describe("a user boost from scheduled to active to finished", () => {
     expect(await adminList("xp")).toEqual([boost]);
     expect(await adminList("xp", "?userId=life")).toEqual([boost]);
     expect(await adminList("xp", "?userId=someone-else")).toEqual([]);
+    // An empty userId is no filter, as an empty value of every optional parameter is.
+    expect(await adminList("xp", "?userId=")).toEqual(await adminList("xp"));
     expect(await adminList("coins")).toEqual([]);
     // Not a plan=pro user: the pro weekend is not theirs; their own boost is.
     expect(await userList("life", "xp")).toEqual([boost]);

@@ -568,6 +568,8 @@ describe("around me (userId makes offset relative to the user)", () => {
     expect(await rows(t, "walkers", "?offset=2&limit=2")).toEqual(window(2, 4));
     expect(await rows(t, "walkers")).toEqual(window(0, 6));
     expect(await rows(t, "walkers", "?limit=0")).toEqual([]);
+    // An empty userId is no user, as an empty value of every optional parameter is: the top page.
+    expect(await rows(t, "walkers", "?userId=&offset=2&limit=2")).toEqual(window(2, 4));
   });
 });
 
