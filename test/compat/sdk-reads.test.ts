@@ -50,6 +50,23 @@ describe("users.* reads through the SDK", () => {
     ]);
   });
 
+  it("every aggregation on both summaries: weekly and monthly metric periods, daily points", async () => {
+    // The same events by ISO week (the week of 1 March began on 23 February) and by month.
+    expect(await t.users.metricEventSummary("sdk-r1", "lessons", { aggregation: "weekly", startDate: "2026-03-01", endDate: "2026-03-08" })).toEqual([
+      { date: "2026-02-23", total: 0, change: 0 },
+      { date: "2026-03-02", total: 3.5, change: 3.5 },
+    ]);
+    expect(await t.users.metricEventSummary("sdk-r1", "lessons", { aggregation: "monthly", startDate: "2026-02-15", endDate: "2026-03-31" })).toEqual([
+      { date: "2026-02-01", total: 0, change: 0 },
+      { date: "2026-03-01", total: 3.5, change: 3.5 },
+    ]);
+    // 2 lessons paid 20 XP on the 2nd; 1.5 more crossed the third lesson on the 3rd: 10.
+    expect(await t.users.pointsEventSummary("sdk-r1", "xp", { aggregation: "daily", startDate: "2026-03-02", endDate: "2026-03-03" })).toEqual([
+      { date: "2026-03-02", total: 20, change: 20 },
+      { date: "2026-03-03", total: 30, change: 10 },
+    ]);
+  });
+
   it("points changed by a time trigger (a stream record of its own) are in the summary too", async () => {
     const coins = await t.users.points("sdk-r1", "coins");
     expect(coins.total).toBeGreaterThan(0);
@@ -82,7 +99,18 @@ describe("users.* reads through the SDK", () => {
     expect(wrapped.activity.entireYear.metrics.lessons).toMatchObject({ currentTotal: 3.5, changeThisPeriod: 3.5 });
     expect(wrapped.activity.entireYear.longestStreak).toMatchObject({ length: 2, frequency: "daily" });
     expect(wrapped.activity.entireYear.achievements[0]!.achievedAt).toBeInstanceOf(Date);
-    await t.users.wrapped("sdk-r1"); // default year
+    // The default year is the current one (2026 by the manual clock).
+    expect(await t.users.wrapped("sdk-r1")).toEqual(wrapped);
+  });
+
+  it("users.wrapped of another year: that year's calendar, without this year's activity", async () => {
+    const before = await t.users.wrapped("sdk-r1", { year: 2025 });
+    expect(before.activity).toMatchObject({ daysActive: 0, weeksActive: 0, monthsActive: 0 });
+    // A year without events names its first day.
+    expect(before.activity.mostActiveDay.date).toBe("2025-01-01");
+    expect(before.activity.entireYear.metrics.lessons).toMatchObject({ currentTotal: 0, changeThisPeriod: 0 });
+    expect(before.activity.entireYear.achievements).toEqual([]);
+    expect(before.activity.entireYear.longestStreak.length).toBe(0);
   });
 
   it("unknown users give NotFoundError; out-of-range queries UnprocessableEntityError", async () => {

@@ -88,6 +88,30 @@ describe("users.create, identify, get, update", () => {
     expect(after.awards[0]!.id).toBe(welcome.awards[0]!.id);
   });
 
+  it("users.identify takes every field of the SDK's UpdatedUser", async () => {
+    const user = await trophy.users.identify("sdk-u-ident-all", {
+      email: "ida@example.com",
+      name: "Ida",
+      tz: "America/New_York",
+      deviceTokens: ["tok-a"],
+      subscribeToEmails: true,
+      attributes: { plan: "pro" },
+    });
+    expect(user).toEqual({
+      id: "sdk-u-ident-all",
+      email: "ida@example.com",
+      name: "Ida",
+      tz: "America/New_York",
+      deviceTokens: ["tok-a"],
+      subscribeToEmails: true,
+      attributes: { plan: "pro" },
+      control: false,
+      created: new Date(NOW),
+      updated: new Date(NOW),
+    });
+    expect(await trophy.users.get("sdk-u-ident-all")).toEqual(user);
+  });
+
   it("users.create of an existing id updates it (an upsert) without a second welcome", async () => {
     const user = await trophy.users.create({ id: "sdk-u-ident", email: "ida@example.com" });
     expect(user).toMatchObject({ id: "sdk-u-ident", name: "Ida", email: "ida@example.com", attributes: { plan: "free" } });
@@ -187,6 +211,22 @@ describe("users.create, identify, get, update", () => {
     expect((await rejection(trophy.users.get("sdk-u-ghost"))).statusCode).toBe(404);
   });
 
+  it("finds a user whose id the SDK puts in the path unencoded: a space, non-ASCII letters, + @ : and an email", async () => {
+    // The SDK writes `users/${id}` as is; fetch then percent-encodes the space and the non-ASCII
+    // letters and leaves + @ : alone. Laurel decodes the path, and a + in it stays a +.
+    for (const id of ["ada lovelace", "zoë-ümlaut", "a+b", "x:y", "ada@example.com"]) {
+      await trophy.metrics.event("lessons", { user: { id, name: id }, value: 1 });
+      expect((await trophy.users.get(id)).name, id).toBe(id);
+      expect((await trophy.users.points(id, "xp")).total, id).toBe(10);
+      expect((await trophy.users.streak(id)).length, id).toBe(1);
+      expect((await trophy.users.singleMetric(id, "lessons")).current, id).toBe(1);
+      expect((await trophy.users.leaderboard(id, "xp-all-time")).value, id).toBe(10);
+      expect((await trophy.users.update(id, { name: `${id}!` })).name, id).toBe(`${id}!`);
+    }
+    // "a b" and "a+b" are two users.
+    expect((await rejection(trophy.users.get("a b"))).statusCode).toBe(404);
+  });
+
   it("users.get of an unknown user is a plain TrophyApiError 404 (users.get does not map 404, trophy-compat §2.2 #5)", async () => {
     const err = await rejection(trophy.users.get("sdk-u-nobody"));
     expect(err.statusCode).toBe(404);
@@ -227,6 +267,12 @@ describe("users.getPreferences and users.updatePreferences", () => {
     const updated = await trophy.users.updatePreferences("sdk-u-prefs", { notifications: { recap: [], achievementCompleted: ["push"] } });
     expect(updated).toEqual({ notifications: { achievementCompleted: ["push"], recap: [], streakReminder: ["push", "email"] } });
     expect(updated.notifications.reactivation).toBeUndefined();
+    expect(await trophy.users.getPreferences("sdk-u-prefs")).toEqual(updated);
+  });
+
+  it("sets the fourth type, reactivation, with both channels", async () => {
+    const updated = await trophy.users.updatePreferences("sdk-u-prefs", { notifications: { reactivation: ["email", "push"] } });
+    expect(updated).toEqual({ notifications: { achievementCompleted: ["push"], recap: [], reactivation: ["email", "push"], streakReminder: ["push", "email"] } });
     expect(await trophy.users.getPreferences("sdk-u-prefs")).toEqual(updated);
   });
 
@@ -280,12 +326,21 @@ describe("achievements.complete", () => {
   });
 
   it("a completion that first identifies the user also pays the welcome", async () => {
-    const res = await trophy.achievements.complete("complete-profile", { user: { id: "sdk-u-complete-new", attributes: { plan: "pro" } } });
+    const res = await trophy.achievements.complete("complete-profile", {
+      user: { id: "sdk-u-complete-new", email: "new@example.com", name: "New", tz: "Asia/Tokyo", deviceTokens: ["tok-n"], subscribeToEmails: true, attributes: { plan: "pro" } },
+    });
     expect(Object.keys(res.points).sort()).toEqual(["coins", "energy"]);
     expect(res.points.energy).toMatchObject({ added: 100, total: 100 });
     expect(res.points.coins).toMatchObject({ added: 50, total: 50 });
-    // The user was upserted with its attributes.
-    expect((await trophy.users.get("sdk-u-complete-new")).attributes).toEqual({ plan: "pro" });
+    // The user was upserted with every profile field the SDK sent.
+    expect(await trophy.users.get("sdk-u-complete-new")).toMatchObject({
+      email: "new@example.com",
+      name: "New",
+      tz: "Asia/Tokyo",
+      deviceTokens: ["tok-n"],
+      subscribeToEmails: true,
+      attributes: { plan: "pro" },
+    });
   });
 
   it("maps an unknown achievement to NotFoundError and a non-API one to UnprocessableEntityError", async () => {
@@ -360,6 +415,13 @@ describe("admin.streaks.restore", () => {
     await r.setClock("2026-03-06T12:00:00Z");
     expect((await lesson("r-alive")).currentStreak.length).toBe(2);
     expect(await api.users.streak("r-lost")).toMatchObject({ length: 0, freezes: 0 });
+    // The two kinds of ranking part here: the lost streak is only among the longest ever.
+    expect(await api.streaks.rankings({ type: "active" })).toEqual([{ userId: "r-alive", streakLength: 2 }]);
+    expect(await api.streaks.rankings({ type: "longest" })).toEqual([
+      { userId: "r-lost", streakLength: 3 },
+      { userId: "r-alive", streakLength: 2 },
+    ]);
+    expect(await api.streaks.rankings({ type: "longest", limit: 1 })).toEqual([{ userId: "r-lost", streakLength: 3 }]);
 
     const res = await adm.admin.streaks.restore({ users: [{ id: "r-lost" }, { id: "r-alive" }, { id: "r-none" }, { id: "r-ghost" }] });
     expect(res.restoredUsers).toEqual(["r-lost"]);
@@ -373,6 +435,10 @@ describe("admin.streaks.restore", () => {
     expect(await api.users.streak("r-lost")).toMatchObject({ length: 3, started: "2026-03-03" });
     expect((await lesson("r-lost")).currentStreak).toMatchObject({ length: 4, extended: true, started: "2026-03-03" });
     expect(await api.users.streak("r-alive")).toMatchObject({ length: 2 });
+    expect(await api.streaks.rankings()).toEqual([
+      { userId: "r-lost", streakLength: 4 },
+      { userId: "r-alive", streakLength: 2 },
+    ]);
 
     // Restoring again: now at its best length.
     const again = await adm.admin.streaks.restore({ users: [{ id: "r-lost" }] });
