@@ -91,10 +91,11 @@ function selectRun(board: CompiledLeaderboard, query: Query, now: number): numbe
 }
 
 /**
- * `userAttributes=attr:value` picks the group of a breakdown board (required there). A board
- * without a breakdown has no groups to pick, and ignores it; but checks it as every read that
- * takes one does (query.ts attributeFilterParam: 400 malformed, 422 an undeclared attribute),
- * so that a misspelt filter is not read as a filtered board.
+ * `userAttributes=attr:value` picks the group of a breakdown board (required there; its pairs of
+ * other attributes pick nothing). A board without a breakdown has no groups to pick, and ignores
+ * it. Either way the whole filter is checked as every read that takes one checks it (query.ts
+ * attributeFilterParam: 400 malformed, 422 an undeclared attribute), so that a misspelt filter is
+ * not read as a filtered board.
  */
 function selectBreakdown(tenant: CompiledTenant, board: CompiledLeaderboard, query: Query): string {
   const raw = query.get("userAttributes");
@@ -116,6 +117,10 @@ function selectBreakdown(tenant: CompiledTenant, board: CompiledLeaderboard, que
       group = value;
     }
   }
+  // The other pairs pick nothing here, but are checked as every read that takes the filter
+  // checks them: `region:eu,colour` or `region:eu,colour:red` (undeclared) was read as a
+  // well-formed filter of the group, where the same query on any other read is refused.
+  attributeFilterParam(query, "userAttributes", tenant.userAttributes);
   return group ?? fail("OUT_OF_RANGE", `userAttributes must name ${board.breakdownAttribute}`);
 }
 

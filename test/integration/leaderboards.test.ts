@@ -36,7 +36,7 @@ const YAML = (tenantId: string) =>
       metrics:
         - { metric: lessons, threshold: 1 }
     attributes:
-      user: [region]
+      user: [region, tier]
     leaderboards:
       # Three weekly runs (from Mondays 2 March, 9 March and 16 March 2026), finished from 23 March.
       - { key: sprint, name: Sprint, rankBy: metric, metric: runs, start: "2026-03-02", end: "2026-03-23", runUnit: day, runInterval: 7 }
@@ -442,6 +442,16 @@ describe("a breakdown board (breakdownAttribute region)", () => {
     }
     // Naming it twice: the first was taken, the second dropped without a word.
     expect(await t.call("GET", "/v1/leaderboards/regional?userAttributes=region:eu,region:us")).toEqual({ status: 400, body: { error: "userAttributes names the attribute region more than once" } });
+  });
+
+  it("refuses other pairs malformed (400) or undeclared (422) beside the group, as every read that takes userAttributes does", async () => {
+    const t = app();
+    // A declared attribute beside the group picks nothing and is taken.
+    expect(await t.call("GET", "/v1/leaderboards/regional?userAttributes=region:eu,tier:gold")).toEqual(await t.call("GET", "/v1/leaderboards/regional?userAttributes=region:eu"));
+    expect(await t.call("GET", "/v1/leaderboards/regional?userAttributes=region:eu,colour")).toEqual({ status: 400, body: { error: "userAttributes must be key:value pairs separated by commas" } });
+    expect(await t.call("GET", "/v1/leaderboards/regional?userAttributes=region:eu,colour:%01")).toEqual({ status: 400, body: { error: "userAttributes values must be without control characters" } });
+    expect(await t.call("GET", "/v1/leaderboards/regional?userAttributes=region:eu,colour:red")).toEqual({ status: 422, body: { error: "Invalid attribute keys: colour" } });
+    expect(await t.call("GET", "/v1/leaderboards/regional?userAttributes=colour:red")).toEqual({ status: 422, body: { error: "Invalid attribute keys: colour" } });
   });
 
   it("a board without a breakdown ignores a well-formed userAttributes, and refuses a malformed or undeclared one as other reads do", async () => {
