@@ -46,7 +46,10 @@ function decodeParam(raw: string): string {
   try {
     return decodeURIComponent(raw);
   } catch {
-    throw new LaurelError("INVALID_PATH", "Malformed percent-encoding in path");
+    // decodeURIComponent throws alike for a "%" without two hex digits and for escapes whose
+    // bytes are not UTF-8 (%FF): the second was called malformed, which it is not.
+    if (/%(?![0-9A-Fa-f]{2})/.test(raw)) throw new LaurelError("INVALID_PATH", "Malformed percent-encoding in path");
+    throw new LaurelError("INVALID_PATH", "Path is not valid UTF-8 (a percent-encoded sequence is not UTF-8)");
   }
 }
 

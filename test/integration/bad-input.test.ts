@@ -410,6 +410,17 @@ describe("path parameters (400)", () => {
   it("refuses a malformed metric key in the event path", async () => {
     await refused(400, () => t.call("POST", "/v1/metrics/%ZZ/event", { user: { id: "seed" }, value: 1 }));
   });
+
+  it("says which fault a percent-encoded path has: a stray %, or escapes whose bytes are not UTF-8 (as a query's are named)", async () => {
+    for (const path of ["/v1/users/%ZZ/points/xp", "/v1/users/%E0%A4%A/points/xp", "/v1/users/a%/points/xp"]) {
+      expect(await refused(400, () => t.call("GET", path)), path).toBe("Malformed percent-encoding in path");
+    }
+    for (const path of ["/v1/users/seed%FF/points/xp", "/v1/users/%C3/points/xp", "/v1/users/%ED%A0%80/points/xp", "/v1/metrics/%FF/event"]) {
+      expect(await refused(400, () => t.call(path.endsWith("event") ? "POST" : "GET", path, path.endsWith("event") ? { user: { id: "seed" }, value: 1 } : undefined)), path).toBe(
+        "Path is not valid UTF-8 (a percent-encoded sequence is not UTF-8)",
+      );
+    }
+  });
 });
 
 describe("query parameters", () => {
