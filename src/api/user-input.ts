@@ -93,10 +93,15 @@ const NAMED_KEY_LENGTH = 64;
 
 /**
  * The 422 for attribute keys the tenant does not declare (trophy-compat §5.2: "Invalid attribute
- * keys: ..."): the first ten named (each cut to 64 characters), the others counted.
+ * keys: ..."): the first ten named (each cut to 64 characters), the others counted. A body's key
+ * may hold a lone surrogate (JSON escapes it): named, it is U+FFFD, or the message reached the
+ * wire as `\ud800`, which strict JSON parsers (serde_json) refuse.
  */
 export function failUnknownAttributes(unknown: readonly string[]): never {
-  const named = unknown.slice(0, NAMED_KEYS).map((k) => (k.length > NAMED_KEY_LENGTH ? `${clip(k, NAMED_KEY_LENGTH)}…` : k));
+  const named = unknown.slice(0, NAMED_KEYS).map((key) => {
+    const k = key.toWellFormed();
+    return k.length > NAMED_KEY_LENGTH ? `${clip(k, NAMED_KEY_LENGTH)}…` : k;
+  });
   const more = unknown.length > NAMED_KEYS ? ` and ${unknown.length - NAMED_KEYS} more` : "";
   return fail("INVALID_ATTRIBUTES", `Invalid attribute keys: ${named.join(", ")}${more}`);
 }

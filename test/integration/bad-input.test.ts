@@ -208,6 +208,17 @@ describe("well-formed but unacceptable values (422)", () => {
     expect(message).toBe(`Invalid attribute keys: ${"k".repeat(64)}…, k1, k2, k3, k4, k5, k6, k7, k8, k9 and 1990 more`);
   });
 
+  it("names an unknown attribute key holding a lone surrogate with U+FFFD, so that strict JSON parsers read the message", async () => {
+    // JSON.stringify writes a lone surrogate as `\ud800`, which serde_json and the like refuse.
+    const wire = async (reply: Promise<Reply>) => JSON.stringify((await reply).body);
+    const user = await refused(422, () => event({ user: { id: "seed", attributes: { "k\ud800": "v" } }, value: 1 }));
+    expect(user).toBe("Invalid attribute keys: k\uFFFD");
+    expect(await refused(422, () => event({ user: { id: "seed" }, value: 1, attributes: { "\udc00k": "v" } }))).toBe("Invalid attribute keys: \uFFFDk");
+    expect(await refused(422, () => t.call("PATCH", "/v1/users/seed", { attributes: { [`${"k".repeat(70)}\ud83d`]: "v" } }))).toBe(`Invalid attribute keys: ${"k".repeat(64)}…`);
+    expect(await refused(422, () => t.call("POST", "/v1/users", { id: "seed", attributes: { ["k".repeat(63) + "\ud83d"]: "v" } }))).toBe(`Invalid attribute keys: ${"k".repeat(63)}\uFFFD`);
+    expect(await wire(event({ user: { id: "seed", attributes: { "k\ud800": "v" } }, value: 1 }))).not.toMatch(/\\ud[89a-f]/i);
+  });
+
   it("refuses unknown event attribute keys", async () => {
     const message = await refused(422, () => event({ user: { id: "seed" }, value: 1, attributes: { source: "web", channel: "ads" } }));
     expect(message.startsWith("Invalid attribute keys:")).toBe(true);

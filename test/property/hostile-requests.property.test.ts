@@ -133,7 +133,7 @@ function bodyFor(valid: unknown): fc.Arbitrary<string | undefined> {
       change: fc.oneof(
         wrongValue.map((value) => ({ kind: "swap" as const, value })),
         fc.constant({ kind: "drop" as const }),
-        fc.record({ kind: fc.constant("add" as const), key: fc.oneof(fc.constantFrom("__proto__", "constructor", "prototype", "extra", ""), fc.string({ maxLength: 8 })), value: wrongValue }),
+        fc.record({ kind: fc.constant("add" as const), key: fc.oneof(fc.constantFrom("__proto__", "constructor", "prototype", "extra", "", "k\ud800", "\udc00"), fc.string({ maxLength: 8 })), value: wrongValue }),
       ),
     })
     .map(({ at, change }) => JSON.stringify(withChange(valid, at, change)));
@@ -182,6 +182,8 @@ it("answers every hostile request below 500, refuses with {error} alone, and a r
       const body = JSON.parse(text) as unknown;
       expect(body).toEqual({ error: expect.any(String) });
       expect((body as { error: string }).error.trim()).not.toBe("");
+      // Strict JSON parsers (serde_json) refuse a lone surrogate's escape: a message must have none.
+      expect((body as { error: string }).error.isWellFormed(), text).toBe(true);
       expect(await dumpKeys(t.redis, "*")).toEqual(before);
     }),
     { ...propertyParameters(300), endOnFailure: true },
