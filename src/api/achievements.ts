@@ -1,5 +1,4 @@
 import type { CompiledAchievement, CompiledTenant } from "../config/compiled.js";
-import { fail } from "../domain/errors.js";
 import { userFiltersMatch } from "../domain/filters.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import { userAttributeField } from "../store/fields.js";
@@ -9,6 +8,7 @@ import type { Tenants } from "../tenants.js";
 import { attributeFilterParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
 import { achievementJson } from "./wire.js";
+import { failUserNotFound } from "./lookup.js";
 
 /**
  * GET /v1/achievements and GET /v1/users/{id}/achievements (trophy-compat §2.2 #1, #13; §3.4
@@ -94,7 +94,7 @@ export function userAchievementsHandler(tenants: Tenants) {
     const decode = planUserAchievements(plan, tenant);
     // The user's read and the counters are independent: both in flight at once.
     const [result, stats] = await Promise.all([read.runPlan(userId, plan), achievementStats(read, tenant.achievements)]);
-    if (result === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+    if (result === null) failUserNotFound(userId);
     const state = decode(result);
     return {
       status: 200,

@@ -10,7 +10,7 @@ import type { ApiReply, ApiRequest } from "../http/router.js";
 import type { TenantContext, Tenants } from "../tenants.js";
 import { changeUserBoost, readUser } from "../store/user-store.js";
 import { isCleanText, parseJson, quoted, uncleanPart, validated } from "./body.js";
-import { systemOf } from "./lookup.js";
+import { failUserNotFound, systemOf } from "./lookup.js";
 import { checkUserId } from "./user-input.js";
 import { iso, pairsJson } from "./wire.js";
 import { boolParam, userIdParam } from "./query.js";
@@ -137,7 +137,7 @@ export function createBoostHandler(tenants: Tenants, clock: Clock) {
     };
     const entry = encodeUserBoosts([{ id: record.id, multiplier: record.multiplier, start, end, rounding: record.rounding }]);
     const result = await changeUserBoost(context.store, body.userId, "add", system.key, now, record.id, entry, JSON.stringify(record));
-    if (result === "no-user") fail("USER_NOT_FOUND", `User not found: ${body.userId}`);
+    if (result === "no-user") failUserNotFound(body.userId);
     return { status: 201, body: userBoostJson(system, record, now) };
   };
 }
@@ -171,7 +171,7 @@ export function endBoostHandler(tenants: Tenants, clock: Clock) {
     // A scheduled boost gets an empty window (it never runs); an active one ends now.
     const ended: UserBoostRecord = { ...record, end: record.start > now ? record.start : now };
     const result = await changeUserBoost(context.store, record.userId, "end", system.key, now, id, "", JSON.stringify(ended));
-    if (result === "no-user") fail("USER_NOT_FOUND", `User not found: ${record.userId}`);
+    if (result === "no-user") failUserNotFound(record.userId);
     return { status: 200, body: userBoostJson(system, ended, now) };
   };
 }
@@ -203,7 +203,7 @@ export function userBoostsHandler(tenants: Tenants, clock: Clock) {
     const system = systemOf(tenant, req.params[1]!);
     const finished = boolParam(req.query, "includeFinished");
     const found = await readUser(context.store, userId);
-    if (!found) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+    if (!found) failUserNotFound(userId);
     const attributes = new Map<string, string>();
     for (const [field, value] of found.profile.fields) if (field.startsWith("ua:")) attributes.set(field.slice(3), value);
     const now = clock.now();

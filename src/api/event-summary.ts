@@ -6,7 +6,7 @@ import { planBuckets } from "../store/bucket-reads.js";
 import { ReadPlan } from "../store/read-plan.js";
 import { readStoreOf } from "../store/read-store.js";
 import type { TenantContext, Tenants } from "../tenants.js";
-import { metricOf, systemOf } from "./lookup.js";
+import { failUserNotFound, metricOf, systemOf } from "./lookup.js";
 import { dayParam, enumParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
 import type { Query } from "../http/query.js";
@@ -59,7 +59,7 @@ function summaryHandler(tenants: Tenants, target: (context: TenantContext, key: 
     const plan = new ReadPlan(read.slots);
     const buckets = planBuckets(plan, read.keys, read.shard(userId), series, userId, from, to);
     const result = await read.runPlan(userId, plan);
-    if (result === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+    if (result === null) failUserNotFound(userId);
     const { before, inRange } = buckets(result);
     const items = summarise(before, inRange, from, to, aggregation);
     return { status: 200, body: items.map((i) => ({ date: i.date, total: toWire(i.total), change: toWire(i.change) })) };

@@ -15,6 +15,7 @@ import { checkUserId } from "./user-input.js";
 import { iso } from "./wire.js";
 import { isCleanText, quoted } from "./body.js";
 import type { Query } from "../http/query.js";
+import { failUserNotFound } from "./lookup.js";
 
 /**
  * Leaderboards (trophy-compat §2.2 #17, #23, #24, §3.7, §5.6). Values on the wire are in the
@@ -246,7 +247,7 @@ export function userLeaderboardHandler(tenants: Tenants, clock: Clock) {
     const run = selectRun(board, req.query, now);
     const head = { ...boardJson(tenant, board), status: boardStatus(board, now), run: run === null ? null : runDate(board, run) };
     const exists = await store.redis.exists(store.keys.user(store.shard(userId), userId));
-    if (!exists) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+    if (!exists) failUserNotFound(userId);
     if (run === null) return { status: 200, body: { ...head, rank: null, value: null, history: [] } };
     const own = await userEntry(store, board, run, userId);
     let rank: number | null = null;

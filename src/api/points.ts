@@ -1,9 +1,8 @@
-import { fail } from "../domain/errors.js";
 import { rememberedAwardId } from "../domain/award-ids.js";
 import { levelOf } from "../domain/levels.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import type { Tenants } from "../tenants.js";
-import { systemOf } from "./lookup.js";
+import { failUserNotFound, systemOf } from "./lookup.js";
 import { intParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
 import { RawJson } from "../http/raw-json.js";
@@ -22,7 +21,7 @@ export function userPointsHandler(tenants: Tenants) {
     const system = systemOf(tenant, systemKey);
     const awards = intParam(req.query, "awards", DEFAULT_AWARDS, 1, 100);
     const read = await store.readUserPoints(userId, system.key, awards);
-    if (read === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+    if (read === null) failUserNotFound(userId);
     const level = levelOf(system.levels, read.total);
     // UserPointsResponse: the system's head, total, level, awards (rendered as text, raw-json.ts).
     const awardsText = read.awards.map((a) => awardText(tenant, system, a, rememberedAwardId(tenant.ns, userId, system.key, a.seq))).join(",");

@@ -1,6 +1,5 @@
 import type { CompiledTenant } from "../config/compiled.js";
 import type { Clock } from "../clock.js";
-import { fail } from "../domain/errors.js";
 import type { StreakState } from "../domain/outcome.js";
 import { formatDay, localDayIndex, periodEndDay, periodOfDay, periodStartDay } from "../domain/periods.js";
 import { settleCopy, viewStreak, type StreakView } from "../domain/streak.js";
@@ -12,6 +11,7 @@ import { enumParam, intParam, listParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
 import { STREAK_START_DAY } from "../store/state-slots.js";
 import { iso } from "./wire.js";
+import { failUserNotFound } from "./lookup.js";
 
 /**
  * Streak reads (trophy-compat §2.2 #14, #19, #20; §3.3): a user's streak with its history,
@@ -106,7 +106,7 @@ export function userStreakHandler(tenants: Tenants, clock: Clock) {
     const history = plan.revRange(read.keys.streakHistory(shard, userId), "+inf", "-inf", periods + 3);
     const now = clock.now();
     const result = await read.runPlan(userId, plan);
-    if (result === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+    if (result === null) failUserNotFound(userId);
     const current = streakNow(tenant, storedStreak(result[state] as Stored[]), (result[zone]![0] as string | null) ?? "UTC", now);
     const alive = current.view.length > 0;
     const extended = (result[state] as Stored[])[EXTENDED_AT] ?? null;

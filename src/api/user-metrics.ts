@@ -1,12 +1,11 @@
 import type { CompiledMetric, CompiledTenant } from "../config/compiled.js";
 import { fromMicro } from "../domain/decimal.js";
-import { fail } from "../domain/errors.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import { ReadPlan } from "../store/read-plan.js";
 import { readStoreOf } from "../store/read-store.js";
 import type { Tenants } from "../tenants.js";
 import { planUserAchievements, userAchievementList, type UserAchievementState } from "./achievements.js";
-import { metricOf } from "./lookup.js";
+import { failUserNotFound, metricOf } from "./lookup.js";
 import { checkUserId } from "./user-input.js";
 import { achievementJson } from "./wire.js";
 
@@ -37,7 +36,7 @@ async function readMetrics(tenants: Tenants, req: ApiRequest, pick: (tenant: Com
   const totals = plan.state(metrics.map((m) => `m:${m.key}`));
   const decode = planUserAchievements(plan, tenant);
   const result = await readStoreOf(store).runPlan(userId, plan);
-  if (result === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+  if (result === null) failUserNotFound(userId);
   const state = decode(result);
   return metrics.map((m, i) => metricJson(tenant, m, (result[totals]![i] as number | null) ?? 0, state));
 }

@@ -1,13 +1,13 @@
 import { createHash } from "node:crypto";
 import typia, { type tags } from "typia";
 import type { CompiledTenant } from "../config/compiled.js";
-import { fail } from "../domain/errors.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import type { Tenants } from "../tenants.js";
 import { readUser, upsertUser, type UpsertMode, type UserProfile } from "../store/user-store.js";
 import { parseJson, validated } from "./body.js";
 import { checkUserId, userProfileFields, type UserInput } from "./user-input.js";
 import { iso } from "./wire.js";
+import { failUserNotFound } from "./lookup.js";
 
 /**
  * Users (trophy-compat §2.2 #4-#9, §3.1, §3.10): create, identify (an upsert), get, update,
@@ -83,7 +83,7 @@ function upsertHandler(tenants: Tenants, clock: { now(): number }, mode: UpsertM
     }
     const profile = userProfileFields(user, tenant.userAttributes);
     const result = await upsertUser(store, user.id, mode, profile, clock.now());
-    if (result.status === "missing") fail("USER_NOT_FOUND", `User not found: ${user.id}`);
+    if (result.status === "missing") failUserNotFound(user.id);
     const status = idFrom === "body" && result.status === "created" ? 201 : 200;
     return { status, body: userJson(tenant, user.id, result.profile!) };
   };
@@ -99,7 +99,7 @@ export function getUserHandler(tenants: Tenants) {
     const userId = req.params[0]!;
     checkUserId(userId, "user id");
     const found = await readUser(store, userId);
-    if (!found) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+    if (!found) failUserNotFound(userId);
     return { status: 200, body: userJson(tenant, userId, found.profile) };
   };
 }
@@ -110,7 +110,7 @@ export function getPreferencesHandler(tenants: Tenants) {
     const userId = req.params[0]!;
     checkUserId(userId, "user id");
     const found = await readUser(store, userId);
-    if (!found) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+    if (!found) failUserNotFound(userId);
     return { status: 200, body: preferencesJson(found.profile) };
   };
 }
@@ -126,7 +126,7 @@ export function patchPreferencesHandler(tenants: Tenants, clock: { now(): number
       return channels == null ? [] : [`${kind}=${[...new Set(channels)].join(",")}`];
     }).join(";");
     const result = await upsertUser(store, userId, "prefs", [], clock.now(), patch);
-    if (result.status === "missing") fail("USER_NOT_FOUND", `User not found: ${userId}`);
+    if (result.status === "missing") failUserNotFound(userId);
     return { status: 200, body: preferencesJson(result.profile!) };
   };
 }

@@ -17,6 +17,7 @@ import { intParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
 import { userJson } from "./users.js";
 import { achievementJson } from "./wire.js";
+import { failUserNotFound } from "./lookup.js";
 
 /**
  * GET /v1/users/{id}/wrapped?year= (trophy-compat §2.2 #18, §3.8): the user's year in review
@@ -35,7 +36,7 @@ async function userZone(read: ReadStore, userId: string): Promise<string> {
   const plan = new ReadPlan(read.slots);
   const zone = plan.fields(["tz"]);
   const result = await read.runPlan(userId, plan);
-  if (result === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+  if (result === null) failUserNotFound(userId);
   return (result[zone]![0] as string | null) ?? "UTC";
 }
 
@@ -107,7 +108,7 @@ export function wrappedHandler(tenants: Tenants, clock: Clock) {
     // All of it: it is trimmed to the last STREAK_HISTORY_KEPT periods, the live streak kept whole.
     const history = plan.range(read.keys.streakHistory(shard, userId), "-inf", streakPeriods.to);
     const result = await read.runPlan(userId, plan);
-    if (result === null) fail("USER_NOT_FOUND", `User not found: ${userId}`);
+    if (result === null) failUserNotFound(userId);
 
     const profile = new Map<string, string>();
     (result[fields] as (string | null)[]).forEach((v, i) => {

@@ -346,6 +346,20 @@ describe("unknown things (404)", () => {
     expect(replay).toEqual({ status: 404, body: { error: "Webhook endpoint not found: a\uFFFD" } });
   });
 
+  it("quotes an unknown user id at most 64 units long too (a valid id is up to 255 code points, 510 units, and was quoted whole)", async () => {
+    // Not the emoji of the code-point test above, whose user exists.
+    const id = "\u{1F9ED}".repeat(255);
+    const path = encodeURIComponent(id);
+    const expected = `User not found: ${"\u{1F9ED}".repeat(32)}`;
+    expect(await refused(404, () => t.call("GET", `/v1/users/${path}/points/xp`))).toBe(expected);
+    expect(await refused(404, () => t.call("GET", `/v1/users/${path}`))).toBe(expected);
+    expect(await refused(404, () => t.call("PATCH", `/v1/users/${path}`, { name: "x" }))).toBe(expected);
+    expect(await refused(404, () => t.call("GET", `/v1/users/${path}/metrics/lessons`))).toBe(expected);
+    // 63 units then an emoji: the cut does not leave half of it.
+    expect(await refused(404, () => t.call("GET", `/v1/users/${encodeURIComponent(`${"u".repeat(63)}\u{1F600}`)}/points/xp`))).toBe(`User not found: ${"u".repeat(63)}`);
+    expect(await refused(404, () => t.call("GET", "/v1/users/nobody/points/xp"))).toBe("User not found: nobody");
+  });
+
   it("answers unknown routes with a JSON 404", async () => {
     await refused(404, () => t.call("GET", "/v1/no-such-route"));
     await refused(404, () => t.call("POST", "/v2/metrics/lessons/event", { user: { id: "seed" }, value: 1 }));
