@@ -74,13 +74,10 @@ export function preferencesJson(profile: UserProfile) {
 function upsertHandler(tenants: Tenants, clock: { now(): number }, mode: UpsertMode, idFrom: "body" | "path") {
   return async (req: ApiRequest): Promise<ApiReply> => {
     const { tenant, store } = tenants.authenticate(req.apiKey);
+    // The path's id is judged before the body, as the README orders a request's faults.
+    if (idFrom === "path") checkUserId(req.params[0]!, "user id");
     const raw = parseJson(req.body);
-    let user: UserInput;
-    if (idFrom === "body") user = validated(raw, validateUpserted);
-    else {
-      checkUserId(req.params[0]!, "user id");
-      user = { ...validated(raw, validateUpdated), id: req.params[0]! };
-    }
+    const user: UserInput = idFrom === "body" ? validated(raw, validateUpserted) : { ...validated(raw, validateUpdated), id: req.params[0]! };
     const profile = userProfileFields(user, tenant.userAttributes);
     const result = await upsertUser(store, user.id, mode, profile, clock.now());
     if (result.status === "missing") failUserNotFound(user.id);

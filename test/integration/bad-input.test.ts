@@ -432,6 +432,14 @@ describe("path parameters (400)", () => {
     expect(await exchange(t.url, get(Buffer.from("/v1/users/raw-\u00e9/points/xp")))).toMatch(/^HTTP\/1\.1 200 /);
   });
 
+  it("judges the user id in an identify's or update's path before its body, in the README's order of faults", async () => {
+    const idMessage = "user id must be 1-255 characters without control characters or surrounding spaces";
+    for (const method of ["PATCH", "PUT"]) {
+      expect(await refused(400, () => t.call(method, "/v1/users/%20seed", "{not json")), method).toBe(idMessage);
+      expect(await refused(400, () => t.call(method, "/v1/users/%20seed", { timezone: "UTC" })), method).toBe(idMessage);
+    }
+  });
+
   it("refuses a malformed metric key in the event path", async () => {
     await refused(400, () => t.call("POST", "/v1/metrics/%ZZ/event", { user: { id: "seed" }, value: 1 }));
   });
