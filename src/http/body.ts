@@ -28,13 +28,26 @@ function deliver(text: string | null, onBody: (body: string) => void, onNotUtf8:
 }
 
 /**
+ * How much of a refused body is read and dropped so that its sender reads the 413. A connection
+ * closed with the upload unread made the client's next write meet a reset: from ~200 KB on (more
+ * than the sockets' buffers hold), fetch and the SDK saw EPIPE instead of the answer. Past this,
+ * the body is not worth reading: the 413 closes the connection, and such a client sees a reset.
+ */
+export const DRAIN_LIMIT_BYTES = 16 * 1024 * 1024;
+
+/**
  * Reads a request body as UTF-8 text, enforcing the size limit as chunks arrive (STYLE: uWS
  * pitfalls); a body that is not UTF-8 (RFC 8259 §8.1) goes to `onNotUtf8`. uWS neuters each
  * chunk when the callback returns: a body that arrives whole (nearly all of them) is decoded
  * straight from uWS's memory, with no copy; chunks of a longer one are copied and decoded
  * together, so that a character split between two chunks stays whole.
+ *
+ * A body past `maxBytes` is counted, not kept, and refused (`onTooLarge(false)`) once it has
+ * arrived, so the connection serves the next request; or at once with the connection to be
+ * closed (`onTooLarge(true)`) when it grows past DRAIN_LIMIT_BYTES (a response cannot be closed
+ * after it was sent: uWS forbids touching it, so the answer waits for one or the other).
  */
-export function readBody(res: HttpResponse, maxBytes: number, onBody: (body: string) => void, onTooLarge: () => void, onNotUtf8: () => void): void {
+export function readBody(res: HttpResponse, maxBytes: number, onBody: (body: string) => void, onTooLarge: (close: boolean) => void, onNotUtf8: () => void): void {
   let chunks: Buffer[] | null = null;
   let size = 0;
   let done = false;
@@ -42,8 +55,11 @@ export function readBody(res: HttpResponse, maxBytes: number, onBody: (body: str
     if (done) return;
     size += chunk.byteLength;
     if (size > maxBytes) {
-      done = true;
-      onTooLarge();
+      chunks = null;
+      if (isLast || size > Math.max(DRAIN_LIMIT_BYTES, maxBytes)) {
+        done = true;
+        onTooLarge(!isLast);
+      }
       return;
     }
     if (isLast && chunks === null) {

@@ -2,7 +2,7 @@ import { Buffer } from "node:buffer"; // not the global, an accessor (see store/
 import type { HttpRequest, HttpResponse, TemplatedApp } from "uWebSockets.js";
 import type { Logger } from "pino";
 import { ErrorCodes, LaurelError } from "../domain/errors.js";
-import { readBody } from "./body.js";
+import { DRAIN_LIMIT_BYTES, readBody } from "./body.js";
 import { RawQuery, type Query } from "./query.js";
 import { stringifyReply } from "./raw-json.js";
 import { errorJson, sendJson } from "./respond.js";
@@ -218,9 +218,13 @@ export class Router {
         finish(415, errorJson("Content-Type charset must be utf-8"), true);
         return;
       }
+      const tooLarge = (close: boolean): void => finish(413, errorJson(`Request body larger than ${this.opts.maxBodyBytes} bytes`), close);
       const declared = Number(req.getHeader(CONTENT_LENGTH) || "0");
       if (declared > this.opts.maxBodyBytes) {
-        finish(413, errorJson(`Request body larger than ${this.opts.maxBodyBytes} bytes`), true);
+        // Answered before the body: uWS then reads the announced bytes and drops them (never as
+        // a request), and the connection goes on; one announcing more than DRAIN_LIMIT_BYTES is
+        // closed instead (http/body.ts).
+        tooLarge(declared > Math.max(DRAIN_LIMIT_BYTES, this.opts.maxBodyBytes));
         return;
       }
       readBody(
@@ -230,7 +234,7 @@ export class Router {
           request.body = body;
           run();
         },
-        () => finish(413, errorJson(`Request body larger than ${this.opts.maxBodyBytes} bytes`), true),
+        tooLarge,
         () => finish(400, errorJson("Request body is not valid UTF-8")),
       );
     });

@@ -255,6 +255,15 @@ describe("SDK error mapping", () => {
     errorBody(err);
   });
 
+  it("an event body of 8 MB gives a TrophyApiError 413 with its error body, and writes nothing", async () => {
+    // Its HTTP client reads an answer that comes before its upload ends; undici's fetch needs the
+    // body read to its end first (bad-input.test.ts, "reads a refused body").
+    const err = await rejection(trophy.metrics.event("lessons", { user: { id: "sdk-huge", name: "n".repeat(8 * 1024 * 1024) }, value: 1 }));
+    expect(err.statusCode).toBe(413);
+    expect(errorBody(err)).toBe("Request body larger than 65536 bytes");
+    expect((await rejection(trophy.users.get("sdk-huge"))).statusCode).toBe(404);
+  });
+
   it("an unknown user or points system gives NotFoundError", async () => {
     const user = await rejection(trophy.users.points("sdk-nobody", "xp"));
     expect(user).toBeInstanceOf(TrophyApi.NotFoundError);

@@ -612,16 +612,37 @@ describe("transport limits", () => {
       expect(chunked.body).toMatchObject({ total: 2 });
     });
 
-    it("answers 413 from the announced Content-Length, without waiting for the body, and closes the connection", async () => {
+    it("answers 413 from the announced Content-Length, without waiting for the body, and closes a connection announcing more than 16 MiB", async () => {
       const before = await dumpTenant(small.redis, smallTenant);
       // Headers only: the body is never sent, so an answer can come only from the header.
       const reply = await exchange(
         small.url,
-        `POST /v1/metrics/lessons/event HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${small.apiKey}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n`,
+        `POST /v1/metrics/lessons/event HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${small.apiKey}\r\nContent-Type: application/json\r\nContent-Length: ${16 * 1024 * 1024 + 1}\r\n\r\n`,
       );
       expect(reply).toMatch(/^HTTP\/1\.1 413 /);
       expect(reply).toMatch(/\r\nConnection: close\r\n/i);
       expect(reply).toContain('{"error":"Request body larger than 1024 bytes"}');
+      expect(await dumpTenant(small.redis, smallTenant)).toEqual(before);
+    });
+
+    // A body of hundreds of KB, holding the text of requests that must not be served.
+    const smuggled = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".repeat(8000);
+    const next = `GET /v1/points/xp HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${"demo-key"}\r\nConnection: close\r\n\r\n`;
+    const head = (framing: string) => `POST /v1/metrics/lessons/event HTTP/1.1\r\nHost: x\r\nX-API-KEY: demo-key\r\nContent-Type: application/json\r\n${framing}\r\n`;
+
+    it("reads a refused body of hundreds of KB to its end, so the client reads the 413 (not a reset) and the connection serves its next request", async () => {
+      // Closed with the upload unread, the connection was reset under the sender: fetch and the
+      // SDK saw EPIPE instead of the 413 from ~200 KB on. Now the announced bytes are read and
+      // dropped, never as requests, and the request after them is answered.
+      const before = await dumpTenant(small.redis, smallTenant);
+      const announced = await exchange(small.url, head(`Content-Length: ${smuggled.length}\r\n`) + smuggled + next);
+      const chunk = (text: string) => `${text.length.toString(16)}\r\n${text}\r\n`;
+      const chunked = await exchange(small.url, head("Transfer-Encoding: chunked\r\n") + chunk(smuggled.slice(0, 100_000)) + chunk(smuggled.slice(100_000)) + "0\r\n\r\n" + next);
+      for (const reply of [announced, chunked]) {
+        expect(reply.match(/HTTP\/1\.1 \d{3} /g)).toEqual(["HTTP/1.1 413 ", "HTTP/1.1 200 "]);
+        expect(reply).toContain('{"error":"Request body larger than 1024 bytes"}');
+        expect(reply).toContain('"key":"xp"');
+      }
       expect(await dumpTenant(small.redis, smallTenant)).toEqual(before);
     });
 
