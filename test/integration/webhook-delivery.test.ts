@@ -179,6 +179,51 @@ describe("a receiver that is down past every attempt", () => {
   });
 });
 
+describe("a bulk replay filtered by endpoint", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    // Two endpoints at a port nothing listens on, one attempt each: every delivery ends dead.
+    const probe = await startReceiver();
+    const url = `${probe.url}/hooks`;
+    await probe.close();
+    const tenantId = uniqueTenantId("whr");
+    const t = await startTestApp({
+      yaml: hookYaml(tenantId, endpoint("a", url) + endpoint("b", url)),
+      manualClock: "2026-06-01T12:00:00Z",
+      webhooks: { delivery: { ...FAST!.delivery, attempts: 1 } },
+    });
+    s = { t, tenantId, receiver: probe };
+  });
+  afterAll(async () => s.t.close());
+
+  it("replays the endpoint's oldest dead deliveries up to the limit, then the rest, and leaves the other endpoint's", async () => {
+    // One user's deliveries dead before the next user's event: r1's are the oldest.
+    for (const user of ["r1", "r2", "r3"]) {
+      expect((await lesson(s, user)).status).toBe(201);
+      await s.t.app.webhooks!.drain();
+      await s.t.app.webhooks!.settled(s.tenantId);
+    }
+    const dead = (await s.t.call("GET", "/admin/v1/webhooks/deliveries?status=dead&limit=500", undefined, admin)).body.deliveries as { id: string; endpoint: string; userId: string }[];
+    expect(dead).toHaveLength(6);
+    // The listing is newest first; a replay takes the oldest first.
+    const ofB = dead.filter((d) => d.endpoint === "b").reverse();
+    expect(ofB.map((d) => d.userId)).toEqual(["r1", "r2", "r3"]);
+
+    const first = await s.t.call("POST", "/admin/v1/webhooks/deliveries/replay", { status: "dead", endpoint: "b", limit: 2 }, admin);
+    expect(first.body).toEqual({ replayed: [ofB[0]!.id, ofB[1]!.id], issues: [] });
+    await s.t.app.webhooks!.settled(s.tenantId);
+    // Replayed and dead again (nothing listens), they are now the newest: the next replay of b
+    // begins with r3's, the one not replayed yet.
+    const rest = await s.t.call("POST", "/admin/v1/webhooks/deliveries/replay", { status: "dead", endpoint: "b", limit: 1 }, admin);
+    expect(rest.body).toEqual({ replayed: [ofB[2]!.id], issues: [] });
+    await s.t.app.webhooks!.settled(s.tenantId);
+    // Endpoint a's were never replayed: one attempt each.
+    for (const d of dead.filter((d) => d.endpoint === "a")) {
+      expect((await s.t.call("GET", `/admin/v1/webhooks/deliveries/${d.id}`, undefined, admin)).body.log).toHaveLength(1);
+    }
+  });
+});
+
 describe("a delivery worker that dies mid-delivery", () => {
   let s: Scenario;
   beforeAll(async () => {

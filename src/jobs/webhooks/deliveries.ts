@@ -121,6 +121,8 @@ const ENQUEUE_CHUNK = 50;
 
 /** Jobs scanned at most by one listing with a filter on endpoint, type or user. */
 const LIST_SCAN = 10_000;
+/** How many deliveries of a status a filtered bulk replay reads at most, oldest first (an admin call: ten times the listing's). */
+const REPLAY_SCAN = 100_000;
 
 /** A stopping process cut first attempts: their records must stay unacknowledged (dispatch). */
 export class DeliveriesStopped extends Error {
@@ -401,13 +403,25 @@ export class DeliveryQueue {
     return "in-progress";
   }
 
-  /** Ids of deliveries in a status, oldest first (bulk replay), at most `limit`. */
+  /**
+   * Ids of deliveries in a status, oldest first (bulk replay), at most `limit`. Unfiltered, the
+   * first `limit`; filtered by endpoint or type, read a page at a time until `limit` match,
+   * through at most REPLAY_SCAN. (Until 2026-12-05 it read the 10 000 oldest whole, for any
+   * limit, and looked no further: the dead of an endpoint behind 10 000 older ones of another
+   * were out of a filtered replay's reach.)
+   */
   async idsIn(status: DeliveryStatus, limit: number, endpoint?: string, type?: string): Promise<string[]> {
-    const jobs = (await this.queue.getJobs(STATES[status], 0, LIST_SCAN - 1, true)) as Job<DeliveryJob>[];
-    return jobs
-      .filter((j) => j && (endpoint === undefined || j.data.endpoint === endpoint) && (type === undefined || j.data.type === type))
-      .slice(0, limit)
-      .map((j) => j.id!);
+    const filtered = endpoint !== undefined || type !== undefined;
+    const page = filtered ? 500 : limit;
+    const ids: string[] = [];
+    for (let from = 0; ids.length < limit && from < REPLAY_SCAN; from += page) {
+      const jobs = (await this.queue.getJobs(STATES[status], from, from + page - 1, true)) as Job<DeliveryJob>[];
+      for (const job of jobs) {
+        if (job && ids.length < limit && (endpoint === undefined || job.data.endpoint === endpoint) && (type === undefined || job.data.type === type)) ids.push(job.id!);
+      }
+      if (jobs.length < page) break;
+    }
+    return ids;
   }
 
   private async events(): Promise<QueueEvents> {
