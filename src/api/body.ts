@@ -12,7 +12,14 @@ export function parseJson(body: string | null): Record<string, unknown> {
   try {
     value = JSON.parse(body);
   } catch {
-    return fail("MALFORMED_JSON");
+    // A byte order mark before the JSON (some Windows clients write one): RFC 8259 §8.1 lets a
+    // parser ignore it, and JSON.parse does not. Looked at only once the parse has failed.
+    if (body.charCodeAt(0) !== 0xfeff) return fail("MALFORMED_JSON");
+    try {
+      value = JSON.parse(body.slice(1));
+    } catch {
+      return fail("MALFORMED_JSON");
+    }
   }
   // Every body of the API is an object. Said first, because the validator's message for `[]`
   // named a missing field instead ("body.user must be UserInput (got nothing)").
@@ -78,9 +85,15 @@ export function readableExpected(expected: string): string {
   return text.replace(/ & /g, ", ");
 }
 
+/** The longest field path a validation message quotes (describeFailure). */
+const MAX_PATH_QUOTED = 200;
+
 export function describeFailure(errors: IValidation.IError[], body?: unknown): string {
   const first = errors[0]!;
-  const path = first.path.replace(/^\$input/, "body");
+  // A field's name is quoted in its path, and a body's key may be of any length: a 60 KB unknown
+  // key made a 60 KB message. Cut as the other quotes are (200 UTF-16 units, whole characters).
+  const fullPath = first.path.replace(/^\$input/, "body");
+  const path = fullPath.length > MAX_PATH_QUOTED ? `${clip(fullPath, MAX_PATH_QUOTED)}…` : fullPath;
   if (first.expected === "undefined") return `${path} is not a known field`;
   const message = `${path} must be ${readableExpected(first.expected)} (got ${preview(first.value)})`;
   if (first.value !== undefined) return message;

@@ -100,6 +100,8 @@ const NAMED_KEY_LENGTH = 64;
 export function failUnknownAttributes(unknown: readonly string[]): never {
   const named = unknown.slice(0, NAMED_KEYS).map((key) => {
     const k = key.toWellFormed();
+    // The empty key is named as such: "Invalid attribute keys: " named nothing.
+    if (k === "") return '""';
     return k.length > NAMED_KEY_LENGTH ? `${clip(k, NAMED_KEY_LENGTH)}…` : k;
   });
   const more = unknown.length > NAMED_KEYS ? ` and ${unknown.length - NAMED_KEYS} more` : "";

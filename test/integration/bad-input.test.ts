@@ -138,6 +138,17 @@ describe("malformed bodies (400)", () => {
     expect(await refused(400, () => event({ user: { id: "seed" }, value: "1" }))).toMatch(/value/);
     expect(await refused(400, () => event({ user: { id: "seed", timezone: "UTC" }, value: 1 }))).toBe("body.user.timezone is not a known field");
     expect(await refused(400, () => event({ user: { id: "seed" }, value: 1, extra: null }))).toBe("body.extra is not a known field");
+    // A key of any length is quoted cut to 200 UTF-16 units of its path (a 60 KB key made a 60 KB message).
+    const long = await refused(400, () => event({ user: { id: "seed" }, value: 1, ["x".repeat(60_000)]: 1 }));
+    expect(long).toBe(`body.${"x".repeat(195)}… is not a known field`);
+  });
+
+  it("reads a body that begins with a byte order mark (RFC 8259 §8.1 lets a parser ignore it), and still refuses one that is not JSON after it", async () => {
+    const withBom = await event(`\uFEFF${JSON.stringify({ user: { id: "bom-user" }, value: 1 })}`);
+    expect(withBom.status, JSON.stringify(withBom.body)).toBe(201);
+    expect(withBom.body).toMatchObject({ total: 1 });
+    expect(await refused(400, () => event("\uFEFF{'user': 1}"))).toBe("Malformed JSON body");
+    expect(await refused(400, () => event("\uFEFF\uFEFF{}"))).toBe("Malformed JSON body");
   });
 
   it("says a body that is not an object is not one", async () => {
@@ -217,6 +228,10 @@ describe("well-formed but unacceptable values (422)", () => {
     expect(await refused(422, () => t.call("PATCH", "/v1/users/seed", { attributes: { [`${"k".repeat(70)}\ud83d`]: "v" } }))).toBe(`Invalid attribute keys: ${"k".repeat(64)}…`);
     expect(await refused(422, () => t.call("POST", "/v1/users", { id: "seed", attributes: { ["k".repeat(63) + "\ud83d"]: "v" } }))).toBe(`Invalid attribute keys: ${"k".repeat(63)}\uFFFD`);
     expect(await wire(event({ user: { id: "seed", attributes: { "k\ud800": "v" } }, value: 1 }))).not.toMatch(/\\ud[89a-f]/i);
+  });
+
+  it("names an empty attribute key as \"\" (the message named nothing)", async () => {
+    expect(await refused(422, () => event({ user: { id: "seed" }, value: 1, attributes: { "": "web" } }))).toBe('Invalid attribute keys: ""');
   });
 
   it("refuses unknown event attribute keys", async () => {
