@@ -510,6 +510,14 @@ describe("query parameters", () => {
     expect(padded.status).toBe(200);
     expect(padded.body.awards.length).toBeLessThanOrEqual(1);
   });
+
+  it("reads a parameter sent twice by its first value, and one sent empty as not sent", async () => {
+    for (let i = 0; i < 3; i++) expect((await event({ user: { id: "twice" }, value: 1 })).status).toBe(201);
+    const awards = async (query: string) => (await t.call("GET", `/v1/users/twice/points/xp${query}`)).body.awards.length;
+    expect(await awards("?awards=1&awards=3")).toBe(1);
+    expect(await awards("?awards=3&awards=101")).toBe(3);
+    expect(await awards("?awards=&awards=1")).toBe(await awards(""));
+  });
 });
 
 describe("transport limits", () => {
