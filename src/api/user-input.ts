@@ -44,24 +44,33 @@ function codePoints(text: string): number {
 const EMAIL = /^[^\s@]+@[^\s@]+$/;
 
 /**
+ * Where a request holds the user, as its messages name the fields: an event's or a completion's
+ * `user` object, or the users routes' body itself (whose schema errors already said `body.name`,
+ * where these said `user.name`). The paths are constants: the event route builds none.
+ */
+export type UserWhere = "user" | "body";
+const ID_PATH: Record<UserWhere, string> = { user: "user.id", body: "body.id" };
+const ATTRIBUTES_PATH: Record<UserWhere, string> = { user: "user.attributes", body: "body.attributes" };
+
+/**
  * Semantic checks and the state-hash fields the upsert writes (lua/event-2.lua ARGV[7]).
  * `declaredAttributes` are the user attribute keys the tenant declares; any other key is refused
  * with the message trophy-compat §5.2 shows.
  */
-export function userProfileFields(user: UserInput, declaredAttributes: ReadonlySet<string>): [string, string][] {
-  checkUserId(user.id);
+export function userProfileFields(user: UserInput, declaredAttributes: ReadonlySet<string>, where: UserWhere = "user"): [string, string][] {
+  checkUserId(user.id, ID_PATH[where]);
   const fields: [string, string][] = [];
   if (user.email != null) {
-    if (!EMAIL.test(user.email) || !isCleanText(user.email)) fail("INVALID_VALUE", "user.email is not an email address");
+    if (!EMAIL.test(user.email) || !isCleanText(user.email)) fail("INVALID_VALUE", `${where}.email is not an email address`);
   }
   // trophy-compat §5.3 and §3.1: opting in needs an email (sent with it: the request is checked
   // on its own, before any state is read), and with subscribeToEmails false the email is not
   // stored: the one sent is dropped and a stored one cleared (an empty field reads as null).
-  if (user.subscribeToEmails === true && user.email == null) fail("INVALID_VALUE", "user.email is required when subscribeToEmails is true");
+  if (user.subscribeToEmails === true && user.email == null) fail("INVALID_VALUE", `${where}.email is required when subscribeToEmails is true`);
   if (user.subscribeToEmails === false) fields.push(["em", ""]);
   else if (user.email != null) fields.push(["em", user.email]);
   if (user.name != null) {
-    if (!isCleanText(user.name)) fail("INVALID_VALUE", `user.name contains ${uncleanPart(user.name)}`);
+    if (!isCleanText(user.name)) fail("INVALID_VALUE", `${where}.name contains ${uncleanPart(user.name)}`);
     fields.push(["nm", user.name]);
   }
   if (user.tz != null) {
@@ -72,11 +81,11 @@ export function userProfileFields(user: UserInput, declaredAttributes: ReadonlyS
   if (user.subscribeToEmails != null) fields.push(["se", user.subscribeToEmails ? "1" : "0"]);
   if (user.deviceTokens != null) {
     const unclean = user.deviceTokens.find((token) => !isCleanText(token));
-    if (unclean !== undefined) fail("INVALID_VALUE", `user.deviceTokens contains ${uncleanPart(unclean)}`);
+    if (unclean !== undefined) fail("INVALID_VALUE", `${where}.deviceTokens contains ${uncleanPart(unclean)}`);
     // A set, as a device is registered once: repeats kept once, in the order first sent.
     fields.push(["dt", JSON.stringify([...new Set(user.deviceTokens)])]);
   }
-  const attributes = checkAttributes(user.attributes ?? null, declaredAttributes, "user.attributes");
+  const attributes = checkAttributes(user.attributes ?? null, declaredAttributes, ATTRIBUTES_PATH[where]);
   if (attributes !== null) for (const [k, v] of Object.entries(attributes)) fields.push([userAttributeField(k), v]);
   return fields;
 }

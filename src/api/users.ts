@@ -78,7 +78,7 @@ function upsertHandler(tenants: Tenants, clock: { now(): number }, mode: UpsertM
     if (idFrom === "path") checkUserId(req.params[0]!, "user id");
     const raw = parseJson(req.body);
     const user: UserInput = idFrom === "body" ? validated(raw, validateUpserted) : { ...validated(raw, validateUpdated), id: req.params[0]! };
-    const profile = userProfileFields(user, tenant.userAttributes);
+    const profile = userProfileFields(user, tenant.userAttributes, "body");
     const result = await upsertUser(store, user.id, mode, profile, clock.now());
     if (result.status === "missing") failUserNotFound(user.id);
     const status = idFrom === "body" && result.status === "created" ? 201 : 200;

@@ -159,7 +159,7 @@ describe("users.create, identify, get, update", () => {
   it("subscribeToEmails: opting in needs an email; opting out drops the email and clears a stored one", async () => {
     const err = await rejection(trophy.users.create({ id: "sdk-u-optin", subscribeToEmails: true }));
     expect(err).toBeInstanceOf(TrophyApi.UnprocessableEntityError);
-    expect(errorBody(err)).toBe("user.email is required when subscribeToEmails is true");
+    expect(errorBody(err)).toBe("body.email is required when subscribeToEmails is true");
     expect((await rejection(trophy.users.get("sdk-u-optin"))).statusCode).toBe(404);
 
     // Sent together with false, the email is not stored (the SDK drops the null).

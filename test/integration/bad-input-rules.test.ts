@@ -85,22 +85,26 @@ describe("users", () => {
   });
 
   it("refuses control characters or lone surrogates in deviceTokens with 422", async () => {
-    expect(await refused(422, () => t.call("POST", "/v1/users", { id: "newbie", deviceTokens: ["tok\u0000en"] }))).toBe("user.deviceTokens contains control characters");
-    expect(await refused(422, () => t.call("PATCH", "/v1/users/seed", { deviceTokens: ["ok", "\ud800"] }))).toBe("user.deviceTokens contains a lone surrogate (not valid Unicode)");
+    expect(await refused(422, () => t.call("POST", "/v1/users", { id: "newbie", deviceTokens: ["tok\u0000en"] }))).toBe("body.deviceTokens contains control characters");
+    expect(await refused(422, () => t.call("PATCH", "/v1/users/seed", { deviceTokens: ["ok", "\ud800"] }))).toBe("body.deviceTokens contains a lone surrogate (not valid Unicode)");
   });
 
   it("refuses an unknown zone or a malformed email with 422", async () => {
     await refused(422, () => t.call("POST", "/v1/users", { id: "newbie", tz: "Mars/Olympus" }));
-    await refused(422, () => t.call("PATCH", "/v1/users/seed", { email: "not-an-email" }));
+    expect(await refused(422, () => t.call("PATCH", "/v1/users/seed", { email: "not-an-email" }))).toBe("body.email is not an email address");
+    expect(await refused(422, () => t.call("POST", "/v1/metrics/lessons/event", { user: { id: "seed", email: "not-an-email" }, value: 1 }))).toBe("user.email is not an email address");
+    expect(await refused(422, () => t.call("PUT", "/v1/users/seed", { attributes: { plan: "p\u0007" } }))).toBe("body.attributes.plan must be at most 1000 characters without control characters");
   });
 
   it("refuses subscribeToEmails true without an email in the same request with 422, on every upsert", async () => {
-    const message = "user.email is required when subscribeToEmails is true";
+    // Named where the request holds the user: the users routes' body is the user, an event's and a completion's is `user`.
+    const message = "body.email is required when subscribeToEmails is true";
     expect(await refused(422, () => t.call("POST", "/v1/users", { id: "newbie", subscribeToEmails: true }))).toBe(message);
     expect(await refused(422, () => t.call("PUT", "/v1/users/seed", { subscribeToEmails: true, name: "Seed" }))).toBe(message);
     expect(await refused(422, () => t.call("PATCH", "/v1/users/seed", { subscribeToEmails: true, email: null }))).toBe(message);
-    expect(await refused(422, () => t.call("POST", "/v1/metrics/lessons/event", { user: { id: "seed", subscribeToEmails: true }, value: 1 }))).toBe(message);
-    expect(await refused(422, () => t.call("POST", "/v1/achievements/complete-profile/complete", { user: { id: "newbie", subscribeToEmails: true } }))).toBe(message);
+    const nested = "user.email is required when subscribeToEmails is true";
+    expect(await refused(422, () => t.call("POST", "/v1/metrics/lessons/event", { user: { id: "seed", subscribeToEmails: true }, value: 1 }))).toBe(nested);
+    expect(await refused(422, () => t.call("POST", "/v1/achievements/complete-profile/complete", { user: { id: "newbie", subscribeToEmails: true } }))).toBe(nested);
   });
 
   it("refuses a bad user id in the path with 400", async () => {
@@ -143,9 +147,10 @@ describe("user field bounds: the last value taken, the next refused", () => {
     ["a lone surrogate", "Ada\udc00"],
   ])("refuses a name with %s with 422, on create, identify and update", async (what, name) => {
     const said = what === "a lone surrogate" ? "a lone surrogate (not valid Unicode)" : "control characters";
-    expect(await refused(422, () => t.call("POST", "/v1/users", { id: "newbie", name }))).toBe(`user.name contains ${said}`);
-    await refused(422, () => t.call("PUT", "/v1/users/seed", { name }));
-    await refused(422, () => t.call("PATCH", "/v1/users/seed", { name }));
+    expect(await refused(422, () => t.call("POST", "/v1/users", { id: "newbie", name }))).toBe(`body.name contains ${said}`);
+    expect(await refused(422, () => t.call("PUT", "/v1/users/seed", { name }))).toBe(`body.name contains ${said}`);
+    expect(await refused(422, () => t.call("PATCH", "/v1/users/seed", { name }))).toBe(`body.name contains ${said}`);
+    expect(await refused(422, () => t.call("POST", "/v1/metrics/lessons/event", { user: { id: "seed", name }, value: 1 }))).toBe(`user.name contains ${said}`);
   });
 
   it("refuses C1 controls in ids, device tokens and attribute values too", async () => {
