@@ -250,8 +250,9 @@ export class Router {
       const allowed = this.allowedMethods(req.getUrl());
       // A HEAD's answer has no body (RFC 9110 §9.3.2): the status and headers only.
       const head = req.getMethod() === "head";
-      if (allowed.length === 0) sendJson(res, 404, errorJson(ErrorCodes.NOT_FOUND.message), false, undefined, { headersOnly: head });
-      else sendJson(res, 405, errorJson(ErrorCodes.METHOD_NOT_ALLOWED.message), false, undefined, { header: ["allow", allowed.join(", ")], headersOnly: head });
+      // During a stop's drain these close their connection too, as the routes' answers do.
+      if (allowed.length === 0) sendJson(res, 404, errorJson(ErrorCodes.NOT_FOUND.message), this.draining, undefined, { headersOnly: head });
+      else sendJson(res, 405, errorJson(ErrorCodes.METHOD_NOT_ALLOWED.message), this.draining, undefined, { header: ["allow", allowed.join(", ")], headersOnly: head });
     });
   }
 

@@ -44,6 +44,51 @@ function connectionRefused(port: number): Promise<boolean> {
   });
 }
 
+interface KeptAlive {
+  /** Sends a GET on the connection and resolves with the whole answer (status line, headers, body) as text. */
+  get(path: string): Promise<string>;
+  close(): void;
+}
+
+/** One HTTP/1.1 connection kept open between requests (fetch's pool would not say which connection a request took). */
+async function keepAliveConnection(port: number): Promise<KeptAlive> {
+  const socket = connect(port, "127.0.0.1");
+  await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
+  let received = "";
+  let waiting: (() => void) | null = null;
+  socket.on("data", (chunk) => {
+    received += chunk.toString("latin1");
+    waiting?.();
+  });
+  // One answer: its headers, then as many bytes as its Content-Length says.
+  const answer = (): string | null => {
+    const end = received.indexOf("\r\n\r\n");
+    if (end < 0) return null;
+    const length = Number(/\r\ncontent-length: *(\d+)/i.exec(received.slice(0, end))?.[1] ?? 0);
+    if (received.length < end + 4 + length) return null;
+    const whole = received.slice(0, end + 4 + length);
+    received = received.slice(whole.length);
+    return whole;
+  };
+  return {
+    get(path) {
+      socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+      return new Promise((resolve, reject) => {
+        socket.once("close", () => reject(new Error(`connection closed before the answer to ${path}`)));
+        waiting = () => {
+          const whole = answer();
+          if (whole !== null) {
+            waiting = null;
+            resolve(whole);
+          }
+        };
+        waiting();
+      });
+    },
+    close: () => socket.destroy(),
+  };
+}
+
 /**
  * The built service on the test's Redis, with an event held inside Redis when SIGTERM arrives.
  * The tenant is the core one (bench/core-tenant.yaml): no time triggers, boards or webhooks, so
@@ -51,10 +96,11 @@ function connectionRefused(port: number): Promise<boolean> {
  * Redis holds is the event's (with the demo tenant, a time-trigger tick at start was held
  * instead, now and then, and the event had not arrived yet).
  */
-async function stopWithEventInFlight(env: Record<string, string>, user: string) {
+async function stopWithEventInFlight(env: Record<string, string>, user: string, beforeStop: (port: number) => Promise<void> = async () => undefined) {
   const port = await freePort();
   const { child, output, exited } = runService({ REDIS_URL: redis.url, PORT: String(port), LAUREL_WORKER: "off", LAUREL_CONFIG: CORE_TENANT, ...env });
   await waitFor(() => output().includes("laurel listening"), "listening", exited);
+  await beforeStop(port);
   const url = `http://127.0.0.1:${port}/v1/metrics/lessons/event`;
   const send = (id: string) => fetch(url, { method: "POST", headers: { "x-api-key": "demo-key", "content-type": "application/json" }, body: JSON.stringify({ user: { id }, value: 1 }) });
   expect((await send(`${user}-warm-up`)).status).toBe(201);
@@ -84,6 +130,32 @@ describe("SIGTERM with an event in flight", () => {
       expect(await exited).toBe(0);
     } finally {
       await observer.client("UNPAUSE").catch(() => undefined);
+      child.kill("SIGKILL");
+    }
+  });
+
+  it("answers requests arriving on open keep-alive connections meanwhile, with Connection: close, on a route or off every route", async () => {
+    // Opened, and used once, before the stop: the drain is when a client's next request on them arrives.
+    const connections: KeptAlive[] = [];
+    const { child, exited, inFlight } = await stopWithEventInFlight({}, "keep-alive", async (port) => {
+      for (let i = 0; i < 2; i++) connections.push(await keepAliveConnection(port));
+      for (const connection of connections) expect(await connection.get("/v1/nowhere")).not.toMatch(/\r\nConnection: close\r\n/i);
+    });
+    try {
+      // Neither needs Redis (a missing key; a path no route serves): answered while Redis holds the event.
+      const [routed, unrouted] = connections as [KeptAlive, KeptAlive];
+      const refused = await routed.get("/v1/users/someone/points/xp");
+      expect(refused).toMatch(/^HTTP\/1\.1 401 /);
+      expect(refused).toMatch(/\r\nConnection: close\r\n/i);
+      const missing = await unrouted.get("/v1/nowhere");
+      expect(missing).toMatch(/^HTTP\/1\.1 404 /);
+      expect(missing).toMatch(/\r\nConnection: close\r\n/i);
+      await observer.client("UNPAUSE");
+      expect((await inFlight).status).toBe(201);
+      expect(await exited).toBe(0);
+    } finally {
+      await observer.client("UNPAUSE").catch(() => undefined);
+      connections.forEach((c) => c.close());
       child.kill("SIGKILL");
     }
   });
