@@ -6,6 +6,9 @@ import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors } from "./store/redis-client.js";
 
+// Made before main: a start that fails where nothing names the failure is logged by it too, below.
+const logger = processLogger();
+
 /**
  * `node dist/main.js` (what `npm start` runs). Environment:
  *   PORT            HTTP port (default 3000)
@@ -24,7 +27,6 @@ import { createRedisClient, logConnectionErrors } from "./store/redis-client.js"
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(): Promise<void> {
-  const logger = processLogger();
   checkEnvironmentOrExit(logger, process.env, { port: true });
   applyAwardIdSlots();
   const tenants = await loadTenantsOrExit(logger);
@@ -113,7 +115,9 @@ async function main(): Promise<void> {
   logger.info({ port: app.port, tenants: tenants.map((t) => t.id), clock: clock.manual ? "manual" : "system" }, "laurel listening");
 }
 
-main().catch((err) => {
-  console.error(err);
+// Any other failure of the start, in the log's JSON with its stack (a console.error went to stderr
+// as plain text, which a collector reading JSON lines loses or splits line by line).
+main().catch((err: unknown) => {
+  logger.fatal({ err }, "the start failed");
   process.exit(1);
 });

@@ -9,6 +9,9 @@ import { Webhooks } from "./jobs/webhooks/index.js";
 import { TenantStore } from "./store/tenant-store.js";
 // issue 6: end
 
+// Made before main: a start that fails where nothing names the failure is logged by it too, below.
+const logger = processLogger();
+
 /**
  * `node dist/worker.js`: the stream worker as its own process (src/jobs/stream-worker.ts),
  * for when the service runs with LAUREL_WORKER=off or several workers share the streams (each
@@ -21,7 +24,6 @@ import { TenantStore } from "./store/tenant-store.js";
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(): Promise<void> {
-  const logger = processLogger();
   checkEnvironmentOrExit(logger);
   const tenants = await loadTenantsOrExit(logger);
   const url = process.env.REDIS_URL;
@@ -58,7 +60,9 @@ async function main(): Promise<void> {
   logger.info({ tenants: tenants.map((t) => t.id) }, "laurel stream worker running");
 }
 
-main().catch((err) => {
-  console.error(err);
+// Any other failure of the start, in the log's JSON with its stack (a console.error went to stderr
+// as plain text, which a collector reading JSON lines loses or splits line by line).
+main().catch((err: unknown) => {
+  logger.fatal({ err }, "the start failed");
   process.exit(1);
 });

@@ -390,6 +390,32 @@ describe("node dist/main.js", () => {
     }
   });
 
+  // A start that fails where no message was written for it (here a REDIS_URL naming a replica,
+  // which refuses the first write) is still said in the log's format, with its stack: a plain
+  // stack trace on stderr is lost to a collector that reads JSON lines.
+  it.each([
+    ["the service", MAIN],
+    ["the stream worker", WORKER],
+  ])("%s logs a start that fails unexpectedly as one JSON line with the error's stack, and exits 1", async (_name, entry) => {
+    const server = await startTestRedis();
+    const admin = new Redis(server.url);
+    try {
+      await admin.replicaof("127.0.0.1", String(await freePort())); // read-only, its primary absent
+      const proc = runService({ PORT: String(await freePort()), REDIS_URL: server.url, LAUREL_WORKER: "off" }, entry);
+      expect(await proc.exited).toBe(1);
+      const lines = proc.output().trim().split("\n");
+      for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
+      const last = JSON.parse(lines.at(-1)!) as { level: number; msg: string; err?: { message: string; stack: string } };
+      expect(last.level).toBe(60);
+      expect(last.err?.message).toContain("READONLY");
+      expect(last.err?.stack).toMatch(/\n\s+at /);
+    } finally {
+      await admin.replicaof("NO", "ONE").catch(() => undefined);
+      admin.disconnect();
+      await server.stop();
+    }
+  });
+
   it("docker-compose.yml's service command execs node, so that docker stop's SIGTERM reaches it (a shell as PID 1 ignores it)", () => {
     const compose = parseYaml(readFileSync(new URL("../../docker-compose.yml", import.meta.url), "utf8")) as { services: { laurel: { command: string; stop_grace_period: string } } };
     const { command, stop_grace_period: grace } = compose.services.laurel;
