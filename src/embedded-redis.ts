@@ -77,7 +77,10 @@ export async function startEmbeddedRedis(opts: {
   // could not close. A signal that kills the service outright (SIGKILL, to it or its group) leaves
   // the server running, as a kill -9 of the service always did: the next start stops it
   // (claimDataDir). The test run's and the bench's servers stay in their caller's group.
-  const child: ChildProcess = spawn("redis-server", args, { stdio: ["ignore", "ignore", "inherit"], detached: opts.ownSession === true });
+  // Its log (stdout) is read, for the last line a server that would not start wrote (a damaged
+  // AOF: what it says to run); the rest is dropped, as it was when stdout was ignored.
+  const child: ChildProcess = spawn("redis-server", args, { stdio: ["ignore", "pipe", "inherit"], detached: opts.ownSession === true });
+  const lastLogLine = followLastLine(child);
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   let stopping = false;
   // From the spawn on: a process that exits while the server starts stops it too.
@@ -89,7 +92,7 @@ export async function startEmbeddedRedis(opts: {
   const url = `redis://127.0.0.1:${port}`;
   const occupantFile = join(opts.dir, OCCUPANT_FILE);
   try {
-    await waitForRedis(url, child);
+    await waitForRedis(url, child, lastLogLine);
   } catch (err) {
     process.removeListener("exit", stopOnExit);
     child.kill("SIGTERM"); // one that never became ready is not left behind
@@ -246,18 +249,46 @@ function alive(pid: number, command: string): boolean {
 }
 
 /**
+ * The last line a redis-server wrote to its stdout (its log), without the pid and time Redis
+ * puts before it; null when none. Reads the pipe for the server's life (a pipe left unread would
+ * fill and stall it), keeping only its end. Asked once the server exited, it waits for the pipe's
+ * end first ('exit' can come before the last output is read), for a second at most (a process the
+ * server forked could hold the pipe open).
+ */
+function followLastLine(child: ChildProcess): () => Promise<string | null> {
+  let tail = "";
+  const stdout = child.stdout!;
+  stdout.setEncoding("utf8");
+  stdout.on("data", (chunk: string) => {
+    tail = (tail + chunk).slice(-4096);
+  });
+  const ended = new Promise<void>((resolve) => stdout.once("close", resolve));
+  return async () => {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([ended, new Promise<void>((resolve) => (timer = setTimeout(resolve, 1000)))]);
+    clearTimeout(timer);
+    const line = tail.trimEnd().split("\n").at(-1);
+    // "27721:M 05 Dec 2026 13:14:18.657 # Bad file format ...": the message after the level mark.
+    return line ? line.replace(/^\d+:[A-Z] .*? [.\-*#] /, "") : null;
+  };
+}
+
+/**
  * Waits until a redis-server just spawned answers at `address` (a URL, a port or a socket path)
  * with its data set loaded (AOF loading answers LOADING to commands), for up to 30 s; fails at
- * once if the process exits.
+ * once if the process exits, with the last line of its log when `lastLogLine` gives one.
  */
-export async function waitForRedis(address: string | number, child: ChildProcess): Promise<void> {
+export async function waitForRedis(address: string | number, child: ChildProcess, lastLogLine: () => Promise<string | null> = async () => null): Promise<void> {
   const options = { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null };
   // Two calls for ioredis' overloads (a port, or a URL or socket path).
   const probe = typeof address === "number" ? new Redis(address, options) : new Redis(address, options);
   probe.on("error", () => undefined); // refused while the server starts: the loop retries
   try {
     for (let attempt = 0; ; attempt++) {
-      if (child.exitCode !== null) throw new Error(`redis-server exited with code ${child.exitCode}`);
+      if (child.exitCode !== null) {
+        const said = await lastLogLine();
+        throw new Error(`redis-server exited with code ${child.exitCode}${said ? `: ${said}` : ""}`);
+      }
       try {
         await probe.connect();
         const info = await probe.info("persistence");

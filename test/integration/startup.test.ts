@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -503,6 +503,22 @@ describe("node dist/main.js", () => {
     const proc = runService({ PATH: "/nonexistent", LAUREL_DATA_DIR: tempDir() });
     expect(await proc.exited).toBe(1);
     expect(proc.output()).toContain("apt-get install -y redis-server");
+  });
+
+  // Its log goes to its stdout, which the service used to discard: a start on a damaged AOF said
+  // only "redis-server exited with code 1", and nothing of why or what to run.
+  it("says why its embedded redis-server would not start (a damaged AOF), in the redis-server's words", async () => {
+    const dataDir = tempDir();
+    mkdirSync(join(dataDir, "appendonlydir"));
+    writeFileSync(join(dataDir, "appendonlydir", "appendonly.aof.manifest"), "file appendonly.aof.1.incr.aof seq 1 type i\n");
+    writeFileSync(join(dataDir, "appendonlydir", "appendonly.aof.1.incr.aof"), "not a command\r\n");
+    const proc = runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: dataDir });
+    expect(await proc.exited).toBe(1);
+    const fatal = JSON.parse(proc.output().trim().split("\n").at(-1)!) as { level: number; msg: string };
+    expect(fatal.level).toBe(60);
+    expect(fatal.msg).toContain("redis-server exited with code 1");
+    expect(fatal.msg).toContain("Bad file format reading the append only file");
+    expect(fatal.msg).toContain("redis-check-aof --fix");
   });
 
   it("refuses the demo keys when NODE_ENV=production", async () => {
