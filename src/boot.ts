@@ -270,6 +270,17 @@ export function warnFsyncNotApplied(logger: Logger, env: NodeJS.ProcessEnv = pro
   }
 }
 
+/**
+ * LAUREL_CLOCK=manual moves only the service's clock (POST /admin/v1/clock): the worker keeps the
+ * system clock, so its webhook timeline would run by another time than the service's. Said, as
+ * LAUREL_FSYNC is, instead of taken silently.
+ */
+export function warnManualClockNotApplied(logger: Logger, env: NodeJS.ProcessEnv = process.env): void {
+  if (env.LAUREL_CLOCK === "manual") {
+    logger.warn("LAUREL_CLOCK=manual is the service's: this worker runs on the system clock; with a manual clock, run the worker in the service (LAUREL_WORKER on)");
+  }
+}
+
 /** LAUREL_AWARD_IDS (checked by checkEnvironmentOrExit): how many award ids the process remembers. */
 export function applyAwardIdSlots(env: NodeJS.ProcessEnv = process.env): void {
   if (env.LAUREL_AWARD_IDS) setAwardIdSlots(Number(env.LAUREL_AWARD_IDS));

@@ -1,5 +1,5 @@
 import "./v8-tuning.js";
-import { checkEnvironmentOrExit, exitOnConfigError, exitOnSignalsWhileStarting, loadTenantsOrExit, processLogger, stopOnSignals, waitForRedisOrExit, warnFsyncNotApplied } from "./boot.js";
+import { checkEnvironmentOrExit, exitOnConfigError, exitOnSignalsWhileStarting, loadTenantsOrExit, processLogger, stopOnSignals, waitForRedisOrExit, warnFsyncNotApplied, warnManualClockNotApplied } from "./boot.js";
 import { checkFixedSettings } from "./store/fixed-settings.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
@@ -32,6 +32,7 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   warnFsyncNotApplied(logger);
+  warnManualClockNotApplied(logger);
   // A stop signal during the start (waiting for Redis, the webhooks' start) exits at once.
   exitOnSignalsWhileStarting(logger);
   const redis = logConnectionErrors(createRedisClient(url), logger);

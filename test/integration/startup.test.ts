@@ -123,11 +123,13 @@ describe("node dist/main.js", () => {
     }
   });
 
-  it("the stream worker, always on REDIS_URL, warns that LAUREL_FSYNC does not reach its Redis", async () => {
-    const proc = runService({ REDIS_URL: inject("redisUrl"), LAUREL_FSYNC: "always" }, WORKER);
+  it("the stream worker, always on REDIS_URL, warns that LAUREL_FSYNC does not reach its Redis, and that it keeps the system clock", async () => {
+    const proc = runService({ REDIS_URL: inject("redisUrl"), LAUREL_FSYNC: "always", LAUREL_CLOCK: "manual" }, WORKER);
     try {
       await waitFor(() => proc.output().includes("laurel stream worker running"), "the worker to run", proc.exited);
       expect(proc.output()).toContain("LAUREL_FSYNC sets the embedded redis-server's fsync only");
+      // README, Operations, Webhooks: with a manual clock the worker belongs in the service.
+      expect(proc.output()).toContain("LAUREL_CLOCK=manual is the service's");
     } finally {
       proc.child.kill("SIGKILL");
       await proc.exited;
