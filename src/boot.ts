@@ -301,3 +301,26 @@ function logLevel(env: NodeJS.ProcessEnv): string | null {
 export function processLogger(env: NodeJS.ProcessEnv = process.env): Logger {
   return pino({ level: logLevel(env) ?? "info" });
 }
+
+/**
+ * A crash after the start (an uncaught exception, or a rejection no one handled: Node 20 raises
+ * it as one) is logged as a fatal JSON line with its stack before Node prints its own report to
+ * stderr and exits: a collector reading the JSON log saw the process end without a word of why.
+ * The monitor does not change what Node does next.
+ */
+export function logCrashes(logger: Logger): void {
+  process.on("uncaughtExceptionMonitor", (err, origin) => {
+    logger.fatal({ err, origin }, "crashed: an uncaught exception ends the process");
+  });
+}
+
+/**
+ * The fatal line of a start that failed where nothing named the failure: with a hint where the
+ * cause is the operator's to mend (a REDIS_URL naming a read-only replica refuses the first write
+ * with READONLY).
+ */
+export function startFailureMessage(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  if (message.startsWith("READONLY")) return "the start failed: REDIS_URL names a read-only replica; point it at the primary";
+  return "the start failed";
+}

@@ -1,6 +1,6 @@
 import "./v8-tuning.js";
 import { DEFAULT_DRAIN_MS, ListenError, startApp } from "./app.js";
-import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, exitIfPortTaken, exitOnConfigError, exitOnSignalsWhileStarting, listenPort, loadTenantsOrExit, processLogger, stopOnSignals, waitForRedisOrExit, warnFsyncNotApplied } from "./boot.js";
+import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, exitIfPortTaken, exitOnConfigError, exitOnSignalsWhileStarting, listenPort, loadTenantsOrExit, processLogger, stopOnSignals, waitForRedisOrExit, warnFsyncNotApplied, logCrashes, startFailureMessage } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -8,6 +8,7 @@ import { createRedisClient, logConnectionErrors } from "./store/redis-client.js"
 
 // Made before main: a start that fails where nothing names the failure is logged by it too, below.
 const logger = processLogger();
+logCrashes(logger);
 
 /**
  * `node dist/main.js` (what `npm start` runs). Environment:
@@ -21,6 +22,9 @@ const logger = processLogger();
  *   LAUREL_DELIVERIES "off": this process queues webhook deliveries but does not send them
  *                   (`node dist/worker.js` processes do): the event path never shares its CPU with the sending
  *   LAUREL_COALESCE "off": one socket write per Redis command (src/store/write-coalescing.ts)
+ *   LAUREL_LUA      "eval": scripts by EVALSHA instead of Redis Functions (FCALL, the default)
+ *   LAUREL_AUTOPIPELINE "1": ioredis auto-pipelining for the plain commands of reads and jobs
+ *   LAUREL_REUSE_PORT "1": share PORT with other processes that set it (SO_REUSEPORT)
  *   LAUREL_REDIS_WAIT seconds to wait at start for a REDIS_URL that does not answer yet (default 60)
  *   LAUREL_DRAIN    seconds a stop waits for the requests already taken to be answered (default 10)
  *   LAUREL_AWARD_IDS award ids remembered (a power of two, default 262144, 13 MB; 0: none)
@@ -118,6 +122,6 @@ async function main(): Promise<void> {
 // Any other failure of the start, in the log's JSON with its stack (a console.error went to stderr
 // as plain text, which a collector reading JSON lines loses or splits line by line).
 main().catch((err: unknown) => {
-  logger.fatal({ err }, "the start failed");
+  logger.fatal({ err }, startFailureMessage(err));
   process.exit(1);
 });

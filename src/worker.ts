@@ -1,5 +1,5 @@
 import "./v8-tuning.js";
-import { checkEnvironmentOrExit, exitOnConfigError, exitOnSignalsWhileStarting, loadTenantsOrExit, processLogger, stopOnSignals, waitForRedisOrExit, warnFsyncNotApplied, warnManualClockNotApplied } from "./boot.js";
+import { checkEnvironmentOrExit, exitOnConfigError, exitOnSignalsWhileStarting, loadTenantsOrExit, processLogger, stopOnSignals, waitForRedisOrExit, warnFsyncNotApplied, warnManualClockNotApplied, logCrashes, startFailureMessage } from "./boot.js";
 import { checkFixedSettings } from "./store/fixed-settings.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
@@ -11,6 +11,7 @@ import { TenantStore } from "./store/tenant-store.js";
 
 // Made before main: a start that fails where nothing names the failure is logged by it too, below.
 const logger = processLogger();
+logCrashes(logger);
 
 /**
  * `node dist/worker.js`: the stream worker as its own process (src/jobs/stream-worker.ts),
@@ -64,6 +65,6 @@ async function main(): Promise<void> {
 // Any other failure of the start, in the log's JSON with its stack (a console.error went to stderr
 // as plain text, which a collector reading JSON lines loses or splits line by line).
 main().catch((err: unknown) => {
-  logger.fatal({ err }, "the start failed");
+  logger.fatal({ err }, startFailureMessage(err));
   process.exit(1);
 });

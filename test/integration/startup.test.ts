@@ -409,6 +409,7 @@ describe("node dist/main.js", () => {
       for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
       const last = JSON.parse(lines.at(-1)!) as { level: number; msg: string; err?: { message: string; stack: string } };
       expect(last.level).toBe(60);
+      expect(last.msg).toBe("the start failed: REDIS_URL names a read-only replica; point it at the primary");
       expect(last.err?.message).toContain("READONLY");
       expect(last.err?.stack).toMatch(/\n\s+at /);
     } finally {
@@ -416,6 +417,28 @@ describe("node dist/main.js", () => {
       admin.disconnect();
       await server.stop();
     }
+  });
+
+  // A crash once running (an uncaught exception) is logged as a fatal JSON line with its stack
+  // before Node's own report; the process still ends as Node ends it. The exception is thrown by
+  // a module preloaded for the test, on a signal the test sends once the process runs.
+  it.each([
+    ["the service", MAIN, "laurel listening"],
+    ["the stream worker", WORKER, "laurel stream worker running"],
+  ])("%s logs a crash after its start as a fatal JSON line with the error's stack", async (_name, entry, running) => {
+    const crash = "process.on('SIGUSR2', () => setImmediate(() => { throw new Error('boom after start'); }));";
+    const proc = runService({ PORT: String(await freePort()), REDIS_URL: inject("redisUrl"), LAUREL_WORKER: "off", NODE_OPTIONS: `--import=data:text/javascript,${encodeURIComponent(crash)}` }, entry);
+    await waitFor(() => proc.output().includes(running), "the process to run", proc.exited);
+    proc.child.kill("SIGUSR2");
+    expect(await proc.exited).not.toBe(0);
+    const fatal = proc
+      .output()
+      .split("\n")
+      .filter((line) => line.startsWith("{"))
+      .map((line) => JSON.parse(line) as { level: number; msg: string; origin?: string; err?: { message: string; stack: string } })
+      .find((line) => line.level === 60);
+    expect(fatal).toMatchObject({ msg: "crashed: an uncaught exception ends the process", origin: "uncaughtException", err: { message: "boom after start" } });
+    expect(fatal!.err!.stack).toMatch(/\n\s+at /);
   });
 
   it("docker-compose.yml's service command execs node, so that docker stop's SIGTERM reaches it (a shell as PID 1 ignores it)", () => {
