@@ -54,6 +54,8 @@ export async function startEmbeddedRedis(opts: {
   port?: number;
   ownSession?: boolean;
   onExit?: (how: { code: number | null; signal: NodeJS.Signals | null }) => void;
+  /** Each line the server logs (warnings), without its pid and time, from ready until stop(). */
+  onLog?: (line: string) => void;
 }): Promise<EmbeddedRedis> {
   if (!redisServerAvailable()) throw new Error(INSTALL_HINT);
   mkdirSync(opts.dir, { recursive: true });
@@ -77,10 +79,11 @@ export async function startEmbeddedRedis(opts: {
   // could not close. A signal that kills the service outright (SIGKILL, to it or its group) leaves
   // the server running, as a kill -9 of the service always did: the next start stops it
   // (claimDataDir). The test run's and the bench's servers stay in their caller's group.
-  // Its log (stdout) is read, for the last line a server that would not start wrote (a damaged
-  // AOF: what it says to run); the rest is dropped, as it was when stdout was ignored.
+  // Its log (stdout, warnings only: --loglevel warning) is read: for the last line a server that
+  // would not start wrote (a damaged AOF: what it says to run), and, once it is ready and until
+  // it is stopped, for `onLog` (a slow disk's fsync, a SHUTDOWN someone sent it).
   const child: ChildProcess = spawn("redis-server", args, { stdio: ["ignore", "pipe", "inherit"], detached: opts.ownSession === true });
-  const lastLogLine = followLastLine(child);
+  const log = followLog(child);
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   let stopping = false;
   // From the spawn on: a process that exits while the server starts stops it too.
@@ -92,7 +95,7 @@ export async function startEmbeddedRedis(opts: {
   const url = `redis://127.0.0.1:${port}`;
   const occupantFile = join(opts.dir, OCCUPANT_FILE);
   try {
-    await waitForRedis(url, child, lastLogLine);
+    await waitForRedis(url, child, log.lastLine);
   } catch (err) {
     process.removeListener("exit", stopOnExit);
     child.kill("SIGTERM"); // one that never became ready is not left behind
@@ -100,10 +103,17 @@ export async function startEmbeddedRedis(opts: {
     throw err;
   }
   replaceFile(occupantFile, JSON.stringify({ service: process.pid, redis: child.pid!, port } satisfies Occupant));
+  if (opts.onLog) {
+    const onLog = opts.onLog;
+    log.forward((line) => {
+      if (!stopping) onLog(line);
+    });
+  }
   if (opts.onExit) {
     const onExit = opts.onExit;
     child.once("exit", (code, signal) => {
-      if (!stopping) onExit({ code, signal });
+      // After the log's last lines (why it exited), which can be read after the exit is seen.
+      if (!stopping) void log.ended().then(() => onExit({ code, signal }));
     });
   }
   return {
@@ -248,28 +258,45 @@ function alive(pid: number, command: string): boolean {
   }
 }
 
+/** "27721:M 05 Dec 2026 13:14:18.657 # Bad file format ..." → the message after the level mark. */
+const logMessage = (line: string): string => line.replace(/^\d+:[A-Z] .*? [.\-*#] /, "");
+
 /**
- * The last line a redis-server wrote to its stdout (its log), without the pid and time Redis
- * puts before it; null when none. Reads the pipe for the server's life (a pipe left unread would
- * fill and stall it), keeping only its end. Asked once the server exited, it waits for the pipe's
- * end first ('exit' can come before the last output is read), for a second at most (a process the
- * server forked could hold the pipe open).
+ * A redis-server's stdout (its log), read for the server's life (a pipe left unread would fill
+ * and stall it). `lastLine`: the last line it wrote, without its pid and time, or null; asked once
+ * the server exited, it waits for the log's end first. `forward`: each complete line from then
+ * on. `ended`: the log read to its end ('exit' can come before the last output is read), or a
+ * second passed (a process the server forked could hold the pipe open).
  */
-function followLastLine(child: ChildProcess): () => Promise<string | null> {
+function followLog(child: ChildProcess): { lastLine: () => Promise<string | null>; forward: (onLine: (line: string) => void) => void; ended: () => Promise<void> } {
   let tail = "";
+  let partial = "";
+  let onLine: ((line: string) => void) | null = null;
   const stdout = child.stdout!;
   stdout.setEncoding("utf8");
   stdout.on("data", (chunk: string) => {
     tail = (tail + chunk).slice(-4096);
+    if (onLine === null) return;
+    const lines = (partial + chunk).split("\n");
+    partial = lines.pop()!;
+    for (const line of lines) if (line.trim() !== "") onLine(logMessage(line.trimEnd()));
   });
-  const ended = new Promise<void>((resolve) => stdout.once("close", resolve));
-  return async () => {
+  const closed = new Promise<void>((resolve) => stdout.once("close", resolve));
+  const ended = async (): Promise<void> => {
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([ended, new Promise<void>((resolve) => (timer = setTimeout(resolve, 1000)))]);
+    await Promise.race([closed, new Promise<void>((resolve) => (timer = setTimeout(resolve, 1000)))]);
     clearTimeout(timer);
-    const line = tail.trimEnd().split("\n").at(-1);
-    // "27721:M 05 Dec 2026 13:14:18.657 # Bad file format ...": the message after the level mark.
-    return line ? line.replace(/^\d+:[A-Z] .*? [.\-*#] /, "") : null;
+  };
+  return {
+    ended,
+    forward: (f) => {
+      onLine = f;
+    },
+    lastLine: async () => {
+      await ended();
+      const line = tail.trimEnd().split("\n").at(-1);
+      return line ? logMessage(line) : null;
+    },
   };
 }
 

@@ -59,6 +59,9 @@ async function main(): Promise<void> {
         dir: dataDir,
         fsync,
         ownSession: true,
+        // What Redis warns of while it runs (a slow disk holding back its AOF's fsync, a SHUTDOWN
+        // someone sent it) reaches the service's log: its stdout was dropped.
+        onLog: (line) => logger.warn({ redisLog: line }, "the embedded redis-server logged a warning"),
         onExit: ({ code, signal }) => {
           if (stopping) return;
           logger.fatal({ code, signal, dir: dataDir }, "the embedded redis-server exited; stopping (start Laurel again: its AOF brings the data back)");

@@ -253,6 +253,28 @@ describe("node dist/main.js", () => {
     }
   });
 
+  it("logs what its embedded redis-server warns of while it runs, before the exit it explains (a SHUTDOWN someone sent it)", async () => {
+    const proc = runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: tempDir() });
+    try {
+      await waitFor(() => proc.output().includes("laurel listening"), "listening", proc.exited);
+      const line = proc.output().split("\n").find((l) => l.includes("started embedded redis-server"))!;
+      const intruder = new Redis((JSON.parse(line) as { redis: string }).redis, { retryStrategy: () => null, maxRetriesPerRequest: 0 });
+      intruder.on("error", () => undefined); // the server goes away under it
+      await intruder.call("SHUTDOWN", "NOSAVE").catch(() => undefined); // the connection ends with the server
+      intruder.disconnect();
+      expect(await proc.exited).toBe(1);
+      const lines = proc.output().split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as { level: number; msg: string; redisLog?: string });
+      const warned = lines.findIndex((l) => l.level === 40 && l.msg === "the embedded redis-server logged a warning" && /User requested shutdown/.test(l.redisLog ?? ""));
+      const exited = lines.findIndex((l) => l.level === 60 && l.msg.startsWith("the embedded redis-server exited; stopping"));
+      expect(warned).toBeGreaterThanOrEqual(0);
+      expect(exited).toBeGreaterThan(warned);
+      // The line is Redis's message without its pid and time.
+      expect(lines[warned]!.redisLog).toMatch(/^User requested shutdown/);
+    } finally {
+      proc.child.kill("SIGKILL");
+    }
+  });
+
   // A Ctrl-C is a SIGINT to the terminal's foreground process group; closing the terminal, a SIGHUP.
   // The embedded redis-server runs in a group of its own, so the service stops it last: no
   // connection error, no wait for connections that cannot close (the server used to exit at the
