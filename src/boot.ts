@@ -82,9 +82,14 @@ export function stopOnSignals(logger: Logger, close: () => Promise<void>, timeou
     process.exit(outcome === "failed" ? 1 : 0);
   };
   onSignals((signal) => {
-    if (signal !== "SIGQUIT") return void stop(signal);
-    logger.warn({ signal }, "quitting without a stop");
-    process.exit(1);
+    // Ctrl-\ (SIGQUIT) quits at once; so does a second Ctrl-C while a stop waits for its drain,
+    // as a terminal user pressing it again expects (it did nothing). A repeated SIGTERM or SIGHUP
+    // does not cut the drain: supervisors send one, then SIGKILL.
+    if (signal === "SIGQUIT" || (stopping && signal === "SIGINT")) {
+      logger.warn({ signal }, stopping ? "quitting without waiting for the stop to finish" : "quitting without a stop");
+      process.exit(1);
+    }
+    void stop(signal);
   });
 }
 

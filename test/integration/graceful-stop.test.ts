@@ -160,6 +160,20 @@ describe("SIGTERM with an event in flight", () => {
     }
   });
 
+  it("a Ctrl-C (SIGINT) while the stop waits quits at once, saying so", async () => {
+    const { child, exited, inFlight, output } = await stopWithEventInFlight({}, "impatient");
+    try {
+      child.kill("SIGINT");
+      expect(await exited).toBe(1);
+      expect(output()).toContain('"msg":"quitting without waiting for the stop to finish"');
+      expect(output()).not.toContain('"msg":"stopped"');
+      await expect(inFlight).rejects.toThrow();
+    } finally {
+      await observer.client("UNPAUSE").catch(() => undefined);
+      child.kill("SIGKILL");
+    }
+  });
+
   it("LAUREL_DRAIN=0: stops at once, saying how many requests it left unanswered", async () => {
     const { child, exited, inFlight, output } = await stopWithEventInFlight({ LAUREL_DRAIN: "0" }, "no-drain");
     try {
