@@ -43,9 +43,11 @@ async function raw(url: string, init: RequestInit & { duplex?: "half" } = {}): P
 /**
  * Writes `request` as raw bytes on one connection and resolves with everything the server sent
  * once it closes the connection: for what fetch cannot do (a body announced and never sent,
- * bytes after a refused request).
+ * bytes after a refused request). With `halfClose` the client then ends its side, so that a
+ * server still waiting for the rest of a body closes the connection instead of waiting for ever:
+ * the answer it gave before the end of the body is all there is.
  */
-function exchange(url: string, request: string | Buffer): Promise<string> {
+function exchange(url: string, request: string | Buffer, { halfClose = false } = {}): Promise<string> {
   return new Promise((resolve) => {
     const socket = connect(Number(new URL(url).port), "127.0.0.1");
     let text = "";
@@ -54,7 +56,8 @@ function exchange(url: string, request: string | Buffer): Promise<string> {
     // A reset after the answer (the server closing with our bytes unread) ends the exchange too.
     socket.on("error", () => socket.destroy());
     socket.on("close", () => resolve(text));
-    socket.write(request);
+    if (halfClose) socket.end(request);
+    else socket.write(request);
   });
 }
 
@@ -637,10 +640,13 @@ describe("transport limits", () => {
 
     it("answers 413 from the announced Content-Length, without waiting for the body, and closes a connection announcing more than 16 MiB", async () => {
       const before = await dumpTenant(small.redis, smallTenant);
-      // Headers only: the body is never sent, so an answer can come only from the header.
+      // Headers only: the body is never sent, so an answer can come only from the header. Half
+      // closed, so that a server keeping the connection open for the body ends the exchange too:
+      // the assertion on Connection: close fails, where the test waited for its timeout.
       const reply = await exchange(
         small.url,
         `POST /v1/metrics/lessons/event HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${small.apiKey}\r\nContent-Type: application/json\r\nContent-Length: ${16 * 1024 * 1024 + 1}\r\n\r\n`,
+        { halfClose: true },
       );
       expect(reply).toMatch(/^HTTP\/1\.1 413 /);
       expect(reply).toMatch(/\r\nConnection: close\r\n/i);
@@ -652,6 +658,20 @@ describe("transport limits", () => {
     const smuggled = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".repeat(8000);
     const next = `GET /v1/points/xp HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${"demo-key"}\r\nConnection: close\r\n\r\n`;
     const head = (framing: string) => `POST /v1/metrics/lessons/event HTTP/1.1\r\nHost: x\r\nX-API-KEY: demo-key\r\nContent-Type: application/json\r\n${framing}\r\n`;
+
+    it("answers a chunked body that grows past 16 MiB at once, with Connection: close, without waiting for its end", async () => {
+      const before = await dumpTenant(small.redis, smallTenant);
+      // 16 MiB in chunks, then one byte more and no end: the last byte sent is the one past 16 MiB,
+      // so the server has read all there is when it answers (no reset can cut the answer off).
+      // A server reading on to the body's end, as it does under 16 MiB, would answer nothing.
+      const mib = "x".repeat(1024 * 1024);
+      const body = `${mib.length.toString(16)}\r\n${mib}\r\n`.repeat(16) + "1\r\nx";
+      const reply = await exchange(small.url, head("Transfer-Encoding: chunked\r\n") + body, { halfClose: true });
+      expect(reply).toMatch(/^HTTP\/1\.1 413 /);
+      expect(reply).toMatch(/\r\nConnection: close\r\n/i);
+      expect(reply).toContain('{"error":"Request body larger than 1024 bytes"}');
+      expect(await dumpTenant(small.redis, smallTenant)).toEqual(before);
+    });
 
     it("reads a refused body of hundreds of KB to its end, so the client reads the 413 (not a reset) and the connection serves its next request", async () => {
       // Closed with the upload unread, the connection was reset under the sender: fetch and the
