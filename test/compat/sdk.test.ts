@@ -256,8 +256,9 @@ describe("SDK error mapping", () => {
   });
 
   it("an event body of 8 MB gives a TrophyApiError 413 with its error body, and writes nothing", async () => {
-    // Its HTTP client reads an answer that comes before its upload ends; undici's fetch needs the
-    // body read to its end first (bad-input.test.ts, "reads a refused body").
+    // The SDK's HTTP client reads an answer that comes before its upload ends, so this passed as
+    // well before a refused body was read to its end (4e65373): it holds the SDK's 413 mapping,
+    // not that fix. undici's fetch is what needed it (bad-input.test.ts, "reads a refused body").
     const err = await rejection(trophy.metrics.event("lessons", { user: { id: "sdk-huge", name: "n".repeat(8 * 1024 * 1024) }, value: 1 }));
     expect(err.statusCode).toBe(413);
     expect(errorBody(err)).toBe("Request body larger than 65536 bytes");
