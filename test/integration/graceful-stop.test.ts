@@ -138,18 +138,22 @@ describe("SIGTERM with an event in flight", () => {
     // Opened, and used once, before the stop: the drain is when a client's next request on them arrives.
     const connections: KeptAlive[] = [];
     const { child, exited, inFlight } = await stopWithEventInFlight({}, "keep-alive", async (port) => {
-      for (let i = 0; i < 2; i++) connections.push(await keepAliveConnection(port));
+      for (let i = 0; i < 3; i++) connections.push(await keepAliveConnection(port));
       for (const connection of connections) expect(await connection.get("/v1/nowhere")).not.toMatch(/\r\nConnection: close\r\n/i);
     });
     try {
-      // Neither needs Redis (a missing key; a path no route serves): answered while Redis holds the event.
-      const [routed, unrouted] = connections as [KeptAlive, KeptAlive];
+      // None needs Redis (a missing key; a path no route serves; a route's path with another
+      // method): answered while Redis holds the event.
+      const [routed, unrouted, wrongMethod] = connections as [KeptAlive, KeptAlive, KeptAlive];
       const refused = await routed.get("/v1/users/someone/points/xp");
       expect(refused).toMatch(/^HTTP\/1\.1 401 /);
       expect(refused).toMatch(/\r\nConnection: close\r\n/i);
       const missing = await unrouted.get("/v1/nowhere");
       expect(missing).toMatch(/^HTTP\/1\.1 404 /);
       expect(missing).toMatch(/\r\nConnection: close\r\n/i);
+      const notAllowed = await wrongMethod.get("/v1/metrics/lessons/event");
+      expect(notAllowed).toMatch(/^HTTP\/1\.1 405 /);
+      expect(notAllowed).toMatch(/\r\nConnection: close\r\n/i);
       await observer.client("UNPAUSE");
       expect((await inFlight).status).toBe(201);
       expect(await exited).toBe(0);
