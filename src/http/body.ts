@@ -33,7 +33,16 @@ function deliver(text: string | null, onBody: (body: string) => void, onNotUtf8:
  * than the sockets' buffers hold), fetch and the SDK saw EPIPE instead of the answer. Past this,
  * the body is not worth reading: the 413 closes the connection, and such a client sees a reset.
  */
-export const DRAIN_LIMIT_BYTES = 16 * 1024 * 1024;
+const DRAIN_LIMIT_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Whether a refused body of `bytes` (announced, or arrived so far) is past what is read and
+ * dropped: its 413 then closes the connection. One rule for the announced length (router.ts) and
+ * the chunks (readBody), which must agree; a limit set above DRAIN_LIMIT_BYTES raises it too.
+ */
+export function pastDrainLimit(bytes: number, maxBytes: number): boolean {
+  return bytes > Math.max(DRAIN_LIMIT_BYTES, maxBytes);
+}
 
 /**
  * Reads a request body as UTF-8 text, enforcing the size limit as chunks arrive (STYLE: uWS
@@ -56,7 +65,7 @@ export function readBody(res: HttpResponse, maxBytes: number, onBody: (body: str
     size += chunk.byteLength;
     if (size > maxBytes) {
       chunks = null;
-      if (isLast || size > Math.max(DRAIN_LIMIT_BYTES, maxBytes)) {
+      if (isLast || pastDrainLimit(size, maxBytes)) {
         done = true;
         onTooLarge(!isLast);
       }

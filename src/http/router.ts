@@ -2,7 +2,7 @@ import { Buffer } from "node:buffer"; // not the global, an accessor (see store/
 import type { HttpRequest, HttpResponse, TemplatedApp } from "uWebSockets.js";
 import type { Logger } from "pino";
 import { ErrorCodes, LaurelError } from "../domain/errors.js";
-import { DRAIN_LIMIT_BYTES, readBody } from "./body.js";
+import { pastDrainLimit, readBody } from "./body.js";
 import { RawQuery, type Query } from "./query.js";
 import { stringifyReply } from "./raw-json.js";
 import { errorJson, sendJson } from "./respond.js";
@@ -222,9 +222,9 @@ export class Router {
       const declared = Number(req.getHeader(CONTENT_LENGTH) || "0");
       if (declared > this.opts.maxBodyBytes) {
         // Answered before the body: uWS then reads the announced bytes and drops them (never as
-        // a request), and the connection goes on; one announcing more than DRAIN_LIMIT_BYTES is
-        // closed instead (http/body.ts).
-        tooLarge(declared > Math.max(DRAIN_LIMIT_BYTES, this.opts.maxBodyBytes));
+        // a request), and the connection goes on; one announcing more than 16 MiB is
+        // closed instead (http/body.ts pastDrainLimit).
+        tooLarge(pastDrainLimit(declared, this.opts.maxBodyBytes));
         return;
       }
       readBody(
