@@ -42,7 +42,7 @@ async function identifyAll(app: TestApp, key: string): Promise<boolean[]> {
 }
 
 describe("experiment.controlPercent", () => {
-  it("puts about that share of users in the control group, each by a hash that other reads and other processes agree on", async () => {
+  it("puts about that share of users in the control group, each by a hash that other reads and a second app on the same config agree on", async () => {
     const control = await identifyAll(t, KEY.quarter);
     const inControl = control.filter(Boolean).length;
     // A hash split of 1000 users at 25% (250 expected, standard deviation ~14): 180-320 is five
@@ -50,7 +50,8 @@ describe("experiment.controlPercent", () => {
     expect(inControl).toBeGreaterThanOrEqual(180);
     expect(inControl).toBeLessThanOrEqual(320);
 
-    // Stable: a read, an event's upsert and another process on the same config say the same.
+    // Stable: a read, and an update through a second app on the same config, say the same (the
+    // second app runs in this process, so module-level state would be shared with the first).
     const sample = USERS.slice(0, 40);
     for (const [i, id] of sample.entries()) {
       expect((await t.call("GET", `/v1/users/${id}`, undefined, { "x-api-key": KEY.quarter })).body.control, id).toBe(control[i]);
