@@ -34,7 +34,7 @@ export function completeAchievementHandler(tenants: Tenants, clock: Clock, logge
     const body = validated(parseJson(req.body), validateCompleteBody);
     const profile = userProfileFields(body.user, tenant.userAttributes);
     const result = await completeAchievement(store, body.user.id, key, profile, clock.now());
-    if (result.status === "ineligible") fail("INVALID_VALUE", `User ${body.user.id} does not have the attributes achievement ${key} requires`);
+    if (result.status === "ineligible") fail("INVALID_VALUE", `User ${quoted(body.user.id)} does not have the attributes achievement ${key} requires`);
     if (result.status === "completed" && result.resent) {
       logger.warn({ tenant: tenant.id, achievement: key, user: body.user.id }, "completion re-sent after a dropped Redis connection was already applied: applied once, answered without its points");
     }

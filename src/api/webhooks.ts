@@ -102,14 +102,16 @@ export function registerWebhookRoutes(router: Router, tenants: Tenants, webhooks
     knownEndpoint(tenant, body.endpoint);
     if (body.type !== undefined && !(WEBHOOK_EVENT_TYPES as readonly string[]).includes(body.type)) fail("OUT_OF_RANGE", `type must be one of ${WEBHOOK_EVENT_TYPES.join(", ")}`);
     const queue = queueOf(webhooks, tenant.id);
-    if (!queue) return { status: 200, body: { replayed: [], issues: (body.ids ?? []).map((id) => ({ id, reason: "not found" })) } };
+    if (!queue) return { status: 200, body: { replayed: [], issues: (body.ids ?? []).map((id) => ({ id: id.toWellFormed(), reason: "not found" })) } };
     const ids = body.ids ?? (await queue.idsIn(body.status!, body.limit ?? 100, body.endpoint, body.type));
     const replayed: string[] = [];
     const issues: { id: string; reason: string }[] = [];
     for (const id of new Set(ids)) {
       const result = await queue.replay(id);
       if (result === "replayed") replayed.push(id);
-      else issues.push({ id, reason: result === "not-found" ? "not found" : "pending or being delivered" });
+      // Echoed well-formed: an id sent with a lone surrogate (JSON escapes it) reached the wire as
+      // `\ud800`, which strict JSON parsers refuse.
+      else issues.push({ id: id.toWellFormed(), reason: result === "not-found" ? "not found" : "pending or being delivered" });
     }
     return { status: 200, body: { replayed, issues } };
   });

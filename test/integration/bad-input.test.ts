@@ -362,6 +362,9 @@ describe("unknown things (404)", () => {
     // A body's string may hold a lone surrogate (JSON escapes it): quoted, it becomes U+FFFD, which strict parsers read.
     const replay = await t.call("POST", "/admin/v1/webhooks/deliveries/replay", { status: "dead", endpoint: "a\ud800" }, admin);
     expect(replay).toEqual({ status: 404, body: { error: "Webhook endpoint not found: a\uFFFD" } });
+    // A replay's issues echo the ids sent, a lone surrogate as U+FFFD.
+    const byIds = await t.call("POST", "/admin/v1/webhooks/deliveries/replay", { ids: ["d\ud800"] }, admin);
+    expect(byIds).toEqual({ status: 200, body: { replayed: [], issues: [{ id: "d\uFFFD", reason: "not found" }] } });
   });
 
   it("quotes an unknown user id at most 64 units long too (a valid id is up to 255 code points, 510 units, and was quoted whole)", async () => {

@@ -45,10 +45,16 @@ describe("an API completion refused for the user's attributes", () => {
     const before = await dumpTenant(t.redis, tenantId);
     const res = await t.call("POST", "/v1/achievements/pro-only/complete", { user: { id: "bob", attributes: { plan: "enterprise" } } });
     expect(res.status).toBe(422);
-    expect(res.body).toEqual({ error: expect.stringContaining("pro-only") });
+    expect(res.body).toEqual({ error: "User bob does not have the attributes achievement pro-only requires" });
     expect(await dumpTenant(t.redis, tenantId)).toEqual(before);
     expect(await summaryUsers("pro")).toBe(2);
     expect(await summaryUsers("enterprise")).toBe(0);
+  });
+
+  it("quotes the user id cut to 64 UTF-16 units, as every message quotes what was sent", async () => {
+    const id = "\u{1F9ED}".repeat(255);
+    const res = await t.call("POST", "/v1/achievements/pro-only/complete", { user: { id, attributes: { plan: "enterprise" } } });
+    expect(res).toEqual({ status: 422, body: { error: `User ${"\u{1F9ED}".repeat(32)} does not have the attributes achievement pro-only requires` } });
   });
 
   it("writes nothing for an unknown user", async () => {
