@@ -303,7 +303,7 @@ function logLevel(env: NodeJS.ProcessEnv): string | null {
  * then names it with every other bad variable, in one line (it was said alone, first, in plain
  * text, and the others took another start).
  */
-export function processLogger(env: NodeJS.ProcessEnv = process.env): Logger {
+function processLogger(env: NodeJS.ProcessEnv = process.env): Logger {
   return pino({ level: logLevel(env) ?? "info" });
 }
 
@@ -313,7 +313,7 @@ export function processLogger(env: NodeJS.ProcessEnv = process.env): Logger {
  * stderr and exits: a collector reading the JSON log saw the process end without a word of why.
  * The monitor does not change what Node does next.
  */
-export function logCrashes(logger: Logger): void {
+function logCrashes(logger: Logger): void {
   process.on("uncaughtExceptionMonitor", (err, origin) => {
     logger.fatal({ err, origin }, "crashed: an uncaught exception ends the process");
   });
@@ -324,8 +324,23 @@ export function logCrashes(logger: Logger): void {
  * cause is the operator's to mend (a REDIS_URL naming a read-only replica refuses the first write
  * with READONLY).
  */
-export function startFailureMessage(err: unknown): string {
+function startFailureMessage(err: unknown): string {
   const message = err instanceof Error ? err.message : String(err);
   if (message.startsWith("READONLY")) return "the start failed: REDIS_URL names a read-only replica; point it at the primary";
   return "the start failed";
+}
+
+/**
+ * An entry point (dist/main.js, dist/worker.js): its process logger, crashes logged, and `main`
+ * run with it; a start that fails where nothing named the failure is one fatal JSON line with its
+ * stack (a console.error went to stderr as plain text, which a collector reading JSON lines
+ * loses or splits line by line), then exit 1.
+ */
+export function runEntry(main: (logger: Logger) => Promise<void>): void {
+  const logger = processLogger();
+  logCrashes(logger);
+  main(logger).catch((err: unknown) => {
+    logger.fatal({ err }, startFailureMessage(err));
+    process.exit(1);
+  });
 }

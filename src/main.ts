@@ -1,14 +1,11 @@
 import "./v8-tuning.js";
+import type { Logger } from "pino";
 import { DEFAULT_DRAIN_MS, ListenError, startApp } from "./app.js";
-import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, exitIfPortTaken, exitOnConfigError, exitOnSignalsWhileStarting, listenPort, loadTenantsOrExit, processLogger, stopOnSignals, waitForRedisOrExit, warnFsyncNotApplied, logCrashes, startFailureMessage } from "./boot.js";
+import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, exitIfPortTaken, exitOnConfigError, exitOnSignalsWhileStarting, listenPort, loadTenantsOrExit, stopOnSignals, waitForRedisOrExit, warnFsyncNotApplied, runEntry } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors } from "./store/redis-client.js";
-
-// Made before main: a start that fails where nothing names the failure is logged by it too, below.
-const logger = processLogger();
-logCrashes(logger);
 
 /**
  * `node dist/main.js` (what `npm start` runs). Environment:
@@ -30,7 +27,7 @@ logCrashes(logger);
  *   LAUREL_AWARD_IDS award ids remembered (a power of two, default 262144, 13 MB; 0: none)
  *   LOG_LEVEL       pino level (default info)
  */
-async function main(): Promise<void> {
+async function main(logger: Logger): Promise<void> {
   checkEnvironmentOrExit(logger, process.env, { port: true });
   applyAwardIdSlots();
   const tenants = await loadTenantsOrExit(logger);
@@ -122,9 +119,4 @@ async function main(): Promise<void> {
   logger.info({ port: app.port, tenants: tenants.map((t) => t.id), clock: clock.manual ? "manual" : "system" }, "laurel listening");
 }
 
-// Any other failure of the start, in the log's JSON with its stack (a console.error went to stderr
-// as plain text, which a collector reading JSON lines loses or splits line by line).
-main().catch((err: unknown) => {
-  logger.fatal({ err }, startFailureMessage(err));
-  process.exit(1);
-});
+runEntry(main);

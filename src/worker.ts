@@ -1,5 +1,6 @@
 import "./v8-tuning.js";
-import { checkEnvironmentOrExit, exitOnConfigError, exitOnSignalsWhileStarting, loadTenantsOrExit, processLogger, stopOnSignals, waitForRedisOrExit, warnFsyncNotApplied, warnManualClockNotApplied, logCrashes, startFailureMessage } from "./boot.js";
+import type { Logger } from "pino";
+import { checkEnvironmentOrExit, exitOnConfigError, exitOnSignalsWhileStarting, loadTenantsOrExit, stopOnSignals, waitForRedisOrExit, warnFsyncNotApplied, warnManualClockNotApplied, runEntry } from "./boot.js";
 import { checkFixedSettings } from "./store/fixed-settings.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
@@ -8,10 +9,6 @@ import { SystemClock } from "./clock.js";
 import { Webhooks } from "./jobs/webhooks/index.js";
 import { TenantStore } from "./store/tenant-store.js";
 // issue 6: end
-
-// Made before main: a start that fails where nothing names the failure is logged by it too, below.
-const logger = processLogger();
-logCrashes(logger);
 
 /**
  * `node dist/worker.js`: the stream worker as its own process (src/jobs/stream-worker.ts),
@@ -24,7 +21,7 @@ logCrashes(logger);
  *   LAUREL_REDIS_WAIT seconds to wait at start for Redis to answer (default 60)
  *   LOG_LEVEL       pino level (default info)
  */
-async function main(): Promise<void> {
+async function main(logger: Logger): Promise<void> {
   checkEnvironmentOrExit(logger);
   const tenants = await loadTenantsOrExit(logger);
   const url = process.env.REDIS_URL;
@@ -62,9 +59,4 @@ async function main(): Promise<void> {
   logger.info({ tenants: tenants.map((t) => t.id) }, "laurel stream worker running");
 }
 
-// Any other failure of the start, in the log's JSON with its stack (a console.error went to stderr
-// as plain text, which a collector reading JSON lines loses or splits line by line).
-main().catch((err: unknown) => {
-  logger.fatal({ err }, startFailureMessage(err));
-  process.exit(1);
-});
+runEntry(main);

@@ -59,12 +59,15 @@ export function dayParam(query: Query, names: readonly string[]): number {
   return day;
 }
 
-/** One of `values`; absent → `fallback` (null: required → 400); anything else → 422. */
-export function enumParam<T extends string>(query: Query, name: string, values: readonly T[], fallback: T | null): T {
+/**
+ * One of `values`; absent or empty → `fallback` (null: required → 400; undefined: optional, no
+ * value); anything else → 422.
+ */
+export function enumParam<T extends string, F extends T | null | undefined>(query: Query, name: string, values: readonly T[], fallback: F): T | Exclude<F, null> {
   const raw = query.get(name);
   if (raw === null || raw === "") {
     if (fallback === null) fail("INVALID_QUERY", `${name} is required: ${values.join(", ")}`);
-    return fallback;
+    return fallback as Exclude<F, null>;
   }
   if (!(values as readonly string[]).includes(raw)) fail("OUT_OF_RANGE", `${name} must be one of ${values.join(", ")}`);
   return raw as T;

@@ -57,10 +57,9 @@ export function registerWebhookRoutes(router: Router, tenants: Tenants, webhooks
   router.add("get", "/admin/v1/webhooks/deliveries", 0, async (req: ApiRequest): Promise<ApiReply> => {
     const { tenant } = tenants.authenticateAdmin(req.apiKey);
     const q = req.query;
-    // Empty is absent, as for every other parameter (endpoint=, userId=, limit=): `status=`
-    // answered 400 "status is required", which it is not.
-    const status = q.get("status") ? enumParam(q, "status", DELIVERY_STATUSES, null) : undefined;
-    const type = q.get("type") ? enumParam(q, "type", WEBHOOK_EVENT_TYPES, null) : undefined;
+    // Optional: absent or empty is no filter (`status=` answered 400 "status is required" until 2026-12-05).
+    const status = enumParam(q, "status", DELIVERY_STATUSES, undefined);
+    const type = enumParam(q, "type", WEBHOOK_EVENT_TYPES, undefined);
     const endpoint = knownEndpoint(tenant, q.get("endpoint") || undefined);
     const limit = intParam(q, "limit", 50, 1, 500);
     const offset = intParam(q, "offset", 0, 0, 100_000);
@@ -86,7 +85,7 @@ export function registerWebhookRoutes(router: Router, tenants: Tenants, webhooks
     const queue = queueOf(webhooks, tenant.id);
     const result = queue ? await queue.replay(id) : "not-found";
     if (result === "not-found") fail("NOT_FOUND", `Delivery not found: ${quoted(id)}`);
-    if (result === "in-progress") fail("OUT_OF_RANGE", `Delivery ${id} is pending or being delivered: nothing to replay`);
+    if (result === "in-progress") fail("OUT_OF_RANGE", `Delivery ${quoted(id)} is pending or being delivered: nothing to replay`);
     return { status: 200, body: { replayed: [id], issues: [] } };
   });
 
