@@ -4,9 +4,10 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
 import { pino } from "pino";
-import { freePort, startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
+import { startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
 import { logConnectionErrors } from "../../src/store/redis-client.js";
 import { startTestApp, type TestApp } from "../helpers/app.js";
+import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { waitFor } from "../helpers/service-process.js";
 
 /**
@@ -33,7 +34,8 @@ describe("Redis killed during a flood of events, then restarted on its AOF (appe
   it("keeps every acknowledged event, and counts each event sent again with its key exactly once", async () => {
     const dir = mkdtempSync(join(tmpdir(), "laurel-crash-"));
     dirs.push(dir);
-    const port = await freePort();
+    // Restarted on this port below: outside the range other tests' ports and connections come from.
+    const port = await portOutsideEphemeralRange();
     let server: EmbeddedRedis = await startEmbeddedRedis({ dir, port, fsync: "always" });
     let t: TestApp | undefined;
     try {

@@ -7,6 +7,7 @@ import { startEmbeddedRedis, waitForRedis, type EmbeddedRedis } from "../../src/
 import { pino } from "pino";
 import { warnIfRedisEvicts, warnIfRedisForgets } from "../../src/store/durability-check.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "../../src/store/redis-client.js";
+import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { demoConfig, dumpTenant, startTestApp, type TestApp } from "../helpers/app.js";
 
@@ -75,7 +76,8 @@ describe("a service whose Redis went away", () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "laurel-gone-"));
-    server = await startEmbeddedRedis({ dir, appendOnly: true });
+    // Started again on its port by the test: a port no other test's freePort() can be given.
+    server = await startEmbeddedRedis({ dir, appendOnly: true, port: await portOutsideEphemeralRange() });
     t = await startTestApp({ redisUrl: server.url, manualClock: "2026-03-02T12:00:00Z", jobs: false });
   });
 

@@ -14,6 +14,7 @@ import { deliveryQueueName, JOBS_PREFIX } from "../../src/jobs/webhooks/keys.js"
 import { DEMO_YAML, startTestApp, uniqueTenantId } from "../helpers/app.js";
 import { lessonsXpTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
 import { runService, waitFor, WORKER } from "../helpers/service-process.js";
+import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { Redis } from "ioredis";
 
@@ -754,7 +755,7 @@ describe("node dist/main.js", () => {
   });
 
   it("exits 1 with a message naming the address when REDIS_URL does not answer within LAUREL_REDIS_WAIT", async () => {
-    const port = await freePort();
+    const port = await portOutsideEphemeralRange(); // must stay unanswered for the whole wait
     const service = runService({ PORT: String(await freePort()), REDIS_URL: `redis://127.0.0.1:${port}`, LAUREL_REDIS_WAIT: "1" });
     expect(await service.exited).toBe(1);
     expect(service.output()).toContain(`Redis at 127.0.0.1:${port} is not reachable`);
@@ -762,7 +763,8 @@ describe("node dist/main.js", () => {
   });
 
   it("waits for a Redis that comes up after it, then serves", async () => {
-    const redisPort = await freePort();
+    // Free until the Redis starts on it, well after: a port no other test's freePort() can be given.
+    const redisPort = await portOutsideEphemeralRange();
     const dir = tempDir();
     const port = await freePort();
     const service = runService({ PORT: String(port), REDIS_URL: `redis://127.0.0.1:${redisPort}`, LAUREL_WORKER: "off" });
