@@ -6,10 +6,13 @@
 // fresh redis-server each time, so that this VM's drift (a third between runs) falls on both
 // alike. A and B are environment settings for the service, each "NAME=value[,NAME=value]" or
 // "-" for none; "nice=N" starts its redis-server at that niceness instead (as root);
-// "entry=<path>" runs another build's dist/main.js (a git worktree of an earlier commit, built).
+// "entry=<path>" runs another build's dist/main.js (a git worktree of an earlier commit, built);
+// "processes=N" runs N service processes sharing the port (LAUREL_REUSE_PORT=1: the kernel spreads
+// autocannon's connections among them), their CPU summed.
 //   node bench/alternate.mjs read bench/core-tenant.yaml 3 LAUREL_COALESCE=off LAUREL_COALESCE=on
 //   node bench/alternate.mjs events bench/core-tenant.yaml 2 - nice=-10
 //   node bench/alternate.mjs events bench/core-tenant.yaml 3 entry=/tmp/before/dist/main.js -
+//   node bench/alternate.mjs events bench/core-tenant.yaml 3 - processes=2
 // Environment: BENCH_USERS (default 20000), BENCH_DURATION (10), BENCH_WARMUP (3), BENCH_CONNECTIONS (100),
 // BENCH_SERVICE_NODE_ARGS (extra node flags for the service, e.g. --cpu-prof).
 // Prints req/s, p99, Redis µs per script (or per LRANGE) and the service's CPU µs per request of
@@ -40,19 +43,22 @@ function parseVariant(text) {
   const env = {};
   let nice = null;
   let entry = "dist/main.js";
+  let processes = 1;
   if (text !== "-") {
     for (const pair of text.split(",")) {
       const at = pair.indexOf("=");
       const [name, value] = [pair.slice(0, at), pair.slice(at + 1)]; // a value may hold "=": NODE_OPTIONS=--flag=1
       if (name === "nice") nice = value;
       else if (name === "entry") entry = value;
+      else if (name === "processes") processes = Number(value);
       else env[name] = value;
     }
   }
-  return { env, nice, entry };
+  if (!Number.isInteger(processes) || processes < 1) throw new Error(`processes must be a whole number from 1, not ${text}`);
+  return { env, nice, entry, processes };
 }
 
-async function run(label, { env, nice, entry }) {
+async function run(label, { env, nice, entry, processes }) {
   const dir = mkdtempSync(join(tmpdir(), "laurel-alt-"));
   const server = await startEmbeddedRedis({ dir, appendOnly: false });
   const stop = async () => {
@@ -64,7 +70,12 @@ async function run(label, { env, nice, entry }) {
   const redisPid = Number((await redis.info("server")).match(/process_id:(\d+)/)[1]);
   if (nice !== null) execFileSync("renice", ["-n", nice, "-p", String(redisPid)]);
   const port = await freePort();
-  const service = await children.start(`service ${label}`, "node", [...serviceNodeArgs(), entry], { REDIS_URL: server.url, PORT: String(port), LAUREL_CONFIG: config, LAUREL_WORKER: "off", LOG_LEVEL: "warn", ...env }, `http://127.0.0.1:${port}/healthz`);
+  const shared = processes > 1 ? { LAUREL_REUSE_PORT: "1" } : {};
+  const services = [];
+  for (let i = 0; i < processes; i++) {
+    services.push(await children.start(`service ${label}`, "node", [...serviceNodeArgs(), entry], { REDIS_URL: server.url, PORT: String(port), LAUREL_CONFIG: config, LAUREL_WORKER: "off", LOG_LEVEL: "warn", ...shared, ...env }, `http://127.0.0.1:${port}/healthz`));
+  }
+  const serviceCpu = () => services.reduce((sum, s) => sum + cpuSeconds(s.pid), 0);
   const url = `http://127.0.0.1:${port}`;
   await seedUsers(url, settings, `${label}: `);
   const requests =
@@ -76,10 +87,10 @@ async function run(label, { env, nice, entry }) {
   await load(url, requests, { connections: settings.connections, duration: settings.warmup });
   await redis.config("RESETSTAT");
   const readsBefore = readsProcessed(await redis.info("stats"));
-  const cpuBefore = cpuSeconds(service.pid);
+  const cpuBefore = serviceCpu();
   const redisCpuBefore = cpuSeconds(redisPid);
   const result = await load(url, requests, { connections: settings.connections, duration: settings.duration });
-  const serviceCpuUs = ((cpuSeconds(service.pid) - cpuBefore) * 1e6) / result.requests;
+  const serviceCpuUs = ((serviceCpu() - cpuBefore) * 1e6) / result.requests;
   const redisCpuUs = ((cpuSeconds(redisPid) - redisCpuBefore) * 1e6) / result.requests;
   const stats = await redis.info("commandstats");
   const reads = readsProcessed(await redis.info("stats")) - readsBefore;
