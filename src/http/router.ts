@@ -89,11 +89,16 @@ const X_API_KEY = Buffer.from("x-api-key");
 const IDEMPOTENCY_KEY = Buffer.from("idempotency-key");
 const CONTENT_TYPE = Buffer.from("content-type");
 const CONTENT_LENGTH = Buffer.from("content-length");
+const CONTENT_ENCODING = Buffer.from("content-encoding");
 const JSON_TYPE = /^application\/(?:[a-z0-9.+-]*\+)?json\s*(?:;|$)/i;
 // Bodies are read as UTF-8 (JSON's only interchange encoding, RFC 8259 §8.1): a declared charset
 // must say so, or the body would be decoded as something it is not.
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
 const UTF8 = /^utf-?8$/i;
+// Bodies are read as sent: a compressed one (Content-Encoding: gzip) would reach the JSON parser
+// as its compressed bytes and be refused as not UTF-8 or not JSON, which hides the cause. RFC 9110
+// §8.4.1: a coding the server does not take is a 415.
+const IDENTITY = /^\s*identity\s*$/i;
 
 /**
  * Registers a route on uWS with the lifetime rules of docs/index.d.ts applied once, here:
@@ -216,6 +221,11 @@ export class Router {
       const charset = contentType.length > 16 ? CHARSET.exec(contentType) : null;
       if (charset !== null && !UTF8.test(charset[1]!)) {
         finish(415, errorJson("Content-Type charset must be utf-8"), true);
+        return;
+      }
+      const encoding = req.getHeader(CONTENT_ENCODING);
+      if (encoding !== "" && !IDENTITY.test(encoding)) {
+        finish(415, errorJson(`Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not supported: send the body uncompressed`), true);
         return;
       }
       const tooLarge = (close: boolean): void => finish(413, errorJson(`Request body larger than ${this.opts.maxBodyBytes} bytes`), close);

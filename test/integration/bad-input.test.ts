@@ -1,4 +1,5 @@
 import { connect } from "node:net";
+import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEMO_YAML, demoConfig, dumpTenant, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 
@@ -545,6 +546,16 @@ describe("transport limits", () => {
     for (const type of ["application/vnd.api+json", "APPLICATION/JSON"]) {
       expect((await event({ user: { id: "type-ok" }, value: 1 }, { "content-type": type })).status, type).toBe(201);
     }
+  });
+
+  it("refuses a compressed body (Content-Encoding other than identity) with 415 naming the coding, and takes identity", async () => {
+    const body = JSON.stringify({ user: { id: "seed" }, value: 1 });
+    const send = (encoding: string, bytes: Buffer | string) =>
+      raw(`${t.url}/v1/metrics/lessons/event`, { method: "POST", headers: { "x-api-key": t.apiKey, "content-type": "application/json", "content-encoding": encoding }, body: bytes });
+    // The gzip of a valid event: read as sent it was refused as not UTF-8, which hid the cause.
+    expect(await refused(415, () => send("gzip", gzipSync(body)))).toBe('Content-Encoding "gzip" is not supported: send the body uncompressed');
+    expect(await refused(415, () => send("br", body))).toBe('Content-Encoding "br" is not supported: send the body uncompressed');
+    for (const encoding of ["identity", "Identity"]) expect((await send(encoding, body)).status, encoding).toBe(201);
   });
 
   it("refuses a JSON body declared in a charset other than UTF-8 with 415, and takes utf-8 however it is spelt", async () => {
