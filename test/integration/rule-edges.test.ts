@@ -56,6 +56,15 @@ describe("metric triggers and boosts", () => {
     expect((await event(t, u, 1)).body.points.xp.added).toBe(20);
   });
 
+  it("stops a global boost at its end instant (exclusive): the millisecond before is boosted, the end is not", async () => {
+    // Spec: "Boost active | time reaches end | ... | multiplication stops".
+    const u = { id: "boost-end" };
+    await t.setClock("2026-06-30T23:59:59.999Z");
+    expect((await event(t, u, 1)).body.points.xp.added).toBe(20);
+    await t.setClock("2026-07-01T00:00:00.000Z");
+    expect((await event(t, u, 1)).body.points.xp.added).toBe(10);
+  });
+
   it("snaps a product that misses an integer by float noise: 100 x 1.1 rounded up is 110, not 111", async () => {
     await t.setClock("2026-07-02T00:00:00Z");
     const u = { id: "noise" };
@@ -78,10 +87,9 @@ describe("metric triggers and boosts", () => {
     expect(read.body.total).toBe(1250);
     expect(read.body.awards).toHaveLength(100);
     const [listKey] = await scanKeys(t, `{${tenantId}:*}:aw:xp:many-awards`);
-    // Trimmed to 100 whenever a push takes it past 120 (lua/includes/points.lua AWARDS_SLACK).
-    const length = await t.redis.llen(listKey!);
-    expect(length).toBeGreaterThanOrEqual(100);
-    expect(length).toBeLessThanOrEqual(120);
+    // Trimmed to 100 whenever a push takes it past 120 (lua/includes/points.lua AWARDS_SLACK): the
+    // 121st award left 100, four more make 104.
+    expect(await t.redis.llen(listKey!)).toBe(104);
   });
 });
 
