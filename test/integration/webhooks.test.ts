@@ -194,6 +194,13 @@ describe("points.level_changed", () => {
     const [points] = await receiver.waitFor(1, of("points.changed", "tim"));
     expect(points!.body.points).toMatchObject({ total: 100, added: 100, awards: [expect.objectContaining({ awarded: 100, trigger: expect.objectContaining({ key: "daily", type: "time" }) })] });
   });
+
+  it("takes a level only when the total strictly exceeds its points: a total of exactly 1000 is silver, not gold", async () => {
+    // 100 multiples at once: 1000 points, gold's own points (README, rule 7: "strictly exceeds").
+    expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "lev" }, value: 100 })).status).toBe(201);
+    const [changed] = await delivered(1, of("points.level_changed", "lev"));
+    expect(changed!.body).toMatchObject({ points: { key: "xp", total: 1000 }, previousLevel: null, newLevel: { key: "silver" } });
+  });
 });
 
 describe("streak.freeze_earned", () => {
