@@ -131,6 +131,13 @@ describe("daily streaks", () => {
     expect((await lesson({ id: "east-update" })).body.currentStreak).toMatchObject({ length: 2, extended: true, expires: "2026-01-22" });
   });
 
+  it("work at the very instant the new zone's day begins is on that day there: a move east does not extend for it again", async () => {
+    await t.setClock("2026-02-02T15:00:00.000Z"); // 10:00 on 2 February in New York, 00:00:00.000 on 3 February in Tokyo
+    expect((await lesson({ id: "east-midnight", tz: "America/New_York" })).body.currentStreak).toMatchObject({ length: 1, periodStart: "2026-02-02" });
+    await t.setClock("2026-02-02T16:00:00Z"); // 01:00 on 3 February in Tokyo: its first millisecond holds the lesson
+    expect((await lesson({ id: "east-midnight", tz: "Asia/Tokyo" })).body.currentStreak).toMatchObject({ length: 1, periodStart: "2026-02-03" });
+  });
+
   it("two devices in two zones, one lesson a day: the streak is never lost, and grows at most once a day", async () => {
     const lengths = [];
     for (let day = 0; day < 8; day++) {
