@@ -232,6 +232,20 @@ describe("streak freezes: auto-earned grants and consumptions in day order", () 
     });
   });
 
+  it("records the freezes an event consumed in its stream record, where streak.freeze_consumed comes from", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", freezes(1, 1, 30)) }, async (t) => {
+      const u = { id: "consumer" };
+      expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 1, freezes: 1 });
+      // 2 June missed, and no sweep ran: the event of 3 June consumes the freeze.
+      await t.setClock("2026-06-03T12:00:00Z");
+      expect((await event(t, u, 1)).body.currentStreak).toMatchObject({ length: 2, freezes: 0 });
+      const { store } = t.app.tenants.all[0]!;
+      const records = await t.redis.xrange(store.keys.prefix(store.shard("consumer")) + "x", "-", "+");
+      const parts = records.map(([, fields]) => fields.join(" "));
+      expect(parts.filter((text) => /(^|[ ;])fc:1([ ;]|$)/.test(text))).toHaveLength(1);
+    });
+  });
+
   it("never holds more than the maximum: grants at the maximum are lost, whether or not a period waits for a freeze", async () => {
     await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", freezes(2, 2, 1)) }, async (t) => {
       // A streak with two missed days: grants on 2 and 3 June come while at the maximum; the
