@@ -143,11 +143,11 @@ local function award(sysIndex, trigKey, amount, preBoosted)
   o.recs[#o.recs + 1] = sformat(awardFormat(trigKey), o.seq, nowString(), applied, new)
 end
 
--- Fires every trigger of a list whose user-attribute filter matches; `times` multiplies points.
-local function fire(triggers, times)
+-- Fires every trigger of a list whose user-attribute filter matches.
+local function fire(triggers)
   for i = 1, #triggers do
     local t = triggers[i]
-    if matches(t.f) then award(t.s, t.k, t.pts * (times or 1)) end
+    if matches(t.f) then award(t.s, t.k, t.pts) end
   end
 end
 

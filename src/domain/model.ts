@@ -192,9 +192,9 @@ class UserRequest {
   }
 
   /** lua fire: every trigger whose user filter matches. */
-  fire(triggers: readonly CompiledTrigger[], times = 1): void {
+  fire(triggers: readonly CompiledTrigger[]): void {
     for (const t of triggers) {
-      if (this.matches(t.userAttributes)) this.award(this.tenant.systemByKey.get(t.systemKey)!, t.key, t.points * times);
+      if (this.matches(t.userAttributes)) this.award(this.tenant.systemByKey.get(t.systemKey)!, t.key, t.points);
     }
   }
 
