@@ -907,12 +907,18 @@ describe("GET /v1/users/{id}/leaderboards/{key}", () => {
 
   it("keeps 100 events of history at most", async () => {
     const t = app();
-    for (let i = 0; i < 105; i++) await event(t, "steps", "busy", 1);
+    // Past 120 entries the script trims the history to the newest 100 (README: the newest 100-120
+    // are kept): the 121st event trims it, and a read of 100 still finds them all.
+    for (let i = 0; i < 121; i++) await event(t, "steps", "busy", 1);
     const res = await userBoard(t, "busy", "walkers", "?numEvents=100");
-    expect(res.value).toBe(105);
+    expect(res.value).toBe(121);
     expect(res.history).toHaveLength(100);
-    expect(res.history[0]).toMatchObject({ previousValue: 104, value: 105 });
-    expect(res.history[99]).toMatchObject({ previousValue: 5, value: 6 });
+    expect(res.history[0]).toMatchObject({ previousValue: 120, value: 121 });
+    expect(res.history[99]).toMatchObject({ previousValue: 21, value: 22 });
+    const [key, ...others] = await t.redis.keys(`{${t.tenants[0]!.id}:*}:lh:walkers:*:busy`);
+    expect(others).toEqual([]);
+    expect(await t.redis.llen(key!)).toBeGreaterThanOrEqual(100);
+    expect(await t.redis.llen(key!)).toBeLessThanOrEqual(120);
   });
 
   it("404s an unknown user or an unknown board", async () => {
