@@ -402,6 +402,39 @@ describe("ties: first to reach a value ranks first; three ranking styles", () =>
     expect((await rows(t, "ties-competition", "?offset=4")).map(([, rank]) => rank)).toEqual([5, 5, 5]);
     expect((await rows(t, "ties-dense", "?offset=4")).map(([, rank]) => rank)).toEqual([4, 4, 4]);
   });
+
+  it("equal values reached a day and weeks apart: the event script orders them by the instant too", async () => {
+    // A member is "<13 digits of MAX - reachedAt>|<id>", compared by the script 4 bytes at a time
+    // (board-order.lua memberAfter): instants a millisecond apart differ in the last 4 digits only,
+    // a day apart in the middle 4, weeks apart in the first 4.
+    const t = app();
+    await tick(t, 1);
+    const first = await event(t, "pts", "far-a", 7);
+    await tick(t, 86_400_000);
+    const second = await event(t, "pts", "far-b", 7);
+    await tick(t, 40 * 86_400_000);
+    const third = await event(t, "pts", "far-c", 7);
+    expect([first, second, third].map((r) => r.leaderboards["ties-ordinal"].rank)).toEqual([5, 6, 7]);
+    expect([first, second, third].map((r) => r.leaderboards["ties-competition"].rank)).toEqual([5, 5, 5]);
+    expect((await rows(t, "ties-ordinal", "?offset=4&limit=3")).map(([id, rank]) => [id, rank])).toEqual([
+      ["far-a", 5],
+      ["far-b", 6],
+      ["far-c", 7],
+    ]);
+  });
+
+  it("within one millisecond, an id that extends another ranks ahead of it (bytes: the longer one is greater)", async () => {
+    const t = app();
+    await tick(t, 1);
+    await event(t, "pts", "pq", 9);
+    const longer = await event(t, "pts", "pq-x", 9);
+    // Above 9: wes, xia, yan and zed. The event script compares the ids past their common bytes.
+    expect(longer.leaderboards["ties-ordinal"].rank).toBe(5);
+    expect((await rows(t, "ties-ordinal", "?offset=4&limit=2")).map(([id, rank]) => [id, rank])).toEqual([
+      ["pq-x", 5],
+      ["pq", 6],
+    ]);
+  });
 });
 
 describe("a breakdown board (breakdownAttribute region)", () => {
@@ -662,6 +695,34 @@ describe("many equal values on each shard", () => {
     expect(late.leaderboards["crowd-ordinal"].rank).toBe(order.length);
     expect((await userBoard(t, "c-late", "crowd-ordinal")).rank).toBe(order.length);
     expect((await userBoard(t, "low", "crowd-ordinal")).rank).toBe(order.length + 1);
+  });
+});
+
+describe("exactly 65 equal values on a shard", () => {
+  // One more than the 64 equal values a read takes at once (leaderboard-store.ts shardPlaces): the
+  // place of the one reached last is counted by lua/tiesAhead-1.lua, whose bisection is then left
+  // with one candidate (board-order.lua tiesAhead).
+  const app = useTenantApp(
+    "tie65",
+    `
+    shards: 1
+    metrics: [{ key: crowd, name: Crowd }]
+    leaderboards:
+      - { key: crowd-ordinal, name: Crowd ordinal, rankBy: metric, metric: crowd, start: "2026-01-01", ranking: ordinal }
+`,
+    "2026-03-02T12:00:00Z",
+  );
+
+  it("ranks each by its position, the last one too", async () => {
+    const t = app();
+    await event(t, "crowd", "top", 3);
+    await tick(t, 1);
+    const tied = Array.from({ length: 65 }, (_, i) => `t-${String(i).padStart(2, "0")}`);
+    for (const id of tied) {
+      await event(t, "crowd", id, 2);
+      await tick(t, 1);
+    }
+    for (const [i, id] of tied.entries()) expect((await userBoard(t, id, "crowd-ordinal")).rank, id).toBe(i + 2);
   });
 });
 
