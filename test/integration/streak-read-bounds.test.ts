@@ -1,0 +1,57 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LOST_STREAK_CAP } from "../../src/store/read-store.js";
+import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
+
+/**
+ * The edges of the active-streak reads (GET /v1/streaks/rankings, a user's streak `rank`): a
+ * streak is lost at its deadline's very instant ({t:s}:sd, sd <= now: lua/streakTop-2.lua,
+ * streakRank-2.lua), and a shard holding more lost streaks awaiting settlement than
+ * LOST_STREAK_CAP cannot tell a rank (null, README: the streak read). One shard; the other users'
+ * streaks are written straight into {t:s}:sa and {t:s}:sd, as the event script keeps them, and no
+ * background job settles them.
+ */
+const tenantId = uniqueTenantId("sbound");
+const NOW = Date.parse("2026-03-06T12:00:00Z");
+let t: TestApp;
+
+beforeAll(async () => {
+  t = await startTestApp({
+    yaml: tenantYaml(
+      tenantId,
+      `
+    shards: 1
+    metrics: [{ key: lessons, name: Lessons }]
+    streak: { frequency: daily, metrics: [{ metric: lessons, threshold: 1 }] }
+`,
+    ),
+    manualClock: "2026-03-02T12:00:00Z",
+    jobs: false,
+  });
+  // me: a lesson a day from 2 to 6 March, a streak of 5 alive at NOW.
+  for (const day of ["02", "03", "04", "05", "06"]) {
+    await t.setClock(`2026-03-${day}T12:00:00Z`);
+    expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "me", name: "Me" }, value: 1 })).status).toBe(201);
+  }
+  // edge's streak is lost at NOW exactly; live's a millisecond later.
+  await t.redis.zadd(`{${tenantId}:0}:sa`, 10, "edge", 8, "live");
+  await t.redis.zadd(`{${tenantId}:0}:sd`, NOW, "edge", NOW + 1, "live");
+});
+afterAll(async () => t?.close());
+
+describe("active streaks at the edges", () => {
+  it("a streak whose deadline is now is lost: not ranked, not counted above anyone", async () => {
+    expect((await t.call("GET", "/v1/streaks/rankings")).body).toEqual([
+      { userId: "live", name: null, streakLength: 8 },
+      { userId: "me", name: "Me", streakLength: 5 },
+    ]);
+    expect((await t.call("GET", "/v1/users/me/streak")).body).toMatchObject({ length: 5, rank: 2 });
+  });
+
+  it("a shard with more lost streaks awaiting settlement than the cap gives no rank", async () => {
+    const lost = Array.from({ length: LOST_STREAK_CAP + 1 }, (_, i) => `lost-${i}`);
+    await t.redis.zadd(`{${tenantId}:0}:sa`, ...lost.flatMap((id) => [20, id]));
+    await t.redis.zadd(`{${tenantId}:0}:sd`, ...lost.flatMap((id) => [NOW - 1000, id]));
+    expect((await t.call("GET", "/v1/users/me/streak")).body).toMatchObject({ length: 5, rank: null });
+  });
+});
