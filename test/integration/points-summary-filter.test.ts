@@ -46,6 +46,16 @@ describe("points summary filtered by user attributes", () => {
     expect(users((await t.call("GET", "/v1/points/xp/summary?userAttributes=plan:free")).body)).toEqual([[101, 200, 1], [201, 300, 1]]);
   });
 
+  it("a total of exactly 1 counts as points, not in 0..0, under one pair or several", async () => {
+    // A mobile lesson pays 1 coin (config/demo.yaml): lua/pointsHistogram-2.lua counts a total
+    // of 1 among the users with points, also where several pairs intersect the groups.
+    const res = await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "c1", attributes: { plan: "pro", region: "ap" } }, value: 1, attributes: { source: "mobile" } });
+    expect(res.body.points.coins.total).toBe(1);
+    for (const filter of ["region:ap", "plan:pro,region:ap"]) {
+      expect(users((await t.call("GET", `/v1/points/coins/summary?userAttributes=${filter}`)).body), filter).toEqual([[1, 1, 1]]);
+    }
+  });
+
   it("an undeclared attribute is refused", async () => {
     expect((await t.call("GET", "/v1/points/xp/summary?userAttributes=tier:gold")).status).toBe(422);
   });
