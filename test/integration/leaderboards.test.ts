@@ -614,6 +614,14 @@ describe("around me (userId makes offset relative to the user)", () => {
     // An empty userId is no user, as an empty value of every optional parameter is: the top page.
     expect(await rows(t, "walkers", "?userId=&offset=2&limit=2")).toEqual(window(2, 4));
   });
+
+  it("bounds offset by 1e8, down to -1e8 with userId (422 beyond)", async () => {
+    const t = app();
+    expect(await rows(t, "walkers", "?offset=100000000")).toEqual([]);
+    expect((await t.call("GET", "/v1/leaderboards/walkers?offset=100000001")).status).toBe(422);
+    expect(await rows(t, "walkers", "?userId=p4&offset=-100000000&limit=2")).toEqual(window(0, 2));
+    expect((await t.call("GET", "/v1/leaderboards/walkers?userId=p4&offset=-100000001")).status).toBe(422);
+  });
 });
 
 describe("many equal values on each shard", () => {
