@@ -442,6 +442,22 @@ describe("a streak restored on a day not extended yet", () => {
   });
 });
 
+describe("a restore asked of a streak extended yesterday, at its best length", () => {
+  it("restores nothing: the streak is alive (extendable today) and already at that length", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", "") }, async (t) => {
+      const u = { id: "yesterday" };
+      for (const day of ["01", "02"]) {
+        await t.setClock(`2026-06-${day}T12:00:00Z`);
+        expect((await event(t, u, 1)).status).toBe(201);
+      }
+      await t.setClock("2026-06-03T09:30:00Z");
+      const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "yesterday" }] }, { "x-api-key": "demo-admin-key" });
+      expect(res.body).toEqual({ restoredUsers: [], issues: [expect.objectContaining({ userId: "yesterday", level: "warning", reason: "Streak is already at maximum length" })] });
+      expect((await t.call("GET", "/v1/users/yesterday/streak")).body).toMatchObject({ length: 2, extended: "2026-06-02T12:00:00.000Z" });
+    });
+  });
+});
+
 describe("a streak restored to thousands of periods", () => {
   /**
    * A user of 1 June 2026 whose history says the streak once reached 5 000 (a member of 1 June:
