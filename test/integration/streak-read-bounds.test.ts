@@ -48,6 +48,17 @@ describe("active streaks at the edges", () => {
     expect((await t.call("GET", "/v1/users/me/streak")).body).toMatchObject({ length: 5, rank: 2 });
   });
 
+  it("lost streaks awaiting settlement, fewer than the cap, ranked above every live one: the rankings skip them all", async () => {
+    const lost = Array.from({ length: 100 }, (_, i) => `early-${i}`);
+    await t.redis.zadd(`{${tenantId}:0}:sa`, ...lost.flatMap((id) => [30, id]));
+    await t.redis.zadd(`{${tenantId}:0}:sd`, ...lost.flatMap((id) => [NOW - 1000, id]));
+    expect((await t.call("GET", "/v1/streaks/rankings?limit=2")).body).toEqual([
+      { userId: "live", name: null, streakLength: 8 },
+      { userId: "me", name: "Me", streakLength: 5 },
+    ]);
+    expect((await t.call("GET", "/v1/users/me/streak")).body).toMatchObject({ length: 5, rank: 2 });
+  });
+
   it("a shard with more lost streaks awaiting settlement than the cap gives no rank", async () => {
     const lost = Array.from({ length: LOST_STREAK_CAP + 1 }, (_, i) => `lost-${i}`);
     await t.redis.zadd(`{${tenantId}:0}:sa`, ...lost.flatMap((id) => [20, id]));
