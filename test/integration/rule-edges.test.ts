@@ -453,7 +453,27 @@ describe("a restore asked of a streak extended yesterday, at its best length", (
       await t.setClock("2026-06-03T09:30:00Z");
       const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "yesterday" }] }, { "x-api-key": "demo-admin-key" });
       expect(res.body).toEqual({ restoredUsers: [], issues: [expect.objectContaining({ userId: "yesterday", level: "warning", reason: "Streak is already at maximum length" })] });
-      expect((await t.call("GET", "/v1/users/yesterday/streak")).body).toMatchObject({ length: 2, extended: "2026-06-02T12:00:00.000Z" });
+      const read = await t.call("GET", "/v1/users/yesterday/streak?historyPeriods=2");
+      expect(read.body).toMatchObject({ length: 2, extended: "2026-06-02T12:00:00.000Z" });
+      // No freezes in this tenant: the history's periods have no usedFreeze (trophy-compat §3.3).
+      expect(read.body.streakHistory).toEqual([
+        { periodStart: "2026-06-02", periodEnd: "2026-06-02", length: 2 },
+        { periodStart: "2026-06-03", periodEnd: "2026-06-03", length: 0 },
+      ]);
+    });
+  });
+});
+
+describe("a streak read after a move west, with periods extended ahead of the new local day", () => {
+  it("still finds the current period's length in a history of one period", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", "") }, async (t) => {
+      // Kiritimati (UTC+14): 2 and 3 June extended; then Pago Pago (UTC-11), where it is 2 June.
+      expect((await event(t, { id: "west", tz: "Pacific/Kiritimati" }, 1)).status).toBe(201);
+      await t.setClock("2026-06-02T12:00:00Z");
+      expect((await event(t, { id: "west" }, 1)).status).toBe(201);
+      expect((await t.call("PATCH", "/v1/users/west", { tz: "Pacific/Pago_Pago" })).status).toBe(200);
+      const read = await t.call("GET", "/v1/users/west/streak?historyPeriods=1");
+      expect(read.body.streakHistory).toEqual([{ periodStart: "2026-06-02", periodEnd: "2026-06-02", length: 1 }]);
     });
   });
 });
