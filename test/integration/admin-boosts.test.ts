@@ -166,13 +166,13 @@ describe("DELETE /admin/v1/points/{key}/boosts/{id}", () => {
     const ended = await t.call("DELETE", `/admin/v1/points/xp/boosts/${boost.id}`, undefined, ADMIN());
     expect(ended.status).toBe(200);
     // A cancelled boost has an empty window: it is finished, not waiting to start.
-    expect(ended.body).toMatchObject({ id: boost.id, status: "finished", start: boost.start });
+    expect(ended.body).toMatchObject({ id: boost.id, status: "finished", start: boost.start, end: boost.start });
     expect(await adminList("xp", "?userId=cancel")).toEqual([]);
     expect(await userList("cancel", "xp")).toEqual([]);
 
     await t.setClock("2026-11-23T12:00:00Z");
     expect(await lesson("cancel")).toBe(10);
-    expect(await adminList("xp", "?userId=cancel&includeFinished=true")).toEqual([expect.objectContaining({ id: boost.id, status: "finished" })]);
+    expect(await adminList("xp", "?userId=cancel&includeFinished=true")).toEqual([expect.objectContaining({ id: boost.id, status: "finished", end: boost.start })]);
   });
 });
 
