@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { shardOf } from "../../src/domain/shards.js";
 import { demoConfig, dumpTenant, startTestApp, type TestApp } from "../helpers/app.js";
 
 /**
@@ -340,5 +341,25 @@ describe("bad input writes nothing", () => {
   it("refuses a bad includeFinished with 400", async () => {
     await refused(400, () => t.call("GET", "/v1/points/xp/boosts?includeFinished=yes"));
     await refused(400, () => t.call("GET", "/admin/v1/points/xp/boosts?includeFinished=1", undefined, ADMIN()));
+  });
+});
+
+describe("the admin listing of user boosts", () => {
+  it("lists them oldest created first, those created in the same millisecond by id, across shards", async () => {
+    const users = ["order-a", "order-b", "order-c", "order-d", "order-e", "order-f"];
+    for (const id of users) await identify(id);
+    // Users on several shards: the listing merges one HGETALL per shard, so its order is the sort's.
+    expect(new Set(users.map((id) => shardOf(id, t.tenants[0]!.shards))).size).toBeGreaterThan(1);
+    const start = Date.parse(now()) + 86_400_000;
+    const body = (userId: string) => ({ userId, name: "Order", multiplier: 2, start: new Date(start).toISOString(), end: new Date(start + 3_600_000).toISOString() });
+    // Created later first: the last three in one millisecond, then the first three a minute apart.
+    const sameMs = [];
+    for (const id of users.slice(3)) sameMs.push(await createBoost("coins", body(id)));
+    await t.setClock(new Date(Date.parse(now()) + 60_000).toISOString());
+    const later = [];
+    for (const id of users.slice(0, 3)) later.push(await createBoost("coins", body(id)));
+    const listed = (await adminList("coins", "?includeFinished=true")).filter((b) => users.includes(b.userId));
+    const byId = (a: { id: string }, b: { id: string }) => a.id.localeCompare(b.id);
+    expect(listed.map((b) => b.id)).toEqual([...sameMs.sort(byId), ...later.sort(byId)].map((b) => b.id));
   });
 });
