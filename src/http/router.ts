@@ -97,7 +97,7 @@ const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
 const UTF8 = /^utf-?8$/i;
 // Bodies are read as sent: a compressed one (Content-Encoding: gzip) would reach the JSON parser
 // as its compressed bytes and be refused as not UTF-8 or not JSON, which hides the cause. RFC 9110
-// §8.4.1: a coding the server does not take is a 415.
+// §15.5.16: a content coding the server does not take is a 415.
 const IDENTITY = /^\s*identity\s*$/i;
 
 /**
