@@ -64,15 +64,17 @@ describe("a board change off the board before and after", () => {
 
 describe("rank changes the consumer reaches late", () => {
   /**
-   * A board of ten: `peer` at 50 XP, then `solo` sending `lessons` lessons at one instant, all
-   * before the consumer runs. The rank_changed events it sends, as [previousRank, rank, value].
+   * A board of ten: `peer` at 50 XP (and, with `rival`, `rival` at solo's final value), then
+   * `solo` sending `lessons` lessons at one instant, all before the consumer runs. The
+   * rank_changed events it sends, as [previousRank, rank, value].
    */
-  async function lateRanks(lessons: number, ranking = "competition") {
+  async function lateRanks(lessons: number, ranking = "competition", rival = false) {
     const late = await startReceiver();
     const yaml = boardTenantYaml(uniqueTenantId("wrl"), `rankBy: points, points: xp, start: "2026-06-01", maxParticipants: 10, ranking: ${ranking}`, late.url);
     const app = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z" });
     try {
       expect((await app.call("POST", "/v1/metrics/lessons/event", { user: { id: "peer" }, value: 5 })).status).toBe(201);
+      if (rival) expect((await app.call("POST", "/v1/metrics/lessons/event", { user: { id: "rival" }, value: lessons })).status).toBe(201);
       for (let i = 0; i < lessons; i++) expect((await app.call("POST", "/v1/metrics/lessons/event", { user: { id: "solo" }, value: 1 })).status).toBe(201);
       await app.app.webhooks!.drain();
       await app.app.webhooks!.settled();
@@ -103,6 +105,19 @@ describe("rank changes the consumer reaches late", () => {
       [2, 1, 50],
     ]);
     expect(await lateRanks(130, ranking)).toEqual(recorded);
+  });
+
+  it("ranks a trimmed change on a dense board where another user holds the user's own later value", async () => {
+    // The board now: rival 1300, solo 1300, peer 50. Solo's first changes are trimmed from the
+    // history, so they are ranked on it without solo's own entry; its value 1300 still counts
+    // among the distinct values above, since rival holds it too. 10: values 1300 and 50 above,
+    // rank 3 (as the script recorded it: rival was there first). 50: level with peer, 1300
+    // above, rank 2. The last change, still in the history: level with rival, rank 1.
+    expect(await lateRanks(130, "dense", true)).toEqual([
+      [null, 3, 10],
+      [3, 2, 50],
+      [2, 1, 1300],
+    ]);
   });
 });
 
