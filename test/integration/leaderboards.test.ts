@@ -200,6 +200,8 @@ describe("a repeating board across its runs", () => {
     await t.setClock("2026-03-23T00:00:00Z");
     expect(await statusOf(t, "sprint")).toBeUndefined();
     expect(await statusOf(t, "sprint", "?includeFinished=false")).toBeUndefined();
+    // Sent empty, it is as if not sent (README: an empty optional parameter is absent).
+    expect(await statusOf(t, "sprint", "?includeFinished=")).toBeUndefined();
     expect(await statusOf(t, "sprint", "?includeFinished=true")).toBe("finished");
     // Boards that are not finished are listed either way.
     expect(await statusOf(t, "top3")).toBe("active");
@@ -219,6 +221,9 @@ describe("a repeating board across its runs", () => {
     expect(late.leaderboards).toEqual({});
     expect(await rows(t, "sprint")).toEqual([["cyd", 1, 7]]);
     expect(await userBoard(t, "cyd", "sprint")).toMatchObject({ status: "finished", run: "2026-03-16", rank: 1, value: 7 });
+    // run= sent empty is as if not sent: the last run, on both reads.
+    expect(await board(t, "sprint", "?run=")).toEqual(await board(t, "sprint"));
+    expect(await userBoard(t, "cyd", "sprint", "?run=")).toEqual(await userBoard(t, "cyd", "sprint"));
   });
 
   it("refuses a run outside the board (422) and a malformed run (400)", async () => {
@@ -462,7 +467,8 @@ describe("a breakdown board (breakdownAttribute region)", () => {
 
   it("needs userAttributes naming the attribute (422)", async () => {
     const t = app();
-    for (const query of ["", "?userAttributes=", "?userAttributes=plan:gold"]) {
+    // tier is declared (plan is not): a well-formed filter without the board's attribute is 422 too.
+    for (const query of ["", "?userAttributes=", "?userAttributes=plan:gold", "?userAttributes=tier:gold"]) {
       const res = await t.call("GET", `/v1/leaderboards/regional${query}`);
       expect(res.status, query).toBe(422);
       expect(res.body).toEqual({ error: expect.any(String) });
