@@ -149,6 +149,9 @@ describe("achievements, streaks and points reads through the SDK", () => {
       ["no,body", 0],
     ]);
     expect(await t.streaks.list()).toEqual([]);
+    // At most 100 ids: 100 is within the bound (101 is 422, test/integration/read-endpoints.test.ts).
+    const hundred = Array.from({ length: 100 }, (_, i) => `sdk-many-${i}`);
+    expect((await t.streaks.list({ userIds: hundred })).map((s) => s.userId)).toEqual(hundred);
     expect(await t.streaks.rankings({ limit: 5, type: "active" })).toEqual([{ userId: "sdk-r1", name: "Reader", streakLength: 2 }]);
     expect(await t.streaks.rankings({ type: "longest" })).toEqual([{ userId: "sdk-r1", name: "Reader", streakLength: 2 }]);
   });

@@ -161,6 +161,8 @@ describe("achievements with completions and rarity", () => {
     const pro = await t.call("GET", "/v1/achievements?userAttributes=plan:pro");
     expect(pro.body).toHaveLength(4);
     expect((await t.call("GET", "/v1/achievements?userAttributes=plan")).status).toBe(400);
+    // A pair without a value is malformed, not a filter on the empty value.
+    expect((await t.call("GET", "/v1/achievements?userAttributes=plan:")).status).toBe(400);
     expect((await t.call("GET", "/v1/achievements?userAttributes=plan:pro,plan:pro")).status).toBe(400);
     expect(await t.call("GET", "/v1/achievements?userAttributes=tier:gold")).toEqual({ status: 422, body: { error: "Invalid attribute keys: tier" } });
   });
@@ -249,6 +251,9 @@ describe("streaks", () => {
     expect((await t.call("GET", "/v1/streaks?userIds=ada&userIds=bob%2Ccy")).body).toEqual([expected[0], { userId: "bob,cy", streakLength: 0, extended: null }]);
     for (const e of expected) expect(e.streakLength).toBe(model.users.has(e.userId) ? modelStreakLength(e.userId) : 0);
     expect((await t.call("GET", "/v1/streaks")).body).toEqual([]);
+    // Empty items are skipped: `userIds=` is as if not sent, and `ada,,eve` asks for two users.
+    expect(await t.call("GET", "/v1/streaks?userIds=")).toEqual({ status: 200, body: [] });
+    expect((await t.call("GET", "/v1/streaks?userIds=ada,,eve")).body).toEqual(expected.slice(0, 2));
     const tooMany = Array.from({ length: 101 }, (_, i) => `u${i}`).join(",");
     expect((await t.call("GET", `/v1/streaks?userIds=${tooMany}`)).status).toBe(422);
     expect((await t.call("GET", `/v1/streaks?userIds=${tooMany.replaceAll(",", "&userIds=")}`)).status).toBe(422);
@@ -272,6 +277,8 @@ describe("streaks", () => {
     expect((await t.call("GET", "/v1/streaks/rankings?limit=0")).status).toBe(422);
     expect((await t.call("GET", "/v1/streaks/rankings?limit=101")).status).toBe(422);
     expect((await t.call("GET", "/v1/streaks/rankings?type=best")).status).toBe(422);
+    // An empty type is as if not sent: active.
+    expect(await t.call("GET", "/v1/streaks/rankings?type=")).toEqual(active);
   });
 });
 
