@@ -254,6 +254,8 @@ describe("streaks", () => {
     // Empty items are skipped: `userIds=` is as if not sent, and `ada,,eve` asks for two users.
     expect(await t.call("GET", "/v1/streaks?userIds=")).toEqual({ status: 200, body: [] });
     expect((await t.call("GET", "/v1/streaks?userIds=ada,,eve")).body).toEqual(expected.slice(0, 2));
+    // Ties stay in request order, not id order (bob, cy, ghost above happened to be both).
+    expect((await t.call("GET", "/v1/streaks?userIds=ghost,cy,bob")).body.map((s: { userId: string }) => s.userId)).toEqual(["ghost", "cy", "bob"]);
     const tooMany = Array.from({ length: 101 }, (_, i) => `u${i}`).join(",");
     expect((await t.call("GET", `/v1/streaks?userIds=${tooMany}`)).status).toBe(422);
     expect((await t.call("GET", `/v1/streaks?userIds=${tooMany.replaceAll(",", "&userIds=")}`)).status).toBe(422);
