@@ -232,8 +232,8 @@ export class Router {
       const declared = Number(req.getHeader(CONTENT_LENGTH) || "0");
       if (declared > this.opts.maxBodyBytes) {
         // Answered before the body: uWS then reads the announced bytes and drops them (never as
-        // a request), and the connection goes on; one announcing more than 16 MiB is
-        // closed instead (http/body.ts pastDrainLimit).
+        // a request), and the connection goes on; one announcing more than pastDrainLimit allows
+        // (16 MiB, or the body limit when that is higher: http/body.ts) is closed instead.
         tooLarge(pastDrainLimit(declared, this.opts.maxBodyBytes));
         return;
       }
