@@ -15,7 +15,9 @@ let tenantId: string;
 beforeAll(async () => {
   const config = demoConfig();
   tenantId = config.tenantId;
-  t = await startTestApp({ yaml: config.yaml, manualClock: "2026-03-02T12:00:00Z" });
+  // No background jobs: the time-trigger backfill writes its mark ({t}:time-scheduled) after the
+  // start, whenever it runs, and a refusal's before/after dump of the tenant would race it.
+  t = await startTestApp({ yaml: config.yaml, manualClock: "2026-03-02T12:00:00Z", jobs: false });
   // An existing user, so that a partial write to a known user would show in the dump too.
   const seed = await event({ user: { id: "seed", tz: "Europe/Paris" }, value: 1 });
   expect(seed.status).toBe(201);
@@ -572,7 +574,7 @@ describe("transport limits", () => {
     beforeAll(async () => {
       const config = demoConfig();
       smallTenant = config.tenantId;
-      small = await startTestApp({ yaml: config.yaml, maxBodyBytes: 1024 });
+      small = await startTestApp({ yaml: config.yaml, maxBodyBytes: 1024, jobs: false }); // as `t`: no job writes under a dump
       expect((await small.call("POST", "/v1/metrics/lessons/event", { user: { id: "seed" }, value: 1 })).status).toBe(201);
     });
     afterAll(async () => small.close());
@@ -775,7 +777,7 @@ describe("tenant isolation", () => {
 
   beforeAll(async () => {
     const yaml = `tenants:\n${tenantYaml(a)}${tenantYaml(b)}`;
-    app = await startTestApp({ yaml });
+    app = await startTestApp({ yaml, jobs: false }); // as `t`: no job writes under a dump
     expect(app.tenants.map((x) => x.id)).toEqual([a.id, b.id]);
   });
   afterAll(async () => app.close());
