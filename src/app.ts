@@ -10,6 +10,7 @@ import { getClockHandler, setClockHandler } from "./api/admin-clock.js";
 import { recordEventHandler } from "./api/events.js";
 import { healthHandler } from "./api/health.js";
 import { grantFreezesHandler, restoreStreaksHandler } from "./api/admin-streaks.js";
+import { BATCH_BODY_FACTOR, batchEventsHandler } from "./api/batch-events.js";
 import { createBoostHandler, endBoostHandler, globalBoostsHandler, listUserBoostsHandler, userBoostsHandler } from "./api/boosts.js";
 import { completeAchievementHandler } from "./api/complete.js";
 import { getLeaderboardHandler, listLeaderboardsHandler, userLeaderboardHandler } from "./api/leaderboards.js";
@@ -154,6 +155,9 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   router.add("post", "/admin/v1/points/:key/boosts", 1, createBoostHandler(tenants, opts.clock));
   router.add("get", "/admin/v1/points/:key/boosts", 1, listUserBoostsHandler(tenants, opts.clock));
   router.add("del", "/admin/v1/points/:key/boosts/:id", 2, endBoostHandler(tenants, opts.clock));
+  router.add("post", "/admin/v1/metrics/events", 0, batchEventsHandler(tenants, opts.clock, opts.logger), {
+    maxBodyBytes: BATCH_BODY_FACTOR * (opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
+  });
   router.add("post", "/admin/v1/streaks/freezes", 0, grantFreezesHandler(tenants, opts.clock));
   router.add("post", "/admin/v1/streaks/restore", 0, restoreStreaksHandler(tenants, opts.clock));
   router.add("get", "/v1/leaderboards", 0, listLeaderboardsHandler(tenants, opts.clock));

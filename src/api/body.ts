@@ -7,7 +7,25 @@ import { misspeltAt } from "../domain/spelling.js";
  * refused (validateEquals): a misspelt `timezone` must not silently drop the user's zone.
  */
 export function parseJson(body: string | null): Record<string, unknown> {
-  if (body === null || body.length === 0) fail("MALFORMED_JSON", "Request body is empty; expected a JSON object");
+  const value = parseJsonValue(body, "a JSON object");
+  // Every body of the API but the batch's is an object. Said first, because the validator's
+  // message for `[]` named a missing field instead ("body.user must be UserInput (got nothing)").
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    fail("INVALID_BODY", `body must be a JSON object (got ${Array.isArray(value) ? "an array" : clip(JSON.stringify(value), 60)})`);
+  }
+  return value as Record<string, unknown>;
+}
+
+/** A JSON body that must be an array (POST /admin/v1/metrics/events). */
+export function parseJsonArray(body: string | null): unknown[] {
+  const value = parseJsonValue(body, "a JSON array");
+  if (!Array.isArray(value)) fail("INVALID_BODY", `body must be a JSON array (got ${value !== null && typeof value === "object" ? "an object" : clip(JSON.stringify(value), 60)})`);
+  return value;
+}
+
+/** The body parsed as JSON, any value; `expected` names what the route takes, for the empty body's message. */
+function parseJsonValue(body: string | null, expected: string): unknown {
+  if (body === null || body.length === 0) fail("MALFORMED_JSON", `Request body is empty; expected ${expected}`);
   let value: unknown;
   try {
     value = JSON.parse(body);
@@ -21,12 +39,7 @@ export function parseJson(body: string | null): Record<string, unknown> {
       return fail("MALFORMED_JSON");
     }
   }
-  // Every body of the API is an object. Said first, because the validator's message for `[]`
-  // named a missing field instead ("body.user must be UserInput (got nothing)").
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    fail("INVALID_BODY", `body must be a JSON object (got ${Array.isArray(value) ? "an array" : clip(JSON.stringify(value), 60)})`);
-  }
-  return value as Record<string, unknown>;
+  return value;
 }
 
 /**

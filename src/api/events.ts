@@ -9,6 +9,8 @@ import { RawJson } from "../http/raw-json.js";
 import type { ApiRequest, ApiReply } from "../http/router.js";
 import type { TenantContext, Tenants } from "../tenants.js";
 import type { RecordedEvent } from "../store/tenant-store.js";
+import type { CompiledTenant } from "../config/compiled.js";
+import type { EventInput } from "../domain/outcome.js";
 import { parseJson, quoted, validated } from "./body.js";
 import { eventLeaderboardsJson } from "./leaderboards.js";
 import { pointsMapJson } from "./points-json.js";
@@ -16,11 +18,7 @@ import { checkAttributes, profileZone, userProfileFields, type UserInput } from 
 import { achievementJson, metricTotalJson, streakText } from "./wire.js";
 
 /** Body of POST /v1/metrics/{key}/event (spec: Record a metric event; trophy-compat §3.2). */
-interface EventBody {
-  user: UserInput;
-  value: number;
-  attributes?: Record<string, string> | null;
-}
+type EventBody = EventFields;
 
 const validateEventBody = typia.createValidateEquals<EventBody>();
 const MAX_IDEMPOTENCY_KEY = 255;
@@ -34,7 +32,7 @@ const MAX_IDEMPOTENCY_KEY = 255;
 const IDEMPOTENCY_KEY_TEXT = /^[\x20-\x7e]+$/;
 
 /** Refuses values JSON can carry but no total should (1e400 parses as Infinity): 422, not 400. */
-function checkValue(raw: Record<string, unknown>): void {
+export function checkValue(raw: Record<string, unknown>): void {
   const value = raw.value;
   if (typeof value !== "number") return;
   if (!Number.isFinite(value)) fail("INVALID_VALUE", "value must be a finite number");
@@ -51,31 +49,50 @@ export function recordEventHandler(tenants: Tenants, clock: Clock, logger: Logge
     const raw = parseJson(req.body);
     checkValue(raw);
     const body = validated(raw, validateEventBody);
-    const profile = userProfileFields(body.user, tenant.userAttributes);
-    const eventAttributes = checkAttributes(body.attributes ?? null, tenant.eventAttributes, "attributes");
-    const idempotencyKey = req.idempotencyKey;
-    if (idempotencyKey !== null && (idempotencyKey.length > MAX_IDEMPOTENCY_KEY || !IDEMPOTENCY_KEY_TEXT.test(idempotencyKey))) {
-      fail("INVALID_BODY", `Idempotency-Key must be 1-${MAX_IDEMPOTENCY_KEY} visible ASCII characters or spaces`);
-    }
     const now = clock.now();
-    const recorded = await store.recordEvent({
-      metricKey,
-      userId: body.user.id,
-      now,
-      eventId: randomUUID(),
-      idempotencyKey,
-      valueMicro: toMicro(body.value),
-      // In IANA's spelling, as the profile stores it: the calendar's zone, the process's zone
-      // cache and the stream record all take this one.
-      tz: profileZone(profile),
-      profile,
-      eventAttributes,
-    });
-    if (recorded.outcome.kind === "resent") {
-      logger.warn({ tenant: tenant.id, metric: metricKey, user: body.user.id, eventId: recorded.outcome.eventId }, "event re-sent after a dropped Redis connection was already recorded: counted once, answered without its changes");
-    }
-    return eventReply(context, metric.id, body.user.id, now, recorded, idempotencyKey);
+    const input = checkedEvent(tenant, metricKey, body, req.idempotencyKey, "Idempotency-Key", now);
+    const recorded = await store.recordEvent(input);
+    if (recorded.outcome.kind === "resent") logResent(logger, tenant.id, input, recorded.outcome.eventId);
+    return eventReply(context, metric.id, body.user.id, now, recorded, input.idempotencyKey);
   };
+}
+
+/** An event of the event route or of a batch, its fields past their schema. */
+export interface EventFields {
+  user: UserInput;
+  value: number;
+  attributes?: Record<string, string> | null;
+}
+
+/**
+ * The checks an event's fields get after their schema's, one rule for the event route and the
+ * batch (batch-events.ts), and the event as the store takes it, with a new event id.
+ * `keyName` names the idempotency key in the message: the route's header, or a batch event's field.
+ */
+export function checkedEvent(tenant: CompiledTenant, metricKey: string, body: EventFields, idempotencyKey: string | null, keyName: string, now: number): EventInput {
+  const profile = userProfileFields(body.user, tenant.userAttributes);
+  const eventAttributes = checkAttributes(body.attributes ?? null, tenant.eventAttributes, "attributes");
+  if (idempotencyKey !== null && (idempotencyKey.length === 0 || idempotencyKey.length > MAX_IDEMPOTENCY_KEY || !IDEMPOTENCY_KEY_TEXT.test(idempotencyKey))) {
+    fail("INVALID_BODY", `${keyName} must be 1-${MAX_IDEMPOTENCY_KEY} visible ASCII characters or spaces`);
+  }
+  return {
+    metricKey,
+    userId: body.user.id,
+    now,
+    eventId: randomUUID(),
+    idempotencyKey,
+    valueMicro: toMicro(body.value),
+    // In IANA's spelling, as the profile stores it: the calendar's zone, the process's zone
+    // cache and the stream record all take this one.
+    tz: profileZone(profile),
+    profile,
+    eventAttributes,
+  };
+}
+
+/** A call re-sent on a new connection that Redis had applied already (lua/includes/call-order.lua). */
+export function logResent(logger: Logger, tenantId: string, input: Pick<EventInput, "metricKey" | "userId">, eventId: string): void {
+  logger.warn({ tenant: tenantId, metric: input.metricKey, user: input.userId, eventId }, "event re-sent after a dropped Redis connection was already recorded: counted once, answered without its changes");
 }
 
 export function eventReply(

@@ -74,6 +74,31 @@ function isRedisOutOfMemory(err: unknown): err is Error {
   return err instanceof Error && err.message.startsWith("OOM ");
 }
 
+/** Why a request failed, as its answer says it: the client's error, Redis's state, or a fault of Laurel's (logged). */
+export interface ErrorAnswer {
+  status: number;
+  message: string;
+  kind: "request" | "unreachable" | "out-of-memory" | "internal";
+}
+
+/**
+ * The answer to an error a handler threw: a LaurelError as it says, Redis unreachable or out of
+ * memory as a 503 that says whether a write may have run (a read's says to retry), anything else a
+ * 500. One rule for the router and for a batch, which answers each event's failure in its body.
+ */
+export function errorAnswer(err: unknown, read: boolean): ErrorAnswer {
+  if (err instanceof LaurelError) return { status: err.status, message: err.message, kind: "request" };
+  if (isRedisUnreachable(err)) return { ...ErrorCodes[read ? "REDIS_UNREACHABLE_READ" : "REDIS_UNREACHABLE"], kind: "unreachable" };
+  if (isRedisOutOfMemory(err)) return { ...ErrorCodes[read ? "REDIS_OUT_OF_MEMORY_READ" : "REDIS_OUT_OF_MEMORY"], kind: "out-of-memory" };
+  return { status: 500, message: "Internal server error", kind: "internal" };
+}
+
+/** What one route needs beyond the router's defaults. */
+export interface RouteOptions {
+  /** This route's body limit, instead of the router's (a batch of events). */
+  maxBodyBytes?: number;
+}
+
 const BODY_METHODS = new Set<Method>(["post", "put", "patch"]);
 const METHOD_NAMES: Record<Method, string> = { get: "GET", post: "POST", put: "PUT", patch: "PATCH", del: "DELETE" };
 
@@ -146,13 +171,14 @@ export class Router {
     }
   }
 
-  add(method: Method, pattern: string, paramCount: number, handler: Handler): void {
+  add(method: Method, pattern: string, paramCount: number, handler: Handler, options: RouteOptions = {}): void {
     let route = this.routes.get(pattern);
     if (!route) this.routes.set(pattern, (route = { regex: patternRegex(pattern), methods: new Set() }));
     route.methods.add(METHOD_NAMES[method]);
     const withBody = BODY_METHODS.has(method);
     // A read changes nothing either way, so its 503 does not speak of retrying a write.
-    const unreachable = ErrorCodes[method === "get" ? "REDIS_UNREACHABLE_READ" : "REDIS_UNREACHABLE"];
+    const read = method === "get";
+    const maxBodyBytes = options.maxBodyBytes ?? this.opts.maxBodyBytes;
     this.app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
       let aborted = false;
       let settled = false;
@@ -172,17 +198,11 @@ export class Router {
         }
       };
       const fail = (err: unknown): void => {
-        if (err instanceof LaurelError) finish(err.status, errorJson(err.message));
-        // Not logged per request: the client's connection log says it once per outage (main.ts).
-        else if (isRedisUnreachable(err)) finish(unreachable.status, errorJson(unreachable.message));
-        else if (isRedisOutOfMemory(err)) {
-          this.outOfMemoryLog.run((unlogged) => this.opts.logger.error({ err: err.message, unlogged }, "redis is out of memory (maxmemory): writes are refused"));
-          const outOfMemory = ErrorCodes[method === "get" ? "REDIS_OUT_OF_MEMORY_READ" : "REDIS_OUT_OF_MEMORY"];
-          finish(outOfMemory.status, errorJson(outOfMemory.message));
-        } else {
-          this.opts.logger.error({ err, path: pattern }, "request failed");
-          finish(500, errorJson("Internal server error"));
-        }
+        const answer = errorAnswer(err, read);
+        // Redis unreachable is not logged per request: the client's connection log says it once per outage (main.ts).
+        if (answer.kind === "out-of-memory") this.logOutOfMemory(err);
+        else if (answer.kind === "internal") this.opts.logger.error({ err, path: pattern }, "request failed");
+        finish(answer.status, errorJson(answer.message));
       };
       let request: ApiRequest;
       try {
@@ -228,18 +248,18 @@ export class Router {
         finish(415, errorJson(`Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not supported: send the body uncompressed`), true);
         return;
       }
-      const tooLarge = (close: boolean): void => finish(413, errorJson(`Request body larger than ${this.opts.maxBodyBytes} bytes`), close);
+      const tooLarge = (close: boolean): void => finish(413, errorJson(`Request body larger than ${maxBodyBytes} bytes`), close);
       const declared = Number(req.getHeader(CONTENT_LENGTH) || "0");
-      if (declared > this.opts.maxBodyBytes) {
+      if (declared > maxBodyBytes) {
         // Answered before the body: uWS then reads the announced bytes and drops them (never as
         // a request), and the connection goes on; one announcing more than pastDrainLimit allows
         // (16 MiB, or the body limit when that is higher: http/body.ts) is closed instead.
-        tooLarge(pastDrainLimit(declared, this.opts.maxBodyBytes));
+        tooLarge(pastDrainLimit(declared, maxBodyBytes));
         return;
       }
       readBody(
         res,
-        this.opts.maxBodyBytes,
+        maxBodyBytes,
         (body) => {
           request.body = body;
           run();
@@ -248,6 +268,11 @@ export class Router {
         () => finish(400, errorJson("Request body is not valid UTF-8")),
       );
     });
+  }
+
+  /** Redis at maxmemory: one log line per 30 s, however many requests it refuses. */
+  private logOutOfMemory(err: unknown): void {
+    this.outOfMemoryLog.run((unlogged) => this.opts.logger.error({ err: err instanceof Error ? err.message : String(err), unlogged }, "redis is out of memory (maxmemory): writes are refused"));
   }
 
   /**
