@@ -60,7 +60,7 @@ export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logge
     const inputs = events.map((event, index) =>
       namingIndex(index, () => {
         if (!tenant.metricByKey.has(event.key)) fail("METRIC_NOT_FOUND", `Metric not found: ${quoted(event.key)}`);
-        checkValue(event as unknown as Record<string, unknown>);
+        checkValue(event);
         return checkedEvent(tenant, event.key, event, event.idempotencyKey ?? null, "idempotencyKey", now);
       }),
     );

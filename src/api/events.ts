@@ -32,7 +32,7 @@ const MAX_IDEMPOTENCY_KEY = 255;
 const IDEMPOTENCY_KEY_TEXT = /^[\x20-\x7e]+$/;
 
 /** Refuses values JSON can carry but no total should (1e400 parses as Infinity): 422, not 400. */
-export function checkValue(raw: Record<string, unknown>): void {
+export function checkValue(raw: { value?: unknown }): void {
   const value = raw.value;
   if (typeof value !== "number") return;
   if (!Number.isFinite(value)) fail("INVALID_VALUE", "value must be a finite number");

@@ -146,6 +146,7 @@ describe("a refused batch records nothing", () => {
     ["an idempotency key outside ASCII", [ok, { ...ok, idempotencyKey: "order-é" }], 400, "body[1]: idempotencyKey must be 1-255 visible ASCII characters or spaces"],
     ["an undeclared event attribute", [{ ...ok, attributes: { color: "red" } }], 422, "body[0]: Invalid attribute keys: color"],
     ["an undeclared user attribute", [{ ...ok, user: { id: "u", attributes: { tier: "gold" } } }], 422, "body[0]: Invalid attribute keys: tier"],
+    ["arrays nested half a million deep", "[".repeat(500_000) + "]".repeat(500_000), 400, "body[0].key must be string (got nothing)"],
     ["a bad user id", [{ ...ok, user: { id: " padded" } }], 400, "body[0]: user.id must be 1-255 characters without control characters or surrounding spaces"],
   ];
   it.each(cases)("%s", async (_name, body, status, error) => {
