@@ -3,7 +3,8 @@ import typia, { type tags } from "typia";
 import type { Clock } from "../clock.js";
 import { fail, LaurelError } from "../domain/errors.js";
 import type { EventInput } from "../domain/outcome.js";
-import { errorAnswer, type ApiReply, type ApiRequest } from "../http/router.js";
+import { errorAnswer, type ApiReply, type ApiRequest, type ErrorAnswer } from "../http/router.js";
+import { LogThrottle } from "../log-throttle.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import type { Tenants } from "../tenants.js";
 import { parseJsonArray, quoted, validated } from "./body.js";
@@ -53,6 +54,8 @@ interface Rejected {
  * error, so that a retried 5xx sends again only what was not recorded.
  */
 export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logger) {
+  // As the router logs a request Redis refused at maxmemory: once per 30 s (http/router.ts).
+  const outOfMemoryLog = new LogThrottle();
   return async (req: ApiRequest): Promise<ApiReply> => {
     const { tenant, store } = tenants.authenticateAdmin(req.apiKey);
     const events = validated(parseJsonArray(req.body), validateBatch);
@@ -64,7 +67,10 @@ export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logge
         return checkedEvent(tenant, event.key, event, event.idempotencyKey ?? null, "idempotencyKey", now);
       }),
     );
-    const { accepted, rejected } = await recordInWindows(store, inputs, (input, eventId) => logResent(logger, tenant.id, input, eventId), logger);
+    const { accepted, rejected, stoppedBy } = await recordInWindows(store, inputs, (input, eventId) => logResent(logger, tenant.id, input, eventId), logger);
+    if (stoppedBy?.kind === "out-of-memory") {
+      outOfMemoryLog.run((unlogged) => logger.error({ err: stoppedBy.message, unlogged }, "redis is out of memory (maxmemory): a batch of events stopped"));
+    }
     if (accepted > 0) return { status: 202, body: { accepted, rejected } };
     // Nothing recorded: the first event, sent in the first window, failed.
     const first = rejected[0]!;
@@ -87,12 +93,13 @@ async function recordInWindows(
   inputs: readonly EventInput[],
   onResent: (input: EventInput, eventId: string) => void,
   logger: Logger,
-): Promise<{ accepted: number; rejected: Rejected[] }> {
+): Promise<{ accepted: number; rejected: Rejected[]; stoppedBy: ErrorAnswer | null }> {
   // In the batch's order: the events sent and not recorded, then any not sent.
   const rejected: Rejected[] = [];
   let accepted = 0;
-  // The first event whose Redis failure stopped the batch.
+  // The first event whose Redis failure stopped the batch, and how.
   let stoppedAt: number | null = null;
+  let stoppedBy: ErrorAnswer | null = null;
   let start = 0;
   for (; start < inputs.length && stoppedAt === null; start += BATCH_WINDOW) {
     const window = inputs.slice(start, start + BATCH_WINDOW);
@@ -107,12 +114,15 @@ async function recordInWindows(
       }
       const answer = errorAnswer(result.reason, false);
       if (answer.kind === "internal") logger.error({ err: result.reason, index }, "batch event failed");
-      if (answer.kind !== "request") stoppedAt ??= index;
+      if (answer.kind !== "request" && stoppedAt === null) {
+        stoppedAt = index;
+        stoppedBy = answer;
+      }
       rejected.push({ index, status: answer.status, error: answer.message });
     });
   }
   for (let index = start; index < inputs.length; index++) {
     rejected.push({ index, status: 503, error: `Not sent: Redis failed on event ${stoppedAt}, and the batch stopped there; send it again` });
   }
-  return { accepted, rejected };
+  return { accepted, rejected, stoppedBy };
 }

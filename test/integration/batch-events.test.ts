@@ -1,4 +1,5 @@
 import type { Command, Redis } from "ioredis";
+import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BATCH_WINDOW } from "../../src/api/batch-events.js";
 import { demoConfig, dumpTenant, startAppOnOwnRedis, startTestApp, type TestApp } from "../helpers/app.js";
@@ -187,7 +188,9 @@ describe("an event that fails when it is recorded", () => {
 
 describe("a batch on a Redis at its maxmemory", () => {
   it("stops after the window whose events Redis refused, and lists the rest as not sent", async () => {
-    const { t: app, close } = await startAppOnOwnRedis({ yaml: demoConfig().yaml, manualClock: "2026-11-27T12:00:00Z" });
+    const lines: Array<{ level: number; msg: string }> = [];
+    const logger = pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) });
+    const { t: app, close } = await startAppOnOwnRedis({ yaml: demoConfig().yaml, manualClock: "2026-11-27T12:00:00Z", logger });
     const redis = app.redis;
     const send = redis.sendCommand;
     try {
@@ -215,6 +218,8 @@ describe("a batch on a Redis at its maxmemory", () => {
       redis.sendCommand = send;
       // Nothing recorded at all: the first failure's 503, which the SDK retries.
       expect(await app.call("POST", PATH, events.slice(0, 3), ADMIN)).toEqual({ status: 503, body: { error: `body[0]: ${oom}` } });
+      // Logged as the router logs a write refused at maxmemory: once per 30 s.
+      expect(lines.filter((l) => l.msg.includes("out of memory"))).toEqual([expect.objectContaining({ level: 50, msg: "redis is out of memory (maxmemory): a batch of events stopped" })]);
       await redis.config("SET", "maxmemory", "0");
       const totals = await Promise.all(Array.from({ length: 7 }, (_, u) => app.call("GET", `/v1/users/oom-${u}/metrics/lessons`)));
       // The first window's 32 events, 5 users with 5 and 2 with 4 (event i went to user i mod 7).
