@@ -77,12 +77,12 @@
   variable-length parts instead.
     {-1, storedZone}      the zone assumption was wrong; nothing written
     {-2}                  the metric total would leave ±maxTotal; nothing written
-    {2, eventId, total, 0, streak..., storedZone?}    replay of an idempotency key; nothing written
-                                                      (storedZone only when the event sent a zone)
-    {3, false, total, 0, streak...}                   a call already applied, re-sent (step 1);
-                                                      nothing written (Node knows its event id)
-    {1, false, total, created 0/1, streak..., #achievements, key..., #points, points...,
-     #boards, boards...}       (Node knows the new event's id)
+    {2, eventId, total, streak..., storedZone?}    replay of an idempotency key; nothing written
+                                                   (storedZone only when the event sent a zone)
+    {3, false, total, streak...}                   a call already applied, re-sent (step 1);
+                                                   nothing written (Node knows its event id)
+    {1, false, total, streak..., #achievements, key..., #points, points..., #boards, boards...}
+                               (Node knows the new event's id)
       streak   = length, startPeriod|false, lastPeriod|false (the last covered: lastCovered,
                  state.lua), extended 0/1, freezes|false, grants|false, createdDay|false,
                  startDay|false (8 values; startDay: the local day a weekly or monthly streak
@@ -109,20 +109,20 @@
 -- allocation, its growth (a rehash at each power of two) and its collection (bench/README.md,
 -- the twenty-third stop). Redis converts the reply before the next call runs.
 local REPLY, OUT_PARTS, EXTRA_WRITES, CALENDAR = {}, {}, {}, { false, false, false, false }
-local REPLY_HEAD = 12
+local REPLY_HEAD = 11
 -- The shard's counters and stream keys by shard prefix, {agg, x}, kept across calls: made per
 -- call they were two concatenations, each a new string to hash and collect.
 local SHARD_KEYS = {}
 
--- The reply's head: status, event id, metric total, created, then the stored streak (readers
+-- The reply's head: status, event id, metric total, then the stored streak (readers
 -- settle it; replays are answered without settling: no writes) with `last`, its last period on
 -- the event's calendar (lastCovered, state.lua). Written into REPLY, ended by a nil (Redis
 -- converts an array up to its first nil): the main path appends after it.
-local function eventReplyHead(status, id, total, created, extended, last)
+local function eventReplyHead(status, id, total, extended, last)
   local r = REPLY
-  r[1], r[2], r[3], r[4] = status, id, total, created and 1 or 0
-  r[5], r[6], r[7], r[8] = S[I_SL] or 0, S[I_SS] or false, last or false, extended and 1 or 0
-  r[9], r[10], r[11], r[12] = S[I_FZ] or false, S[I_FG] or false, S[I_CD] or false, I_SSD and S[I_SSD] or false
+  r[1], r[2], r[3] = status, id, total
+  r[4], r[5], r[6], r[7] = S[I_SL] or 0, S[I_SS] or false, last or false, extended and 1 or 0
+  r[8], r[9], r[10], r[11] = S[I_FZ] or false, S[I_FG] or false, S[I_CD] or false, I_SSD and S[I_SSD] or false
   r[REPLY_HEAD + 1] = nil
   return r
 end
@@ -158,7 +158,7 @@ local original = loadState(userKey, zoneSent and R.pf or R.pfz, idemField ~= '' 
 -- expiring key (stored with a window, honoured until it passes, also once the window is gone
 -- from the config: without this GET a key sent a minute before was counted again).
 if idemKey and not original then original = rememberedEvent(idemKey, nowMs) end
-if band(flags, 2) ~= 0 and appliedBefore(writerKey, callNumber) then return eventReplyHead(3, false, S[R.mfi] or 0, false, false, lastCovered()) end
+if band(flags, 2) ~= 0 and appliedBefore(writerKey, callNumber) then return eventReplyHead(3, false, S[R.mfi] or 0, false, lastCovered()) end
 
 -- 2. Zone.
 if not zoneSent and (U.tz or 'UTC') ~= zone then return { -1, U.tz or 'UTC' } end
@@ -169,7 +169,7 @@ local oldTotal = S[R.mfi] or 0
 -- the head, for Node to read the streak on the user's calendar, not the replay's (read on a zone
 -- a day ahead, a live streak answered as lost).
 if idemField ~= '' and original then
-  local r = eventReplyHead(2, original, oldTotal, false, false, lastCovered())
+  local r = eventReplyHead(2, original, oldTotal, false, lastCovered())
   if zoneSent then r[REPLY_HEAD + 1], r[REPLY_HEAD + 2] = rcall('HGET', userKey, 'tz') or 'UTC', nil end
   return r
 end
@@ -258,7 +258,7 @@ flushState(userKey, extraWrites)
 appendRecord(streamKey, R.wh, 'ev', userId, nowString(), zone, recordDetail .. sformat('|%d', newTotal), outParts)
 
 -- Appended by index, not through a helper: a closure costs Lua ~1.6k instructions a call.
-local reply = eventReplyHead(1, false, newTotal, created, extended, lastCovered())
+local reply = eventReplyHead(1, false, newTotal, extended, lastCovered())
 local n = REPLY_HEAD + 1
 reply[n] = #completed
 for i = 1, #completed do n = n + 1; reply[n] = completed[i] end

@@ -424,7 +424,6 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
       extended,
       achievements: req.completed,
       points,
-      created,
       boards,
     },
     tz,

@@ -84,7 +84,6 @@ export interface ProcessedEvent {
   extended: boolean;
   achievements: string[];
   points: PointsChange[];
-  created: boolean;
   boards: BoardChange[];
 }
 

@@ -356,11 +356,11 @@ export function decodePoints(raw: unknown[][]): PointsChange[] {
 }
 
 /** Values before the counted parts of the event script's reply (lua/event-2.lua REPLY_HEAD). */
-const EVENT_REPLY_HEAD = 12;
+const EVENT_REPLY_HEAD = 11;
 
-/** The event script's flat reply (lua/event-2.lua, "Reply"): a head of 12 values, then counted parts. */
+/** The event script's flat reply (lua/event-2.lua, "Reply"): a head of 11 values, then counted parts. */
 function decodeEventReply(reply: unknown[], eventId: string): EventOutcome {
-  const streakRaw = reply.slice(4, EVENT_REPLY_HEAD);
+  const streakRaw = reply.slice(3, EVENT_REPLY_HEAD);
   if (reply[0] === 2) {
     return { kind: "replay", eventId: reply[1] as string, totalMicro: reply[2] as number, streak: decodeStreak(streakRaw) };
   }
@@ -383,7 +383,6 @@ function decodeEventReply(reply: unknown[], eventId: string): EventOutcome {
     extended: streakRaw[3] === 1,
     achievements,
     points,
-    created: reply[3] === 1,
     boards,
   };
 }
