@@ -8,6 +8,7 @@ import { DELIVERY_STATUSES, type DeliveryStatus } from "../jobs/webhooks/deliver
 import type { Webhooks } from "../jobs/webhooks/index.js";
 import { WEBHOOK_GROUP } from "../jobs/webhooks/keys.js";
 import { PROCESS_NAME } from "../process-name.js";
+import { LATENCY_BOUNDS_MS, type RequestStats } from "../http/request-stats.js";
 
 /** This process in the per-process series, as a label value (no quote, backslash or newline). */
 const PROCESS_LABEL = PROCESS_NAME.replace(/["\\\n]/g, "_");
@@ -25,6 +26,8 @@ const PROCESS_LABEL = PROCESS_NAME.replace(/["\\\n]/g, "_");
  * - This process's award id table (src/domain/award-ids.ts): its slots (LAUREL_AWARD_IDS), and
  *   the looks and misses of its metering reads, so an operator can see whether it is large
  *   enough (a miss computes the id's UUID again, ~1.5 µs).
+ * - This process's answers by route: counts by status, and the latency histogram
+ *   (src/http/request-stats.ts).
  */
 type GroupLag = StreamLag & { group: string };
 
@@ -40,7 +43,7 @@ export interface TenantDeliveries {
   counts: Record<DeliveryStatus, number>;
 }
 
-export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly TenantDeliveries[], awardIds: AwardIdTableStats): string {
+export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly TenantDeliveries[], awardIds: AwardIdTableStats, requests: RequestStats): string {
   const lines: string[] = [];
   for (const [name, help, value] of GAUGES) {
     lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} gauge`);
@@ -69,10 +72,44 @@ export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly Te
     "# TYPE laurel_award_id_misses_total counter",
     `laurel_award_id_misses_total${own} ${awardIds.misses}`,
   );
+  renderRequests(lines, requests);
   return `${lines.join("\n")}\n`;
 }
 
-export function prometheusHandler(redis: Redis, tenants: readonly CompiledTenant[], webhooks: Webhooks | null) {
+/**
+ * This process's answers (src/http/request-stats.ts): a counter by route and status, and a
+ * latency histogram by route. Routes no request reached yet are left out, as Prometheus clients
+ * leave out a labelled series before its first observation.
+ */
+function renderRequests(lines: string[], requests: RequestStats): void {
+  const used = requests.routes.filter((r) => r.count > 0);
+  lines.push(
+    "# HELP laurel_http_requests_total Requests this process answered, by route and status (aborted: the client closed the connection first).",
+    "# TYPE laurel_http_requests_total counter",
+  );
+  for (const r of used) {
+    for (const [status, n] of r.statuses) lines.push(`laurel_http_requests_total{process="${PROCESS_LABEL}",method="${r.method}",route="${r.route}",status="${status}"} ${n}`);
+  }
+  lines.push(
+    "# HELP laurel_http_request_duration_seconds Time from a request's arrival in the router to its answer, Redis included, by route.",
+    "# TYPE laurel_http_request_duration_seconds histogram",
+  );
+  for (const r of used) {
+    const labels = `process="${PROCESS_LABEL}",method="${r.method}",route="${r.route}"`;
+    let cumulative = 0;
+    LATENCY_BOUNDS_MS.forEach((bound, i) => {
+      cumulative += r.buckets[i]!;
+      lines.push(`laurel_http_request_duration_seconds_bucket{${labels},le="${bound / 1000}"} ${cumulative}`);
+    });
+    lines.push(
+      `laurel_http_request_duration_seconds_bucket{${labels},le="+Inf"} ${r.count}`,
+      `laurel_http_request_duration_seconds_sum{${labels}} ${r.sumMs / 1000}`,
+      `laurel_http_request_duration_seconds_count{${labels}} ${r.count}`,
+    );
+  }
+}
+
+export function prometheusHandler(redis: Redis, tenants: readonly CompiledTenant[], webhooks: Webhooks | null, requests: RequestStats) {
   const hooked = tenants.filter((t) => t.webhooks.length > 0);
   return async (): Promise<ApiReply> => {
     const [buckets, outbound, deliveries] = await Promise.all([
@@ -88,7 +125,7 @@ export function prometheusHandler(redis: Redis, tenants: readonly CompiledTenant
     return {
       status: 200,
       contentType: "text/plain; version=0.0.4; charset=utf-8",
-      body: renderMetrics([...buckets.map((l) => ({ ...l, group: BUCKET_GROUP })), ...outbound.map((l) => ({ ...l, group: WEBHOOK_GROUP }))], deliveries, awardIdTableStats()),
+      body: renderMetrics([...buckets.map((l) => ({ ...l, group: BUCKET_GROUP })), ...outbound.map((l) => ({ ...l, group: WEBHOOK_GROUP }))], deliveries, awardIdTableStats(), requests),
     };
   };
 }

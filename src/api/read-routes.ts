@@ -26,5 +26,5 @@ export function registerReadRoutes(router: Router, tenants: Tenants, clock: Cloc
   router.add("get", "/v1/points/:key/summary", 1, pointsSummaryHandler(tenants));
   router.add("get", "/v1/points/:key/level-summary", 1, levelSummaryHandler(tenants));
   router.add("get", "/v1/users/:id/wrapped", 1, wrappedHandler(tenants, clock));
-  router.add("get", "/metrics", 0, prometheusHandler(redis, configured, webhooks));
+  router.add("get", "/metrics", 0, prometheusHandler(redis, configured, webhooks, router.stats));
 }

@@ -1,9 +1,11 @@
 import { Buffer } from "node:buffer"; // not the global, an accessor (see store/redis-script.ts)
+import { performance } from "node:perf_hooks"; // the same
 import type { HttpRequest, HttpResponse, TemplatedApp } from "uWebSockets.js";
 import type { Logger } from "pino";
 import { ErrorCodes, LaurelError } from "../domain/errors.js";
 import { pastDrainLimit, readBody } from "./body.js";
 import { RawQuery, type Query } from "./query.js";
+import { ABORTED, RequestStats } from "./request-stats.js";
 import { stringifyReply } from "./raw-json.js";
 import { errorJson, sendJson } from "./respond.js";
 import { LogThrottle } from "../log-throttle.js";
@@ -138,6 +140,8 @@ export class Router {
   /** Every registered pattern, as a regex of the paths it matches, with its methods (fallback's 405). */
   private readonly routes = new Map<string, { regex: RegExp; methods: Set<string> }>();
   private readonly outOfMemoryLog = new LogThrottle();
+  /** Answers per route, status and latency (GET /metrics). */
+  readonly stats = new RequestStats();
 
   constructor(private readonly app: TemplatedApp, private readonly opts: RouterOptions) {}
 
@@ -179,7 +183,9 @@ export class Router {
     // A read changes nothing either way, so its 503 does not speak of retrying a write.
     const read = method === "get";
     const maxBodyBytes = options.maxBodyBytes ?? this.opts.maxBodyBytes;
+    const stats = this.stats.route(METHOD_NAMES[method], pattern);
     this.app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
+      const arrived = performance.now();
       let aborted = false;
       let settled = false;
       this.inFlight++;
@@ -188,6 +194,7 @@ export class Router {
         if (!settled) {
           settled = true;
           this.settle();
+          stats.record(ABORTED, performance.now() - arrived);
         }
       });
       const finish = (status: number, json: string, close = false, contentType?: string): void => {
@@ -195,6 +202,7 @@ export class Router {
         if (!settled) {
           settled = true;
           this.settle();
+          stats.record(status, performance.now() - arrived);
         }
       };
       const fail = (err: unknown): void => {
@@ -281,13 +289,18 @@ export class Router {
    * the served paths only: a matched request never comes here.
    */
   fallback(): void {
+    // One series for every path no route serves: labelled by path, a scan of random paths would
+    // make a series each.
+    const stats = this.stats.route("", "unmatched");
     this.app.any("/*", (res, req) => {
+      const arrived = performance.now();
       const allowed = this.allowedMethods(req.getUrl());
       // A HEAD's answer has no body (RFC 9110 §9.3.2): the status and headers only.
       const head = req.getMethod() === "head";
       // During a stop's drain these close their connection too, as the routes' answers do.
       if (allowed.length === 0) sendJson(res, 404, errorJson(ErrorCodes.NOT_FOUND.message), this.draining, undefined, { headersOnly: head });
       else sendJson(res, 405, errorJson(ErrorCodes.METHOD_NOT_ALLOWED.message), this.draining, undefined, { header: ["allow", allowed.join(", ")], headersOnly: head });
+      stats.record(allowed.length === 0 ? 404 : 405, performance.now() - arrived);
     });
   }
 
