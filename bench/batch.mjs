@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
-import { Children, runBench } from "./processes.mjs";
+import { Children, runBench, serviceNodeArgs } from "./processes.mjs";
 import { eventRequests, load, SERVICE_EVENT_PATHS, userId } from "./workload.mjs";
 
 const [config = "config/demo.yaml", batchesArg = "40", usersArg = "20000"] = process.argv.slice(2);
@@ -50,7 +50,7 @@ await runBench(
     server = await startEmbeddedRedis({ dir, appendOnly: false });
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
-    await children.start("service", "node", ["dist/main.js"], { REDIS_URL: server.url, PORT: String(port), LAUREL_CONFIG: config, LAUREL_WORKER: "off", LOG_LEVEL: "warn" }, `${url}/healthz`);
+    await children.start("service", "node", [...serviceNodeArgs(), "dist/main.js"], { REDIS_URL: server.url, PORT: String(port), LAUREL_CONFIG: config, LAUREL_WORKER: "off", LOG_LEVEL: "warn" }, `${url}/healthz`);
     const bodies = Array.from({ length: batches }, batchBody);
     await sendBatches(url, bodies.slice(0, 3)); // warm-up
     const alone = await sendBatches(url, bodies);
