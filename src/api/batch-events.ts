@@ -88,6 +88,31 @@ function namingIndex<T>(index: number, check: () => T): T {
   }
 }
 
+/**
+ * Where the window that starts at `start` ends: after BATCH_WINDOW events, or sooner, before an
+ * event that sends a zone for a user whose earlier event in the window sends none. That earlier
+ * event is sent on the zone this process has cached for the user (UTC when none); when the stored
+ * zone differs, the script refuses it and it is sent again on that zone once its reply is back
+ * (TenantStore.recordEvent), after the calls sent beside it. Sent in the same window, the user's
+ * later event that sends a zone (never refused for it) was recorded first (found by an audit):
+ * the earlier event's name overwrote its own, it took an idempotency key both carried (the
+ * earlier event's value became the replay), and the zone it set judged the earlier event. In the
+ * next window it is sent once the earlier one is recorded, as the event route takes them one by
+ * one. A window of one user's events that all send no zone stays whole: each is refused and sent
+ * again alike, in the batch's order.
+ */
+function windowEnd(inputs: readonly EventInput[], start: number): number {
+  const end = Math.min(inputs.length, start + BATCH_WINDOW);
+  const zoneless = new Set<string>();
+  for (let i = start; i < end; i++) {
+    const { userId, tz } = inputs[i]!;
+    if (tz === null) zoneless.add(userId);
+    // Never at `start`: the set is empty there, so a window holds at least one event.
+    else if (zoneless.has(userId)) return i;
+  }
+  return end;
+}
+
 async function recordInWindows(
   store: TenantStore,
   inputs: readonly EventInput[],
@@ -101,8 +126,9 @@ async function recordInWindows(
   let stoppedAt: number | null = null;
   let stoppedBy: ErrorAnswer | null = null;
   let start = 0;
-  for (; start < inputs.length && stoppedAt === null; start += BATCH_WINDOW) {
-    const window = inputs.slice(start, start + BATCH_WINDOW);
+  for (let end = 0; start < inputs.length && stoppedAt === null; start = end) {
+    end = windowEnd(inputs, start);
+    const window = inputs.slice(start, end);
     // recordEvent writes its call before its first await: the map sends them in order.
     const results = await Promise.allSettled(window.map((input) => store.recordEvent(input)));
     results.forEach((result, k) => {
