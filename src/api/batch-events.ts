@@ -49,9 +49,9 @@ interface Rejected {
  * streaks, boards, webhooks), and the answer comes when all are: 202 `{accepted, rejected}`. An
  * event that fails then (a total out of range, a zone that kept changing) is listed in
  * `rejected` with the status and error the event route would answer; the others go on. A Redis
- * failure (unreachable, out of memory) stops the batch after its window: the events after it are
- * listed as not sent. When no event was recorded the answer is the first failure's status and
- * error, so that a retried 5xx sends again only what was not recorded.
+ * failure (unreachable, out of memory) or an unexpected one stops the batch after its window:
+ * the events after it are listed as not sent. When no event was recorded the answer is the first
+ * failure's status and error, so that a retried 5xx sends again only what was not recorded.
  */
 export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logger) {
   // As the router logs a request Redis refused at maxmemory: once per 30 s (http/router.ts).
@@ -122,7 +122,7 @@ async function recordInWindows(
   // In the batch's order: the events sent and not recorded, then any not sent.
   const rejected: Rejected[] = [];
   let accepted = 0;
-  // The first event whose Redis failure stopped the batch, and how.
+  // The first event whose failure (Redis's, or an unexpected one) stopped the batch, and how.
   let stoppedAt: number | null = null;
   let stoppedBy: ErrorAnswer | null = null;
   let start = 0;
@@ -148,7 +148,7 @@ async function recordInWindows(
     });
   }
   for (let index = start; index < inputs.length; index++) {
-    rejected.push({ index, status: 503, error: `Not sent: Redis failed on event ${stoppedAt}, and the batch stopped there; send it again` });
+    rejected.push({ index, status: 503, error: `Not sent: the batch stopped when event ${stoppedAt} failed; send it again` });
   }
   return { accepted, rejected, stoppedBy };
 }

@@ -213,7 +213,7 @@ describe("a batch on a Redis at its maxmemory", () => {
       expect(res.body.accepted).toBe(BATCH_WINDOW);
       expect(res.body.rejected).toEqual([
         ...Array.from({ length: BATCH_WINDOW }, (_, k) => ({ index: BATCH_WINDOW + k, status: 503, error: oom })),
-        ...Array.from({ length: 6 }, (_, k) => ({ index: 2 * BATCH_WINDOW + k, status: 503, error: `Not sent: Redis failed on event ${BATCH_WINDOW}, and the batch stopped there; send it again` })),
+        ...Array.from({ length: 6 }, (_, k) => ({ index: 2 * BATCH_WINDOW + k, status: 503, error: `Not sent: the batch stopped when event ${BATCH_WINDOW} failed; send it again` })),
       ]);
       redis.sendCommand = send;
       // Nothing recorded at all: the first failure's 503, which the SDK retries.
