@@ -91,11 +91,40 @@ const TAG_WORDS: [RegExp, (n: string) => string][] = [
   [/\bnumber & Type<"u?int(32|64)">/g, () => "an integer"],
 ];
 
-/** "Array<> & MinItems<1> & MaxItems<1000>" → "an array, at least 1 item, at most 1000 items". */
+/**
+ * A type's own name (UserInput, BatchEvent, typia's `__type` for an inline one) means nothing to
+ * a client: "an object". Not a generic's or a tag's name (followed by `<`), nor a quoted literal.
+ */
+const TYPE_NAME = /"[^"]*"|\b(?:__type|[A-Z][A-Za-z0-9]*)\b(?!<)/g;
+/** An array of a plain type, after the tags inside it are words: "Array<string, at most 512 characters>". */
+const ARRAY_OF = /\bArray<(string|number|boolean)(?:, ([^<>]*))?>/g;
+
+/**
+ * typia's expected type, as a client reads it: "Array<> & MinItems<1> & MaxItems<1000>" → "an
+ * array, at least 1 item, at most 1000 items"; "(Record<string, string> | null | undefined)" →
+ * "an object of strings or null"; "UserInput" → "an object". Undefined is left out of a union: a
+ * field that may be absent was sent, so it had to be one of the others.
+ */
 export function readableExpected(expected: string): string {
-  let text = expected;
+  let text = expected.replace(TYPE_NAME, (name) => (name.startsWith('"') ? name : "an object")).replace(/\bRecord<string, string>/g, "an object of strings");
   for (const [pattern, words] of TAG_WORDS) text = text.replace(pattern, (_, n: string) => words(n));
-  return text.replace(/ & /g, ", ");
+  text = text
+    .replace(/ & /g, ", ")
+    .replace(ARRAY_OF, (_, type: string, each: string | undefined) => `an array of ${type}s${each ? ` (each ${each})` : ""}`)
+    .replace(/ \| undefined\b/g, "")
+    .replace(/ \| /g, " or ");
+  return enclosedWhole(text) ? text.slice(1, -1) : text;
+}
+
+/** Whether the text is one parenthesised group, "(a or b)" but not "(a) or (b)". */
+function enclosedWhole(text: string): boolean {
+  if (!text.startsWith("(") || !text.endsWith(")")) return false;
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] === "(") depth++;
+    else if (text[i] === ")" && --depth === 0 && i < text.length - 1) return false;
+  }
+  return true;
 }
 
 /** The longest field path a validation message quotes (describeFailure). */

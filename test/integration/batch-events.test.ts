@@ -137,6 +137,8 @@ describe("a refused batch records nothing", () => {
     ["no events", [], 400, /^body must be .*at least 1 item/],
     ["1001 events", Array(1001).fill(ok), 400, /^body must be .*at most 1000 items/],
     ["a value of the wrong type", [ok, { ...ok, value: "1" }], 400, 'body[1].value must be number (got "1")'],
+    ["a null event", [ok, null], 400, "body[1] must be an object (got null)"],
+    ["attributes that are not an object", [{ ...ok, attributes: 5 }], 400, "body[0].attributes must be an object of strings or null (got 5)"],
     ["an unknown field", [{ ...ok, timestamp: "2026-11-27" }], 400, "body[0].timestamp is not a known field"],
     ["no metric key", [ok, { user: { id: "u" }, value: 1 }], 400, /^body\[1\]\.key must be string/],
     ["an unknown metric", [ok, ok, { ...ok, key: "nope" }], 404, "body[2]: Metric not found: nope"],

@@ -70,7 +70,19 @@ describe("readableExpected", () => {
   it("says typia's tags in words", () => {
     expect(readableExpected("Array<> & MinItems<1> & MaxItems<1000>")).toBe("an array, at least 1 item, at most 1000 items");
     expect(readableExpected('number & Type<"uint32"> & Minimum<1> & Maximum<1000>')).toBe("an integer, at least 1, at most 1000");
-    expect(readableExpected("(string & MinLength<1> & MaxLength<200>)")).toBe("(string, at least 1 character, at most 200 characters (UTF-16 units: most emoji count 2))");
-    expect(readableExpected("EventBody")).toBe("EventBody");
+    expect(readableExpected("(string & MinLength<1> & MaxLength<200>)")).toBe("string, at least 1 character, at most 200 characters (UTF-16 units: most emoji count 2)");
+  });
+
+  it("says a type's shape, not its name, and a union as alternatives", () => {
+    expect(readableExpected("EventBody")).toBe("an object");
+    expect(readableExpected("__type")).toBe("an object");
+    expect(readableExpected("(Record<string, string> | null | undefined)")).toBe("an object of strings or null");
+    expect(readableExpected("((Array<string & MinLength<1> & MaxLength<512>> & MaxItems<100>) | null | undefined)")).toBe(
+      "(an array of strings (each at least 1 character, at most 512 characters (UTF-16 units: most emoji count 2)), at most 100 items) or null",
+    );
+    expect(readableExpected("(UserInput | null)")).toBe("an object or null");
+    // Quoted literals are the values to send, left as they are.
+    expect(readableExpected('("UTC" | "Europe/Paris" | undefined)')).toBe('"UTC" or "Europe/Paris"');
+    expect(readableExpected("(string | null) | (number | null)")).toBe("(string or null) or (number or null)");
   });
 });
