@@ -27,13 +27,14 @@ export const BATCH_BODY_FACTOR = 16;
 const validateBatch = typia.createValidateEquals<BatchEvent[] & tags.MinItems<1> & tags.MaxItems<typeof MAX_BATCH_EVENTS>>();
 
 /**
- * Events sent at once. A window's calls are written in the batch's order, so Redis runs them in
- * that order: the batch is recorded as its events would be sent one by one to the event route
- * (ties on a board included), with one round trip per window instead of per event. Bounded so
- * that a batch puts at most this many scripts (~40 µs each in Redis) ahead of the event
- * route's calls on the shared connection.
+ * Events in flight at once. They are sent in the batch's order, so Redis runs them in that order:
+ * the batch is recorded as its events would be sent one by one to the event route (ties on a
+ * board included), without a round trip each. Each next event goes as soon as the one 32 before
+ * it is answered, so Redis is not left idle while Node turns replies into calls. Bounded so that
+ * a batch puts at most this many scripts (~40 µs each in Redis) ahead of the event route's calls
+ * on the shared connection.
  */
-export const BATCH_WINDOW = 32;
+export const BATCH_IN_FLIGHT = 32;
 
 /** An event of the batch that was not recorded, as the answer lists it. */
 interface Rejected {
@@ -49,8 +50,8 @@ interface Rejected {
  * streaks, boards, webhooks), and the answer comes when all are: 202 `{accepted, rejected}`. An
  * event that fails then (a total out of range, a zone that kept changing) is listed in
  * `rejected` with the status and error the event route would answer; the others go on. A Redis
- * failure (unreachable, out of memory) or an unexpected one stops the batch after its window:
- * the events after it are listed as not sent. When no event was recorded the answer is the first
+ * failure (unreachable, out of memory) or an unexpected one stops the batch: the events in flight
+ * are answered, and the ones after them are listed as not sent. When no event was recorded the answer is the first
  * failure's status and error, so that a retried 5xx sends again only what was not recorded.
  */
 export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logger) {
@@ -67,12 +68,12 @@ export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logge
         return checkedEvent(tenant, event.key, event, event.idempotencyKey ?? null, "idempotencyKey", now);
       }),
     );
-    const { accepted, rejected, stoppedBy } = await recordInWindows(store, inputs, (input, eventId) => logResent(logger, tenant.id, input, eventId), logger);
+    const { accepted, rejected, stoppedBy } = await recordInOrder(store, inputs, (input, eventId) => logResent(logger, tenant.id, input, eventId), logger);
     if (stoppedBy?.kind === "out-of-memory") {
       outOfMemoryLog.run((unlogged) => logger.error({ err: stoppedBy.message, unlogged }, "redis is out of memory (maxmemory): a batch of events stopped"));
     }
     if (accepted > 0) return { status: 202, body: { accepted, rejected } };
-    // Nothing recorded: the first event, sent in the first window, failed.
+    // Nothing recorded: the first event, always sent, failed.
     const first = rejected[0]!;
     return { status: first.status, body: { error: `body[${first.index}]: ${first.error}` } };
   };
@@ -88,67 +89,62 @@ function namingIndex<T>(index: number, check: () => T): T {
   }
 }
 
-/**
- * Where the window that starts at `start` ends: after BATCH_WINDOW events, or sooner, before an
- * event that sends a zone for a user whose earlier event in the window sends none. That earlier
- * event is sent on the zone this process has cached for the user (UTC when none); when the stored
- * zone differs, the script refuses it and it is sent again on that zone once its reply is back
- * (TenantStore.recordEvent), after the calls sent beside it. Sent in the same window, the user's
- * later event that sends a zone (never refused for it) was recorded first (found by an audit):
- * the earlier event's name overwrote its own, it took an idempotency key both carried (the
- * earlier event's value became the replay), and the zone it set judged the earlier event. In the
- * next window it is sent once the earlier one is recorded, as the event route takes them one by
- * one. A window of one user's events that all send no zone stays whole: each is refused and sent
- * again alike, in the batch's order.
- */
-function windowEnd(inputs: readonly EventInput[], start: number): number {
-  const end = Math.min(inputs.length, start + BATCH_WINDOW);
-  const zoneless = new Set<string>();
-  for (let i = start; i < end; i++) {
-    const { userId, tz } = inputs[i]!;
-    if (tz === null) zoneless.add(userId);
-    // Never at `start`: the set is empty there, so a window holds at least one event.
-    else if (zoneless.has(userId)) return i;
-  }
-  return end;
-}
-
-async function recordInWindows(
+async function recordInOrder(
   store: TenantStore,
   inputs: readonly EventInput[],
   onResent: (input: EventInput, eventId: string) => void,
   logger: Logger,
 ): Promise<{ accepted: number; rejected: Rejected[]; stoppedBy: ErrorAnswer | null }> {
-  // In the batch's order: the events sent and not recorded, then any not sent.
   const rejected: Rejected[] = [];
   let accepted = 0;
   // The first event whose failure (Redis's, or an unexpected one) stopped the batch, and how.
   let stoppedAt: number | null = null;
   let stoppedBy: ErrorAnswer | null = null;
-  let start = 0;
-  for (let end = 0; start < inputs.length && stoppedAt === null; start = end) {
-    end = windowEnd(inputs, start);
-    const window = inputs.slice(start, end);
-    // recordEvent writes its call before its first await: the map sends them in order.
-    const results = await Promise.allSettled(window.map((input) => store.recordEvent(input)));
-    results.forEach((result, k) => {
-      const index = start + k;
-      if (result.status === "fulfilled") {
+  // Each event's outcome recorded, by index.
+  const settled: Promise<void>[] = [];
+  // Per user, the last event sent without a zone: a later event of the user that sends one waits
+  // for it. An event without `tz` is sent on the zone this process has cached for the user (UTC
+  // when none); when the stored zone differs, the script refuses it and it is sent again on that
+  // zone once its reply is back (TenantStore.recordEvent), after the calls sent meanwhile. The
+  // user's later event that sends a zone (never refused for it), sent beside it, was recorded
+  // first (found by an audit): the earlier event's name overwrote its own, it took an idempotency
+  // key both carried (the earlier event's value became the replay), and the zone it set judged
+  // the earlier event. Events that send no zone need not wait: each is refused and sent again
+  // alike, in the batch's order.
+  const zoneless = new Map<string, Promise<void>>();
+  let next = 0;
+  for (; next < inputs.length && stoppedAt === null; next++) {
+    if (next >= BATCH_IN_FLIGHT) await settled[next - BATCH_IN_FLIGHT];
+    const input = inputs[next]!;
+    const before = input.tz === null ? undefined : zoneless.get(input.userId);
+    if (before) await before;
+    // A failure seen while waiting stops the batch here.
+    if (stoppedAt !== null) break;
+    const index = next;
+    // recordEvent writes its call before its first await: calls go in the batch's order.
+    const done = store.recordEvent(input).then(
+      (recorded) => {
         accepted++;
-        if (result.value.outcome.kind === "resent") onResent(window[k]!, result.value.outcome.eventId);
-        return;
-      }
-      const answer = errorAnswer(result.reason, false);
-      if (answer.kind === "internal") logger.error({ err: result.reason, index }, "batch event failed");
-      if (answer.kind !== "request" && stoppedAt === null) {
-        stoppedAt = index;
-        stoppedBy = answer;
-      }
-      rejected.push({ index, status: answer.status, error: answer.message });
-    });
+        if (recorded.outcome.kind === "resent") onResent(input, recorded.outcome.eventId);
+      },
+      (err: unknown) => {
+        const answer = errorAnswer(err, false);
+        if (answer.kind === "internal") logger.error({ err, index }, "batch event failed");
+        if (answer.kind !== "request" && (stoppedAt === null || index < stoppedAt)) {
+          stoppedAt = index;
+          stoppedBy = answer;
+        }
+        rejected.push({ index, status: answer.status, error: answer.message });
+      },
+    );
+    settled.push(done);
+    if (input.tz === null) zoneless.set(input.userId, done);
   }
-  for (let index = start; index < inputs.length; index++) {
+  await Promise.all(settled);
+  for (let index = next; index < inputs.length; index++) {
     rejected.push({ index, status: 503, error: `Not sent: the batch stopped when event ${stoppedAt} failed; send it again` });
   }
+  // Failures are pushed as their replies come; the answer lists them in the batch's order.
+  rejected.sort((a, b) => a.index - b.index);
   return { accepted, rejected, stoppedBy };
 }

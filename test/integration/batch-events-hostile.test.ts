@@ -1,7 +1,7 @@
 import { connect } from "node:net";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BATCH_WINDOW } from "../../src/api/batch-events.js";
+import { BATCH_IN_FLIGHT } from "../../src/api/batch-events.js";
 import { demoConfig, dumpTenant, startAppOnOwnRedis, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { waitFor } from "../helpers/service-process.js";
@@ -105,7 +105,7 @@ describe("a hostile batch is refused with a plain error and records nothing", ()
     ["a lone surrogate in an idempotency key", '[{"key":"lessons","user":{"id":"hostile"},"value":1,"idempotencyKey":"k\\ud800"}]', 400, "body[0]: idempotencyKey must be 1-255 visible ASCII characters or spaces"],
     ["a lone surrogate as a zone", '[{"key":"lessons","user":{"id":"hostile","tz":"\\ud800"},"value":1}]', 422, 'body[0]: Unknown IANA time zone: "\\ud800"'],
     ["a lone surrogate as a field name", '[{"key":"lessons","user":{"id":"hostile"},"value":1,"\\ud800":1}]', 400, 'body[0]["\\ud800"] is not a known field'],
-    // Checked whole first: the last of 1000 refuses the 999 before it, past many windows.
+    // Checked whole first: the last of 1000 refuses the 999 before it.
     ["999 good events and a bad zone", [...Array(999).fill(ok), { ...ok, user: { id: "hostile", tz: "Mars/Olympus" } }], 422, 'body[999]: Unknown IANA time zone: "Mars/Olympus"'],
     // The other tenant has no api-calls metric: the batch is the key's tenant's.
     ["another tenant's admin key, with a metric that tenant lacks", [ok, { ...ok, key: "api-calls" }], 404, "body[1]: Metric not found: api-calls"],
@@ -245,7 +245,7 @@ describe("stream records", () => {
     const a = await startTestApp({ yaml, manualClock: "2026-11-27T12:00:00Z", jobs: false });
     const b = await startAppOnOwnRedis({ yaml, manualClock: "2026-11-27T12:00:00Z" });
     try {
-      const events = Array.from({ length: 3 * BATCH_WINDOW + 5 }, (_, i) => ({ key: "lessons", user: { id: `s-${i % 9}`, ...(i < 9 ? { tz: "Europe/Paris" } : {}) }, value: 1 }));
+      const events = Array.from({ length: 3 * BATCH_IN_FLIGHT + 5 }, (_, i) => ({ key: "lessons", user: { id: `s-${i % 9}`, ...(i < 9 ? { tz: "Europe/Paris" } : {}) }, value: 1 }));
       expect(await a.call("POST", PATH, events, ADMIN)).toEqual({ status: 202, body: { accepted: events.length, rejected: [] } });
       for (const { key, ...body } of events) expect((await b.t.call("POST", `/v1/metrics/${key}/event`, body)).status).toBe(201);
       // dumpTenant gives a stream as its length.
@@ -270,11 +270,11 @@ describe("a graceful stop during a batch", () => {
     // No boards, time triggers or jobs: the only script calls held are the batch's.
     const app = await startTestApp({ yaml: lessonsTenantYaml(id), redisUrl: server.url, manualClock: "2026-11-27T12:00:00Z", jobs: false });
     try {
-      const events = Array.from({ length: 3 * BATCH_WINDOW }, (_, i) => ({ key: "lessons", user: { id: `stop-${i % 5}` }, value: 1 }));
+      const events = Array.from({ length: 3 * BATCH_IN_FLIGHT }, (_, i) => ({ key: "lessons", user: { id: `stop-${i % 5}` }, value: 1 }));
       await observer.client("PAUSE", 3_600_000, "WRITE");
       const answer = app.call("POST", PATH, events, ADMIN);
       answer.catch(() => undefined); // awaited below
-      // The first window is held inside Redis when the stop begins.
+      // The first calls are held inside Redis when the stop begins.
       await waitFor(async () => /flags=b\b.*cmd=fcall/.test(String(await observer.client("LIST"))), "the batch's calls held by Redis");
       let closed = false;
       const closing = app.app.close().then(() => (closed = true));
@@ -284,7 +284,7 @@ describe("a graceful stop during a batch", () => {
       await observer.client("UNPAUSE");
       expect(await answer).toEqual({ status: 202, body: { accepted: events.length, rejected: [] } });
       await closing;
-      // Every window ran, the two sent after the stop began included: a record per event (one shard).
+      // Every event ran, those sent after the stop began included: a record per event (one shard).
       expect(await observer.xlen(`{${id}:0}:x`)).toBe(events.length);
     } finally {
       await observer.client("UNPAUSE").catch(() => undefined);
