@@ -78,6 +78,9 @@ describe("stream worker", () => {
     // Trimmed up to the watermark, which stays as the bound: memory stays bounded.
     expect(await t.redis.xlen(streamKey)).toBeLessThanOrEqual(1);
     expect(await worker.drain()).toBe(0);
+    // The open days' hash is a hash table from its first field (lua/buckets/open-day.lua): as a
+    // listpack every field read or written scans the whole hash.
+    expect(await t.redis.call("OBJECT", "ENCODING", `{${tenantId}:0}:bl`)).toBe("hashtable");
   });
 
   it("passes over a user boost's record (kind ub): no bucket changes, the watermark moves on", async () => {
@@ -124,6 +127,23 @@ describe("stream worker", () => {
     await t.redis.xadd(streamKey, "*", "k", "ev", "u", "legacy", "t", String(ms), "z", "UTC", "e", "lessons|3000000|00000000-0000-4000-8000-000000000000", "o", "");
     expect(await bucketWorker(t).drain()).toBe(1);
     expect(await today("legacy")).toEqual({ date: "2026-06-01", total: 5, change: 5 });
+  });
+
+  it("a record's total is the user's total, the running total serves only without one: a series begun after the user's first changes (a user from before the buckets) reads the total the records carry", async () => {
+    for (const user of ["pre", "pre-mix"]) expect((await t.call("PUT", `/v1/users/${user}`, { tz: "UTC" })).status).toBe(200);
+    await bucketWorker(t).drain();
+    const ms = String(Date.parse("2026-06-01T12:00:00Z"));
+    const june1 = day("2026-06-01");
+    const june = periodOfDay(june1, "monthly");
+    // "pre" held 10 lessons before its series began: its first record carries 11, on a new day.
+    await t.redis.xadd(streamKey, "*", "k", "ev", "u", "pre", "t", ms, "z", "UTC", "e", `lessons|1000000|00000000-0000-4000-8000-000000000003|${june1}|${june}|11000000`, "o", "");
+    // "pre-mix" also held 10: a record of an earlier version (no day, no total) opens its day at
+    // the running total 1, and the next record of that day carries the user's total again (13).
+    await t.redis.xadd(streamKey, "*", "k", "ev", "u", "pre-mix", "t", ms, "z", "UTC", "e", "lessons|1000000|00000000-0000-4000-8000-000000000004", "o", "");
+    await t.redis.xadd(streamKey, "*", "k", "ev", "u", "pre-mix", "t", ms, "z", "UTC", "e", `lessons|2000000|00000000-0000-4000-8000-000000000005|${june1}|${june}|13000000`, "o", "");
+    expect(await bucketWorker(t).drain()).toBe(3);
+    expect(await today("pre")).toEqual({ date: "2026-06-01", total: 11, change: 1 });
+    expect(await today("pre-mix")).toEqual({ date: "2026-06-01", total: 13, change: 3 });
   });
 
   it("reads a record's fields by name when they are not in the writers' order", async () => {
