@@ -130,7 +130,7 @@ describe("stream worker", () => {
   });
 
   it("a record's total is the user's total, the running total serves only without one: a series begun after the user's first changes (a user from before the buckets) reads the total the records carry", async () => {
-    for (const user of ["pre", "pre-mix"]) expect((await t.call("PUT", `/v1/users/${user}`, { tz: "UTC" })).status).toBe(200);
+    for (const user of ["pre", "pre-mix", "pre-old"]) expect((await t.call("PUT", `/v1/users/${user}`, { tz: "UTC" })).status).toBe(200);
     await bucketWorker(t).drain();
     const ms = String(Date.parse("2026-06-01T12:00:00Z"));
     const june1 = day("2026-06-01");
@@ -141,9 +141,12 @@ describe("stream worker", () => {
     // the running total 1, and the next record of that day carries the user's total again (13).
     await t.redis.xadd(streamKey, "*", "k", "ev", "u", "pre-mix", "t", ms, "z", "UTC", "e", "lessons|1000000|00000000-0000-4000-8000-000000000004", "o", "");
     await t.redis.xadd(streamKey, "*", "k", "ev", "u", "pre-mix", "t", ms, "z", "UTC", "e", `lessons|2000000|00000000-0000-4000-8000-000000000005|${june1}|${june}|13000000`, "o", "");
-    expect(await bucketWorker(t).drain()).toBe(3);
+    // "pre-old" held 10 too: its first record is of an earlier version that carried the total but not the day.
+    await t.redis.xadd(streamKey, "*", "k", "ev", "u", "pre-old", "t", ms, "z", "UTC", "e", "lessons|1000000|00000000-0000-4000-8000-000000000006|11000000", "o", "");
+    expect(await bucketWorker(t).drain()).toBe(4);
     expect(await today("pre")).toEqual({ date: "2026-06-01", total: 11, change: 1 });
     expect(await today("pre-mix")).toEqual({ date: "2026-06-01", total: 13, change: 3 });
+    expect(await today("pre-old")).toEqual({ date: "2026-06-01", total: 11, change: 1 });
   });
 
   it("reads a record's fields by name when they are not in the writers' order", async () => {
@@ -217,6 +220,33 @@ describe("stream worker", () => {
     await worker.stop();
     expect(await today("looped")).toMatchObject({ total: 1, change: 1 });
     expect(await bucketWorker(t).drain()).toBe(0);
+  });
+
+  it("trims only below what every group on the stream has finished: another group's unread entries and its pending ones stay", async () => {
+    // A second group on the shard stream, as an earlier version's webhook consumer had there: it
+    // starts at the end and has read nothing since.
+    await bucketWorker(t).drain();
+    const other = "earlier-consumer";
+    await t.redis.xgroup("CREATE", streamKey, other, "$");
+    try {
+      for (let i = 0; i < 3; i++) await lesson("trim");
+      expect(await bucketWorker(t).drain()).toBe(3);
+      const ids = (await t.redis.xrange(streamKey, "-", "+")).map(([id]) => id);
+      expect(ids.length).toBeGreaterThanOrEqual(3);
+      const unread = ids.slice(-3);
+
+      // It reads the three and holds them pending (it died before acknowledging): its last
+      // delivered entry has moved, but its oldest pending entry is still the bound.
+      expect(((await t.redis.xreadgroup("GROUP", other, "c", "COUNT", 10, "STREAMS", streamKey, ">")) as [string, Entry[]][])[0]![1]).toHaveLength(3);
+      await lesson("trim");
+      expect(await bucketWorker(t).drain()).toBe(1);
+      expect((await t.redis.xrange(streamKey, "-", "+")).map(([id]) => id).slice(0, 3)).toEqual(unread);
+    } finally {
+      await t.redis.xgroup("DESTROY", streamKey, other);
+      // Trimmed back to the watermark by the next batch, as the tests after this one find it.
+      await lesson("trim");
+      await bucketWorker(t).drain();
+    }
   });
 });
 
