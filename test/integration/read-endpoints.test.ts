@@ -374,6 +374,61 @@ describe("GET /v1/users/{id}/wrapped", () => {
     expect(a.entireYear.longestStreak).toEqual({ length: 0, frequency: "daily", periodStart: null, periodEnd: null, started: null });
   });
 
+  it("each period's totals start from the total before it, earlier days of the year and earlier years included; weeks, months and the year's edges by the calendar", async () => {
+    const id = uniqueTenantId("wy");
+    const yaml = tenantYaml(
+      id,
+      `
+    metrics: [{ key: lessons, name: Lessons }]
+    points: [{ key: xp, name: XP, triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }] }]
+    achievements:
+      - { key: first-lesson, name: First lesson, type: metric, metric: lessons, value: 1 }
+      - { key: five-lessons, name: Five lessons, type: metric, metric: lessons, value: 5 }
+`,
+    );
+    await withTestApp({ yaml, manualClock: "2025-12-30T12:00:00Z" }, async (w) => {
+      // 2 lessons in 2025 (Tuesday 30 December: ISO week 29 December - 4 January), then one event
+      // on Monday 5 January, two on the 6th (the fifth lesson), one on the 20th and one on Sunday 1
+      // February (ISO week of 26 January): four days, three weeks, two months of 2026.
+      for (const [at, value] of [["2025-12-30T12:00:00Z", 2], ["2026-01-05T12:00:00Z", 1], ["2026-01-06T10:00:00Z", 1], ["2026-01-06T12:00:00Z", 1], ["2026-01-20T12:00:00Z", 1], ["2026-02-01T12:00:00Z", 1]] as const) {
+        await w.setClock(at);
+        expect((await w.call("POST", "/v1/metrics/lessons/event", { user: { id: "yr", tz: "UTC" }, value })).status).toBe(201);
+      }
+      await w.setClock("2026-03-01T12:00:00Z");
+      await bucketWorker(w).drain();
+      const a = (await w.call("GET", "/v1/users/yr/wrapped?year=2026")).body.activity;
+      expect(a).toMatchObject({ daysActive: 4, weeksActive: 3, monthsActive: 2 });
+      // The busiest day: the total before it is the 5th's (3), not the year's start (2).
+      expect(a.mostActiveDay.date).toBe("2026-01-06");
+      expect(a.mostActiveDay.metrics.lessons).toMatchObject({ currentTotal: 5, changeThisPeriod: 2, percentChange: 66.6 });
+      expect(a.mostActiveDay.points.xp).toMatchObject({ currentTotal: 50, changeThisPeriod: 20, percentChange: 66.6 });
+      expect(a.mostActiveDay.achievements.map((x: { key: string }) => x.key)).toEqual(["five-lessons"]);
+      expect(a.mostActiveWeek).toMatchObject({ start: "2026-01-05", end: "2026-01-11" });
+      // January ends on the 31st: 1 February's lesson is not January's.
+      expect(a.mostActiveMonth.month).toBe(0);
+      expect(a.mostActiveMonth.metrics.lessons).toMatchObject({ currentTotal: 6, changeThisPeriod: 4, percentChange: 200 });
+      expect(a.entireYear.metrics.lessons).toMatchObject({ currentTotal: 7, changeThisPeriod: 5, percentChange: 250 });
+      expect(a.entireYear.achievements.map((x: { key: string }) => x.key)).toEqual(["five-lessons"]);
+
+      // 2025: its last week is clipped to 31 December.
+      const y25 = (await w.call("GET", "/v1/users/yr/wrapped?year=2025")).body.activity;
+      expect(y25.mostActiveWeek).toMatchObject({ start: "2025-12-29", end: "2025-12-31" });
+      expect(y25.entireYear.metrics.lessons).toMatchObject({ currentTotal: 2, changeThisPeriod: 2, percentChange: 100 });
+      expect(y25.entireYear.achievements.map((x: { key: string }) => x.key)).toEqual(["first-lesson"]);
+    });
+  });
+
+  it("the current year is the user's: at 12:00 UTC on 31 December it is already next year in Kiritimati (UTC+14)", async () => {
+    const id = uniqueTenantId("wk");
+    await withTestApp({ yaml: tenantYaml(id, "    metrics: [{ key: lessons, name: Lessons }]\n"), manualClock: "2026-12-31T12:00:00Z" }, async (w) => {
+      for (const [user, tz] of [["kiri", "Pacific/Kiritimati"], ["utc", "UTC"]]) expect((await w.call("PUT", `/v1/users/${user}`, { tz })).status).toBe(200);
+      expect((await w.call("GET", "/v1/users/kiri/wrapped")).body.activity.mostActiveDay.date).toBe("2027-01-01");
+      expect((await w.call("GET", "/v1/users/kiri/wrapped?year=2027")).status).toBe(200);
+      expect((await w.call("GET", "/v1/users/utc/wrapped")).body.activity.mostActiveDay.date).toBe("2026-01-01");
+      expect((await w.call("GET", "/v1/users/utc/wrapped?year=2027")).status).toBe(422);
+    });
+  });
+
   it("year is 1 to the current year", async () => {
     expect((await t.call("GET", "/v1/users/ada/wrapped?year=1")).status).toBe(200);
     // The message names the bound the request broke, whichever check found it: 2028 and 0 fail

@@ -409,7 +409,8 @@ describe("weekly and monthly streaks", () => {
       expect(second).toMatchObject({ length: 2, started: "2026-03-04", periodStart: "2026-03-09" });
       expect((await t.call("GET", "/v1/users/ws/streak")).body).toMatchObject({ length: 2, started: "2026-03-04" });
       const wrapped = (await t.call("GET", "/v1/users/ws/wrapped?year=2026")).body;
-      expect(wrapped.activity.entireYear.longestStreak).toMatchObject({ length: 2, started: "2026-03-04", periodStart: "2026-03-02" });
+      // periodEnd: the last day of the week it reached its length in (Sunday 15 March).
+      expect(wrapped.activity.entireYear.longestStreak).toEqual({ length: 2, frequency: "weekly", started: "2026-03-04", periodStart: "2026-03-02", periodEnd: "2026-03-15" });
       // Begun just after Tokyo's midnight (Wednesday 00:30, Tuesday 11:30 in New York), then read
       // in New York the same instant: begun "tomorrow" on the new calendar reads as begun today.
       await t.setClock("2026-03-17T15:30:00Z");

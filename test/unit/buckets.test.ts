@@ -49,6 +49,15 @@ describe("applyChange", () => {
     expect(s.open!.open).toEqual(bucket("2026-07-02", 2, 6, 10));
   });
 
+  it("the total a record carries wins over the running total (a series begun after the user's first changes); without one, the running total", () => {
+    const s: SeriesStore = { months: new Map(), open: null };
+    apply(s, "2026-06-29", 1, 11); // 10 before the series began
+    expect(s.open!.open).toEqual(bucket("2026-06-29", 1, 1, 11));
+    apply(s, "2026-06-30", 2); // a record of an earlier version: no total
+    apply(s, "2026-06-30", 1, 20);
+    expect(s.open!.open).toEqual(bucket("2026-06-30", 2, 3, 20));
+  });
+
   it("a month whose first days an earlier version closed into its member: closing the month appends to that member", () => {
     const june = month("2026-06-01");
     const s: SeriesStore = { months: new Map([[june, encodeMonth([bucket("2026-06-01", 1, 1, 1)])]]), open: { month: june, closed: [], open: bucket("2026-06-02", 1, 1, 2) } };

@@ -54,6 +54,11 @@ describe("daily buckets and summaries", () => {
     expect(weekly[0]).toEqual({ date: "2026-03-02", total: 13, change: 3 });
     expect(weekly.at(-1)).toEqual({ date: "2026-03-30", total: 14, change: 2 });
     expect(weekly.reduce((n, i) => n + i.change, 0)).toBe(14 - 10);
+    // A range with no bucket of its own carries the total from before it.
+    expect(summarise(before, [], day("2026-02-27"), day("2026-02-28"), "daily")).toEqual([
+      { date: "2026-02-27", total: 10, change: 0 },
+      { date: "2026-02-28", total: 10, change: 0 },
+    ]);
     expect(summarise(null, [], day("2026-01-31"), day("2026-03-01"), "monthly")).toEqual([
       { date: "2026-01-01", total: 0, change: 0 },
       { date: "2026-02-01", total: 0, change: 0 },
@@ -93,6 +98,10 @@ describe("wrapped", () => {
     expect(longestStreakIn(history, 11, 30)).toEqual({ length: 3, startPeriod: 9, endPeriod: 12 });
     expect(longestStreakIn(history, 13, 30)).toEqual({ length: 3, startPeriod: 20, endPeriod: 22 });
     expect(longestStreakIn(history, 40, 50)).toEqual({ length: 0, startPeriod: null, endPeriod: null });
+    // A frozen period reaches no length: a year whose only period of the streak was frozen has none.
+    expect(longestStreakIn(history, 11, 11)).toEqual({ length: 0, startPeriod: null, endPeriod: null });
+    // A period frozen at length 1 is walked through too: the streak began at the 1 extended before it.
+    expect(longestStreakIn(["5:1", "6:1:f", "7:2"], 7, 7)).toEqual({ length: 2, startPeriod: 5, endPeriod: 7 });
   });
 
   it("longestStreakIn counts back from a history that begins inside a streak (trimmed: it ended long ago)", () => {
