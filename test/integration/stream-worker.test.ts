@@ -345,6 +345,28 @@ describe("the open day and the month members", () => {
       expect(await buckets("old", "p:xp")).toEqual([bucket("2026-05-30", 1, 10, 10), bucket("2026-05-31", 2, 20, 30), bucket("2026-06-01", 2, 30, 60), bucket("2026-06-02", 1, 10, 70)]);
     }));
 
+  it("a batch whose series pass the 1000 items of one command (HMGET and HSET go in chunks) reads and writes every series", async () => {
+    // 600 users with a lesson and XP each: 1200 series, more than a tenant with many points
+    // systems reaches in the default batch of 100 records, but the same chunking.
+    const users = Array.from({ length: 600 }, (_, i) => `chunk-${i}`);
+    const june1 = day("2026-06-01");
+    const add = async (value: number, total: number) => {
+      const p = t.redis.pipeline();
+      for (const user of users) {
+        p.xadd(streamKey, "*", "k", "ev", "u", user, "t", String(Date.parse(START)), "z", "UTC", "e", `lessons|${value * M}|00000000-0000-4000-8000-000000000007|${june1}|${periodOfDay(june1, "monthly")}|${total * M}`, "o", `p:xp:${value * 10}:${total * 10}:0:0`);
+      }
+      await p.exec();
+    };
+    await add(1, 1);
+    expect(await bucketWorker(t, { batchSize: 600 }).drain()).toBe(600);
+    await add(2, 3);
+    expect(await bucketWorker(t, { batchSize: 600 }).drain()).toBe(600);
+    for (const user of users) {
+      expect(await buckets(user), user).toEqual([bucket("2026-06-01", 2, 3 * M, 3 * M)]);
+      expect(await buckets(user, "p:xp"), user).toEqual([bucket("2026-06-01", 2, 30, 30)]);
+    }
+  });
+
   it("a batch that fails part-way writes nothing and moves no watermark; applied again, it counts once", async () => {
     for (const user of ["f1", "f2"]) await lesson(user);
     await bucketWorker(t).drain();
