@@ -332,4 +332,24 @@ describe("the BullMQ job scheduler", () => {
       await queue.close();
     }
   });
+
+  it("follows the config at each start: a renamed trigger's scheduler is replaced, the others kept", async () => {
+    const id = uniqueTenantId("tt-sched");
+    const yamlWith = (key: string) =>
+      tenantYaml(
+        id,
+        `    metrics: [{ key: lessons, name: Lessons }]\n    points:\n      - key: coins\n        name: Coins\n        triggers:\n          - { key: ${key}, type: time, unit: day, interval: 1, points: 5 }\n          - { key: keep, type: time, unit: day, interval: 2, points: 1 }\n`,
+      );
+    const queue = new Queue(`${TIME_QUEUE}-${id}`, { connection: { host: t.redis.options.host, port: t.redis.options.port }, prefix: "{laurel-jobs}" });
+    const schedulers = async () => (await queue.getJobSchedulers()).map((s) => s.key).sort();
+    try {
+      await (await startTestApp({ yaml: yamlWith("daily"), manualClock: at(T0) })).close();
+      expect(await schedulers()).toEqual(["tt:coins.daily", "tt:coins.keep"]);
+      // The old scheduler left in place would go on ticking a trigger index the config has given to another.
+      await (await startTestApp({ yaml: yamlWith("every-day"), manualClock: at(T0) })).close();
+      expect(await schedulers()).toEqual(["tt:coins.every-day", "tt:coins.keep"]);
+    } finally {
+      await queue.close();
+    }
+  });
 });
