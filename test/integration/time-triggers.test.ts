@@ -2,7 +2,8 @@ import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { timeTriggerZset, userBoostField } from "../../src/store/rules.js";
 import { TIME_QUEUE } from "../../src/jobs/time-triggers.js";
-import { demoConfig, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { scheduleExistingUsers } from "../../src/jobs/time-trigger-backfill.js";
+import { demoConfig, startTestApp, uniqueTenantId, withTestApp, type TestApp } from "../helpers/app.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
 
 /**
@@ -302,6 +303,27 @@ describe("a time trigger added to a tenant that already has users", () => {
     } finally {
       await back.close();
     }
+  });
+  it("a pass cut short by a stopping process is not marked done: the next start runs it again", async () => {
+    const id = uniqueTenantId("tt-cut");
+    await withTestApp({ yaml: tenantYamlWith(id, AFTER), manualClock: at(T1), jobs: false }, async (app) => {
+      const { store } = app.app.tenants.all[0]!;
+      // More keys than one SCAN page (COUNT 1000) returns, so that the pass has a second page.
+      const filler = `{${id}-filler}:`;
+      const pipeline = app.redis.pipeline();
+      for (let i = 0; i < 2500; i++) pipeline.set(`${filler}${i}`, "1");
+      await pipeline.exec();
+      try {
+        await scheduleExistingUsers(store, T1, () => true);
+        expect(await app.redis.hexists(`{${id}}:time-scheduled`, "tt:coins.daily")).toBe(0);
+        await scheduleExistingUsers(store, T1);
+        expect(await app.redis.hexists(`{${id}}:time-scheduled`, "tt:coins.daily")).toBe(1);
+      } finally {
+        const del = app.redis.pipeline();
+        for (let i = 0; i < 2500; i++) del.del(`${filler}${i}`);
+        await del.exec();
+      }
+    });
   });
 });
 
