@@ -281,6 +281,23 @@ describe("users.getPreferences and users.updatePreferences", () => {
     expect(await trophy.users.updatePreferences("sdk-u-prefs", {})).toEqual(before);
   });
 
+  it("`updated` moves when a preference changes, not when a patch repeats what is stored", async () => {
+    const before = (await trophy.users.get("sdk-u-prefs")).updated;
+    const later = "2026-03-02T13:45:00.000Z";
+    await t.setClock(later);
+    await trophy.users.updatePreferences("sdk-u-prefs", { notifications: { reactivation: ["email", "push"] } });
+    expect((await trophy.users.get("sdk-u-prefs")).updated).toEqual(before);
+    await trophy.users.updatePreferences("sdk-u-prefs", { notifications: { reactivation: ["push"] } });
+    expect((await trophy.users.get("sdk-u-prefs")).updated).toEqual(new Date(later));
+  });
+
+  it("a type sent as null is not sent (kept as stored); a channel named twice is kept once", async () => {
+    const stored = (await t.call("GET", "/v1/users/sdk-u-prefs/preferences")).body.notifications;
+    const res = await t.call("PATCH", "/v1/users/sdk-u-prefs/preferences", { notifications: { reactivation: null, recap: ["email", "email"] } });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ notifications: { ...stored, recap: ["email"] } });
+  });
+
   it("an unknown user gives NotFoundError on both", async () => {
     expect(await rejection(trophy.users.getPreferences("sdk-u-nobody"))).toBeInstanceOf(TrophyApi.NotFoundError);
     const err = await rejection(trophy.users.updatePreferences("sdk-u-nobody", { notifications: { recap: ["email"] } }));
