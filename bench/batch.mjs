@@ -74,8 +74,15 @@ await runBench(
       `  Redis ${fcall.usPerCall.toFixed(1)} µs per script (wall), CPU per event: Redis ${((phase.cpuPercent.redis * phase.seconds * 1e4) / events).toFixed(1)} µs, service ${((phase.cpuPercent.server * phase.seconds * 1e4) / events).toFixed(1)} µs; CPU % server/redis ${Math.round(phase.cpuPercent.server)}/${Math.round(phase.cpuPercent.redis)}`,
     );
     const traffic = eventRequests(users, SERVICE_EVENT_PATHS);
+    const watch = new Redis(server.url);
+    const quietBefore = await snapshot(watch, service.pid);
     const quiet = await load(url, traffic, { connections: 50, duration: 8 });
+    const quietPhase = delta(quietBefore, await snapshot(watch, service.pid));
+    watch.disconnect();
     console.log(`event route alone (50 connections): ${Math.round(quiet.rps)} req/s, p99 ${quiet.p99} ms`);
+    console.log(
+      `  Redis ${quietPhase.commands.fcall.usPerCall.toFixed(1)} µs per script (wall), CPU per event: Redis ${((quietPhase.cpuPercent.redis * quietPhase.seconds * 1e4) / quiet.requests).toFixed(1)} µs, service ${((quietPhase.cpuPercent.server * quietPhase.seconds * 1e4) / quiet.requests).toFixed(1)} µs`,
+    );
     let stop = false;
     const beside = (async () => {
       const results = [];
