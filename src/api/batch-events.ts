@@ -51,8 +51,9 @@ interface Rejected {
  * event that fails then (a total out of range, a zone that kept changing) is listed in
  * `rejected` with the status and error the event route would answer; the others go on. A Redis
  * failure (unreachable, out of memory) or an unexpected one stops the batch: the events in flight
- * are answered, and the ones after them are listed as not sent. When no event was recorded the answer is the first
- * failure's status and error, so that a retried 5xx sends again only what was not recorded.
+ * are answered, and the ones after them are listed as not sent. When no event was recorded the
+ * answer is the first failure's status and error, so that a retried 5xx sends again only what
+ * was not recorded.
  */
 export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logger) {
   // As the router logs a request Redis refused at maxmemory: once per 30 s (http/router.ts).
