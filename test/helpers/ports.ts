@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { connect, createServer } from "node:net";
 import { freePort } from "../../src/embedded-redis.js";
 
 /**
@@ -37,5 +37,21 @@ function bindable(port: number): Promise<boolean> {
     server.unref();
     server.once("error", () => resolve(false));
     server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+  });
+}
+
+/**
+ * Whether a TCP connection to the port is refused (a stopping server closed its listen socket).
+ * A raw socket, not fetch: a connection the kernel took into a closing listener's backlog left a
+ * fetch waiting for minutes.
+ */
+export function connectionRefused(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, "127.0.0.1");
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once("error", (err: NodeJS.ErrnoException) => resolve(err.code === "ECONNREFUSED"));
   });
 }

@@ -3,6 +3,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BATCH_IN_FLIGHT } from "../../src/api/batch-events.js";
 import { demoConfig, dumpTenant, startAppOnOwnRedis, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { connectionRefused } from "../helpers/ports.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { waitFor } from "../helpers/service-process.js";
 import { lessonsTenantYaml, MILESTONES } from "../helpers/tenant-yaml.js";
@@ -59,21 +60,6 @@ function chunked(text: string, size: number): string[] {
   return [...parts, "0\r\n\r\n"];
 }
 
-/**
- * Whether a TCP connection to the port is refused (the stop closed the listen socket). A raw
- * socket, not fetch: one the kernel took into a closing listener's backlog left a fetch waiting
- * for minutes (graceful-stop.test.ts).
- */
-function connectionRefused(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, "127.0.0.1");
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(false);
-    });
-    socket.once("error", (err: NodeJS.ErrnoException) => resolve(err.code === "ECONNREFUSED"));
-  });
-}
 
 /** The status line and the JSON body of a raw answer. */
 function parseAnswer(answer: string): { status: number; body: unknown } {

@@ -2,6 +2,7 @@ import { connect } from "node:net";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../src/embedded-redis.js";
+import { connectionRefused } from "../helpers/ports.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { MAIN, runService, waitFor, WORKER } from "../helpers/service-process.js";
 
@@ -29,20 +30,6 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-/**
- * Whether a TCP connection to the port is refused. A raw socket, not fetch: a connection the
- * kernel accepted into a closing listener's backlog would leave a fetch waiting for minutes.
- */
-function connectionRefused(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, "127.0.0.1");
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(false);
-    });
-    socket.once("error", (err: NodeJS.ErrnoException) => resolve(err.code === "ECONNREFUSED"));
-  });
-}
 
 interface KeptAlive {
   /** Sends a GET on the connection and resolves with the whole answer (status line, headers, body) as text. */
