@@ -96,8 +96,13 @@ const TAG_WORDS: [RegExp, (n: string) => string][] = [
  * a client: "an object". Not a generic's or a tag's name (followed by `<`), nor a quoted literal.
  */
 const TYPE_NAME = /"[^"]*"|\b(?:__type|[A-Z][A-Za-z0-9]*)\b(?!<)/g;
-/** An array of a plain type, after the tags inside it are words: "Array<string, at most 512 characters>". */
-const ARRAY_OF = /\bArray<(string|number|boolean)(?:, ([^<>]*))?>/g;
+/**
+ * An array of a plain type or of objects, after the tags inside it are words and the type names
+ * "an object": "Array<string, at most 512 characters>", "Array<an object>".
+ */
+const ARRAY_OF = /\bArray<(string|number|boolean|an object of strings|an object)(?:, ([^<>]*))?>/g;
+/** The plural of each type ARRAY_OF takes. */
+const PLURAL: Record<string, string> = { "an object of strings": "objects of strings", "an object": "objects" };
 
 /**
  * typia's expected type, as a client reads it: "Array<> & MinItems<1> & MaxItems<1000>" → "an
@@ -110,7 +115,7 @@ export function readableExpected(expected: string): string {
   for (const [pattern, words] of TAG_WORDS) text = text.replace(pattern, (_, n: string) => words(n));
   text = text
     .replace(/ & /g, ", ")
-    .replace(ARRAY_OF, (_, type: string, each: string | undefined) => `an array of ${type}s${each ? ` (each ${each})` : ""}`)
+    .replace(ARRAY_OF, (_, type: string, each: string | undefined) => `an array of ${PLURAL[type] ?? `${type}s`}${each ? ` (each ${each})` : ""}`)
     .replace(/ \| undefined\b/g, "")
     .replace(/ \| /g, " or ");
   return enclosedWhole(text) ? text.slice(1, -1) : text;

@@ -81,6 +81,9 @@ describe("readableExpected", () => {
       "(an array of strings (each at least 1 character, at most 512 characters (UTF-16 units: most emoji count 2)), at most 100 items) or null",
     );
     expect(readableExpected("(UserInput | null)")).toBe("an object or null");
+    // An array of objects (POST /admin/v1/streaks/freezes' `freezes`), not "Array<an object>".
+    expect(readableExpected("(Array<__type> & MinItems<1> & MaxItems<1000>)")).toBe("an array of objects, at least 1 item, at most 1000 items");
+    expect(readableExpected("Array<Record<string, string>>")).toBe("an array of objects of strings");
     // Quoted literals are the values to send, left as they are.
     expect(readableExpected('("UTC" | "Europe/Paris" | undefined)')).toBe('"UTC" or "Europe/Paris"');
     expect(readableExpected("(string | null) | (number | null)")).toBe("(string or null) or (number or null)");
