@@ -52,8 +52,8 @@ interface Rejected {
  * `rejected` with the status and error the event route would answer; the others go on. A Redis
  * failure (unreachable, out of memory) or an unexpected one stops the batch: the events in flight
  * are answered, and the ones after them are listed as not sent. When no event was recorded the
- * answer is the first failure's status and error, so that a retried 5xx sends again only what
- * was not recorded.
+ * answer is the stopping failure's status and error (else the first failure's), so that a
+ * retried 5xx sends again only what was not recorded.
  */
 export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logger) {
   // As the router logs a request Redis refused at maxmemory: once per 30 s (http/router.ts).
@@ -69,14 +69,17 @@ export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logge
         return checkedEvent(tenant, event.key, event, event.idempotencyKey ?? null, "idempotencyKey", now);
       }),
     );
-    const { accepted, rejected, stoppedBy } = await recordInOrder(store, inputs, (input, eventId) => logResent(logger, tenant.id, input, eventId), logger);
+    const { accepted, rejected, stoppedAt, stoppedBy } = await recordInOrder(store, inputs, (input, eventId) => logResent(logger, tenant.id, input, eventId), logger);
     if (stoppedBy?.kind === "out-of-memory") {
       outOfMemoryLog.run((unlogged) => logger.error({ err: stoppedBy.message, unlogged }, "redis is out of memory (maxmemory): a batch of events stopped"));
     }
     if (accepted > 0) return { status: 202, body: { accepted, rejected } };
-    // Nothing recorded: the first event, always sent, failed.
-    const first = rejected[0]!;
-    return { status: first.status, body: { error: `body[${first.index}]: ${first.error}` } };
+    // Nothing recorded. When Redis (or a fault) stopped the batch, its failure is the answer, a
+    // 5xx the SDK retries, even after an event's own failure (a total out of range): answered
+    // that event's 4xx, a client that drops a refused batch lost the events never sent. Else the
+    // first event, always sent, failed.
+    const answer = stoppedAt === null ? rejected[0]! : rejected.find((r) => r.index === stoppedAt)!;
+    return { status: answer.status, body: { error: `body[${answer.index}]: ${answer.error}` } };
   };
 }
 
@@ -95,7 +98,7 @@ async function recordInOrder(
   inputs: readonly EventInput[],
   onResent: (input: EventInput, eventId: string) => void,
   logger: Logger,
-): Promise<{ accepted: number; rejected: Rejected[]; stoppedBy: ErrorAnswer | null }> {
+): Promise<{ accepted: number; rejected: Rejected[]; stoppedAt: number | null; stoppedBy: ErrorAnswer | null }> {
   const rejected: Rejected[] = [];
   let accepted = 0;
   // The first event whose failure (Redis's, or an unexpected one) stopped the batch, and how.
@@ -147,5 +150,5 @@ async function recordInOrder(
   }
   // Failures are pushed as their replies come; the answer lists them in the batch's order.
   rejected.sort((a, b) => a.index - b.index);
-  return { accepted, rejected, stoppedBy };
+  return { accepted, rejected, stoppedAt, stoppedBy };
 }

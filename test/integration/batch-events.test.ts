@@ -189,6 +189,38 @@ describe("an event that fails when it is recorded", () => {
 });
 
 describe("a batch on a Redis at its maxmemory", () => {
+  it("answers the stop's 503, not an earlier event's own 4xx, when nothing was recorded", async () => {
+    const { t: app, close } = await startAppOnOwnRedis({ yaml: demoConfig().yaml, manualClock: "2026-11-27T12:00:00Z" });
+    const redis = app.redis;
+    const send = redis.sendCommand;
+    try {
+      const big = (value: number, tz?: string) => ({ key: "lessons", user: { id: "big", ...(tz ? { tz } : {}) }, value });
+      expect(await batch(Array(9).fill(big(1e9)), app)).toEqual({ status: 202, body: { accepted: 9, rejected: [] } });
+      // Event 0 leaves the total's range (422); Redis reaches its maxmemory with its reply. Event 1
+      // sends a zone after event 0 sent none, so it waits for event 0's reply: refused at maxmemory.
+      let armed = true;
+      redis.sendCommand = ((command: Command, stream?: unknown) => {
+        const sent = send.call(redis, command, stream as never) as Promise<unknown>;
+        if (command.name.toLowerCase() !== "fcall" || !armed) return sent;
+        armed = false;
+        return sent.then(async (reply) => {
+          await send.call(redis, new (command.constructor as typeof Command)("config", ["SET", "maxmemory", "1"]));
+          return reply;
+        });
+      }) as Redis["sendCommand"];
+      const events = [big(1e9), big(-1, "UTC"), { key: "lessons", user: { id: "small" }, value: 1 }];
+      const oom = "Redis is out of memory (maxmemory) and refused this write; nothing was recorded";
+      // A 5xx, which the SDK retries: every event again, none having been recorded.
+      expect(await batch(events, app)).toEqual({ status: 503, body: { error: `body[1]: ${oom}` } });
+      redis.sendCommand = send;
+      await redis.config("SET", "maxmemory", "0");
+      expect(await batch(events, app)).toEqual({ status: 202, body: { accepted: 2, rejected: [{ index: 0, status: 422, error: "Metric total would leave the supported range" }] } });
+    } finally {
+      redis.sendCommand = send;
+      await close();
+    }
+  });
+
   it("stops: the events Redis ran before are recorded, those it refused listed with its 503, the rest as not sent", async () => {
     const lines: Array<{ level: number; msg: string }> = [];
     const logger = pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) });
