@@ -2,11 +2,12 @@
 //
 // POST /admin/v1/metrics/events (README: a batch of events) against the built service on a Redis
 // of its own: every user seeded by batches first, then `batches` batches of 1000 events (the core
-// bench's bodies, random users among `users`, 80% lessons), sent one after another, then the same batches again while the event
-// route takes the core events traffic beside them (50 connections), to see what a batch costs
-// the events around it. Prints events/s and ms per batch, and the events' req/s and p99 with and
-// without batches beside them, and Redis's µs per script with the CPU per event of both sides.
-// BATCH_COMMANDS=1 also lists the Redis commands of the batches alone, per event. Reports; never gates.
+// bench's bodies, random users among `users`, 80% lessons), sent one after another, then the first
+// five of them again and again while the event route takes the core events traffic beside them
+// (50 connections), to see what a batch costs the events around it. Prints events/s and ms per
+// batch, the events' req/s and p99 with and without batches beside them, and Redis's µs per
+// script with the CPU per event of both sides. BATCH_COMMANDS=1 also lists the Redis commands of
+// the batches alone, per event. Reports; never gates.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

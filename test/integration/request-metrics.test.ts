@@ -69,7 +69,8 @@ describe("request metrics", () => {
     const socket = connect(Number(new URL(t.url).port), "127.0.0.1");
     await new Promise<void>((resolve) => socket.once("connect", resolve));
     // Half of the announced body, then the connection closes: uWS reports the request aborted.
-    socket.write("POST /v1/metrics/api-calls/event HTTP/1.1\r\nHost: x\r\nX-API-KEY: demo-key\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"user\":");
+    // Destroyed once the bytes are handed to the kernel: destroyed at once, unwritten bytes would be dropped.
+    await new Promise<void>((resolve) => socket.write("POST /v1/metrics/api-calls/event HTTP/1.1\r\nHost: x\r\nX-API-KEY: demo-key\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"user\":", () => resolve()));
     socket.destroy();
     const aborted = { method: "POST", route: "/v1/metrics/:key/event", status: "aborted" };
     // Waits for the effect (the close reaches the server), not for a time.
