@@ -32,16 +32,17 @@ export function runService(env: Record<string, string>, entry = MAIN, opts: { ow
 
 /**
  * Polls `predicate` (every 50 ms) until it holds: a state to reach, not a time to wait. With
- * `exited`, fails at once if the process exits first. The bound, four minutes, is no budget (a
+ * `exited`, fails at once if the process exits first (with its `output`, when given). The bound, four minutes, is no budget (a
  * slow machine reaches the state, later): it names what never came before the test's own
  * timeout (vitest.config.ts, five minutes) would say less.
  */
-export async function waitFor(predicate: () => boolean | Promise<boolean>, what: string, exited?: Promise<unknown>): Promise<void> {
+export async function waitFor(predicate: () => boolean | Promise<boolean>, what: string, exited?: Promise<unknown>, output?: () => string): Promise<void> {
   let gone = false;
   void exited?.then(() => (gone = true));
   for (let i = 0; i < 4800; i++) {
     if (await predicate()) return;
-    if (gone) throw new Error(`process exited before ${what}`);
+    // With `output`, the failure shows what the process said before it went.
+    if (gone) throw new Error(`process exited before ${what}${output ? `; its output:\n${output()}` : ""}`);
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`timed out waiting for ${what}`);

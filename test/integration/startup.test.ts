@@ -692,7 +692,9 @@ describe("node dist/main.js", () => {
     chmodSync(join(bin, "redis-server"), 0o755);
     const proc = runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: tempDir(), PATH: `${bin}:${process.env.PATH}` }, MAIN, { ownGroup: true });
     try {
-      await waitFor(() => existsSync(probing), "the --version probe", proc.exited);
+      // Failed once in a full run on a loaded box (the service exited before the probe began; its
+      // output was not kept): the output now comes with the failure.
+      await waitFor(() => existsSync(probing), "the --version probe", proc.exited, proc.output);
       process.kill(-proc.child.pid!, "SIGINT");
       expect(await proc.exited).toBe(0);
       expect(proc.output()).toContain('"msg":"stopping during the start"');
