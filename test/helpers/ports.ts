@@ -4,7 +4,10 @@ import { freePort } from "../../src/embedded-redis.js";
 
 /**
  * A free port below the kernel's ephemeral range, for a server a test stops and starts again on
- * the same port (a client must find it there again), or for an address that must stay unanswered.
+ * the same port (a client must find it there again), for an address that must stay unanswered,
+ * and for a service process a test starts: its start refuses a taken port (exitIfPortTaken), and
+ * an ephemeral port from freePort() could be any connection's local end by then (a startup test
+ * failed once so, in a full run).
  * `freePort()` asks the kernel (listen on port 0), which hands out ports of the ephemeral range, as
  * it does for every outgoing connection: between a stop and the restart, another test file's
  * freePort() or any connection's local end could take the port, and the restart failed with

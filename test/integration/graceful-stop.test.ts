@@ -1,8 +1,7 @@
 import { connect } from "node:net";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../../src/embedded-redis.js";
-import { connectionRefused } from "../helpers/ports.js";
+import { connectionRefused, portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { MAIN, runService, waitFor, WORKER } from "../helpers/service-process.js";
 
@@ -84,7 +83,7 @@ async function keepAliveConnection(port: number): Promise<KeptAlive> {
  * instead, now and then, and the event had not arrived yet).
  */
 async function stopWithEventInFlight(env: Record<string, string>, user: string, beforeStop: (port: number) => Promise<void> = async () => undefined) {
-  const port = await freePort();
+  const port = await portOutsideEphemeralRange();
   const { child, output, exited } = runService({ REDIS_URL: redis.url, PORT: String(port), LAUREL_WORKER: "off", LAUREL_CONFIG: CORE_TENANT, ...env });
   await waitFor(() => output().includes("laurel listening"), "listening", exited);
   await beforeStop(port);
@@ -194,7 +193,7 @@ describe("SIGTERM with Redis unreachable", () => {
     ["the stream worker", WORKER, "laurel stream worker running"],
   ])("%s still exits, saying it did not wait for its connections", async (_name, entry, ready) => {
     const gone = await startTestRedis();
-    const port = await freePort();
+    const port = await portOutsideEphemeralRange();
     const { child, output, exited } = runService({ REDIS_URL: gone.url, PORT: String(port), LAUREL_DRAIN: "1" }, entry);
     try {
       await waitFor(() => output().includes(ready), "the process to run", exited);

@@ -67,7 +67,7 @@ describe("node dist/main.js", () => {
   it("starts with an embedded redis-server (AOF on), serves the demo tenant, and keeps data across a restart", async () => {
     expect(existsSync(MAIN)).toBe(true);
     const dataDir = tempDir();
-    const port = await freePort();
+    const port = await portOutsideEphemeralRange();
     const env = { PORT: String(port), LAUREL_DATA_DIR: dataDir };
     const first = runService(env);
     await waitFor(() => first.output().includes("laurel listening"), "listening", first.exited);
@@ -109,7 +109,7 @@ describe("node dist/main.js", () => {
 
   it("warns at start when its Redis keeps no append-only file, and that LAUREL_FSYNC does not reach a REDIS_URL", async () => {
     const server = await startTestRedis(); // appendonly no
-    const proc = runService({ PORT: String(await freePort()), REDIS_URL: server.url, LAUREL_WORKER: "off", LAUREL_FSYNC: "always" });
+    const proc = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: server.url, LAUREL_WORKER: "off", LAUREL_FSYNC: "always" });
     try {
       await waitFor(() => proc.output().includes("laurel listening"), "listening", proc.exited);
       const warnings = proc.output().split("\n").filter((line) => line.includes('"level":40'));
@@ -160,7 +160,7 @@ describe("node dist/main.js", () => {
   it("stops the redis-server a killed service left on its data directory before starting its own; refuses a directory a running service holds", async () => {
     // Two redis-servers on one AOF each rewrite it as their own: acknowledged events are lost.
     const dataDir = tempDir();
-    const port = await freePort();
+    const port = await portOutsideEphemeralRange();
     const env = { PORT: String(port), LAUREL_DATA_DIR: dataDir };
     const listening = (p: ReturnType<typeof runService>) => waitFor(() => p.output().includes("laurel listening"), "listening", p.exited);
     const first = runService(env);
@@ -168,7 +168,7 @@ describe("node dist/main.js", () => {
     try {
       await listening(first);
       expect((await postLessons(port, { id: "kept", tz: "UTC" }, 2)).status).toBe(201);
-      const rival = runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: dataDir });
+      const rival = runService({ PORT: String(await portOutsideEphemeralRange()), LAUREL_DATA_DIR: dataDir });
       expect(await rival.exited).toBe(1);
       expect(rival.output()).toContain("is in use by a running Laurel");
       orphan = await embeddedRedisPid(first.output());
@@ -201,7 +201,7 @@ describe("node dist/main.js", () => {
   it("claims a data directory before its redis-server starts: of two starts at once one serves, the other is refused", async () => {
     const dataDir = tempDir();
     const listening = (p: ReturnType<typeof runService>) => p.output().includes("laurel listening");
-    const both = [runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: dataDir }), runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: dataDir })];
+    const both = [runService({ PORT: String(await portOutsideEphemeralRange()), LAUREL_DATA_DIR: dataDir }), runService({ PORT: String(await portOutsideEphemeralRange()), LAUREL_DATA_DIR: dataDir })];
     try {
       const refused = await Promise.race(both.map((p, i) => p.exited.then(() => i)));
       expect(await both[refused]!.exited).toBe(1);
@@ -224,7 +224,7 @@ describe("node dist/main.js", () => {
       const dataDir = tempDir();
       // A service long gone, and a pid that is now another redis-server's, on another directory.
       writeFileSync(join(dataDir, "laurel-embedded.json"), JSON.stringify({ service: 999_999_999, redis: pid, port: Number(new URL(other.url).port) }));
-      const proc = runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: dataDir });
+      const proc = runService({ PORT: String(await portOutsideEphemeralRange()), LAUREL_DATA_DIR: dataDir });
       try {
         await waitFor(() => proc.output().includes("laurel listening"), "listening", proc.exited);
         expect(proc.output()).not.toContain("stopped the embedded redis-server");
@@ -241,7 +241,7 @@ describe("node dist/main.js", () => {
   });
 
   it("exits 1, saying so, when its embedded redis-server dies under it (nothing would bring it back)", async () => {
-    const port = await freePort();
+    const port = await portOutsideEphemeralRange();
     const proc = runService({ PORT: String(port), LAUREL_DATA_DIR: tempDir() });
     try {
       await waitFor(() => proc.output().includes("laurel listening"), "listening", proc.exited);
@@ -255,7 +255,7 @@ describe("node dist/main.js", () => {
   });
 
   it("logs what its embedded redis-server warns of while it runs, before the exit it explains (a SHUTDOWN someone sent it)", async () => {
-    const proc = runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: tempDir() });
+    const proc = runService({ PORT: String(await portOutsideEphemeralRange()), LAUREL_DATA_DIR: tempDir() });
     try {
       await waitFor(() => proc.output().includes("laurel listening"), "listening", proc.exited);
       const line = proc.output().split("\n").find((l) => l.includes("started embedded redis-server"))!;
@@ -284,7 +284,7 @@ describe("node dist/main.js", () => {
   const processGroupOf = (pid: number): number => Number(readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /s, "").split(" ")[2]);
 
   it.each(["SIGINT", "SIGHUP"] as const)("stops cleanly on a %s to its process group, and stops its embedded redis-server last", async (signal) => {
-    const port = await freePort();
+    const port = await portOutsideEphemeralRange();
     const proc = runService({ PORT: String(port), LAUREL_DATA_DIR: tempDir() }, MAIN, { ownGroup: true });
     let redisPid: number | undefined;
     try {
@@ -317,7 +317,7 @@ describe("node dist/main.js", () => {
   });
 
   it("refuses a port another process listens on, in one line, unless every process sharing it sets LAUREL_REUSE_PORT=1", async () => {
-    const port = await freePort();
+    const port = await portOutsideEphemeralRange();
     const env = { PORT: String(port), REDIS_URL: inject("redisUrl"), LAUREL_WORKER: "off" };
     const started: ReturnType<typeof runService>[] = [];
     const start = (extra: Record<string, string> = {}) => {
@@ -381,7 +381,7 @@ describe("node dist/main.js", () => {
     await new Promise<void>((resolve) => old.listen(0, "127.0.0.1", resolve));
     try {
       const port = (old.address() as AddressInfo).port;
-      const proc = runService({ PORT: String(await freePort()), REDIS_URL: `redis://127.0.0.1:${port}`, LAUREL_WORKER: "off" }, entry);
+      const proc = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: `redis://127.0.0.1:${port}`, LAUREL_WORKER: "off" }, entry);
       expect(await proc.exited).toBe(1);
       expect(proc.output()).toContain(`Redis at 127.0.0.1:${port} is 6.0.16; Laurel needs Redis 7 or later`);
       expect(proc.output()).not.toContain("    at "); // no stack
@@ -398,13 +398,13 @@ describe("node dist/main.js", () => {
       const { port } = new URL(server.url);
       // LAUREL_REDIS_WAIT is far longer than the test's time limit: refused credentials must not wait for it.
       for (const [url, reason] of [[`redis://127.0.0.1:${port}`, "NOAUTH"], [`redis://:wrong@127.0.0.1:${port}`, "WRONGPASS"]] as const) {
-        const proc = runService({ PORT: String(await freePort()), REDIS_URL: url, LAUREL_REDIS_WAIT: "600", LAUREL_WORKER: "off" });
+        const proc = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: url, LAUREL_REDIS_WAIT: "600", LAUREL_WORKER: "off" });
         expect(await proc.exited).toBe(1);
         expect(proc.output()).toContain(`Redis at 127.0.0.1:${port} refused the credentials in REDIS_URL (${reason}); check the user and password`);
         // One line: not a "not reachable" warning before it.
         expect(proc.output()).not.toContain("not reachable");
       }
-      const right = runService({ PORT: String(await freePort()), REDIS_URL: `redis://:s3cret@127.0.0.1:${port}`, LAUREL_WORKER: "off" });
+      const right = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: `redis://:s3cret@127.0.0.1:${port}`, LAUREL_WORKER: "off" });
       await waitFor(() => right.output().includes("laurel listening"), "listening with the password", right.exited);
       right.child.kill("SIGTERM");
       expect(await right.exited).toBe(0);
@@ -426,7 +426,7 @@ describe("node dist/main.js", () => {
     const admin = new Redis(server.url);
     try {
       await admin.replicaof("127.0.0.1", String(await freePort())); // read-only, its primary absent
-      const proc = runService({ PORT: String(await freePort()), REDIS_URL: server.url, LAUREL_WORKER: "off" }, entry);
+      const proc = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: server.url, LAUREL_WORKER: "off" }, entry);
       expect(await proc.exited).toBe(1);
       const lines = proc.output().trim().split("\n");
       for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
@@ -450,7 +450,7 @@ describe("node dist/main.js", () => {
     ["the stream worker", WORKER, "laurel stream worker running"],
   ])("%s logs a crash after its start as a fatal JSON line with the error's stack", async (_name, entry, running) => {
     const crash = "process.on('SIGUSR2', () => setImmediate(() => { throw new Error('boom after start'); }));";
-    const proc = runService({ PORT: String(await freePort()), REDIS_URL: inject("redisUrl"), LAUREL_WORKER: "off", NODE_OPTIONS: `--import=data:text/javascript,${encodeURIComponent(crash)}` }, entry);
+    const proc = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: inject("redisUrl"), LAUREL_WORKER: "off", NODE_OPTIONS: `--import=data:text/javascript,${encodeURIComponent(crash)}` }, entry);
     await waitFor(() => proc.output().includes(running), "the process to run", proc.exited);
     proc.child.kill("SIGUSR2");
     expect(await proc.exited).not.toBe(0);
@@ -488,7 +488,7 @@ describe("node dist/main.js", () => {
     const start = async (shards: number) => {
       const path = join(dir, `shards-${shards}.yaml`);
       writeFileSync(path, lessonsXpTenantYaml(id, shards, "    streak: { frequency: daily, metrics: [{ metric: lessons, threshold: 1 }] }\n"));
-      const port = await freePort();
+      const port = await portOutsideEphemeralRange();
       return { port, ...runService({ PORT: String(port), REDIS_URL: inject("redisUrl"), LAUREL_CONFIG: path, LAUREL_WORKER: "off" }) };
     };
     // Before its first user a tenant may still change them.
@@ -560,7 +560,7 @@ describe("node dist/main.js", () => {
     mkdirSync(join(dataDir, "appendonlydir"));
     writeFileSync(join(dataDir, "appendonlydir", "appendonly.aof.manifest"), "file appendonly.aof.1.incr.aof seq 1 type i\n");
     writeFileSync(join(dataDir, "appendonlydir", "appendonly.aof.1.incr.aof"), "not a command\r\n");
-    const proc = runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: dataDir });
+    const proc = runService({ PORT: String(await portOutsideEphemeralRange()), LAUREL_DATA_DIR: dataDir });
     expect(await proc.exited).toBe(1);
     const fatal = JSON.parse(proc.output().trim().split("\n").at(-1)!) as { level: number; msg: string };
     expect(fatal.level).toBe(60);
@@ -608,7 +608,7 @@ describe("node dist/main.js", () => {
       return Number(line.slice(prefix.length));
     };
     for (const [setting, slots] of [["1024", 1024], [undefined, DEFAULT_AWARD_ID_SLOTS]] as const) {
-      const port = await freePort();
+      const port = await portOutsideEphemeralRange();
       const service = runService({ PORT: String(port), REDIS_URL: inject("redisUrl"), LAUREL_CONFIG: config, LAUREL_WORKER: "off", ...(setting ? { LAUREL_AWARD_IDS: setting } : {}) });
       try {
         await waitFor(() => service.output().includes("laurel listening"), "listening", service.exited);
@@ -667,7 +667,7 @@ describe("node dist/main.js", () => {
   // a stop must still take the server with it (found by the closing review: a Ctrl-C while the
   // service started, before its stop handlers were installed, left the server running).
   it("a Ctrl-C as soon as the embedded redis-server is spawned (the service still starting) stops both", async () => {
-    const proc = runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: tempDir() }, MAIN, { ownGroup: true });
+    const proc = runService({ PORT: String(await portOutsideEphemeralRange()), LAUREL_DATA_DIR: tempDir() }, MAIN, { ownGroup: true });
     let redisPid: number | null = null;
     try {
       await waitFor(() => (redisPid = redisChildOf(proc.child.pid!)) !== null, "the redis-server's spawn", proc.exited);
@@ -690,10 +690,12 @@ describe("node dist/main.js", () => {
     const real = execFileSync("sh", ["-c", "command -v redis-server"], { encoding: "utf8" }).trim();
     writeFileSync(join(bin, "redis-server"), `#!/bin/sh\nif [ "$1" = "--version" ]; then : > "${probing}"; exec sleep 600; fi\nexec "${real}" "$@"\n`);
     chmodSync(join(bin, "redis-server"), 0o755);
-    const proc = runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: tempDir(), PATH: `${bin}:${process.env.PATH}` }, MAIN, { ownGroup: true });
+    const proc = runService({ PORT: String(await portOutsideEphemeralRange()), LAUREL_DATA_DIR: tempDir(), PATH: `${bin}:${process.env.PATH}` }, MAIN, { ownGroup: true });
     try {
-      // Failed once in a full run on a loaded box (the service exited before the probe began; its
-      // output was not kept): the output now comes with the failure.
+      // Failed once in a full run (the service exited before the probe began; its output was not
+      // kept). The likely cause: its port, from freePort(), was taken by then (the start checks the
+      // port before it looks for redis-server); service ports now come from below the ephemeral
+      // range, and the output comes with a failure.
       await waitFor(() => existsSync(probing), "the --version probe", proc.exited, proc.output);
       process.kill(-proc.child.pid!, "SIGINT");
       expect(await proc.exited).toBe(0);
@@ -710,7 +712,7 @@ describe("node dist/main.js", () => {
   });
 
   it("quits at once on SIGQUIT (Ctrl-\\), and stops its embedded redis-server on the way out", async () => {
-    const proc = runService({ PORT: String(await freePort()), LAUREL_DATA_DIR: tempDir() }, MAIN, { ownGroup: true });
+    const proc = runService({ PORT: String(await portOutsideEphemeralRange()), LAUREL_DATA_DIR: tempDir() }, MAIN, { ownGroup: true });
     let redisPid: number | null = null;
     try {
       await waitFor(() => proc.output().includes("laurel listening"), "listening", proc.exited);
@@ -726,7 +728,7 @@ describe("node dist/main.js", () => {
   });
 
   it.each(["verbose", "constructor", "toString"])("refuses a LOG_LEVEL pino does not know (%s), with the ones it does, beside the other bad variables", async (level) => {
-    const service = runService({ PORT: String(await freePort()), REDIS_URL: inject("redisUrl"), LOG_LEVEL: level, LAUREL_CLOCK: "manul", LAUREL_DRAIN: "-1" });
+    const service = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: inject("redisUrl"), LOG_LEVEL: level, LAUREL_CLOCK: "manul", LAUREL_DRAIN: "-1" });
     try {
       expect(await service.exited).toBe(1);
       // One line names them all (LOG_LEVEL used to be said alone, and the others took another start).
@@ -743,7 +745,7 @@ describe("node dist/main.js", () => {
     const redis = await startTestRedis();
     const admin = new Redis(redis.url);
     await admin.config("SET", "maxmemory-policy", "allkeys-lru");
-    const service = runService({ PORT: String(await freePort()), REDIS_URL: redis.url, LAUREL_WORKER: "off" });
+    const service = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: redis.url, LAUREL_WORKER: "off" });
     try {
       await waitFor(() => service.output().includes("laurel listening"), "listening", service.exited);
       expect(service.output()).toContain("Redis maxmemory-policy is allkeys-lru");
@@ -758,7 +760,7 @@ describe("node dist/main.js", () => {
 
   it("exits 1 with a message naming the address when REDIS_URL does not answer within LAUREL_REDIS_WAIT", async () => {
     const port = await portOutsideEphemeralRange(); // must stay unanswered for the whole wait
-    const service = runService({ PORT: String(await freePort()), REDIS_URL: `redis://127.0.0.1:${port}`, LAUREL_REDIS_WAIT: "1" });
+    const service = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: `redis://127.0.0.1:${port}`, LAUREL_REDIS_WAIT: "1" });
     expect(await service.exited).toBe(1);
     expect(service.output()).toContain(`Redis at 127.0.0.1:${port} is not reachable`);
     expect(service.output()).not.toMatch(/\n\s+at /); // no stack trace
@@ -768,7 +770,7 @@ describe("node dist/main.js", () => {
     // Free until the Redis starts on it, well after: a port no other test's freePort() can be given.
     const redisPort = await portOutsideEphemeralRange();
     const dir = tempDir();
-    const port = await freePort();
+    const port = await portOutsideEphemeralRange();
     const service = runService({ PORT: String(port), REDIS_URL: `redis://127.0.0.1:${redisPort}`, LAUREL_WORKER: "off" });
     let redis: Awaited<ReturnType<typeof startEmbeddedRedis>> | null = null;
     try {
@@ -803,7 +805,7 @@ describe("node dist/main.js", () => {
     const queue = new Queue(deliveryQueueName(tenantId), { connection: { host: url.hostname, port: Number(url.port) }, prefix: JOBS_PREFIX });
     try {
       for (const [deliveries, workers] of [["off", 0], ["on", 1]] as const) {
-        const service = runService({ PORT: String(await freePort()), REDIS_URL: url.href, LAUREL_CONFIG: config, LAUREL_WORKER: "off", LAUREL_DELIVERIES: deliveries });
+        const service = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: url.href, LAUREL_CONFIG: config, LAUREL_WORKER: "off", LAUREL_DELIVERIES: deliveries });
         // The delivery workers are ready before the service listens (Webhooks.start awaits them).
         await waitFor(() => service.output().includes("laurel listening"), "listening", service.exited);
         expect((await queue.getWorkers()).length, `LAUREL_DELIVERIES=${deliveries}`).toBe(workers);
