@@ -4,7 +4,6 @@ import type { Clock } from "../clock.js";
 import { fail, LaurelError } from "../domain/errors.js";
 import type { EventInput } from "../domain/outcome.js";
 import { errorAnswer, type ApiReply, type ApiRequest, type ErrorAnswer } from "../http/router.js";
-import { LogThrottle } from "../log-throttle.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import type { Tenants } from "../tenants.js";
 import { parseJsonArray, quoted, validated } from "./body.js";
@@ -55,9 +54,11 @@ interface Rejected {
  * answer is the stopping failure's status and error (else the first failure's), so that a
  * retried 5xx sends again only what was not recorded.
  */
-export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logger) {
-  // As the router logs a request Redis refused at maxmemory: once per 30 s (http/router.ts).
-  const outOfMemoryLog = new LogThrottle();
+/**
+ * `logOutOfMemory`: the router's log of writes Redis refused at maxmemory (Router.logOutOfMemory,
+ * once per 30 s for the app), so that a batch's refusals share its throttle.
+ */
+export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logger, logOutOfMemory: (err: unknown) => void) {
   return async (req: ApiRequest): Promise<ApiReply> => {
     const { tenant, store } = tenants.authenticateAdmin(req.apiKey);
     const events = validated(parseJsonArray(req.body), validateBatch);
@@ -69,10 +70,14 @@ export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logge
         return checkedEvent(tenant, event.key, event, event.idempotencyKey ?? null, "idempotencyKey", now);
       }),
     );
-    const { accepted, rejected, stoppedAt, stoppedBy } = await recordInOrder(store, inputs, (input, eventId) => logResent(logger, tenant.id, input, eventId), logger);
-    if (stoppedBy?.kind === "out-of-memory") {
-      outOfMemoryLog.run((unlogged) => logger.error({ err: stoppedBy.message, unlogged }, "redis is out of memory (maxmemory): a batch of events stopped"));
-    }
+    const { accepted, rejected, stoppedAt } = await recordInOrder(store, inputs, {
+      resent: (input, eventId) => logResent(logger, tenant.id, input, eventId),
+      failed: (err, answer, index) => {
+        // As the router logs a request's failure: a fault with its stack, Redis at maxmemory throttled.
+        if (answer.kind === "internal") logger.error({ err, index }, "batch event failed");
+        else if (answer.kind === "out-of-memory") logOutOfMemory(err);
+      },
+    });
     if (accepted > 0) return { status: 202, body: { accepted, rejected } };
     // Nothing recorded. When Redis (or a fault) stopped the batch, its failure is the answer, a
     // 5xx the SDK retries, even after an event's own failure (a total out of range): answered
@@ -93,17 +98,17 @@ function namingIndex<T>(index: number, check: () => T): T {
   }
 }
 
-async function recordInOrder(
-  store: TenantStore,
-  inputs: readonly EventInput[],
-  onResent: (input: EventInput, eventId: string) => void,
-  logger: Logger,
-): Promise<{ accepted: number; rejected: Rejected[]; stoppedAt: number | null; stoppedBy: ErrorAnswer | null }> {
+/** What recordInOrder reports as it goes, for the log. */
+interface BatchLog {
+  resent(input: EventInput, eventId: string): void;
+  failed(err: unknown, answer: ErrorAnswer, index: number): void;
+}
+
+async function recordInOrder(store: TenantStore, inputs: readonly EventInput[], log: BatchLog): Promise<{ accepted: number; rejected: Rejected[]; stoppedAt: number | null }> {
   const rejected: Rejected[] = [];
   let accepted = 0;
-  // The first event whose failure (Redis's, or an unexpected one) stopped the batch, and how.
+  // The first event whose failure (Redis's, or an unexpected one) stopped the batch.
   let stoppedAt: number | null = null;
-  let stoppedBy: ErrorAnswer | null = null;
   // Each event's outcome recorded, by index.
   const settled: Promise<void>[] = [];
   // Per user, the last event sent without a zone: a later event of the user that sends one waits
@@ -129,15 +134,12 @@ async function recordInOrder(
     const done = store.recordEvent(input).then(
       (recorded) => {
         accepted++;
-        if (recorded.outcome.kind === "resent") onResent(input, recorded.outcome.eventId);
+        if (recorded.outcome.kind === "resent") log.resent(input, recorded.outcome.eventId);
       },
       (err: unknown) => {
         const answer = errorAnswer(err, false);
-        if (answer.kind === "internal") logger.error({ err, index }, "batch event failed");
-        if (answer.kind !== "request" && (stoppedAt === null || index < stoppedAt)) {
-          stoppedAt = index;
-          stoppedBy = answer;
-        }
+        log.failed(err, answer, index);
+        if (answer.kind !== "request" && (stoppedAt === null || index < stoppedAt)) stoppedAt = index;
         rejected.push({ index, status: answer.status, error: answer.message });
       },
     );
@@ -150,5 +152,5 @@ async function recordInOrder(
   }
   // Failures are pushed as their replies come; the answer lists them in the batch's order.
   rejected.sort((a, b) => a.index - b.index);
-  return { accepted, rejected, stoppedAt, stoppedBy };
+  return { accepted, rejected, stoppedAt };
 }

@@ -9,7 +9,7 @@ import { misspeltAt } from "../domain/spelling.js";
 export function parseJson(body: string | null): Record<string, unknown> {
   const value = parseJsonValue(body, "a JSON object");
   // Every body of the API but the batch's is an object. Said first, because the validator's
-  // message for `[]` named a missing field instead ("body.user must be UserInput (got nothing)").
+  // message for `[]` named a missing field instead ("body.user must be an object (got nothing)").
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     fail("INVALID_BODY", `body must be a JSON object (got ${Array.isArray(value) ? "an array" : clip(JSON.stringify(value), 60)})`);
   }

@@ -17,10 +17,8 @@ import { pointsMapJson } from "./points-json.js";
 import { checkAttributes, profileZone, userProfileFields, type UserInput } from "./user-input.js";
 import { achievementJson, metricTotalJson, streakText } from "./wire.js";
 
-/** Body of POST /v1/metrics/{key}/event (spec: Record a metric event; trophy-compat §3.2). */
-type EventBody = EventFields;
-
-const validateEventBody = typia.createValidateEquals<EventBody>();
+/** Body of POST /v1/metrics/{key}/event (spec: Record a metric event; trophy-compat §3.2): EventFields. */
+const validateEventBody = typia.createValidateEquals<EventFields>();
 const MAX_IDEMPOTENCY_KEY = 255;
 /**
  * An Idempotency-Key is visible ASCII (and spaces), as header values should be (RFC 9110 §5.5).

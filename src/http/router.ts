@@ -278,8 +278,8 @@ export class Router {
     });
   }
 
-  /** Redis at maxmemory: one log line per 30 s, however many requests it refuses. */
-  private logOutOfMemory(err: unknown): void {
+  /** Redis at maxmemory: one log line per 30 s, however many requests (or a batch's events) it refuses. */
+  logOutOfMemory(err: unknown): void {
     this.outOfMemoryLog.run((unlogged) => this.opts.logger.error({ err: err instanceof Error ? err.message : String(err), unlogged }, "redis is out of memory (maxmemory): writes are refused"));
   }
 

@@ -266,8 +266,10 @@ describe("a batch on a Redis at its maxmemory", () => {
       redis.sendCommand = send;
       // Nothing recorded at all: the first failure's 503, which the SDK retries.
       expect(await app.call("POST", PATH, events.slice(0, 3), ADMIN)).toEqual({ status: 503, body: { error: `body[0]: ${oom}` } });
-      // Logged as the router logs a write refused at maxmemory: once per 30 s.
-      expect(lines.filter((l) => l.msg.includes("out of memory"))).toEqual([expect.objectContaining({ level: 50, msg: "redis is out of memory (maxmemory): a batch of events stopped" })]);
+      // Logged by the router's own throttle for writes refused at maxmemory: once per 30 s for
+      // the app, however many events of how many batches Redis refused.
+      expect(await app.call("POST", "/v1/metrics/lessons/event", { user: { id: "oom-0" }, value: 1 })).toMatchObject({ status: 503 });
+      expect(lines.filter((l) => l.msg.includes("out of memory"))).toEqual([expect.objectContaining({ level: 50, msg: "redis is out of memory (maxmemory): writes are refused", unlogged: 0 })]);
       await redis.config("SET", "maxmemory", "0");
       const totals = await Promise.all(Array.from({ length: 7 }, (_, u) => app.call("GET", `/v1/users/oom-${u}/metrics/lessons`)));
       // Exactly the first `accepted` events (event i went to user i mod 7).
