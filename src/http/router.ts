@@ -289,9 +289,9 @@ export class Router {
    * the served paths only: a matched request never comes here.
    */
   fallback(): void {
-    // One series for every path no route serves: labelled by path, a scan of random paths would
-    // make a series each.
-    const stats = this.stats.route("", "unmatched");
+    // One series for every path no route serves, under any method: labelled by path or method, a
+    // scan of random paths (or of made-up methods, which uWS passes on) would make a series each.
+    const stats = this.stats.route("ANY", "unmatched");
     this.app.any("/*", (res, req) => {
       const arrived = performance.now();
       const allowed = this.allowedMethods(req.getUrl());
