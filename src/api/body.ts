@@ -97,12 +97,22 @@ const TAG_WORDS: [RegExp, (n: string) => string][] = [
  */
 const TYPE_NAME = /"[^"]*"|\b(?:__type|[A-Z][A-Za-z0-9]*)\b(?!<)/g;
 /**
- * An array of a plain type or of objects, after the tags inside it are words and the type names
- * "an object": "Array<string, at most 512 characters>", "Array<an object>".
+ * An array of a plain type, of objects or of string literals, after the tags inside it are words
+ * and the type names "an object": "Array<string, at most 512 characters>", "Array<an object>",
+ * 'Array<"push" | "email">'.
  */
-const ARRAY_OF = /\bArray<(string|number|boolean|an object of strings|an object)(?:, ([^<>]*))?>/g;
+const ARRAY_OF = /\bArray<(string|number|boolean|an object of strings|an object|"[^"]*"(?: \| "[^"]*")*)(?:, ([^<>]*))?>/g;
 /** The plural of each type ARRAY_OF takes. */
 const PLURAL: Record<string, string> = { "an object of strings": "objects of strings", "an object": "objects" };
+
+/**
+ * ARRAY_OF's words: 'Array<"push" | "email">' is an array of strings (each "email" or "push"), the
+ * literals sorted (typia's order differs between the build and the test transform).
+ */
+function arrayOf(type: string, each: string | undefined): string {
+  if (type.startsWith('"')) return `an array of strings (each ${type.split(" | ").sort().join(" or ")})`;
+  return `an array of ${PLURAL[type] ?? `${type}s`}${each ? ` (each ${each})` : ""}`;
+}
 
 /**
  * typia's expected type, as a client reads it: "Array<> & MinItems<1> & MaxItems<1000>" → "an
@@ -115,7 +125,7 @@ export function readableExpected(expected: string): string {
   for (const [pattern, words] of TAG_WORDS) text = text.replace(pattern, (_, n: string) => words(n));
   text = text
     .replace(/ & /g, ", ")
-    .replace(ARRAY_OF, (_, type: string, each: string | undefined) => `an array of ${PLURAL[type] ?? `${type}s`}${each ? ` (each ${each})` : ""}`)
+    .replace(ARRAY_OF, (_, type: string, each: string | undefined) => arrayOf(type, each))
     .replace(/ \| undefined\b/g, "")
     .replace(/ \| /g, " or ");
   return enclosedWhole(text) ? text.slice(1, -1) : text;

@@ -18,13 +18,14 @@ const validateUpserted = typia.createValidateEquals<UserInput>();
 const validateUpdated = typia.createValidateEquals<UpdatedUser>();
 
 export const NOTIFICATION_TYPES = ["achievement_completed", "recap", "reactivation", "streak_reminder"] as const;
-type Channel = "email" | "push";
+/** Channels, inline: a named alias reached a refusal as its name ("an array of objects"). */
+type Channels = (("email" | "push")[] & tags.MaxItems<2>) | null;
 interface PreferencesBody {
   notifications?: {
-    achievement_completed?: (Channel[] & tags.MaxItems<2>) | null;
-    recap?: (Channel[] & tags.MaxItems<2>) | null;
-    reactivation?: (Channel[] & tags.MaxItems<2>) | null;
-    streak_reminder?: (Channel[] & tags.MaxItems<2>) | null;
+    achievement_completed?: Channels;
+    recap?: Channels;
+    reactivation?: Channels;
+    streak_reminder?: Channels;
   } | null;
 }
 const validatePreferences = typia.createValidateEquals<PreferencesBody>();

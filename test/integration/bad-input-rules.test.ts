@@ -191,6 +191,13 @@ describe("preferences", () => {
     await refused(400, () => t.call("PATCH", "/v1/users/seed/preferences", body));
   });
 
+  it("names a channel list's shape, an array of the channels, not of objects", async () => {
+    // The channels were a named alias, which the message read as "an object".
+    expect(await refused(400, () => t.call("PATCH", "/v1/users/seed/preferences", { notifications: { recap: "email" } }))).toBe(
+      'body.notifications.recap must be (an array of strings (each "email" or "push"), at most 2 items) or null (got "email")',
+    );
+  });
+
   it("refuses a malformed user id in the path with 400 on GET and PATCH", async () => {
     for (const id of ["se%01ed", "%20seed", "u".repeat(256)]) {
       await refused(400, () => t.call("GET", `/v1/users/${id}/preferences`));

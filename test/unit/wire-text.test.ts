@@ -86,6 +86,8 @@ describe("readableExpected", () => {
     expect(readableExpected("Array<Record<string, string>>")).toBe("an array of objects of strings");
     // Quoted literals are the values to send, left as they are.
     expect(readableExpected('("UTC" | "Europe/Paris" | undefined)')).toBe('"UTC" or "Europe/Paris"');
+    // An array of literals (a preference's channels) is an array of strings, each one of them.
+    expect(readableExpected('((Array<"push" | "email"> & MaxItems<2>) | null | undefined)')).toBe('(an array of strings (each "email" or "push"), at most 2 items) or null');
     expect(readableExpected("(string | null) | (number | null)")).toBe("(string or null) or (number or null)");
   });
 });
