@@ -1,5 +1,7 @@
+import { createHash } from "node:crypto";
 import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
+import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEMO_YAML, demoConfig, dumpTenant, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 
@@ -527,6 +529,17 @@ describe("query parameters", () => {
     expect(await awards("?awards=3&awards=101")).toBe(3);
     expect(await awards("?awards=&awards=1")).toBe(await awards(""));
   });
+
+  it("takes a list of exactly its most values and refuses one more, in either form", async () => {
+    const ids = (n: number) => Array.from({ length: n }, (_, i) => `list-${i}`);
+    const commas = (n: number) => t.call("GET", `/v1/streaks?userIds=${ids(n).join(",")}`);
+    const repeated = (n: number) => t.call("GET", `/v1/streaks?${ids(n).map((id) => `userIds=${id}`).join("&")}`);
+    for (const send of [commas, repeated]) {
+      const most = await send(100);
+      expect([most.status, most.body.length]).toEqual([200, 100]);
+      expect(await refused(422, () => send(101))).toBe("userIds takes at most 100 values");
+    }
+  });
 });
 
 describe("transport limits", () => {
@@ -539,6 +552,11 @@ describe("transport limits", () => {
       }),
     );
     await refused(415, () => event({ user: { id: "seed" }, value: 1 }, { "content-type": "text/plain" }));
+    // Answered before its body is read, with Connection: close (README: the body is not parsed as a next request).
+    const body = "user[id]=seed&value=1";
+    const reply = await exchange(t.url, `POST /v1/metrics/lessons/event HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${t.apiKey}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\n\r\n${body}`, { halfClose: true });
+    expect(reply).toMatch(/^HTTP\/1\.1 415 /);
+    expect(reply).toMatch(/\r\nConnection: close\r\n/i);
   });
 
   it("takes application/json and application/*+json only, not any type that mentions json", async () => {
@@ -670,6 +688,19 @@ describe("transport limits", () => {
       expect(await dumpTenant(small.redis, smallTenant)).toEqual(before);
     });
 
+    it("keeps the connection of a body announced at exactly 16 MiB (read and dropped), closing only past it", async () => {
+      // Headers only, half closed: the 413 comes from the header, and a server that means to read
+      // the body on says nothing of closing (the one past 16 MiB, above, says Connection: close).
+      const reply = await exchange(
+        small.url,
+        `POST /v1/metrics/lessons/event HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${small.apiKey}\r\nContent-Type: application/json\r\nContent-Length: ${16 * 1024 * 1024}\r\n\r\n`,
+        { halfClose: true },
+      );
+      expect(reply).toMatch(/^HTTP\/1\.1 413 /);
+      expect(reply).toContain('{"error":"Request body larger than 1024 bytes"}');
+      expect(reply).not.toMatch(/\r\nConnection: close\r\n/i);
+    });
+
     // A body of hundreds of KB, holding the text of requests that must not be served.
     const smuggled = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".repeat(8000);
     const next = `GET /v1/points/xp HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${"demo-key"}\r\nConnection: close\r\n\r\n`;
@@ -761,18 +792,45 @@ describe("transport limits", () => {
   });
 });
 
+describe("what is logged", () => {
+  it("logs no client error (4xx): only the service's own faults are logged", async () => {
+    const lines: { level: number; msg: string }[] = [];
+    const logged = await startTestApp({ jobs: false, logger: pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }) });
+    lines.length = 0; // what the start says (the test Redis keeps no append-only file) is not at issue
+    try {
+      const key = { "x-api-key": logged.apiKey };
+      const answers = [
+        await logged.call("POST", "/v1/metrics/lessons/event", "{not json"),
+        await logged.call("POST", "/v1/metrics/lessons/event", { user: { id: "u" }, value: 1 }, { "x-api-key": "wrong-key" }),
+        await logged.call("POST", "/v1/metrics/nope/event", { user: { id: "u" }, value: 1 }),
+        await logged.call("GET", "/v1/users/nobody/points/xp"),
+        await logged.call("POST", "/v1/metrics/lessons/event", { user: { id: "u", tz: "Mars/Olympus" }, value: 1 }),
+        await logged.call("GET", "/v1/users/u/points/xp?awards=abc"),
+        await logged.call("POST", "/v1/metrics/lessons/event", "x".repeat(70_000)),
+        await raw(`${logged.url}/v1/metrics/lessons/event`, { method: "POST", headers: { ...key, "content-type": "text/plain" }, body: "x" }),
+      ];
+      expect(answers.map((a) => a.status)).toEqual([400, 401, 404, 404, 422, 400, 413, 415]);
+      expect(lines.filter((l) => l.level >= 40).map((l) => l.msg)).toEqual([]);
+    } finally {
+      await logged.close();
+    }
+  });
+});
+
 describe("tenant isolation", () => {
   let app: TestApp;
-  const a = { id: uniqueTenantId("a"), apiKey: "tenant-a-api-key", adminKey: "tenant-a-admin-key" };
-  const b = { id: uniqueTenantId("b"), apiKey: "tenant-b-api-key", adminKey: "tenant-b-admin-key" };
+  const a = { id: uniqueTenantId("a"), apiKey: "tenant-a-api-key", adminKey: "tenant-a-admin-key", asDigest: false };
+  // B's keys are written as their digests ({sha256}, the production form): requests send them plain.
+  const b = { id: uniqueTenantId("b"), apiKey: "tenant-b-api-key", adminKey: "tenant-b-admin-key", asDigest: true };
 
   /** The demo tenant under another id and other keys. */
   function tenantYaml(tenant: typeof a): string {
     const body = DEMO_YAML.slice(DEMO_YAML.indexOf("  - id: demo"));
+    const written = (key: string) => (tenant.asDigest ? `{ sha256: ${createHash("sha256").update(key).digest("hex")} }` : key);
     return body
       .replace(/^(\s*- id: )demo$/m, `$1${tenant.id}`)
-      .replace("apiKeys: [demo-key]", `apiKeys: [${tenant.apiKey}]`)
-      .replace("adminKeys: [demo-admin-key]", `adminKeys: [${tenant.adminKey}]`);
+      .replace("apiKeys: [demo-key]", `apiKeys: [${written(tenant.apiKey)}]`)
+      .replace("adminKeys: [demo-admin-key]", `adminKeys: [${written(tenant.adminKey)}]`);
   }
 
   beforeAll(async () => {
@@ -816,5 +874,7 @@ describe("tenant isolation", () => {
     await refused(401, () => post(a.adminKey, "shared", 1), app, a.id);
     await refused(401, () => post(b.adminKey, "shared", 1), app, b.id);
     await refused(401, () => post("demo-key", "shared", 1), app, a.id);
+    // Each opens its own tenant's admin routes (B's written as its digest).
+    for (const key of [a.adminKey, b.adminKey]) expect((await app.call("GET", "/admin/v1/webhooks", undefined, { "x-api-key": key })).status, key).toBe(200);
   });
 });

@@ -38,6 +38,9 @@ describe("RawQuery", () => {
     expect(new RawQuery("award=1").get("awards")).toBeNull();
     expect(new RawQuery("aw%61rds=7").get("awards")).toBe("7");
     expect(new RawQuery("awards=1+0").get("awards")).toBe("1 0");
+    // A name sent twice is read by its first value, on the path that decodes (a "%" or "+" in the query) too.
+    expect(new RawQuery("awards=3&awards=4&x=%20").get("awards")).toBe("3");
+    expect(new RawQuery("awards=3&awards=4+1").get("awards")).toBe("3");
   });
 
   it("refuses names and values that are not UTF-8, sent raw or percent-encoded, and takes the rest", () => {
