@@ -9,6 +9,7 @@ import { parse as parseYaml } from "yaml";
 import { DEFAULT_DRAIN_MS } from "../../src/app.js";
 import { CLOSE_TIMEOUT_MS } from "../../src/boot.js";
 import { DEFAULT_AWARD_ID_SLOTS } from "../../src/domain/award-ids.js";
+import { shardOf } from "../../src/domain/shards.js";
 import { freePort, startEmbeddedRedis } from "../../src/embedded-redis.js";
 import { deliveryQueueName, JOBS_PREFIX } from "../../src/jobs/webhooks/keys.js";
 import { DEMO_YAML, startTestApp, uniqueTenantId } from "../helpers/app.js";
@@ -545,6 +546,23 @@ describe("node dist/main.js", () => {
     // A new name, an end, a size: the runs read the same.
     const renamed = await startTestApp({ yaml: yaml('name: Sprint, start: "2026-03-02", end: "2026-12-28", runUnit: day, runInterval: 7, maxParticipants: 50'), jobs: false });
     await renamed.close();
+  });
+
+  it("takes new layout settings while a tenant has no user; then refuses fewer shards when its users live only on the shards dropped, and a board moved to another start", async () => {
+    // The users are looked for on every shard the data may use (the larger count): on the two
+    // kept shards alone this tenant would look empty, and the new count would be taken.
+    const id = uniqueTenantId("fewer");
+    const user = Array.from({ length: 100 }, (_, i) => `u${i}`).find((u) => shardOf(u, 4) >= 2)!;
+    const yaml = (shards: number, start: string) =>
+      lessonsXpTenantYaml(id, shards, `    leaderboards:\n      - { key: weekly, name: Weekly, rankBy: metric, metric: lessons, start: "${start}", runUnit: day, runInterval: 7 }\n`);
+    // Without a user yet, the settings may change: the new ones become the record.
+    await (await startTestApp({ yaml: yaml(2, "2026-02-23"), jobs: false })).close();
+    const first = await startTestApp({ yaml: yaml(4, "2026-03-02"), jobs: false });
+    expect((await first.call("POST", "/v1/metrics/lessons/event", { user: { id: user }, value: 1 })).status).toBe(201);
+    await first.close();
+    await expect(startTestApp({ yaml: yaml(2, "2026-03-02"), jobs: false })).rejects.toThrow(`$input.tenants[0].shards: is 2, but tenant ${id} has data stored with 4`);
+    // Runs are stored by their index from the start: another start would misread every one.
+    await expect(startTestApp({ yaml: yaml(4, "2026-03-09"), jobs: false })).rejects.toThrow(`$input.tenants[0].leaderboards[0]: is "metric lessons, from 2026-03-09,`);
   });
 
   it("says how to install redis-server when it is missing and REDIS_URL is unset", async () => {
