@@ -1,0 +1,80 @@
+import { describe, expect, it } from "vitest";
+import { uniqueTenantId, withTestApp, type TestApp } from "../helpers/app.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
+
+/**
+ * Edges of the admin streak operations (POST /admin/v1/streaks/restore and /freezes,
+ * lua/streakAdmin-4.lua, src/api/admin-streaks.ts) that the oracle property tests reach too
+ * rarely to hold them (found by mutation testing): each test fails when the rule it names is
+ * broken. No background jobs: only the requests settle the streaks, at the instants chosen.
+ */
+
+const ADMIN = { "x-api-key": "demo-admin-key" };
+
+function streakTenant(frequency: "daily" | "weekly" | "monthly", streak = ""): string {
+  return tenantYaml(
+    uniqueTenantId(),
+    `
+    metrics: [{ key: lessons, name: Lessons }]
+    streak:
+      frequency: ${frequency}
+      metrics: [{ metric: lessons, threshold: 1 }]
+${streak}`,
+  );
+}
+
+async function lesson(t: TestApp, id: string, at: string): Promise<void> {
+  await t.setClock(at);
+  const res = await t.call("POST", "/v1/metrics/lessons/event", { user: { id }, value: 1 });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+}
+
+describe("the restore window (README: 90 days daily, 52 weeks weekly, 24 months monthly)", () => {
+  // Two users, each with a streak of 1 lost long ago: `inside` extended in the first period of the
+  // window (the current period minus the window), `outside` in the period just before it.
+  it.each([
+    ["daily", "2025-12-31T12:00:00Z", "2026-01-01T12:00:00Z", "2026-04-01T12:00:00Z"], // 1 January + 90 days
+    ["weekly", "2025-12-29T12:00:00Z", "2026-01-05T12:00:00Z", "2027-01-04T12:00:00Z"], // the week of 5 January + 52 weeks
+    ["monthly", "2025-12-15T12:00:00Z", "2026-01-15T12:00:00Z", "2028-01-15T12:00:00Z"], // January 2026 + 24 months
+  ] as const)("%s: the window's first period is in it, the period before is not", async (frequency, outsideAt, insideAt, now) => {
+    await withTestApp({ manualClock: outsideAt, jobs: false, yaml: streakTenant(frequency) }, async (t) => {
+      await lesson(t, "outside", outsideAt);
+      await lesson(t, "inside", insideAt);
+      await t.setClock(now);
+      const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "inside" }, { id: "outside" }] }, ADMIN);
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({
+        restoredUsers: ["inside"],
+        issues: [{ userId: "outside", level: "warning", reason: "No streak to restore", severity: "warning", message: "No streak to restore" }],
+      });
+      expect((await t.call("GET", "/v1/users/inside/streak")).body.length).toBe(1);
+      expect((await t.call("GET", "/v1/users/outside/streak")).body.length).toBe(0);
+    });
+  });
+});
+
+describe("a restored streak's deadline (the instant the rankings count it lost)", () => {
+  it("is the end of tomorrow when restored on a day already extended, the end of today otherwise", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily") }, async (t) => {
+      // Both extended 1 to 3 June; 4 June missed. `today` extends on 5 June (a new streak of 1),
+      // then both are restored to 3 on 5 June.
+      for (const day of ["01", "02", "03"]) {
+        await lesson(t, "today", `2026-06-${day}T12:00:00Z`);
+        await lesson(t, "lapsed", `2026-06-${day}T12:00:00Z`);
+      }
+      await lesson(t, "today", "2026-06-05T12:00:00Z");
+      const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "today" }, { id: "lapsed" }] }, ADMIN);
+      expect(res.body).toEqual({ restoredUsers: ["today", "lapsed"], issues: [] });
+      const active = async () =>
+        (await t.call("GET", "/v1/streaks/rankings?type=active")).body.map((r: { userId: string; streakLength: number }) => [r.userId, r.streakLength]);
+      // Ties by user id, descending.
+      expect(await active()).toEqual([["today", 3], ["lapsed", 3]]);
+      // 6 June: `lapsed` was not extended on 5 June, so its streak ended with 5 June; `today`'s
+      // lives until 6 June ends. Neither sends anything.
+      await t.setClock("2026-06-06T12:00:00Z");
+      expect(await active()).toEqual([["today", 3]]);
+      expect((await t.call("GET", "/v1/users/today/streak")).body.length).toBe(3);
+      expect((await t.call("GET", "/v1/users/lapsed/streak")).body.length).toBe(0);
+    });
+  });
+});
