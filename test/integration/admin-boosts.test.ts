@@ -175,6 +175,16 @@ describe("DELETE /admin/v1/points/{key}/boosts/{id}", () => {
     expect(await lesson("cancel")).toBe(10);
     expect(await adminList("xp", "?userId=cancel&includeFinished=true")).toEqual([expect.objectContaining({ id: boost.id, status: "finished", end: boost.start })]);
   });
+
+  it("leaves a boost that finished before as it is: its own end, nothing written", async () => {
+    await identify("over");
+    const boost = await createBoost("xp", { userId: "over", name: "Hour", multiplier: 2, start: now(), end: "2026-11-23T13:00:00Z" });
+    await t.setClock("2026-11-23T14:00:00Z");
+    const before = await dumpTenant(t.redis, tenantId);
+    const ended = await t.call("DELETE", `/admin/v1/points/xp/boosts/${boost.id}`, undefined, ADMIN());
+    expect(ended).toEqual({ status: 200, body: { ...boost, status: "finished" } });
+    expect(await dumpTenant(t.redis, tenantId)).toEqual(before);
+  });
 });
 
 describe("stacking, rounding and deductions", () => {
@@ -214,6 +224,29 @@ describe("stacking, rounding and deductions", () => {
     expect(await lesson("free-only", "coins", { source: "web" })).toBe(0);
     expect(await lesson("free-only", "coins")).toBe(0);
     expect((await userList("free-only", "coins")).map((b) => [b.key, b.status, b.rounding])).toEqual([["weekend", "active", "up"]]);
+  });
+
+  it("stacked boosts that disagree on rounding take the most conservative mode (down, then nearest, then up)", async () => {
+    // 1 coin for a mobile lesson, × the weekend's 1.5 (up) × the user's own.
+    const cases = [
+      ["stack-nearest", 1.5, "nearest", 2], // 2.25: nearest 2 (up would be 3)
+      ["stack-down", 1.7, "down", 2], // 2.55: down 2 (nearest or up would be 3)
+      ["stack-up", 1.7, "up", 3], // 2.55: both up
+    ] as const;
+    for (const [id, multiplier, rounding, paid] of cases) {
+      await identify(id);
+      await createBoost("coins", { userId: id, name: "Own", multiplier, rounding, start: now() });
+      expect(await lesson(id, "coins", { source: "mobile" }), id).toBe(paid);
+    }
+  });
+
+  it("nearest rounds x.5 up and below it down", async () => {
+    // 10 XP a lesson; not a pro user, so only the user's own boost applies.
+    for (const [id, multiplier, paid] of [["nearest-half", 1.25, 13], ["nearest-below", 1.24, 12]] as const) {
+      await identify(id);
+      await createBoost("xp", { userId: id, name: "Own", multiplier, rounding: "nearest", start: now() });
+      expect(await lesson(id), id).toBe(paid);
+    }
   });
 
   it("never boosts a deduction, even with a user boost on the system", async () => {
@@ -281,6 +314,18 @@ describe("bad input writes nothing", () => {
     await refused(422, () => post({ ...base, ...patch }));
   });
 
+  it("accepts the bounds: a multiplier of 1000, one with 6 decimals, an end 1 ms from now", async () => {
+    await identify("bounds");
+    const soon = new Date(t.clock.now() + 1).toISOString();
+    for (const patch of [{ multiplier: 1000 }, { multiplier: 1.000001 }, { end: soon }]) {
+      expect(await createBoost("xp", { ...base, userId: "bounds", ...patch })).toMatchObject({ userId: "bounds", ...("end" in patch ? { end: soon } : patch) });
+    }
+  });
+
+  it("refuses an end equal to now with 422 (it must be in the future)", async () => {
+    expect(await refused(422, () => post({ ...base, start: "2026-11-01T00:00:00Z", end: now() }))).toBe("end must be in the future");
+  });
+
   it("refuses a multiplier of 1e400 (JSON.parse makes it Infinity)", async () => {
     await refused(422, () => post(`{"userId": "seed", "name": "x", "multiplier": 1e400, "start": "${now()}"}`));
     await refused(422, () => post(`{"userId": "seed", "name": "x", "multiplier": -1e400, "start": "${now()}"}`));
@@ -341,6 +386,18 @@ describe("bad input writes nothing", () => {
   it("refuses a bad includeFinished with 400", async () => {
     await refused(400, () => t.call("GET", "/v1/points/xp/boosts?includeFinished=yes"));
     await refused(400, () => t.call("GET", "/admin/v1/points/xp/boosts?includeFinished=1", undefined, ADMIN()));
+  });
+});
+
+describe("the listings of one user's boosts", () => {
+  it("hold only the boosts of the system asked for", async () => {
+    await identify("two-systems");
+    const xp = await createBoost("xp", { userId: "two-systems", name: "XP", multiplier: 2, start: now() });
+    const coins = await createBoost("coins", { userId: "two-systems", name: "Coins", multiplier: 3, start: now() });
+    expect((await userList("two-systems", "xp")).filter((b) => b.userId !== null)).toEqual([xp]);
+    expect((await userList("two-systems", "coins")).filter((b) => b.userId !== null)).toEqual([coins]);
+    expect(await adminList("xp", "?userId=two-systems")).toEqual([xp]);
+    expect(await adminList("coins", "?userId=two-systems")).toEqual([coins]);
   });
 });
 

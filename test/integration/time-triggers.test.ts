@@ -203,6 +203,28 @@ describe("a user boost that finished while ticks did not run", () => {
   });
 });
 
+describe("a user boost ended by DELETE while ticks did not run", () => {
+  it("still boosts the unpaid intervals due before it ended", async () => {
+    const downtime = await startTestApp({ yaml, manualClock: "2027-01-20T12:00:00Z", jobs: false });
+    try {
+      await t.setClock("2027-01-20T12:00:00Z");
+      await identify("cut"); // due 21 Jan 12:00
+      const admin = { "x-api-key": "demo-admin-key" };
+      const boost = await downtime.call("POST", "/admin/v1/points/coins/boosts", { userId: "cut", name: "Double", multiplier: 2, start: "2027-01-21T00:00:00Z" }, admin);
+      expect(boost.status).toBe(201);
+      // 22 Jan 13:00: the intervals of 21 and 22 Jan 12:00 are unpaid, both inside the boost,
+      // which the admin ends now.
+      await downtime.setClock("2027-01-22T13:00:00Z");
+      expect((await downtime.call("DELETE", `/admin/v1/points/coins/boosts/${boost.body.id}`, undefined, admin)).body).toMatchObject({ status: "finished", end: "2027-01-22T13:00:00.000Z" });
+      // The ticks come back: 5 × 2 for each of the two intervals, one award of 20.
+      await t.setClock("2027-01-22T13:00:00Z");
+      expect((await coins("cut")).awards.map((a) => a.awarded)).toEqual([20]);
+    } finally {
+      await downtime.close();
+    }
+  });
+});
+
 describe("a boost the user is not eligible for, during a catch-up", () => {
   it("does not split the run: one rounding for the intervals between the user's own boost changes", async () => {
     // A (×1.4, rounding down) for everyone; B (×3) only for plan ent, starting at 02:30. For a
