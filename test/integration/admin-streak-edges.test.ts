@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { uniqueTenantId, withTestApp, type TestApp } from "../helpers/app.js";
+import { dumpTenant, uniqueTenantId, withTestApp, type TestApp } from "../helpers/app.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
 
 /**
@@ -75,6 +75,54 @@ describe("a restored streak's deadline (the instant the rankings count it lost)"
       expect(await active()).toEqual([["today", 3]]);
       expect((await t.call("GET", "/v1/users/today/streak")).body.length).toBe(3);
       expect((await t.call("GET", "/v1/users/lapsed/streak")).body.length).toBe(0);
+    });
+  });
+});
+
+describe("the issues of a freeze grant and a restore", () => {
+  it("none for a grant within the maximum; a warning past it; an error, in both fields, for an unknown user", async () => {
+    const freezes = "      freezes: { initial: 0, max: 2 }\n";
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", freezes) }, async (t) => {
+      await lesson(t, "held", "2026-06-01T12:00:00Z");
+      const grant = (...ids: string[]) => t.call("POST", "/admin/v1/streaks/freezes", { freezes: ids.map((userId) => ({ userId })) }, ADMIN);
+      expect(await grant("held")).toEqual({ status: 200, body: { issues: [] } });
+      expect(await grant("held", "held")).toEqual({
+        status: 200,
+        body: { issues: [{ userId: "held", level: "warning", reason: "Would exceed maximum freeze limit", severity: "warning", message: "Would exceed maximum freeze limit" }] },
+      });
+      expect((await t.call("GET", "/v1/users/held/streak")).body.freezes).toBe(2);
+      const unknown = { userId: "ghost", level: "error", reason: "User does not exist", severity: "error", message: "User does not exist" };
+      expect(await grant("ghost")).toEqual({ status: 200, body: { issues: [unknown] } });
+      expect(await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "ghost" }] }, ADMIN)).toEqual({ status: 200, body: { restoredUsers: [], issues: [unknown] } });
+    });
+  });
+});
+
+describe("bad admin streak requests write nothing", () => {
+  it("refuses a malformed user id to restore with 400", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily") }, async (t) => {
+      await lesson(t, "seed", "2026-06-01T12:00:00Z");
+      await t.setClock("2026-06-05T12:00:00Z");
+      const tenantId = t.tenants[0]!.id;
+      for (const id of ["", " seed", "seed\u0000", "x".repeat(256)]) {
+        const before = await dumpTenant(t.redis, tenantId);
+        const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "seed" }, { id }] }, ADMIN);
+        expect(res, JSON.stringify(id)).toEqual({ status: 400, body: { error: "users[1].id must be 1-255 characters without control characters or surrounding spaces" } });
+        expect(await dumpTenant(t.redis, tenantId)).toEqual(before);
+      }
+    });
+  });
+
+  it("refuses a restore (and a freeze grant) with 422 on a tenant without a streak", async () => {
+    const yaml = tenantYaml(uniqueTenantId(), "    metrics: [{ key: lessons, name: Lessons }]\n");
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml }, async (t) => {
+      await lesson(t, "seed", "2026-06-01T12:00:00Z");
+      const before = await dumpTenant(t.redis, t.tenants[0]!.id);
+      const restore = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "seed" }] }, ADMIN);
+      expect(restore).toEqual({ status: 422, body: { error: "This tenant has no streak" } });
+      const grant = await t.call("POST", "/admin/v1/streaks/freezes", { freezes: [{ userId: "seed" }] }, ADMIN);
+      expect(grant).toEqual({ status: 422, body: { error: "Streak freezes are not enabled for this tenant" } });
+      expect(await dumpTenant(t.redis, t.tenants[0]!.id)).toEqual(before);
     });
   });
 });
