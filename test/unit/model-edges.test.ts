@@ -1,7 +1,10 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { loadConfigText } from "../../src/config/load.js";
-import { applyEvent, applyTimeTicks, applyUpsert, applyUserBoost, emptyState, readUserPoints, refreshThresholds } from "../../src/domain/model.js";
+import { applyEvent, applyStreakAdmin, applyTimeTicks, applyUpsert, applyUserBoost, emptyState, readUserPoints, refreshThresholds, streakState, type ModelState } from "../../src/domain/model.js";
+import type { CompiledTenant } from "../../src/config/compiled.js";
+import { localDayIndex, periodOfDay } from "../../src/domain/periods.js";
+import { settleCopy, viewStreak } from "../../src/domain/streak.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
 
 /**
@@ -78,5 +81,43 @@ describe("a board's values that fell since its threshold was read, in the model"
     // Read again (8.5): a value that ties it, reached later, is behind it.
     refreshThresholds(boards, state, T0 + 6);
     expect(rankOf(score(7, "e", 8.5))).toBeNull();
+  });
+});
+
+// lua/streakAdmin-4.lua; test/integration/admin-streak-edges.test.ts, test/integration/streaks.test.ts ("weekly: `started`")
+describe("a restore in the model", () => {
+  const streakTenant = (frequency: "daily" | "weekly") =>
+    loadConfigText(
+      tenantYaml("restore", `    metrics: [{ key: lessons, name: Lessons }]\n    streak:\n      frequency: ${frequency}\n      metrics: [{ metric: lessons, threshold: 1 }]\n`),
+      "restore.yaml",
+      {},
+    )[0]!;
+  const lesson = (tenant: CompiledTenant, state: ModelState, userId: string, at: string) =>
+    applyEvent(tenant, state, { metricKey: "lessons", userId, now: Date.parse(at), eventId: `${userId}-${at}`, idempotencyKey: null, valueMicro: 1e6, tz: null, profile: [], eventAttributes: null });
+  /** As POST /admin/v1/streaks/restore asks it: the window's first period is the current one less the window (UTC users). */
+  const restore = (tenant: CompiledTenant, state: ModelState, userId: string, at: string, window: number) =>
+    applyStreakAdmin(tenant, state, userId, "restore", periodOfDay(localDayIndex(Date.parse(at), "UTC"), tenant.streak!.frequency) - window, Date.parse(at));
+
+  it("finds a streak in the window's first period, not in the period before", () => {
+    const daily = streakTenant("daily");
+    const state = emptyState();
+    lesson(daily, state, "outside", "2025-12-31T12:00:00Z");
+    lesson(daily, state, "inside", "2026-01-01T12:00:00Z");
+    // 1 January + 90 days.
+    expect(restore(daily, state, "inside", "2026-04-01T12:00:00Z", 90)).toEqual({ status: "restored", length: 1 });
+    expect(restore(daily, state, "outside", "2026-04-01T12:00:00Z", 90)).toEqual({ status: "nothing-to-restore" });
+  });
+
+  it("weekly: a restored streak begins on its first week's Monday, though the lost streak began on another day of that week", () => {
+    const weekly = streakTenant("weekly");
+    const state = emptyState();
+    for (const monday of ["2026-04-06T10:00:00Z", "2026-04-13T10:00:00Z", "2026-04-20T10:00:00Z"]) lesson(weekly, state, "rb", monday);
+    lesson(weekly, state, "rb", "2026-05-08T10:00:00Z"); // Friday: a new streak of 1, begun that day
+    expect(restore(weekly, state, "rb", "2026-05-25T10:00:00Z", 52)).toEqual({ status: "restored", length: 3 });
+    const now = Date.parse("2026-05-25T10:00:00Z");
+    const nowDay = localDayIndex(now, "UTC");
+    const nowPeriod = periodOfDay(nowDay, "weekly");
+    const { streak } = settleCopy(weekly, streakState(state.users.get("rb")), nowDay, nowPeriod);
+    expect(viewStreak(weekly.streak!, streak, nowDay, nowPeriod)).toMatchObject({ length: 3, started: "2026-05-04" });
   });
 });
