@@ -125,6 +125,9 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
   }) },
 );
 
+/** README, Streak freezes and restore: the restore looks back 90 days (daily), 52 weeks (weekly) or 24 months (monthly). */
+const RESTORE_WINDOW = { daily: 90, weekly: 52, monthly: 24 } as const;
+
 let t: TestApp;
 let closeApp: (() => Promise<void>) | undefined;
 beforeAll(async () => {
@@ -281,8 +284,11 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
         const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: cmd.user }] }, ADMIN);
         expect(res.status).toBe(200);
         const tz = model.users.get(cmd.user)?.profile.get("tz") ?? "UTC";
-        const result = applyStreakAdmin(tenant, model, cmd.user, "restore", periodOfDay(localDayIndex(now, tz), "daily") - 90, now);
+        const frequency = tenant.streak!.frequency;
+        const result = applyStreakAdmin(tenant, model, cmd.user, "restore", periodOfDay(localDayIndex(now, tz), frequency) - RESTORE_WINDOW[frequency], now);
         expect(res.body.restoredUsers).toEqual(result.status === "restored" ? [cmd.user] : []);
+        const reasons = { missing: ["User does not exist"], "nothing-to-restore": ["No streak to restore"], "already-longest": ["Streak is already at maximum length"], restored: [] };
+        expect(res.body.issues.map((i: { reason: string }) => i.reason)).toEqual(reasons[result.status as keyof typeof reasons]);
         break;
       }
     }
