@@ -96,7 +96,9 @@ else
     -- A restored streak is placed, not begun on a day: `started` shows its first period's first
     -- day (src/domain/streak.ts streakFirstDay), never the day an earlier streak began.
     if I_SSD then put(I_SSD, false) end
-    storeStreak(best, newLast, newLast == nowPeriod and deadlineCurrent or deadlinePrevious)
+    -- Lost as placeDeadline (state.lua) places it: a last period ahead of now (a move west) as
+    -- the current one, never a period earlier than the zone change placed it.
+    storeStreak(best, newLast, newLast >= nowPeriod and deadlineCurrent or deadlinePrevious)
     -- `extended` (the streak reads): the last extension when the restored streak keeps it
     -- (today's; a live streak's yesterday's is kept too, as newLast ~= last only when the
     -- streak was lost or last covered before yesterday); otherwise the streak came alive now.

@@ -806,6 +806,7 @@ function streakAdminOp(
     state.streakBest.set(userId, best);
   }
   state.streakActive.set(userId, best);
-  state.streakDeadline.set(userId, streakDeadline(newLast === nowPeriod ? nowPeriod : nowPeriod - 1, rule.frequency, tz));
+  // As placeDeadline: a last period ahead of now (a move west) is lost as the current one.
+  state.streakDeadline.set(userId, streakDeadline(newLast >= nowPeriod ? nowPeriod : nowPeriod - 1, rule.frequency, tz));
   return { status: "restored" as const, length: best };
 }

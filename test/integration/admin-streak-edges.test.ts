@@ -79,6 +79,32 @@ describe("a restored streak's deadline (the instant the rankings count it lost)"
   });
 });
 
+describe("a streak restored after a move west, last covered on a day the new calendar has not reached", () => {
+  it("keeps the deadline the zone change placed: it is not moved a day earlier", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily") }, async (t) => {
+      const kiritimati = async (at: string) => {
+        await t.setClock(at);
+        expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "w", tz: "Pacific/Kiritimati" }, value: 1 })).status).toBe(201);
+      };
+      // Kiritimati (UTC+14): 2 to 4 June extended, then lost; a new streak on 10 June.
+      for (const at of ["2026-06-01T12:00:00Z", "2026-06-02T12:00:00Z", "2026-06-03T12:00:00Z", "2026-06-09T12:00:00Z"]) await kiritimati(at);
+      // Then Pago Pago (UTC-11), where it is 9 June 01:00: the streak covers its 10 June.
+      expect((await t.call("PATCH", "/v1/users/w", { tz: "Pacific/Pago_Pago" })).status).toBe(200);
+      const { store } = t.app.tenants.all[0]!;
+      const deadline = async () => Number(await t.redis.zscore(store.keys.streakDeadline(store.shard("w")), "w"));
+      const placed = await deadline();
+      expect(new Date(placed).toISOString()).toBe("2026-06-11T11:00:00.000Z");
+      const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "w" }] }, ADMIN);
+      expect(res.body).toEqual({ restoredUsers: ["w"], issues: [] });
+      expect(await deadline()).toBe(placed);
+      // 10 June 01:00 in Pago Pago: the streak covers today; it is in the active rankings.
+      await t.setClock("2026-06-10T12:00:00Z");
+      expect((await t.call("GET", "/v1/users/w/streak")).body).toMatchObject({ length: 3, rank: 1 });
+      expect((await t.call("GET", "/v1/streaks/rankings?type=active")).body.map((r: { userId: string }) => r.userId)).toEqual(["w"]);
+    });
+  });
+});
+
 describe("the issues of a freeze grant and a restore", () => {
   it("none for a grant within the maximum; a warning past it; an error, in both fields, for an unknown user", async () => {
     const freezes = "      freezes: { initial: 0, max: 2 }\n";

@@ -108,6 +108,21 @@ describe("a restore in the model", () => {
     expect(restore(daily, state, "outside", "2026-04-01T12:00:00Z", 90)).toEqual({ status: "nothing-to-restore" });
   });
 
+  it("keeps the deadline a move west placed for a streak last covered ahead of today", () => {
+    const daily = streakTenant("daily");
+    const state = emptyState();
+    // Kiritimati (UTC+14): 2 to 4 June, then lost; 10 June. Then Pago Pago (UTC-11), on its 9 June.
+    for (const at of ["2026-06-01T12:00:00Z", "2026-06-02T12:00:00Z", "2026-06-03T12:00:00Z", "2026-06-09T12:00:00Z"]) {
+      applyEvent(daily, state, { metricKey: "lessons", userId: "w", now: Date.parse(at), eventId: at, idempotencyKey: null, valueMicro: 1e6, tz: "Pacific/Kiritimati", profile: [["tz", "Pacific/Kiritimati"]], eventAttributes: null });
+    }
+    const now = Date.parse("2026-06-09T12:00:00Z");
+    applyUpsert(daily, state, "w", "update", [["tz", "Pacific/Pago_Pago"]], now);
+    expect(state.streakDeadline.get("w")).toBe(Date.parse("2026-06-11T11:00:00Z"));
+    const window = periodOfDay(localDayIndex(now, "Pacific/Pago_Pago"), "daily") - 90;
+    expect(applyStreakAdmin(daily, state, "w", "restore", window, now)).toEqual({ status: "restored", length: 3 });
+    expect(state.streakDeadline.get("w")).toBe(Date.parse("2026-06-11T11:00:00Z"));
+  });
+
   it("weekly: a restored streak begins on its first week's Monday, though the lost streak began on another day of that week", () => {
     const weekly = streakTenant("weekly");
     const state = emptyState();
