@@ -53,8 +53,7 @@ interface Rejected {
  * are answered, and the ones after them are listed as not sent. When no event was recorded the
  * answer is the stopping failure's status and error (else the first failure's), so that a
  * retried 5xx sends again only what was not recorded.
- */
-/**
+ *
  * `logOutOfMemory`: the router's log of writes Redis refused at maxmemory (Router.logOutOfMemory,
  * once per 30 s for the app), so that a batch's refusals share its throttle.
  */

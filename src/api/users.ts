@@ -18,7 +18,7 @@ const validateUpserted = typia.createValidateEquals<UserInput>();
 const validateUpdated = typia.createValidateEquals<UpdatedUser>();
 
 export const NOTIFICATION_TYPES = ["achievement_completed", "recap", "reactivation", "streak_reminder"] as const;
-/** Channels, inline: a named alias reached a refusal as its name ("an array of objects"). */
+/** The channel literals written inline: behind an alias of their own (`Channel`) typia named them by it, read as "an array of objects". */
 type Channels = (("email" | "push")[] & tags.MaxItems<2>) | null;
 interface PreferencesBody {
   notifications?: {
