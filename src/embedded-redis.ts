@@ -30,6 +30,11 @@ export function redisServerAvailable(): boolean {
   return probe.status === 0 || probe.signal !== null;
 }
 
+/** Whether `setpriv --pdeathsig` runs here (util-linux, on every Debian; not on macOS). */
+function setprivDeathSignal(): boolean {
+  return spawnSync("setpriv", ["--pdeathsig", "TERM", "--", "true"], { stdio: "ignore" }).status === 0;
+}
+
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
@@ -76,13 +81,19 @@ export async function startEmbeddedRedis(opts: {
   // what it has taken, closes its connections and stops the server last (stop(), or the exit
   // handler below on any other way out). In the service's group the server could exit first, and
   // the stop then logged connection errors and waited LAUREL_DRAIN + 5 s for connections that
-  // could not close. A signal that kills the service outright (SIGKILL, to it or its group) leaves
-  // the server running, as a kill -9 of the service always did: the next start stops it
-  // (claimDataDir). The test run's and the bench's servers stay in their caller's group.
+  // could not close. A signal that kills the service outright (SIGKILL, to it or its group, the
+  // OOM killer) runs no handler: the server is started through `setpriv --pdeathsig TERM` (util-
+  // linux), which asks the kernel to send it SIGTERM when the service dies (Redis then writes its
+  // AOF and exits), and execs redis-server in place (same pid). Where setpriv is missing the
+  // server runs on orphaned, and the next start stops it (claimDataDir). The death signal follows
+  // the thread that spawned the server, which here is the service's main thread, alive as long as
+  // the process (a spawn from a worker thread would be signalled when that thread ends). The test
+  // run's and the bench's servers take neither: their callers stop them.
   // Its log (stdout, warnings only: --loglevel warning) is read: for the last line a server that
   // would not start wrote (a damaged AOF: what it says to run), and, once it is ready and until
   // it is stopped, for `onLog` (a slow disk's fsync, a SHUTDOWN someone sent it).
-  const child: ChildProcess = spawn("redis-server", args, { stdio: ["ignore", "pipe", "inherit"], detached: opts.ownSession === true });
+  const [command, commandArgs] = opts.ownSession === true && setprivDeathSignal() ? ["setpriv", ["--pdeathsig", "TERM", "--", "redis-server", ...args]] : ["redis-server", args];
+  const child: ChildProcess = spawn(command, commandArgs, { stdio: ["ignore", "pipe", "inherit"], detached: opts.ownSession === true });
   const log = followLog(child);
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   let stopping = false;
@@ -168,13 +179,22 @@ async function claimDataDir(dir: string): Promise<number | null> {
       // Unreadable or half written: the holder is judged by what runs, which is nothing known.
     }
     const server = holder?.redis !== undefined && holder.port !== undefined && (await serverOf(holder.port, holder.redis, dir));
+    // The recorded server still running without answering: one stopping (its service was killed
+    // just now and the death signal reached it: it is writing its AOF), or one busy. Known by its
+    // pid and the title Redis gives itself, "redis-server 127.0.0.1:<port>". Taken for gone, a new
+    // server would open the AOF while the old one still writes to it.
+    const serverRuns = server || (holder?.redis !== undefined && holder.port !== undefined && alive(holder.redis, `redis-server 127.0.0.1:${holder.port}`));
     const serviceRuns = holder !== null && holder.service !== process.pid && alive(holder.service, "node");
-    if (serviceRuns && (server || holder!.redis === undefined)) {
+    if (serviceRuns && (serverRuns || holder!.redis === undefined)) {
       throw new Error(`${dir} is in use by a running Laurel (pid ${holder!.service}${holder!.port ? `, its redis-server on port ${holder!.port}` : ""}): stop it first, or give this one another LAUREL_DATA_DIR`);
     }
-    if (server) {
+    if (serverRuns) {
       stopped = holder!.redis!;
-      process.kill(stopped, "SIGTERM");
+      try {
+        process.kill(stopped, "SIGTERM");
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err; // it finished stopping since
+      }
       for (let waited = 0; alive(stopped, "redis-server"); waited += 50) {
         if (waited > 30_000) throw new Error(`the redis-server an earlier Laurel left on ${dir} (pid ${stopped}) did not stop in 30 s`);
         await new Promise((r) => setTimeout(r, 50));
@@ -226,7 +246,9 @@ function releaseDataDir(file: string): void {
 
 /** Whether the redis-server on `port` is process `pid` with its data in `dir`. */
 async function serverOf(port: number, pid: number, dir: string): Promise<boolean> {
-  const probe = new Redis(port, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 2000 });
+  // commandTimeout: a server that takes the connection but never answers (stopped, SIGSTOP, or
+  // hung) is no answer; without it the start waited on INFO for ever.
+  const probe = new Redis(port, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 2000, commandTimeout: 2000 });
   probe.on("error", () => undefined);
   try {
     await probe.connect();
