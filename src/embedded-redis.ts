@@ -158,9 +158,10 @@ const OCCUPANT_FILE = "laurel-embedded.json";
  * server's pid and port are added once it is ready. A record found there is the holder's:
  * - its server answers on the recorded port as that pid with this directory, and its service
  *   still runs: the directory is in use, and the start is refused;
- * - that server answers but its service is gone (killed outright: SIGKILL to it or its process
- *   group, the OOM killer, so it could not stop its child, which runs on orphaned): the server is stopped (SIGTERM: Redis
- *   writes its AOF and exits) and its pid returned;
+ * - that server runs (answering, or not: stopping, stopped, hung) but its service is gone (killed
+ *   outright: SIGKILL to it or its process group, the OOM killer; on a host without setpriv its
+ *   child runs on orphaned, and with it the death signal may still be at work): the server is
+ *   stopped (SIGTERM: Redis writes its AOF and exits), waited for, and its pid returned;
  * - no such server (the record of a service that exited without stopping it, or of one still
  *   starting whose service is gone): stale, replaced. A record without a server whose service
  *   runs is a start under way: refused.
