@@ -25,7 +25,7 @@
                                                      re-sent it after the connection dropped before
                                                      its reply (KEYS[4]); nothing written
     {3}                                              the user's attributes do not match; nothing written
-    {1, achievedAt, completed, points, created}      completed now (completed = keys, in order)
+    {1, achievedAt, completed, points}               completed now (completed = keys, in order)
 ]]
 --@rules
 -- @include "includes/context.lua"
@@ -76,4 +76,4 @@ updateBoards(boards, 0, nil, outParts)
 local pointsReply = flushPoints(outParts)
 flushState(userKey)
 appendRecord(streamKey, R.wh, 'ac', userId, now, U.tz or 'UTC', key, outParts)
-return { 1, now, completed, pointsReply, created and 1 or 0 }
+return { 1, now, completed, pointsReply }
