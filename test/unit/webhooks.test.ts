@@ -4,7 +4,7 @@ import { ConfigError } from "../../src/config/compile.js";
 import { loadConfigText } from "../../src/config/load.js";
 import { decodeStreamRecord } from "../../src/domain/stream-record.js";
 import { configBoundaries } from "../../src/jobs/webhooks/boundaries.js";
-import { backoffDelay, DEFAULT_BACKOFF, DEFAULT_DELIVERY } from "../../src/jobs/webhooks/deliveries.js";
+import { backoffDelay, DEFAULT_BACKOFF, DEFAULT_DELIVERY, deliveryOptions } from "../../src/jobs/webhooks/deliveries.js";
 import { boardParts, recordEvents, streamEventId } from "../../src/jobs/webhooks/kinds.js";
 import { signedHeaders, standardSignature, trophySignature } from "../../src/jobs/webhooks/signing.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
@@ -33,6 +33,27 @@ describe("backoff", () => {
     expect(backoffDelay(9, DEFAULT_BACKOFF, () => 1)).toBe(12 * HOUR);
     expect(backoffDelay(9, DEFAULT_BACKOFF, () => 0)).toBe(Math.round(30_000 * 2.5 ** 8 * 0.8));
     expect(backoffDelay(5, { firstMs: 0, factor: 1, jitter: 0, maxMs: 0 })).toBe(0);
+  });
+});
+
+describe("delivery defaults", () => {
+  // The integration tests shorten every one of these (test/helpers/app.ts, FAST backoffs), so
+  // only this holds them to what README's Webhooks section promises an operator.
+  it("are the README's: 10 attempts, kept 7 days (50 000) delivered and 30 days dead, 16 queued and 32 first attempts at once", () => {
+    const opts = deliveryOptions();
+    expect(opts).toEqual({
+      attempts: 10,
+      backoff: { firstMs: 30_000, factor: 2.5, jitter: 0.2, maxMs: 12 * HOUR },
+      concurrency: 16,
+      lockDurationMs: 30_000,
+      stalledIntervalMs: 30_000,
+      keepDelivered: { age: 7 * 86_400, count: 50_000 },
+      keepDead: { age: 30 * 86_400 },
+      // At most 2 s a first attempt; a failed one, or one of 500 ms or more, queues the endpoint's deliveries for 30 s.
+      firstAttempt: { enabled: true, timeoutMs: 2_000, pauseMs: 30_000, slowMs: 500, concurrency: 32 },
+    });
+    // A part given keeps the defaults of the rest.
+    expect(deliveryOptions({ firstAttempt: { timeoutMs: 300 } }).firstAttempt).toEqual({ ...opts.firstAttempt, timeoutMs: 300 });
   });
 });
 
