@@ -106,6 +106,23 @@ describe("the events a stream record stands for", () => {
     expect(boardParts(fields)[0]).toEqual({ boardKey: "streaky", run: 0, oldValue: 3, newValue: 0 });
   });
 
+  it("a points part with nothing added stands for no points.changed (the selection may keep it: README)", () => {
+    const fields = flat("p:xp:0:60:2:2");
+    expect(recordEvents(decodeStreamRecord("1-0", fields), boardParts(fields))).toEqual([]);
+  });
+
+  it("freezes auto-earned and granted in one record (a grant settles the user first) are two events with two ids", () => {
+    const fields = flat("fe:1;fa:2");
+    const events = recordEvents(decodeStreamRecord("1-0", fields), boardParts(fields));
+    expect(events.map((e) => [e.type, e.subject])).toEqual([
+      ["streak.freeze_earned", "fe"],
+      ["streak.freeze_earned", "fa"],
+    ]);
+    // Were they one id, the queue would take the grant's for a duplicate of the first and drop it.
+    const ids = events.map((e) => streamEventId("6f1d1a5e-2b7c-5c3e-9a41-5b2f0c7d8e90", "demo", 0, "1-0", e.type, e.subject));
+    expect(new Set(ids).size).toBe(2);
+  });
+
   it("derives one id per (stream entry, type, subject), the same every time", () => {
     const ns = "6f1d1a5e-2b7c-5c3e-9a41-5b2f0c7d8e90";
     const id = streamEventId(ns, "demo", 3, "1780000000000-0", "points.changed", "xp");
