@@ -181,6 +181,17 @@ describe("a first attempt that fails", () => {
   });
 });
 
+describe("a receiver that answers a redirect", () => {
+  const s = useScenario(() => 302, SLOW_RETRY);
+
+  it("is a failed attempt, as any answer but a 2xx (README: Webhooks)", async () => {
+    const job = await deliveryFor(s, "rd1");
+    expect(await job.getState()).toBe("delayed");
+    expect(job.failedReason).toBe("HTTP 302");
+    expect(s.receiver.received).toHaveLength(1);
+  });
+});
+
 describe("a first attempt that succeeds slowly", () => {
   // slowMs 0: every answer is slow enough, so the rule is tested without waiting for a slow one.
   const s = useScenario(() => 200, { firstAttempt: { slowMs: 0 } });
