@@ -361,6 +361,38 @@ describe("coalescing", () => {
   });
 });
 
+describe("coalescing rank changes", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    const receiver = await startReceiver();
+    const tenantId = uniqueTenantId("whc");
+    const yaml = lessonsXpTenantYaml(
+      tenantId,
+      2,
+      `    leaderboards:
+      - { key: top, name: Top, rankBy: points, points: xp, start: "2026-06-01" }
+    webhooks:
+      - { key: main, url: "${receiver.url}", secret: "a-test-secret-0123456789", events: [leaderboard.rank_changed], coalesce: { leaderboard.rank_changed: 15 } }
+`,
+    );
+    s = { receiver, tenantId, t: await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: FAST }) };
+  });
+  afterAll(() => close(s));
+
+  it("sends the last change's rank and value with the first change's previous ones", async () => {
+    const lessons = (user: string, value: number) => s.t.call("POST", "/v1/metrics/lessons/event", { user: { id: user }, value });
+    expect((await lessons("lead", 5)).status).toBe(201);
+    expect((await lessons("mid", 3)).status).toBe(201);
+    // climb: onto the board at rank 3 (from none), then 2 (from 3), then 1 (from 2), in one window.
+    for (const value of [1, 3, 2]) expect((await lessons("climb", value)).status).toBe(201);
+    await s.t.setClock("2026-06-01T12:15:00Z");
+    await s.t.app.webhooks!.settled(s.tenantId);
+    const [got] = await s.receiver.waitFor(1, (r) => r.body.user?.id === "climb");
+    expect(got!.body.leaderboard).toMatchObject({ key: "top", rank: 1, value: 60, previousRank: null, previousValue: null });
+    expect(s.receiver.received.filter((r) => r.body.user?.id === "climb")).toHaveLength(1);
+  });
+});
+
 describe("a receiver that never answers", () => {
   let s: Scenario;
   beforeAll(async () => {
