@@ -390,6 +390,9 @@ describe("coalescing rank changes", () => {
     const [got] = await s.receiver.waitFor(1, (r) => r.body.user?.id === "climb");
     expect(got!.body.leaderboard).toMatchObject({ key: "top", rank: 1, value: 60, previousRank: null, previousValue: null });
     expect(s.receiver.received.filter((r) => r.body.user?.id === "climb")).toHaveLength(1);
+    // The delivery is about its user, as an uncoalesced one is: the admin API finds it by user.
+    const ofClimb = (await s.t.call("GET", "/admin/v1/webhooks/deliveries?userId=climb", undefined, admin)).body.deliveries;
+    expect(ofClimb).toEqual([expect.objectContaining({ eventId: got!.body.id, userId: "climb", type: "leaderboard.rank_changed", status: "delivered" })]);
   });
 });
 
