@@ -192,7 +192,13 @@ describe("points.level_changed", () => {
       newLevel: { key: "silver" },
     });
     const [points] = await receiver.waitFor(1, of("points.changed", "tim"));
-    expect(points!.body.points).toMatchObject({ total: 100, added: 100, awards: [expect.objectContaining({ awarded: 100, trigger: expect.objectContaining({ key: "daily", type: "time" }) })] });
+    // `level`: the level the total reaches (the first points.changed, at 10, had none).
+    expect(points!.body.points).toMatchObject({
+      total: 100,
+      added: 100,
+      awards: [expect.objectContaining({ awarded: 100, trigger: expect.objectContaining({ key: "daily", type: "time" }) })],
+      level: { key: "silver", name: "Silver", points: 55 },
+    });
   });
 
   it("takes a level only when the total strictly exceeds its points: a total of exactly 1000 is silver, not gold", async () => {
