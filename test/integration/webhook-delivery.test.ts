@@ -1,5 +1,7 @@
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { DeliveryJob } from "../../src/jobs/webhooks/attempt.js";
+import { Coalescer } from "../../src/jobs/webhooks/coalesce.js";
 import { WEBHOOK_GROUP } from "../../src/jobs/webhooks/keys.js";
 import { startTestApp, uniqueTenantId, type TestApp, type TestAppOptions } from "../helpers/app.js";
 import { lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
@@ -358,6 +360,41 @@ describe("coalescing", () => {
     const latest = s.receiver.received.find((r) => r.headers["webhook-id"] === again.find((d) => d.eventId !== one!.eventId)!.eventId);
     expect(latest!.body.points).toMatchObject({ total: 40, added: 10 });
     expect(await list("every")).toHaveLength(4);
+  });
+});
+
+describe("a coalesced window flushed while a change for it arrives", () => {
+  it("keeps the late change: the next flush queues the window again, same event id, with that change's state", async () => {
+    const t = await startTestApp({ yaml: hookYaml(uniqueTenantId("whc"), endpoint("main", "http://127.0.0.1:9/hooks")), manualClock: "2026-06-01T12:00:00Z", webhooks: FAST });
+    try {
+      // The scripts alone, under a tenant id no timeline flushes: the race is made, not waited for.
+      const { tenant, store } = t.app.tenants.all[0]!;
+      const coalescer = new Coalescer({ tenant: { ...tenant, id: uniqueTenantId("whc") }, store });
+      const change = (streamId: string, total: number) => ({
+        endpoint: "main",
+        windowMs: 60_000,
+        streamId,
+        ms: 0,
+        userId: "u",
+        subject: "xp",
+        payload: { type: "points.changed", timestamp: "1970-01-01T00:00:00.000Z", user: { id: "u" }, points: { total, added: 10 } },
+      });
+      await coalescer.put([change("1-0", 10)]);
+      const queued: DeliveryJob[][] = [];
+      // The consumer puts a change of the window while the flush queues what it read.
+      expect(await coalescer.flush(60_000, async (jobs) => {
+        queued.push(jobs);
+        await coalescer.put([change("2-0", 20)]);
+      })).toBe(1);
+      expect(await coalescer.nextClose()).toBe(60_000);
+      expect(await coalescer.flush(60_000, async (jobs) => void queued.push(jobs))).toBe(1);
+      const [[first], [again]] = queued as [[DeliveryJob], [DeliveryJob]];
+      expect(again.eventId).toBe(first.eventId);
+      expect(JSON.parse(again.body).points).toEqual({ total: 20, added: 20 });
+      expect(await coalescer.nextClose()).toBeNull();
+    } finally {
+      await t.close();
+    }
   });
 });
 
