@@ -141,7 +141,10 @@ describe("a change off the board, behind a later change onto it", () => {
       expect(processed).toBe(4);
       // The first version of the deeper read ranked solo's 10 on the board as it is now: a
       // second null → 1, with 8 ZCOUNTs.
-      expect(receiver.received.filter((r) => r.body.user.id === "solo").map((r) => [r.body.leaderboard.previousRank, r.body.leaderboard.rank, r.body.leaderboard.value])).toEqual([[null, 1, 11]]);
+      // Values in the metric's units, previous ones included (the board keeps micro-units).
+      expect(
+        receiver.received.filter((r) => r.body.user.id === "solo").map((r) => [r.body.leaderboard.previousRank, r.body.leaderboard.rank, r.body.leaderboard.previousValue, r.body.leaderboard.value]),
+      ).toEqual([[null, 1, 10, 11]]);
       expect(seen.commands.filter((c) => c[0]!.toLowerCase() === "zcount" && c.some((a) => a.includes(tenantId)))).toEqual([]);
     } finally {
       await app.close();
