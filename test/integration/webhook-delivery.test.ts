@@ -433,6 +433,28 @@ describe("coalescing rank changes", () => {
   });
 });
 
+describe("two changes of a user at one instant", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    s = await scenario(() => 200);
+  });
+  afterAll(() => close(s));
+
+  it("send points.changed each with the awards of its own change only", async () => {
+    // The manual clock stands still: both awards are of the same millisecond.
+    expect((await lesson(s, "aw")).status).toBe(201);
+    expect((await lesson(s, "aw")).status).toBe(201);
+    await s.t.app.webhooks!.drain();
+    const got = await s.receiver.waitFor(2);
+    await s.t.app.webhooks!.settled(s.tenantId);
+    const points = got.map((r) => r.body.points).sort((a, b) => a.total - b.total);
+    expect(points.map((p) => [p.total, p.added, p.awards.map((a: { awarded: number; total: number }) => [a.awarded, a.total])])).toEqual([
+      [10, 10, [[10, 10]]],
+      [20, 10, [[10, 20]]],
+    ]);
+  });
+});
+
 describe("a receiver that never answers", () => {
   let s: Scenario;
   beforeAll(async () => {
