@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DeliveryJob } from "../../src/jobs/webhooks/attempt.js";
 import { Coalescer } from "../../src/jobs/webhooks/coalesce.js";
 import { WEBHOOK_GROUP } from "../../src/jobs/webhooks/keys.js";
+import { streamEventId } from "../../src/jobs/webhooks/kinds.js";
 import { startTestApp, uniqueTenantId, type TestApp, type TestAppOptions } from "../helpers/app.js";
 import { lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
@@ -452,6 +453,24 @@ describe("two changes of a user at one instant", () => {
       [10, 10, [[10, 10]]],
       [20, 10, [[10, 20]]],
     ]);
+  });
+});
+
+describe("the event id of a change on another shard than 0", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    s = await scenario(() => 200);
+  });
+  afterAll(() => close(s));
+
+  it("derives from its shard as well as its shard stream entry: two shards' streams can give the same entry id", async () => {
+    const { store, tenant } = s.t.app.tenants.all[0]!;
+    const user = Array.from({ length: 64 }, (_, i) => `sh${i}`).find((u) => store.shard(u) === 1)!;
+    expect((await lesson(s, user)).status).toBe(201);
+    const [[entry]] = (await s.t.redis.xrange(`{${s.tenantId}:1}:x`, "-", "+")) as [string, string[]][];
+    await s.t.app.webhooks!.drain();
+    const [got] = await s.receiver.waitFor(1);
+    expect(got!.body.id).toBe(streamEventId(tenant.ns, s.tenantId, 1, entry!, "points.changed", "xp"));
   });
 });
 
