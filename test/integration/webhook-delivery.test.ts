@@ -474,6 +474,41 @@ describe("the event id of a change on another shard than 0", () => {
   });
 });
 
+describe("a manual clock moved back, then forward again", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    const receiver = await startReceiver();
+    const tenantId = uniqueTenantId("whb");
+    const yaml = lessonsXpTenantYaml(
+      tenantId,
+      1,
+      `    leaderboards:
+      - { key: daily, name: Daily, rankBy: points, points: xp, start: "2026-06-01", runUnit: day, runInterval: 1 }
+    webhooks:
+      - { key: main, url: "${receiver.url}", secret: "a-test-secret-0123456789", events: [leaderboard.started] }
+`,
+    );
+    s = { receiver, tenantId, t: await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: FAST }) };
+  });
+  afterAll(() => close(s));
+
+  it("sends no boundary before the clock's highest point, not even one a long jump never sent (README: Time-driven events)", async () => {
+    const runs = () => s.receiver.received.map((r) => r.body.leaderboard.run as string).sort();
+    // Twenty runs start in the jump; a downtime replays the last 10 boundaries of a board, so
+    // only the last runs' starts are sent.
+    await s.t.setClock("2026-06-21T12:00:00Z");
+    await s.t.app.webhooks!.settled(s.tenantId);
+    const sent = runs();
+    expect(sent.length).toBeGreaterThan(0);
+    expect(sent.every((run) => run > "2026-06-10")).toBe(true);
+    // Back, then through days whose runs the jump skipped.
+    await s.t.setClock("2026-06-05T12:00:00Z");
+    await s.t.setClock("2026-06-08T12:00:00Z");
+    await s.t.app.webhooks!.settled(s.tenantId);
+    expect(runs()).toEqual(sent);
+  });
+});
+
 describe("a receiver that never answers", () => {
   let s: Scenario;
   beforeAll(async () => {
