@@ -592,6 +592,36 @@ describe("with the system clock", () => {
   });
 });
 
+describe("with the system clock and a tick far apart", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    const receiver = await startReceiver();
+    const tenantId = uniqueTenantId("whs");
+    const yaml = hookYaml(tenantId, `      - { key: main, url: "${receiver.url}", secret: "a-test-secret-0123456789", events: [points.boost_started, points.boost_finished] }\n`);
+    s = { receiver, tenantId, t: await startTestApp({ yaml, webhooks: { ...FAST, tickEveryMs: 3_600_000 } }) };
+  });
+  afterAll(() => close(s));
+
+  it("schedules a wake-up at a boundary due before the next tick (it fires then, not up to a tick late)", async () => {
+    expect((await lesson(s, "wake")).status).toBe(201);
+    // Ten minutes ahead: the wake-up is still waiting when the test reads it, however slow the machine.
+    const start = Math.ceil(Date.now() / 1000) * 1000 + 600_000;
+    const res = await s.t.call(
+      "POST",
+      "/admin/v1/points/xp/boosts",
+      { userId: "wake", name: "Later", multiplier: 2, start: new Date(start).toISOString(), end: new Date(start + 600_000).toISOString() },
+      admin,
+    );
+    expect(res.status).toBe(201);
+    await s.t.app.webhooks!.drain();
+    const wakes = (await s.t.app.webhooks!.timeline(s.tenantId)!.queue.getJobs(["delayed"])).filter((job) => job.name === "wake");
+    // Due at the start (the delay is counted from the add, a moment after the clock was read).
+    expect(wakes.map((job) => job.timestamp + job.delay - start)).toEqual([expect.any(Number)]);
+    expect(wakes[0]!.timestamp + wakes[0]!.delay).toBeGreaterThanOrEqual(start);
+    expect(wakes[0]!.timestamp + wakes[0]!.delay).toBeLessThan(start + 600_000);
+  });
+});
+
 describe("a tenant whose endpoints are removed", () => {
   it("loses its hook streams, their webhooks group and its timeline at the next start; a new endpoint starts from its own records", async () => {
     const receiver = await startReceiver();
