@@ -7,6 +7,7 @@ import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { lessonsTenantYaml, streakTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
 import { StreakExpiry } from "../../src/jobs/streak-expiry.js";
 import { queueConnection } from "../../src/store/redis-client.js";
+import { shardOf } from "../../src/domain/shards.js";
 
 /**
  * Streak expiry (src/jobs/streak-expiry.ts): a streak is settled when its deadline passes, not
@@ -76,6 +77,26 @@ describe("streak expiry", () => {
       expect(await redis.zcard(`{${tenantId}:0}:sa`)).toBe(1);
       const stays = await t.call("GET", "/v1/users/stays/streak");
       expect([stays.body.length, stays.body.rank]).toEqual([3, 1]);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("settles the lost streaks of every shard, at the deadline itself (sd <= now is lost, as the rankings read it)", async () => {
+    const tenantId = uniqueTenantId("expiry");
+    const shards = 4;
+    const t = await startTestApp({ yaml: streakTenantYaml(tenantId).replace("shards: 1", `shards: ${shards}`), manualClock: "2026-06-01T12:00:00Z" });
+    try {
+      const users = Array.from({ length: 12 }, (_, i) => `u${i}`);
+      // The sweep must visit each shard: the users here live on all of them.
+      expect(new Set(users.map((u) => shardOf(u, shards))).size).toBe(shards);
+      for (const user of users) await lesson(t, user);
+      // Extended on June 1 only: each streak is lost at the very start of June 3 (UTC).
+      await t.setClock("2026-06-03T00:00:00Z");
+      for (let shard = 0; shard < shards; shard++) {
+        expect(await redis.zcard(`{${tenantId}:${shard}}:sa`), `shard ${shard}`).toBe(0);
+        expect(await redis.zcard(`{${tenantId}:${shard}}:sd`), `shard ${shard}`).toBe(0);
+      }
     } finally {
       await t.close();
     }
