@@ -1,11 +1,11 @@
 import { Queue } from "bullmq";
-import { Redis } from "ioredis";
+import { Command, Redis } from "ioredis";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inject } from "vitest";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { lessonsTenantYaml, streakTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
-import { StreakExpiry } from "../../src/jobs/streak-expiry.js";
+import { StreakExpiry, sweepExpiredStreaks } from "../../src/jobs/streak-expiry.js";
 import { queueConnection } from "../../src/store/redis-client.js";
 import { shardOf } from "../../src/domain/shards.js";
 
@@ -128,6 +128,46 @@ describe("streak expiry", () => {
     const second = await startTestApp({ yaml: tenantYaml(tenantId, "    metrics: [{ key: lessons, name: Lessons }]\n") });
     await second.close();
     expect(await redis.exists(scheduler)).toBe(0);
+  });
+});
+
+describe("a user whose zone keeps changing during the sweep", () => {
+  it("is left due and settled by the next sweep; the sweep goes on and settles the others (README: errors, 503)", async () => {
+    const tenantId = uniqueTenantId("expiry");
+    const t = await startTestApp({ yaml: streakTenantYaml(tenantId), manualClock: "2026-06-01T12:00:00Z", jobs: false });
+    // A connection of the sweep's own, as StreakExpiry gives it: before each settlement of
+    // "mover" it sets another stored zone, as identifies moving the user between each of the
+    // calls would, so that every attempt finds the zone changed (ZONE_CHANGING).
+    const sweepRedis = new Redis(inject("redisUrl"));
+    const send = sweepRedis.sendCommand.bind(sweepRedis);
+    let moving = true;
+    let flips = 0;
+    try {
+      const users = ["mover", ...Array.from({ length: 40 }, (_, i) => `still-${i}`)];
+      for (const user of users) await lesson(t, user);
+      const { store } = t.app.tenants.all[0]!;
+      const moverKey = store.keys.user(store.shard("mover"), "mover");
+      sweepRedis.sendCommand = ((command: Command, stream?: unknown) => {
+        if (moving && ["fcall", "evalsha"].includes(command.name.toLowerCase()) && command.args.some((a) => String(a) === "mover")) {
+          void send(new Command("hset", [moverKey, "tz", ++flips % 2 === 0 ? "Asia/Tokyo" : "America/New_York"]));
+        }
+        return send(command, stream as never);
+      }) as Redis["sendCommand"];
+      const sweeping = store.onConnection(sweepRedis);
+      // Lost at the end of June 2 in any of these zones.
+      const now = Date.parse("2026-06-04T12:00:00Z");
+      expect(await sweepExpiredStreaks(sweeping, now)).toBe(users.length - 1);
+      expect(flips).toBeGreaterThan(1);
+      expect(await redis.zrange(`{${tenantId}:0}:sd`, 0, -1)).toEqual(["mover"]);
+      expect(await redis.zrange(`{${tenantId}:0}:sa`, 0, -1)).toEqual(["mover"]);
+      // Once the zone stays put, the next sweep settles it.
+      moving = false;
+      expect(await sweepExpiredStreaks(sweeping, now)).toBe(1);
+      expect(await redis.zcard(`{${tenantId}:0}:sd`)).toBe(0);
+    } finally {
+      sweepRedis.disconnect();
+      await t.close();
+    }
   });
 });
 
