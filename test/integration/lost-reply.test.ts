@@ -198,6 +198,38 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
     });
   });
 
+  describe("a call whose reply was lost, re-sent to a Redis that no longer holds its script (a restart that loaded its data)", () => {
+    // The re-send finds no script; the retry after the load must keep the call's number, which
+    // its first send applied: under a new one it would be taken for a new call.
+    const flushScripts = () => observer.call(mode === "eval" ? "SCRIPT" : "FUNCTION", "FLUSH").then(() => undefined);
+    const reload = async () => {
+      for (const app of [t, other]) for (const { store } of app.app.tenants.all) await preloadScripts(app.redis, store.scripts());
+    };
+
+    it("an event is counted once and answered 201 with the current total", async () => {
+      const user = `${mode}-lost-noscript`;
+      try {
+        const [reply] = await withLostReplies(1, () => [lesson(user)], flushScripts);
+        expect(reply).toMatchObject({ status: 201, body: { total: 1 } });
+        expect((await t.call("GET", `/v1/users/${user}/metrics/lessons`)).body.current).toBe(1);
+      } finally {
+        await reload();
+      }
+    });
+
+    it("an API completion is answered 201 as the first, and completes once", async () => {
+      const user = `${mode}-lost-c-noscript`;
+      try {
+        const [reply] = await withLostReplies(1, () => [t.call("POST", "/v1/achievements/complete-profile/complete", { user: { id: user } })], flushScripts);
+        expect(reply!.status).toBe(201);
+        expect(reply!.body.achievements.map((a: { key: string }) => a.key)).toEqual(["complete-profile"]);
+        expect((await t.call("GET", `/v1/users/${user}/points/coins`)).body.total).toBe(50);
+      } finally {
+        await reload();
+      }
+    });
+  });
+
   describe("two Redis clients of one process", () => {
     it("number their calls apart: a call overtaken on the other connection is still applied", async () => {
       // Both services run in this test process. If they shared one writer and one sequence of
@@ -217,10 +249,35 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
     });
   });
 
-  it("leaves every writer's record with an expiry", async () => {
+  describe("two Redis clients of one process, a call re-sent", () => {
+    it("is applied when it never reached Redis and the other client's later call did (the record is per client)", async () => {
+      // This service's call is lost with its connection before Redis read it; the other
+      // service's call runs meanwhile. ioredis re-sends the first one marked as may-have-run:
+      // with one writer for both clients, its number (below the other's) would read as applied,
+      // and the event, never recorded, would be answered as if it had been.
+      const user = `${mode}-resent-unrun`;
+      const socket = socketOf(t);
+      socket.cork();
+      const first = lesson(user);
+      while (socket.writableLength === 0) await new Promise((r) => setImmediate(r));
+      expect(await lessonVia(other, user)).toMatchObject({ status: 201, body: { total: 1 } });
+      socket.destroy(); // the corked call goes with the socket, unsent
+      expect(await first).toMatchObject({ status: 201, body: { total: 2 } });
+      expect((await t.call("GET", `/v1/users/${user}/metrics/lessons`)).body.current).toBe(2);
+    });
+  });
+
+  it("leaves every writer's record with an expiry of a day (README: a re-send may come after Redis restarted and loaded its data)", async () => {
+    expect((await lesson(`${mode}-expiry`)).status).toBe(201);
     const records = Object.keys(await dumpKeys(observer, "*:wr:*"));
     expect(records.length).toBeGreaterThan(0);
-    for (const key of records) expect(await observer.pttl(key)).toBeGreaterThan(0);
+    const day = 86_400_000;
+    // Set by a call of this file, minutes ago at most: far above 23 hours, and not past a day.
+    for (const key of records) {
+      const ttl = await observer.pttl(key);
+      expect(ttl, key).toBeGreaterThan(day - 3_600_000);
+      expect(ttl, key).toBeLessThanOrEqual(day);
+    }
   });
 });
 
