@@ -125,6 +125,64 @@ describe("keepFinishedRuns", () => {
     }
   });
 
+  it("on a store without the group lists (an earlier version's), scans for the due runs and keeps the first kept run", async () => {
+    const tenantId = uniqueTenantId("legacy");
+    // Started before the boards' start: every run is listed until the mark goes below.
+    const t: TestApp = await startTestApp({ yaml: boardsYaml(tenantId), manualClock: "2026-05-31T12:00:00Z" });
+    try {
+      for (const day of ["01", "02", "03"]) {
+        await t.setClock(`2026-06-${day}T12:00:00Z`);
+        for (const [id, plan] of [["ada", "pro"], ["bob", "free"]] as const) {
+          expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id, attributes: { plan } }, value: 1 })).status).toBe(201);
+        }
+      }
+      // 3 June: run 0 went (keepFinishedRuns 1 keeps run 1), found by the run's lists.
+      expect(await storedRuns(tenantId, "daily-plan")).toEqual([1, 2]);
+      // As a store no start of this version opened: no mark of the first listed run, so every
+      // run is found by the SCAN pass, which must take only the runs before the first kept one.
+      await redis.hdel(`{${tenantId}}:run-groups-from`, "daily-plan");
+      // Nor the lists themselves: only the SCAN finds the groups' sets.
+      const lists = await redis.keys(`{${tenantId}:*}:lg:daily-plan:*`);
+      expect(lists.length).toBeGreaterThan(0);
+      await redis.unlink(...lists);
+      // 4 June: run 3 is active, and keepFinishedRuns 1 keeps run 2.
+      await t.setClock("2026-06-04T00:30:00Z");
+      expect(await storedRuns(tenantId, "daily-plan")).toEqual([2]);
+      const kept = await t.call("GET", "/v1/leaderboards/daily-plan?run=2026-06-03&userAttributes=plan:pro");
+      expect(kept.body.rankings.map((r: { userId: string }) => r.userId)).toEqual(["ada"]);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("deletes the rank history of every participant of a run of more than one page (1 000 members)", async () => {
+    const tenantId = uniqueTenantId("page");
+    // One shard: the run's one set holds every participant, more than a page of them.
+    const yaml = tenantYaml(
+      tenantId,
+      `
+    shards: 1
+    metrics: [{ key: lessons, name: Lessons }]
+    leaderboards:
+      - { key: daily, name: Daily, rankBy: metric, metric: lessons, start: "2026-06-01", runUnit: day, runInterval: 1, keepFinishedRuns: 1 }
+`,
+    );
+    const t: TestApp = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z" });
+    try {
+      const users = Array.from({ length: 1001 }, (_, i) => `p-${i}`);
+      for (let i = 0; i < users.length; i += 50) {
+        const replies = await Promise.all(users.slice(i, i + 50).map((id) => t.call("POST", "/v1/metrics/lessons/event", { user: { id }, value: 1 })));
+        for (const reply of replies) expect(reply.status).toBe(201);
+      }
+      expect((await redis.keys(`{${tenantId}:*}:lh:daily:0:*`)).length).toBe(users.length);
+      // 3 June: run 1 is the finished run kept; run 0 goes, its set and all 1 001 histories.
+      await t.setClock("2026-06-03T00:30:00Z");
+      expect(await storedRuns(tenantId, "daily")).toEqual([]);
+    } finally {
+      await t.close();
+    }
+  });
+
   it("is refused on a perpetual board, naming the field", () => {
     const text = tenantYaml(
       "runs",
