@@ -48,6 +48,13 @@ describe("active streaks at the edges", () => {
     expect((await t.call("GET", "/v1/users/me/streak")).body).toMatchObject({ length: 5, rank: 2 });
   });
 
+  it("a lost streak awaiting settlement as long as the user's is not taken out of the count above (it was never in it)", async () => {
+    await t.redis.zadd(`{${tenantId}:0}:sa`, 5, "tied-lost");
+    await t.redis.zadd(`{${tenantId}:0}:sd`, NOW - 1000, "tied-lost");
+    // Above me (5): live (8) only; edge (10) and tied-lost (5) are lost.
+    expect((await t.call("GET", "/v1/users/me/streak")).body).toMatchObject({ length: 5, rank: 2 });
+  });
+
   it("lost streaks awaiting settlement, fewer than the cap, ranked above every live one: the rankings skip them all", async () => {
     const lost = Array.from({ length: 100 }, (_, i) => `early-${i}`);
     await t.redis.zadd(`{${tenantId}:0}:sa`, ...lost.flatMap((id) => [30, id]));
