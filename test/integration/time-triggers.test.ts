@@ -349,6 +349,39 @@ describe("a time trigger added to a tenant that already has users", () => {
   });
 });
 
+describe("a tick with more users due on a shard than one script call pays (200)", () => {
+  it("pays all of them before the clock's move answers", async () => {
+    const id = uniqueTenantId("tt-many");
+    const yaml = tenantYaml(
+      id,
+      `
+    shards: 1
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: coins
+        name: Coins
+        triggers: [{ key: daily, type: time, unit: day, interval: 1, points: 5 }]
+`,
+    );
+    await withTestApp({ yaml, manualClock: at(T0) }, async (app) => {
+      const users = Array.from({ length: 250 }, (_, i) => `many-${i}`);
+      for (let i = 0; i < users.length; i += 50) {
+        const replies = await Promise.all(users.slice(i, i + 50).map((u) => app.call("PUT", `/v1/users/${u}`, { tz: "UTC" })));
+        for (const reply of replies) expect(reply.status).toBe(200);
+      }
+      const { store } = app.app.tenants.all[0]!;
+      const due = store.keys.prefix(0) + "tt:coins.daily";
+      expect(await app.redis.zcard(due)).toBe(users.length);
+      await app.setClock(at(T0 + DAY + 3_600_000));
+      // Every user paid once and due again a day later; none left behind for a later move.
+      expect(await app.redis.zcount(due, "-inf", T0 + DAY + 3_600_000)).toBe(0);
+      expect(await app.redis.zcount(due, T0 + 2 * DAY, T0 + 2 * DAY)).toBe(users.length);
+      const last = await app.call("GET", `/v1/users/${users[users.length - 1]}/points/coins`);
+      expect(last.body.total).toBe(5);
+    });
+  });
+});
+
 describe("the BullMQ job scheduler", () => {
   it("is one scheduler per time trigger, not one job per user", async () => {
     const queue = new Queue(`${TIME_QUEUE}-${tenantId}`, { connection: { host: t.redis.options.host, port: t.redis.options.port }, prefix: "{laurel-jobs}" });
