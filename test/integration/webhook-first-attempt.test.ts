@@ -237,6 +237,23 @@ describe("with first attempts off", () => {
   });
 });
 
+describe("a first attempt's record of a delivery the queue already holds", () => {
+  const s = useScenario((_r, i) => (i === 0 ? 200 : 500), SLOW_RETRY);
+
+  it("leaves the held job as it is, as BullMQ's add leaves it", async () => {
+    const deliveries = s.t.app.webhooks!.deliveries(s.tenantId)!;
+    const eventId = "00000000-0000-5000-8000-000000000001";
+    const job: DeliveryJob = { endpoint: "main", eventId, type: "achievement.completed", userId: "h1", body: JSON.stringify({ id: eventId, type: "achievement.completed" }) };
+    await deliveries.dispatch([job], true); // delivered
+    await deliveries.dispatch([job], true); // the same id again: its failed attempt must not rewrite the delivered job
+    expect(s.receiver.received).toHaveLength(2);
+    const held = (await deliveries.queue.getJob(`${eventId}.main`)) as Job<DeliveryJob>;
+    expect(await held.getState()).toBe("completed");
+    expect(held.failedReason).toBeUndefined();
+    expect(await deliveries.queue.getJobCounts("completed", "delayed")).toEqual({ completed: 1, delayed: 0 });
+  });
+});
+
 describe("first attempts in flight", () => {
   const s = useScenario(() => "hang", { firstAttempt: { concurrency: 2 } });
 
