@@ -254,6 +254,20 @@ describe("a first attempt's record of a delivery the queue already holds", () =>
   });
 });
 
+describe("deliveries queued at once", () => {
+  const s = useScenario(() => 200, { firstAttempt: { enabled: false } });
+
+  it("past one MULTI's worth (50), each under its own id", async () => {
+    const deliveries = s.t.app.webhooks!.deliveries(s.tenantId)!;
+    const jobs: DeliveryJob[] = Array.from({ length: 60 }, (_, i) => {
+      const eventId = `00000000-0000-5000-8000-${String(i).padStart(12, "0")}`;
+      return { endpoint: "main", eventId, type: "achievement.completed", userId: `m${i}`, body: JSON.stringify({ id: eventId, type: "achievement.completed" }) };
+    });
+    await deliveries.dispatch(jobs, false);
+    for (const job of jobs) expect(((await deliveries.queue.getJob(`${job.eventId}.main`)) as Job<DeliveryJob> | undefined)?.data.userId).toBe(job.userId);
+  });
+});
+
 describe("first attempts in flight", () => {
   const s = useScenario(() => "hang", { firstAttempt: { concurrency: 2 } });
 
