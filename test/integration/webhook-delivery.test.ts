@@ -343,6 +343,8 @@ describe("coalescing", () => {
       (await s.t.call("GET", `/admin/v1/webhooks/deliveries?endpoint=${endpointKey}`, undefined, admin)).body.deliveries as { eventId: string }[];
     expect(await list("every")).toHaveLength(3);
     expect(await list("batched")).toHaveLength(0);
+    // The overview gives the window in minutes, as the config does.
+    expect((await s.t.call("GET", "/admin/v1/webhooks", undefined, admin)).body.endpoints.map((e: { coalesce: object }) => e.coalesce)).toEqual([{}, { "points.changed": 15 }]);
 
     await s.t.setClock("2026-06-01T12:15:00Z");
     await s.t.app.webhooks!.settled(s.tenantId);
@@ -682,6 +684,16 @@ describe("a service process that does not send (LAUREL_DELIVERIES=off)", () => {
     expect(s.t.app.webhooks!.deliveries(s.tenantId)!.sending).toBe(false);
     const waiting = await s.t.call("GET", "/admin/v1/webhooks/deliveries", undefined, admin);
     expect(waiting.body.deliveries).toEqual([expect.objectContaining({ status: "pending" })]);
+    // Nothing to replay while it is pending: 422 alone; in a bulk replay, an issue (once, however often it is named).
+    const { id } = waiting.body.deliveries[0];
+    expect((await s.t.call("POST", `/admin/v1/webhooks/deliveries/${id}/replay`, {}, admin)).status).toBe(422);
+    expect((await s.t.call("POST", "/admin/v1/webhooks/deliveries/replay", { ids: [id, id, "nope"] }, admin)).body).toEqual({
+      replayed: [],
+      issues: [
+        { id, reason: "pending or being delivered" },
+        { id: "nope", reason: "not found" },
+      ],
+    });
     expect(s.receiver.received).toHaveLength(0);
     // A process that sends (here: this queue's worker started by hand, as node dist/worker.js would).
     await s.t.app.webhooks!.deliveries(s.tenantId)!.startWorker();

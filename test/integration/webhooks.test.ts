@@ -357,7 +357,7 @@ describe("the admin API", () => {
     expect(ofUser.length).toBeGreaterThan(0);
     expect(ofUser.every((d: { userId: string; type: string }) => d.userId === "tim" && d.type === "points.changed")).toBe(true);
     const overview = await t.call("GET", "/admin/v1/webhooks", undefined, admin);
-    expect(overview.body).toMatchObject({ endpoints: [{ key: "main", url: receiver.url, secrets: 2 }], deliveries: { dead: 0 } });
+    expect(overview.body).toMatchObject({ endpoints: [{ key: "main", url: receiver.url, events: [...WEBHOOK_EVENT_TYPES], coalesce: {}, timeoutSeconds: 10, secrets: 2 }], deliveries: { dead: 0 } });
     expect(JSON.stringify(overview.body)).not.toContain(OLD_SECRET);
   });
 
@@ -376,6 +376,9 @@ describe("the admin API", () => {
     expect(await t.call("GET", "/admin/v1/webhooks/deliveries?endpoint=nope", undefined, admin)).toEqual({ status: 404, body: { error: "Webhook endpoint not found: nope" } });
     expect((await t.call("POST", "/admin/v1/webhooks/deliveries/nope/replay", {}, admin)).status).toBe(404);
     expect((await t.call("POST", "/admin/v1/webhooks/deliveries/replay", { ids: ["a"], status: "dead" }, admin)).status).toBe(400);
+    // Neither is as refused as both; and `limit` (like endpoint and type) selects by status only.
+    expect(await t.call("POST", "/admin/v1/webhooks/deliveries/replay", {}, admin)).toEqual({ status: 400, body: { error: "give either ids or status" } });
+    expect((await t.call("POST", "/admin/v1/webhooks/deliveries/replay", { ids: ["a"], limit: 5 }, admin)).status).toBe(400);
     // The bulk replay's filters as the listing's: a typo answered 200 with nothing replayed.
     expect(await t.call("POST", "/admin/v1/webhooks/deliveries/replay", { status: "dead", endpoint: "nope" }, admin)).toEqual({ status: 404, body: { error: "Webhook endpoint not found: nope" } });
     const badType = await t.call("POST", "/admin/v1/webhooks/deliveries/replay", { status: "dead", type: "points.exploded" }, admin);
