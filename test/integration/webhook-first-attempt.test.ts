@@ -15,7 +15,8 @@ import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
  * its layout fails here. Nothing sleeps: retries are held back by a long backoff or wait 0 ms.
  */
 const admin = { "x-api-key": "demo-admin-key" };
-const SLOW_RETRY = { backoff: { firstMs: 3_600_000, factor: 1, jitter: 0, maxMs: 3_600_000 } };
+// Factor 2: a failed first attempt waits retry 1's delay (an hour), not retry 2's (two).
+const SLOW_RETRY = { backoff: { firstMs: 3_600_000, factor: 2, jitter: 0, maxMs: 86_400_000 } };
 
 interface Scenario {
   t: TestApp;
