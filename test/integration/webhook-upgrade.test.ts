@@ -115,3 +115,20 @@ describe("the records an earlier version's webhooks group had not finished", () 
     await redis.del(key, `${key}h`, marks);
   });
 });
+
+describe("an earlier version's webhooks group on the shard streams of a tenant without endpoints now", () => {
+  it("is removed at start, with the cutover, so the shard streams trim as if it never existed", async () => {
+    const tenantId = uniqueTenantId("upg");
+    const shardKey = `{${tenantId}:0}:x`;
+    await redis.xgroup("CREATE", shardKey, "webhooks", "$", "MKSTREAM");
+    await redis.hset(`{${tenantId}:0}:xw`, HOOK_CUTOVER_FIELD, "1-0");
+    const t = await startTestApp({ yaml: lessonsTenantYaml(tenantId), manualClock: "2026-06-01T12:00:00Z" });
+    try {
+      expect(t.app.webhooks!.consumer).toBeNull();
+      expect(await groupsOf(shardKey)).not.toContain("webhooks");
+      expect(await redis.hexists(`{${tenantId}:0}:xw`, HOOK_CUTOVER_FIELD)).toBe(0);
+    } finally {
+      await t.close();
+    }
+  });
+});
