@@ -183,6 +183,16 @@ describe("keepFinishedRuns", () => {
     }
   });
 
+  it("runs one scheduler per tenant with such a board, and removes it when no board keeps only some runs", async () => {
+    const tenantId = uniqueTenantId("runs");
+    const scheduler = `{laurel-jobs}:laurel-runs-${tenantId}:repeat`;
+    await (await startTestApp({ yaml: boardsYaml(tenantId) })).close();
+    expect(await redis.exists(scheduler)).toBe(1);
+    // A scheduler left behind would make a job no process takes, tick after tick.
+    await (await startTestApp({ yaml: boardsYaml(tenantId).replace(/, keepFinishedRuns: \d+/g, "") })).close();
+    expect(await redis.exists(scheduler)).toBe(0);
+  });
+
   it("is refused on a perpetual board, naming the field", () => {
     const text = tenantYaml(
       "runs",
