@@ -648,6 +648,37 @@ describe("node dist/main.js", () => {
     await renamed.close();
   });
 
+  it("refuses a leaderboard moved to another metric, another points system or runs of another unit (what its stored runs hold and how they are numbered)", async () => {
+    const id = uniqueTenantId("ranks");
+    const yaml = (ranked: string, summed: string, unit: string) =>
+      tenantYaml(
+        id,
+        `
+    metrics: [{ key: lessons, name: Lessons }, { key: quizzes, name: Quizzes }]
+    points:
+      - { key: xp, name: XP, triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }] }
+      - { key: coins, name: Coins, triggers: [{ key: per-quiz, type: metric, metric: quizzes, threshold: 1, points: 1 }] }
+    leaderboards:
+      - { key: ranked, name: Ranked, rankBy: metric, metric: ${ranked}, start: "2026-03-02", runUnit: ${unit}, runInterval: 7 }
+      - { key: summed, name: Summed, rankBy: points, points: ${summed}, start: "2026-03-02" }
+`,
+      );
+    const first = await startTestApp({ yaml: yaml("lessons", "xp", "day"), jobs: false });
+    expect((await first.call("POST", "/v1/metrics/lessons/event", { user: { id: "r" }, value: 1 })).status).toBe(201);
+    await first.close();
+    await expect(startTestApp({ yaml: yaml("quizzes", "xp", "day"), jobs: false })).rejects.toThrow(
+      `$input.tenants[0].leaderboards[0]: is "metric quizzes, from 2026-03-02, runs of 7 day, no breakdown", but tenant ${id} has data stored with "metric lessons,`,
+    );
+    await expect(startTestApp({ yaml: yaml("lessons", "coins", "day"), jobs: false })).rejects.toThrow(
+      `$input.tenants[0].leaderboards[1]: is "points coins, from 2026-03-02, one run, no breakdown", but tenant ${id} has data stored with "points xp,`,
+    );
+    await expect(startTestApp({ yaml: yaml("lessons", "xp", "month"), jobs: false })).rejects.toThrow(
+      `$input.tenants[0].leaderboards[0]: is "metric lessons, from 2026-03-02, runs of 7 month, no breakdown", but tenant ${id} has data stored with "metric lessons, from 2026-03-02, runs of 7 day,`,
+    );
+    // The config it was stored with still starts.
+    await (await startTestApp({ yaml: yaml("lessons", "xp", "day"), jobs: false })).close();
+  });
+
   it("takes new layout settings while a tenant has no user; then refuses fewer shards when its users live only on the shards dropped, and a board moved to another start", async () => {
     // The users are looked for on every shard the data may use (the larger count): on the two
     // kept shards alone this tenant would look empty, and the new count would be taken.
