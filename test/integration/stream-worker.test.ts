@@ -211,6 +211,37 @@ describe("stream worker", () => {
     expect(await mine()).toMatchObject({ pending: 0, undelivered: 0, oldestAgeMs: 0 });
   });
 
+  it("exports the age of the oldest entry not yet processed: the oldest pending one, else the first undelivered", async () => {
+    // A stream of its own with ids of known instants (1, 2 and 3 s after the epoch), so that
+    // each entry's age tells which one was read: a tenant of one shard that no worker reads.
+    const lagTenant = { ...t.tenants[0]!, id: uniqueTenantId("lagage"), shards: 1 };
+    const key = `{${lagTenant.id}:0}:x`;
+    const group = "lag-probe";
+    for (const id of ["1000-0", "2000-0", "3000-0"]) await t.redis.xadd(key, id, "k", "v");
+    await t.redis.xgroup("CREATE", key, group, "0");
+    const redisNow = async () => {
+      const [s, us] = (await t.redis.time()) as [string | number, string | number];
+      return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+    };
+    const lagAround = async (entryMs: number) => {
+      const before = await redisNow();
+      const [lag] = await streamLag(t.redis, [lagTenant], group);
+      const after = await redisNow();
+      expect(lag!.oldestAgeMs).toBeGreaterThanOrEqual(before - entryMs);
+      expect(lag!.oldestAgeMs).toBeLessThanOrEqual(after - entryMs);
+      return lag!;
+    };
+    try {
+      // Two delivered and not acknowledged (a worker died holding them), one not delivered.
+      await t.redis.xreadgroup("GROUP", group, "c", "COUNT", 2, "STREAMS", key, ">");
+      expect(await lagAround(1000)).toMatchObject({ length: 3, pending: 2, undelivered: 1 });
+      await t.redis.xack(key, group, "1000-0", "2000-0");
+      expect(await lagAround(3000)).toMatchObject({ length: 3, pending: 0, undelivered: 1 });
+    } finally {
+      await t.redis.del(key);
+    }
+  });
+
   it("start() runs the blocking loop; stop() ends it at once, whatever the block timeout", async () => {
     const worker = bucketWorker(t, { blockMs: 60_000 });
     worker.start();
