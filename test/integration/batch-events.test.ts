@@ -188,6 +188,21 @@ describe("an event that fails when it is recorded", () => {
   });
 });
 
+describe("an event's own failure does not stop the batch", () => {
+  it("records every event after it, past the events in flight (BATCH_IN_FLIGHT)", async () => {
+    const full = (value: number) => ({ key: "lessons", user: { id: "full-first" }, value });
+    expect(await batch(Array(9).fill(full(1e9)))).toEqual({ status: 202, body: { accepted: 9, rejected: [] } });
+    // Event 0 would leave the total's range (422); more events follow it than are in flight
+    // when its reply comes, so that a batch it stopped would leave the later ones unsent.
+    const after = Array.from({ length: BATCH_IN_FLIGHT + 8 }, () => ({ key: "lessons", user: { id: "after-first" }, value: 1 }));
+    expect(await batch([full(1), ...after])).toEqual({
+      status: 202,
+      body: { accepted: after.length, rejected: [{ index: 0, status: 422, error: "Metric total would leave the supported range" }] },
+    });
+    expect((await t.call("GET", "/v1/users/after-first/metrics/lessons")).body.current).toBe(after.length);
+  });
+});
+
 describe("a batch on a Redis at its maxmemory", () => {
   it("answers the stop's 503, not an earlier event's own 4xx, when nothing was recorded", async () => {
     const { t: app, close } = await startAppOnOwnRedis({ yaml: demoConfig().yaml, manualClock: "2026-11-27T12:00:00Z" });
@@ -215,6 +230,40 @@ describe("a batch on a Redis at its maxmemory", () => {
       redis.sendCommand = send;
       await redis.config("SET", "maxmemory", "0");
       expect(await batch(events, app)).toEqual({ status: 202, body: { accepted: 2, rejected: [{ index: 0, status: 422, error: "Metric total would leave the supported range" }] } });
+    } finally {
+      redis.sendCommand = send;
+      await close();
+    }
+  });
+
+  it("sends nothing once stopped, even when memory is freed before the next event would go", async () => {
+    const { t: app, close } = await startAppOnOwnRedis({ yaml: demoConfig().yaml, manualClock: "2026-11-27T12:00:00Z" });
+    const redis = app.redis;
+    const send = redis.sendCommand;
+    try {
+      // The first BATCH_IN_FLIGHT events go out together and Redis, at its maxmemory, refuses
+      // them all; memory is freed as the first refusal comes back, before the batch handles it.
+      // The batch stopped there: the events after those in flight are not sent, though Redis
+      // would take them now.
+      await redis.config("SET", "maxmemory", "1");
+      let freed = false;
+      redis.sendCommand = ((command: Command, stream?: unknown) => {
+        const sent = send.call(redis, command, stream as never) as Promise<unknown>;
+        if (command.name.toLowerCase() !== "fcall") return sent;
+        return sent.catch(async (err: unknown) => {
+          if (!freed) {
+            freed = true;
+            await send.call(redis, new (command.constructor as typeof Command)("config", ["SET", "maxmemory", "0"]));
+          }
+          throw err;
+        });
+      }) as Redis["sendCommand"];
+      const events = Array.from({ length: BATCH_IN_FLIGHT + 4 }, () => ({ key: "lessons", user: { id: "stopped" }, value: 1 }));
+      const res = await batch(events, app);
+      expect(freed).toBe(true);
+      expect(res).toEqual({ status: 503, body: { error: "body[0]: Redis is out of memory (maxmemory) and refused this write; nothing was recorded" } });
+      redis.sendCommand = send;
+      expect((await app.call("GET", "/v1/users/stopped/metrics/lessons")).status).toBe(404);
     } finally {
       redis.sendCommand = send;
       await close();
