@@ -179,12 +179,13 @@ async function claimDataDir(dir: string): Promise<number | null> {
     } catch {
       // Unreadable or half written: the holder is judged by what runs, which is nothing known.
     }
-    const server = holder?.redis !== undefined && holder.port !== undefined && (await serverOf(holder.port, holder.redis, dir));
+    const server = holder?.redis !== undefined && holder.port !== undefined ? await serverOf(holder.port, holder.redis, dir) : "silent";
     // The recorded server still running without answering: one stopping (its service was killed
-    // just now and the death signal reached it: it is writing its AOF), or one busy. Known by its
-    // pid and the title Redis gives itself, "redis-server 127.0.0.1:<port>". Taken for gone, a new
-    // server would open the AOF while the old one still writes to it.
-    const serverRuns = server || (holder?.redis !== undefined && holder.port !== undefined && alive(holder.redis, `redis-server 127.0.0.1:${holder.port}`));
+    // just now and the death signal reached it: it is writing its AOF), or one stopped or busy.
+    // Known by its pid and the title Redis gives itself, "redis-server 127.0.0.1:<port>". Taken
+    // for gone, a new server would open the AOF while the old one still writes to it. A server
+    // that answers as another (its pid given to another since) is not this directory's.
+    const serverRuns = server === "ours" || (server === "silent" && holder?.redis !== undefined && alive(holder.redis, `redis-server 127.0.0.1:${holder.port}`));
     const serviceRuns = holder !== null && holder.service !== process.pid && alive(holder.service, "node");
     if (serviceRuns && (serverRuns || holder!.redis === undefined)) {
       throw new Error(`${dir} is in use by a running Laurel (pid ${holder!.service}${holder!.port ? `, its redis-server on port ${holder!.port}` : ""}): stop it first, or give this one another LAUREL_DATA_DIR`);
@@ -245,23 +246,28 @@ function releaseDataDir(file: string): void {
   rmSync(file, { force: true });
 }
 
-/** Whether the redis-server on `port` is process `pid` with its data in `dir`. */
-async function serverOf(port: number, pid: number, dir: string): Promise<boolean> {
+/**
+ * Whether the redis-server on `port` answers as process `pid` with its data in `dir` ("ours"), as
+ * another ("other"), or not at all ("silent": refused, closed, or no answer in 2 s).
+ */
+async function serverOf(port: number, pid: number, dir: string): Promise<"ours" | "other" | "silent"> {
   // commandTimeout: a server that takes the connection but never answers (stopped, SIGSTOP, or
   // hung) is no answer; without it the start waited on INFO for ever.
   const probe = new Redis(port, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 2000, commandTimeout: 2000 });
   probe.on("error", () => undefined);
+  let info: string;
+  let servedDir: string;
   try {
     await probe.connect();
-    const info = await probe.info("server");
-    const [, servedDir] = (await probe.config("GET", "dir")) as [string, string];
-    // Redis reports the directory it changed into, links resolved.
-    return Number(/process_id:(\d+)/.exec(info)?.[1]) === pid && servedDir === realpathSync(dir);
+    info = await probe.info("server");
+    [, servedDir] = (await probe.config("GET", "dir")) as [string, string];
   } catch {
-    return false;
+    return "silent";
   } finally {
     probe.disconnect();
   }
+  // Redis reports the directory it changed into, links resolved.
+  return Number(/process_id:(\d+)/.exec(info)?.[1]) === pid && servedDir === realpathSync(dir) ? "ours" : "other";
 }
 
 /**
