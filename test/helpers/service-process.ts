@@ -1,9 +1,23 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { afterAll } from "vitest";
 
 /** The service (src/main.ts), as `node dist/main.js` starts it. */
 export const MAIN = new URL("../../dist/main.js", import.meta.url).pathname;
 /** The stream worker run alone (src/worker.ts). */
 export const WORKER = new URL("../../dist/worker.js", import.meta.url).pathname;
+
+/**
+ * Every service this test process started and has not seen exit. A test that fails before its own
+ * kill (an expect between the start and the stop) left its service, and that service's embedded
+ * redis-server, running after the test run; they are killed after the file's tests (a service's
+ * embedded server then stops with it: src/embedded-redis.ts, the death signal).
+ */
+const running = new Set<ChildProcess>();
+// Registered while the test file imports this module (vitest evaluates it again for each file),
+// so it runs after each file's own hooks.
+afterAll(() => {
+  for (const child of running) child.kill("SIGKILL");
+});
 
 export interface ServiceProcess {
   child: ChildProcess;
@@ -23,6 +37,8 @@ export function runService(env: Record<string, string>, entry = MAIN, opts: { ow
   // ownGroup: the process leads a process group of its own, as a terminal's job does (a Ctrl-C
   // there is a SIGINT to the whole group: process.kill(-pid, "SIGINT")).
   const child = spawn(process.execPath, [entry], { env: { ...base, LOG_LEVEL: "info", ...env }, stdio: ["ignore", "pipe", "pipe"], detached: opts.ownGroup === true });
+  running.add(child);
+  child.once("exit", () => running.delete(child));
   let out = "";
   child.stdout!.on("data", (d) => (out += d));
   child.stderr!.on("data", (d) => (out += d));
