@@ -164,85 +164,12 @@ describe("node dist/main.js", () => {
     return ((await read.json()) as { total: number }).total;
   }
 
-  it("a service killed outright takes its redis-server with it (the death signal: SIGTERM, the AOF written); refuses a directory a running service holds", async () => {
-    // Without the death signal the server ran on orphaned until the next start stopped it.
-    const dataDir = tempDir();
-    const port = await portOutsideEphemeralRange();
-    const env = { PORT: String(port), LAUREL_DATA_DIR: dataDir };
-    const listening = (p: ReturnType<typeof runService>) => waitFor(() => p.output().includes("laurel listening"), "listening", p.exited);
-    const first = runService(env);
-    let server = 0;
-    try {
-      await listening(first);
-      expect((await postLessons(port, { id: "kept", tz: "UTC" }, 2)).status).toBe(201);
-      const rival = runService({ PORT: String(await portOutsideEphemeralRange()), LAUREL_DATA_DIR: dataDir });
-      expect(await rival.exited).toBe(1);
-      expect(rival.output()).toContain("is in use by a running Laurel");
-      server = await embeddedRedisPid(first.output());
-      first.child.kill("SIGKILL"); // no handler runs: the kernel's signal stops the server
-      await first.exited;
-      await waitFor(() => !alive(server), "the redis-server to stop with its service");
-      const second = runService(env);
-      try {
-        await listening(second);
-        expect(second.output()).not.toContain("an earlier Laurel left running");
-        expect(await xpTotal(port, "kept")).toBe(20);
-        second.child.kill("SIGTERM");
-        expect(await second.exited).toBe(0);
-        expect(existsSync(join(dataDir, "laurel-embedded.json"))).toBe(false);
-      } finally {
-        second.child.kill("SIGKILL");
-      }
-    } finally {
-      first.child.kill("SIGKILL");
-      try {
-        if (server) process.kill(server, "SIGKILL");
-      } catch {
-        // stopped, as it should be
-      }
-    }
-  });
-
-  it("without setpriv (no death signal), the next start stops the redis-server a killed service left on its data directory", async () => {
-    // Two redis-servers on one AOF each rewrite it as their own: acknowledged events are lost.
-    // A PATH that finds redis-server but no setpriv: a host without util-linux's, or a server an
-    // earlier version left.
-    const dataDir = tempDir();
+  /** A PATH that finds redis-server but no setpriv: a host without util-linux's, where no death signal is set. */
+  function pathWithoutSetpriv(): string {
     const bin = tempDir();
     symlinkSync(execFileSync("sh", ["-c", "command -v redis-server"], { encoding: "utf8" }).trim(), join(bin, "redis-server"));
-    const port = await portOutsideEphemeralRange();
-    const env = { PORT: String(port), LAUREL_DATA_DIR: dataDir };
-    const listening = (p: ReturnType<typeof runService>) => waitFor(() => p.output().includes("laurel listening"), "listening", p.exited);
-    const first = runService({ ...env, PATH: bin });
-    let orphan = 0;
-    try {
-      await listening(first);
-      expect((await postLessons(port, { id: "kept", tz: "UTC" }, 2)).status).toBe(201);
-      orphan = await embeddedRedisPid(first.output());
-      first.child.kill("SIGKILL"); // no chance to stop its redis-server, which runs on
-      await first.exited;
-      expect(alive(orphan)).toBe(true);
-      const second = runService(env);
-      try {
-        await listening(second);
-        expect(second.output()).toContain("stopped the embedded redis-server an earlier Laurel left running");
-        expect(alive(orphan)).toBe(false);
-        expect(await xpTotal(port, "kept")).toBe(20);
-        second.child.kill("SIGTERM");
-        expect(await second.exited).toBe(0);
-        expect(existsSync(join(dataDir, "laurel-embedded.json"))).toBe(false);
-      } finally {
-        second.child.kill("SIGKILL");
-      }
-    } finally {
-      first.child.kill("SIGKILL");
-      try {
-        if (orphan) process.kill(orphan, "SIGKILL");
-      } catch {
-        // stopped, as it should be
-      }
-    }
-  });
+    return bin;
+  }
 
   /** Whether `pid` has a SIGTERM pending (sent, not yet handled: the process is stopped). */
   function termPending(pid: number): boolean {
@@ -251,52 +178,103 @@ describe("node dist/main.js", () => {
     return ((pending("SigPnd") | pending("ShdPnd")) & (1n << 14n)) !== 0n; // SIGTERM is 15: bit 14
   }
 
-  it("waits for a left server that runs but does not answer (stopping, or stopped) instead of opening its AOF beside it", async () => {
-    // The recorded server still running without answering, as one killed service's server writing
-    // its AOF, was taken for gone: the next start ran a second server on the same AOF. Held here
-    // with SIGSTOP, so the start meets it that way for as long as the test needs.
+  /**
+   * A service on a new data directory (with `firstEnv`) takes two lessons for "kept" and is killed
+   * outright (SIGKILL: no handler runs); `afterKill` gets its redis-server's pid. A second start on
+   * the directory must then serve the 20 points from the AOF and stop cleanly; `starting` runs
+   * while it starts, `listening` checks its output once it listens.
+   */
+  async function killAndRestart(opts: {
+    firstEnv?: Record<string, string>;
+    whileRunning?: (dataDir: string) => Promise<void>;
+    afterKill: (server: number) => void | Promise<void>;
+    starting?: (second: ReturnType<typeof runService>, server: number) => Promise<void>;
+    listening: (output: string, server: number) => void;
+  }): Promise<void> {
     const dataDir = tempDir();
-    const bin = tempDir();
-    symlinkSync(execFileSync("sh", ["-c", "command -v redis-server"], { encoding: "utf8" }).trim(), join(bin, "redis-server"));
     const port = await portOutsideEphemeralRange();
     const env = { PORT: String(port), LAUREL_DATA_DIR: dataDir };
-    const first = runService({ ...env, PATH: bin }); // no setpriv: the server outlives the SIGKILL
-    let orphan = 0;
+    const listening = (p: ReturnType<typeof runService>) => waitFor(() => p.output().includes("laurel listening"), "listening", p.exited, p.output);
+    const first = runService({ ...env, ...opts.firstEnv });
+    let server = 0;
     try {
-      await waitFor(() => first.output().includes("laurel listening"), "listening", first.exited);
+      await listening(first);
       expect((await postLessons(port, { id: "kept", tz: "UTC" }, 2)).status).toBe(201);
-      orphan = await embeddedRedisPid(first.output());
+      await opts.whileRunning?.(dataDir);
+      server = await embeddedRedisPid(first.output());
       first.child.kill("SIGKILL");
       await first.exited;
-      process.kill(orphan, "SIGSTOP");
+      await opts.afterKill(server);
       const second = runService(env);
       try {
-        // The start must signal the left server and wait; listening first would mean two servers.
-        await waitFor(() => {
-          if (second.output().includes("laurel listening")) throw new Error(`listening beside a left server that had not stopped:\n${second.output()}`);
-          return termPending(orphan);
-        }, "the start to send the left server SIGTERM", second.exited, second.output);
-        process.kill(orphan, "SIGCONT"); // it takes the SIGTERM: writes its AOF and exits
-        await waitFor(() => second.output().includes("laurel listening"), "listening", second.exited, second.output);
-        expect(alive(orphan)).toBe(false);
-        expect(second.output()).toContain("stopped the embedded redis-server an earlier Laurel left running");
+        await opts.starting?.(second, server);
+        await listening(second);
+        opts.listening(second.output(), server);
         expect(await xpTotal(port, "kept")).toBe(20);
         second.child.kill("SIGTERM");
         expect(await second.exited).toBe(0);
+        expect(existsSync(join(dataDir, "laurel-embedded.json"))).toBe(false);
       } finally {
         second.child.kill("SIGKILL");
       }
     } finally {
       first.child.kill("SIGKILL");
       try {
-        if (orphan) {
-          process.kill(orphan, "SIGCONT");
-          process.kill(orphan, "SIGKILL");
+        if (server) {
+          process.kill(server, "SIGCONT");
+          process.kill(server, "SIGKILL");
         }
       } catch {
         // stopped, as it should be
       }
     }
+  }
+
+  it("a service killed outright takes its redis-server with it (the death signal: SIGTERM, the AOF written); refuses a directory a running service holds", async () => {
+    // Without the death signal the server ran on orphaned until the next start stopped it.
+    await killAndRestart({
+      whileRunning: async (dataDir) => {
+        const rival = runService({ PORT: String(await portOutsideEphemeralRange()), LAUREL_DATA_DIR: dataDir });
+        expect(await rival.exited).toBe(1);
+        expect(rival.output()).toContain("is in use by a running Laurel");
+      },
+      afterKill: (server) => waitFor(() => !alive(server), "the redis-server to stop with its service"),
+      listening: (output) => expect(output).not.toContain("an earlier Laurel left running"),
+    });
+  });
+
+  it("without setpriv (no death signal), the next start stops the redis-server a killed service left on its data directory", async () => {
+    // Two redis-servers on one AOF each rewrite it as their own: acknowledged events are lost.
+    await killAndRestart({
+      firstEnv: { PATH: pathWithoutSetpriv() },
+      afterKill: (orphan) => expect(alive(orphan)).toBe(true),
+      listening: (output, orphan) => {
+        expect(output).toContain("stopped the embedded redis-server an earlier Laurel left running");
+        expect(alive(orphan)).toBe(false);
+      },
+    });
+  });
+
+  it("waits for a left server that runs but does not answer (stopping, or stopped) instead of opening its AOF beside it", async () => {
+    // The recorded server still running without answering, as one killed service's server writing
+    // its AOF, was taken for gone: the next start ran a second server on the same AOF. Held here
+    // with SIGSTOP, so the start meets it that way for as long as the test needs.
+    await killAndRestart({
+      firstEnv: { PATH: pathWithoutSetpriv() }, // the server outlives the SIGKILL
+      afterKill: (orphan) => void process.kill(orphan, "SIGSTOP"),
+      starting: async (second, orphan) => {
+        // The start must signal the left server and wait; listening first would mean two servers.
+        await waitFor(() => {
+          if (second.output().includes("laurel listening")) throw new Error(`listening beside a left server that had not stopped:\n${second.output()}`);
+          return termPending(orphan);
+        }, "the start to send the left server SIGTERM", second.exited, second.output);
+        process.kill(orphan, "SIGCONT"); // it takes the SIGTERM: writes its AOF and exits
+      },
+      listening: (output, orphan) => {
+        expect(alive(orphan)).toBe(false);
+        expect(output).toContain("stopped the embedded redis-server an earlier Laurel left running");
+      },
+    });
   });
 
   it("claims a data directory before its redis-server starts: of two starts at once one serves, the other is refused", async () => {
