@@ -382,6 +382,41 @@ describe("a tick with more users due on a shard than one script call pays (200)"
   });
 });
 
+describe("due entries of users whose data was deleted outside Laurel", () => {
+  it("are dropped by the tick, more of them than one script call takes (200), and the clock's move answers", async () => {
+    // Without the tick's ZREM of such an entry, each call found the same 200 again and the tick
+    // never ended: the clock's move below would not answer.
+    const id = uniqueTenantId("tt-gone");
+    const yaml = tenantYaml(
+      id,
+      `
+    shards: 1
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: coins
+        name: Coins
+        triggers: [{ key: daily, type: time, unit: day, interval: 1, points: 5 }]
+`,
+    );
+    await withTestApp({ yaml, manualClock: at(T0) }, async (app) => {
+      const users = Array.from({ length: 250 }, (_, i) => `gone-${i}`);
+      for (let i = 0; i < users.length; i += 50) {
+        const replies = await Promise.all(users.slice(i, i + 50).map((u) => app.call("PUT", `/v1/users/${u}`, { tz: "UTC" })));
+        for (const reply of replies) expect(reply.status).toBe(200);
+      }
+      const { store } = app.app.tenants.all[0]!;
+      const [deleted, kept] = [users.slice(0, 220), users.slice(220)];
+      for (const u of deleted) await app.redis.del(store.keys.user(0, u));
+      const due = store.keys.prefix(0) + "tt:coins.daily";
+      await app.setClock(at(T0 + DAY + 3_600_000));
+      // The deleted users' entries are gone; the others were paid and are due a day later.
+      expect(await app.redis.zcard(due)).toBe(kept.length);
+      expect(await app.redis.zcount(due, T0 + 2 * DAY, T0 + 2 * DAY)).toBe(kept.length);
+      expect((await app.call("GET", `/v1/users/${kept[0]}/points/coins`)).body.total).toBe(5);
+    });
+  });
+});
+
 describe("the BullMQ job scheduler", () => {
   it("is one scheduler per time trigger, not one job per user", async () => {
     const queue = new Queue(`${TIME_QUEUE}-${tenantId}`, { connection: { host: t.redis.options.host, port: t.redis.options.port }, prefix: "{laurel-jobs}" });
