@@ -349,11 +349,14 @@ describe("a time trigger added to a tenant that already has users", () => {
   });
 });
 
-describe("a tick with more users due on a shard than one script call pays (200)", () => {
-  it("pays all of them before the clock's move answers", async () => {
-    const id = uniqueTenantId("tt-many");
+describe("a tick with more users due on a shard than one script call takes (200)", () => {
+  /**
+   * A one-shard tenant paying 5 coins a day, 250 users due at T0 + DAY (one more call than the
+   * script's 200), and `body` with them and the trigger's due set.
+   */
+  async function withManyDueUsers(prefix: string, body: (app: TestApp, users: string[], due: string) => Promise<void>): Promise<void> {
     const yaml = tenantYaml(
-      id,
+      uniqueTenantId(prefix),
       `
     shards: 1
     metrics: [{ key: lessons, name: Lessons }]
@@ -364,14 +367,19 @@ describe("a tick with more users due on a shard than one script call pays (200)"
 `,
     );
     await withTestApp({ yaml, manualClock: at(T0) }, async (app) => {
-      const users = Array.from({ length: 250 }, (_, i) => `many-${i}`);
+      const users = Array.from({ length: 250 }, (_, i) => `${prefix}-${i}`);
       for (let i = 0; i < users.length; i += 50) {
         const replies = await Promise.all(users.slice(i, i + 50).map((u) => app.call("PUT", `/v1/users/${u}`, { tz: "UTC" })));
         for (const reply of replies) expect(reply.status).toBe(200);
       }
-      const { store } = app.app.tenants.all[0]!;
-      const due = store.keys.prefix(0) + "tt:coins.daily";
+      const due = app.app.tenants.all[0]!.store.keys.prefix(0) + "tt:coins.daily";
       expect(await app.redis.zcard(due)).toBe(users.length);
+      await body(app, users, due);
+    });
+  }
+
+  it("pays all of them before the clock's move answers", async () => {
+    await withManyDueUsers("tt-many", async (app, users, due) => {
       await app.setClock(at(T0 + DAY + 3_600_000));
       // Every user paid once and due again a day later; none left behind for a later move.
       expect(await app.redis.zcount(due, "-inf", T0 + DAY + 3_600_000)).toBe(0);
@@ -380,34 +388,13 @@ describe("a tick with more users due on a shard than one script call pays (200)"
       expect(last.body.total).toBe(5);
     });
   });
-});
 
-describe("due entries of users whose data was deleted outside Laurel", () => {
-  it("are dropped by the tick, more of them than one script call takes (200), and the clock's move answers", async () => {
+  it("drops the due entries of users whose data was deleted outside Laurel, and the clock's move answers", async () => {
     // Without the tick's ZREM of such an entry, each call found the same 200 again and the tick
     // never ended: the clock's move below would not answer.
-    const id = uniqueTenantId("tt-gone");
-    const yaml = tenantYaml(
-      id,
-      `
-    shards: 1
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: coins
-        name: Coins
-        triggers: [{ key: daily, type: time, unit: day, interval: 1, points: 5 }]
-`,
-    );
-    await withTestApp({ yaml, manualClock: at(T0) }, async (app) => {
-      const users = Array.from({ length: 250 }, (_, i) => `gone-${i}`);
-      for (let i = 0; i < users.length; i += 50) {
-        const replies = await Promise.all(users.slice(i, i + 50).map((u) => app.call("PUT", `/v1/users/${u}`, { tz: "UTC" })));
-        for (const reply of replies) expect(reply.status).toBe(200);
-      }
-      const { store } = app.app.tenants.all[0]!;
+    await withManyDueUsers("tt-gone", async (app, users, due) => {
       const [deleted, kept] = [users.slice(0, 220), users.slice(220)];
-      for (const u of deleted) await app.redis.del(store.keys.user(0, u));
-      const due = store.keys.prefix(0) + "tt:coins.daily";
+      for (const u of deleted) await app.redis.del(app.app.tenants.all[0]!.store.keys.user(0, u));
       await app.setClock(at(T0 + DAY + 3_600_000));
       // The deleted users' entries are gone; the others were paid and are due a day later.
       expect(await app.redis.zcard(due)).toBe(kept.length);
