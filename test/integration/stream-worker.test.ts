@@ -206,6 +206,8 @@ describe("stream worker", () => {
     expect(text).toContain("# TYPE laurel_stream_undelivered_entries gauge");
     expect(text).toContain(`laurel_stream_undelivered_entries{tenant="${tenantId}",shard="0",group="buckets"} 2`);
     expect(text).toMatch(new RegExp(`laurel_stream_oldest_unprocessed_age_seconds\\{tenant="${tenantId}",shard="0",group="buckets"\\} [0-9.]+`));
+    // This tenant has no webhook endpoints: no webhooks group, so no series for it (README, GET /metrics).
+    expect(text).not.toContain(`{tenant="${tenantId}",shard="0",group="webhooks"}`);
 
     await bucketWorker(t).drain();
     expect(await mine()).toMatchObject({ pending: 0, undelivered: 0, oldestAgeMs: 0 });

@@ -39,3 +39,39 @@ describe("request stats", () => {
     ]);
   });
 });
+
+// The lag gauges and the delivery counts, from values given here: the integration tests
+// (stream-worker, webhooks) see what a live stream happens to hold, mostly zeros.
+describe("lag and delivery gauges", () => {
+  it("render each gauge from its own field (the age in seconds), leave out a value Redis could not tell, and every delivery status", () => {
+    const lags = [
+      { tenantId: "t1", shard: 0, group: "buckets", length: 7, pending: 2, undelivered: 3, oldestAgeMs: 1500 },
+      { tenantId: "t1", shard: 1, group: "webhooks", length: 4, pending: 1, undelivered: null, oldestAgeMs: 0 },
+    ];
+    const deliveries = [{ tenantId: "t1", counts: { pending: 1, delivering: 2, retrying: 3, delivered: 4, dead: 5 } }];
+    const text = renderMetrics(lags, deliveries, { slots: 8, lookups: 6, misses: 1 }, new RequestStats());
+    const own = `{process="${PROCESS_NAME}"}`;
+    const lines = text.split("\n").filter((l) => /^laurel_(stream|webhook|award)/.test(l));
+    expect(lines).toEqual([
+      `laurel_stream_entries{tenant="t1",shard="0",group="buckets"} 7`,
+      `laurel_stream_entries{tenant="t1",shard="1",group="webhooks"} 4`,
+      `laurel_stream_pending_entries{tenant="t1",shard="0",group="buckets"} 2`,
+      `laurel_stream_pending_entries{tenant="t1",shard="1",group="webhooks"} 1`,
+      // Shard 1's undelivered count is unknown (null): no line, rather than a made-up 0.
+      `laurel_stream_undelivered_entries{tenant="t1",shard="0",group="buckets"} 3`,
+      `laurel_stream_oldest_unprocessed_age_seconds{tenant="t1",shard="0",group="buckets"} 1.5`,
+      `laurel_stream_oldest_unprocessed_age_seconds{tenant="t1",shard="1",group="webhooks"} 0`,
+      `laurel_webhook_deliveries{tenant="t1",status="pending"} 1`,
+      `laurel_webhook_deliveries{tenant="t1",status="delivering"} 2`,
+      `laurel_webhook_deliveries{tenant="t1",status="retrying"} 3`,
+      `laurel_webhook_deliveries{tenant="t1",status="delivered"} 4`,
+      `laurel_webhook_deliveries{tenant="t1",status="dead"} 5`,
+      `laurel_award_id_table_slots${own} 8`,
+      `laurel_award_id_lookups_total${own} 6`,
+      `laurel_award_id_misses_total${own} 1`,
+    ]);
+    // Each gauge is typed once; a process without delivery queues has no deliveries family.
+    expect(text.match(/^# TYPE laurel_stream_entries gauge$/gm)).toHaveLength(1);
+    expect(renderMetrics(lags, [], { slots: 8, lookups: 6, misses: 1 }, new RequestStats())).not.toContain("laurel_webhook_deliveries");
+  });
+});
