@@ -11,6 +11,24 @@ describe("LogThrottle", () => {
     expect(written).toEqual([0]);
   });
 
+  it("writes again once its window has passed since the last line written, with the count held back meanwhile", () => {
+    let now = 1_000_000;
+    const written: Array<[at: number, unlogged: number]> = [];
+    const throttle = new LogThrottle(1000, () => now);
+    const call = (at: number) => {
+      now = at;
+      throttle.run((unlogged) => written.push([at, unlogged]));
+    };
+    // Written at 1 000 000; held at +10, +20 and +999 (inside the window); written at +1000 with
+    // those 3; its window then runs from there: held at +1500, written at +2000 with 1.
+    for (const at of [0, 10, 20, 999, 1000, 1500, 2000]) call(1_000_000 + at);
+    expect(written).toEqual([
+      [1_000_000, 0],
+      [1_001_000, 3],
+      [1_002_000, 1],
+    ]);
+  });
+
   it("with no window writes every call, each reporting none held back", () => {
     const written: number[] = [];
     const throttle = new LogThrottle(0);
