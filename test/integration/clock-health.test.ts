@@ -19,6 +19,19 @@ describe("manual clock (LAUREL_CLOCK=manual)", () => {
     const event = await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "clocked" }, value: 1 });
     expect(event.body.achievements[0].achievedAt).toBe("2026-07-01T06:30:00.000Z");
     expect(event.body.points.xp.awards[0].date).toBe("2026-07-01T06:30:00.000Z");
+    // /healthz tells the service's time, the manual clock's, not the wall clock's.
+    expect(await t.call("GET", "/healthz", undefined, {})).toEqual({ status: 200, body: { status: "ok", redis: "ok", now: "2026-07-01T06:30:00.000Z" } });
+  });
+
+  it("takes the ISO 8601 forms with a zone: minutes alone, an offset without its colon, up to 9 digits of a second (kept to the millisecond)", async () => {
+    const set = async (now: string) => (await t.call("POST", "/admin/v1/clock", { now }, { "x-api-key": t.adminKey })).body;
+    expect(await set("2026-07-01T08:30+02:00")).toEqual({ now: "2026-07-01T06:30:00.000Z" });
+    expect(await set("2026-07-01T08:30:00+0200")).toEqual({ now: "2026-07-01T06:30:00.000Z" });
+    // Python's isoformat() writes microseconds.
+    expect(await set("2026-07-01T06:30:00.123456+00:00")).toEqual({ now: "2026-07-01T06:30:00.123Z" });
+    expect(await set("2026-07-01T06:30:00.123456789Z")).toEqual({ now: "2026-07-01T06:30:00.123Z" });
+    expect(await set("2026-07-01T06:30:00.5-03:30")).toEqual({ now: "2026-07-01T10:00:00.500Z" });
+    await t.setClock("2026-07-01T06:30:00Z");
   });
 
   it("refuses instants without a zone, nonsense and wrong keys", async () => {
@@ -39,6 +52,8 @@ describe("manual clock (LAUREL_CLOCK=manual)", () => {
     expect((await t.call("POST", "/admin/v1/clock", { now: "1970-01-01T00:00:00Z" }, { "x-api-key": t.adminKey })).status).toBe(200);
     expect((await t.call("POST", "/admin/v1/clock", { now: 5 }, { "x-api-key": t.adminKey })).status).toBe(400);
     expect((await t.call("POST", "/admin/v1/clock", { now: "2026-07-01T00:00:00Z" }, { "x-api-key": "nope" })).status).toBe(401);
+    // Reading it needs the admin key too: a wrong key, or a tenant's API key, is refused.
+    for (const key of ["nope", t.apiKey]) expect((await t.call("GET", "/admin/v1/clock", undefined, { "x-api-key": key })).status, key).toBe(401);
     expect((await t.call("GET", "/admin/v1/clock", undefined, { "x-api-key": t.adminKey })).body.now).toBe("1970-01-01T00:00:00.000Z");
     await t.setClock("2026-07-01T06:30:00Z");
   });
@@ -151,7 +166,17 @@ describe("GET /healthz while Redis is stalled or gone", () => {
       // Gone: the connection is down (answered without a PING, which ioredis would hold through
       // its reconnection backoff: 1.5-7.5 s in an audit).
       await server.stop();
-      expect(await t.call("GET", "/healthz", undefined, {})).toEqual({ status: 503, body: down });
+      // Once the client knows (waited for, not timed), the check sends no PING at all.
+      while (t.redis.status === "ready") await new Promise((r) => setTimeout(r, 10));
+      const sent: string[] = [];
+      const send = t.redis.sendCommand;
+      t.redis.sendCommand = ((command, stream) => (sent.push(command.name), send.call(t.redis, command, stream))) as typeof send;
+      try {
+        expect(await t.call("GET", "/healthz", undefined, {})).toEqual({ status: 503, body: down });
+      } finally {
+        t.redis.sendCommand = send;
+      }
+      expect(sent).not.toContain("ping");
     } finally {
       await t.close().catch(() => undefined);
       await server.stop().catch(() => undefined);
