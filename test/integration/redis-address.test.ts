@@ -38,6 +38,36 @@ describe("queueConnection", () => {
   });
 });
 
+describe("createRedisClient", () => {
+  it("gives a command up after 3 retries (README: a 503 once ioredis gave up), and pipelines automatically only with LAUREL_AUTOPIPELINE=1", () => {
+    for (const [env, pipelined] of [[{}, false], [{ LAUREL_AUTOPIPELINE: "1" }, true]] as const) {
+      const redis = createRedisClient("redis://127.0.0.1:1", { lazyConnect: true }, env);
+      expect(redis.options).toMatchObject({ maxRetriesPerRequest: 3, enableAutoPipelining: pipelined });
+      redis.disconnect();
+    }
+    // The caller's options win (the test apps give up after 1).
+    const own = createRedisClient("redis://127.0.0.1:1", { lazyConnect: true, maxRetriesPerRequest: 1 }, {});
+    expect(own.options.maxRetriesPerRequest).toBe(1);
+    own.disconnect();
+  });
+});
+
+describe("logConnectionErrors", () => {
+  it("says nothing of a first connection that succeeds: no error, and no 'restored' for a connection never lost", async () => {
+    const server = await startTestRedis();
+    const lines: Array<{ level: number; msg: string }> = [];
+    const redis = logConnectionErrors(createRedisClient(server.url), pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }));
+    try {
+      expect(await redis.ping()).toBe("PONG");
+      expect(redis.status).toBe("ready");
+      expect(lines).toEqual([]);
+    } finally {
+      redis.disconnect();
+      await server.stop();
+    }
+  });
+});
+
 describe("a service on a Redis reached only by its Unix socket", () => {
   let dir: string;
   let server: ChildProcess;
@@ -171,9 +201,13 @@ describe("a Redis that may evict keys", () => {
       const logger = pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) });
       expect(await warnIfRedisEvicts(redis, logger)).toBe("noeviction");
       expect(lines).toEqual([]);
-      await redis.config("SET", "maxmemory-policy", "allkeys-lru");
-      expect(await warnIfRedisEvicts(redis, logger)).toBe("allkeys-lru");
-      expect(lines).toHaveLength(1);
+      // Every policy but noeviction deletes keys under pressure, the volatile ones too (Laurel sets TTLs).
+      const evicting = ["allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"];
+      for (const policy of evicting) {
+        await redis.config("SET", "maxmemory-policy", policy);
+        expect(await warnIfRedisEvicts(redis, logger)).toBe(policy);
+      }
+      expect(lines.map((l) => l.maxmemoryPolicy)).toEqual(evicting);
       expect(lines[0]).toMatchObject({ level: 40, maxmemoryPolicy: "allkeys-lru", msg: expect.stringContaining("set maxmemory-policy noeviction") });
     } finally {
       redis.disconnect();
