@@ -13,19 +13,42 @@ import { describe, expect, it } from "vitest";
  * 3 when its fallback timer runs out instead.
  */
 function signalDuringTheSwap(signal: "SIGTERM" | "SIGQUIT"): { status: number | null; output: string } {
-  const script = `
-    import { exitOnSignalsWhileStarting, stopOnSignals } from "./dist/boot.js";
-    import { pino } from "pino";
-    const logger = pino();
+  return runWithBoot(`
     exitOnSignalsWhileStarting(logger);
     process.kill(process.pid, "${signal}");
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
     stopOnSignals(logger, async () => logger.info("closed"));
+  `);
+}
+
+/**
+ * Runs `body` in a child Node with dist/boot.js's exitOnSignalsWhileStarting, stopOnSignals and a
+ * pino `logger` in scope. The child's signals are its only way out: one that is lost (or never
+ * ends the process) makes it exit 3 when its fallback timer runs out, which keeps it alive meanwhile.
+ */
+function runWithBoot(body: string): { status: number | null; output: string } {
+  const script = `
+    import { exitOnSignalsWhileStarting, stopOnSignals } from "./dist/boot.js";
+    import { pino } from "pino";
+    const logger = pino();
+    ${body}
     setTimeout(() => { console.log("the signal was lost"); process.exit(3); }, 60_000);
   `;
   const run = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8" });
   return { status: run.status, output: run.stdout + run.stderr };
 }
+
+/**
+ * The log's messages, sorted: the process logger writes asynchronously, and process.exit flushes
+ * what it holds while its first write may still be under way, so lines can reach the output out of
+ * their order (their `time` keeps it).
+ */
+const messages = (output: string): string[] =>
+  output
+    .split("\n")
+    .filter((l) => l.startsWith("{"))
+    .map((l) => (JSON.parse(l) as { msg: string }).msg)
+    .sort();
 
 describe("stop signals caught while the start's handling gives way to the stop's", () => {
   it("a SIGTERM stops the service, through its stop", () => {
@@ -38,5 +61,58 @@ describe("stop signals caught while the start's handling gives way to the stop's
     const { status, output } = signalDuringTheSwap("SIGQUIT");
     expect(status, output).toBe(1);
     expect(output).toContain("quitting without a stop");
+  });
+});
+
+// stopOnSignals' outcomes (README, Operations: stopping). Each stop is driven by the child
+// itself: its close resolves on an event it causes, never on a timer racing the work.
+describe("a stop", () => {
+  it("on SIGTERM, SIGINT (a first Ctrl-C) or SIGHUP exits 0 once its close is done, saying it stopped", () => {
+    for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) {
+      const { status, output } = runWithBoot(`
+        stopOnSignals(logger, async () => logger.info("closed"));
+        process.kill(process.pid, "${signal}");
+      `);
+      expect(status, output).toBe(0);
+      expect(messages(output), signal).toEqual(["closed", "stopped", "stopping"]);
+    }
+  });
+
+  it("exits 1 when its close fails, saying so", () => {
+    const { status, output } = runWithBoot(`
+      stopOnSignals(logger, async () => { throw new Error("the queue would not close"); });
+      process.kill(process.pid, "SIGHUP");
+    `);
+    expect(status, output).toBe(1);
+    expect(messages(output)).toEqual(["stopping", "stopping failed"]);
+  });
+
+  it("a second SIGTERM or SIGHUP while it closes does not cut it or run it again", () => {
+    // The close sends both signals and finishes once its own listener saw them dispatched
+    // (stopOnSignals' listener runs first: it was registered first).
+    const { status, output } = runWithBoot(`
+      let closes = 0;
+      stopOnSignals(logger, () => new Promise((resolve) => {
+        closes++;
+        let seen = 0;
+        const saw = () => { if (++seen === 2) setImmediate(() => { logger.info("closed " + closes); resolve(); }); };
+        process.once("SIGTERM", saw);
+        process.once("SIGHUP", saw);
+        process.kill(process.pid, "SIGTERM");
+        process.kill(process.pid, "SIGHUP");
+      }));
+      process.kill(process.pid, "SIGTERM");
+    `);
+    expect(status, output).toBe(0);
+    expect(messages(output)).toEqual(["closed 1", "stopped", "stopping"]);
+  });
+
+  it("whose close never ends exits 0 at its time limit, saying it did not wait longer", () => {
+    const { status, output } = runWithBoot(`
+      stopOnSignals(logger, () => new Promise(() => undefined), 50);
+      process.kill(process.pid, "SIGTERM");
+    `);
+    expect(status, output).toBe(0);
+    expect(messages(output)).toEqual(["stopping", "stopping without waiting longer for connections to close (is Redis reachable?)"]);
   });
 });
