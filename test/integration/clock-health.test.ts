@@ -36,7 +36,8 @@ describe("manual clock (LAUREL_CLOCK=manual)", () => {
 
   it("refuses instants without a zone, nonsense and wrong keys", async () => {
     // Beyond 2199 or before 1970 the service's dates and board members would not be well formed.
-    for (const now of ["2026-07-01T08:30:00", "yesterday", "2026-02-30T00:00:00Z", "", "9999-12-31T23:00:00Z", "2200-01-01T00:00:00Z", "1969-12-31T23:59:59Z"]) {
+    // A time of day that does not exist (hour 25, minute 60) has the pattern's shape and a real date: Date.parse refuses it.
+    for (const now of ["2026-07-01T08:30:00", "yesterday", "2026-02-30T00:00:00Z", "", "9999-12-31T23:00:00Z", "2200-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "2026-07-01T25:00:00Z", "2026-07-01T12:60:00Z"]) {
       const res = await t.call("POST", "/admin/v1/clock", { now }, { "x-api-key": t.adminKey });
       expect(res.status, now).toBe(422);
       expect(typeof res.body.error).toBe("string");
