@@ -13,7 +13,8 @@ import { shardOf } from "../../src/domain/shards.js";
 import { freePort, startEmbeddedRedis } from "../../src/embedded-redis.js";
 import { deliveryQueueName, JOBS_PREFIX } from "../../src/jobs/webhooks/keys.js";
 import { DEMO_YAML, startTestApp, uniqueTenantId } from "../helpers/app.js";
-import { lessonsXpTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
+import { lessonsTenantYaml, lessonsXpTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
+import { startReceiver } from "../helpers/webhook-receiver.js";
 import { runService, waitFor, WORKER } from "../helpers/service-process.js";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis } from "../helpers/redis-server.js";
@@ -911,6 +912,31 @@ describe("node dist/main.js", () => {
     } finally {
       service.child.kill("SIGKILL");
       await redis?.stop();
+    }
+  });
+
+  it("node dist/worker.js consumes the hook streams for a service run with LAUREL_WORKER=off: the receiver gets the event", async () => {
+    const receiver = await startReceiver();
+    const tenantId = uniqueTenantId("hookw");
+    const config = join(tempDir(), "hooks-worker.yaml");
+    writeFileSync(config, lessonsTenantYaml(tenantId, { url: receiver.url, events: ["points.changed"] }));
+    const port = await portOutsideEphemeralRange();
+    const service = runService({ PORT: String(port), REDIS_URL: inject("redisUrl"), LAUREL_CONFIG: config, LAUREL_WORKER: "off" });
+    const worker = runService({ REDIS_URL: inject("redisUrl"), LAUREL_CONFIG: config }, WORKER);
+    try {
+      await waitFor(() => service.output().includes("laurel listening"), "the service listening", service.exited, service.output);
+      await waitFor(() => worker.output().includes("laurel stream worker running"), "the worker running", worker.exited, worker.output);
+      const res = await fetch(`http://127.0.0.1:${port}/v1/metrics/lessons/event`, { method: "POST", headers: { "x-api-key": "demo-key", "content-type": "application/json" }, body: JSON.stringify({ user: { id: "hooked", tz: "UTC" }, value: 1 }) });
+      expect(res.status).toBe(201);
+      // Only the worker reads the hook streams (the service runs no consumer with LAUREL_WORKER=off).
+      const [delivered] = await receiver.waitFor(1, (r) => r.body.type === "points.changed");
+      expect(delivered!.body).toMatchObject({ user: { id: "hooked" }, points: { key: "xp", total: 10 } });
+    } finally {
+      service.child.kill("SIGTERM");
+      worker.child.kill("SIGTERM");
+      expect(await service.exited).toBe(0);
+      expect(await worker.exited).toBe(0);
+      await receiver.close();
     }
   });
 
