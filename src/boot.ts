@@ -302,9 +302,15 @@ function logLevel(env: NodeJS.ProcessEnv): string | null {
  * The process logger at LOG_LEVEL. At info when LOG_LEVEL is not a level: checkEnvironmentOrExit
  * then names it with every other bad variable, in one line (it was said alone, first, in plain
  * text, and the others took another start).
+ *
+ * It writes each line to stdout as it is logged (a synchronous destination), as Node itself
+ * writes to a pipe or file on Linux. pino's default hands lines to libuv's thread pool, and the
+ * flush at process.exit wrote the lines still held before the one already handed over: a stop
+ * logged "closed", "stopped", then "stopping". Laurel logs little (the start, warnings, errors),
+ * so the write costs nothing measurable.
  */
-function processLogger(env: NodeJS.ProcessEnv = process.env): Logger {
-  return pino({ level: logLevel(env) ?? "info" });
+export function processLogger(env: NodeJS.ProcessEnv = process.env): Logger {
+  return pino({ level: logLevel(env) ?? "info" }, pino.destination({ dest: 1, sync: true }));
 }
 
 /**
