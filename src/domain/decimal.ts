@@ -17,7 +17,7 @@ export function toMicro(value: number): number {
   const scaled = value * MICRO;
   const rounded = Math.round(Math.abs(scaled));
   // Math.round on a scaled double can be one off from the decimal the client wrote
-  // (e.g. 1.0000005 * 1e6 = 1000000.4999999999); re-derive from the shortest decimal string.
+  // (e.g. 1.0000025 * 1e6 = 1000002.4999999999); re-derive from the shortest decimal string.
   const fromString = Number.isInteger(scaled) ? Math.abs(scaled) : microFromString(Math.abs(value));
   const micro = fromString ?? rounded;
   return value < 0 ? -micro : micro;

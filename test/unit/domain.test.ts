@@ -9,7 +9,7 @@ import { levelIndex } from "../../src/domain/levels.js";
 import { compareCodePoints } from "../../src/domain/leaderboards.js";
 import { shardOf } from "../../src/domain/shards.js";
 import { TenantKeys } from "../../src/store/keys.js";
-import { dateToDay, formatDay, localDayIndex, parseDay, periodEndDay, periodOfDay, periodStartDay, ZoneNumberCache } from "../../src/domain/periods.js";
+import { dateToDay, formatDay, localDayIndex, parseDay, periodEndDay, periodOfDay, periodStartDay, periodStartInstant, ZoneNumberCache } from "../../src/domain/periods.js";
 
 describe("decimal", () => {
   it("keeps six decimals exactly and rounds half away from zero beyond them", () => {
@@ -22,10 +22,19 @@ describe("decimal", () => {
     expect(fromMicro(300_000)).toBe(0.3);
   });
 
+  it("rounds the decimal the client wrote, not its double times a million", () => {
+    // 1.0000025 * 1e6 is 1000002.4999999999 in doubles; written, it is a half: away from zero.
+    expect(1.0000025 * 1e6).toBeLessThan(1_000_002.5);
+    expect(toMicro(1.0000025)).toBe(1_000_003);
+    expect(toMicro(-1.0000025)).toBe(-1_000_003);
+    expect(toMicro(1.0000024)).toBe(1_000_002);
+  });
+
   it("floorDiv is exact where the double quotient rounds", () => {
     expect(floorDiv(7, 2)).toBe(3);
     expect(floorDiv(2 ** 53 - 1, 3)).toBe(Math.floor((2 ** 53 - 1) / 3));
-    // (9e15 - 1) / 9e15 rounds to 1 in doubles; the true floor is 0.
+    // (9e15 - 1) / 9e15 is 0.9999999999999999 in doubles, not 1: below 2^53 the rounded quotient
+    // never reaches the next integer, so these checks hold with or without the corrections.
     expect(floorDiv(9e15 - 1, 9e15)).toBe(0);
   });
 });
@@ -199,6 +208,23 @@ describe("periods", () => {
     expect(formatDay(localDayIndex(Date.parse("2026-03-28T23:30:00Z"), "Asia/Tokyo"))).toBe("2026-03-29");
     expect(formatDay(localDayIndex(Date.parse("2026-03-29T10:30:00Z"), "Pacific/Kiritimati"))).toBe("2026-03-30");
     expect(formatDay(localDayIndex(Date.parse("2026-03-29T10:30:00Z"), "Pacific/Pago_Pago"))).toBe("2026-03-28");
+  });
+
+  it("takes a zone's offset change at its instant, on the half hour too", () => {
+    // Tehran left summer time (+04:30 to +03:30) at local midnight 2022-09-22, 2022-09-21T19:30Z:
+    // 19:45Z is 23:15 on the 21st, an offset from 19:00Z would make it 00:15 on the 22nd.
+    expect(formatDay(localDayIndex(Date.parse("2022-09-21T19:29:00Z"), "Asia/Tehran"))).toBe("2022-09-21");
+    expect(formatDay(localDayIndex(Date.parse("2022-09-21T19:45:00Z"), "Asia/Tehran"))).toBe("2022-09-21");
+    expect(formatDay(localDayIndex(Date.parse("2022-09-21T20:31:00Z"), "Asia/Tehran"))).toBe("2022-09-22");
+  });
+
+  it("a period's first instant is its own frequency's, whichever frequency was asked first for the same number", () => {
+    // Period 675: daily 1971-11-07, weekly from Monday 1982-12-06, monthly 2026-04 (Paris: +1, +1, +2).
+    const zone = "Europe/Paris";
+    expect(new Date(periodStartInstant(675, "daily", zone)).toISOString()).toBe("1971-11-06T23:00:00.000Z");
+    expect(new Date(periodStartInstant(675, "weekly", zone)).toISOString()).toBe("1982-12-05T23:00:00.000Z");
+    expect(new Date(periodStartInstant(675, "monthly", zone)).toISOString()).toBe("2026-03-31T22:00:00.000Z");
+    expect(new Date(periodStartInstant(675, "daily", zone)).toISOString()).toBe("1971-11-06T23:00:00.000Z");
   });
 });
 
