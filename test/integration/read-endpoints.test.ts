@@ -188,6 +188,8 @@ describe("streaks", () => {
     const res = await t.call("GET", "/v1/users/ada/streak");
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ length: 4, frequency: "daily", started: "2026-03-02", periodStart: "2026-03-06", expires: "2026-03-06", freezes: 1, maxFreezes: 2 });
+    // Freezes without autoEarn: no auto-earn fields (README, "Streak freezes and restore").
+    expect(Object.keys(res.body).filter((k) => k.startsWith("freezeAutoEarn"))).toEqual([]);
     expect(res.body.length).toBe(modelStreakLength("ada"));
     expect(res.body.streakHistory).toEqual(
       [
