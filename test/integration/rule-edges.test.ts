@@ -157,6 +157,39 @@ describe("a filtered trigger's running sum", () => {
   });
 });
 
+describe("event-attribute filters", () => {
+  // Node evaluates them (domain/filters.ts) for the script's mask and for the reference model
+  // alike, so the property tests cannot see them wrong: the numbers here are the spec's.
+  it("pay only an event whose attributes match every pair; an absent attribute never matches", async () => {
+    const yaml = tenantYaml(
+      uniqueTenantId(),
+      `
+    metrics: [{ key: lessons, name: Lessons }]
+    attributes: { event: [source, plan] }
+    points:
+      - key: coins
+        name: Coins
+        triggers:
+          - { key: pro-mobile, type: metric, metric: lessons, threshold: 1, points: 5, eventAttributes: { source: mobile, plan: pro } }
+`,
+    );
+    await withTestApp({ yaml }, async (t) => {
+      const paid = async (attributes?: Record<string, string>) => {
+        const res = await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "filtered" }, value: 1, ...(attributes ? { attributes } : {}) });
+        expect(res.status).toBe(201);
+        return res.body.points.coins?.added ?? 0;
+      };
+      expect(await paid()).toBe(0);
+      expect(await paid({ source: "mobile" })).toBe(0);
+      expect(await paid({ source: "mobile", plan: "free" })).toBe(0);
+      expect(await paid({ source: "web", plan: "pro" })).toBe(0);
+      // The trigger counts only the events that pass: this is its first unit.
+      expect(await paid({ source: "mobile", plan: "pro" })).toBe(5);
+      expect(await paid({ plan: "pro" })).toBe(0);
+    });
+  });
+});
+
 describe("maxPoints lowered below a total already reached", () => {
   const tenantId = uniqueTenantId();
   const yaml = (cap: number) =>
