@@ -39,6 +39,18 @@ describe("config", () => {
     expect(demo!.streak).toMatchObject({ frequency: "daily", mode: "all", metrics: [{ metric: "lessons", thresholdMicro: 1_000_000 }] });
   });
 
+  it("gives the demo tenant's objects of every kind the ids they have shipped with (ids derive from tenant and key)", () => {
+    // test/unit/domain.test.ts pins a metric's and a system's; these are the other kinds' (the
+    // kind is part of the name hashed: a changed kind would change every id of that kind).
+    const [demo] = loadConfigText(DEMO_YAML, "demo.yaml", {});
+    const xp = demo!.systemByKey.get("xp")!;
+    expect([xp.triggers[0]!.key, xp.triggers[0]!.id]).toEqual(["lesson-completed", "4a590f89-6416-53c9-87f3-ae06328bfea1"]);
+    expect([xp.levels[0]!.key, xp.levels[0]!.id]).toEqual(["bronze", "56e30bd8-72c3-5780-b11f-89dcde7e2d69"]);
+    expect([xp.boosts[0]!.key, xp.boosts[0]!.id]).toEqual(["pro-weekend", "707adaf0-532c-58e8-99f2-01ca98bc1768"]);
+    expect([demo!.achievements[0]!.key, demo!.achievements[0]!.id]).toEqual(["first-lesson", "b0c89f5d-fa1f-5d3a-8700-eea95c9a7331"]);
+    expect([demo!.leaderboards[0]!.key, demo!.leaderboards[0]!.id]).toEqual(["xp-all-time", "9bb7be0a-209e-5df6-a43b-c95e02e7081d"]);
+  });
+
   it("names every fault of a file in one message, a misspelt key by its spelling, and a file it cannot read without a path", () => {
     // Three faults: a trigger's threshold spelt "Threshold" (typia names the missing field only),
     // a level's points spelt "pointz", a misspelt maxPoints (an unknown field).
