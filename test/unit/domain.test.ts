@@ -106,6 +106,67 @@ describe("keys", () => {
       expect(other.prefix(shard)).toBe(`{other:${shard}}:`);
     }
   });
+
+  it("names every key as the layout in keys.ts documents it: data stored by earlier versions is found under these names", () => {
+    // A renamed key reads as empty on a fresh Redis, so no other test notices; on an upgrade it
+    // loses what it held ({t}:slots: the position of every value of every stored user state).
+    const k = new TenantKeys("demo");
+    expect([
+      k.user(3, "u1"),
+      k.agg(3),
+      k.stream(3),
+      k.hookStream(3),
+      k.pointsZset(3, "xp"),
+      k.awards(3, "xp", "u1"),
+      k.streakActive(3),
+      k.streakDeadline(3),
+      k.streakBest(3),
+      k.streakHistory(3, "u1"),
+      k.userBoosts(3),
+      k.runGroups(3, "weekly", 5),
+      k.rankHistory(3, "weekly", 5, "u1"),
+      k.idempotency(3, "u1", "lessons", "key-1"),
+      k.writer(3, 42),
+      k.buckets(3, "m:lessons", "u1"),
+      k.openMonths(3),
+      k.watermarks(3),
+      k.meta(),
+      k.runsDeleted(),
+      k.fixed(),
+      k.timeScheduled(),
+      k.boardCounters("weekly", 5),
+      k.boardCounters("weekly", ""),
+      k.runGroupsFrom(),
+      k.slots(),
+    ]).toEqual([
+      "{demo:3}:u:u1",
+      "{demo:3}:agg",
+      "{demo:3}:x",
+      "{demo:3}:xh",
+      "{demo:3}:pz:xp",
+      "{demo:3}:aw:xp:u1",
+      "{demo:3}:sa",
+      "{demo:3}:sd",
+      "{demo:3}:sb",
+      "{demo:3}:sh:u1",
+      "{demo:3}:ub",
+      "{demo:3}:lg:weekly:5",
+      "{demo:3}:lh:weekly:5:u1",
+      "{demo:3}:ik:lessons:u1\x1fkey-1",
+      "{demo:3}:wr:42",
+      "{demo:3}:b:m:lessons:u1",
+      "{demo:3}:bl",
+      "{demo:3}:xw",
+      "{demo}:meta",
+      "{demo}:runs-deleted",
+      "{demo}:fixed",
+      "{demo}:time-scheduled",
+      "{demo}:lbc:weekly:5",
+      "{demo}:lbc:weekly:",
+      "{demo}:run-groups-from",
+      "{demo}:slots",
+    ]);
+  });
 });
 
 describe("ids", () => {
