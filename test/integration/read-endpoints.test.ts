@@ -342,6 +342,23 @@ describe("the level summary after the levels change in the config", () => {
   });
 });
 
+describe("trigger times across restarts", () => {
+  it("a restart with the same file keeps created and updated; an edited trigger moves updated only", async () => {
+    const id = uniqueTenantId("ot");
+    const config = (points: number) =>
+      tenantYaml(id, `    metrics: [{ key: lessons, name: Lessons }]\n    points:\n      - key: xp\n        name: XP\n        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: ${points} }]\n`);
+    const times = async (manualClock: string, points: number) =>
+      withTestApp({ yaml: config(points), manualClock }, async (app) => {
+        const [trigger] = (await app.call("GET", "/v1/points/xp")).body.triggers;
+        return [trigger.created, trigger.updated];
+      });
+    expect(await times("2026-03-01T00:00:00Z", 10)).toEqual(["2026-03-01T00:00:00.000Z", "2026-03-01T00:00:00.000Z"]);
+    expect(await times("2026-03-02T00:00:00Z", 10)).toEqual(["2026-03-01T00:00:00.000Z", "2026-03-01T00:00:00.000Z"]);
+    expect(await times("2026-03-03T00:00:00Z", 20)).toEqual(["2026-03-01T00:00:00.000Z", "2026-03-03T00:00:00.000Z"]);
+    expect(await times("2026-03-04T00:00:00Z", 20)).toEqual(["2026-03-01T00:00:00.000Z", "2026-03-03T00:00:00.000Z"]);
+  });
+});
+
 describe("GET /v1/users/{id}/wrapped", () => {
   it("the year in review from the daily buckets", async () => {
     const res = await t.call("GET", "/v1/users/ada/wrapped");
