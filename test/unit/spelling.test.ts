@@ -13,6 +13,17 @@ describe("misspeltKey", () => {
     expect(misspeltKey(["now"], "now")).toBeNull();
   });
 
+  it("allows one edit per three letters of the name, two at most", () => {
+    // Five letters: one edit, not two.
+    expect(misspeltKey(["valeu"], "value")).toBeNull();
+    expect(misspeltKey(["valu"], "value")).toBe("valu");
+    // Six letters: two edits.
+    expect(misspeltKey(["poinzz"], "points")).toBe("poinzz");
+    // Nine letters and more: still two, never three.
+    expect(misspeltKey(["thrXXXold"], "threshold")).toBeNull();
+    expect(misspeltKey(["thrXXhold"], "threshold")).toBe("thrXXhold");
+  });
+
   it("reads typia's paths into the value, quoted keys and indexes included", () => {
     const value = { tenants: [{ points: [{ triggers: [{ threshhold: 1 }] }] }], "odd key": { Name: 1 } };
     expect(misspeltAt(value, "$input.tenants[0].points[0].triggers[0].threshold")).toBe("threshhold");
