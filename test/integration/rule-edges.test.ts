@@ -190,6 +190,30 @@ describe("event-attribute filters", () => {
   });
 });
 
+describe("composite achievements across metrics", () => {
+  // An event's script gets only the achievements its metric can reach (src/store/rules.ts): a
+  // composite is among them when any of its prerequisites is, with all its prerequisites.
+  it("an event on one metric completes a composite whose other prerequisite another metric completed", async () => {
+    const yaml = tenantYaml(
+      uniqueTenantId(),
+      `
+    metrics: [{ key: lessons, name: Lessons }, { key: quizzes, name: Quizzes }]
+    achievements:
+      - { key: lesson-1, name: Lesson, type: metric, metric: lessons, value: 1 }
+      - { key: quiz-1, name: Quiz, type: metric, metric: quizzes, value: 1 }
+      - { key: both, name: Both, type: composite, achievements: [lesson-1, quiz-1] }
+`,
+    );
+    await withTestApp({ yaml }, async (t) => {
+      const keys = async (metric: string, user: string) => (await event(t, { id: user }, 1, metric)).body.achievements.map((a: { key: string }) => a.key);
+      expect(await keys("quizzes", "q-first")).toEqual(["quiz-1"]);
+      expect(await keys("lessons", "q-first")).toEqual(["lesson-1", "both"]);
+      expect(await keys("lessons", "l-first")).toEqual(["lesson-1"]);
+      expect(await keys("quizzes", "l-first")).toEqual(["quiz-1", "both"]);
+    });
+  });
+});
+
 describe("maxPoints lowered below a total already reached", () => {
   const tenantId = uniqueTenantId();
   const yaml = (cap: number) =>
