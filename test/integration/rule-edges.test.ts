@@ -129,6 +129,15 @@ describe("a filtered trigger's running sum", () => {
 
   const send = (userId: string, value: number, source: string) => t.call("POST", "/v1/metrics/lessons/event", { user: { id: userId }, value, attributes: { source } });
 
+  it("keeps each filtered trigger's sum apart: one user's events through two filters", async () => {
+    const coins = async (source: string) => (await send("two-sums", 1e9, source)).body.points.coins?.added ?? 0;
+    expect(await coins("up")).toBe(1);
+    // down's own sum is 1e9 (one multiple), not the 2e9 of both filters' events.
+    expect(await coins("down")).toBe(1);
+    expect(await coins("up")).toBe(1);
+    expect(await coins("other")).toBe(0);
+  });
+
   it("stops paying at +9e9 units: the tenth billion through the filter pays nothing", async () => {
     const paid: number[] = [];
     for (let i = 1; i <= 10; i++) {
