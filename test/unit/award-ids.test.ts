@@ -109,7 +109,8 @@ describe("award id table", () => {
       expect(rememberedAwardId(demo, "user-1", "xp", 3)).toBe(computed(demo, "xp", "user-1", 3));
       setAwardIdSlots(DEFAULT_AWARD_ID_SLOTS);
       applyAwardIdSlots({});
-      expect(awardIdTableStats().slots).toBe(DEFAULT_AWARD_ID_SLOTS);
+      // README's default: 262144 slots (13 MB).
+      expect(awardIdTableStats().slots).toBe(262_144);
     } finally {
       setAwardIdSlots(DEFAULT_AWARD_ID_SLOTS);
     }
