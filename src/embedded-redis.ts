@@ -82,17 +82,19 @@ export async function startEmbeddedRedis(opts: {
   // handler below on any other way out). In the service's group the server could exit first, and
   // the stop then logged connection errors and waited LAUREL_DRAIN + 5 s for connections that
   // could not close. A signal that kills the service outright (SIGKILL, to it or its group, the
-  // OOM killer) runs no handler: the server is started through `setpriv --pdeathsig TERM` (util-
-  // linux), which asks the kernel to send it SIGTERM when the service dies (Redis then writes its
-  // AOF and exits), and execs redis-server in place (same pid). Where setpriv is missing the
-  // server runs on orphaned, and the next start stops it (claimDataDir). The death signal follows
-  // the thread that spawned the server, which here is the service's main thread, alive as long as
-  // the process (a spawn from a worker thread would be signalled when that thread ends). The test
-  // run's and the bench's servers take neither: their callers stop them.
+  // OOM killer) runs no handler: every server is started through `setpriv --pdeathsig TERM` (util-
+  // linux), which asks the kernel to send it SIGTERM when the process that started it dies (Redis
+  // then writes its AOF and exits), and execs redis-server in place (same pid). Where setpriv is
+  // missing the server runs on orphaned, and the service's next start stops it (claimDataDir).
+  // The test run's and the bench's servers take the death signal too (not the session): a run cut
+  // short (a Ctrl-C, a timeout's SIGKILL) left them running. The death signal follows the thread
+  // that spawned the server: the main thread of the service, of the bench, and of each of
+  // vitest's forks, alive as long as their process (a spawn from a worker thread would be
+  // signalled when that thread ends).
   // Its log (stdout, warnings only: --loglevel warning) is read: for the last line a server that
   // would not start wrote (a damaged AOF: what it says to run), and, once it is ready and until
   // it is stopped, for `onLog` (a slow disk's fsync, a SHUTDOWN someone sent it).
-  const [command, commandArgs] = opts.ownSession === true && setprivDeathSignal() ? ["setpriv", ["--pdeathsig", "TERM", "--", "redis-server", ...args]] : ["redis-server", args];
+  const [command, commandArgs] = setprivDeathSignal() ? ["setpriv", ["--pdeathsig", "TERM", "--", "redis-server", ...args]] : ["redis-server", args];
   const child: ChildProcess = spawn(command, commandArgs, { stdio: ["ignore", "pipe", "inherit"], detached: opts.ownSession === true });
   const log = followLog(child);
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));

@@ -244,6 +244,31 @@ describe("node dist/main.js", () => {
     });
   });
 
+  it("a redis-server the test run or the bench starts stops with the process that started it, killed outright", async () => {
+    // A run cut short (a Ctrl-C, a timeout's SIGKILL) left the servers its files had started running.
+    const entry = join(tempDir(), "start-a-server.mjs");
+    const embedded = new URL("../../dist/embedded-redis.js", import.meta.url).pathname;
+    writeFileSync(
+      entry,
+      `import { startEmbeddedRedis } from ${JSON.stringify(embedded)};
+       const server = await startEmbeddedRedis({ dir: ${JSON.stringify(tempDir())}, appendOnly: false });
+       console.log(JSON.stringify({ msg: "started embedded redis-server", redis: server.url }));
+       setInterval(() => undefined, 60_000);`,
+    );
+    const starter = runService({}, entry);
+    let server = 0;
+    try {
+      await waitFor(() => starter.output().includes("started embedded redis-server"), "the server started", starter.exited, starter.output);
+      server = await embeddedRedisPid(starter.output());
+      starter.child.kill("SIGKILL");
+      await starter.exited;
+      await waitFor(() => !alive(server), "the redis-server to stop with the process that started it");
+    } finally {
+      starter.child.kill("SIGKILL");
+      if (server && alive(server)) process.kill(server, "SIGKILL");
+    }
+  });
+
   it("without setpriv (no death signal), the next start stops the redis-server a killed service left on its data directory", async () => {
     // Two redis-servers on one AOF each rewrite it as their own: acknowledged events are lost.
     await killAndRestart({
