@@ -613,32 +613,3 @@ describe("a zone change sent with an API achievement's completion", () => {
     });
   });
 });
-
-describe("a time trigger with more users due than one script call pays", () => {
-  it("pays every due user of a shard in the same tick, past the batch of 200", async () => {
-    const t = await startTestApp({
-      manualClock: "2026-06-01T12:00:00Z",
-      yaml: tenantYaml(
-        uniqueTenantId(),
-        `
-    shards: 1
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers: [{ key: daily, type: time, unit: day, interval: 1, points: 5 }]
-`,
-      ),
-    });
-    try {
-      const users = Array.from({ length: 201 }, (_, i) => `due-${String(i).padStart(3, "0")}`);
-      for (const id of users) expect((await t.call("PUT", `/v1/users/${id}`, {})).status).toBe(200);
-      await t.setClock("2026-06-02T12:00:00Z");
-      const unpaid: string[] = [];
-      for (const id of users) if ((await t.call("GET", `/v1/users/${id}/points/xp`)).body.total !== 5) unpaid.push(id);
-      expect(unpaid).toEqual([]);
-    } finally {
-      await t.close();
-    }
-  });
-});

@@ -31,12 +31,21 @@ interface Scenario {
   tenantId: string;
 }
 
-async function scenario(respond: Receiver["respond"], options: TestAppOptions = {}, extra = ""): Promise<Scenario> {
+/**
+ * A receiver answering by `respond` (200 unless given), and a test app on a tenant whose file
+ * `tenant` writes with the receiver's url: on the manual clock at 2026-06-01T12:00Z with the fast
+ * delivery settings, unless `options` say otherwise (`manualClock: false` for the system clock).
+ */
+async function scenarioOf(prefix: string, tenant: (tenantId: string, url: string) => string, options: TestAppOptions = {}, respond?: Receiver["respond"]): Promise<Scenario> {
   const receiver = await startReceiver(respond);
-  const tenantId = uniqueTenantId("whd");
-  const t = await startTestApp({ yaml: hookYaml(tenantId, endpoint("main", receiver.url, extra)), manualClock: "2026-06-01T12:00:00Z", webhooks: FAST, ...options });
+  const tenantId = uniqueTenantId(prefix);
+  const t = await startTestApp({ yaml: tenant(tenantId, receiver.url), manualClock: "2026-06-01T12:00:00Z", webhooks: FAST, ...options });
   return { t, receiver, tenantId };
 }
+
+/** One endpoint `main` (with `extra` in its entry) on the hook tenant. */
+const scenario = (respond: Receiver["respond"], options: TestAppOptions = {}, extra = ""): Promise<Scenario> =>
+  scenarioOf("whd", (tenantId, url) => hookYaml(tenantId, endpoint("main", url, extra)), options, respond);
 
 async function close(s: Scenario): Promise<void> {
   await s.t.close();
@@ -324,10 +333,7 @@ describe("a stream consumer that dies between queueing and acknowledging", () =>
 describe("coalescing", () => {
   let s: Scenario;
   beforeAll(async () => {
-    const receiver = await startReceiver();
-    const tenantId = uniqueTenantId("whc");
-    const yaml = hookYaml(tenantId, endpoint("every", receiver.url) + endpoint("batched", receiver.url, ", coalesce: { points.changed: 15 }"));
-    s = { receiver, tenantId, t: await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: FAST }) };
+    s = await scenarioOf("whc", (tenantId, url) => hookYaml(tenantId, endpoint("every", url) + endpoint("batched", url, ", coalesce: { points.changed: 15 }")));
   });
   afterAll(() => close(s));
 
@@ -404,18 +410,15 @@ describe("a coalesced window flushed while a change for it arrives", () => {
 describe("coalescing rank changes", () => {
   let s: Scenario;
   beforeAll(async () => {
-    const receiver = await startReceiver();
-    const tenantId = uniqueTenantId("whc");
-    const yaml = lessonsXpTenantYaml(
+    s = await scenarioOf("whc", (tenantId, url) => lessonsXpTenantYaml(
       tenantId,
       2,
       `    leaderboards:
       - { key: top, name: Top, rankBy: points, points: xp, start: "2026-06-01" }
     webhooks:
-      - { key: main, url: "${receiver.url}", secret: "a-test-secret-0123456789", events: [leaderboard.rank_changed], coalesce: { leaderboard.rank_changed: 15 } }
+      - { key: main, url: "${url}", secret: "a-test-secret-0123456789", events: [leaderboard.rank_changed], coalesce: { leaderboard.rank_changed: 15 } }
 `,
-    );
-    s = { receiver, tenantId, t: await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: FAST }) };
+    ));
   });
   afterAll(() => close(s));
 
@@ -479,18 +482,15 @@ describe("the event id of a change on another shard than 0", () => {
 describe("a manual clock moved back, then forward again", () => {
   let s: Scenario;
   beforeAll(async () => {
-    const receiver = await startReceiver();
-    const tenantId = uniqueTenantId("whb");
-    const yaml = lessonsXpTenantYaml(
+    s = await scenarioOf("whb", (tenantId, url) => lessonsXpTenantYaml(
       tenantId,
       1,
       `    leaderboards:
       - { key: daily, name: Daily, rankBy: points, points: xp, start: "2026-06-01", runUnit: day, runInterval: 1 }
     webhooks:
-      - { key: main, url: "${receiver.url}", secret: "a-test-secret-0123456789", events: [leaderboard.started] }
+      - { key: main, url: "${url}", secret: "a-test-secret-0123456789", events: [leaderboard.started] }
 `,
-    );
-    s = { receiver, tenantId, t: await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: FAST }) };
+    ));
   });
   afterAll(() => close(s));
 
@@ -558,10 +558,7 @@ describe("an endpoint's timeoutSeconds", () => {
 describe("with the system clock", () => {
   let s: Scenario;
   beforeAll(async () => {
-    const receiver = await startReceiver();
-    const tenantId = uniqueTenantId("whs");
-    const yaml = hookYaml(tenantId, `      - { key: main, url: "${receiver.url}", secret: "a-test-secret-0123456789", events: [points.boost_started, points.boost_finished] }\n`);
-    s = { receiver, tenantId, t: await startTestApp({ yaml, webhooks: FAST }) };
+    s = await scenarioOf("whs", (tenantId, url) => hookYaml(tenantId, `      - { key: main, url: "${url}", secret: "a-test-secret-0123456789", events: [points.boost_started, points.boost_finished] }\n`), { manualClock: false });
   });
   afterAll(() => close(s));
 
@@ -597,10 +594,7 @@ describe("with the system clock", () => {
 describe("with the system clock and a tick far apart", () => {
   let s: Scenario;
   beforeAll(async () => {
-    const receiver = await startReceiver();
-    const tenantId = uniqueTenantId("whs");
-    const yaml = hookYaml(tenantId, `      - { key: main, url: "${receiver.url}", secret: "a-test-secret-0123456789", events: [points.boost_started, points.boost_finished] }\n`);
-    s = { receiver, tenantId, t: await startTestApp({ yaml, webhooks: { ...FAST, tickEveryMs: 3_600_000 } }) };
+    s = await scenarioOf("whs", (tenantId, url) => hookYaml(tenantId, `      - { key: main, url: "${url}", secret: "a-test-secret-0123456789", events: [points.boost_started, points.boost_finished] }\n`), { manualClock: false, webhooks: { ...FAST, tickEveryMs: 3_600_000 } });
   });
   afterAll(() => close(s));
 
