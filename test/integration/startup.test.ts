@@ -359,6 +359,42 @@ describe("node dist/main.js", () => {
     }
   });
 
+  it("a redis-server that dies while a stop drains ends the stop, not the service with the crash's exit 1", async () => {
+    // The stop has begun: the server's exit is part of it (main.ts sets `stopping` first thing),
+    // not the crash the service must report and exit 1 for. The drain waits on an event Redis
+    // holds (CLIENT PAUSE WRITE) for its whole LAUREL_DRAIN (the call waits on for the lost
+    // connection), so the server dies while the stop is under way: the 5 s leave this process time
+    // to send the kill on a loaded box (were it late, the stop would stop the server itself, and
+    // the test pass without testing the rule). The stop then ends as one whose connections did not
+    // close in time: drain + 5 s (boot.ts), exit 0.
+    const port = await portOutsideEphemeralRange();
+    const proc = runService({ PORT: String(port), LAUREL_DATA_DIR: tempDir(), LAUREL_DRAIN: "5", LAUREL_WORKER: "off", LAUREL_CONFIG: new URL("../../bench/core-tenant.yaml", import.meta.url).pathname });
+    let probe: Redis | undefined;
+    try {
+      await waitFor(() => proc.output().includes("laurel listening"), "listening", proc.exited);
+      const line = proc.output().split("\n").find((l) => l.includes("started embedded redis-server"))!;
+      probe = new Redis((JSON.parse(line) as { redis: string }).redis, { retryStrategy: () => null, maxRetriesPerRequest: 0 });
+      probe.on("error", () => undefined); // the server goes away under it
+      const server = Number(/process_id:(\d+)/.exec(await probe.info("server"))![1]);
+      expect((await postLessons(port, { id: "held-warm-up" }, 1)).status).toBe(201);
+      await probe.client("PAUSE", 3_600_000, "WRITE");
+      const held = postLessons(port, { id: "held" }, 1).catch(() => null);
+      const probeNow = probe;
+      await waitFor(async () => /flags=b\b.*cmd=fcall/.test(String(await probeNow.client("LIST"))), "the event call held by Redis");
+      proc.child.kill("SIGTERM");
+      await waitFor(() => proc.output().includes('"msg":"stopping"'), "the stop to begin");
+      process.kill(server, "SIGKILL");
+      expect(await proc.exited).toBe(0);
+      expect(proc.output()).not.toContain("the embedded redis-server exited; stopping");
+      expect(proc.output()).not.toContain('"level":60');
+      expect(proc.output()).toContain("stopping without waiting longer for connections to close");
+      await held;
+    } finally {
+      probe?.disconnect();
+      proc.child.kill("SIGKILL");
+    }
+  });
+
   it("logs what its embedded redis-server warns of while it runs, before the exit it explains (a SHUTDOWN someone sent it)", async () => {
     const proc = runService({ PORT: String(await portOutsideEphemeralRange()), LAUREL_DATA_DIR: tempDir() });
     try {
