@@ -63,6 +63,13 @@ export interface AppOptions {
    * @default 10000
    */
   drainMs?: number;
+  /**
+   * How long close() keeps the connections open, within drainMs, though no request is in flight
+   * (Router.drain): for connections accepted just before the listen socket closed, whose first
+   * request has not arrived yet. Tests' in-process apps set 0.
+   * @default 1000
+   */
+  lingerMs?: number;
   // issue 6 (outbound events): begin
   /** Webhook delivery and timeline settings (tests shorten the backoff and the locks). */
   webhooks?: WebhookStartOptions["options"];
@@ -90,6 +97,16 @@ export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
 
 /** LAUREL_DRAIN's default: how long a stop waits for the requests already taken to be answered. */
 export const DEFAULT_DRAIN_MS = 10_000;
+
+/**
+ * How long a stop keeps its connections at least (AppOptions.lingerMs). Without it, a stop with
+ * nothing in flight closed every connection at once, and a client whose request was already on
+ * its way (a kept-alive connection, or one accepted just before the listen socket closed) got a
+ * reset. Clients on kept-alive connections (fetch, as the official SDK) lost 6-61 requests a stop
+ * under load without it, 0-9 with it (`node bench/handover.mjs`, bench/README.md "The
+ * forty-first stop").
+ */
+export const DEFAULT_LINGER_MS = 1_000;
 
 // uSockets' LIBUS_LISTEN_EXCLUSIVE_PORT (1): the binding exports it, its typings only as an enum member.
 const LISTEN_EXCLUSIVE_PORT = (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
@@ -192,11 +209,11 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
     tenants,
     webhooks,
     async close() {
-      // No new connections; then the requests already taken are answered before the
-      // connections close (Router.drain), up to drainMs.
+      // No new connections; then the requests already taken, and those of connections accepted
+      // just before, are answered before the connections close (Router.drain), up to drainMs.
       uWS.us_listen_socket_close(listenSocket);
       const drainMs = opts.drainMs ?? DEFAULT_DRAIN_MS;
-      const unanswered = await router.drain(drainMs);
+      const unanswered = await router.drain(drainMs, opts.lingerMs ?? DEFAULT_LINGER_MS);
       if (unanswered > 0) opts.logger.warn({ unanswered }, `stopping with requests still unanswered after ${drainMs} ms`);
       // Present at runtime though missing from this build's types (STACK.md §2): closes open connections too.
       (app as unknown as { close?: () => void }).close?.();

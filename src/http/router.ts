@@ -150,29 +150,34 @@ export class Router {
    * taken is answered (or `timeoutMs` passes), so that no client loses the answer to a write
    * Redis applies. Requests still arriving on open keep-alive connections meanwhile are served
    * and answered with `Connection: close`, so their clients move to another instance.
+   * It waits `lingerMs` at least (bounded by `timeoutMs`), requests in flight or not: a
+   * connection accepted just before the listen socket closed may not have sent its first request
+   * yet (uWS tells nothing of connections before their requests), and closing it then resets a
+   * request its client has already sent, which no client may safely retry.
    */
-  drain(timeoutMs: number): Promise<number> {
+  drain(timeoutMs: number, lingerMs = 0): Promise<number> {
     this.draining = true;
-    if (this.inFlight === 0) return Promise.resolve(0);
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
+      const timers: NodeJS.Timeout[] = [];
+      const end = (unanswered: number): void => {
+        timers.forEach(clearTimeout);
         this.drained = null;
-        resolve(this.inFlight);
-      }, timeoutMs);
-      this.drained = () => {
-        clearTimeout(timer);
-        resolve(0);
+        resolve(unanswered);
       };
+      timers.push(setTimeout(() => end(this.inFlight), timeoutMs));
+      // Once the linger is over, it ends as soon as nothing is in flight: at once, or when the last request ends (settle).
+      const endWhenIdle = (): void => {
+        this.drained = () => end(0);
+        if (this.inFlight === 0) end(0);
+      };
+      if (lingerMs <= 0) endWhenIdle();
+      else if (lingerMs < timeoutMs) timers.push(setTimeout(endWhenIdle, lingerMs));
     });
   }
 
   private settle(): void {
     this.inFlight--;
-    if (this.inFlight === 0 && this.drained) {
-      const drained = this.drained;
-      this.drained = null;
-      drained();
-    }
+    if (this.inFlight === 0) this.drained?.();
   }
 
   add(method: Method, pattern: string, paramCount: number, handler: Handler, options: RouteOptions = {}): void {

@@ -50,6 +50,8 @@ export interface TestAppOptions {
   webhooks?: AppOptions["webhooks"];
   /** The app's logger (default: silent, or TEST_LOG_LEVEL), for a test that reads what is logged. */
   logger?: Logger;
+  /** AppOptions.lingerMs: 0 unless set, so that closing a test app takes no second (the built service's stop tests keep the default). */
+  lingerMs?: number;
 }
 
 export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> {
@@ -67,7 +69,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
   // unless they set them.
   const delivery = opts.webhooks?.delivery;
   const webhooks = { ...opts.webhooks, delivery: { ...delivery, firstAttempt: { timeoutMs: 600_000, slowMs: 600_000, ...delivery?.firstAttempt } } };
-  const app = await startApp({ tenants, redis, clock, logger, host: "127.0.0.1", port: 0, maxBodyBytes: opts.maxBodyBytes, jobs: opts.jobs, thresholdRefreshMs: opts.thresholdRefreshMs ?? 0, webhooks }).catch(
+  const app = await startApp({ tenants, redis, clock, logger, host: "127.0.0.1", port: 0, maxBodyBytes: opts.maxBodyBytes, jobs: opts.jobs, thresholdRefreshMs: opts.thresholdRefreshMs ?? 0, webhooks, lingerMs: opts.lingerMs ?? 0 }).catch(
     async (err: unknown) => {
       redis.disconnect();
       throw err;
