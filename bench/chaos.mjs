@@ -1,0 +1,315 @@
+// node bench/chaos.mjs [seconds] [seed]   (after npm run build)
+//
+// Exactly once under faults: the mechanisms each test covers alone (lost-reply, crash-durability,
+// concurrency, graceful-stop) run together, under load, with faults injected at random. A scratch
+// redis-server (AOF on, appendfsync always) on a port below the ephemeral range, two service
+// processes sharing a port (LAUREL_REUSE_PORT=1, bench/core-tenant.yaml, LAUREL_WORKER=off), and
+// CHAOS_CLIENTS clients (32) for `seconds` (60), each owning CHAOS_USERS users (4) and posting
+// `lessons` events (value 1), one at a time, each logical event with its own Idempotency-Key.
+// A client that gets a 5xx or a network error (or no answer in 10 s) sends the same event again
+// with the same key, until it gets 201 or 202 (at most CHAOS_ATTEMPTS times, 1000; the backoff
+// grows to 500 ms), and counts the event acknowledged once. Meanwhile, at seeded random
+// intervals (CHAOS_GAP_MS, "300-3000"), one fault of the kinds in CHAOS_FAULTS (default all):
+//   kill     CLIENT KILL TYPE normal: every connection of the services drops (lost replies)
+//   pause    SIGSTOP of redis-server for 0.2-2 s, then SIGCONT
+//   restart  SHUTDOWN of redis-server, started again on its directory and port (AOF reload)
+//   crash    SIGKILL of redis-server, started again likewise (appendfsync always keeps what it answered)
+//   term     a new service process started on the port, then SIGTERM to the oldest (graceful stop)
+// Faults stop at the deadline; the clients then finish the event they hold (retrying it until
+// acknowledged). Checked: each answer's metric total (one client per user, one event at a time:
+// the total must be the user's acknowledged count, this one included), and at the end each
+// user's stored total (GET /v1/users/{id}/metrics/lessons, `current`) and xp (GET
+// /v1/users/{id}/points/xp, `total`: 10 a lesson in the core tenant), which must EQUAL the count
+// of acknowledged events (no loss, no double count). Prints the faults by kind, requests,
+// retries, 5xx by message, network errors by code, and any mismatching user with its history.
+//   node bench/chaos.mjs 60 1
+//   CHAOS_FAULTS=kill node bench/chaos.mjs 30 7
+//   CHAOS_FAULTS=restart,term CHAOS_CLIENTS=8 node bench/chaos.mjs 20 3
+// Reports; never gates (exit 0 on a mismatch too; exit 1 only when it could not run).
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import { startEmbeddedRedis } from "../dist/embedded-redis.js";
+import { Children, runBench } from "./processes.mjs";
+
+const seconds = Number(process.argv[2] ?? 60);
+const seed = Number(process.argv[3] ?? Math.floor(Math.random() * 1e9));
+const CLIENTS = Number(process.env.CHAOS_CLIENTS ?? 32);
+const USERS = Number(process.env.CHAOS_USERS ?? 4);
+const ATTEMPTS = Number(process.env.CHAOS_ATTEMPTS ?? 1000);
+const KINDS = ["kill", "pause", "restart", "crash", "term"];
+const faults = (process.env.CHAOS_FAULTS ?? KINDS.join(",")).split(",").filter(Boolean);
+for (const f of faults) if (!KINDS.includes(f)) throw new Error(`unknown fault kind ${f} (known: ${KINDS.join(", ")})`);
+const [gapMin, gapMax] = (process.env.CHAOS_GAP_MS ?? "300-3000").split("-").map(Number);
+const XP_PER_LESSON = 10; // bench/core-tenant.yaml: xp's lesson-completed trigger, threshold 1, 10 points
+const ENTRY = "dist/main.js";
+
+const children = new Children();
+const cleanups = [];
+const cleanup = async () => {
+  await children.stopAll();
+  for (const fn of cleanups.splice(0)) await fn();
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** mulberry32: the faults' times and kinds, reproducible from the seed printed. */
+function prng(s) {
+  let a = s >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * A free port below the kernel's ephemeral range (as test/helpers/ports.ts): the server is started
+ * again on it, and a port of the range could meanwhile be any connection's local end.
+ */
+async function portBelowEphemeralRange() {
+  const low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]) || 32_768;
+  const from = Math.max(10_000, low - 16_384);
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = from + Math.floor(Math.random() * (low - from));
+    const free = await new Promise((resolve) => {
+      const server = createServer();
+      server.once("error", () => resolve(false));
+      server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+  throw new Error("no free port below the ephemeral range");
+}
+
+function listeners(port) {
+  return execFileSync("ss", ["-Hltn", `sport = :${port}`], { encoding: "utf8" }).split("\n").filter(Boolean).length;
+}
+
+const count = (map, key, n = 1) => map.set(key, (map.get(key) ?? 0) + n);
+const show = (map) => [...map].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${n} ${k}`).join("; ") || "none";
+
+async function main() {
+  const dir = mkdtempSync(join(tmpdir(), "laurel-chaos-"));
+  const redisPort = await portBelowEphemeralRange();
+  let server = await startEmbeddedRedis({ dir, port: redisPort, fsync: "always" });
+  cleanups.push(async () => {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const redisUrl = server.url;
+  const admin = new Redis(redisUrl, { maxRetriesPerRequest: null, lazyConnect: true });
+  admin.on("error", () => undefined);
+  cleanups.unshift(async () => admin.disconnect());
+  await admin.connect();
+  const redisPid = async () => Number(/process_id:(\d+)/.exec(await admin.info("server"))[1]);
+
+  const port = await portBelowEphemeralRange();
+  const env = { REDIS_URL: redisUrl, PORT: String(port), LAUREL_REUSE_PORT: "1", LAUREL_WORKER: "off", LAUREL_CONFIG: "bench/core-tenant.yaml", LOG_LEVEL: "error" };
+  let serial = 0;
+  const services = [];
+  const startService = async () => {
+    const name = `service-${++serial}`;
+    const before = listeners(port);
+    await children.start(name, "node", [ENTRY], env, `http://127.0.0.1:${port}/healthz`, 60_000);
+    // Another process may have answered the readiness check: wait until this one listens too.
+    while (listeners(port) <= before) await sleep(50);
+    services.push(name);
+  };
+  await startService();
+  await startService();
+
+  console.log(`chaos: seed ${seed}, ${seconds} s, ${CLIENTS} clients x ${USERS} users, faults ${faults.join(",")} every ${gapMin}-${gapMax} ms, redis :${redisPort} (AOF, appendfsync always), service :${port}`);
+
+  // --- clients ---
+  const stats = { requests: 0, retries: 0, events: 0, status: new Map(), fiveXX: new Map(), network: new Map(), gaveUp: 0, badAnswers: [] };
+  const users = new Map(); // id -> { acked, history: [] }
+  let loadEnds = Date.now() + seconds * 1000;
+  const base = `http://127.0.0.1:${port}/v1/metrics/lessons/event`;
+
+  /** One logical event: sent, and sent again with its key, until acknowledged. Returns the answer's body, or null. */
+  async function deliver(user, key, u) {
+    let backoff = 20;
+    for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
+      stats.requests++;
+      if (attempt > 1) stats.retries++;
+      let outcome;
+      try {
+        const res = await fetch(base, {
+          method: "POST",
+          headers: { "x-api-key": "demo-key", "content-type": "application/json", "idempotency-key": key },
+          body: JSON.stringify({ user: { id: user, tz: "UTC" }, value: 1 }),
+          signal: AbortSignal.timeout(10_000),
+        });
+        const text = await res.text();
+        count(stats.status, res.status);
+        outcome = `${res.status}`;
+        if (res.status === 201 || res.status === 202) {
+          const body = JSON.parse(text);
+          u.history.push(`${key} #${attempt} ${res.status}${body.idempotentReplayed ? " replay" : ""} total=${body.total}${body.points?.xp ? ` xp+${body.points.xp.added}=${body.points.xp.total}` : ""}`);
+          return body;
+        }
+        if (res.status < 500) throw new Error(`${user} ${key}: unexpected ${res.status} ${text.slice(0, 200)}`);
+        let message = text;
+        try {
+          message = JSON.parse(text).message ?? text;
+        } catch {
+          // not JSON: the text as it is
+        }
+        count(stats.fiveXX, `${res.status} ${String(message).slice(0, 140)}`);
+      } catch (err) {
+        if (err instanceof Error && err.message.includes("unexpected")) throw err;
+        const code = err?.cause?.code ?? err?.name ?? String(err);
+        count(stats.network, code);
+        outcome = code;
+      }
+      u.history.push(`${key} #${attempt} ${outcome}`);
+      await sleep(backoff);
+      backoff = Math.min(500, backoff * 2);
+    }
+    return null;
+  }
+
+  async function client(c) {
+    const own = Array.from({ length: USERS }, (_, i) => `chaos-${c}-${i}`);
+    for (const id of own) users.set(id, { acked: 0, history: [], unresolved: 0 });
+    for (let n = 0; Date.now() < loadEnds; n++) {
+      const id = own[n % USERS];
+      const u = users.get(id);
+      const key = `ev-${c}-${n}`;
+      stats.events++;
+      const body = await deliver(id, key, u);
+      if (body === null) {
+        stats.gaveUp++;
+        u.unresolved++;
+        continue;
+      }
+      u.acked++;
+      // One client per user, one event at a time: the answer's total is the acknowledged count.
+      if (body.total !== u.acked) stats.badAnswers.push(`${id} ${key}: answer total ${body.total}, acknowledged ${u.acked}`);
+      const xp = body.points?.xp;
+      if (xp && (xp.added !== XP_PER_LESSON || xp.total !== XP_PER_LESSON * u.acked)) stats.badAnswers.push(`${id} ${key}: answer xp +${xp.added} = ${xp.total}, acknowledged ${u.acked}`);
+    }
+  }
+
+  // --- faults ---
+  const rand = prng(seed);
+  const done = new Map();
+  const faultLog = [];
+  const t0 = Date.now();
+  const at = () => ((Date.now() - t0) / 1000).toFixed(1);
+  const restartRedis = async (how) => {
+    const pid = await redisPid();
+    const exited = new Promise((resolve) => {
+      const poll = () => {
+        try {
+          process.kill(pid, 0);
+          setTimeout(poll, 20);
+        } catch {
+          resolve();
+        }
+      };
+      poll();
+    });
+    if (how === "restart") {
+      const conn = new Redis(redisUrl, { maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: true });
+      conn.on("error", () => undefined);
+      await conn.connect();
+      await conn.call("SHUTDOWN").catch(() => undefined); // answered by the connection's close
+      conn.disconnect();
+    } else {
+      process.kill(pid, "SIGKILL");
+    }
+    await exited;
+    await server.stop(); // releases the data directory's record
+    server = await startEmbeddedRedis({ dir, port: redisPort, fsync: "always" });
+  };
+  const inject = {
+    kill: async () => `${await admin.call("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")} connections`,
+    pause: async () => {
+      const ms = Math.round(200 + rand() * 1800);
+      const pid = await redisPid();
+      process.kill(pid, "SIGSTOP");
+      await sleep(ms);
+      process.kill(pid, "SIGCONT");
+      return `${ms} ms`;
+    },
+    restart: async () => {
+      const started = Date.now();
+      await restartRedis("restart");
+      return `down ${Date.now() - started} ms`;
+    },
+    crash: async () => {
+      const started = Date.now();
+      await restartRedis("crash");
+      return `down ${Date.now() - started} ms`;
+    },
+    term: async () => {
+      await startService();
+      const old = services.shift();
+      const started = Date.now();
+      await children.stop(old);
+      return `${old} stopped in ${Date.now() - started} ms`;
+    },
+  };
+  const faultLoop = async () => {
+    for (;;) {
+      const gap = gapMin + rand() * (gapMax - gapMin);
+      const kind = faults[Math.floor(rand() * faults.length)];
+      await sleep(gap);
+      if (faults.length === 0 || Date.now() >= loadEnds) return;
+      const what = await inject[kind]();
+      count(done, kind);
+      faultLog.push(`${at()}s ${kind} ${what}`);
+    }
+  };
+
+  await Promise.all([faultLoop(), ...Array.from({ length: CLIENTS }, (_, c) => client(c))]);
+  const loadSeconds = (Date.now() - t0) / 1000;
+
+  // --- check ---
+  const read = async (path) => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const res = await fetch(`http://127.0.0.1:${port}${path}`, { headers: { "x-api-key": "demo-key" } });
+        const body = await res.json();
+        if (res.ok) return body;
+        if (attempt > 50) throw new Error(`${path}: ${res.status} ${JSON.stringify(body)}`);
+      } catch (err) {
+        if (attempt > 50) throw err;
+      }
+      await sleep(200);
+    }
+  };
+  const mismatches = [];
+  let acked = 0;
+  for (const [id, u] of users) {
+    acked += u.acked;
+    if (u.acked === 0 && u.unresolved === 0) continue;
+    const lessons = (await read(`/v1/users/${id}/metrics/lessons`)).current;
+    const xp = (await read(`/v1/users/${id}/points/xp`)).total;
+    const ok = u.unresolved === 0 ? lessons === u.acked && xp === XP_PER_LESSON * u.acked : lessons >= u.acked && lessons <= u.acked + u.unresolved && xp === XP_PER_LESSON * lessons;
+    if (!ok) mismatches.push({ id, acked: u.acked, unresolved: u.unresolved, lessons, xp, history: u.history });
+  }
+
+  console.log(`load: ${loadSeconds.toFixed(1)} s, ${stats.events} logical events, ${acked} acknowledged, ${stats.gaveUp} given up after ${ATTEMPTS} attempts`);
+  console.log(`faults: ${show(done)}`);
+  for (const line of faultLog) console.log(`  ${line}`);
+  console.log(`requests: ${stats.requests} (${stats.retries} retries); answers: ${show(stats.status)}`);
+  console.log(`5xx: ${show(stats.fiveXX)}`);
+  console.log(`network errors: ${show(stats.network)}`);
+  console.log(`answers whose total disagreed with the acknowledged count: ${stats.badAnswers.length}`);
+  for (const line of stats.badAnswers.slice(0, 20)) console.log(`  ${line}`);
+  console.log(`users checked: ${users.size}; mismatching stored totals: ${mismatches.length}`);
+  for (const m of mismatches.slice(0, 10)) {
+    console.log(`  MISMATCH ${m.id}: acknowledged ${m.acked} (+${m.unresolved} unresolved), stored lessons ${m.lessons}, xp ${m.xp}`);
+    for (const line of m.history.slice(-40)) console.log(`    ${line}`);
+  }
+  console.log(mismatches.length === 0 && stats.badAnswers.length === 0 ? "RESULT: exactly once held" : "RESULT: MISMATCH (loss or double count)");
+}
+
+await runBench(main, cleanup);
