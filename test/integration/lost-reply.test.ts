@@ -42,18 +42,18 @@ const lessonVia = (app: TestApp, user: string, headers: Record<string, string> =
   app.call("POST", "/v1/metrics/lessons/event", { user: { id: user, tz: "UTC" }, value: 1 }, headers);
 const lesson = (user: string, headers: Record<string, string> = {}) => lessonVia(t, user, headers);
 
-/** Script calls Redis ran (FCALL, or EVALSHA with LAUREL_LUA=eval) since the last RESETSTAT. */
+/** Script calls Redis ran (FCALL, or EVALSHA with LAUREL_LUA=eval; a re-sent call goes as EVAL) since the last RESETSTAT. */
 async function scriptCalls(): Promise<number> {
   const stats = await observer.info("commandstats");
   const calls = (command: string) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
-  return calls("fcall") + calls("evalsha");
+  return calls("fcall") + calls("evalsha") + calls("eval");
 }
 
-/** Script calls Redis answered, run or refused (NOSCRIPT, "Function not found"), since the last RESETSTAT. */
+/** Script calls Redis answered, run or refused (NOSCRIPT, "Function not found"), since the last RESETSTAT (EVAL: a re-send). */
 async function scriptAttempts(): Promise<number> {
   const stats = await observer.info("commandstats");
   let n = 0;
-  for (const command of ["fcall", "evalsha"]) {
+  for (const command of ["fcall", "evalsha", "eval"]) {
     const line = new RegExp(`cmdstat_${command}:([^\\r\\n]*)`).exec(stats)?.[1] ?? "";
     for (const field of ["calls", "rejected_calls", "failed_calls"]) n += Number(new RegExp(`(?:^|,)${field}=(\\d+)`).exec(line)?.[1] ?? 0);
   }
@@ -213,6 +213,59 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
         expect(reply).toMatchObject({ status: 201, body: { total: 1 } });
         expect((await t.call("GET", `/v1/users/${user}/metrics/lessons`)).body.current).toBe(1);
       } finally {
+        await reload();
+      }
+    });
+
+    it("an event that never ran, whose re-send finds no script while a later call of the same writer runs, is counted (bench/chaos.mjs)", async () => {
+      // The call goes with its connection unsent (Redis never ran it, as after a SHUTDOWN or a
+      // crash with the call still in Redis's input); ioredis re-sends it, marked may-have-run, to
+      // a Redis without the script (a restart: EVALSHA's cache is empty; FUNCTION FLUSH). Before
+      // the service reads that NOSCRIPT, another process loads the script and a later call of
+      // this writer on the same shard runs (the calls sent behind the re-send on the new
+      // connection). The retry under the call's first number then read as applied before: 201
+      // with the total as it stood, and the acknowledged event was never counted.
+      const user = `${mode}-unrun-noscript`;
+      const { store } = t.app.tenants.all[0]!;
+      expect((await lesson(user)).status).toBe(201);
+      const record = store.keys.writer(store.shard(user), callOrderOf(t.redis).writer);
+      const recorded = async () => (await observer.getBuffer(record))!.readDoubleLE(0);
+      let laterUser = `${user}-later`;
+      for (let i = 0; store.shard(laterUser) !== store.shard(user); i++) laterUser = `${user}-later-${i}`;
+      const socket = socketOf(t);
+      let resent: import("node:net").Socket | undefined;
+      try {
+        await flushScripts();
+        await observer.config("RESETSTAT");
+        socket.cork(); // the call waits in its socket's buffer and goes with the socket, unsent
+        const first = lesson(user, { "idempotency-key": `${mode}-unrun-noscript-key` });
+        while (socket.writableLength === 0) await new Promise((r) => setImmediate(r));
+        // ioredis re-sends in its ready handler, before the 'ready' event: the new socket stops
+        // reading before the NOSCRIPT can be read.
+        const ready = new Promise<void>((resolve) =>
+          t.redis.once("ready", () => {
+            resent = socketOf(t);
+            resent.pause();
+            resolve();
+          }),
+        );
+        socket.destroy();
+        await ready;
+        while ((await scriptAttempts()) < 1) await new Promise((r) => setTimeout(r, 5));
+        // Another process (or another client) loads the scripts: this service's socket is held.
+        for (const app of [t, other]) for (const { store: s } of app.app.tenants.all) await preloadScripts(observer, s.scripts());
+        const before = await recorded();
+        const later = lesson(laterUser);
+        while ((await recorded()) === before) await new Promise((r) => setTimeout(r, 5));
+        resent!.resume();
+        expect(await later).toMatchObject({ status: 201, body: { total: 1 } });
+        const reply = await first;
+        expect(reply.status).toBe(201);
+        expect((await t.call("GET", `/v1/users/${user}/metrics/lessons`)).body.current).toBe(2);
+        expect((await t.call("GET", `/v1/users/${user}/points/xp`)).body.total).toBe(20);
+        expect(reply.body.total).toBe(2);
+      } finally {
+        resent?.resume();
         await reload();
       }
     });
