@@ -188,10 +188,15 @@ export function sendEncoded(redis: Redis, name: string, args: readonly (string |
  * The retry is the one place a numbered call can run after calls numbered above it, which the
  * lost-reply guard (lua/includes/call-order.lua) must not see: it keeps only the last number a
  * writer applied. So the load and the retry are sent back to back, not the retry after the
- * load's reply (calls sent during that round trip ran first, and a retry marked "may have run"
- * was then taken for applied: acknowledged and dropped); and a call whose failed attempt was its
- * first send (NOSCRIPT: it did not run) takes a new number, so that it neither looks applied nor
- * sets the writer's record back. A re-sent call keeps its number: its first send may have run.
+ * load's reply (calls sent during that round trip ran first), and the retry takes a new number,
+ * so that it neither looks applied nor sets the writer's record back: the failed attempt was
+ * the call's first send, since a re-send cannot meet NOSCRIPT (below).
+ * A re-sent call keeps its number (its first send may have run) and goes as EVAL with the
+ * script's text, the same code as the library's function, in both modes: it runs in its place
+ * on the new connection, before any call sent behind it. Sent as FCALL or EVALSHA, it met NOSCRIPT
+ * after a restart and was retried behind those calls; once one of them ran (another connection
+ * had loaded the script), its number read as applied, and an event that never ran was
+ * acknowledged and not counted (bench/chaos.mjs; lost-reply.test.ts, "an event that never ran").
  * Both modes send their command encoded here (EncodedCommand), so both know which sends are re-sends.
  */
 export async function runScript(
@@ -203,26 +208,13 @@ export async function runScript(
   renumber?: () => void,
 ): Promise<unknown> {
   if (keys.length < script.numKeys) throw new Error(`${script.name} takes at least ${script.numKeys} keys, got ${keys.length}`);
-  let resent = false;
-  const told: MayHaveRun | undefined =
-    mayHaveRun &&
-    (() => {
-      resent = true;
-      mayHaveRun();
-    });
-  // A re-send goes as EVAL with the script's text (the same code as the library's function),
-  // in both modes: it cannot meet NOSCRIPT or "Function not found", and runs in its place on the
-  // new connection. Meeting them, it was retried after the calls sent behind it on that
-  // connection; once one of those ran (another connection had loaded the script meanwhile), the
-  // retry's number read as applied, and an event that never ran was acknowledged and dropped
-  // (bench/chaos.mjs; lost-reply.test.ts, "an event that never ran").
   const call = (): Promise<unknown> => {
     const command: EncodedCommand = new EncodedCommand(
       mode === "eval" ? "evalsha" : "fcall",
       [mode === "eval" ? script.sha : script.functionName, keys.length, ...keys, ...args],
-      told &&
+      mayHaveRun &&
         (() => {
-          told();
+          mayHaveRun();
           command.name = "eval";
           command.args[0] = script.text;
         }),
@@ -234,7 +226,7 @@ export async function runScript(
   } catch (err) {
     const message = err instanceof Error ? err.message : "";
     if (!message.startsWith("NOSCRIPT") && !message.includes("Function not found")) throw err;
-    if (!resent) renumber?.();
+    renumber?.();
     // Both sent at once, both awaited (neither goes unhandled). A failed load fails the retry
     // too, and its error is the one that says why: Redis at maxmemory refuses FUNCTION LOAD
     // ("OOM ...", a 503), and the retry's "Function not found" made it a 500.
