@@ -66,6 +66,8 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
       fc.integer({ min: 46 * 3_600_000, max: 50 * 3_600_000 }),
       fc.integer({ min: 6 * 86_400_000, max: 9 * 86_400_000 }),
       fc.integer({ min: 27 * 86_400_000, max: 33 * 86_400_000 }),
+      // propw's idempotency window to the millisecond: a key sent again exactly then is new.
+      fc.constant(24 * 3_600_000),
     ),
   }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("landmark" as const), index: fc.nat(LANDMARKS.length - 1) }) },
