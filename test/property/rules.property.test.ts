@@ -106,7 +106,15 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("restore" as const), user: fc.constantFrom(...USERS) }) },
   { weight: 3, arbitrary: fc.record({
     kind: fc.constant("advance" as const),
-    ms: fc.oneof(fc.integer({ min: 60_000, max: 5 * HOUR }), fc.integer({ min: 22 * HOUR, max: 26 * HOUR }), fc.integer({ min: 46 * HOUR, max: 50 * HOUR }), fc.integer({ min: 4 * 24 * HOUR, max: 9 * 24 * HOUR })),
+    ms: fc.oneof(
+      fc.integer({ min: 60_000, max: 5 * HOUR }),
+      fc.integer({ min: 22 * HOUR, max: 26 * HOUR }),
+      fc.integer({ min: 46 * HOUR, max: 50 * HOUR }),
+      fc.integer({ min: 4 * 24 * HOUR, max: 9 * 24 * HOUR }),
+      // The time triggers' intervals to the millisecond (gems hourly every 20 hours, coins every 2
+      // days): a user identified at the last instant is due exactly now, and paid.
+      fc.constantFrom(20 * HOUR, 48 * HOUR),
+    ),
   }) },
   // The clock moves while the time triggers' ticks do not run (their workers down): what is due
   // waits for the next "advance", which pays it as a catch-up; requests meanwhile see the new time.
@@ -446,16 +454,22 @@ const travelArb: fc.Arbitrary<Command> = fc.oneof(
   }) },
 );
 // A day: the clock moves 16 to 32 hours (mostly under 24, so that streaks grow), sometimes 40 to 60
-// (a missed day), by an advance or an outage, then a few commands. One or two travellers a sequence.
+// (a missed day), now and then four to five days or exactly 90, by an advance or an outage, then a few commands. One or two travellers a sequence.
 // size "max": without it fast-check's default size keeps an array to about 10 + 2 * minLength
 // elements whatever its maxLength (a streak then rarely grows past 2).
 const travelDayArb = fc
   .tuple(
     fc.constantFrom("advance" as const, "advance" as const, "advance" as const, "outage" as const),
     fc.oneof(
-      { weight: 4, arbitrary: fc.integer({ min: 16 * HOUR, max: 24 * HOUR }) },
-      { weight: 2, arbitrary: fc.integer({ min: 24 * HOUR, max: 32 * HOUR }) },
-      { weight: 1, arbitrary: fc.integer({ min: 40 * HOUR, max: 60 * HOUR }) },
+      { weight: 8, arbitrary: fc.integer({ min: 16 * HOUR, max: 24 * HOUR }) },
+      { weight: 4, arbitrary: fc.integer({ min: 24 * HOUR, max: 32 * HOUR }) },
+      { weight: 2, arbitrary: fc.integer({ min: 40 * HOUR, max: 60 * HOUR }) },
+      // Four to five days: more missed days than the freezes held cover, the streak lost (a later
+      // restore reinstates it, also over a new streak begun that day).
+      { weight: 1, arbitrary: fc.integer({ min: 100 * HOUR, max: 130 * HOUR }) },
+      // 90 days to the hour: a restore then looks back to the day of the last lesson, the first
+      // day of its window (daily tenants).
+      { weight: 1, arbitrary: fc.constant(90 * 24 * HOUR) },
     ),
     fc.array(travelArb, { minLength: 1, maxLength: 7, size: "max" }),
   )
