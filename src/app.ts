@@ -102,8 +102,8 @@ export const DEFAULT_DRAIN_MS = 10_000;
  * How long a stop keeps its connections at least (AppOptions.lingerMs). Without it, a stop with
  * nothing in flight closed every connection at once, and a client whose request was already on
  * its way (a kept-alive connection, or one accepted just before the listen socket closed) got a
- * reset. Clients on kept-alive connections (fetch, as the official SDK) lost 6-61 requests a stop
- * under load without it, 0-9 with it (`node bench/handover.mjs`, bench/README.md "The
+ * reset. Clients on kept-alive connections (fetch, as the official SDK) lost 22-37 requests a
+ * stop under load without it, none with it (`node bench/handover.mjs`, bench/README.md "The
  * forty-first stop").
  */
 export const DEFAULT_LINGER_MS = 1_000;
