@@ -27,14 +27,12 @@
 //   CHAOS_FAULTS=kill node bench/chaos.mjs 30 7
 //   CHAOS_FAULTS=restart,term CHAOS_CLIENTS=8 node bench/chaos.mjs 20 3
 // Reports; never gates (exit 0 on a mismatch too; exit 1 only when it could not run).
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { startEmbeddedRedis } from "../dist/embedded-redis.js";
-import { Children, runBench } from "./processes.mjs";
+import { portOutsideEphemeralRange, startEmbeddedRedis } from "../dist/embedded-redis.js";
+import { Children, listenerCount, runBench } from "./processes.mjs";
 
 const seconds = Number(process.argv[2] ?? 60);
 const seed = Number(process.argv[3] ?? Math.floor(Math.random() * 1e9));
@@ -68,35 +66,12 @@ function prng(s) {
   };
 }
 
-/**
- * A free port below the kernel's ephemeral range (as test/helpers/ports.ts): the server is started
- * again on it, and a port of the range could meanwhile be any connection's local end.
- */
-async function portBelowEphemeralRange() {
-  const low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]) || 32_768;
-  const from = Math.max(10_000, low - 16_384);
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const port = from + Math.floor(Math.random() * (low - from));
-    const free = await new Promise((resolve) => {
-      const server = createServer();
-      server.once("error", () => resolve(false));
-      server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
-    });
-    if (free) return port;
-  }
-  throw new Error("no free port below the ephemeral range");
-}
-
-function listeners(port) {
-  return execFileSync("ss", ["-Hltn", `sport = :${port}`], { encoding: "utf8" }).split("\n").filter(Boolean).length;
-}
-
 const count = (map, key, n = 1) => map.set(key, (map.get(key) ?? 0) + n);
 const show = (map) => [...map].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${n} ${k}`).join("; ") || "none";
 
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), "laurel-chaos-"));
-  const redisPort = await portBelowEphemeralRange();
+  const redisPort = await portOutsideEphemeralRange();
   let server = await startEmbeddedRedis({ dir, port: redisPort, fsync: "always" });
   cleanups.push(async () => {
     await server.stop();
@@ -109,16 +84,16 @@ async function main() {
   await admin.connect();
   const redisPid = async () => Number(/process_id:(\d+)/.exec(await admin.info("server"))[1]);
 
-  const port = await portBelowEphemeralRange();
+  const port = await portOutsideEphemeralRange();
   const env = { REDIS_URL: redisUrl, PORT: String(port), LAUREL_REUSE_PORT: "1", LAUREL_WORKER: "off", LAUREL_CONFIG: "bench/core-tenant.yaml", LOG_LEVEL: "error" };
   let serial = 0;
   const services = [];
   const startService = async () => {
     const name = `service-${++serial}`;
-    const before = listeners(port);
+    const before = listenerCount(port);
     await children.start(name, "node", [ENTRY], env, `http://127.0.0.1:${port}/healthz`, 60_000);
     // Another process may have answered the readiness check: wait until this one listens too.
-    while (listeners(port) <= before) await sleep(50);
+    while (listenerCount(port) <= before) await sleep(50);
     services.push(name);
   };
   await startService();

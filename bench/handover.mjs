@@ -9,13 +9,12 @@
 // the kernel's net.ipv4.tcp_migrate_req, which decides whether connections waiting in the stopped
 // process's accept queue move to the other process or are reset (README, Operations, Stopping).
 // Reports; never gates.
-import { execFileSync } from "node:child_process";
 import { readFileSync, mkdtempSync, rmSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
-import { Children, runBench } from "./processes.mjs";
+import { Children, listenerCount, runBench } from "./processes.mjs";
 
 const rounds = Number(process.argv[2] ?? 3);
 const entry = process.argv[3] ?? "dist/main.js";
@@ -69,11 +68,6 @@ async function postKeptAlive(port) {
   }
 }
 
-/** How many sockets listen on the port (ss, from iproute2). */
-function listeners(port) {
-  return execFileSync("ss", ["-Hltn", `sport = :${port}`], { encoding: "utf8" }).split("\n").filter(Boolean).length;
-}
-
 async function round(n, kind) {
   const dir = mkdtempSync(join(tmpdir(), "laurel-handover-"));
   const server = await startEmbeddedRedis({ dir, appendOnly: false });
@@ -86,7 +80,7 @@ async function round(n, kind) {
   const env = { REDIS_URL: server.url, PORT: String(port), LAUREL_REUSE_PORT: "1", LAUREL_WORKER: "off", LAUREL_CONFIG: "bench/core-tenant.yaml", LOG_LEVEL: "warn" };
   for (const name of ["stopped", "staying"]) await children.start(name, "node", [entry], env, `http://127.0.0.1:${port}/healthz`);
   // Either process may have answered the other's readiness check: wait until both listen.
-  while (listeners(port) < 2) await new Promise((r) => setTimeout(r, 50));
+  while (listenerCount(port) < 2) await new Promise((r) => setTimeout(r, 50));
   const post = kind === "new connections" ? postOnNewConnection : postKeptAlive;
   const outcomes = new Map();
   const end = Date.now() + BEFORE_STOP_MS + AFTER_STOP_MS;

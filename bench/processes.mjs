@@ -1,6 +1,6 @@
 // Child processes of the bench (the service, the baseline): start, wait until ready, stop.
 // Every child is registered before anything can fail, so stopAll() and the exit hook find it.
-import { spawn, spawnSync } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 
 export class Children {
@@ -79,6 +79,15 @@ function stopChild(child) {
 
 function running(child) {
   return child.exitCode === null && child.signalCode === null;
+}
+
+/**
+ * How many sockets listen on the port (`ss`, iproute2). Processes sharing a port
+ * (LAUREL_REUSE_PORT=1) answer each other's readiness checks, so a bench that starts one waits
+ * for the count to grow.
+ */
+export function listenerCount(port) {
+  return execFileSync("ss", ["-Hltn", `sport = :${port}`], { encoding: "utf8" }).split("\n").filter(Boolean).length;
 }
 
 const CLK_TCK = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout) || 100;

@@ -62,6 +62,26 @@ async function scriptAttempts(): Promise<number> {
 
 const socketOf = (app: TestApp) => (app.redis as unknown as { stream: import("node:net").Socket }).stream;
 
+/** The last call number this service's writer applied on `user`'s shard (its record, {t:s}:wr:<writer>). */
+function writerRecordOf(user: string): () => Promise<number> {
+  const { store } = t.app.tenants.all[0]!;
+  const record = store.keys.writer(store.shard(user), callOrderOf(t.redis).writer);
+  return async () => (await observer.getBuffer(record))!.readDoubleLE(0);
+}
+
+/** Loads both services' scripts into Redis, through `via` (another client, while a service's socket is held) or each service's own client. */
+async function loadScripts(via?: Redis): Promise<void> {
+  for (const app of [t, other]) for (const { store } of app.app.tenants.all) await preloadScripts(via ?? app.redis, store.scripts());
+}
+
+/** Another user on `user`'s shard: its calls move the same writer record. */
+function sameShardUser(user: string): string {
+  const { store } = t.app.tenants.all[0]!;
+  let other = `${user}-later`;
+  for (let i = 0; store.shard(other) !== store.shard(user); i++) other = `${user}-later-${i}`;
+  return other;
+}
+
 /**
  * Sends the requests, lets Redis run all `calls` of them, runs `meanwhile` (with the replies
  * still held), and drops the connection before any reply is read.
@@ -82,7 +102,7 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
     setScriptMode(mode);
     // The services started in function mode: load the scripts for EVALSHA, so that no NOSCRIPT
     // and reload blurs the count of script calls.
-    for (const app of [t, other]) for (const { store } of app.app.tenants.all) await preloadScripts(app.redis, store.scripts());
+    await loadScripts();
   });
   afterAll(() => setScriptMode("function"));
 
@@ -90,9 +110,7 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
     it("is retried under a new number: counted once, and the writer's record not set back", async () => {
       const user = `${mode}-noscript`;
       expect((await lesson(user)).status).toBe(201);
-      const { store } = t.app.tenants.all[0]!;
-      const record = store.keys.writer(store.shard(user), callOrderOf(t.redis).writer);
-      const recorded = async () => (await observer.getBuffer(record))!.readDoubleLE(0);
+      const recorded = writerRecordOf(user);
       await observer.call(mode === "eval" ? "SCRIPT" : "FUNCTION", "FLUSH");
       await observer.config("RESETSTAT");
       const socket = socketOf(t);
@@ -104,10 +122,9 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
         // applied (eval mode: acknowledged, never counted) or set the record back (function mode).
         const first = lesson(user, { "idempotency-key": `${mode}-noscript-key` });
         while ((await scriptAttempts()) < 1) await new Promise((r) => setTimeout(r, 5));
-        for (const app of [t, other]) for (const { store: s } of app.app.tenants.all) await preloadScripts(observer, s.scripts());
+        await loadScripts(observer);
         // Another user of the same shard: the record is the writer's on the shard.
-        let laterUser = `${user}-later`;
-        for (let i = 0; store.shard(laterUser) !== store.shard(user); i++) laterUser = `${user}-later-${i}`;
+        const laterUser = sameShardUser(user);
         const before = await recorded();
         const later = lesson(laterUser);
         while ((await recorded()) === before) await new Promise((r) => setTimeout(r, 5));
@@ -121,7 +138,7 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
         expect(await recorded()).toBeGreaterThan(laterNumber);
       } finally {
         socket.resume();
-        for (const app of [t, other]) for (const { store: s } of app.app.tenants.all) await preloadScripts(app.redis, s.scripts());
+        await loadScripts();
       }
     });
   });
@@ -199,12 +216,11 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
   });
 
   describe("a call whose reply was lost, re-sent to a Redis that no longer holds its script (a restart that loaded its data)", () => {
-    // The re-send finds no script; the retry after the load must keep the call's number, which
-    // its first send applied: under a new one it would be taken for a new call.
+    // The re-send goes as EVAL, carrying its script: it runs under the call's number, which its
+    // first send applied, and is answered as applied (under a new number, a retry after NOSCRIPT
+    // was taken for a new call).
     const flushScripts = () => observer.call(mode === "eval" ? "SCRIPT" : "FUNCTION", "FLUSH").then(() => undefined);
-    const reload = async () => {
-      for (const app of [t, other]) for (const { store } of app.app.tenants.all) await preloadScripts(app.redis, store.scripts());
-    };
+    const reload = () => loadScripts();
 
     it("an event is counted once and answered 201 with the current total", async () => {
       const user = `${mode}-lost-noscript`;
@@ -226,12 +242,9 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
       // connection). The retry under the call's first number then read as applied before: 201
       // with the total as it stood, and the acknowledged event was never counted.
       const user = `${mode}-unrun-noscript`;
-      const { store } = t.app.tenants.all[0]!;
       expect((await lesson(user)).status).toBe(201);
-      const record = store.keys.writer(store.shard(user), callOrderOf(t.redis).writer);
-      const recorded = async () => (await observer.getBuffer(record))!.readDoubleLE(0);
-      let laterUser = `${user}-later`;
-      for (let i = 0; store.shard(laterUser) !== store.shard(user); i++) laterUser = `${user}-later-${i}`;
+      const recorded = writerRecordOf(user);
+      const laterUser = sameShardUser(user);
       const socket = socketOf(t);
       let resent: import("node:net").Socket | undefined;
       try {
@@ -253,7 +266,7 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
         await ready;
         while ((await scriptAttempts()) < 1) await new Promise((r) => setTimeout(r, 5));
         // Another process (or another client) loads the scripts: this service's socket is held.
-        for (const app of [t, other]) for (const { store: s } of app.app.tenants.all) await preloadScripts(observer, s.scripts());
+        await loadScripts(observer);
         const before = await recorded();
         const later = lesson(laterUser);
         while ((await recorded()) === before) await new Promise((r) => setTimeout(r, 5));

@@ -59,6 +59,17 @@ function postLessons(port: number | string, user: { id: string; tz?: string }, v
   });
 }
 
+/** The address of the embedded redis-server the start's log names ("started embedded redis-server"). */
+function embeddedRedisUrl(output: string): string {
+  const line = output.split("\n").find((l) => l.includes("started embedded redis-server"))!;
+  return (JSON.parse(line) as { redis: string }).redis;
+}
+
+/** The pid of the redis-server a client is connected to. */
+async function serverPid(redis: Redis): Promise<number> {
+  return Number(/process_id:(\d+)/.exec(await redis.info("server"))![1]);
+}
+
 function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), "laurel-start-"));
   dirs.push(dir);
@@ -96,8 +107,7 @@ describe("node dist/main.js", () => {
 
   /** The appendfsync of the embedded redis-server the start's log names; null when it does not answer. */
   async function embeddedFsync(output: string): Promise<string | null> {
-    const line = output.split("\n").find((l) => l.includes("started embedded redis-server"))!;
-    const probe = new Redis((JSON.parse(line) as { redis: string }).redis, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const probe = new Redis(embeddedRedisUrl(output), { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
     probe.on("error", () => undefined); // a server gone is the answer null
     try {
       await probe.connect();
@@ -150,10 +160,9 @@ describe("node dist/main.js", () => {
 
   /** The embedded redis-server's pid, from the server at the address the start's log names. */
   async function embeddedRedisPid(output: string): Promise<number> {
-    const line = output.split("\n").find((l) => l.includes("started embedded redis-server"))!;
-    const probe = new Redis((JSON.parse(line) as { redis: string }).redis);
+    const probe = new Redis(embeddedRedisUrl(output));
     try {
-      return Number(/process_id:(\d+)/.exec(await probe.info("server"))![1]);
+      return await serverPid(probe);
     } finally {
       probe.disconnect();
     }
@@ -325,7 +334,7 @@ describe("node dist/main.js", () => {
     const other = await startTestRedis();
     const probe = new Redis(other.url);
     try {
-      const pid = Number(/process_id:(\d+)/.exec(await probe.info("server"))![1]);
+      const pid = await serverPid(probe);
       const dataDir = tempDir();
       // A service long gone, and a pid that is now another redis-server's, on another directory.
       writeFileSync(join(dataDir, "laurel-embedded.json"), JSON.stringify({ service: 999_999_999, redis: pid, port: Number(new URL(other.url).port) }));
@@ -372,10 +381,9 @@ describe("node dist/main.js", () => {
     let probe: Redis | undefined;
     try {
       await waitFor(() => proc.output().includes("laurel listening"), "listening", proc.exited);
-      const line = proc.output().split("\n").find((l) => l.includes("started embedded redis-server"))!;
-      probe = new Redis((JSON.parse(line) as { redis: string }).redis, { retryStrategy: () => null, maxRetriesPerRequest: 0 });
+      probe = new Redis(embeddedRedisUrl(proc.output()), { retryStrategy: () => null, maxRetriesPerRequest: 0 });
       probe.on("error", () => undefined); // the server goes away under it
-      const server = Number(/process_id:(\d+)/.exec(await probe.info("server"))![1]);
+      const server = await serverPid(probe);
       expect((await postLessons(port, { id: "held-warm-up" }, 1)).status).toBe(201);
       await probe.client("PAUSE", 3_600_000, "WRITE");
       const held = postLessons(port, { id: "held" }, 1).catch(() => null);
@@ -399,8 +407,7 @@ describe("node dist/main.js", () => {
     const proc = runService({ PORT: String(await portOutsideEphemeralRange()), LAUREL_DATA_DIR: tempDir() });
     try {
       await waitFor(() => proc.output().includes("laurel listening"), "listening", proc.exited);
-      const line = proc.output().split("\n").find((l) => l.includes("started embedded redis-server"))!;
-      const intruder = new Redis((JSON.parse(line) as { redis: string }).redis, { retryStrategy: () => null, maxRetriesPerRequest: 0 });
+      const intruder = new Redis(embeddedRedisUrl(proc.output()), { retryStrategy: () => null, maxRetriesPerRequest: 0 });
       intruder.on("error", () => undefined); // the server goes away under it
       await intruder.call("SHUTDOWN", "NOSAVE").catch(() => undefined); // the connection ends with the server
       intruder.disconnect();
