@@ -445,6 +445,46 @@ describe("weekly and monthly streaks", () => {
     }
   });
 
+  it("weekly: a stored start day outside the streak's first week (an older build began the streak) reads as that week's Monday", async () => {
+    // An older build began the user's last streak but left the `ssd` slot as it found it (a
+    // build from before `ssd` keeps a position it does not know: state-slots.ts), so `ssd` still
+    // holds the day an earlier streak began. Only the period check of streakFirstDay
+    // (domain/streak.ts) and wrapped's own check (that the longest streak is the stored one)
+    // keep that day from being read as the start of another streak. An admin restore clears
+    // `ssd`, so only such data reaches these branches.
+    const t = await startTestApp({ yaml: streakYaml("weekly"), manualClock: "2026-06-03T10:00:00Z", jobs: false });
+    try {
+      const tenant = t.tenants[0]!;
+      const id = "rolled-back";
+      const userKey = `{${tenant.id}:${shardOf(id, tenant.shards)}}:u:${id}`;
+      const ssdSlot = Number(await t.redis.hget(`{${tenant.id}}:slots`, "ssd"));
+      // The state array `s` (lua/includes/state.lua), one slot read or written in place.
+      const readSlot = async () => (await t.redis.eval("local s = cmsgpack.unpack(redis.call('HGET', KEYS[1], 's')); return s[tonumber(ARGV[1])]", 1, userKey, ssdSlot)) as number | null;
+      const writeSlot = (value: number) =>
+        t.redis.eval("local s = cmsgpack.unpack(redis.call('HGET', KEYS[1], 's')); s[tonumber(ARGV[1])] = tonumber(ARGV[2]); redis.call('HSET', KEYS[1], 's', cmsgpack.pack(s))", 1, userKey, ssdSlot, value);
+      const lesson = (at: string) => t.setClock(at).then(() => t.call("POST", "/v1/metrics/lessons/event", { user: { id, tz: "UTC" }, value: 1 }));
+      // Three weeks from Wednesday 3 June, then none in the weeks of 22 and 29 June: lost.
+      expect((await lesson("2026-06-03T10:00:00Z")).body.currentStreak).toMatchObject({ length: 1, started: "2026-06-03" });
+      const earlierStart = await readSlot();
+      expect(earlierStart).not.toBeNull();
+      await lesson("2026-06-10T10:00:00Z");
+      expect((await lesson("2026-06-17T10:00:00Z")).body.currentStreak).toMatchObject({ length: 3, started: "2026-06-03" });
+      // Friday 10 July begins the last streak, in the week of Monday 6 July.
+      expect((await lesson("2026-07-10T10:00:00Z")).body.currentStreak).toMatchObject({ length: 1, started: "2026-07-10", periodStart: "2026-07-06" });
+      await writeSlot(earlierStart!);
+      expect(await readSlot()).toBe(earlierStart);
+
+      // The streak read: the stored day is in another week than the streak's first: not its day.
+      expect((await t.call("GET", `/v1/users/${id}/streak`)).body).toMatchObject({ length: 1, started: "2026-07-06", periodStart: "2026-07-06" });
+      // Wrapped: the longest streak of the year is the earlier one, not the stored one, though the
+      // stored day lies in its first week: that week's Monday, not 3 June.
+      const wrapped = (await t.call("GET", `/v1/users/${id}/wrapped?year=2026`)).body;
+      expect(wrapped.activity.entireYear.longestStreak).toEqual({ length: 3, frequency: "weekly", started: "2026-06-01", periodStart: "2026-06-01", periodEnd: "2026-06-21" });
+    } finally {
+      await t.close();
+    }
+  });
+
   it("monthly: calendar months, a skipped month breaks the streak", async () => {
     const t = await startTestApp({ yaml: streakYaml("monthly"), manualClock: "2026-01-31T12:00:00Z" });
     try {
