@@ -173,6 +173,25 @@ describe("SIGTERM with an event in flight", () => {
     }
   });
 
+  it("LAUREL_DRAIN=1: a request that cannot finish is waited for that long, then cut off; the process exits while Redis still holds it", async () => {
+    const { child, exited, inFlight, output } = await stopWithEventInFlight({ LAUREL_DRAIN: "1" }, "stuck");
+    try {
+      // The drain gives up on the held call (a drain without a limit never says this: the stop's
+      // own bound, LAUREL_DRAIN + CLOSE_TIMEOUT_MS, ends the process first, without this line).
+      await waitFor(() => output().includes('"unanswered":1'), "the drain to give up", exited, output);
+      expect(output()).toContain("stopping with requests still unanswered after 1000 ms");
+      await expect(inFlight).rejects.toThrow();
+      // Redis is not let go before the exit (the pause lasts an hour): the queued QUIT waits
+      // behind the held call, and the stop's bound ends the process.
+      expect(await exited).toBe(0);
+      expect(output()).toContain("stopping without waiting longer for connections to close");
+      expect(output()).not.toContain('"msg":"stopped"');
+    } finally {
+      await observer.client("UNPAUSE").catch(() => undefined);
+      child.kill("SIGKILL");
+    }
+  });
+
   it("LAUREL_DRAIN=0: stops at once, saying how many requests it left unanswered", async () => {
     const { child, exited, inFlight, output } = await stopWithEventInFlight({ LAUREL_DRAIN: "0" }, "no-drain");
     try {
