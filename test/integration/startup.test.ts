@@ -11,7 +11,9 @@ import { CLOSE_TIMEOUT_MS } from "../../src/boot.js";
 import { DEFAULT_AWARD_ID_SLOTS } from "../../src/domain/award-ids.js";
 import { shardOf } from "../../src/domain/shards.js";
 import { freePort, startEmbeddedRedis } from "../../src/embedded-redis.js";
-import { deliveryQueueName, JOBS_PREFIX } from "../../src/jobs/webhooks/keys.js";
+import { deliveryQueueName, JOBS_PREFIX, WEBHOOK_GROUP } from "../../src/jobs/webhooks/keys.js";
+import { BUCKET_GROUP } from "../../src/jobs/stream-worker.js";
+import { TenantKeys } from "../../src/store/keys.js";
 import { DEMO_YAML, startTestApp, uniqueTenantId } from "../helpers/app.js";
 import { lessonsTenantYaml, lessonsXpTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
 import { startReceiver } from "../helpers/webhook-receiver.js";
@@ -1035,6 +1037,56 @@ describe("node dist/main.js", () => {
       }
     } finally {
       await queue.close();
+    }
+  });
+
+  it("LAUREL_WORKER=off: the service reads neither its shard stream (stream worker) nor its hook stream (webhook consumer); by default it reads both", async () => {
+    const tenantId = uniqueTenantId("boot");
+    const config = join(tempDir(), "hooks-off.yaml");
+    // One shard: every record of the tenant is in {t:0}:x, and every hook record in {t:0}:xh.
+    writeFileSync(config, lessonsTenantYaml(tenantId, { url: "http://127.0.0.1:9/hooks", events: ["points.changed"] }));
+    const keys = new TenantKeys(tenantId);
+    const redis = new Redis(inject("redisUrl"));
+    const groups = async (stream: string): Promise<Record<string, unknown>[]> =>
+      ((await redis.xinfo("GROUPS", stream)) as unknown[][]).map((g) => Object.fromEntries(Array.from({ length: g.length / 2 }, (_, i) => [g[2 * i], g[2 * i + 1]])));
+    const group = async (stream: string, name: string) => (await groups(stream)).find((g) => g.name === name);
+    const hookConsumers = async () => ((await redis.xinfo("CONSUMERS", keys.hookStream(0), WEBHOOK_GROUP)) as unknown[][]).map((c) => String(c[1]));
+    try {
+      // Off first: a consumer, once it has joined, stays in the group after its process exits.
+      for (const worker of ["off", "on"] as const) {
+        const port = await portOutsideEphemeralRange();
+        const service = runService({ PORT: String(port), REDIS_URL: inject("redisUrl"), LAUREL_CONFIG: config, ...(worker === "off" ? { LAUREL_WORKER: "off" } : {}) });
+        try {
+          await waitFor(() => service.output().includes("laurel listening"), "listening", service.exited, service.output);
+          expect((await postLessons(port, { id: `worker-${worker}` }, 1)).status).toBe(201);
+          const lastRecord = (await redis.xrevrange(keys.stream(0), "+", "-", "COUNT", 1))[0]![0];
+          if (worker === "on") {
+            // This process's consumer joins the hook stream's group, and the stream worker's
+            // group reaches the event's record.
+            await waitFor(async () => (await hookConsumers()).includes(`${hostname()}-${service.child.pid}`), "the webhook consumer to join", service.exited, service.output);
+            await waitFor(async () => (await group(keys.stream(0), BUCKET_GROUP))?.["last-delivered-id"] === lastRecord, "the stream worker to apply the record", service.exited, service.output);
+          }
+          service.child.kill("SIGTERM");
+          expect(await service.exited).toBe(0);
+          // A stop that finished: each connection's QUIT was answered, so was every command sent
+          // before it (a consumer or worker started at all has sent its first read by then).
+          expect(service.output()).toContain('"msg":"stopped"');
+        } finally {
+          service.child.kill("SIGKILL");
+        }
+        if (worker === "off") {
+          // The hook stream holds the event's record; its group (created at start, so that no
+          // change is missed) has no consumer and nothing delivered. No stream worker group on the
+          // shard stream, whose record stays unapplied.
+          expect(await redis.xlen(keys.hookStream(0))).toBeGreaterThan(0);
+          expect(await hookConsumers()).toEqual([]);
+          expect(await group(keys.hookStream(0), WEBHOOK_GROUP)).toMatchObject({ consumers: 0, pending: 0, "last-delivered-id": "0-0" });
+          expect(await group(keys.stream(0), BUCKET_GROUP)).toBeUndefined();
+          expect(await redis.xlen(keys.stream(0))).toBe(1);
+        }
+      }
+    } finally {
+      redis.disconnect();
     }
   });
 });
