@@ -197,7 +197,7 @@ describe("SIGTERM with an event in flight", () => {
     try {
       // The connection is closed while Redis still holds the call: the client is cut off.
       await expect(inFlight).rejects.toThrow();
-      await waitFor(() => output().includes('"unanswered":1'), "the warning");
+      await waitFor(() => output().includes('"unanswered":1'), "the warning", exited, output);
       // The rest of the stop (the queued QUIT) waits behind the held call.
       await observer.client("UNPAUSE");
       expect(await exited).toBe(0);
