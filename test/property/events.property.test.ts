@@ -11,6 +11,7 @@ import type { ManualClock } from "../../src/clock.js";
 import type { CompiledTenant } from "../../src/config/compiled.js";
 import { awardJson } from "../../src/api/wire.js";
 import { levelOf } from "../../src/domain/levels.js";
+import { localDayIndex, periodOfDay, periodStartInstant } from "../../src/domain/periods.js";
 import { startAppOnOwnRedis, type TestApp } from "../helpers/app.js";
 import { expectStateEqual } from "./state-check.js";
 import { propertyParameters } from "../helpers/property.js";
@@ -39,7 +40,8 @@ type Command =
   | { kind: "advance"; ms: number }
   | { kind: "landmark"; index: number }
   | { kind: "read"; tenant: string; user: string; system: number; awards: number }
-  | { kind: "move"; tenant: string; user: string; tz: string };
+  | { kind: "move"; tenant: string; user: string; tz: string }
+  | { kind: "boundary"; tenant: string; tz: string };
 
 const valueArb = fc.oneof(
   { weight: 3, arbitrary: fc.integer({ min: 1, max: 3 }) },
@@ -104,6 +106,10 @@ const travelArb: fc.Arbitrary<Command> = fc.oneof(
     kind: fc.constant("advance" as const),
     ms: fc.oneof(fc.integer({ min: 3_600_000, max: 8 * 3_600_000 }), fc.integer({ min: 16 * 3_600_000, max: 32 * 3_600_000 })),
   }) },
+  // To the first instant of the next period on a zone's calendar (its next midnight on propd): work
+  // sent then, and a later move to that zone (or to another spelling of it) within the period,
+  // reads the work's instant at the very start of the new calendar's period (moveCalendar).
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("boundary" as const), tenant: fc.constant(""), tz: fc.constantFrom(...ZONES_SENT) }) },
   // The zone changed by an update alone (lua/user-3.lua), between events.
   { weight: 1, arbitrary: fc.record({
     kind: fc.constant("move" as const),
@@ -151,6 +157,11 @@ async function runSequence(commands: Command[]): Promise<void> {
       continue;
     }
     const tenant = tenantOf(cmd.tenant);
+    if (cmd.kind === "boundary") {
+      const frequency = tenant.streak!.frequency;
+      await clock.set(periodStartInstant(periodOfDay(localDayIndex(clock.now(), cmd.tz), frequency) + 1, frequency, cmd.tz));
+      continue;
+    }
     const context = t.app.tenants.all.find((c) => c.tenant.id === cmd.tenant)!;
     const model = models.get(cmd.tenant)!;
     const headers = { "x-api-key": KEYS[cmd.tenant]! };
