@@ -55,7 +55,7 @@ type Command =
   | { kind: "event"; user: string; metric: "lessons" | "quiz"; value: number; tz: string | null; source: string | null; level: string | null; plan: string | null; idem: string | null }
   | { kind: "identify"; user: string; plan: string | null; region: string | null; tz: string | null }
   | { kind: "complete"; user: string; achievement: "profile" | "pro-only"; plan: string | null; tz?: string }
-  | { kind: "boost"; user: string; system: "xp" | "gems"; multiplier: number; startIn: number; length: number | null; rounding: "down" | "up" | "nearest" }
+  | { kind: "boost"; user: string; system: "xp" | "gems"; multiplier: number; startIn: number | "due"; length: number | null; rounding: "down" | "up" | "nearest" }
   | { kind: "endBoost"; pick: number }
   | { kind: "freeze"; user: string; count: number }
   | { kind: "restore"; user: string }
@@ -97,7 +97,9 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     user: fc.constantFrom(...USERS),
     system: fc.constantFrom("xp" as const, "gems" as const),
     multiplier: fc.constantFrom(2, 1.5, 0.5, 1.1, 3.333333),
-    startIn: fc.constantFrom(0, HOUR, 30 * HOUR),
+    // "due": one interval after the user's next due instant of the system's time trigger (gems'),
+    // in the past after an outage: a catch-up pays intervals on both sides of the window's start.
+    startIn: fc.constantFrom(0, HOUR, 30 * HOUR, "due" as const),
     length: fc.option(fc.constantFrom(2 * HOUR, 48 * HOUR), { freq: 3 }),
     rounding: fc.constantFrom("down" as const, "up" as const, "nearest" as const),
   }) },
@@ -253,8 +255,11 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
         break;
       }
       case "boost": {
-        const start = now + cmd.startIn;
-        const end = cmd.length === null ? null : start + cmd.length;
+        const timed = tenant.systemByKey.get(cmd.system)!.triggers.find((x) => x.type === "time");
+        const due = timed?.type === "time" ? model.timeDue.get(`${cmd.system}.${timed.key}`)?.get(cmd.user) : undefined;
+        const start = cmd.startIn !== "due" ? now + cmd.startIn : due !== undefined && timed?.type === "time" ? due + timed.intervalMs : now;
+        // A window begun in the past lasts its length from now (its end must be in the future).
+        const end = cmd.length === null ? null : Math.max(start, now) + cmd.length;
         const res = await t.call("POST", `/admin/v1/points/${cmd.system}/boosts`, {
           userId: cmd.user,
           name: "b",
