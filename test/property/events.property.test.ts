@@ -228,4 +228,18 @@ describe("event path: HTTP + Lua equals the reference model", () => {
   it("agrees on users who change zone every event, hours to days apart", async () => {
     await fc.assert(fc.asyncProperty(travelSequenceArb, runSequence), propertyParameters(200));
   });
+
+  // The metric total's range, ±9e9 units (MAX_TOTAL_MICRO): a total reaching either end exactly is
+  // kept, one micro-unit past it refused (422), and a step back inside then forward to the end kept.
+  it("agrees on totals at the ends of the range, exactly ±9e9", async () => {
+    const event = (user: string, metric: number, value: number): Command => ({ kind: "event", tenant: "propd", user, metric, value, tz: null, idem: null, email: false });
+    const toEnd = (user: string, metric: number, sign: number) => [
+      ...Array.from({ length: 9 }, () => event(user, metric, sign * 1e9)),
+      event(user, metric, sign * 0.000001),
+      event(user, metric, -sign * 0.000001),
+      event(user, metric, sign * 0.000001),
+      { kind: "read", tenant: "propd", user, system: 0, awards: 100 } as const,
+    ];
+    await runSequence([...toEnd("u0", 0, 1), ...toEnd("u1", 2, -1)]);
+  });
 });
