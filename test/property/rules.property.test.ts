@@ -562,6 +562,21 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
     );
   });
 
+  // A filtered trigger's own count saturates at the total's range, ±9e9 units: web lessons of 1e9
+  // (gems' web-lessons) each taken back by a mobile one, so the total stays inside while the count
+  // passes 9e9 (nothing more paid) or -9e9 (and climbing back, paid again from -9e9, not below).
+  it("agrees on a filtered trigger's count saturating at the total's range", async () => {
+    const lesson = (user: string, value: number, source: string): Command => ({ kind: "event", user, metric: "lessons", value, tz: null, source, level: null, plan: null, idem: null });
+    const pairs = (user: string, sign: number, n: number) => Array.from({ length: n }, () => [lesson(user, sign * 1e9, "web"), lesson(user, -sign * 1e9, "mobile")]).flat();
+    await runSequence([
+      ...pairs("r0", 1, 11),
+      { kind: "read", user: "r0", system: "gems" },
+      ...pairs("r1", -1, 11),
+      ...pairs("r1", 1, 11),
+      { kind: "read", user: "r1", system: "gems" },
+    ]);
+  });
+
   it("agrees on a catch-up after a user boost finished during an outage and another boost came", async () => {
     await runSequence([
       { kind: "identify", user: "r0", plan: null, region: null, tz: "UTC" },
