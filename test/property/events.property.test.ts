@@ -229,6 +229,13 @@ describe("event path: HTTP + Lua equals the reference model", () => {
     await fc.assert(fc.asyncProperty(travelSequenceArb, runSequence), propertyParameters(200));
   });
 
+  // A user's award list keeps the newest 100 per system (AWARDS_KEPT; Lua trims to it past 120):
+  // 101 lessons (xp's welcome and an award a lesson), the list read at the API's most, 100.
+  it("agrees on the newest 100 awards of a user who has more", async () => {
+    const lessons = Array.from({ length: 101 }, (): Command => ({ kind: "event", tenant: "propd", user: "u0", metric: 0, value: 1, tz: null, idem: null, email: false }));
+    await runSequence([...lessons, { kind: "read", tenant: "propd", user: "u0", system: 0, awards: 100 }]);
+  });
+
   // The metric total's range, ±9e9 units (MAX_TOTAL_MICRO): a total reaching either end exactly is
   // kept, one micro-unit past it refused (422), and a step back inside then forward to the end kept.
   it("agrees on totals at the ends of the range, exactly ±9e9", async () => {
