@@ -577,6 +577,29 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
     ]);
   });
 
+  // A streak's history is trimmed to its last 800 periods (STREAK_HISTORY_KEPT) at an extension on a
+  // period that is a multiple of 64: r0's lesson, a freeze used the day after, then a lesson exactly
+  // 800 days later on such a day, which drops the first lesson's period and keeps the freeze's; r1
+  // the same 32 days earlier, its second lesson on a day that is not such a multiple (nothing dropped).
+  it("agrees on a streak history trimmed 800 periods back", async () => {
+    const DAY = 24 * HOUR;
+    const startDay = localDayIndex(START, "UTC");
+    const trimDay = Math.ceil((startDay + 832) / 64) * 64;
+    const lesson = (user: string): Command => ({ kind: "event", user, metric: "lessons", value: 1, tz: "UTC", source: null, level: null, plan: null, idem: null });
+    await runSequence([
+      { kind: "advance", ms: (trimDay - 832 - startDay) * DAY },
+      lesson("r1"),
+      { kind: "advance", ms: 32 * DAY },
+      lesson("r0"),
+      { kind: "advance", ms: 768 * DAY },
+      lesson("r1"),
+      { kind: "advance", ms: 32 * DAY },
+      lesson("r0"),
+      { kind: "streak", user: "r0", periods: 3 },
+      { kind: "streak", user: "r1", periods: 3 },
+    ]);
+  });
+
   it("agrees on a catch-up after a user boost finished during an outage and another boost came", async () => {
     await runSequence([
       { kind: "identify", user: "r0", plan: null, region: null, tz: "UTC" },
