@@ -577,6 +577,13 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
     ]);
   });
 
+  // A user's rank history in a run keeps the newest 100 changes (Lua trims to 100 past 120): 101
+  // lessons at one instant, each a change of r0's value and rank on lessons-2d, read at numEvents=100.
+  it("agrees on the newest 100 rank changes of a user who has more", async () => {
+    const lesson: Command = { kind: "event", user: "r0", metric: "lessons", value: 1, tz: null, source: null, level: null, plan: null, idem: null };
+    await runSequence([...Array.from({ length: 101 }, () => lesson), { kind: "board", board: "lessons-2d", region: "eu", user: "r0", offset: 0, limit: 2 }]);
+  });
+
   // A streak's history is trimmed to its last 800 periods (STREAK_HISTORY_KEPT) at an extension on a
   // period that is a multiple of 64: r0's lesson, a freeze used the day after, then a lesson exactly
   // 800 days later on such a day, which drops the first lesson's period and keeps the freeze's; r1
