@@ -127,7 +127,7 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("read" as const), user: fc.constantFrom(...USERS), system: fc.constantFrom("xp" as const, "gems" as const, "coins" as const) }) },
   { weight: 2, arbitrary: fc.record({
     kind: fc.constant("board" as const),
-    board: fc.constantFrom("xp-ever", "lessons-2d", "streaks", "gems-region", "quiz-monthly"),
+    board: fc.constantFrom("xp-ever", "lessons-2d", "streaks", "gems-region", "quiz-monthly", "coins-top"),
     region: fc.constantFrom("eu" as const, "us" as const),
     user: fc.option(fc.constantFrom(...USERS), { freq: 2 }),
     offset: fc.integer({ min: -2, max: 2 }),
@@ -163,11 +163,12 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
     const now = clock.now();
     switch (cmd.kind) {
       case "advance": {
+        // Moving the manual clock refreshes the service's thresholds, then the ticks run (with
+        // those thresholds): the model in the same order.
         await clock.set(now + cmd.ms);
+        refreshThresholds(tenant, model, clock.now());
         for (let i = 1; i <= store.tenantRules.rules.tt.length; i++) await runTimeTrigger(store, i, clock.now());
         applyTimeTicks(tenant, model, clock.now());
-        // Moving the manual clock refreshed the service's thresholds before the ticks ran.
-        refreshThresholds(tenant, model, clock.now());
         break;
       }
       case "outage": {
