@@ -26,8 +26,28 @@
 //   node bench/chaos.mjs 60 1
 //   CHAOS_FAULTS=kill node bench/chaos.mjs 30 7
 //   CHAOS_FAULTS=restart,term CHAOS_CLIENTS=8 node bench/chaos.mjs 20 3
+//
+// CHAOS_HOOKS=1: outbound webhooks under the same faults. The tenant file is bench/core-tenant.yaml
+// plus one endpoint (`chaos`, subscribed to points.changed) written to a temporary file, pointing
+// at a node:http receiver in this process that records each POST's `webhook-id` and body and
+// answers 200. The services then run with their stream worker and webhook consumer on (the
+// default: LAUREL_WORKER is not set to off; delivery workers run in every service process), so
+// `term` also stops consumers mid-turn. CHAOS_HOOK_FAIL=f (default 0): each POST is answered 500
+// with probability f (seeded), at most once per webhook-id, so a failed delivery is retried once
+// by BullMQ after the README's first backoff (30 s ±20%; the tenant file has no retry options,
+// and a second 500 would put the next retry ~75 s later). After the load and the stored totals'
+// check, the script polls (at most CHAOS_HOOK_WAIT s, 120) until every stored change has been
+// answered 200. Each xp change is named by its user and its `points.total` (10 × the n-th applied
+// lesson: one client per user, one event at a time); checked: every stored change delivered
+// (missing), no change under two webhook-ids (double id), no webhook-id for two changes, and
+// deliveries of changes never acknowledged, classed as applied-but-given-up (the user's stored
+// total covers them: an event whose answer was lost and which the client gave up on) or not
+// stored at all. Duplicates of one id are allowed (at least once) and counted.
+//   CHAOS_HOOKS=1 node bench/chaos.mjs 60 5
+//   CHAOS_HOOKS=1 CHAOS_HOOK_FAIL=0.1 CHAOS_FAULTS=kill,restart,term node bench/chaos.mjs 60 6
 // Reports; never gates (exit 0 on a mismatch too; exit 1 only when it could not run).
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
@@ -45,6 +65,9 @@ for (const f of faults) if (!KINDS.includes(f)) throw new Error(`unknown fault k
 const [gapMin, gapMax] = (process.env.CHAOS_GAP_MS ?? "300-3000").split("-").map(Number);
 const XP_PER_LESSON = 10; // bench/core-tenant.yaml: xp's lesson-completed trigger, threshold 1, 10 points
 const ENTRY = "dist/main.js";
+const HOOKS = process.env.CHAOS_HOOKS === "1";
+const HOOK_FAIL = Number(process.env.CHAOS_HOOK_FAIL ?? 0);
+const HOOK_WAIT_S = Number(process.env.CHAOS_HOOK_WAIT ?? 120);
 
 const children = new Children();
 const cleanups = [];
@@ -86,6 +109,16 @@ async function main() {
 
   const port = await portOutsideEphemeralRange();
   const env = { REDIS_URL: redisUrl, PORT: String(port), LAUREL_REUSE_PORT: "1", LAUREL_WORKER: "off", LAUREL_CONFIG: "bench/core-tenant.yaml", LOG_LEVEL: "error" };
+  const hooks = HOOKS ? await startReceiver() : null;
+  if (hooks) {
+    const confDir = mkdtempSync(join(tmpdir(), "laurel-chaos-conf-"));
+    cleanups.push(async () => rmSync(confDir, { recursive: true, force: true }));
+    const file = join(confDir, "tenant.yaml");
+    const core = readFileSync("bench/core-tenant.yaml", "utf8");
+    writeFileSync(file, `${core.trimEnd()}\n    webhooks:\n      - key: chaos\n        url: "${hooks.url}"\n        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"\n        events: [points.changed]\n`);
+    env.LAUREL_CONFIG = file;
+    delete env.LAUREL_WORKER; // the stream worker and the webhook consumer run in each service
+  }
   let serial = 0;
   const services = [];
   const startService = async () => {
@@ -100,6 +133,7 @@ async function main() {
   await startService();
 
   console.log(`chaos: seed ${seed}, ${seconds} s, ${CLIENTS} clients x ${USERS} users, faults ${faults.join(",")} every ${gapMin}-${gapMax} ms, redis :${redisPort} (AOF, appendfsync always), service :${port}`);
+  if (hooks) console.log(`hooks: endpoint chaos (points.changed) -> ${hooks.url}, worker and consumer in each service, receiver answers 500 to ${HOOK_FAIL} of POSTs (at most once per id), wait <= ${HOOK_WAIT_S} s`);
 
   // --- clients ---
   const stats = { requests: 0, retries: 0, events: 0, status: new Map(), fiveXX: new Map(), network: new Map(), gaveUp: 0, badAnswers: [] };
@@ -262,12 +296,14 @@ async function main() {
     }
   };
   const mismatches = [];
+  const stored = new Map(); // user -> stored lessons (the webhook check's changes)
   let acked = 0;
   for (const [id, u] of users) {
     acked += u.acked;
     if (u.acked === 0 && u.unresolved === 0) continue;
     const lessons = (await read(`/v1/users/${id}/metrics/lessons`)).current;
     const xp = (await read(`/v1/users/${id}/points/xp`)).total;
+    stored.set(id, lessons);
     const ok = u.unresolved === 0 ? lessons === u.acked && xp === XP_PER_LESSON * u.acked : lessons >= u.acked && lessons <= u.acked + u.unresolved && xp === XP_PER_LESSON * lessons;
     if (!ok) mismatches.push({ id, acked: u.acked, unresolved: u.unresolved, lessons, xp, history: u.history });
   }
@@ -290,6 +326,135 @@ async function main() {
     for (const line of m.history.slice(-40)) console.log(`    ${line}`);
   }
   console.log(mismatches.length === 0 && stats.badAnswers.length === 0 ? "RESULT: exactly once held" : "RESULT: MISMATCH (loss or double count)");
+  if (hooks) await checkHooks(hooks, users, stored, loadEnds, port);
+}
+
+/**
+ * The webhook receiver (CHAOS_HOOKS=1): records every POST (webhook-id, status answered, the
+ * body's user, points key, total and added, and when), answering 500 to a seeded fraction
+ * (CHAOS_HOOK_FAIL), at most once per id.
+ */
+async function startReceiver() {
+  const rand = prng(seed ^ 0x5eed5eed);
+  const deliveries = [];
+  const failedOnce = new Set();
+  const server = createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      const id = req.headers["webhook-id"];
+      let body = null;
+      try {
+        body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      } catch {
+        // recorded as unreadable
+      }
+      const fail = HOOK_FAIL > 0 && !failedOnce.has(id) && rand() < HOOK_FAIL;
+      if (fail) failedOnce.add(id);
+      deliveries.push({ id, status: fail ? 500 : 200, at: Date.now(), type: body?.type, bodyId: body?.id, user: body?.user?.id, system: body?.points?.key, total: body?.points?.total, added: body?.points?.added });
+      res.writeHead(fail ? 500 : 200).end(fail ? "chaos" : "ok");
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  cleanups.push(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  server.keepAliveTimeout = 1_000;
+  return { url: `http://127.0.0.1:${server.address().port}/hooks`, deliveries };
+}
+
+/**
+ * The webhook check: each stored xp change (user, total = 10 × n for n up to the user's stored
+ * lessons) delivered (answered 200) at least once, under one webhook-id; waits for them first.
+ */
+async function checkHooks(hooks, users, stored, loadEnds, port) {
+  const { deliveries } = hooks;
+  const changeKey = (user, total) => `${user} xp=${total}`;
+  const expected = new Map(); // change key -> "acked" | "unacked" (applied; the client gave up)
+  for (const [id, u] of users) {
+    const lessons = stored.get(id) ?? u.acked;
+    for (let n = 1; n <= lessons; n++) expected.set(changeKey(id, XP_PER_LESSON * n), n <= u.acked ? "acked" : "unacked");
+  }
+  const delivered = new Set();
+  let seen = 0;
+  const catchUp = () => {
+    for (; seen < deliveries.length; seen++) {
+      const d = deliveries[seen];
+      if (d.status === 200 && d.system === "xp") delivered.add(changeKey(d.user, d.total));
+    }
+    let missing = 0;
+    for (const key of expected.keys()) if (!delivered.has(key)) missing++;
+    return missing;
+  };
+  const waitStart = Date.now();
+  while (catchUp() > 0 && Date.now() - waitStart < HOOK_WAIT_S * 1000) await sleep(500);
+  const settled = catchUp() === 0;
+  const waited = (Date.now() - waitStart) / 1000;
+  // A moment more for stray re-sends of ids already delivered (counted, not awaited).
+  await sleep(2_000);
+
+  const byChange = new Map(); // change key -> Set of ids
+  const byId = new Map(); // id -> { changes: Set, posts, ok, failed }
+  const other = new Map(); // deliveries that are not xp changes of a chaos user, by kind
+  let ok = 0;
+  let failed = 0;
+  let lastOk = 0;
+  for (const d of deliveries) {
+    if (d.status === 200) {
+      ok++;
+      lastOk = Math.max(lastOk, d.at);
+    } else failed++;
+    const e = byId.get(d.id) ?? { changes: new Set(), posts: 0, ok: 0, failed: 0 };
+    byId.set(d.id, e);
+    e.posts++;
+    if (d.status === 200) e.ok++;
+    else e.failed++;
+    if (d.type !== "points.changed" || d.system !== "xp" || !users.has(d.user)) {
+      count(other, `${d.type} ${d.system} ${users.has(d.user) ? "chaos user" : `user ${d.user}`}`);
+      continue;
+    }
+    const key = changeKey(d.user, d.total);
+    e.changes.add(key);
+    if (d.bodyId !== d.id) count(other, "body id differs from webhook-id");
+    if (d.added !== XP_PER_LESSON) count(other, `xp added ${d.added}`);
+    const ids = byChange.get(key) ?? new Set();
+    byChange.set(key, ids);
+    ids.add(d.id);
+  }
+  const missing = [...expected.keys()].filter((k) => !byChange.has(k) || ![...byChange.get(k)].some((id) => byId.get(id).ok > 0));
+  const doubleIds = [...byChange].filter(([, ids]) => ids.size > 1);
+  const idTwoChanges = [...byId].filter(([, e]) => e.changes.size > 1);
+  const appliedUnacked = [...byChange.keys()].filter((k) => expected.get(k) === "unacked");
+  const notStored = [...byChange.keys()].filter((k) => !expected.has(k));
+  const redelivered = [...byId.values()].reduce((n, e) => n + Math.max(0, e.ok - 1), 0);
+  const retried = [...byId.values()].filter((e) => e.failed > 0 && e.ok > 0).length;
+  let admin = null;
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/admin/v1/webhooks`, { headers: { "x-api-key": "demo-admin-key" } });
+    admin = (await res.json()).deliveries;
+  } catch {
+    // reported as unavailable
+  }
+
+  const unackedStored = [...expected.values()].filter((v) => v === "unacked").length;
+  console.log(`hooks: ${expected.size} stored xp changes expected (${expected.size - unackedStored} acknowledged, ${unackedStored} applied but given up on by their client)`);
+  console.log(`hooks: ${settled ? "all delivered" : "NOT all delivered"} ${waited.toFixed(1)} s after the stored totals were read; last 200 at +${((lastOk - loadEnds) / 1000).toFixed(1)} s after the load's deadline`);
+  console.log(`hooks: POSTs ${deliveries.length} (answered 200: ${ok}, 500 sent by the receiver: ${failed}); distinct webhook-ids ${byId.size}; POSTs beyond one per id ${deliveries.length - byId.size} (ids delivered after a 500: ${retried}; re-sent after a 200, duplicates: ${redelivered})`);
+  console.log(`hooks: admin API deliveries ${admin ? JSON.stringify(admin) : "unavailable"}`);
+  console.log(`hooks: missing (stored change never answered 200): ${missing.length}; one change under two or more ids: ${doubleIds.length}; one id for two or more changes: ${idTwoChanges.length}`);
+  console.log(`hooks: deliveries of changes never acknowledged: ${appliedUnacked.length} applied (stored; the client gave up before an answer), ${notStored.length} NOT stored`);
+  console.log(`hooks: other deliveries (not an xp change of a chaos user, or odd fields): ${show(other)}`);
+  for (const k of missing.slice(0, 20)) console.log(`  MISSING ${k} (${expected.get(k)})${byChange.has(k) ? ` posted under ${[...byChange.get(k)].join(", ")}, never answered 200` : ""}`);
+  for (const [k, ids] of doubleIds.slice(0, 20)) {
+    console.log(`  DOUBLE ID ${k}: ${[...ids].join(", ")}`);
+    for (const d of deliveries.filter((x) => ids.has(x.id))) console.log(`    ${d.id} ${d.status} at +${((d.at - loadEnds) / 1000).toFixed(1)} s`);
+  }
+  for (const [id, e] of idTwoChanges.slice(0, 20)) console.log(`  ONE ID, SEVERAL CHANGES ${id}: ${[...e.changes].join("; ")}`);
+  for (const k of notStored.slice(0, 20)) console.log(`  NOT STORED ${k} (ids ${[...byChange.get(k)].join(", ")})`);
+  for (const k of appliedUnacked.slice(0, 20)) console.log(`  applied, unacknowledged ${k}`);
+  const good = missing.length === 0 && doubleIds.length === 0 && idTwoChanges.length === 0 && notStored.length === 0;
+  console.log(good ? "RESULT (webhooks): every change delivered, under one id each" : `RESULT (webhooks): ${missing.length} MISSING, ${doubleIds.length} DOUBLE ID, ${idTwoChanges.length} ID FOR SEVERAL CHANGES, ${notStored.length} NOT STORED`);
 }
 
 await runBench(main, cleanup);
