@@ -38,11 +38,14 @@
 // and a second 500 would put the next retry ~75 s later). After the load and the stored totals'
 // check, the script polls (at most CHAOS_HOOK_WAIT s, 120) until every stored change has been
 // answered 200. Each xp change is named by its user and its `points.total` (10 × the n-th applied
-// lesson: one client per user, one event at a time); checked: every stored change delivered
-// (missing), no change under two webhook-ids (double id), no webhook-id for two changes, and
-// deliveries of changes never acknowledged, classed as applied-but-given-up (the user's stored
-// total covers them: an event whose answer was lost and which the client gave up on) or not
-// stored at all. Duplicates of one id are allowed (at least once) and counted.
+// lesson: one client per user, one event at a time); the stored lessons give the changes that
+// exist (1..n), the acknowledged answers' totals those acknowledged (a replayed answer names the
+// change it replays, so a lost answer then replayed is still one change). Checked: every stored
+// change delivered (missing), no change under two webhook-ids (double id), no webhook-id for two
+// changes, and deliveries of changes never acknowledged, classed as applied but given up on (the
+// stored total covers them: the client stopped retrying an event that had been applied; only
+// with a low CHAOS_ATTEMPTS) or not stored at all (a bug). Duplicates of one id are allowed (at
+// least once) and counted.
 //   CHAOS_HOOKS=1 node bench/chaos.mjs 60 5
 //   CHAOS_HOOKS=1 CHAOS_HOOK_FAIL=0.1 CHAOS_FAULTS=kill,restart,term node bench/chaos.mjs 60 6
 // Reports; never gates (exit 0 on a mismatch too; exit 1 only when it could not run).
@@ -186,7 +189,7 @@ async function main() {
 
   async function client(c) {
     const own = Array.from({ length: USERS }, (_, i) => `chaos-${c}-${i}`);
-    for (const id of own) users.set(id, { acked: 0, history: [], unresolved: 0 });
+    for (const id of own) users.set(id, { acked: 0, history: [], unresolved: 0, ackedTotals: new Set() });
     for (let n = 0; Date.now() < loadEnds; n++) {
       const id = own[n % USERS];
       const u = users.get(id);
@@ -199,6 +202,7 @@ async function main() {
         continue;
       }
       u.acked++;
+      u.ackedTotals.add(body.total); // the change this acknowledgement stands for (the webhook check)
       // One client per user, one event at a time: the answer's total is the acknowledged count.
       if (body.total !== u.acked) stats.badAnswers.push(`${id} ${key}: answer total ${body.total}, acknowledged ${u.acked}`);
       const xp = body.points?.xp;
@@ -210,6 +214,7 @@ async function main() {
   const rand = prng(seed);
   const done = new Map();
   const faultLog = [];
+  const faultStarts = []; // { at, kind }: the webhook check attributes duplicates to the fault before them
   const t0 = Date.now();
   const at = () => ((Date.now() - t0) / 1000).toFixed(1);
   const restartRedis = async (how) => {
@@ -272,6 +277,7 @@ async function main() {
       const kind = faults[Math.floor(rand() * faults.length)];
       await sleep(gap);
       if (faults.length === 0 || Date.now() >= loadEnds) return;
+      faultStarts.push({ at: Date.now(), kind });
       const what = await inject[kind]();
       count(done, kind);
       faultLog.push(`${at()}s ${kind} ${what}`);
@@ -326,7 +332,7 @@ async function main() {
     for (const line of m.history.slice(-40)) console.log(`    ${line}`);
   }
   console.log(mismatches.length === 0 && stats.badAnswers.length === 0 ? "RESULT: exactly once held" : "RESULT: MISMATCH (loss or double count)");
-  if (hooks) await checkHooks(hooks, users, stored, loadEnds, port);
+  if (hooks) await checkHooks(hooks, users, stored, loadEnds, port, faultStarts);
 }
 
 /**
@@ -368,13 +374,13 @@ async function startReceiver() {
  * The webhook check: each stored xp change (user, total = 10 × n for n up to the user's stored
  * lessons) delivered (answered 200) at least once, under one webhook-id; waits for them first.
  */
-async function checkHooks(hooks, users, stored, loadEnds, port) {
+async function checkHooks(hooks, users, stored, loadEnds, port, faultStarts) {
   const { deliveries } = hooks;
   const changeKey = (user, total) => `${user} xp=${total}`;
   const expected = new Map(); // change key -> "acked" | "unacked" (applied; the client gave up)
   for (const [id, u] of users) {
     const lessons = stored.get(id) ?? u.acked;
-    for (let n = 1; n <= lessons; n++) expected.set(changeKey(id, XP_PER_LESSON * n), n <= u.acked ? "acked" : "unacked");
+    for (let n = 1; n <= lessons; n++) expected.set(changeKey(id, XP_PER_LESSON * n), u.ackedTotals.has(n) ? "acked" : "unacked");
   }
   const delivered = new Set();
   let seen = 0;
@@ -429,6 +435,23 @@ async function checkHooks(hooks, users, stored, loadEnds, port) {
   const notStored = [...byChange.keys()].filter((k) => !expected.has(k));
   const redelivered = [...byId.values()].reduce((n, e) => n + Math.max(0, e.ok - 1), 0);
   const retried = [...byId.values()].filter((e) => e.failed > 0 && e.ok > 0).length;
+  // Each duplicate (a 200 for an id already answered 200) by the last fault begun before the
+  // id's first 200 (within 5 s), and how long after that first 200 it came.
+  const firstOk = new Map();
+  const dupCause = new Map();
+  const dupLag = [];
+  for (const d of deliveries) {
+    if (d.status !== 200) continue;
+    const first = firstOk.get(d.id);
+    if (first === undefined) {
+      firstOk.set(d.id, d.at);
+      continue;
+    }
+    const fault = faultStarts.filter((f) => f.at <= first).at(-1);
+    count(dupCause, fault && first - fault.at <= 5_000 ? `${fault.kind}` : "no fault in the 5 s before");
+    dupLag.push(d.at - first);
+  }
+  dupLag.sort((a, b) => a - b);
   let admin = null;
   try {
     const res = await fetch(`http://127.0.0.1:${port}/admin/v1/webhooks`, { headers: { "x-api-key": "demo-admin-key" } });
@@ -441,10 +464,11 @@ async function checkHooks(hooks, users, stored, loadEnds, port) {
   console.log(`hooks: ${expected.size} stored xp changes expected (${expected.size - unackedStored} acknowledged, ${unackedStored} applied but given up on by their client)`);
   console.log(`hooks: ${settled ? "all delivered" : "NOT all delivered"} ${waited.toFixed(1)} s after the stored totals were read; last 200 at +${((lastOk - loadEnds) / 1000).toFixed(1)} s after the load's deadline`);
   console.log(`hooks: POSTs ${deliveries.length} (answered 200: ${ok}, 500 sent by the receiver: ${failed}); distinct webhook-ids ${byId.size}; POSTs beyond one per id ${deliveries.length - byId.size} (ids delivered after a 500: ${retried}; re-sent after a 200, duplicates: ${redelivered})`);
+  if (dupLag.length > 0) console.log(`hooks: duplicates by the fault begun within 5 s before the id's first 200: ${show(dupCause)}; re-sent ${(dupLag[0] / 1000).toFixed(1)}-${(dupLag.at(-1) / 1000).toFixed(1)} s (median ${(dupLag[dupLag.length >> 1] / 1000).toFixed(1)}) after it`);
   console.log(`hooks: admin API deliveries ${admin ? JSON.stringify(admin) : "unavailable"}`);
   console.log(`hooks: missing (stored change never answered 200): ${missing.length}; one change under two or more ids: ${doubleIds.length}; one id for two or more changes: ${idTwoChanges.length}`);
   console.log(`hooks: deliveries of changes never acknowledged: ${appliedUnacked.length} applied (stored; the client gave up before an answer), ${notStored.length} NOT stored`);
-  console.log(`hooks: other deliveries (not an xp change of a chaos user, or odd fields): ${show(other)}`);
+  console.log(`hooks: other POSTs (not an xp change of a chaos user, or odd fields): ${show(other)}`);
   for (const k of missing.slice(0, 20)) console.log(`  MISSING ${k} (${expected.get(k)})${byChange.has(k) ? ` posted under ${[...byChange.get(k)].join(", ")}, never answered 200` : ""}`);
   for (const [k, ids] of doubleIds.slice(0, 20)) {
     console.log(`  DOUBLE ID ${k}: ${[...ids].join(", ")}`);
