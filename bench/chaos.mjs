@@ -323,9 +323,11 @@ async function main() {
   console.log(`answers whose total disagreed with the acknowledged count: ${stats.badAnswers.length}`);
   for (const line of stats.badAnswers.slice(0, 20)) console.log(`  ${line}`);
   // A call re-sent after a lost reply goes as EVAL (src/store/redis-script.ts): counted by the
-  // redis-server running now, since its last start.
+  // redis-server running now, since its last start. BullMQ's scripts go as EVAL too (a few at each
+  // service start, 5 on a fresh Redis, and after a dropped connection), so this is an upper bound
+  // of Laurel's re-sends, not their count: a run without faults shows the floor.
   const evals = Number(/cmdstat_eval:calls=(\d+)/.exec(await admin.info("commandstats"))?.[1] ?? 0);
-  console.log(`re-sent script calls (EVAL) seen by the current redis-server since its start: ${evals}`);
+  console.log(`EVAL calls seen by the current redis-server since its start (Laurel's re-sent calls, and BullMQ's scripts): ${evals}`);
   console.log(`users checked: ${users.size}; mismatching stored totals: ${mismatches.length}`);
   for (const m of mismatches.slice(0, 10)) {
     console.log(`  MISMATCH ${m.id}: acknowledged ${m.acked} (+${m.unresolved} unresolved), stored lessons ${m.lessons}, xp ${m.xp}`);
