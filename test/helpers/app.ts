@@ -68,7 +68,9 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
   // a delivery's attempts or its log right after a drain saw something else. Tests meet neither
   // unless they set them.
   const delivery = opts.webhooks?.delivery;
-  const webhooks = { ...opts.webhooks, delivery: { ...delivery, firstAttempt: { timeoutMs: 600_000, slowMs: 600_000, ...delivery?.firstAttempt } } };
+  // A stop cuts the attempts in flight at once unless a test sets a grace (the production 2 s
+  // would make a stop's tests with a hanging receiver wait for it).
+  const webhooks = { ...opts.webhooks, delivery: { stopGraceMs: 0, ...delivery, firstAttempt: { timeoutMs: 600_000, slowMs: 600_000, ...delivery?.firstAttempt } } };
   const app = await startApp({ tenants, redis, clock, logger, host: "127.0.0.1", port: 0, maxBodyBytes: opts.maxBodyBytes, jobs: opts.jobs, thresholdRefreshMs: opts.thresholdRefreshMs ?? 0, webhooks, lingerMs: opts.lingerMs ?? 0 }).catch(
     async (err: unknown) => {
       redis.disconnect();

@@ -51,6 +51,8 @@ describe("delivery defaults", () => {
       keepDead: { age: 30 * 86_400 },
       // At most 2 s a first attempt; a failed one, or one of 500 ms or more, queues the endpoint's deliveries for 30 s.
       firstAttempt: { enabled: true, timeoutMs: 2_000, pauseMs: 30_000, slowMs: 500, concurrency: 32 },
+      // A stop lets attempts in flight finish for as long as a first attempt may take.
+      stopGraceMs: 2_000,
     });
     // A part given keeps the defaults of the rest.
     expect(deliveryOptions({ firstAttempt: { timeoutMs: 300 } }).firstAttempt).toEqual({ ...opts.firstAttempt, timeoutMs: 300 });

@@ -52,6 +52,13 @@ export interface DeliveryOptions {
   keepDead: { age: number };
   /** The first attempt, made by the webhook consumer (first-attempt.ts). */
   firstAttempt: FirstAttemptOptions;
+  /**
+   * How long a stop (SIGTERM) lets the attempts in flight finish before it cuts them. An attempt
+   * cut after its receiver answered is sent again (same id): without this, every deploy under load
+   * re-sent a few deliveries (bench/chaos.mjs CHAOS_HOOKS=1). The first attempt's own bound.
+   * @default 2000
+   */
+  stopGraceMs: number;
 }
 
 /** DeliveryOptions as callers give them: any part left out takes its default. */
@@ -68,6 +75,7 @@ export const DEFAULT_DELIVERY: DeliveryOptions = {
   keepDelivered: { age: 7 * 86_400, count: 50_000 },
   keepDead: { age: 30 * 86_400 },
   firstAttempt: DEFAULT_FIRST_ATTEMPT,
+  stopGraceMs: DEFAULT_FIRST_ATTEMPT.timeoutMs,
 };
 
 export function deliveryOptions(input: DeliveryOptionsInput = {}): DeliveryOptions {
@@ -136,8 +144,10 @@ export class DeliveryQueue {
   /** Created on first use (settled()): a QueueEvents reads every event of the queue, a cost for nothing in production. */
   private queueEvents: QueueEvents | null = null;
   private worker: Worker<DeliveryJob> | null = null;
-  /** In-flight attempts, cut by close() and kill(), so a stopping worker never waits for a slow receiver. */
+  /** In-flight attempts, cut by kill() at once and by close() after stopGraceMs, so a stop never waits long for a slow receiver. */
   private readonly inFlight = new Set<AbortController>();
+  /** Called when the last attempt in flight ends (a stop's grace waits for it). */
+  private onIdle: (() => void) | null = null;
   /** Stopped by kill(): as a crash, attempts cut are left to their lock's expiry. */
   private killed = false;
   private stopping = false;
@@ -271,7 +281,10 @@ export class DeliveryQueue {
   private track(controller: AbortController): () => void {
     this.inFlight.add(controller);
     if (this.stopping) controller.abort();
-    return () => this.inFlight.delete(controller);
+    return () => {
+      this.inFlight.delete(controller);
+      if (this.inFlight.size === 0) this.onIdle?.();
+    };
   }
 
   /** A BullMQ worker's attempt: a failure throws (BullMQ retries), after its line is logged. */
@@ -459,23 +472,40 @@ export class DeliveryQueue {
     await this.stop(true);
   }
 
-  /** Stops sending (this process's worker, and first attempts): attempts in flight are cut; the queue stays open. */
-  async stopSending(): Promise<void> {
-    await this.stop(false);
+  /**
+   * Stops sending (this process's worker, and first attempts): no attempt begins; those in flight
+   * may finish until `graceUntil` (ms, default now + stopGraceMs), then are cut; the queue stays open.
+   */
+  async stopSending(graceUntil = Date.now() + this.opts.stopGraceMs): Promise<void> {
+    await this.stop(false, graceUntil);
   }
 
-  private async stop(force: boolean): Promise<void> {
+  private async stop(force: boolean, graceUntil = 0): Promise<void> {
     this.stopping = true;
     this.killed = force;
-    // Closing first stops the worker taking jobs; then the attempts in flight are cut.
+    // Closing first stops the worker taking jobs (and track() refuses new first attempts); the
+    // attempts in flight get their grace, then are cut.
     const closed = this.worker?.close(force);
+    await this.inFlightEnded(graceUntil - Date.now());
     for (const controller of this.inFlight) controller.abort();
     await closed;
     this.worker = null;
   }
 
+  /** Resolves when no attempt is in flight, or after `ms`. */
+  private async inFlightEnded(ms: number): Promise<void> {
+    if (ms <= 0 || this.inFlight.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await new Promise<void>((resolve) => {
+      this.onIdle = resolve;
+      timer = setTimeout(resolve, ms);
+    });
+    clearTimeout(timer);
+    this.onIdle = null;
+  }
+
   async close(): Promise<void> {
-    await this.stop(false);
+    await this.stop(false, Date.now() + this.opts.stopGraceMs);
     await this.queueEvents?.close();
     await this.queue.close();
   }

@@ -51,6 +51,8 @@ export class Webhooks {
     private readonly logger: Logger,
     /** The connection the consumer, its payload reads and its first attempts' records use (null without endpoints). */
     private readonly own: Redis | null,
+    /** DeliveryOptions.stopGraceMs: how long close() lets the attempts in flight finish. */
+    private readonly deliveryGraceMs: number,
   ) {}
 
   static async start(opts: WebhookStartOptions): Promise<Webhooks> {
@@ -72,7 +74,7 @@ export class Webhooks {
       const timeline = new Timeline(ctx, deliveries, coalescer, { connection: opts.connection, clock: opts.clock, logger: opts.logger, tickEveryMs });
       tenants.set(ctx.tenant.id, { ctx, deliveries, coalescer, timeline });
     }
-    if (own === null) return new Webhooks(tenants, null, opts.logger, null);
+    if (own === null) return new Webhooks(tenants, null, opts.logger, null, delivery.stopGraceMs);
     const consumer = new WebhookConsumer(own, tenants, opts.logger, { consumer: opts.options?.consumer, claimIdleMs: opts.options?.claimIdleMs });
     // The group exists from now on, before this process writes: every later change reaches the endpoints.
     await consumer.ensureGroups();
@@ -85,7 +87,7 @@ export class Webhooks {
       if (opts.options?.deliveryWorkers !== false) await t.deliveries.startWorker();
       await t.timeline.start();
     }
-    return new Webhooks(tenants, consumer, opts.logger, own);
+    return new Webhooks(tenants, consumer, opts.logger, own, delivery.stopGraceMs);
   }
 
   /** Another consumer of the same group on the same queues (tests: a second worker; tools). */
@@ -130,11 +132,14 @@ export class Webhooks {
 
   async close(): Promise<void> {
     // The consumer is told to stop first (its loop ends after the current turn), then sending
-    // stops: attempts in flight are cut, the consumer's first attempts among them, whose records
-    // it leaves unacknowledged for the consumer that takes them over (DeliveryQueue.dispatch).
-    // So a stop never waits for a slow receiver, and a cut attempt is neither counted nor lost.
+    // stops: no attempt begins, those in flight get stopGraceMs to finish (a receiver that has
+    // answered is recorded, not sent again by the next process), then are cut, the consumer's
+    // first attempts among them, whose records it leaves unacknowledged for the consumer that
+    // takes them over (DeliveryQueue.dispatch). So a stop waits at most the grace for a slow
+    // receiver, and a cut attempt is neither counted nor lost. One grace for every tenant.
     const consumerStopped = this.consumer?.stop();
-    for (const t of this.tenants.values()) await t.deliveries.stopSending();
+    const graceUntil = Date.now() + this.deliveryGraceMs;
+    await Promise.all([...this.tenants.values()].map((t) => t.deliveries.stopSending(graceUntil)));
     await consumerStopped;
     for (const t of this.tenants.values()) {
       await t.timeline.close();
