@@ -18,12 +18,9 @@
 // Prints req/s, p99, Redis µs per script (or per LRANGE) and the service's CPU µs per request of
 // each run. Reports; never gates.
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Redis } from "ioredis";
-import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
-import { Children, cpuSeconds, runBench, serviceNodeArgs } from "./processes.mjs";
+import { freePort } from "../dist/embedded-redis.js";
+import { Children, cpuSeconds, runBench, scratchRedis, serviceNodeArgs } from "./processes.mjs";
 import { eventRequests, load, phaseSettings, readRequests, seedUsers, SERVICE_EVENT_PATHS } from "./workload.mjs";
 
 const [phaseName, config, pairsText, ...variants] = process.argv.slice(2);
@@ -59,12 +56,7 @@ function parseVariant(text) {
 }
 
 async function run(label, { env, nice, entry, processes }) {
-  const dir = mkdtempSync(join(tmpdir(), "laurel-alt-"));
-  const server = await startEmbeddedRedis({ dir, appendOnly: false });
-  const stop = async () => {
-    await server.stop();
-    rmSync(dir, { recursive: true, force: true });
-  };
+  const { server, stop } = await scratchRedis("laurel-alt-");
   cleanups.push(stop);
   const redis = new Redis(server.url);
   const redisPid = Number((await redis.info("server")).match(/process_id:(\d+)/)[1]);

@@ -9,12 +9,10 @@
 // the kernel's net.ipv4.tcp_migrate_req, which decides whether connections waiting in the stopped
 // process's accept queue move to the other process or are reset (README, Operations, Stopping).
 // Reports; never gates.
-import { readFileSync, mkdtempSync, rmSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { request } from "node:http";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
-import { Children, listenerCount, runBench } from "./processes.mjs";
+import { freePort } from "../dist/embedded-redis.js";
+import { Children, listenerCount, runBench, scratchRedis } from "./processes.mjs";
 
 const rounds = Number(process.argv[2] ?? 3);
 const entry = process.argv[3] ?? "dist/main.js";
@@ -69,12 +67,7 @@ async function postKeptAlive(port) {
 }
 
 async function round(n, kind) {
-  const dir = mkdtempSync(join(tmpdir(), "laurel-handover-"));
-  const server = await startEmbeddedRedis({ dir, appendOnly: false });
-  const stopServer = async () => {
-    await server.stop();
-    rmSync(dir, { recursive: true, force: true });
-  };
+  const { server, stop: stopServer } = await scratchRedis("laurel-handover-");
   cleanups.push(stopServer);
   const port = await freePort();
   const env = { REDIS_URL: server.url, PORT: String(port), LAUREL_REUSE_PORT: "1", LAUREL_WORKER: "off", LAUREL_CONFIG: "bench/core-tenant.yaml", LOG_LEVEL: "warn" };

@@ -1,7 +1,10 @@
 // Child processes of the bench (the service, the baseline): start, wait until ready, stop.
 // Every child is registered before anything can fail, so stopAll() and the exit hook find it.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startEmbeddedRedis } from "../dist/embedded-redis.js";
 
 export class Children {
   #list = [];
@@ -164,4 +167,21 @@ export function allowedCpus() {
     for (let cpu = from; cpu <= to; cpu++) cpus.push(cpu);
   }
   return cpus;
+}
+
+/**
+ * A redis-server of the bench's own, without persistence, in a temporary directory: `server`, and
+ * `stop()`, which stops it and removes the directory (safe to call twice).
+ */
+export async function scratchRedis(prefix) {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const server = await startEmbeddedRedis({ dir, appendOnly: false });
+  let stopped = false;
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { server, stop };
 }

@@ -176,8 +176,8 @@ function replyText(value: unknown): unknown {
  * A command of the hot paths (the event call, the metering read's LRANGE) as EncodedCommand
  * encodes it: its reply as ioredis gives it, text as utf8 strings.
  */
-export function sendEncoded(redis: Redis, name: string, args: readonly (string | number | Buffer)[], mayHaveRun?: MayHaveRun): Promise<unknown> {
-  return redis.sendCommand(new EncodedCommand(name, args, mayHaveRun)) as Promise<unknown>;
+export function sendEncoded(redis: Redis, name: string, args: readonly (string | number | Buffer)[]): Promise<unknown> {
+  return redis.sendCommand(new EncodedCommand(name, args)) as Promise<unknown>;
 }
 
 /**
