@@ -100,6 +100,8 @@ export async function startEmbeddedRedis(opts: {
   onExit?: (how: { code: number | null; signal: NodeJS.Signals | null }) => void;
   /** Each line the server logs (warnings), without its pid and time, from ready until stop(). */
   onLog?: (line: string) => void;
+  /** More redis-server arguments, after Laurel's own (the tests' cluster-mode node: test/helpers/redis-server.ts). */
+  serverArgs?: readonly string[];
 }): Promise<EmbeddedRedis> {
   if (!redisServerAvailable()) throw new Error(INSTALL_HINT);
   mkdirSync(opts.dir, { recursive: true });
@@ -114,6 +116,7 @@ export async function startEmbeddedRedis(opts: {
     "--appendfsync", opts.fsync ?? "everysec",
     "--daemonize", "no",
     "--loglevel", "warning",
+    ...(opts.serverArgs ?? []),
   ];
   // ownSession (the service's server): a session and process group of its own, so that a Ctrl-C
   // in the terminal (a SIGINT to the foreground group) reaches the service alone, which answers
