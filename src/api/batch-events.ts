@@ -3,7 +3,7 @@ import typia, { type tags } from "typia";
 import type { Clock } from "../clock.js";
 import { fail, LaurelError } from "../domain/errors.js";
 import type { EventInput } from "../domain/outcome.js";
-import { errorAnswer, type ApiReply, type ApiRequest, type ErrorAnswer } from "../http/router.js";
+import { errorAnswer, type ApiReply, type ApiRequest, type ErrorAnswer, type Router } from "../http/router.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import type { Tenants } from "../tenants.js";
 import { parseJsonArray, quoted, validated } from "./body.js";
@@ -54,10 +54,10 @@ interface Rejected {
  * answer is the stopping failure's status and error (else the first failure's), so that a
  * retried 5xx sends again only what was not recorded.
  *
- * `logOutOfMemory`: the router's log of writes Redis refused at maxmemory (Router.logOutOfMemory,
- * once per 30 s for the app), so that a batch's refusals share its throttle.
+ * `logRefusal`: the router's log of writes Redis refused, at maxmemory or as a replica
+ * (Router.logRefusal, once per 30 s for the app), so that a batch's refusals share its throttle.
  */
-export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logger, logOutOfMemory: (err: unknown) => void) {
+export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logger, logRefusal: Router["logRefusal"]) {
   return async (req: ApiRequest): Promise<ApiReply> => {
     const { tenant, store } = tenants.authenticateAdmin(req.apiKey);
     const events = validated(parseJsonArray(req.body), validateBatch);
@@ -72,9 +72,9 @@ export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logge
     const { accepted, rejected, stoppedAt } = await recordInOrder(store, inputs, {
       resent: (input, eventId) => logResent(logger, tenant.id, input, eventId),
       failed: (err, answer, index) => {
-        // As the router logs a request's failure: a fault with its stack, Redis at maxmemory throttled.
+        // As the router logs a request's failure: a fault with its stack, Redis's refusals throttled.
         if (answer.kind === "internal") logger.error({ err, index }, "batch event failed");
-        else if (answer.kind === "out-of-memory") logOutOfMemory(err);
+        else if (answer.kind === "out-of-memory" || answer.kind === "read-only") logRefusal(answer.kind, err);
       },
     });
     if (accepted > 0) return { status: 202, body: { accepted, rejected } };

@@ -40,6 +40,13 @@ export const ErrorCodes = {
   // The user's stored zone changed again between each of an event's (or a streak operation's)
   // ZONE_ATTEMPTS calls (src/store/tenant-store.ts): nothing was written, and the SDK retries a 503.
   ZONE_CHANGING: { status: 503, message: "The user's time zone kept changing while this request ran (identifies or updates at the same time); nothing was recorded for that user: send it again" },
+  // The server REDIS_URL reaches is a replica now (a failover demoted it, and the address still
+  // leads to it): it refuses every write before running it. The client reconnects at once
+  // (redis-client.ts), so that an address which moved to the new primary (a managed service's
+  // endpoint, a virtual IP) is followed; the SDK retries the 503.
+  REDIS_READ_ONLY: { status: 503, message: "Redis refused this write: the server is a read-only replica (after a failover?); nothing was recorded; retry" },
+  // A read refused by a replica: its script was not loaded yet (FUNCTION LOAD is a write).
+  REDIS_READ_ONLY_READ: { status: 503, message: "Redis is a read-only replica and refused to load the script this read needs; retry later" },
   // A read refused at maxmemory: its script was not loaded yet (FUNCTION LOAD is a write).
   REDIS_OUT_OF_MEMORY_READ: { status: 503, message: "Redis is out of memory (maxmemory) and refused to load the script this read needs; retry later" },
 } as const satisfies Record<string, { status: number; message: string }>;

@@ -9,6 +9,7 @@ import { ABORTED, RequestStats } from "./request-stats.js";
 import { stringifyReply } from "./raw-json.js";
 import { errorJson, sendJson } from "./respond.js";
 import { LogThrottle } from "../log-throttle.js";
+import { isReadOnlyError } from "../store/redis-client.js";
 
 /** What a handler sees: everything read synchronously from uWS before the first await. */
 export interface ApiRequest {
@@ -80,7 +81,7 @@ function isRedisOutOfMemory(err: unknown): err is Error {
 export interface ErrorAnswer {
   status: number;
   message: string;
-  kind: "request" | "unreachable" | "out-of-memory" | "internal";
+  kind: "request" | "unreachable" | "out-of-memory" | "read-only" | "internal";
 }
 
 /**
@@ -92,6 +93,7 @@ export function errorAnswer(err: unknown, read: boolean): ErrorAnswer {
   if (err instanceof LaurelError) return { status: err.status, message: err.message, kind: "request" };
   if (isRedisUnreachable(err)) return { ...ErrorCodes[read ? "REDIS_UNREACHABLE_READ" : "REDIS_UNREACHABLE"], kind: "unreachable" };
   if (isRedisOutOfMemory(err)) return { ...ErrorCodes[read ? "REDIS_OUT_OF_MEMORY_READ" : "REDIS_OUT_OF_MEMORY"], kind: "out-of-memory" };
+  if (isReadOnlyError(err)) return { ...ErrorCodes[read ? "REDIS_READ_ONLY_READ" : "REDIS_READ_ONLY"], kind: "read-only" };
   return { status: 500, message: "Internal server error", kind: "internal" };
 }
 
@@ -139,7 +141,7 @@ export class Router {
   private drained: (() => void) | null = null;
   /** Every registered pattern, as a regex of the paths it matches, with its methods (fallback's 405). */
   private readonly routes = new Map<string, { regex: RegExp; methods: Set<string> }>();
-  private readonly outOfMemoryLog = new LogThrottle();
+  private readonly refusalLogs = { "out-of-memory": new LogThrottle(), "read-only": new LogThrottle() };
   /** Answers per route, status and latency (GET /metrics). */
   readonly stats = new RequestStats();
 
@@ -213,7 +215,7 @@ export class Router {
       const fail = (err: unknown): void => {
         const answer = errorAnswer(err, read);
         // Redis unreachable is not logged per request: the client's connection log says it once per outage (main.ts).
-        if (answer.kind === "out-of-memory") this.logOutOfMemory(err);
+        if (answer.kind === "out-of-memory" || answer.kind === "read-only") this.logRefusal(answer.kind, err);
         else if (answer.kind === "internal") this.opts.logger.error({ err, path: pattern }, "request failed");
         finish(answer.status, errorJson(answer.message));
       };
@@ -283,9 +285,13 @@ export class Router {
     });
   }
 
-  /** Redis at maxmemory: one log line per 30 s, however many requests (or a batch's events) it refuses. */
-  logOutOfMemory(err: unknown): void {
-    this.outOfMemoryLog.run((unlogged) => this.opts.logger.error({ err: err instanceof Error ? err.message : String(err), unlogged }, "redis is out of memory (maxmemory): writes are refused"));
+  /**
+   * Redis refusing writes, at maxmemory or as a replica: one log line per 30 s for each, however
+   * many requests (or a batch's events) it refuses. The answers (503) say it to every client.
+   */
+  logRefusal(kind: "out-of-memory" | "read-only", err: unknown): void {
+    const message = kind === "out-of-memory" ? "redis is out of memory (maxmemory): writes are refused" : "redis is a read-only replica: writes are refused (reconnecting; REDIS_URL must lead to the primary)";
+    this.refusalLogs[kind].run((unlogged) => this.opts.logger.error({ err: err instanceof Error ? err.message : String(err), unlogged }, message));
   }
 
   /**

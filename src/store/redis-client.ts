@@ -11,7 +11,30 @@ import { coalesceWrites } from "./write-coalescing.js";
  *   LAUREL_AUTOPIPELINE=1    ioredis auto-pipelining (measured no better here: bench/README.md)
  */
 export function createRedisClient(url: string, options: RedisOptions = {}, env: NodeJS.ProcessEnv = process.env): Redis {
-  return withCoalescing(new Redis(url, { maxRetriesPerRequest: 3, enableAutoPipelining: env.LAUREL_AUTOPIPELINE === "1", ...options }), env);
+  return withCoalescing(new Redis(url, { maxRetriesPerRequest: 3, enableAutoPipelining: env.LAUREL_AUTOPIPELINE === "1", reconnectOnError: reconnectWhenReadOnly, ...options }), env);
+}
+
+/**
+ * A replica refuses every write before running it (a write command, a script that may write,
+ * FUNCTION LOAD): "READONLY You can't write against a read only replica." (in a script run by
+ * EVAL, at its first write, before any has run).
+ */
+export function isReadOnlyError(err: unknown): err is Error {
+  return err instanceof Error && err.message.startsWith("READONLY");
+}
+
+/**
+ * ioredis' reconnectOnError: the server this connection reached was demoted to a replica (a
+ * failover) while the address in REDIS_URL may lead to the new primary by now (a managed
+ * service's endpoint, a virtual IP, DNS). Without a new connection every write failed until the
+ * process restarted. 1: reconnect, and fail the refused command (the request answers 503, and
+ * the SDK retries it), rather than 2, send it again: on an address that still leads to a replica
+ * that loops, connection after connection, for as long as the request waits. Commands sent
+ * behind it on the old connection are sent again on the new one (ioredis' re-send of the
+ * unanswered, which the event call handles: redis-script.ts MayHaveRun).
+ */
+function reconnectWhenReadOnly(err: Error): 1 | false {
+  return isReadOnlyError(err) ? 1 : false;
 }
 
 /**
@@ -70,6 +93,6 @@ function withCoalescing(redis: Redis, env: NodeJS.ProcessEnv): Redis {
  * same server the same way (a rediss:// URL keeps its TLS, a socket path its socket).
  */
 export function queueConnection(redis: Redis): ConnectionOptions {
-  const { host, port, path, username, password, db, tls } = redis.options;
-  return path ? { path, username, password, db } : { host, port, username, password, db, tls };
+  const { host, port, path, username, password, db, tls, reconnectOnError } = redis.options;
+  return path ? { path, username, password, db, reconnectOnError } : { host, port, username, password, db, tls, reconnectOnError };
 }

@@ -28,6 +28,16 @@ describe("queueConnection", () => {
     redis.disconnect();
   });
 
+  it("reconnects as the service's client does when the server turns out a read-only replica (redis-failover.test.ts)", () => {
+    for (const url of ["redis://127.0.0.1:6390", "/run/redis/redis.sock"]) {
+      const redis = createRedisClient(url, { lazyConnect: true });
+      const { reconnectOnError } = queueConnection(redis) as { reconnectOnError: (err: Error) => unknown };
+      expect(reconnectOnError(new Error("READONLY You can't write against a read only replica."))).toBe(1);
+      expect(reconnectOnError(new Error("OOM command not allowed when used memory > 'maxmemory'."))).toBe(false);
+      redis.disconnect();
+    }
+  });
+
   it("keeps a socket path, with no host or port to fall back to", () => {
     const redis = createRedisClient("/run/redis/redis.sock?db=3", { lazyConnect: true });
     const connection = queueConnection(redis) as Record<string, unknown>;
