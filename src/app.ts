@@ -172,7 +172,7 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   router.add("post", "/admin/v1/points/:key/boosts", 1, createBoostHandler(tenants, opts.clock));
   router.add("get", "/admin/v1/points/:key/boosts", 1, listUserBoostsHandler(tenants, opts.clock));
   router.add("del", "/admin/v1/points/:key/boosts/:id", 2, endBoostHandler(tenants, opts.clock));
-  router.add("post", "/admin/v1/metrics/events", 0, batchEventsHandler(tenants, opts.clock, opts.logger, (kind, err) => router.logRefusal(kind, err)), {
+  router.add("post", "/admin/v1/metrics/events", 0, batchEventsHandler(tenants, opts.clock, opts.logger, (cause, err) => router.logRefusal(cause, err)), {
     maxBodyBytes: BATCH_BODY_FACTOR * (opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
   });
   router.add("post", "/admin/v1/streaks/freezes", 0, grantFreezesHandler(tenants, opts.clock));

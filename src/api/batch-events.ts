@@ -74,7 +74,7 @@ export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logge
       failed: (err, answer, index) => {
         // As the router logs a request's failure: a fault with its stack, Redis's refusals throttled.
         if (answer.kind === "internal") logger.error({ err, index }, "batch event failed");
-        else if (answer.kind === "out-of-memory" || answer.kind === "read-only") logRefusal(answer.kind, err);
+        else if (answer.kind === "refused") logRefusal(answer.cause!, err);
       },
     });
     if (accepted > 0) return { status: 202, body: { accepted, rejected } };

@@ -2,14 +2,13 @@ import { Buffer } from "node:buffer"; // not the global, an accessor (see store/
 import { performance } from "node:perf_hooks"; // the same
 import type { HttpRequest, HttpResponse, TemplatedApp } from "uWebSockets.js";
 import type { Logger } from "pino";
-import { ErrorCodes, LaurelError } from "../domain/errors.js";
+import { ErrorCodes, LaurelError, type ErrorCode } from "../domain/errors.js";
 import { pastDrainLimit, readBody } from "./body.js";
 import { RawQuery, type Query } from "./query.js";
 import { ABORTED, RequestStats } from "./request-stats.js";
 import { stringifyReply } from "./raw-json.js";
 import { errorJson, sendJson } from "./respond.js";
 import { LogThrottle } from "../log-throttle.js";
-import { isReadOnlyError } from "../store/redis-client.js";
 
 /** What a handler sees: everything read synchronously from uWS before the first await. */
 export interface ApiRequest {
@@ -68,32 +67,45 @@ function isRedisUnreachable(err: unknown): boolean {
 }
 
 /**
- * Redis at its maxmemory (with the noeviction policy the README asks for) refuses every command
- * and script that may write, before running it: "OOM command not allowed when used memory >
- * 'maxmemory'". Not the request's fault, and the same for every write until an operator acts: a
- * 503, and one log line per 30 s (LogThrottle) rather than a 500 with a stack per request.
+ * Redis refusing every write (a write command, a script that may write, FUNCTION LOAD) before
+ * running it, by the first word of its error. Not the request's fault, and the same for every
+ * write until the cause passes or an operator acts: a 503 that says nothing was recorded (the
+ * SDK retries it), and one log line per 30 s for each cause (Router.logRefusal) rather than a
+ * 500 with a stack per request. Reads go on.
  */
-function isRedisOutOfMemory(err: unknown): err is Error {
-  return err instanceof Error && err.message.startsWith("OOM ");
-}
+const REDIS_REFUSALS = [
+  // At its maxmemory, with the noeviction policy the README asks for: "OOM command not allowed when used memory > 'maxmemory'".
+  { prefix: "OOM ", cause: "out-of-memory", write: "REDIS_OUT_OF_MEMORY", read: "REDIS_OUT_OF_MEMORY_READ", log: "redis is out of memory (maxmemory): writes are refused" },
+  // A replica (a failover demoted the server the connection leads to; the client reconnects: redis-client.ts).
+  { prefix: "READONLY", cause: "read-only", write: "REDIS_READ_ONLY", read: "REDIS_READ_ONLY_READ", log: "redis is a read-only replica: writes are refused (reconnecting; REDIS_URL must lead to the primary)" },
+  // Its last AOF write or RDB snapshot failed (a full disk): "MISCONF Errors writing to the AOF file: No space left on device".
+  { prefix: "MISCONF", cause: "disk-error", write: "REDIS_DISK_ERROR", read: "REDIS_DISK_ERROR_READ", log: "redis cannot write to its disk (MISCONF): writes are refused until it can" },
+] as const satisfies readonly { prefix: string; cause: string; write: ErrorCode; read: ErrorCode; log: string }[];
+
+export type RedisRefusal = (typeof REDIS_REFUSALS)[number]["cause"];
 
 /** Why a request failed, as its answer says it: the client's error, Redis's state, or a fault of Laurel's (logged). */
 export interface ErrorAnswer {
   status: number;
   message: string;
-  kind: "request" | "unreachable" | "out-of-memory" | "read-only" | "internal";
+  kind: "request" | "unreachable" | "refused" | "internal";
+  /** For kind "refused": why Redis refused the write. */
+  cause?: RedisRefusal;
 }
 
 /**
- * The answer to an error a handler threw: a LaurelError as it says, Redis unreachable or out of
- * memory as a 503 that says whether a write may have run (a read's says to retry), anything else a
- * 500. One rule for the router and for a batch, which answers each event's failure in its body.
+ * The answer to an error a handler threw: a LaurelError as it says, Redis unreachable or refusing
+ * writes as a 503 that says whether a write may have run (a read's says to retry), anything else
+ * a 500. One rule for the router and for a batch, which answers each event's failure in its body.
  */
 export function errorAnswer(err: unknown, read: boolean): ErrorAnswer {
   if (err instanceof LaurelError) return { status: err.status, message: err.message, kind: "request" };
   if (isRedisUnreachable(err)) return { ...ErrorCodes[read ? "REDIS_UNREACHABLE_READ" : "REDIS_UNREACHABLE"], kind: "unreachable" };
-  if (isRedisOutOfMemory(err)) return { ...ErrorCodes[read ? "REDIS_OUT_OF_MEMORY_READ" : "REDIS_OUT_OF_MEMORY"], kind: "out-of-memory" };
-  if (isReadOnlyError(err)) return { ...ErrorCodes[read ? "REDIS_READ_ONLY_READ" : "REDIS_READ_ONLY"], kind: "read-only" };
+  if (err instanceof Error) {
+    for (const refusal of REDIS_REFUSALS) {
+      if (err.message.startsWith(refusal.prefix)) return { ...ErrorCodes[read ? refusal.read : refusal.write], kind: "refused", cause: refusal.cause };
+    }
+  }
   return { status: 500, message: "Internal server error", kind: "internal" };
 }
 
@@ -141,7 +153,7 @@ export class Router {
   private drained: (() => void) | null = null;
   /** Every registered pattern, as a regex of the paths it matches, with its methods (fallback's 405). */
   private readonly routes = new Map<string, { regex: RegExp; methods: Set<string> }>();
-  private readonly refusalLogs = { "out-of-memory": new LogThrottle(), "read-only": new LogThrottle() };
+  private readonly refusalLogs = new Map(REDIS_REFUSALS.map((r) => [r.cause, { throttle: new LogThrottle(), message: r.log }]));
   /** Answers per route, status and latency (GET /metrics). */
   readonly stats = new RequestStats();
 
@@ -215,7 +227,7 @@ export class Router {
       const fail = (err: unknown): void => {
         const answer = errorAnswer(err, read);
         // Redis unreachable is not logged per request: the client's connection log says it once per outage (main.ts).
-        if (answer.kind === "out-of-memory" || answer.kind === "read-only") this.logRefusal(answer.kind, err);
+        if (answer.kind === "refused") this.logRefusal(answer.cause!, err);
         else if (answer.kind === "internal") this.opts.logger.error({ err, path: pattern }, "request failed");
         finish(answer.status, errorJson(answer.message));
       };
@@ -286,12 +298,12 @@ export class Router {
   }
 
   /**
-   * Redis refusing writes, at maxmemory or as a replica: one log line per 30 s for each, however
-   * many requests (or a batch's events) it refuses. The answers (503) say it to every client.
+   * Redis refusing writes (REDIS_REFUSALS): one log line per 30 s for each cause, however many
+   * requests (or a batch's events) it refuses. The answers (503) say it to every client.
    */
-  logRefusal(kind: "out-of-memory" | "read-only", err: unknown): void {
-    const message = kind === "out-of-memory" ? "redis is out of memory (maxmemory): writes are refused" : "redis is a read-only replica: writes are refused (reconnecting; REDIS_URL must lead to the primary)";
-    this.refusalLogs[kind].run((unlogged) => this.opts.logger.error({ err: err instanceof Error ? err.message : String(err), unlogged }, message));
+  logRefusal(cause: RedisRefusal, err: unknown): void {
+    const log = this.refusalLogs.get(cause)!;
+    log.throttle.run((unlogged) => this.opts.logger.error({ err: err instanceof Error ? err.message : String(err), unlogged }, log.message));
   }
 
   /**
