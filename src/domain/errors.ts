@@ -49,6 +49,15 @@ export const ErrorCodes = {
   // before running it (MISCONF) until a write to its disk succeeds again.
   REDIS_DISK_ERROR: { status: 503, message: "Redis cannot write to its disk (MISCONF) and refused this write; nothing was recorded; retry" },
   REDIS_DISK_ERROR_READ: { status: 503, message: "Redis cannot write to its disk (MISCONF) and refused to load the script this read needs; retry later" },
+  // Redis set to refuse writes while fewer replicas than min-replicas-to-write are in sync (README: Persistence).
+  REDIS_TOO_FEW_REPLICAS: { status: 503, message: "Redis refused this write: too few replicas are in sync (min-replicas-to-write); nothing was recorded; retry" },
+  REDIS_TOO_FEW_REPLICAS_READ: { status: 503, message: "Redis refused to load the script this read needs: too few replicas are in sync (min-replicas-to-write); retry later" },
+  // Redis loading its dataset (a replica's full resync after a failover, a restart) refuses every command.
+  REDIS_LOADING: { status: 503, message: "Redis is loading its data and refused this request; nothing was recorded; retry" },
+  REDIS_LOADING_READ: { status: 503, message: "Redis is loading its data; retry later" },
+  // A script ran past busy-reply-threshold: Redis refuses every other command until it ends.
+  REDIS_BUSY: { status: 503, message: "Redis is busy running a script and refused this request; nothing was recorded; retry" },
+  REDIS_BUSY_READ: { status: 503, message: "Redis is busy running a script; retry later" },
   // A read refused by a replica: its script was not loaded yet (FUNCTION LOAD is a write).
   REDIS_READ_ONLY_READ: { status: 503, message: "Redis is a read-only replica and refused to load the script this read needs; retry later" },
   // A read refused at maxmemory: its script was not loaded yet (FUNCTION LOAD is a write).

@@ -202,45 +202,68 @@ describe("a Redis at its maxmemory", () => {
   });
 });
 
-describe("a Redis that cannot write to its disk (MISCONF)", () => {
-  it("answers writes 503 with {error}, writes nothing and logs it once; reads go on, and writes resume once the operator acts", async () => {
-    const server = await startTestRedis();
-    const lines: Array<{ level: number; msg: string; unlogged?: number }> = [];
-    const { yaml, tenantId } = demoConfig();
-    const t = await startTestApp({ yaml, redisUrl: server.url, manualClock: "2026-03-02T12:00:00Z", jobs: false, logger: pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }) });
-    const lesson = () => t.call("POST", "/v1/metrics/lessons/event", { user: { id: "disk" }, value: 1 });
-    try {
-      expect((await lesson()).status).toBe(201);
+/**
+ * Drives a Redis that refuses writes for a cause (`refuse` brings it about, `allow` ends it):
+ * three events answered 503 with `message`, nothing written, a metering read answered, one log
+ * line naming the cause and none of a failed request; then an event recorded (the user's second).
+ */
+async function refusedWrites(cause: { refuse: (t: TestApp, dir: string) => Promise<void>; allow: (t: TestApp) => Promise<void>; message: string; log: string }): Promise<void> {
+  const server = await startTestRedis();
+  const lines: Array<{ level: number; msg: string; unlogged?: number }> = [];
+  const { yaml, tenantId } = demoConfig();
+  const t = await startTestApp({ yaml, redisUrl: server.url, manualClock: "2026-03-02T12:00:00Z", jobs: false, logger: pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }) });
+  const lesson = () => t.call("POST", "/v1/metrics/lessons/event", { user: { id: "refused" }, value: 1 });
+  try {
+    expect((await lesson()).status).toBe(201);
+    await cause.refuse(t, server.dir);
+    const before = await dumpTenant(t.redis, tenantId);
+    for (let i = 0; i < 3; i++) expect(await lesson()).toEqual({ status: 503, body: { error: cause.message } });
+    expect(await dumpTenant(t.redis, tenantId)).toEqual(before);
+    const read = await t.call("GET", "/v1/users/refused/points/xp");
+    expect(read.status).toBe(200);
+    expect(read.body.total).toBe(10);
+    expect(lines.filter((l) => l.msg === cause.log)).toEqual([expect.objectContaining({ level: 50, unlogged: 0 })]);
+    expect(lines.filter((l) => l.msg === "request failed")).toEqual([]);
+    await cause.allow(t);
+    const after = await lesson();
+    expect(after.status).toBe(201);
+    expect(after.body.total).toBe(2);
+  } finally {
+    await t.redis.config("SET", "save", "");
+    await t.close();
+    await server.stop();
+  }
+}
+
+describe("a Redis that refuses writes for a while", () => {
+  it("cannot write to its disk (MISCONF): 503, nothing written, logged once; reads go on, and writes resume once the operator acts", async () => {
+    await refusedWrites({
       // A snapshot that fails (its directory gone, as a full disk fails it) with snapshots
       // configured: Redis then refuses every write (stop-writes-on-bgsave-error, on by default),
       // as it does when an AOF write fails. Waited on as a state: the snapshot's end, failed.
-      await t.redis.config("SET", "save", "3600 1");
-      rmSync(server.dir, { recursive: true });
-      await t.redis.bgsave();
-      let info = "";
-      do info = await t.redis.info("persistence");
-      while (!info.includes("rdb_bgsave_in_progress:0") || !info.includes("rdb_last_bgsave_status:err"));
-      const before = await dumpTenant(t.redis, tenantId);
-      for (let i = 0; i < 3; i++) {
-        expect(await lesson()).toEqual({ status: 503, body: { error: "Redis cannot write to its disk (MISCONF) and refused this write; nothing was recorded; retry" } });
-      }
-      expect(await dumpTenant(t.redis, tenantId)).toEqual(before);
-      const read = await t.call("GET", "/v1/users/disk/points/xp");
-      expect(read.status).toBe(200);
-      expect(read.body.total).toBe(10);
-      expect(lines.filter((l) => l.msg.includes("MISCONF"))).toEqual([expect.objectContaining({ level: 50, unlogged: 0 })]);
-      expect(lines.filter((l) => l.msg === "request failed")).toEqual([]);
-      // The operator turns snapshots off (or frees the disk and a snapshot succeeds): writes resume.
-      await t.redis.config("SET", "save", "");
-      const after = await lesson();
-      expect(after.status).toBe(201);
-      expect(after.body.total).toBe(2);
-    } finally {
-      // No snapshot at the stop either (a failing one keeps Redis from exiting).
-      await t.redis.config("SET", "save", "");
-      await t.close();
-      await server.stop();
-    }
+      refuse: async (t, dir) => {
+        await t.redis.config("SET", "save", "3600 1");
+        rmSync(dir, { recursive: true });
+        await t.redis.bgsave();
+        let info = "";
+        do info = await t.redis.info("persistence");
+        while (!info.includes("rdb_bgsave_in_progress:0") || !info.includes("rdb_last_bgsave_status:err"));
+      },
+      // The operator turns snapshots off (or frees the disk and a snapshot succeeds). The stop
+      // takes none either (a failing one keeps Redis from exiting).
+      allow: async (t) => void (await t.redis.config("SET", "save", "")),
+      message: "Redis cannot write to its disk (MISCONF) and refused this write; nothing was recorded; retry",
+      log: "redis cannot write to its disk (MISCONF): writes are refused until it can",
+    });
+  });
+
+  it("has too few replicas in sync (min-replicas-to-write, README: Persistence): the same, until a replica syncs or the setting goes", async () => {
+    await refusedWrites({
+      refuse: async (t) => void (await t.redis.config("SET", "min-replicas-to-write", "1")),
+      allow: async (t) => void (await t.redis.config("SET", "min-replicas-to-write", "0")),
+      message: "Redis refused this write: too few replicas are in sync (min-replicas-to-write); nothing was recorded; retry",
+      log: "redis has too few replicas in sync (min-replicas-to-write): writes are refused",
+    });
   });
 });
 
