@@ -8,6 +8,7 @@ import type { CompiledTenant } from "./config/compiled.js";
 import { loadConfigFile } from "./config/load.js";
 import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/award-ids.js";
 import { isAuthError } from "./store/redis-client.js";
+import { redisRefusalOf } from "./store/redis-refusals.js";
 
 /** The repository root (dist/.. or src/..), where config/ and data/ live by default. */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -327,12 +328,17 @@ function logCrashes(logger: Logger): void {
 
 /**
  * The fatal line of a start that failed where nothing named the failure: with a hint where the
- * cause is the operator's to mend (a REDIS_URL naming a read-only replica refuses the first write
- * with READONLY).
+ * cause is the operator's to mend. A REDIS_URL naming a read-only replica refuses the first write
+ * with READONLY; Redis's other refusals (maxmemory, a disk it cannot write, too few replicas) are
+ * named as a running service logs them; a Redis user whose ACL forbids FUNCTION cannot load the
+ * scripts as libraries, which LAUREL_LUA=eval does not need.
  */
-function startFailureMessage(err: unknown): string {
+export function startFailureMessage(err: unknown): string {
   const message = err instanceof Error ? err.message : String(err);
   if (message.startsWith("READONLY")) return "the start failed: REDIS_URL names a read-only replica; point it at the primary";
+  const refusal = redisRefusalOf(err);
+  if (refusal) return `the start failed: ${refusal.log}`;
+  if (/^NOPERM\b.*'function\|/.test(message)) return "the start failed: the Redis user may not run FUNCTION (its ACL); allow it (+function), or set LAUREL_LUA=eval to run the scripts with EVALSHA";
   return "the start failed";
 }
 

@@ -565,6 +565,32 @@ describe("node dist/main.js", () => {
     }
   });
 
+  it("stops, saying what to do, when the Redis user's ACL forbids FUNCTION; with LAUREL_LUA=eval it runs", async () => {
+    const server = await startTestRedis();
+    const admin = new Redis(server.url);
+    try {
+      // A user allowed everything but FUNCTION, as some managed services set theirs.
+      await admin.call("ACL", "SETUSER", "laurel", "on", ">pw", "~*", "&*", "+@all", "-function");
+      const { port } = new URL(server.url);
+      const url = `redis://laurel:pw@127.0.0.1:${port}`;
+      const refused = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: url, LAUREL_WORKER: "off" });
+      expect(await refused.exited).toBe(1);
+      const last = JSON.parse(refused.output().trim().split("\n").at(-1)!) as { level: number; msg: string };
+      expect(last).toMatchObject({ level: 60, msg: "the start failed: the Redis user may not run FUNCTION (its ACL); allow it (+function), or set LAUREL_LUA=eval to run the scripts with EVALSHA" });
+      const servicePort = await portOutsideEphemeralRange();
+      const evalMode = runService({ PORT: String(servicePort), REDIS_URL: url, LAUREL_WORKER: "off", LAUREL_LUA: "eval" });
+      await waitFor(() => evalMode.output().includes("laurel listening"), "listening with EVALSHA", evalMode.exited, evalMode.output);
+      const event = await fetch(`http://127.0.0.1:${servicePort}/v1/metrics/lessons/event`, { method: "POST", headers: { "x-api-key": "demo-key", "content-type": "application/json" }, body: JSON.stringify({ user: { id: "acl", tz: "UTC" }, value: 1 }) });
+      expect(event.status).toBe(201);
+      expect((await fetch(`http://127.0.0.1:${servicePort}/v1/users/acl/streak`, { headers: { "x-api-key": "demo-key" } })).status).toBe(200);
+      evalMode.child.kill("SIGTERM");
+      expect(await evalMode.exited).toBe(0);
+    } finally {
+      admin.disconnect();
+      await server.stop();
+    }
+  });
+
   // A start that fails where no message was written for it (here a REDIS_URL naming a replica,
   // which refuses the first write) is still said in the log's format, with its stack: a plain
   // stack trace on stderr is lost to a collector that reads JSON lines.

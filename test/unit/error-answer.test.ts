@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ErrorCodes, LaurelError } from "../../src/domain/errors.js";
+import { startFailureMessage } from "../../src/boot.js";
 import { errorAnswer } from "../../src/http/router.js";
 
 /**
@@ -37,5 +38,15 @@ describe("errorAnswer", () => {
     // A refusal's word inside another error is not a refusal: only as its first word.
     expect(errorAnswer(new Error("ERR Error running script: OOM in Lua"), false)).toEqual({ status: 500, message: "Internal server error", kind: "internal" });
     expect(errorAnswer("READONLY", false)).toMatchObject({ status: 500, kind: "internal" });
+  });
+});
+
+describe("startFailureMessage", () => {
+  it("names Redis's refusals at a start as a running service logs them", () => {
+    expect(startFailureMessage(new Error("OOM command not allowed when used memory > 'maxmemory'."))).toBe("the start failed: redis is out of memory (maxmemory): writes are refused");
+    expect(startFailureMessage(new Error("NOREPLICAS Not enough good replicas to write."))).toBe("the start failed: redis has too few replicas in sync (min-replicas-to-write): writes are refused");
+    expect(startFailureMessage(new Error("READONLY You can't write against a read only replica."))).toBe("the start failed: REDIS_URL names a read-only replica; point it at the primary");
+    expect(startFailureMessage(new Error("NOPERM this user has no permissions to run the 'hset' command"))).toBe("the start failed");
+    expect(startFailureMessage(new Error("something else"))).toBe("the start failed");
   });
 });
