@@ -156,58 +156,19 @@ describe("a service whose Redis went away", () => {
   });
 });
 
-describe("a Redis at its maxmemory", () => {
-  it("answers writes 503 with {error}, writes nothing and logs it once; reads go on (by script too), and writes resume when memory is freed", async () => {
-    const server = await startTestRedis();
-    const lines: Array<{ level: number; msg: string; unlogged?: number }> = [];
-    const { yaml, tenantId } = demoConfig();
-    const t = await startTestApp({ yaml, redisUrl: server.url, manualClock: "2026-03-02T12:00:00Z", jobs: false, logger: pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }) });
-    const lesson = () => t.call("POST", "/v1/metrics/lessons/event", { user: { id: "full" }, value: 1 });
-    try {
-      expect((await lesson()).status).toBe(201);
-      // noeviction (the default, and what the README asks for): every write is refused before it runs.
-      await t.redis.config("SET", "maxmemory", "1");
-      const before = await dumpTenant(t.redis, tenantId);
-      for (let i = 0; i < 3; i++) {
-        expect(await lesson()).toEqual({ status: 503, body: { error: "Redis is out of memory (maxmemory) and refused this write; nothing was recorded" } });
-      }
-      expect(await dumpTenant(t.redis, tenantId)).toEqual(before);
-      const read = await t.call("GET", "/v1/users/full/points/xp");
-      expect(read.status).toBe(200);
-      expect(read.body.total).toBe(10);
-      expect(lines.filter((l) => l.msg.includes("out of memory"))).toEqual([expect.objectContaining({ level: 50, unlogged: 0 })]);
-      // Reads by script too: their functions carry the no-writes flag (without it Redis refused
-      // them as writes: 503 "refused this write" for a read).
-      for (const path of ["/v1/users/full", "/v1/users/full/achievements", "/v1/users/full/streak", "/v1/users/full/metrics", "/v1/points/xp/summary", "/v1/streaks/rankings"]) {
-        const res = await t.call("GET", path);
-        expect(res.status, `${path} ${JSON.stringify(res.body)}`).toBe(200);
-      }
-      expect((await fetch(`${t.url}/metrics`)).status).toBe(200);
-      // Scripts Redis does not hold (a restart, a failover) cannot be loaded at maxmemory: a 503
-      // that says so, for a read and a write alike (the retry's "Function not found" was a 500).
-      await t.redis.config("SET", "maxmemory", "0");
-      await t.redis.function("FLUSH");
-      await t.redis.config("SET", "maxmemory", "1");
-      expect(await t.call("GET", "/v1/users/full")).toEqual({ status: 503, body: { error: "Redis is out of memory (maxmemory) and refused to load the script this read needs; retry later" } });
-      expect(await lesson()).toEqual({ status: 503, body: { error: "Redis is out of memory (maxmemory) and refused this write; nothing was recorded" } });
-      expect(await dumpTenant(t.redis, tenantId)).toEqual(before);
-      await t.redis.config("SET", "maxmemory", "0");
-      const after = await lesson();
-      expect(after.status).toBe(201);
-      expect(after.body.total).toBe(2);
-    } finally {
-      await t.close();
-      await server.stop();
-    }
-  });
-});
-
 /**
  * Drives a Redis that refuses writes for a cause (`refuse` brings it about, `allow` ends it):
  * three events answered 503 with `message`, nothing written, a metering read answered, one log
  * line naming the cause and none of a failed request; then an event recorded (the user's second).
  */
-async function refusedWrites(cause: { refuse: (t: TestApp, dir: string) => Promise<void>; allow: (t: TestApp) => Promise<void>; message: string; log: string }): Promise<void> {
+async function refusedWrites(cause: {
+  refuse: (t: TestApp, dir: string) => Promise<void>;
+  allow: (t: TestApp) => Promise<void>;
+  message: string;
+  log: string;
+  /** More checks while writes are refused, with the tenant's keys as they were before (`before`). */
+  meanwhile?: (t: TestApp, before: Record<string, unknown>, lesson: () => Promise<{ status: number; body: any }>) => Promise<void>;
+}): Promise<void> {
   const server = await startTestRedis();
   const lines: Array<{ level: number; msg: string; unlogged?: number }> = [];
   const { yaml, tenantId } = demoConfig();
@@ -224,6 +185,7 @@ async function refusedWrites(cause: { refuse: (t: TestApp, dir: string) => Promi
     expect(read.body.total).toBe(10);
     expect(lines.filter((l) => l.msg === cause.log)).toEqual([expect.objectContaining({ level: 50, unlogged: 0 })]);
     expect(lines.filter((l) => l.msg === "request failed")).toEqual([]);
+    await cause.meanwhile?.(t, before, lesson);
     await cause.allow(t);
     const after = await lesson();
     expect(after.status).toBe(201);
@@ -236,6 +198,33 @@ async function refusedWrites(cause: { refuse: (t: TestApp, dir: string) => Promi
 }
 
 describe("a Redis that refuses writes for a while", () => {
+  it("at its maxmemory: 503, nothing written, logged once; reads go on (by script too), and writes resume when memory is freed", async () => {
+    await refusedWrites({
+      // noeviction (the default, and what the README asks for): every write is refused before it runs.
+      refuse: async (t) => void (await t.redis.config("SET", "maxmemory", "1")),
+      allow: async (t) => void (await t.redis.config("SET", "maxmemory", "0")),
+      message: "Redis is out of memory (maxmemory) and refused this write; nothing was recorded",
+      log: "redis is out of memory (maxmemory): writes are refused",
+      meanwhile: async (t, before, lesson) => {
+        // Reads by script too: their functions carry the no-writes flag (without it Redis refused
+        // them as writes: 503 "refused this write" for a read).
+        for (const path of ["/v1/users/refused", "/v1/users/refused/achievements", "/v1/users/refused/streak", "/v1/users/refused/metrics", "/v1/points/xp/summary", "/v1/streaks/rankings"]) {
+          const res = await t.call("GET", path);
+          expect(res.status, `${path} ${JSON.stringify(res.body)}`).toBe(200);
+        }
+        expect((await fetch(`${t.url}/metrics`)).status).toBe(200);
+        // Scripts Redis does not hold (a restart, a failover) cannot be loaded at maxmemory: a 503
+        // that says so, for a read and a write alike (the retry's "Function not found" was a 500).
+        await t.redis.config("SET", "maxmemory", "0");
+        await t.redis.function("FLUSH");
+        await t.redis.config("SET", "maxmemory", "1");
+        expect(await t.call("GET", "/v1/users/refused")).toEqual({ status: 503, body: { error: "Redis is out of memory (maxmemory) and refused to load the script this read needs; retry later" } });
+        expect(await lesson()).toEqual({ status: 503, body: { error: "Redis is out of memory (maxmemory) and refused this write; nothing was recorded" } });
+        expect(await dumpTenant(t.redis, t.tenants[0]!.id)).toEqual(before);
+      },
+    });
+  });
+
   it("cannot write to its disk (MISCONF): 503, nothing written, logged once; reads go on, and writes resume once the operator acts", async () => {
     await refusedWrites({
       // A snapshot that fails (its directory gone, as a full disk fails it) with snapshots
