@@ -9,6 +9,7 @@ import { loadConfigFile } from "./config/load.js";
 import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/award-ids.js";
 import { isAuthError } from "./store/redis-client.js";
 import { redisRefusalOf } from "./store/redis-refusals.js";
+import { redisAddress, sentinelProblems } from "./store/redis-sentinel.js";
 
 /** The repository root (dist/.. or src/..), where config/ and data/ live by default. */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -139,8 +140,7 @@ export function exitOnSignalsWhileStarting(logger: Logger): void {
 export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<void> {
   const seconds = Number(process.env.LAUREL_REDIS_WAIT || 60); // checked by checkEnvironmentOrExit
   const deadline = Date.now() + seconds * 1000;
-  const { host, port, path } = redis.options;
-  const address = path ?? `${host}:${port}`;
+  const address = redisAddress(redis.options);
   for (let attempt = 0; ; attempt++) {
     let version: string | null;
     try {
@@ -255,6 +255,7 @@ export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = 
     const seconds = env[name];
     if (seconds && !/^\d+(\.\d+)?$/.test(seconds)) problems.push(`${name} must be a number of seconds, 0 or more, in digits (got ${JSON.stringify(seconds)})`);
   }
+  problems.push(...sentinelProblems(env));
   const slots = env.LAUREL_AWARD_IDS;
   if (slots && !(/^\d{1,8}$/.test(slots) && isAwardIdSlots(Number(slots)))) {
     problems.push(`LAUREL_AWARD_IDS must be 0 or a power of two up to ${MAX_AWARD_ID_SLOTS} (got ${JSON.stringify(slots)})`);

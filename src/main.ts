@@ -6,11 +6,13 @@ import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors } from "./store/redis-client.js";
+import { sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
 
 /**
  * `node dist/main.js` (what `npm start` runs). Environment:
  *   PORT            HTTP port (default 3000)
- *   REDIS_URL       Redis to use; unset → an embedded redis-server with data in ./data/redis
+ *   REDIS_URL       Redis to use; unset (and no REDIS_SENTINELS) → an embedded redis-server with data in ./data/redis
+ *   REDIS_SENTINELS, REDIS_SENTINEL_NAME, REDIS_SENTINEL_PASSWORD: Redis through Sentinel (src/store/redis-sentinel.ts)
  *   LAUREL_CONFIG   tenant file (default config/demo.yaml)
  *   LAUREL_CLOCK    "manual" enables POST /admin/v1/clock; default: the system clock
  *   LAUREL_DATA_DIR where the embedded redis-server keeps its AOF (default ./data/redis)
@@ -46,8 +48,9 @@ async function main(logger: Logger): Promise<void> {
   // failure (it runs in a session of its own, so a Ctrl-C reaches the service alone, which stops
   // the server last; a signal sent to the server directly still ends it first).
   let stopping = false;
-  let redisUrl = process.env.REDIS_URL;
-  if (!redisUrl) {
+  let redisUrl = process.env.REDIS_URL || undefined;
+  // Neither an address nor sentinels: the service runs its own redis-server.
+  if (!redisUrl && !usesSentinels()) {
     try {
       // A redis-server that dies under the service (a crash, the OOM killer) takes its data with it
       // until restarted: the service says so and exits 1, for whatever restarts it (the AOF brings
@@ -77,7 +80,7 @@ async function main(logger: Logger): Promise<void> {
   } else {
     warnFsyncNotApplied(logger);
   }
-  const redis = logConnectionErrors(createRedisClient(redisUrl), logger);
+  const redis = logConnectionErrors(createRedisClient(redisUrl, sentinelOptions()), logger);
   await waitForRedisOrExit(redis, logger);
 
   const drainMs = process.env.LAUREL_DRAIN ? Number(process.env.LAUREL_DRAIN) * 1000 : undefined; // checked by checkEnvironmentOrExit

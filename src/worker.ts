@@ -4,6 +4,7 @@ import { checkEnvironmentOrExit, exitOnConfigError, exitOnSignalsWhileStarting, 
 import { checkFixedSettings } from "./store/fixed-settings.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
+import { sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
 // issue 6 (outbound events): begin
 import { SystemClock } from "./clock.js";
 import { Webhooks } from "./jobs/webhooks/index.js";
@@ -16,7 +17,8 @@ import { TenantStore } from "./store/tenant-store.js";
  * script call applies the next records after the shard's watermark, atomically, so they never
  * count twice). It also runs the
  * outbound events (src/jobs/webhooks): their consumer group, deliveries and timeline. Environment:
- *   REDIS_URL       the service's Redis (required: the embedded Redis belongs to the service)
+ *   REDIS_URL       the service's Redis (required, or REDIS_SENTINELS: the embedded Redis belongs to the service)
+ *   REDIS_SENTINELS, REDIS_SENTINEL_NAME, REDIS_SENTINEL_PASSWORD: Redis through Sentinel (src/store/redis-sentinel.ts)
  *   LAUREL_CONFIG   the same tenant file as the service (default config/demo.yaml)
  *   LAUREL_REDIS_WAIT seconds to wait at start for Redis to answer (default 60)
  *   LOG_LEVEL       pino level (default info)
@@ -24,16 +26,16 @@ import { TenantStore } from "./store/tenant-store.js";
 async function main(logger: Logger): Promise<void> {
   checkEnvironmentOrExit(logger);
   const tenants = await loadTenantsOrExit(logger);
-  const url = process.env.REDIS_URL;
-  if (!url) {
-    logger.fatal("REDIS_URL is required: the worker works on the service's Redis");
+  const url = process.env.REDIS_URL || undefined;
+  if (!url && !usesSentinels()) {
+    logger.fatal("REDIS_URL (or REDIS_SENTINELS) is required: the worker works on the service's Redis");
     process.exit(1);
   }
   warnFsyncNotApplied(logger);
   warnManualClockNotApplied(logger);
   // A stop signal during the start (waiting for Redis, the webhooks' start) exits at once.
   exitOnSignalsWhileStarting(logger);
-  const redis = logConnectionErrors(createRedisClient(url), logger);
+  const redis = logConnectionErrors(createRedisClient(url, sentinelOptions()), logger);
   await waitForRedisOrExit(redis, logger);
   // The same refusal as the service's (store/fixed-settings.ts): a worker reading the streams by
   // another shard count would leave shards unread.

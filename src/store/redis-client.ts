@@ -10,8 +10,10 @@ import { coalesceWrites } from "./write-coalescing.js";
  *                            turn of the event loop (write-coalescing.ts)
  *   LAUREL_AUTOPIPELINE=1    ioredis auto-pipelining (measured no better here: bench/README.md)
  */
-export function createRedisClient(url: string, options: RedisOptions = {}, env: NodeJS.ProcessEnv = process.env): Redis {
-  return withCoalescing(new Redis(url, { maxRetriesPerRequest: 3, enableAutoPipelining: env.LAUREL_AUTOPIPELINE === "1", reconnectOnError: reconnectWhenReadOnly, ...options }), env);
+export function createRedisClient(url: string | undefined, options: RedisOptions = {}, env: NodeJS.ProcessEnv = process.env): Redis {
+  const settings: RedisOptions = { maxRetriesPerRequest: 3, enableAutoPipelining: env.LAUREL_AUTOPIPELINE === "1", reconnectOnError: reconnectWhenReadOnly, ...options };
+  // Without a URL (Redis through sentinels alone: redis-sentinel.ts), the options say it all.
+  return withCoalescing(url === undefined ? new Redis(settings) : new Redis(url, settings), env);
 }
 
 /**
@@ -89,10 +91,14 @@ function withCoalescing(redis: Redis, env: NodeJS.ProcessEnv): Redis {
 
 /**
  * BullMQ's connection options for the Redis a client talks to: its address (TCP host and port,
- * or a Unix socket path), credentials, database and TLS settings, so that the queues reach the
- * same server the same way (a rediss:// URL keeps its TLS, a socket path its socket).
+ * a Unix socket path, or the sentinels and the group they name the primary of), credentials,
+ * database and TLS settings, and its reconnect on a read-only replica, so that the queues reach
+ * the same server the same way (a rediss:// URL keeps its TLS, a socket path its socket, and
+ * with sentinels the queues follow a failover as the event path does).
  */
 export function queueConnection(redis: Redis): ConnectionOptions {
-  const { host, port, path, username, password, db, tls, reconnectOnError } = redis.options;
-  return path ? { path, username, password, db, reconnectOnError } : { host, port, username, password, db, tls, reconnectOnError };
+  const { host, port, path, username, password, db, tls, reconnectOnError, sentinels, name, sentinelPassword } = redis.options;
+  const common = { username, password, db, reconnectOnError };
+  if (sentinels && sentinels.length > 0) return { ...common, tls, sentinels, name, sentinelPassword };
+  return path ? { path, ...common } : { host, port, ...common, tls };
 }

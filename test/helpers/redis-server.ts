@@ -1,8 +1,9 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
+import { freePort, startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
 
 /**
  * A throwaway redis-server on a free port, without persistence unless asked for.
@@ -36,4 +37,48 @@ async function takeEverySlot(url: string): Promise<void> {
   } finally {
     redis.disconnect();
   }
+}
+
+/**
+ * A Redis Sentinel on a free port watching the primary on `primaryPort` as the group `name`, with
+ * a quorum of one (a single sentinel may decide a failover: test/integration/redis-sentinel.test.ts).
+ * Sentinel needs a config file it can rewrite, kept in a temporary directory; it takes the death
+ * signal as the test servers do (src/embedded-redis.ts).
+ */
+export async function startTestSentinel(primaryPort: number, replicaPorts: number[] = [], name = "mymaster"): Promise<{ port: number; stop(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), "laurel-sentinel-"));
+  const port = await freePort();
+  const config = join(dir, "sentinel.conf");
+  writeFileSync(config, [
+    `port ${port}`, "bind 127.0.0.1", `dir ${dir}`, `sentinel monitor ${name} 127.0.0.1 ${primaryPort} 1`, `sentinel down-after-milliseconds ${name} 1000`, `sentinel failover-timeout ${name} 10000`,
+    // Replicas named up front: learnt from the primary's INFO, they took up to 10 s to be known.
+    ...replicaPorts.map((replica) => `sentinel known-replica ${name} 127.0.0.1 ${replica}`),
+    "",
+  ].join("\n"));
+  const child = spawn("setpriv", ["--pdeathsig", "TERM", "--", "redis-server", config, "--sentinel"], { stdio: "ignore" });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  // Ready once it answers PING (a sentinel has no `loading` field for waitForRedis to read).
+  const probe = new Redis(port, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  probe.on("error", () => undefined);
+  try {
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`redis-server --sentinel exited with code ${child.exitCode}`);
+      const answered = await probe.connect().then(() => probe.ping()).then(() => true, () => false);
+      if (answered) break;
+      probe.disconnect();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  } finally {
+    probe.disconnect();
+  }
+  return {
+    port,
+    async stop() {
+      if (child.exitCode === null) {
+        child.kill("SIGTERM");
+        await exited;
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
