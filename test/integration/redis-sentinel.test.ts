@@ -8,7 +8,7 @@ import { checkEnvironmentOrExit } from "../../src/boot.js";
 import { portOutsideEphemeralRange } from "../../src/embedded-redis.js";
 import { createRedisClient, queueConnection } from "../../src/store/redis-client.js";
 import { parseSentinels, redisAddress, sentinelOptions } from "../../src/store/redis-sentinel.js";
-import { runService, waitFor, type ServiceProcess } from "../helpers/service-process.js";
+import { runService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
 import { startTestRedis, startTestSentinel } from "../helpers/redis-server.js";
 
 /**
@@ -138,5 +138,11 @@ describe("the service through Sentinel, across a failover", () => {
     expect(service.output()).not.toContain('"level":50');
     // With sentinels and no REDIS_URL, no redis-server of its own either.
     expect(service.output()).not.toContain("embedded redis-server");
+
+    // The separate worker process takes the sentinels for REDIS_URL too.
+    const worker = runService({ REDIS_SENTINELS: `127.0.0.1:${sentinel.port}` }, WORKER);
+    await waitFor(() => worker.output().includes("laurel stream worker running"), "the worker to run", worker.exited, worker.output);
+    worker.child.kill("SIGTERM");
+    expect(await worker.exited).toBe(0);
   });
 });
