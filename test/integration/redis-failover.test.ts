@@ -1,10 +1,19 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, connect, type Server, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Redis } from "ioredis";
 import { pino } from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ErrorCodes } from "../../src/domain/errors.js";
-import { demoConfig, startTestApp, type TestApp } from "../helpers/app.js";
+import { WEBHOOK_GROUP } from "../../src/jobs/webhooks/keys.js";
+import { TenantKeys } from "../../src/store/keys.js";
+import { demoConfig, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis } from "../helpers/redis-server.js";
+import { runService, waitFor } from "../helpers/service-process.js";
+import { lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
+import { startReceiver } from "../helpers/webhook-receiver.js";
 
 /**
  * A failover behind an address that stays (a managed service's primary endpoint, a virtual IP,
@@ -117,4 +126,150 @@ describe("a failover behind the address in REDIS_URL", () => {
       replica.disconnect();
     }
   });
+});
+
+/**
+ * The same failover under the built service (`node dist/main.js`), for its background consumers:
+ * the stream worker (XREAD BLOCK over the shard streams, then its scripts: the daily buckets the
+ * event summaries read) and the webhook consumer (XREADGROUP BLOCK over the hook streams, then
+ * the POSTs). Each reads on a blocking connection of its own (stream-loop.ts), opened before the
+ * failover and so leading to the old primary; events sent after the failover must still reach
+ * their buckets and their endpoint. What a demotion does to those connections depends on where
+ * the loops are at that instant, so the test runs both moments:
+ *
+ * - Blocked in their reads (where they spend nearly all their time: BLOCK 2000, 50 ms between).
+ *   Redis ends every blocked command with "UNBLOCKED force unblock from blocking operation,
+ *   instance state changed (master -> replica?)" AND closes those connections (blocked.c
+ *   disconnectAllBlockedClients: CLIENT_CLOSE_AFTER_REPLY), so the loops log a failed turn and
+ *   ioredis reconnects them to the address, now the new primary. No code of Laurel's decides it.
+ * - Between two reads (driven here: CLIENT UNBLOCK ... TIMEOUT in the same MULTI as the
+ *   REPLICAOF, so neither is blocked when the demotion runs). Their connections stay open to the
+ *   demoted server and the next read goes there:
+ *   - the webhook consumer's XREADGROUP is a write: READONLY, and reconnectWhenReadOnly
+ *     (redis-client.ts, on every duplicate of the client) reconnects the blocking connection;
+ *     the failed turn drops the groups as known, so the next turn's XGROUP CREATE on the
+ *     consumer's own connection (webhooks/index.ts) is refused READONLY too and reconnects that
+ *     one; the turn after reads and delivers on the new primary (two 1 s retry pauses);
+ *   - the stream worker's XREAD is a read, allowed on a replica: it stays blocked on the demoted
+ *     server, which is now a replica of the new primary, and wakes when the new primary's XADD
+ *     reaches it by replication. Its scripts run on the service's main connection, which
+ *     reconnected when the event path's write was refused (READONLY), before any record was
+ *     written on the new primary. So the worker follows the failover only because the demoted
+ *     server replicates the new one (as Sentinel's and the managed services' failovers leave it).
+ */
+describe("a failover behind REDIS_URL, under the built service's stream worker and webhook consumer", () => {
+  let cleanups: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup();
+    cleanups = [];
+  });
+
+  /** Two servers (the first the primary), the moving address, a receiver and the service on them, with one tenant whose endpoint wants points.changed. */
+  async function startService() {
+    const first = await startTestRedis();
+    cleanups.push(() => first.stop());
+    const second = await startTestRedis();
+    cleanups.push(() => second.stop());
+    const address = new MovingAddress(portOf(first.url));
+    const url = await address.listen();
+    cleanups.push(() => address.close());
+    const receiver = await startReceiver();
+    cleanups.push(() => receiver.close());
+    const dir = mkdtempSync(join(tmpdir(), "laurel-failover-"));
+    cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+    const config = join(dir, "tenant.yaml");
+    const endpoint = `    webhooks:\n      - { key: main, url: "${receiver.url}", secret: "a-test-secret-0123456789", events: [points.changed] }\n`;
+    const tenantId = uniqueTenantId("fo");
+    writeFileSync(config, lessonsXpTenantYaml(tenantId, 1, endpoint));
+    const port = await portOutsideEphemeralRange();
+    const service = runService({ PORT: String(port), REDIS_URL: url, LAUREL_CONFIG: config });
+    cleanups.push(async () => {
+      service.child.kill("SIGKILL");
+      await service.exited;
+    });
+    await waitFor(() => service.output().includes("laurel listening"), "the service to listen", service.exited, service.output);
+    const primary = new Redis(first.url);
+    const replica = new Redis(second.url);
+    cleanups.push(async () => {
+      primary.disconnect();
+      replica.disconnect();
+    });
+    return { first, second, address, receiver, service, port, primary, replica, hookStream: new TenantKeys(tenantId).hookStream(0) };
+  }
+
+  async function call(port: number, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+    const res = await fetch(`http://127.0.0.1:${port}${path}`, {
+      method,
+      headers: { "x-api-key": "demo-key", "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: res.status, body: await res.json() };
+  }
+
+  /** The ids of the service's blocked reads on a server: the stream worker's XREAD and the webhook consumer's XREADGROUP. */
+  async function blockedReads(redis: Redis): Promise<{ xread?: string; xreadgroup?: string }> {
+    const blocked: { xread?: string; xreadgroup?: string } = {};
+    for (const line of String(await redis.client("LIST")).split("\n")) {
+      const fields = Object.fromEntries(line.split(" ").map((pair) => pair.split("=", 2) as [string, string]));
+      if ((fields.flags ?? "").includes("b") && (fields.cmd === "xread" || fields.cmd === "xreadgroup")) blocked[fields.cmd as "xread" | "xreadgroup"] = fields.id;
+    }
+    return blocked;
+  }
+
+  for (const moment of ["blocked in their reads", "between two reads"] as const) {
+    it(`applies and delivers the events written after a failover that finds the consumers ${moment}`, async () => {
+      const { first, second, address, receiver, service, port, primary, replica, hookStream } = await startService();
+      const lesson = () => call(port, "POST", "/v1/metrics/lessons/event", { user: { id: "ada", tz: "UTC" }, value: 1 });
+      /** Ada's lessons as the stream worker's buckets have them (the system clock: a range around today, so that midnight cannot split it). */
+      const summarised = async (): Promise<number | null> => {
+        const day = (offset: number) => new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
+        const res = await call(port, "GET", `/v1/users/ada/metrics/lessons/event-summary?aggregation=daily&startDate=${day(-1)}&endDate=${day(1)}`);
+        return res.status === 200 ? res.body.at(-1).total : null;
+      };
+      /** Distinct points.changed deliveries for ada (a delivery sent twice counts once). */
+      const delivered = () => new Set(receiver.received.filter((r) => r.body.type === "points.changed" && r.body.user?.id === "ada").map((r) => r.body.id)).size;
+      const waitForStates = async (lessons: number, what: string) => {
+        await waitFor(async () => (await summarised()) === lessons, `${lessons} lessons in the event summary ${what}`, service.exited, service.output);
+        await waitFor(() => delivered() === lessons, `${lessons} webhooks ${what}`, service.exited, service.output);
+      };
+
+      // Redis waits 5 s by default before a diskless first sync, for more replicas to join.
+      for (const server of [primary, replica]) await server.config("SET", "repl-diskless-sync-delay", "0");
+      await replica.replicaof("127.0.0.1", portOf(first.url));
+
+      // Before the failover: the event applied to the buckets and delivered, the delivery acknowledged.
+      expect((await lesson()).status).toBe(201);
+      await waitForStates(1, "before the failover");
+      await waitFor(async () => ((await primary.xpending(hookStream, WEBHOOK_GROUP)) as [number])[0] === 0, "the delivered record acknowledged");
+      // The replica holds all of it: WAIT counts it once it acknowledged this write, and the
+      // service's writes came before it in the replication stream.
+      await primary.set("failover:mark", "1");
+      while ((await primary.wait(1, 1000)) < 1) { /* its first sync is still under way */ }
+      // Both consumers blocked on the old primary, waiting for the next record.
+      await waitFor(async () => Object.keys(await blockedReads(primary)).length === 2, "both consumers blocked in their reads");
+
+      // The failover: the replica promoted, the address moved (a connection opened from now on
+      // reaches the new primary), the old primary demoted to the new one's replica.
+      await replica.replicaof("NO", "ONE");
+      address.moveTo(portOf(second.url));
+      if (moment === "blocked in their reads") {
+        await primary.replicaof("127.0.0.1", portOf(second.url));
+      } else {
+        // Their reads end (as a BLOCK's timeout ends them) in the same atomic step as the demotion.
+        const { xread, xreadgroup } = await blockedReads(primary);
+        await primary.multi().client("UNBLOCK", xread!, "TIMEOUT").client("UNBLOCK", xreadgroup!, "TIMEOUT").replicaof("127.0.0.1", portOf(second.url)).exec();
+      }
+
+      // The event path: a write on the service's old connection is refused (503, nothing
+      // recorded) and the client reconnects; events are sent until one is taken.
+      const answers: number[] = [];
+      while (answers.at(-1) !== 201 && answers.length < 10) answers.push((await lesson()).status);
+      expect(answers.at(-1)).toBe(201);
+      expect(answers.slice(0, -1).every((status) => status === 503)).toBe(true);
+      expect((await lesson()).status).toBe(201);
+
+      // After the failover: both events reach the buckets and the endpoint.
+      await waitForStates(3, "after the failover");
+    });
+  }
 });
