@@ -72,6 +72,22 @@ export interface StreamLoopOptions {
 }
 
 /**
+ * After a blocking read that waited its whole BLOCK for nothing: when the server this connection
+ * reaches has become a replica (a failover behind REDIS_URL's address, the connection opened
+ * before it), reconnect, so that the next read goes where the address leads now. Why: XREAD is
+ * a read, which a replica serves, so nothing else moves this connection (a write refused
+ * READONLY moves the others: redis-client.ts reconnectWhenReadOnly), and a demoted server whose
+ * replication of the new primary is not running (its first sync under way, or its link down)
+ * never sees the new records: the stream worker waited there for ever while the events went to
+ * the new primary (test/integration/redis-failover.test.ts). One ROLE per idle BLOCK; a user
+ * whose ACL forbids ROLE keeps its connection as before.
+ */
+async function leaveReplica(blocking: Redis): Promise<void> {
+  const role = (await blocking.call("ROLE").catch(() => null)) as [string, ...unknown[]] | null;
+  if (role?.[0] === "slave") blocking.disconnect(true);
+}
+
+/**
  * What the stream worker and the stream group consumers share: their shard streams and group,
  * and a background loop of turns on its own Redis connection. A turn may block on that
  * connection (XREAD / XREADGROUP BLOCK), so stop() closes it, which ends a blocked read at once,
@@ -136,6 +152,7 @@ export abstract class StreamLoop {
    */
   protected async waitForRecords(blocking: Redis, blockMs: number): Promise<{ stream: ShardStream; id: string }[]> {
     const reply = (await blocking.xread("COUNT", 1, "BLOCK", blockMs, "STREAMS", ...this.seen.keys(), ...this.seen.values())) as [string, [string, unknown][]][] | null;
+    if (reply === null) await leaveReplica(blocking);
     return (reply ?? []).map(([key, entries]) => ({ stream: this.streams.find((s) => s.key === key)!, id: entries[0]![0] }));
   }
 

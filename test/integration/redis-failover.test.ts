@@ -135,7 +135,8 @@ describe("a failover behind the address in REDIS_URL", () => {
  * the POSTs). Each reads on a blocking connection of its own (stream-loop.ts), opened before the
  * failover and so leading to the old primary; events sent after the failover must still reach
  * their buckets and their endpoint. What a demotion does to those connections depends on where
- * the loops are at that instant, so the test runs both moments:
+ * the loops are at that instant, so the test runs both moments (the second twice: the demoted
+ * server replicating the new primary, and not):
  *
  * - Blocked in their reads (where they spend nearly all their time: BLOCK 2000, 50 ms between).
  *   Redis ends every blocked command with "UNBLOCKED force unblock from blocking operation,
@@ -150,12 +151,15 @@ describe("a failover behind the address in REDIS_URL", () => {
  *     the failed turn drops the groups as known, so the next turn's XGROUP CREATE on the
  *     consumer's own connection (webhooks/index.ts) is refused READONLY too and reconnects that
  *     one; the turn after reads and delivers on the new primary (two 1 s retry pauses);
- *   - the stream worker's XREAD is a read, allowed on a replica: it stays blocked on the demoted
- *     server, which is now a replica of the new primary, and wakes when the new primary's XADD
- *     reaches it by replication. Its scripts run on the service's main connection, which
- *     reconnected when the event path's write was refused (READONLY), before any record was
- *     written on the new primary. So the worker follows the failover only because the demoted
- *     server replicates the new one (as Sentinel's and the managed services' failovers leave it).
+ *   - the stream worker's XREAD is a read, which a replica serves: it blocks on the demoted
+ *     server. Its scripts run on the service's main connection, which reconnected when the event
+ *     path's write was refused (READONLY), before any record was written on the new primary.
+ *     While the demoted server replicates the new primary (as Sentinel's and the managed
+ *     services' failovers leave it), the new primary's XADDs reach it and wake the read. When
+ *     its replication is not running (the third case: its link down; a long first sync is the
+ *     same while it lasts) nothing wakes it, and before stream-loop.ts leaveReplica the worker
+ *     waited there for ever (the event summaries stood still); now its next BLOCK that finds
+ *     nothing sees the server is a replica (ROLE) and reconnects to the address.
  */
 describe("a failover behind REDIS_URL, under the built service's stream worker and webhook consumer", () => {
   let cleanups: Array<() => Promise<void>> = [];
@@ -206,18 +210,27 @@ describe("a failover behind REDIS_URL, under the built service's stream worker a
     return { status: res.status, body: await res.json() };
   }
 
-  /** The ids of the service's blocked reads on a server: the stream worker's XREAD and the webhook consumer's XREADGROUP. */
-  async function blockedReads(redis: Redis): Promise<{ xread?: string; xreadgroup?: string }> {
-    const blocked: { xread?: string; xreadgroup?: string } = {};
-    for (const line of String(await redis.client("LIST")).split("\n")) {
-      const fields = Object.fromEntries(line.split(" ").map((pair) => pair.split("=", 2) as [string, string]));
-      if ((fields.flags ?? "").includes("b") && (fields.cmd === "xread" || fields.cmd === "xreadgroup")) blocked[fields.cmd as "xread" | "xreadgroup"] = fields.id;
-    }
-    return blocked;
+  /**
+   * The connections to a server whose last command was the consumers' read: the stream worker's
+   * XREAD, the webhook consumer's XREADGROUP (by CLIENT LIST), by command, with their ids and
+   * whether they are blocked in it now.
+   */
+  async function consumerReads(redis: Redis): Promise<Array<{ id: string; cmd: string; blocked: boolean }>> {
+    return String(await redis.client("LIST"))
+      .split("\n")
+      .map((line) => Object.fromEntries(line.split(" ").map((pair) => pair.split("=", 2) as [string, string])))
+      .filter((fields) => fields.cmd === "xread" || fields.cmd === "xreadgroup")
+      .map((fields) => ({ id: fields.id!, cmd: fields.cmd!, blocked: (fields.flags ?? "").includes("b") }));
   }
+  const blockedIn = (reads: Awaited<ReturnType<typeof consumerReads>>, cmd: string) => reads.find((r) => r.cmd === cmd && r.blocked)?.id;
 
-  for (const moment of ["blocked in their reads", "between two reads"] as const) {
-    it(`applies and delivers the events written after a failover that finds the consumers ${moment}`, async () => {
+  const cases = [
+    { moment: "blocked in their reads", replicating: true },
+    { moment: "between two reads", replicating: true },
+    { moment: "between two reads", replicating: false },
+  ] as const;
+  for (const { moment, replicating } of cases) {
+    it(`applies and delivers the events written after a failover that finds the consumers ${moment}${replicating ? "" : ", the demoted server not replicating"}`, async () => {
       const { first, second, address, receiver, service, port, primary, replica, hookStream } = await startService();
       const lesson = () => call(port, "POST", "/v1/metrics/lessons/event", { user: { id: "ada", tz: "UTC" }, value: 1 });
       /** Ada's lessons as the stream worker's buckets have them (the system clock: a range around today, so that midnight cannot split it). */
@@ -246,18 +259,26 @@ describe("a failover behind REDIS_URL, under the built service's stream worker a
       await primary.set("failover:mark", "1");
       while ((await primary.wait(1, 1000)) < 1) { /* its first sync is still under way */ }
       // Both consumers blocked on the old primary, waiting for the next record.
-      await waitFor(async () => Object.keys(await blockedReads(primary)).length === 2, "both consumers blocked in their reads");
+      let blocking: { xread?: string; xreadgroup?: string } = {};
+      const bothBlocked = async () => {
+        const reads = await consumerReads(primary);
+        blocking = { xread: blockedIn(reads, "xread"), xreadgroup: blockedIn(reads, "xreadgroup") };
+        return blocking.xread !== undefined && blocking.xreadgroup !== undefined;
+      };
+      await waitFor(bothBlocked, "both consumers blocked in their reads");
 
       // The failover: the replica promoted, the address moved (a connection opened from now on
-      // reaches the new primary), the old primary demoted to the new one's replica.
+      // reaches the new primary), the old primary demoted to the new one's replica, or to the
+      // replica of a port nothing listens on (its replication not running: a link down, or a
+      // long first sync).
       await replica.replicaof("NO", "ONE");
       address.moveTo(portOf(second.url));
+      const upstream = replicating ? portOf(second.url) : await portOutsideEphemeralRange();
       if (moment === "blocked in their reads") {
-        await primary.replicaof("127.0.0.1", portOf(second.url));
+        await primary.replicaof("127.0.0.1", upstream);
       } else {
         // Their reads end (as a BLOCK's timeout ends them) in the same atomic step as the demotion.
-        const { xread, xreadgroup } = await blockedReads(primary);
-        await primary.multi().client("UNBLOCK", xread!, "TIMEOUT").client("UNBLOCK", xreadgroup!, "TIMEOUT").replicaof("127.0.0.1", portOf(second.url)).exec();
+        await primary.multi().client("UNBLOCK", blocking.xread!, "TIMEOUT").client("UNBLOCK", blocking.xreadgroup!, "TIMEOUT").replicaof("127.0.0.1", upstream).exec();
       }
 
       // The event path: a write on the service's old connection is refused (503, nothing
@@ -270,6 +291,10 @@ describe("a failover behind REDIS_URL, under the built service's stream worker a
 
       // After the failover: both events reach the buckets and the endpoint.
       await waitForStates(3, "after the failover");
+      // And the consumers' reading connections to the demoted server are closed: the stream
+      // worker's XREAD, served there while it replicates, leaves after a BLOCK that found nothing.
+      const open = async () => String(await primary.client("LIST")).split("\n").map((line) => /^id=(\d+) /.exec(line)?.[1]);
+      await waitFor(async () => !(await open()).some((id) => id === blocking.xread || id === blocking.xreadgroup), "the consumers' reading connections to the demoted server to close", service.exited, service.output);
     });
   }
 });
