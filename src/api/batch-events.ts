@@ -54,8 +54,8 @@ interface Rejected {
  * answer is the stopping failure's status and error (else the first failure's), so that a
  * retried 5xx sends again only what was not recorded.
  *
- * `logRefusal`: the router's log of writes Redis refused, at maxmemory or as a replica
- * (Router.logRefusal, once per 30 s for the app), so that a batch's refusals share its throttle.
+ * `logRefusal`: the router's log of commands Redis refused (store/redis-refusals.ts;
+ * Router.logRefusal, once per 30 s a cause for the app), so that a batch's refusals share its throttle.
  */
 export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logger, logRefusal: Router["logRefusal"]) {
   return async (req: ApiRequest): Promise<ApiReply> => {

@@ -45,6 +45,8 @@ export const ErrorCodes = {
   // (redis-client.ts), so that an address which moved to the new primary (a managed service's
   // endpoint, a virtual IP) is followed; the SDK retries the 503.
   REDIS_READ_ONLY: { status: 503, message: "Redis refused this write: the server is a read-only replica (after a failover?); nothing was recorded; retry" },
+  // A read refused by a replica: its script was not loaded yet (FUNCTION LOAD is a write).
+  REDIS_READ_ONLY_READ: { status: 503, message: "Redis is a read-only replica and refused to load the script this read needs; retry later" },
   // Redis could not write its AOF or its last RDB snapshot (a full disk): it refuses every write
   // before running it (MISCONF) until a write to its disk succeeds again.
   REDIS_DISK_ERROR: { status: 503, message: "Redis cannot write to its disk (MISCONF) and refused this write; nothing was recorded; retry" },
@@ -58,8 +60,6 @@ export const ErrorCodes = {
   // A script ran past busy-reply-threshold: Redis refuses every other command until it ends.
   REDIS_BUSY: { status: 503, message: "Redis is busy running a script and refused this request; nothing was recorded; retry" },
   REDIS_BUSY_READ: { status: 503, message: "Redis is busy running a script; retry later" },
-  // A read refused by a replica: its script was not loaded yet (FUNCTION LOAD is a write).
-  REDIS_READ_ONLY_READ: { status: 503, message: "Redis is a read-only replica and refused to load the script this read needs; retry later" },
   // A read refused at maxmemory: its script was not loaded yet (FUNCTION LOAD is a write).
   REDIS_OUT_OF_MEMORY_READ: { status: 503, message: "Redis is out of memory (maxmemory) and refused to load the script this read needs; retry later" },
 } as const satisfies Record<string, { status: number; message: string }>;

@@ -67,13 +67,12 @@ function isRedisUnreachable(err: unknown): boolean {
   return err.name === "MaxRetriesPerRequestError" || err.message === "Connection is closed.";
 }
 
-
 /** Why a request failed, as its answer says it: the client's error, Redis's state, or a fault of Laurel's (logged). */
 export interface ErrorAnswer {
   status: number;
   message: string;
   kind: "request" | "unreachable" | "refused" | "internal";
-  /** For kind "refused": why Redis refused the write. */
+  /** For kind "refused": why Redis refused the command (src/store/redis-refusals.ts). */
   cause?: RedisRefusal;
 }
 
