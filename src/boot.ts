@@ -6,6 +6,7 @@ import { pino, type Logger } from "pino";
 import { ConfigError } from "./config/compile.js";
 import type { CompiledTenant } from "./config/compiled.js";
 import { loadConfigFile } from "./config/load.js";
+import { deadline } from "./deadline.js";
 import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/award-ids.js";
 import { isAuthError } from "./store/redis-client.js";
 import { redisRefusalOf } from "./store/redis-refusals.js";
@@ -139,12 +140,16 @@ export function exitOnSignalsWhileStarting(logger: Logger): void {
  */
 export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<void> {
   const seconds = Number(process.env.LAUREL_REDIS_WAIT || 60); // checked by checkEnvironmentOrExit
-  const deadline = Date.now() + seconds * 1000;
+  const giveUpAt = Date.now() + seconds * 1000;
   const address = redisAddress(redis.options);
+  const setting = redis.options.sentinels?.length ? "REDIS_SENTINELS" : "REDIS_URL";
   for (let attempt = 0; ; attempt++) {
     let version: string | null;
     try {
-      await redis.ping();
+      // Each PING bounded (a second at most, and the wait's end): ioredis holds a command without
+      // end while the server takes the connection but never answers (stopped, paused) or while
+      // no sentinel answers (it asks them again and again), and the start waited past its limit.
+      await answeredWithin(redis.ping(), Math.max(1, Math.min(1000, giveUpAt - Date.now())));
       if (attempt > 0) logger.info({ redis: address }, "redis is reachable");
       // A Redis that refuses INFO (renamed by a host) is not checked: its scripts will say it.
       version = await redis.info("server").then(redisVersion, () => null);
@@ -154,8 +159,8 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
         logger.fatal({ redis: address, err: err.message }, `Redis at ${address} refused the credentials in REDIS_URL (${err.message.split(" ")[0]}); check the user and password`);
         process.exit(1);
       }
-      if (Date.now() >= deadline) {
-        logger.fatal({ redis: address, err: (err as Error).message }, `Redis at ${address} is not reachable (waited ${seconds} s, LAUREL_REDIS_WAIT); check REDIS_URL`);
+      if (Date.now() >= giveUpAt) {
+        logger.fatal({ redis: address, err: (err as Error).message }, `Redis at ${address} is not reachable (waited ${seconds} s, LAUREL_REDIS_WAIT); check ${setting}`);
         process.exit(1);
       }
       if (attempt === 0) logger.warn({ redis: address }, `waiting for Redis at ${address} (up to ${seconds} s, LAUREL_REDIS_WAIT)`);
@@ -168,6 +173,23 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
     }
     return;
   }
+}
+
+/** `answer`, or a rejection when it has not come within `ms` (deadline.ts: an answer that arrived in time is read first). */
+function answeredWithin<T>(answer: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = deadline(ms, () => reject(new Error(`no answer within ${ms} ms`)));
+    answer.then(
+      (value) => {
+        timer.cancel();
+        resolve(value);
+      },
+      (err: unknown) => {
+        timer.cancel();
+        reject(err);
+      },
+    );
+  });
 }
 
 

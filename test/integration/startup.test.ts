@@ -990,6 +990,25 @@ describe("node dist/main.js", () => {
     expect(service.output()).not.toMatch(/\n\s+at /); // no stack trace
   });
 
+  it("exits 1 the same way when Redis takes the connection but never answers, and when no sentinel answers", async () => {
+    // ioredis holds a command without end in both cases: the start waited past LAUREL_REDIS_WAIT, for ever.
+    const silent = createServer(() => undefined); // takes connections, answers nothing (a stopped Redis)
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (silent.address() as AddressInfo).port;
+      const stalled = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: `redis://127.0.0.1:${port}`, LAUREL_REDIS_WAIT: "1", LAUREL_WORKER: "off" });
+      expect(await stalled.exited).toBe(1);
+      expect(stalled.output()).toContain(`Redis at 127.0.0.1:${port} is not reachable (waited 1 s, LAUREL_REDIS_WAIT); check REDIS_URL`);
+    } finally {
+      silent.close();
+    }
+    const nobody = await portOutsideEphemeralRange(); // must stay unanswered for the whole wait
+    const sentinels = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_SENTINELS: `127.0.0.1:${nobody}`, LAUREL_REDIS_WAIT: "1", LAUREL_WORKER: "off" });
+    expect(await sentinels.exited).toBe(1);
+    const last = JSON.parse(sentinels.output().trim().split("\n").at(-1)!) as { msg: string };
+    expect(last.msg).toBe(`Redis at primary "mymaster" via sentinels 127.0.0.1:${nobody} is not reachable (waited 1 s, LAUREL_REDIS_WAIT); check REDIS_SENTINELS`);
+  });
+
   it("waits for a Redis that comes up after it, then serves", async () => {
     // Free until the Redis starts on it, well after: a port no other test's freePort() can be given.
     const redisPort = await portOutsideEphemeralRange();
