@@ -31,7 +31,7 @@ export function redisServerAvailable(): boolean {
 }
 
 /** Whether `setpriv --pdeathsig` runs here (util-linux, on every Debian; not on macOS). */
-function setprivDeathSignal(): boolean {
+export function setprivDeathSignal(): boolean {
   return spawnSync("setpriv", ["--pdeathsig", "TERM", "--", "true"], { stdio: "ignore" }).status === 0;
 }
 

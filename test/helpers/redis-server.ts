@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { freePort, startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
+import { freePort, setprivDeathSignal, startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
 
 /**
  * A throwaway redis-server on a free port, without persistence unless asked for.
@@ -55,7 +55,8 @@ export async function startTestSentinel(primaryPort: number, replicaPorts: numbe
     ...replicaPorts.map((replica) => `sentinel known-replica ${name} 127.0.0.1 ${replica}`),
     "",
   ].join("\n"));
-  const child = spawn("setpriv", ["--pdeathsig", "TERM", "--", "redis-server", config, "--sentinel"], { stdio: "ignore" });
+  const args = [config, "--sentinel"];
+  const child = setprivDeathSignal() ? spawn("setpriv", ["--pdeathsig", "TERM", "--", "redis-server", ...args], { stdio: "ignore" }) : spawn("redis-server", args, { stdio: "ignore" });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   // Ready once it answers PING (a sentinel has no `loading` field for waitForRedis to read).
   const probe = new Redis(port, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
