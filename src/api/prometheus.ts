@@ -9,6 +9,7 @@ import type { Webhooks } from "../jobs/webhooks/index.js";
 import { WEBHOOK_GROUP } from "../jobs/webhooks/keys.js";
 import { PROCESS_NAME } from "../process-name.js";
 import { LATENCY_BOUNDS_MS, type RequestStats } from "../http/request-stats.js";
+import { REDIS_REFUSALS } from "../store/redis-refusals.js";
 
 /** This process in the per-process series, as a label value (no quote, backslash or newline). */
 const PROCESS_LABEL = PROCESS_NAME.replace(/["\\\n]/g, "_");
@@ -27,7 +28,7 @@ const PROCESS_LABEL = PROCESS_NAME.replace(/["\\\n]/g, "_");
  *   the looks and misses of its metering reads, so an operator can see whether it is large
  *   enough (a miss computes the id's UUID again, ~1.5 µs).
  * - This process's answers by route: counts by status, and the latency histogram
- *   (src/http/request-stats.ts).
+ *   (src/http/request-stats.ts); and the commands Redis refused it, by cause.
  */
 type GroupLag = StreamLag & { group: string };
 
@@ -82,6 +83,12 @@ export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly Te
  * leave out a labelled series before its first observation.
  */
 function renderRequests(lines: string[], requests: RequestStats): void {
+  // Every cause from the start (0 until one happens), so that an alert's rate() has a series to read.
+  lines.push(
+    "# HELP laurel_redis_refusals_total Commands Redis refused before running them (nothing recorded, answered 503), by cause: out of memory, a read-only replica, its disk, too few replicas, loading, busy.",
+    "# TYPE laurel_redis_refusals_total counter",
+  );
+  for (const { cause } of REDIS_REFUSALS) lines.push(`laurel_redis_refusals_total{process="${PROCESS_LABEL}",cause="${cause}"} ${requests.refusals.get(cause) ?? 0}`);
   const used = requests.routes.filter((r) => r.count > 0);
   lines.push(
     "# HELP laurel_http_requests_total Requests this process answered, by route and status (aborted: the client closed the connection first).",

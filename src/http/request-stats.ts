@@ -35,9 +35,15 @@ export class RouteStats {
   }
 }
 
-/** Every route's stats, in the order the routes were registered. */
+/** Every route's stats, in the order the routes were registered; and Redis's refusals. */
 export class RequestStats {
   readonly routes: RouteStats[] = [];
+  /** Commands Redis refused before running them, by cause (src/store/redis-refusals.ts): a request's, or a batch event's. */
+  readonly refusals = new Map<string, number>();
+
+  refused(cause: string): void {
+    this.refusals.set(cause, (this.refusals.get(cause) ?? 0) + 1);
+  }
 
   route(method: string, route: string): RouteStats {
     const stats = new RouteStats(method, route);

@@ -279,9 +279,11 @@ export class Router {
 
   /**
    * Redis refusing writes (REDIS_REFUSALS): one log line per 30 s for each cause, however many
-   * requests (or a batch's events) it refuses. The answers (503) say it to every client.
+   * requests (or a batch's events) it refuses, and each counted (GET /metrics,
+   * laurel_redis_refusals_total, to alert on). The answers (503) say it to every client.
    */
   logRefusal(cause: RedisRefusal, err: unknown): void {
+    this.stats.refused(cause);
     const log = this.refusalLogs.get(cause)!;
     log.throttle.run((unlogged) => this.opts.logger.error({ err: err instanceof Error ? err.message : String(err), unlogged }, log.message));
   }

@@ -166,6 +166,8 @@ async function refusedWrites(cause: {
   allow: (t: TestApp) => Promise<void>;
   message: string;
   log: string;
+  /** The cause's label on GET /metrics (laurel_redis_refusals_total). */
+  cause: string;
   /** More checks while writes are refused, with the tenant's keys as they were before (`before`). */
   meanwhile?: (t: TestApp, before: Record<string, unknown>, lesson: () => Promise<{ status: number; body: any }>) => Promise<void>;
 }): Promise<void> {
@@ -185,6 +187,10 @@ async function refusedWrites(cause: {
     expect(read.body.total).toBe(10);
     expect(lines.filter((l) => l.msg === cause.log)).toEqual([expect.objectContaining({ level: 50, unlogged: 0 })]);
     expect(lines.filter((l) => l.msg === "request failed")).toEqual([]);
+    // Counted for an alert, each of the three (a cause not met reads 0).
+    const metrics = await (await fetch(`${t.url}/metrics`)).text();
+    expect(metrics).toMatch(new RegExp(`^laurel_redis_refusals_total\\{process="[^"]*",cause="${cause.cause}"\\} 3$`, "m"));
+    expect(metrics).toMatch(/^laurel_redis_refusals_total\{process="[^"]*",cause="busy"\} 0$/m);
     await cause.meanwhile?.(t, before, lesson);
     await cause.allow(t);
     const after = await lesson();
@@ -205,6 +211,7 @@ describe("a Redis that refuses writes for a while", () => {
       allow: async (t) => void (await t.redis.config("SET", "maxmemory", "0")),
       message: "Redis is out of memory (maxmemory) and refused this write; nothing was recorded",
       log: "redis is out of memory (maxmemory): writes are refused",
+      cause: "out-of-memory",
       meanwhile: async (t, before, lesson) => {
         // Reads by script too: their functions carry the no-writes flag (without it Redis refused
         // them as writes: 503 "refused this write" for a read).
@@ -243,6 +250,7 @@ describe("a Redis that refuses writes for a while", () => {
       allow: async (t) => void (await t.redis.config("SET", "save", "")),
       message: "Redis cannot write to its disk (MISCONF) and refused this write; nothing was recorded; retry",
       log: "redis cannot write to its disk (MISCONF): writes are refused until it can",
+      cause: "disk-error",
     });
   });
 
@@ -252,6 +260,7 @@ describe("a Redis that refuses writes for a while", () => {
       allow: async (t) => void (await t.redis.config("SET", "min-replicas-to-write", "0")),
       message: "Redis refused this write: too few replicas are in sync (min-replicas-to-write); nothing was recorded; retry",
       log: "redis has too few replicas in sync (min-replicas-to-write): writes are refused",
+      cause: "too-few-replicas",
     });
   });
 });
