@@ -6,7 +6,7 @@ import { pino, type Logger } from "pino";
 import { ConfigError } from "./config/compile.js";
 import type { CompiledTenant } from "./config/compiled.js";
 import { loadConfigFile } from "./config/load.js";
-import { deadline } from "./deadline.js";
+import { answeredWithin } from "./deadline.js";
 import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/award-ids.js";
 import { isAuthError } from "./store/redis-client.js";
 import { redisRefusalOf } from "./store/redis-refusals.js";
@@ -175,22 +175,6 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
   }
 }
 
-/** `answer`, or a rejection when it has not come within `ms` (deadline.ts: an answer that arrived in time is read first). */
-function answeredWithin<T>(answer: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = deadline(ms, () => reject(new Error(`no answer within ${ms} ms`)));
-    answer.then(
-      (value) => {
-        timer.cancel();
-        resolve(value);
-      },
-      (err: unknown) => {
-        timer.cancel();
-        reject(err);
-      },
-    );
-  });
-}
 
 
 /** `redis_version` of an INFO server reply (Valkey reports its Redis compatibility there too), or null when absent. */
@@ -358,8 +342,8 @@ function logCrashes(logger: Logger): void {
  */
 export function startFailureMessage(err: unknown): string {
   const message = err instanceof Error ? err.message : String(err);
-  if (message.startsWith("READONLY")) return "the start failed: REDIS_URL names a read-only replica; point it at the primary";
   const refusal = redisRefusalOf(err);
+  if (refusal?.cause === "read-only") return "the start failed: REDIS_URL names a read-only replica; point it at the primary";
   if (refusal) return `the start failed: ${refusal.log}`;
   if (/^NOPERM\b.*'function\|/.test(message)) return "the start failed: the Redis user may not run FUNCTION (its ACL); allow it (+function), or set LAUREL_LUA=eval to run the scripts with EVALSHA";
   return "the start failed";

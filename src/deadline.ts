@@ -16,3 +16,20 @@ export function deadline(ms: number, action: () => void): { cancel(): void } {
     },
   };
 }
+
+/** `answer`, or a rejection when it has not come within `ms` (the deadline above: an answer that arrived in time is read first; /healthz, the start's wait for Redis). */
+export function answeredWithin<T>(answer: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = deadline(ms, () => reject(new Error(`no answer within ${ms} ms`)));
+    answer.then(
+      (value) => {
+        timer.cancel();
+        resolve(value);
+      },
+      (err: unknown) => {
+        timer.cancel();
+        reject(err);
+      },
+    );
+  });
+}

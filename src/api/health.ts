@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
 import type { Clock } from "../clock.js";
-import { deadline } from "../deadline.js";
+import { answeredWithin } from "../deadline.js";
 import type { ApiReply } from "../http/router.js";
 
 /**
@@ -21,14 +21,10 @@ export function healthHandler(redis: Redis, clock: Clock) {
   return async (): Promise<ApiReply> => {
     if (redis.status !== "ready") return DOWN;
     // The PING's deadline lets the process read an answer that arrived in time (deadline.ts).
-    let timer: { cancel(): void } | undefined;
-    const timedOut = new Promise<false>((resolve) => (timer = deadline(HEALTH_PING_TIMEOUT_MS, () => resolve(false))));
-    const answered = redis.ping().then(
+    const ok = await answeredWithin(redis.ping(), HEALTH_PING_TIMEOUT_MS).then(
       () => true,
       () => false,
     );
-    const ok = await Promise.race([answered, timedOut]);
-    timer!.cancel();
     return ok ? { status: 200, body: { status: "ok", redis: "ok", now: new Date(clock.now()).toISOString() } } : DOWN;
   };
 }

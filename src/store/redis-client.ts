@@ -1,6 +1,7 @@
 import { Redis, type RedisOptions } from "ioredis";
 import type { ConnectionOptions } from "bullmq";
 import type { Logger } from "pino";
+import { redisRefusalOf } from "./redis-refusals.js";
 import { coalesceWrites } from "./write-coalescing.js";
 
 /**
@@ -17,15 +18,6 @@ export function createRedisClient(url: string | undefined, options: RedisOptions
 }
 
 /**
- * A replica refuses every write before running it (a write command, a script that may write,
- * FUNCTION LOAD): "READONLY You can't write against a read only replica." (in a script run by
- * EVAL, at its first write, before any has run).
- */
-export function isReadOnlyError(err: unknown): err is Error {
-  return err instanceof Error && err.message.startsWith("READONLY");
-}
-
-/**
  * ioredis' reconnectOnError: the server this connection reached was demoted to a replica (a
  * failover) while the address in REDIS_URL may lead to the new primary by now (a managed
  * service's endpoint, a virtual IP, DNS). Without a new connection every write failed until the
@@ -36,7 +28,7 @@ export function isReadOnlyError(err: unknown): err is Error {
  * unanswered, which the event call handles: redis-script.ts MayHaveRun).
  */
 function reconnectWhenReadOnly(err: Error): 1 | false {
-  return isReadOnlyError(err) ? 1 : false;
+  return redisRefusalOf(err)?.cause === "read-only" ? 1 : false;
 }
 
 /**
