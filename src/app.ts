@@ -64,6 +64,12 @@ export interface AppOptions {
    */
   drainMs?: number;
   /**
+   * How long a read (GET) waits for Redis before it is answered 503 (src/http/read-deadline.ts);
+   * 0: for as long as Redis takes. Writes always wait.
+   * @default 2000 (LAUREL_READ_TIMEOUT)
+   */
+  readTimeoutMs?: number;
+  /**
    * How long close() keeps the connections open, within drainMs, though no request is in flight
    * (Router.drain): for connections accepted just before the listen socket closed, whose first
    * request has not arrived yet. Tests' in-process apps set 0.
@@ -94,6 +100,9 @@ export function assertNativeUws(): void {
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
+
+/** LAUREL_READ_TIMEOUT's default: how long a read waits for a stalled Redis before its 503. */
+export const DEFAULT_READ_TIMEOUT_MS = 2_000;
 
 /** LAUREL_DRAIN's default: how long a stop waits for the requests already taken to be answered. */
 export const DEFAULT_DRAIN_MS = 10_000;
@@ -152,7 +161,7 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   if (webhooks && opts.clock instanceof ManualClock) opts.clock.onChange(() => webhooks.runDue());
   // issue 6: end
   const app = uWS.App();
-  const router = new Router(app, { maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, logger: opts.logger });
+  const router = new Router(app, { maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, logger: opts.logger, readTimeoutMs: opts.readTimeoutMs ?? DEFAULT_READ_TIMEOUT_MS });
 
   const recordEvent = recordEventHandler(tenants, opts.clock, opts.logger);
   router.add("post", "/v1/metrics/:key/event", 1, recordEvent);
@@ -186,7 +195,8 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
     router.add("post", "/admin/v1/clock", 0, setClockHandler(tenants, opts.clock));
     router.add("get", "/admin/v1/clock", 0, getClockHandler(tenants, opts.clock));
   }
-  router.add("get", "/healthz", 0, healthHandler(opts.redis, opts.clock));
+  // Its own bound (HEALTH_PING_TIMEOUT_MS), and its own body for a Redis that does not answer.
+  router.add("get", "/healthz", 0, healthHandler(opts.redis, opts.clock), { ownDeadline: true });
   // issue 4 (read endpoints, stream worker lag): begin
   registerReadRoutes(router, tenants, opts.clock, opts.redis, opts.tenants, webhooks);
   // issue 4: end
@@ -218,6 +228,7 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
       // Present at runtime though missing from this build's types (STACK.md §2): closes open connections too.
       (app as unknown as { close?: () => void }).close?.();
       if (refreshTimer) clearInterval(refreshTimer);
+      router.close();
       await timeTriggers?.close();
       await streakExpiry?.close();
       await runRetention?.close();

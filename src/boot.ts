@@ -243,7 +243,7 @@ const SWITCHES: Record<string, readonly string[]> = {
 /**
  * Exit 1 naming a switch set to a value it does not take (`LAUREL_CLOCK=manul` ran the system
  * clock, `LAUREL_WORKER=false` ran the worker), a LOG_LEVEL pino does not know, a
- * LAUREL_REDIS_WAIT or LAUREL_DRAIN that is not a number of seconds, or a LAUREL_AWARD_IDS the
+ * LAUREL_REDIS_WAIT, LAUREL_DRAIN or LAUREL_READ_TIMEOUT that is not a number of seconds, or a LAUREL_AWARD_IDS the
  * award id table cannot take (and, for the service, a PORT that is not one): all of them in one
  * line. Run first, before anything starts.
  */
@@ -257,7 +257,7 @@ export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = 
     if (value && !values.includes(value)) problems.push(`${name} must be ${values.join(" or ")} (got ${JSON.stringify(value)})`);
   }
   if (logLevel(env) === null) problems.push(`LOG_LEVEL must be one of ${Object.keys(pino.levels.values).join(", ")} or silent (got ${JSON.stringify(env.LOG_LEVEL)})`);
-  for (const name of ["LAUREL_REDIS_WAIT", "LAUREL_DRAIN"]) {
+  for (const name of ["LAUREL_REDIS_WAIT", "LAUREL_DRAIN", "LAUREL_READ_TIMEOUT"]) {
     const seconds = env[name];
     if (seconds && !/^\d+(\.\d+)?$/.test(seconds)) problems.push(`${name} must be a number of seconds, 0 or more, in digits (got ${JSON.stringify(seconds)})`);
   }

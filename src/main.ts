@@ -26,6 +26,7 @@ import { sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
  *   LAUREL_REUSE_PORT "1": share PORT with other processes that set it (SO_REUSEPORT)
  *   LAUREL_REDIS_WAIT seconds to wait at start for a REDIS_URL that does not answer yet (default 60)
  *   LAUREL_DRAIN    seconds a stop waits for the requests already taken to be answered (default 10)
+ *   LAUREL_READ_TIMEOUT seconds a read waits for a stalled Redis before its 503 (default 2; 0: no bound)
  *   LAUREL_AWARD_IDS award ids remembered (a power of two, default 262144, 13 MB; 0: none)
  *   LOG_LEVEL       pino level (default info)
  */
@@ -84,12 +85,13 @@ async function main(logger: Logger): Promise<void> {
   await waitForRedisOrExit(redis, logger);
 
   const drainMs = process.env.LAUREL_DRAIN ? Number(process.env.LAUREL_DRAIN) * 1000 : undefined; // checked by checkEnvironmentOrExit
+  const readTimeoutMs = process.env.LAUREL_READ_TIMEOUT ? Number(process.env.LAUREL_READ_TIMEOUT) * 1000 : undefined; // the same
   // The Redis client, then the embedded server: the end of a failed start and of a stop.
   const cleanup = async (): Promise<void> => {
     await redis.quit().catch(() => undefined);
     await embedded?.stop();
   };
-  const app = await startApp({ tenants, redis, clock, logger, port, reusePort, drainMs, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } }).catch(async (err: unknown) => {
+  const app = await startApp({ tenants, redis, clock, logger, port, reusePort, drainMs, readTimeoutMs, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } }).catch(async (err: unknown) => {
     // A port it cannot listen on: said in one line, not a stack.
     if (err instanceof ListenError) {
       logger.fatal(err.message);

@@ -89,6 +89,11 @@ function renderRequests(lines: string[], requests: RequestStats): void {
     "# TYPE laurel_redis_refusals_total counter",
   );
   for (const { cause } of REDIS_REFUSALS) lines.push(`laurel_redis_refusals_total{process="${PROCESS_LABEL}",cause="${cause}"} ${requests.refusals.get(cause) ?? 0}`);
+  lines.push(
+    "# HELP laurel_read_timeouts_total Reads (GET) answered 503 because Redis had not answered them within LAUREL_READ_TIMEOUT (a stalled Redis).",
+    "# TYPE laurel_read_timeouts_total counter",
+    `laurel_read_timeouts_total{process="${PROCESS_LABEL}"} ${requests.readTimeouts}`,
+  );
   const used = requests.routes.filter((r) => r.count > 0);
   lines.push(
     "# HELP laurel_http_requests_total Requests this process answered, by route and status (aborted: the client closed the connection first).",

@@ -60,6 +60,9 @@ export const ErrorCodes = {
   // A script ran past busy-reply-threshold: Redis refuses every other command until it ends.
   REDIS_BUSY: { status: 503, message: "Redis is busy running a script and refused this request; nothing was recorded; retry" },
   REDIS_BUSY_READ: { status: 503, message: "Redis is busy running a script; retry later" },
+  // A read (GET) Redis had not answered within LAUREL_READ_TIMEOUT (src/http/read-deadline.ts):
+  // Redis is stalled; the message names the bound. Writes are never answered early.
+  REDIS_READ_TIMEOUT: { status: 503, message: "Redis did not answer in time; retry later" },
   // A read refused at maxmemory: its script was not loaded yet (FUNCTION LOAD is a write).
   REDIS_OUT_OF_MEMORY_READ: { status: 503, message: "Redis is out of memory (maxmemory) and refused to load the script this read needs; retry later" },
 } as const satisfies Record<string, { status: number; message: string }>;

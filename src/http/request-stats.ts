@@ -40,6 +40,8 @@ export class RequestStats {
   readonly routes: RouteStats[] = [];
   /** Commands Redis refused before running them, by cause (src/store/redis-refusals.ts): a request's, or a batch event's. */
   readonly refusals = new Map<string, number>();
+  /** Reads answered 503 because Redis had not answered them within LAUREL_READ_TIMEOUT (read-deadline.ts). */
+  readTimeouts = 0;
 
   refused(cause: string): void {
     this.refusals.set(cause, (this.refusals.get(cause) ?? 0) + 1);

@@ -10,6 +10,7 @@ import { ABORTED, RequestStats } from "./request-stats.js";
 import { stringifyReply } from "./raw-json.js";
 import { errorJson, sendJson } from "./respond.js";
 import { LogThrottle } from "../log-throttle.js";
+import { ReadDeadline } from "./read-deadline.js";
 
 /** What a handler sees: everything read synchronously from uWS before the first await. */
 export interface ApiRequest {
@@ -34,6 +35,8 @@ export type Handler = (req: ApiRequest) => Promise<ApiReply> | ApiReply;
 export interface RouterOptions {
   maxBodyBytes: number;
   logger: Logger;
+  /** How long a read (GET) waits for Redis before it is answered 503 (read-deadline.ts); 0: for as long as it takes. */
+  readTimeoutMs?: number;
 }
 
 type Method = "get" | "post" | "put" | "patch" | "del";
@@ -93,6 +96,8 @@ export function errorAnswer(err: unknown, read: boolean): ErrorAnswer {
 export interface RouteOptions {
   /** This route's body limit, instead of the router's (a batch of events). */
   maxBodyBytes?: number;
+  /** A read that bounds its own wait for Redis (GET /healthz says "degraded" in its own body): no read deadline. */
+  ownDeadline?: boolean;
 }
 
 const BODY_METHODS = new Set<Method>(["post", "put", "patch"]);
@@ -136,8 +141,27 @@ export class Router {
   private readonly refusalLogs = new Map(REDIS_REFUSALS.map((r) => [r.cause, { throttle: new LogThrottle(), message: r.log }]));
   /** Answers per route, status and latency (GET /metrics). */
   readonly stats = new RequestStats();
+  /** Answers the reads Redis keeps waiting past opts.readTimeoutMs (null: reads wait). */
+  private readonly readDeadline: ReadDeadline | null;
+  private readonly readTimeoutLog = new LogThrottle();
 
-  constructor(private readonly app: TemplatedApp, private readonly opts: RouterOptions) {}
+  constructor(private readonly app: TemplatedApp, private readonly opts: RouterOptions) {
+    const bound = opts.readTimeoutMs ?? 0;
+    this.readDeadline = bound > 0 ? new ReadDeadline(bound, (count) => this.readsTimedOut(count)) : null;
+  }
+
+  /** Stops the read deadline's sweep (the app's close, after the drain). */
+  close(): void {
+    this.readDeadline?.stop();
+  }
+
+  /** Reads answered 503 by the read deadline: counted (GET /metrics), and said once per 30 s. */
+  private readsTimedOut(count: number): void {
+    this.stats.readTimeouts += count;
+    this.readTimeoutLog.run((unlogged) =>
+      this.opts.logger.warn({ reads: count, unlogged, boundMs: this.readDeadline!.boundMs }, "Redis did not answer reads in time: answered 503 (a stalled Redis? LAUREL_READ_TIMEOUT)"),
+    );
+  }
 
   /**
    * For a graceful stop, after the listen socket is closed: waits until every request already
@@ -181,6 +205,7 @@ export class Router {
     const withBody = BODY_METHODS.has(method);
     // A read changes nothing either way, so its 503 does not speak of retrying a write.
     const read = method === "get";
+    const deadline = read && !options.ownDeadline ? this.readDeadline : null;
     const maxBodyBytes = options.maxBodyBytes ?? this.opts.maxBodyBytes;
     const stats = this.stats.route(METHOD_NAMES[method], pattern);
     this.app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
@@ -188,21 +213,22 @@ export class Router {
       let aborted = false;
       let settled = false;
       this.inFlight++;
+      const end = (status: number | typeof ABORTED): void => {
+        settled = true;
+        deadline?.untrack(fail);
+        this.settle();
+        stats.record(status, performance.now() - arrived);
+      };
       res.onAborted(() => {
         aborted = true;
-        if (!settled) {
-          settled = true;
-          this.settle();
-          stats.record(ABORTED, performance.now() - arrived);
-        }
+        if (!settled) end(ABORTED);
       });
+      // Once: a read the deadline answered (or whose client went away) still gets its handler's
+      // answer later, which must not be written after the first.
       const finish = (status: number, json: string, close = false, contentType?: string): void => {
+        if (settled) return;
         if (!aborted) sendJson(res, status, json, close || this.draining, contentType);
-        if (!settled) {
-          settled = true;
-          this.settle();
-          stats.record(status, performance.now() - arrived);
-        }
+        end(status);
       };
       const fail = (err: unknown): void => {
         const answer = errorAnswer(err, read);
@@ -227,6 +253,7 @@ export class Router {
         return;
       }
       const run = (): void => {
+        deadline?.track(fail, arrived);
         try {
           Promise.resolve(handler(request)).then(
             (reply) => (reply.contentType ? finish(reply.status, reply.body as string, false, reply.contentType) : finish(reply.status, stringifyReply(reply.body))),

@@ -52,6 +52,12 @@ export interface TestAppOptions {
   logger?: Logger;
   /** AppOptions.lingerMs: 0 unless set, so that closing a test app takes no second (the built service's stop tests keep the default). */
   lingerMs?: number;
+  /**
+   * AppOptions.readTimeoutMs: 0 (reads wait) unless set. The production bound (2 s) is the
+   * machine's to meet: on a loaded box a test's read could be answered 503 by it (the tests of
+   * the bound set it; the built service's tests keep the default).
+   */
+  readTimeoutMs?: number;
 }
 
 export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> {
@@ -71,7 +77,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
   // A stop cuts the attempts in flight at once unless a test sets a grace (the production 2 s
   // would make a stop's tests with a hanging receiver wait for it).
   const webhooks = { ...opts.webhooks, delivery: { stopGraceMs: 0, ...delivery, firstAttempt: { timeoutMs: 600_000, slowMs: 600_000, ...delivery?.firstAttempt } } };
-  const app = await startApp({ tenants, redis, clock, logger, host: "127.0.0.1", port: 0, maxBodyBytes: opts.maxBodyBytes, jobs: opts.jobs, thresholdRefreshMs: opts.thresholdRefreshMs ?? 0, webhooks, lingerMs: opts.lingerMs ?? 0 }).catch(
+  const app = await startApp({ tenants, redis, clock, logger, host: "127.0.0.1", port: 0, maxBodyBytes: opts.maxBodyBytes, jobs: opts.jobs, thresholdRefreshMs: opts.thresholdRefreshMs ?? 0, webhooks, lingerMs: opts.lingerMs ?? 0, readTimeoutMs: opts.readTimeoutMs ?? 0 }).catch(
     async (err: unknown) => {
       redis.disconnect();
       throw err;

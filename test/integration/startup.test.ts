@@ -952,7 +952,7 @@ describe("node dist/main.js", () => {
   });
 
   it.each(["verbose", "constructor", "toString"])("refuses a LOG_LEVEL pino does not know (%s), with the ones it does, beside the other bad variables", async (level) => {
-    const service = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: inject("redisUrl"), LOG_LEVEL: level, LAUREL_CLOCK: "manul", LAUREL_DRAIN: "-1" });
+    const service = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: inject("redisUrl"), LOG_LEVEL: level, LAUREL_CLOCK: "manul", LAUREL_DRAIN: "-1", LAUREL_READ_TIMEOUT: "2s" });
     try {
       expect(await service.exited).toBe(1);
       // One line names them all (LOG_LEVEL used to be said alone, and the others took another start).
@@ -960,6 +960,7 @@ describe("node dist/main.js", () => {
       expect(line).toContain(`LOG_LEVEL must be one of trace, debug, info, warn, error, fatal or silent (got \\"${level}\\")`);
       expect(line).toContain("LAUREL_CLOCK must be manual or system");
       expect(line).toContain('LAUREL_DRAIN must be a number of seconds, 0 or more, in digits (got \\"-1\\")');
+      expect(line).toContain('LAUREL_READ_TIMEOUT must be a number of seconds, 0 or more, in digits (got \\"2s\\")');
     } finally {
       service.child.kill("SIGKILL"); // taken, the level would have started a service that runs on
     }

@@ -1,0 +1,107 @@
+import { Redis } from "ioredis";
+import pino from "pino";
+import { describe, expect, it } from "vitest";
+import { startTestApp } from "../helpers/app.js";
+import { startTestRedis } from "../helpers/redis-server.js";
+import { portOutsideEphemeralRange } from "../helpers/ports.js";
+import { runService, waitFor } from "../helpers/service-process.js";
+
+/**
+ * LAUREL_READ_TIMEOUT (src/http/read-deadline.ts): a read (GET) Redis keeps waiting is answered
+ * 503 once it has waited the bound; a write waits for Redis and is answered, applied, when it
+ * resumes. Redis is stalled for as long as the test needs with SIGSTOP (it keeps the connections
+ * and answers nothing), so no answer here depends on how fast the box is: the reads' 503s come
+ * while Redis cannot answer at all.
+ */
+
+const lesson = { user: { id: "gate", tz: "UTC" }, value: 1 };
+
+async function redisPid(info: string): Promise<number> {
+  return Number(/process_id:(\d+)/.exec(info)![1]);
+}
+
+describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
+  it("answers the reads a stalled Redis keeps waiting with 503, while a write waits and is applied when Redis resumes", async () => {
+    const server = await startTestRedis();
+    const lines: Array<{ level: number; msg: string; reads?: number }> = [];
+    const t = await startTestApp({ redisUrl: server.url, jobs: false, readTimeoutMs: 300, logger: pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }) });
+    const pid = await redisPid(await t.redis.info("server"));
+    try {
+      expect((await t.call("POST", "/v1/metrics/lessons/event", lesson)).status).toBe(201);
+      process.kill(pid, "SIGSTOP");
+      let event: Promise<{ status: number; body: any }>;
+      let eventAnswered = false;
+      try {
+        event = t.call("POST", "/v1/metrics/lessons/event", lesson);
+        void event.then(() => (eventAnswered = true));
+        const timedOut = { status: 503, body: { error: "Redis did not answer within 300 ms; retry later" } };
+        // The metering read and a read through a script, each answered while Redis is stopped.
+        expect(await t.call("GET", "/v1/users/gate/points/xp")).toEqual(timedOut);
+        expect(await t.call("GET", "/v1/users/gate/streak")).toEqual(timedOut);
+        // A read that needs no Redis is answered as ever.
+        expect((await t.call("GET", "/v1/points/xp")).status).toBe(200);
+        // /healthz keeps its own bound and its own body.
+        expect(await t.call("GET", "/healthz", undefined, {})).toEqual({ status: 503, body: { error: "Redis is not reachable", status: "degraded", redis: "down" } });
+        // The event sent before the reads is still waiting for Redis: never answered early.
+        expect(eventAnswered).toBe(false);
+      } finally {
+        process.kill(pid, "SIGCONT");
+      }
+      expect((await event).status).toBe(201);
+      const read = await t.call("GET", "/v1/users/gate/points/xp");
+      expect(read.status).toBe(200);
+      expect(read.body.total).toBe(20);
+      const metrics = (await t.call("GET", "/metrics", undefined, {})).body as string;
+      expect(metrics).toMatch(/^laurel_read_timeouts_total\{process="[^"]*"\} 2$/m);
+      expect(metrics).toMatch(/^laurel_http_requests_total\{process="[^"]*",method="GET",route="\/v1\/users\/:id\/points\/:key",status="503"\} 1$/m);
+      // The timed-out read's own answer, which its handler gave once Redis resumed (before the read
+      // above: Redis answers in order), was neither sent nor counted: one answer a request.
+      expect(metrics).toMatch(/^laurel_http_requests_total\{process="[^"]*",method="GET",route="\/v1\/users\/:id\/points\/:key",status="200"\} 1$/m);
+      // Said once for both reads (throttled), as a warning.
+      const said = lines.filter((l) => l.msg.startsWith("Redis did not answer reads in time"));
+      expect(said).toHaveLength(1);
+      expect(said[0]!.level).toBe(40);
+    } finally {
+      await t.close();
+      await server.stop();
+    }
+  });
+
+  it("the built service bounds reads by LAUREL_READ_TIMEOUT (seconds), and 0 lets them wait", async () => {
+    const server = await startTestRedis();
+    const port = await portOutsideEphemeralRange();
+    const bounded = runService({ PORT: String(port), REDIS_URL: server.url, LAUREL_WORKER: "off", LAUREL_READ_TIMEOUT: "0.2" });
+    const unboundedPort = await portOutsideEphemeralRange();
+    const unbounded = runService({ PORT: String(unboundedPort), REDIS_URL: server.url, LAUREL_WORKER: "off", LAUREL_READ_TIMEOUT: "0" });
+    const admin = new Redis(server.url);
+    const pid = await redisPid(await admin.info("server"));
+    const get = (p: number) => fetch(`http://127.0.0.1:${p}/v1/users/gate/points/xp`, { headers: { "x-api-key": "demo-key" } });
+    try {
+      await waitFor(() => bounded.output().includes("laurel listening") && unbounded.output().includes("laurel listening"), "both listening", bounded.exited);
+      expect((await fetch(`http://127.0.0.1:${port}/v1/metrics/lessons/event`, { method: "POST", headers: { "x-api-key": "demo-key", "content-type": "application/json" }, body: JSON.stringify(lesson) })).status).toBe(201);
+      process.kill(pid, "SIGSTOP");
+      let waiting: Promise<Response>;
+      let waitingAnswered = false;
+      try {
+        waiting = get(unboundedPort);
+        void waiting.then(() => (waitingAnswered = true));
+        const res = await get(port);
+        expect(res.status).toBe(503);
+        expect(await res.json()).toEqual({ error: "Redis did not answer within 200 ms; retry later" });
+        // The service with 0 has answered nothing: its read waits for Redis.
+        expect(waitingAnswered).toBe(false);
+      } finally {
+        process.kill(pid, "SIGCONT");
+      }
+      const late = await waiting;
+      expect(late.status).toBe(200);
+      expect((await late.json()).total).toBe(10);
+    } finally {
+      admin.disconnect();
+      bounded.child.kill("SIGKILL");
+      unbounded.child.kill("SIGKILL");
+      await Promise.all([bounded.exited, unbounded.exited]);
+      await server.stop();
+    }
+  });
+});

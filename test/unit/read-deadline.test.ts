@@ -1,0 +1,34 @@
+import { describe, expect, it } from "vitest";
+import { ReadDeadline } from "../../src/http/read-deadline.js";
+import { LaurelError } from "../../src/domain/errors.js";
+
+describe("ReadDeadline.sweep", () => {
+  it("answers, oldest first, the reads that have waited the bound, once each, and counts them per sweep", () => {
+    const counts: number[] = [];
+    const deadline = new ReadDeadline(100, (count) => counts.push(count));
+    try {
+      const answered: Array<[string, unknown]> = [];
+      const read = (name: string) => (err: unknown) => answered.push([name, err]);
+      const [a, b, c, d] = [read("a"), read("b"), read("c"), read("d")];
+      deadline.track(a, 1000);
+      deadline.track(b, 1050);
+      deadline.track(c, 1100);
+      deadline.track(d, 1150);
+      deadline.untrack(b); // answered by its handler first
+      deadline.sweep(1099.9); // a has waited 99.9 ms: not yet
+      expect(answered).toEqual([]);
+      deadline.sweep(1200); // a (200 ms) and c (100 ms: the bound itself); d (50 ms) waits on
+      expect(answered.map(([name]) => name)).toEqual(["a", "c"]);
+      const err = answered[0]![1] as LaurelError;
+      expect(err).toBeInstanceOf(LaurelError);
+      expect(err.status).toBe(503);
+      expect(err.message).toBe("Redis did not answer within 100 ms; retry later");
+      deadline.sweep(1200); // answered ones are not answered again
+      deadline.sweep(1250);
+      expect(answered.map(([name]) => name)).toEqual(["a", "c", "d"]);
+      expect(counts).toEqual([2, 1]);
+    } finally {
+      deadline.stop();
+    }
+  });
+});
