@@ -10,13 +10,19 @@ import { LaurelError } from "../domain/errors.js";
  * writes still wait (Redis may yet apply them: an early 503 would let an event be counted twice
  * by a client that retries without an Idempotency-Key).
  *
- * Nothing per request but a Map entry: a timer per read would cost the metering read more than
- * the entry does. One sweep every quarter of the bound answers the reads that have waited the
- * bound; the Map keeps arrival order, so a sweep stops at the first read still within it.
+ * Per read, one small node linked at the tail of a list (arrival order) and unlinked when the
+ * read ends; one sweep every quarter of the bound answers the reads that have waited it, from the
+ * head, and stops at the first read still within it. A timer per read would cost more. So did a
+ * Map of the waiting reads (+10-14k instructions a metering read under `bench/read-cost.mjs`, all
+ * of it in the young-generation collector): the Map's table is rebuilt as entries come and go, and
+ * each discarded table that had reached the old generation kept the reads it had held alive until
+ * a full collection (the mechanism v8-tuning.ts describes). An unlinked node is emptied, so a dead
+ * node holds nothing.
  */
 export class ReadDeadline {
-  /** Each waiting read's `expire`, with its arrival (performance.now()), oldest first. */
-  private readonly waiting = new Map<(err: unknown) => void, number>();
+  /** The oldest waiting read, and the newest (arrival order). */
+  private head: WaitingRead | null = null;
+  private tail: WaitingRead | null = null;
   private readonly timer: NodeJS.Timeout;
   /** The one error every expired read is answered with (a LaurelError: the router's 503 with its message). */
   private readonly error: LaurelError;
@@ -35,22 +41,32 @@ export class ReadDeadline {
     this.timer.unref();
   }
 
-  /** A read began: `expire` answers it with the bound's 503 (it must end the read: untrack). */
-  track(expire: (err: unknown) => void, arrived: number): void {
-    this.waiting.set(expire, arrived);
+  /** A read began: `expire` answers it with the bound's 503. Give the node to untrack when the read ends. */
+  track(expire: (err: unknown) => void, arrived: number): WaitingRead {
+    const node = new WaitingRead(expire, arrived, this.tail);
+    if (this.tail === null) this.head = node;
+    else this.tail.next = node;
+    this.tail = node;
+    return node;
   }
 
-  /** The read ended (answered, or its client went away). */
-  untrack(expire: (err: unknown) => void): void {
-    this.waiting.delete(expire);
+  /** The read ended (answered, or its client went away); once per node, or again harmlessly. */
+  untrack(node: WaitingRead): void {
+    if (node.expire === null) return;
+    if (node.prev === null) this.head = node.next;
+    else node.prev.next = node.next;
+    if (node.next === null) this.tail = node.prev;
+    else node.next.prev = node.prev;
+    node.expire = node.prev = node.next = null;
   }
 
   /** Answers every read that has waited the bound. */
   sweep(now = performance.now()): void {
     let expired = 0;
-    for (const [expire, arrived] of this.waiting) {
-      if (now - arrived < this.boundMs) break;
-      this.waiting.delete(expire);
+    while (this.head !== null && now - this.head.arrived >= this.boundMs) {
+      const node = this.head;
+      const expire = node.expire!;
+      this.untrack(node);
       expire(this.error);
       expired++;
     }
@@ -60,4 +76,14 @@ export class ReadDeadline {
   stop(): void {
     clearInterval(this.timer);
   }
+}
+
+/** A waiting read in ReadDeadline's list: emptied (expire null) once unlinked. */
+export class WaitingRead {
+  next: WaitingRead | null = null;
+  constructor(
+    public expire: ((err: unknown) => void) | null,
+    readonly arrived: number,
+    public prev: WaitingRead | null,
+  ) {}
 }

@@ -10,7 +10,7 @@ import { ABORTED, RequestStats } from "./request-stats.js";
 import { stringifyReply } from "./raw-json.js";
 import { errorJson, sendJson } from "./respond.js";
 import { LogThrottle } from "../log-throttle.js";
-import { ReadDeadline } from "./read-deadline.js";
+import { ReadDeadline, type WaitingRead } from "./read-deadline.js";
 
 /** What a handler sees: everything read synchronously from uWS before the first await. */
 export interface ApiRequest {
@@ -212,10 +212,12 @@ export class Router {
       const arrived = performance.now();
       let aborted = false;
       let settled = false;
+      // This read's place in the read deadline's list, while it waits (run).
+      let waiting: WaitingRead | null = null;
       this.inFlight++;
       const end = (status: number | typeof ABORTED): void => {
         settled = true;
-        deadline?.untrack(fail);
+        if (waiting !== null) deadline!.untrack(waiting);
         this.settle();
         stats.record(status, performance.now() - arrived);
       };
@@ -253,7 +255,7 @@ export class Router {
         return;
       }
       const run = (): void => {
-        deadline?.track(fail, arrived);
+        if (deadline !== null) waiting = deadline.track(fail, arrived);
         try {
           Promise.resolve(handler(request)).then(
             (reply) => (reply.contentType ? finish(reply.status, reply.body as string, false, reply.contentType) : finish(reply.status, stringifyReply(reply.body))),

@@ -95,7 +95,7 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
       }
       const late = await waiting;
       expect(late.status).toBe(200);
-      expect((await late.json()).total).toBe(10);
+      expect(((await late.json()) as { total: number }).total).toBe(10);
     } finally {
       admin.disconnect();
       bounded.child.kill("SIGKILL");

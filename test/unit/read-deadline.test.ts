@@ -11,10 +11,11 @@ describe("ReadDeadline.sweep", () => {
       const read = (name: string) => (err: unknown) => answered.push([name, err]);
       const [a, b, c, d] = [read("a"), read("b"), read("c"), read("d")];
       deadline.track(a, 1000);
-      deadline.track(b, 1050);
+      const waitingB = deadline.track(b, 1050);
       deadline.track(c, 1100);
-      deadline.track(d, 1150);
-      deadline.untrack(b); // answered by its handler first
+      const waitingD = deadline.track(d, 1150);
+      deadline.untrack(waitingB); // answered by its handler first
+      deadline.untrack(waitingB); // and again: nothing more
       deadline.sweep(1099.9); // a has waited 99.9 ms: not yet
       expect(answered).toEqual([]);
       deadline.sweep(1200); // a (200 ms) and c (100 ms: the bound itself); d (50 ms) waits on
@@ -27,6 +28,13 @@ describe("ReadDeadline.sweep", () => {
       deadline.sweep(1250);
       expect(answered.map(([name]) => name)).toEqual(["a", "c", "d"]);
       expect(counts).toEqual([2, 1]);
+      // Untracking an expired read (the router does, as it answers it) changes nothing; the list goes on.
+      deadline.untrack(waitingD);
+      const e = read("e");
+      deadline.track(e, 2000);
+      deadline.sweep(2100);
+      expect(answered.map(([name]) => name)).toEqual(["a", "c", "d", "e"]);
+      expect(counts).toEqual([2, 1, 1]);
     } finally {
       deadline.stop();
     }
