@@ -198,7 +198,7 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   // Its own bound (HEALTH_PING_TIMEOUT_MS), and its own body for a Redis that does not answer.
   router.add("get", "/healthz", 0, healthHandler(opts.redis, opts.clock), { ownDeadline: true });
   // issue 4 (read endpoints, stream worker lag): begin
-  registerReadRoutes(router, tenants, opts.clock, opts.redis, opts.tenants, webhooks);
+  registerReadRoutes(router, tenants, opts.clock, opts.redis, opts.tenants, webhooks, opts.logger);
   // issue 4: end
   // issue 6 (outbound events): begin
   registerWebhookRoutes(router, tenants, webhooks);

@@ -10,6 +10,9 @@ import { WEBHOOK_GROUP } from "../jobs/webhooks/keys.js";
 import { PROCESS_NAME } from "../process-name.js";
 import { LATENCY_BOUNDS_MS, type RequestStats } from "../http/request-stats.js";
 import { REDIS_REFUSALS } from "../store/redis-refusals.js";
+import { answeredWithin } from "../deadline.js";
+import { LogThrottle } from "../log-throttle.js";
+import type { Logger } from "pino";
 
 /** This process in the per-process series, as a label value (no quote, backslash or newline). */
 const PROCESS_LABEL = PROCESS_NAME.replace(/["\\\n]/g, "_");
@@ -44,11 +47,16 @@ export interface TenantDeliveries {
   counts: Record<DeliveryStatus, number>;
 }
 
-export function renderMetrics(lags: readonly GroupLag[], deliveries: readonly TenantDeliveries[], awardIds: AwardIdTableStats, requests: RequestStats): string {
-  const lines: string[] = [];
+/** `lags` null: Redis did not answer this scrape's reads (laurel_redis_up 0; no stream or delivery series). */
+export function renderMetrics(lags: readonly GroupLag[] | null, deliveries: readonly TenantDeliveries[], awardIds: AwardIdTableStats, requests: RequestStats): string {
+  const lines: string[] = [
+    "# HELP laurel_redis_up 1 when Redis answered this scrape's reads within 1 s (the stream and delivery series are given), 0 when it did not or the connection is down (they are left out; this process's own series are given either way).",
+    "# TYPE laurel_redis_up gauge",
+    `laurel_redis_up{process="${PROCESS_LABEL}"} ${lags === null ? 0 : 1}`,
+  ];
   for (const [name, help, value] of GAUGES) {
     lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} gauge`);
-    for (const l of lags) {
+    for (const l of lags ?? []) {
       const v = value(l);
       if (v !== null) lines.push(`${name}{tenant="${l.tenantId}",shard="${l.shard}",group="${l.group}"} ${v}`);
     }
@@ -121,10 +129,20 @@ function renderRequests(lines: string[], requests: RequestStats): void {
   }
 }
 
-export function prometheusHandler(redis: Redis, tenants: readonly CompiledTenant[], webhooks: Webhooks | null, requests: RequestStats) {
+/**
+ * How long a scrape waits for the series it reads from Redis. Past it, or while the connection
+ * is down, the scrape is answered without them (laurel_redis_up 0): the process's own series (its
+ * 5xx, Redis's refusals, the reads it answered 503) are what an operator needs during an outage,
+ * and a scrape that failed or hung with Redis showed none of them until Redis was back.
+ */
+export const METRICS_REDIS_TIMEOUT_MS = 1000;
+
+export function prometheusHandler(redis: Redis, tenants: readonly CompiledTenant[], webhooks: Webhooks | null, requests: RequestStats, logger: Logger) {
   const hooked = tenants.filter((t) => t.webhooks.length > 0);
-  return async (): Promise<ApiReply> => {
-    const [buckets, outbound, deliveries] = await Promise.all([
+  // A failing read repeats at every scrape while Redis is out: said once per 30 s.
+  const failures = new LogThrottle();
+  const readFromRedis = () =>
+    Promise.all([
       streamLag(redis, tenants, BUCKET_GROUP),
       streamLag(redis, hooked, WEBHOOK_GROUP, "hooks"),
       Promise.all(
@@ -134,10 +152,20 @@ export function prometheusHandler(redis: Redis, tenants: readonly CompiledTenant
         }),
       ),
     ]);
+  return async (): Promise<ApiReply> => {
+    const fromRedis =
+      redis.status === "ready"
+        ? await answeredWithin(readFromRedis(), METRICS_REDIS_TIMEOUT_MS).catch((err: unknown) => {
+            failures.run((unlogged) => logger.warn({ err: err instanceof Error ? err.message : String(err), unlogged }, "GET /metrics: the series read from Redis were left out"));
+            return null;
+          })
+        : null;
+    const [buckets, outbound, deliveries] = fromRedis ?? [[], [], []];
+    const lags = [...buckets.map((l) => ({ ...l, group: BUCKET_GROUP })), ...outbound.map((l) => ({ ...l, group: WEBHOOK_GROUP }))];
     return {
       status: 200,
       contentType: "text/plain; version=0.0.4; charset=utf-8",
-      body: renderMetrics([...buckets.map((l) => ({ ...l, group: BUCKET_GROUP })), ...outbound.map((l) => ({ ...l, group: WEBHOOK_GROUP }))], deliveries, awardIdTableStats(), requests),
+      body: renderMetrics(fromRedis === null ? null : lags, deliveries, awardIdTableStats(), requests),
     };
   };
 }

@@ -1,4 +1,5 @@
 import type { Redis } from "ioredis";
+import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
 import type { CompiledTenant } from "../config/compiled.js";
 import type { Router } from "../http/router.js";
@@ -13,7 +14,7 @@ import { userMetricHandler, userMetricsHandler } from "./user-metrics.js";
 import { wrappedHandler } from "./wrapped.js";
 
 /** The read endpoints of issue 4 (README, API reference) and the worker's lag (GET /metrics). */
-export function registerReadRoutes(router: Router, tenants: Tenants, clock: Clock, redis: Redis, configured: readonly CompiledTenant[], webhooks: Webhooks | null): void {
+export function registerReadRoutes(router: Router, tenants: Tenants, clock: Clock, redis: Redis, configured: readonly CompiledTenant[], webhooks: Webhooks | null, logger: Logger): void {
   router.add("get", "/v1/users/:id/metrics", 1, userMetricsHandler(tenants));
   router.add("get", "/v1/users/:id/metrics/:key", 2, userMetricHandler(tenants));
   router.add("get", "/v1/users/:id/metrics/:key/event-summary", 2, metricEventSummaryHandler(tenants));
@@ -26,5 +27,6 @@ export function registerReadRoutes(router: Router, tenants: Tenants, clock: Cloc
   router.add("get", "/v1/points/:key/summary", 1, pointsSummaryHandler(tenants));
   router.add("get", "/v1/points/:key/level-summary", 1, levelSummaryHandler(tenants));
   router.add("get", "/v1/users/:id/wrapped", 1, wrappedHandler(tenants, clock));
-  router.add("get", "/metrics", 0, prometheusHandler(redis, configured, webhooks, router.stats));
+  // Its own bound on Redis (METRICS_REDIS_TIMEOUT_MS): answered without the Redis series rather than 503.
+  router.add("get", "/metrics", 0, prometheusHandler(redis, configured, webhooks, router.stats, logger), { ownDeadline: true });
 }

@@ -42,6 +42,13 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
         expect((await t.call("GET", "/v1/points/xp")).status).toBe(200);
         // /healthz keeps its own bound and its own body.
         expect(await t.call("GET", "/healthz", undefined, {})).toEqual({ status: 503, body: { error: "Redis is not reachable", status: "degraded", redis: "down" } });
+        // GET /metrics keeps its own bound too, and answers without the series it reads from
+        // Redis: the reads answered 503 are there to be seen while Redis is stalled.
+        const stalled = await t.call("GET", "/metrics", undefined, {});
+        expect(stalled.status).toBe(200);
+        expect(stalled.body).toMatch(/^laurel_read_timeouts_total\{process="[^"]*"\} 2$/m);
+        expect(stalled.body).toMatch(/^laurel_redis_up\{process="[^"]*"\} 0$/m);
+        expect(stalled.body).not.toMatch(/^laurel_stream_entries\{/m);
         // The event sent before the reads is still waiting for Redis: never answered early.
         expect(eventAnswered).toBe(false);
       } finally {
@@ -53,6 +60,8 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
       expect(read.body.total).toBe(20);
       const metrics = (await t.call("GET", "/metrics", undefined, {})).body as string;
       expect(metrics).toMatch(/^laurel_read_timeouts_total\{process="[^"]*"\} 2$/m);
+      expect(metrics).toMatch(/^laurel_redis_up\{process="[^"]*"\} 1$/m);
+      expect(metrics).toMatch(/^laurel_stream_entries\{tenant="[^"]+",shard="0",group="buckets"\} \d+$/m);
       expect(metrics).toMatch(/^laurel_http_requests_total\{process="[^"]*",method="GET",route="\/v1\/users\/:id\/points\/:key",status="503"\} 1$/m);
       // The timed-out read's own answer, which its handler gave once Redis resumed (before the read
       // above: Redis answers in order), was neither sent nor counted: one answer a request.
@@ -61,9 +70,17 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
       const said = lines.filter((l) => l.msg.startsWith("Redis did not answer reads in time"));
       expect(said).toHaveLength(1);
       expect(said[0]!.level).toBe(40);
+      expect(lines.filter((l) => l.msg === "GET /metrics: the series read from Redis were left out")).toHaveLength(1);
+      // Redis gone (the connection down): /metrics answers at once, with this process's series.
+      await server.stop();
+      while (t.redis.status === "ready") await new Promise((r) => setTimeout(r, 10));
+      const down = await t.call("GET", "/metrics", undefined, {});
+      expect(down.status).toBe(200);
+      expect(down.body).toMatch(/^laurel_redis_up\{process="[^"]*"\} 0$/m);
+      expect(down.body).toMatch(/^laurel_read_timeouts_total\{process="[^"]*"\} 2$/m);
     } finally {
       await t.close();
-      await server.stop();
+      await server.stop().catch(() => undefined);
     }
   });
 

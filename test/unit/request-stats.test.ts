@@ -73,5 +73,11 @@ describe("lag and delivery gauges", () => {
     // Each gauge is typed once; a process without delivery queues has no deliveries family.
     expect(text.match(/^# TYPE laurel_stream_entries gauge$/gm)).toHaveLength(1);
     expect(renderMetrics(lags, [], { slots: 8, lookups: 6, misses: 1 }, new RequestStats())).not.toContain("laurel_webhook_deliveries");
+    expect(renderMetrics(lags, [], { slots: 8, lookups: 6, misses: 1 }, new RequestStats())).toMatch(/^laurel_redis_up\{process="[^"]*"\} 1$/m);
+    // Redis did not answer the scrape: no series read from it, and up 0; the process's own stay.
+    const without = renderMetrics(null, [], { slots: 8, lookups: 6, misses: 1 }, new RequestStats());
+    expect(without).toMatch(/^laurel_redis_up\{process="[^"]*"\} 0$/m);
+    expect(without).not.toMatch(/^laurel_stream_entries\{/m);
+    expect(without).toMatch(/^laurel_award_id_table_slots\{process="[^"]*"\} 8$/m);
   });
 });
