@@ -1,9 +1,11 @@
+import { TrophyApiClient } from "@trophyso/node";
 import { Redis } from "ioredis";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { startTestApp } from "../helpers/app.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
+import { errorBody, rejection } from "../helpers/sdk.js";
 import { runService, waitFor } from "../helpers/service-process.js";
 
 /**
@@ -38,6 +40,12 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
         // The metering read and a read through a script, each answered while Redis is stopped.
         expect(await t.call("GET", "/v1/users/gate/points/xp")).toEqual(timedOut);
         expect(await t.call("GET", "/v1/users/gate/streak")).toEqual(timedOut);
+        // Through the official SDK (one attempt: it retries a 503 twice at once, each waiting the
+        // bound again): a TrophyApiError with the status and the message.
+        const trophy = new TrophyApiClient({ apiKey: t.apiKey, environment: { api: `${t.url}/v1`, admin: `${t.url}/admin/v1` } });
+        const err = await rejection(trophy.users.points("gate", "xp", {}, { maxRetries: 0 }));
+        expect(err.statusCode).toBe(503);
+        expect(errorBody(err)).toBe("Redis did not answer within 300 ms; retry later");
         // A read that needs no Redis is answered as ever.
         expect((await t.call("GET", "/v1/points/xp")).status).toBe(200);
         // /healthz keeps its own bound and its own body.
@@ -46,7 +54,7 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
         // Redis: the reads answered 503 are there to be seen while Redis is stalled.
         const stalled = await t.call("GET", "/metrics", undefined, {});
         expect(stalled.status).toBe(200);
-        expect(stalled.body).toMatch(/^laurel_read_timeouts_total\{process="[^"]*"\} 2$/m);
+        expect(stalled.body).toMatch(/^laurel_read_timeouts_total\{process="[^"]*"\} 3$/m);
         expect(stalled.body).toMatch(/^laurel_redis_up\{process="[^"]*"\} 0$/m);
         expect(stalled.body).not.toMatch(/^laurel_stream_entries\{/m);
         // The event sent before the reads is still waiting for Redis: never answered early.
@@ -59,14 +67,14 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
       expect(read.status).toBe(200);
       expect(read.body.total).toBe(20);
       const metrics = (await t.call("GET", "/metrics", undefined, {})).body as string;
-      expect(metrics).toMatch(/^laurel_read_timeouts_total\{process="[^"]*"\} 2$/m);
+      expect(metrics).toMatch(/^laurel_read_timeouts_total\{process="[^"]*"\} 3$/m);
       expect(metrics).toMatch(/^laurel_redis_up\{process="[^"]*"\} 1$/m);
       expect(metrics).toMatch(/^laurel_stream_entries\{tenant="[^"]+",shard="0",group="buckets"\} \d+$/m);
-      expect(metrics).toMatch(/^laurel_http_requests_total\{process="[^"]*",method="GET",route="\/v1\/users\/:id\/points\/:key",status="503"\} 1$/m);
+      expect(metrics).toMatch(/^laurel_http_requests_total\{process="[^"]*",method="GET",route="\/v1\/users\/:id\/points\/:key",status="503"\} 2$/m);
       // The timed-out read's own answer, which its handler gave once Redis resumed (before the read
       // above: Redis answers in order), was neither sent nor counted: one answer a request.
       expect(metrics).toMatch(/^laurel_http_requests_total\{process="[^"]*",method="GET",route="\/v1\/users\/:id\/points\/:key",status="200"\} 1$/m);
-      // Said once for both reads (throttled), as a warning.
+      // Said once for all three (throttled), as a warning.
       const said = lines.filter((l) => l.msg.startsWith("Redis did not answer reads in time"));
       expect(said).toHaveLength(1);
       expect(said[0]!.level).toBe(40);
@@ -77,7 +85,7 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
       const down = await t.call("GET", "/metrics", undefined, {});
       expect(down.status).toBe(200);
       expect(down.body).toMatch(/^laurel_redis_up\{process="[^"]*"\} 0$/m);
-      expect(down.body).toMatch(/^laurel_read_timeouts_total\{process="[^"]*"\} 2$/m);
+      expect(down.body).toMatch(/^laurel_read_timeouts_total\{process="[^"]*"\} 3$/m);
     } finally {
       await t.close();
       await server.stop().catch(() => undefined);
