@@ -6,6 +6,7 @@ import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors } from "./store/redis-client.js";
+import { guardStateSlots } from "./store/slots-guard.js";
 import { sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
 
 /**
@@ -101,6 +102,18 @@ async function main(logger: Logger): Promise<void> {
     // A config the stored data cannot be read with (store/fixed-settings.ts): named, not a stack.
     return exitOnConfigError(logger, err, cleanup);
   });
+  // Redis losing its data under the service: the state registry written back, or, when another
+  // process registered other positions first, a fatal exit (store/slots-guard.ts) through the
+  // failed start's path (the Redis client closed, the embedded server stopped).
+  const slotsGuard = guardStateSlots({
+    redis,
+    stores: app.tenants.all.map((context) => context.store),
+    logger,
+    exit: () => {
+      stopping = true;
+      void cleanup().finally(() => process.exit(1));
+    },
+  });
   // The stream worker (daily buckets for the event summaries) runs here unless it runs alone.
   const worker = process.env.LAUREL_WORKER === "off" ? null : new StreamWorker({ redis, tenants, logger });
   worker?.start();
@@ -115,6 +128,7 @@ async function main(logger: Logger): Promise<void> {
     logger,
     async () => {
       stopping = true;
+      slotsGuard.stop();
       await app.close();
       await worker?.stop();
       await cleanup();

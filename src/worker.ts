@@ -5,6 +5,7 @@ import { checkFixedSettings } from "./store/fixed-settings.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
 import { sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
+import { guardStateSlots } from "./store/slots-guard.js";
 // issue 6 (outbound events): begin
 import { SystemClock } from "./clock.js";
 import { Webhooks } from "./jobs/webhooks/index.js";
@@ -47,11 +48,20 @@ async function main(logger: Logger): Promise<void> {
   const contexts = await Promise.all(tenants.map(async (tenant) => ({ tenant, store: await TenantStore.open(redis, tenant) })));
   const webhooks = await Webhooks.start({ redis, connection: queueConnection(redis), contexts, clock: new SystemClock(), logger });
   // issue 6: end
+  // The state registry written back after Redis lost its data, or a fatal exit on a conflict
+  // (store/slots-guard.ts): the webhook payloads are read by these stores' positions.
+  const slotsGuard = guardStateSlots({
+    redis,
+    stores: contexts.map((context) => context.store),
+    logger,
+    exit: () => void redis.quit().catch(() => undefined).finally(() => process.exit(1)),
+  });
   const worker = new StreamWorker({ redis, tenants, logger });
   // Everything is up: the stop takes over from the start's exit, before the stream worker starts,
   // so that a signal sent once its work shows finds the stop (not Node's default, which ended the
   // process unstopped).
   stopOnSignals(logger, async () => {
+    slotsGuard.stop();
     await worker.stop();
     await webhooks.close();
     await redis.quit().catch(() => undefined);

@@ -20,7 +20,10 @@ import { boardStateNames } from "./fields.js";
  * back as an array by the next script that changes it (state.lua); names it holds that no config
  * registered stay in the `_x` slot.
  *
- * Do not delete {t}:slots: without it the positions of every stored state are lost.
+ * Do not delete {t}:slots: without it the positions of every stored state are lost. A running
+ * process keeps its map for its whole life, so when Redis loses its data under it, it writes the
+ * map back (restoreStateSlots, run by slots-guard.ts) or, when another process registered other
+ * positions first, exits.
  */
 export const FIXED_STATE_NAMES = ["ct", "up", "cd", "sl", "ss", "sp", "sq", "sb", "sxt", "fz", "fg", "pd", "_x", "sm", "smp", "sqa", "sqk"] as const;
 
@@ -47,6 +50,7 @@ export function stateNames(tenant: CompiledTenant): string[] {
 }
 
 const registerScript = loadLua("registerSlots-1");
+const restoreScript = loadLua("restoreSlots-1");
 
 /** The tenant's registry after registering this config's names: name -> index (1-based). */
 export async function registerStateSlots(redis: Redis, keys: TenantKeys, tenant: CompiledTenant): Promise<StateSlots> {
@@ -56,17 +60,35 @@ export async function registerStateSlots(redis: Redis, keys: TenantKeys, tenant:
   return new StateSlots(slots);
 }
 
-export class StateSlots {
-  constructor(readonly byName: ReadonlyMap<string, number>) {}
+/**
+ * Writes this process's map back into the registry where it has neither the name nor the index
+ * (lua/restoreSlots-1.lua): after Redis lost its data, the next process to start then registers
+ * against the positions the running ones write. Replies the names the registry holds elsewhere
+ * (another process registered first); then nothing was written.
+ */
+export async function restoreStateSlots(redis: Redis, keys: TenantKeys, slots: StateSlots): Promise<string[]> {
+  const pairs = [...slots.byName].flatMap(([name, index]) => [name, String(index)]);
+  return (await runScript(redis, restoreScript, [keys.slots()], pairs)) as string[];
+}
 
+export class StateSlots {
   /** The slots a new registry would give `names`, in order (offline tools and tests). */
   static of(names: readonly string[]): StateSlots {
     return new StateSlots(new Map(names.map((name, i) => [name, i + 1])));
   }
 
-  /** Count of registered names: the length of a state array this process writes. */
-  get size(): number {
-    return this.byName.size;
+  /**
+   * The largest registered index: the length of a state array this process writes. The count of
+   * names only while the registry has no gap: with one (a name deleted by hand), an array of
+   * that count left holes below the positions past it, and cmsgpack packs a table with holes as
+   * a map.
+   */
+  readonly size: number;
+
+  constructor(readonly byName: ReadonlyMap<string, number>) {
+    let largest = 0;
+    for (const index of byName.values()) if (index > largest) largest = index;
+    this.size = largest;
   }
 
   index(name: string): number {

@@ -3,7 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfigText } from "../../src/config/load.js";
 import { TenantKeys, shardOf } from "../../src/store/keys.js";
 import { createRedisClient } from "../../src/store/redis-client.js";
-import { FIXED_STATE_NAMES, registerStateSlots, stateNames } from "../../src/store/state-slots.js";
+import { loadLua } from "../../src/store/lua-loader.js";
+import { runScript } from "../../src/store/redis-script.js";
+import { FIXED_STATE_NAMES, registerStateSlots, stateNames, StateSlots } from "../../src/store/state-slots.js";
 import { demoConfig, startTestApp, type TestApp } from "../helpers/app.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 
@@ -55,6 +57,18 @@ describe("the state slots registry", () => {
     // Registering the smaller config again changes nothing, and still answers every name.
     const third = await registerStateSlots(redis, keys, demo!);
     expect([...third.byName]).toEqual([...second.byName]);
+  });
+
+  it("gives a new name the index after the largest, not after the count, when the registry has a gap", async () => {
+    // {a:1, c:3}: b was deleted by hand. Index 3 is c's in every stored state; HLEN + 1 gave it again.
+    const keys = new TenantKeys(`gap${Date.now()}`);
+    await redis.hset(keys.slots(), "a", 1, "c", 3);
+    const script = loadLua("registerSlots-1");
+    await runScript(redis, script, [keys.slots()], ["a", "c", "d"]);
+    expect(await redis.hgetall(keys.slots())).toEqual({ a: "1", c: "3", d: "4" });
+    // The state array a process writes is as long as the largest index: as long as the count of
+    // names (3), it left a hole at 4 below e's 5, and cmsgpack packs a table with a hole as a map.
+    expect(new StateSlots(new Map([["a", 1], ["c", 3], ["e", 5]])).size).toBe(5);
   });
 });
 
