@@ -1,6 +1,7 @@
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import type { TenantKeys } from "./keys.js";
+import { redisRefusalOf } from "./redis-refusals.js";
 import { restoreStateSlots, type StateSlots } from "./state-slots.js";
 
 /** How often a running process writes its state slots back (SlotsGuardOptions.everyMs). */
@@ -44,6 +45,10 @@ export function guardStateSlots(opts: SlotsGuardOptions): { stop(): void } {
   let stopped = false;
   let running = false;
   let again = false;
+  // The last check's write was refused by a read-only replica: the client reconnects on that
+  // refusal (redis-client.ts), and a check on each `ready` would refuse and reconnect again, in
+  // a loop, while the address leads to an empty replica. The ticks alone check until one passes.
+  let onReplica = false;
 
   const check = async (): Promise<void> => {
     // One check at a time; a trigger during one runs another after it (a reconnect during a
@@ -61,10 +66,12 @@ export function guardStateSlots(opts: SlotsGuardOptions): { stop(): void } {
           let conflicts: string[];
           try {
             conflicts = await restoreStateSlots(opts.redis, store.keys, store.slots);
-          } catch {
+          } catch (err) {
             // Redis down or refusing: not a conflict; the next ready or tick retries.
+            onReplica = redisRefusalOf(err)?.cause === "read-only";
             break;
           }
+          onReplica = false;
           if (conflicts.length > 0 && !stopped) {
             stopped = true;
             stopTriggers();
@@ -83,11 +90,13 @@ export function guardStateSlots(opts: SlotsGuardOptions): { stop(): void } {
     }
   };
 
-  const onReady = (): void => void check();
+  const onReady = (): void => {
+    if (!onReplica) void check();
+  };
   // Installed after the start's registration, on a client that was ready for it: every `ready`
   // from here on is a reconnect.
   opts.redis.on("ready", onReady);
-  const timer = setInterval(onReady, opts.everyMs ?? SLOTS_CHECK_MS);
+  const timer = setInterval(() => void check(), opts.everyMs ?? SLOTS_CHECK_MS);
   timer.unref();
   const stopTriggers = (): void => {
     clearInterval(timer);

@@ -65,8 +65,17 @@ export async function registerStateSlots(redis: Redis, keys: TenantKeys, tenant:
  * (lua/restoreSlots-1.lua): after Redis lost its data, the next process to start then registers
  * against the positions the running ones write. Replies the names the registry holds elsewhere
  * (another process registered first); then nothing was written.
+ *
+ * The registry is read first, and the script (a write) sent only when it lacks or differs from
+ * the map: nearly always it holds it, and a read is served where a write is refused (a replica
+ * the address leads to after a failover, whose refusal of a write makes the client reconnect:
+ * redis-client.ts).
  */
 export async function restoreStateSlots(redis: Redis, keys: TenantKeys, slots: StateSlots): Promise<string[]> {
+  const stored = await redis.hgetall(keys.slots());
+  let holdsMap = true;
+  for (const [name, index] of slots.byName) if (stored[name] !== String(index)) holdsMap = false;
+  if (holdsMap) return [];
   const pairs = [...slots.byName].flatMap(([name, index]) => [name, String(index)]);
   return (await runScript(redis, restoreScript, [keys.slots()], pairs)) as string[];
 }

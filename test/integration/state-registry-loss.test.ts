@@ -169,20 +169,31 @@ describe("the state registry after Redis lost its data", () => {
   });
 });
 
-describe("the periodic check (a FLUSHALL keeps the connection: no reconnect tells)", () => {
-  /** An app on the evolved registry with a guard checking every 20 ms; `exits` counts its calls to exit. */
-  async function guarded() {
+describe("the guard's checks", () => {
+  /** An app on the evolved registry with a guard checking every `everyMs`; `exits` counts its calls to exit. */
+  async function guarded(everyMs = 20) {
     await evolveRegistry();
     const t = await startTestApp({ yaml, redisUrl: server.url, jobs: false });
     const lines: Array<{ level: number; msg: string }> = [];
     const logger = pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) });
     const state = { exits: 0 };
-    const guard = guardStateSlots({ redis: t.redis, stores: t.app.tenants.all.map((c) => c.store), logger, exit: () => state.exits++, everyMs: 20 });
+    const guard = guardStateSlots({ redis: t.redis, stores: t.app.tenants.all.map((c) => c.store), logger, exit: () => state.exits++, everyMs });
     const positions = await redis.hgetall(registry);
     return { t, lines, state, positions, close: async () => (guard.stop(), await t.close()) };
   }
 
-  it("writes the registry back after a FLUSHALL", async () => {
+  it("writes the registry back as soon as the client reconnects, without waiting for a tick", async () => {
+    const g = await guarded(3_600_000);
+    try {
+      await loseData();
+      await waitFor(async () => isDeepStrictEqual(await redis.hgetall(registry), g.positions), "the check on reconnecting to restore the registry");
+      expect(g.state.exits).toBe(0);
+    } finally {
+      await g.close();
+    }
+  });
+
+  it("writes the registry back after a FLUSHALL, which keeps the connection (the periodic check)", async () => {
     const g = await guarded();
     try {
       await redis.flushall();
