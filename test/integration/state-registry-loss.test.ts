@@ -139,7 +139,8 @@ describe("the state registry after Redis lost its data", () => {
       // The loss, and a process started on the empty Redis before A wrote its map back.
       const fresh = freshRegistry();
       await loseData(...fresh);
-      expect(await a.exited).toBe(1);
+      await waitFor(() => a.child.exitCode !== null, "the service to exit");
+      expect(a.child.exitCode).toBe(1);
       const fatal = a.output().split("\n").find((line) => line.includes(`the state registry ${registry} changed under this process`));
       expect(fatal).toBeDefined();
       const logged = JSON.parse(fatal!) as { level: number; msg: string; tenant: string; names: string[] };

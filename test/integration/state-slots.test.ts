@@ -5,7 +5,7 @@ import { TenantKeys, shardOf } from "../../src/store/keys.js";
 import { createRedisClient } from "../../src/store/redis-client.js";
 import { loadLua } from "../../src/store/lua-loader.js";
 import { runScript } from "../../src/store/redis-script.js";
-import { FIXED_STATE_NAMES, registerStateSlots, stateNames, StateSlots } from "../../src/store/state-slots.js";
+import { FIXED_STATE_NAMES, registerStateSlots, restoreStateSlots, stateNames, StateSlots } from "../../src/store/state-slots.js";
 import { demoConfig, startTestApp, type TestApp } from "../helpers/app.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 
@@ -69,6 +69,25 @@ describe("the state slots registry", () => {
     // The state array a process writes is as long as the largest index: as long as the count of
     // names (3), it left a hole at 4 below e's 5, and cmsgpack packs a table with a hole as a map.
     expect(new StateSlots(new Map([["a", 1], ["c", 3], ["e", 5]])).size).toBe(5);
+  });
+
+  it("is restored from a running process's map where it lacks it, and left whole where it disagrees", async () => {
+    // lua/restoreSlots-1.lua (src/store/slots-guard.ts runs it after Redis lost its data).
+    const keys = new TenantKeys(`restore${Date.now()}`);
+    const mine = new StateSlots(new Map([["a", 1], ["b", 2], ["c", 3], ["e", 5]]));
+    // Empty (the data lost): the whole map is written.
+    expect(await restoreStateSlots(redis, keys, mine)).toEqual([]);
+    expect(await redis.hgetall(keys.slots())).toEqual({ a: "1", b: "2", c: "3", e: "5" });
+    // Holding more (a later config's name): the map agrees, and nothing else changes.
+    await redis.hset(keys.slots(), "d", 4);
+    expect(await restoreStateSlots(redis, keys, mine)).toEqual([]);
+    expect(await redis.hlen(keys.slots())).toBe(5);
+    // A name at another index, or an index another name holds: conflicts, and nothing written
+    // (not even e, which conflicts with nothing).
+    await redis.del(keys.slots());
+    await redis.hset(keys.slots(), "a", 1, "x", 2, "c", 4);
+    expect((await restoreStateSlots(redis, keys, mine)).sort()).toEqual(["b", "c"]);
+    expect(await redis.hgetall(keys.slots())).toEqual({ a: "1", x: "2", c: "4" });
   });
 });
 
