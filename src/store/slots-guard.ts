@@ -39,7 +39,8 @@ export interface SlotsGuardOptions {
  * (a supervisor restarts it, and the start reads the live registry). A check that fails (Redis
  * down, refusing writes) is no conflict: the next ready or tick tries again.
  *
- * Nothing here is on the request path: one script call per tenant per check.
+ * Nothing here is on the request path: a check is one read of each tenant's registry (HGETALL),
+ * and the script only where the registry lacks the map.
  */
 export function guardStateSlots(opts: SlotsGuardOptions): { stop(): void } {
   let stopped = false;
