@@ -63,3 +63,13 @@ export async function waitFor(predicate: () => boolean | Promise<boolean>, what:
   }
   throw new Error(`timed out waiting for ${what}`);
 }
+
+/** A JSON call to a service process on `port` with the demo tenant's API key: its status and parsed body. */
+export async function callService(port: number, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`, {
+    method,
+    headers: { "x-api-key": "demo-key", "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() };
+}

@@ -11,7 +11,7 @@ import { TenantKeys } from "../../src/store/keys.js";
 import { demoConfig, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis } from "../helpers/redis-server.js";
-import { runService, waitFor } from "../helpers/service-process.js";
+import { callService, runService, waitFor } from "../helpers/service-process.js";
 import { lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
 import { startReceiver } from "../helpers/webhook-receiver.js";
 
@@ -201,14 +201,7 @@ describe("a failover behind REDIS_URL, under the built service's stream worker a
     return { first, second, address, receiver, service, port, primary, replica, hookStream: new TenantKeys(tenantId).hookStream(0) };
   }
 
-  async function call(port: number, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-    const res = await fetch(`http://127.0.0.1:${port}${path}`, {
-      method,
-      headers: { "x-api-key": "demo-key", "content-type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return { status: res.status, body: await res.json() };
-  }
+  const call = callService;
 
   /**
    * The connections to a server whose last command was the consumers' read: the stream worker's

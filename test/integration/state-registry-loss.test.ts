@@ -12,7 +12,7 @@ import { FIXED_STATE_NAMES, stateNames } from "../../src/store/state-slots.js";
 import { demoConfig, startTestApp } from "../helpers/app.js";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis } from "../helpers/redis-server.js";
-import { runService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
+import { callService, runService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
 
 /**
  * Redis losing its data under running processes (a restart without AOF, a FLUSHALL, a failover to
@@ -70,14 +70,7 @@ async function startService(entry?: string): Promise<ServiceProcess & { port: nu
   return { ...service, port };
 }
 
-async function call(port: number, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`http://127.0.0.1:${port}${path}`, {
-    method,
-    headers: { "x-api-key": "demo-key", "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, body: await res.json() };
-}
+const call = callService;
 
 const lesson = (port: number, user: string) => call(port, "POST", "/v1/metrics/lessons/event", { user: { id: user, tz: "UTC" }, value: 1 });
 
