@@ -18,6 +18,12 @@ import { LaurelError } from "../domain/errors.js";
  * each discarded table that had reached the old generation kept the reads it had held alive until
  * a full collection (the mechanism v8-tuning.ts describes). An unlinked node is emptied, so a dead
  * node holds nothing.
+ *
+ * Once reads have waited the bound, Redis is known to be stalled: for one more bound (renewed by
+ * every sweep that answers a read) a read still waiting at a sweep is answered then, however
+ * young, until a read is answered by its handler (Redis answers again). A caller then waits a
+ * quarter of the bound at most during a stall, not a whole bound per attempt: the official SDK
+ * sends a 503'd call twice more at once, and each attempt waited the whole bound again.
  */
 export class ReadDeadline {
   /** The oldest waiting read, and the newest (arrival order). */
@@ -26,6 +32,8 @@ export class ReadDeadline {
   private readonly timer: NodeJS.Timeout;
   /** The one error every expired read is answered with (a LaurelError: the router's 503 with its message). */
   private readonly error: LaurelError;
+  /** Until when (performance.now()) Redis is taken for stalled: the last sweep that answered a read, plus the bound. */
+  private stalledUntil = -Infinity;
 
   /**
    * @param boundMs  the bound, > 0
@@ -50,9 +58,13 @@ export class ReadDeadline {
     return node;
   }
 
-  /** The read ended (answered, or its client went away); once per node, or again harmlessly. */
-  untrack(node: WaitingRead): void {
+  /**
+   * The read ended: answered by its handler (`answered`: Redis answered it, so it is not stalled),
+   * or its client went away. Once per node, or again harmlessly.
+   */
+  untrack(node: WaitingRead, answered = false): void {
     if (node.expire === null) return;
+    if (answered) this.stalledUntil = -Infinity;
     if (node.prev === null) this.head = node.next;
     else node.prev.next = node.next;
     if (node.next === null) this.tail = node.prev;
@@ -60,17 +72,20 @@ export class ReadDeadline {
     node.expire = node.prev = node.next = null;
   }
 
-  /** Answers every read that has waited the bound. */
+  /** Answers every read that has waited the bound, and while Redis is stalled every read waiting. */
   sweep(now = performance.now()): void {
     let expired = 0;
-    while (this.head !== null && now - this.head.arrived >= this.boundMs) {
+    const stalled = now < this.stalledUntil;
+    while (this.head !== null && (stalled || now - this.head.arrived >= this.boundMs)) {
       const node = this.head;
       const expire = node.expire!;
       this.untrack(node);
       expire(this.error);
       expired++;
     }
-    if (expired > 0) this.onExpired(expired);
+    if (expired === 0) return;
+    this.stalledUntil = now + this.boundMs;
+    this.onExpired(expired);
   }
 
   stop(): void {

@@ -217,7 +217,9 @@ export class Router {
       this.inFlight++;
       const end = (status: number | typeof ABORTED): void => {
         settled = true;
-        if (waiting !== null) deadline!.untrack(waiting);
+        // A read its handler answered (not one the deadline answered first: that one is unlinked
+        // already) says Redis answers again.
+        if (waiting !== null) deadline!.untrack(waiting, status !== ABORTED);
         this.settle();
         stats.record(status, performance.now() - arrived);
       };
@@ -255,9 +257,12 @@ export class Router {
         return;
       }
       const run = (): void => {
-        if (deadline !== null) waiting = deadline.track(fail, arrived);
         try {
-          Promise.resolve(handler(request)).then(
+          const answer = handler(request);
+          // Only a handler that waits (for Redis) is bounded: one that answers at once (a points
+          // system, its levels) has nothing to time out, and its answer says nothing of Redis.
+          if (deadline !== null && answer instanceof Promise) waiting = deadline.track(fail, arrived);
+          Promise.resolve(answer).then(
             (reply) => (reply.contentType ? finish(reply.status, reply.body as string, false, reply.contentType) : finish(reply.status, stringifyReply(reply.body))),
             fail,
           );

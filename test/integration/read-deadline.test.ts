@@ -40,8 +40,8 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
         // The metering read and a read through a script, each answered while Redis is stopped.
         expect(await t.call("GET", "/v1/users/gate/points/xp")).toEqual(timedOut);
         expect(await t.call("GET", "/v1/users/gate/streak")).toEqual(timedOut);
-        // Through the official SDK (one attempt: it retries a 503 twice at once, each waiting the
-        // bound again): a TrophyApiError with the status and the message.
+        // Through the official SDK (one attempt: it retries a 503 twice at once, each waiting for
+        // the next sweep): a TrophyApiError with the status and the message.
         const trophy = new TrophyApiClient({ apiKey: t.apiKey, environment: { api: `${t.url}/v1`, admin: `${t.url}/admin/v1` } });
         const err = await rejection(trophy.users.points("gate", "xp", {}, { maxRetries: 0 }));
         expect(err.statusCode).toBe(503);

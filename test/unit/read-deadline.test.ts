@@ -39,4 +39,39 @@ describe("ReadDeadline.sweep", () => {
       deadline.stop();
     }
   });
+
+  it("once reads have waited the bound, answers every waiting read at the next sweep until a read is answered, or for one bound more", () => {
+    const counts: number[] = [];
+    const deadline = new ReadDeadline(100, (count) => counts.push(count));
+    try {
+      const answered: string[] = [];
+      const read = (name: string) => () => answered.push(name);
+      deadline.track(read("a"), 1000);
+      deadline.sweep(1100); // a waited the bound: Redis is stalled
+      deadline.track(read("b"), 1110);
+      deadline.sweep(1125); // b is 15 ms old, but Redis is known stalled: answered now
+      expect(answered).toEqual(["a", "b"]);
+      // A read its handler answers says Redis answers again: the bound holds once more.
+      const c = deadline.track(read("c"), 1130);
+      deadline.untrack(c, true);
+      deadline.track(read("d"), 1140);
+      deadline.sweep(1150);
+      expect(answered).toEqual(["a", "b"]);
+      deadline.sweep(1240); // d waited the bound
+      expect(answered).toEqual(["a", "b", "d"]);
+      // A client that went away says nothing of Redis: still stalled.
+      const e = deadline.track(read("e"), 1245);
+      deadline.untrack(e, false);
+      deadline.track(read("f"), 1250);
+      deadline.sweep(1260);
+      expect(answered).toEqual(["a", "b", "d", "f"]);
+      // No read answered for a bound after the last sweep that answered one (1260): no longer taken for stalled.
+      deadline.track(read("g"), 1370);
+      deadline.sweep(1380);
+      expect(answered).toEqual(["a", "b", "d", "f"]);
+      expect(counts).toEqual([1, 1, 1, 1]);
+    } finally {
+      deadline.stop();
+    }
+  });
 });
