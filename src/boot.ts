@@ -8,7 +8,7 @@ import type { CompiledTenant } from "./config/compiled.js";
 import { loadConfigFile } from "./config/load.js";
 import { answeredWithin } from "./deadline.js";
 import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/award-ids.js";
-import { isAuthError } from "./store/redis-client.js";
+import { isAuthError, tlsCertificateProblem } from "./store/redis-client.js";
 import { redisRefusalOf } from "./store/redis-refusals.js";
 import { redisAddress, sentinelProblems } from "./store/redis-sentinel.js";
 
@@ -134,7 +134,10 @@ export function exitOnSignalsWhileStarting(logger: Logger): void {
  * At start, Redis may not be up yet (a container started beside it, a failover in progress):
  * waits for a PING answer up to LAUREL_REDIS_WAIT seconds (default 60), saying once that it
  * waits, then exits 1 with a message naming the address instead of a stack trace. Credentials it
- * refuses stop the start at once (waiting would not change them). A Redis older
+ * refuses stop the start at once (waiting would not change them), and so does a TLS certificate
+ * the process does not trust (rediss://: a private CA not given in NODE_EXTRA_CA_CERTS, a host
+ * name the certificate does not carry, an expired one), which otherwise looked like a Redis not
+ * answering for LAUREL_REDIS_WAIT, then "not reachable". A Redis older
  * than 7 (Ubuntu 22.04's is 6.0) stops the start too, saying so, instead of a stack trace from
  * the first FUNCTION LOAD.
  */
@@ -143,6 +146,13 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
   const giveUpAt = Date.now() + seconds * 1000;
   const address = redisAddress(redis.options);
   const setting = redis.options.sentinels?.length ? "REDIS_SENTINELS" : "REDIS_URL";
+  // A rejected certificate reaches the client's "error" listeners only: the PING fails with
+  // ioredis' own "max retries" or the wait's bound, saying nothing of it.
+  const seen: { certificateProblem: string | null } = { certificateProblem: null };
+  const onError = (err: unknown): void => {
+    seen.certificateProblem ??= tlsCertificateProblem(err);
+  };
+  redis.on("error", onError);
   for (let attempt = 0; ; attempt++) {
     let version: string | null;
     try {
@@ -159,6 +169,15 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
         logger.fatal({ redis: address, err: err.message }, `Redis at ${address} refused the credentials in REDIS_URL (${err.message.split(" ")[0]}); check the user and password`);
         process.exit(1);
       }
+      // Nor does a certificate not trusted: said at once too.
+      const { certificateProblem } = seen;
+      if (certificateProblem !== null) {
+        logger.fatal(
+          { redis: address, err: certificateProblem },
+          `Redis at ${address}: TLS certificate not accepted (${certificateProblem}); trust the server's CA with NODE_EXTRA_CA_CERTS=<path to the CA's PEM>, or check the host name in ${setting} against the certificate`,
+        );
+        process.exit(1);
+      }
       if (Date.now() >= giveUpAt) {
         logger.fatal({ redis: address, err: (err as Error).message }, `Redis at ${address} is not reachable (waited ${seconds} s, LAUREL_REDIS_WAIT); check ${setting}`);
         process.exit(1);
@@ -171,6 +190,7 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
       logger.fatal({ redis: address, version }, `Redis at ${address} is ${version}; Laurel needs Redis 7 or later (its scripts are Redis Functions). Debian 12 and Ubuntu 24.04 ship 7; elsewhere use the Redis project's packages or \`docker compose up\``);
       process.exit(1);
     }
+    redis.removeListener("error", onError);
     return;
   }
 }

@@ -56,9 +56,10 @@ export function logConnectionErrors(redis: Redis, logger: Logger, name = "redis"
   let down = false;
   let everReady = false;
   redis.on("error", (err: Error) => {
-    // Credentials refused before the first connection: the start says so itself, in one line
-    // (boot.ts waitForRedisOrExit), and exits; "not reachable" would be wrong besides.
-    if (down || (!everReady && isAuthError(err))) return;
+    // Credentials refused, or a certificate not trusted, before the first connection: the start
+    // says so itself, in one line (boot.ts waitForRedisOrExit), and exits; "not reachable" would
+    // be wrong besides.
+    if (down || (!everReady && (isAuthError(err) || tlsCertificateProblem(err) !== null))) return;
     down = true;
     logger.warn({ err: err.message, connection: name }, "redis not reachable; retrying");
   });
@@ -74,6 +75,27 @@ export function logConnectionErrors(redis: Redis, logger: Logger, name = "redis"
 /** NOAUTH (a password is required), WRONGPASS (the user or password is wrong), NOPERM (the user may not PING or INFO). */
 export function isAuthError(err: unknown): err is Error {
   return err instanceof Error && /^(?:NOAUTH|WRONGPASS|NOPERM)\b/.test(err.message);
+}
+
+/**
+ * Node's codes for a TLS server certificate this process does not accept (OpenSSL's verify
+ * results, and Node's own check of the host name against the certificate). Retrying does not
+ * change the certificate nor what the process trusts (NODE_EXTRA_CA_CERTS is read at its start).
+ */
+const CERTIFICATE_CODES = new Set([
+  "UNABLE_TO_GET_ISSUER_CERT", "UNABLE_TO_GET_ISSUER_CERT_LOCALLY", "UNABLE_TO_VERIFY_LEAF_SIGNATURE", "UNABLE_TO_DECRYPT_CERT_SIGNATURE",
+  "UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY", "CERT_SIGNATURE_FAILURE", "CERT_NOT_YET_VALID", "CERT_HAS_EXPIRED", "ERROR_IN_CERT_NOT_BEFORE_FIELD",
+  "ERROR_IN_CERT_NOT_AFTER_FIELD", "DEPTH_ZERO_SELF_SIGNED_CERT", "SELF_SIGNED_CERT_IN_CHAIN", "CERT_CHAIN_TOO_LONG", "CERT_REVOKED", "INVALID_CA",
+  "PATH_LENGTH_EXCEEDED", "INVALID_PURPOSE", "CERT_UNTRUSTED", "CERT_REJECTED", "HOSTNAME_MISMATCH", "ERR_TLS_CERT_ALTNAME_INVALID",
+]);
+
+/**
+ * What is wrong with the Redis server's TLS certificate, as "CODE: Node's message", when `err`
+ * (a connection error ioredis emits) is a certificate this process does not accept; else null.
+ */
+export function tlsCertificateProblem(err: unknown): string | null {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  return err instanceof Error && code !== undefined && CERTIFICATE_CODES.has(code) ? `${code}: ${err.message}` : null;
 }
 
 function withCoalescing(redis: Redis, env: NodeJS.ProcessEnv): Redis {
