@@ -179,7 +179,10 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
         process.exit(1);
       }
       if (Date.now() >= giveUpAt) {
-        logger.fatal({ redis: address, err: (err as Error).message }, `Redis at ${address} is not reachable (waited ${seconds} s, LAUREL_REDIS_WAIT); check ${setting}`);
+        // A rediss:// URL on a port that speaks plain Redis is no error but a silence (the server
+        // waits for the rest of a command that never ends), so the TLS is named as a suspect.
+        const tlsHint = redis.options.tls && setting === "REDIS_URL" ? " (a rediss:// URL: does that port speak TLS?)" : "";
+        logger.fatal({ redis: address, err: (err as Error).message }, `Redis at ${address} is not reachable (waited ${seconds} s, LAUREL_REDIS_WAIT); check ${setting}${tlsHint}`);
         process.exit(1);
       }
       if (attempt === 0) logger.warn({ redis: address }, `waiting for Redis at ${address} (up to ${seconds} s, LAUREL_REDIS_WAIT)`);

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
+import { startTestRedis } from "../helpers/redis-server.js";
 import { runService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
 import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
 import { startTlsRedis, type TlsRedis } from "../helpers/tls-redis.js";
@@ -139,5 +140,18 @@ describe("a certificate the process does not accept", () => {
     const service = start({ REDIS_URL: `rediss://127.0.0.2:${server.port}`, NODE_EXTRA_CA_CERTS: server.caPath, LAUREL_CONFIG: config, PORT: String(await portOutsideEphemeralRange()) });
     expect(await service.exited).toBe(1);
     expect(service.output()).toMatch(certificateLine("ERR_TLS_CERT_ALTNAME_INVALID", `127.0.0.2:${server.port}`));
+  });
+});
+
+describe("a rediss:// URL on a Redis without TLS", () => {
+  it("waits (no error to read: the server waits for the rest of a command), then names TLS as the suspect", async () => {
+    const plain = await startTestRedis();
+    try {
+      const service = start({ REDIS_URL: plain.url.replace("redis://", "rediss://"), LAUREL_REDIS_WAIT: "1", LAUREL_CONFIG: config, PORT: String(await portOutsideEphemeralRange()) });
+      expect(await service.exited).toBe(1);
+      expect(service.output()).toContain(`Redis at 127.0.0.1:${new URL(plain.url).port} is not reachable (waited 1 s, LAUREL_REDIS_WAIT); check REDIS_URL (a rediss:// URL: does that port speak TLS?)`);
+    } finally {
+      await plain.stop();
+    }
   });
 });
