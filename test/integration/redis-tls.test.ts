@@ -7,7 +7,7 @@ import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { runService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
 import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
-import { startTlsRedis, type TlsRedis } from "../helpers/tls-redis.js";
+import { OPENSSL_HINT, startTlsRedis, type TlsRedis } from "../helpers/tls-redis.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
 
 /**
@@ -152,6 +152,19 @@ describe("a rediss:// URL on a Redis without TLS", () => {
       expect(service.output()).toContain(`Redis at 127.0.0.1:${new URL(plain.url).port} is not reachable (waited 1 s, LAUREL_REDIS_WAIT); check REDIS_URL (a rediss:// URL: does that port speak TLS?)`);
     } finally {
       await plain.stop();
+    }
+  });
+});
+
+describe("startTlsRedis", () => {
+  it("says what to install when openssl is missing, instead of a failed command", async () => {
+    const path = process.env.PATH;
+    process.env.PATH = mkdtempSync(join(tmpdir(), "laurel-no-openssl-")); // an empty directory: no openssl on it
+    try {
+      await expect(startTlsRedis()).rejects.toThrow(OPENSSL_HINT);
+    } finally {
+      rmSync(process.env.PATH, { recursive: true, force: true });
+      process.env.PATH = path;
     }
   });
 });
