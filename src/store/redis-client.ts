@@ -108,11 +108,12 @@ function withCoalescing(redis: Redis, env: NodeJS.ProcessEnv): Redis {
  * a Unix socket path, or the sentinels and the group they name the primary of), credentials,
  * database and TLS settings, and its reconnect on a read-only replica, so that the queues reach
  * the same server the same way (a rediss:// URL keeps its TLS, a socket path its socket, and
- * with sentinels the queues follow a failover as the event path does).
+ * with sentinels the queues follow a failover as the event path does, over TLS to the sentinels
+ * and the primary when the process's client uses it).
  */
 export function queueConnection(redis: Redis): ConnectionOptions {
-  const { host, port, path, username, password, db, tls, reconnectOnError, sentinels, name, sentinelPassword } = redis.options;
+  const { host, port, path, username, password, db, tls, reconnectOnError, sentinels, name, sentinelPassword, enableTLSForSentinelMode, sentinelTLS } = redis.options;
   const common = { username, password, db, reconnectOnError };
-  if (sentinels && sentinels.length > 0) return { ...common, tls, sentinels, name, sentinelPassword };
+  if (sentinels && sentinels.length > 0) return { ...common, tls, sentinels, name, sentinelPassword, enableTLSForSentinelMode, sentinelTLS };
   return path ? { path, ...common } : { host, port, ...common, tls };
 }

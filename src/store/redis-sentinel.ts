@@ -9,7 +9,9 @@ import type { RedisOptions } from "ioredis";
  *   REDIS_SENTINEL_NAME      the group's name in their `sentinel monitor` line (default mymaster)
  *   REDIS_SENTINEL_PASSWORD  the sentinels' own password, when they require one
  * REDIS_URL may still be given, for the data nodes' user, password, database and TLS; its host
- * and port are not used (the sentinels name the primary).
+ * and port are not used (the sentinels name the primary). A rediss:// REDIS_URL means TLS to the
+ * sentinels and to the data nodes alike (a deployment that encrypts one encrypts the other; one
+ * switch, no setting of its own).
  */
 export interface SentinelAddress {
   host: string;
@@ -49,7 +51,10 @@ export function sentinelOptions(env: NodeJS.ProcessEnv = process.env): RedisOpti
   if (!env.REDIS_SENTINELS) return {};
   const sentinels = parseSentinels(env.REDIS_SENTINELS);
   if (typeof sentinels === "string") throw new Error(sentinels); // checkEnvironmentOrExit said it first
-  return { sentinels, name: env.REDIS_SENTINEL_NAME || "mymaster", ...(env.REDIS_SENTINEL_PASSWORD ? { sentinelPassword: env.REDIS_SENTINEL_PASSWORD } : {}) };
+  // ioredis takes the URL's TLS (rediss://) for the data nodes only with enableTLSForSentinelMode,
+  // and the sentinels' own from sentinelTLS: without them both were plain TCP.
+  const tls = env.REDIS_URL?.startsWith("rediss://") ? { enableTLSForSentinelMode: true, sentinelTLS: {} } : {};
+  return { sentinels, name: env.REDIS_SENTINEL_NAME || "mymaster", ...(env.REDIS_SENTINEL_PASSWORD ? { sentinelPassword: env.REDIS_SENTINEL_PASSWORD } : {}), ...tls };
 }
 
 /** Where a client's Redis is, for the log: its address, or the group and the sentinels asked for it. */

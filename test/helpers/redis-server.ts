@@ -1,9 +1,10 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { freePort, setprivDeathSignal, startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
+import type { TlsFiles } from "./tls-redis.js";
 
 /**
  * A throwaway redis-server on a free port, without persistence unless asked for.
@@ -44,13 +45,18 @@ async function takeEverySlot(url: string): Promise<void> {
  * a quorum of one (a single sentinel may decide a failover: test/integration/redis-sentinel.test.ts).
  * Sentinel needs a config file it can rewrite, kept in a temporary directory; it takes the death
  * signal as the test servers do (src/embedded-redis.ts).
+ * `tls` (the certificate and key of a TLS server, and its CA: tls-redis.ts): the sentinel speaks
+ * TLS only (no plain port), and TLS to the servers it watches (`tls-replication`).
  */
-export async function startTestSentinel(primaryPort: number, replicaPorts: number[] = [], name = "mymaster"): Promise<{ port: number; stop(): Promise<void> }> {
+export async function startTestSentinel(primaryPort: number, replicaPorts: number[] = [], name = "mymaster", opts: { tls?: TlsFiles } = {}): Promise<{ port: number; stop(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), "laurel-sentinel-"));
   const port = await freePort();
   const config = join(dir, "sentinel.conf");
   writeFileSync(config, [
-    `port ${port}`, "bind 127.0.0.1", `dir ${dir}`, `sentinel monitor ${name} 127.0.0.1 ${primaryPort} 1`, `sentinel down-after-milliseconds ${name} 1000`, `sentinel failover-timeout ${name} 10000`,
+    ...(opts.tls
+      ? ["port 0", `tls-port ${port}`, `tls-cert-file ${opts.tls.cert}`, `tls-key-file ${opts.tls.key}`, `tls-ca-cert-file ${opts.tls.ca}`, "tls-auth-clients no", "tls-replication yes"]
+      : [`port ${port}`]),
+    "bind 127.0.0.1", `dir ${dir}`, `sentinel monitor ${name} 127.0.0.1 ${primaryPort} 1`, `sentinel down-after-milliseconds ${name} 1000`, `sentinel failover-timeout ${name} 10000`,
     // Replicas named up front: learnt from the primary's INFO, they took up to 10 s to be known.
     ...replicaPorts.map((replica) => `sentinel known-replica ${name} 127.0.0.1 ${replica}`),
     "",
@@ -59,7 +65,7 @@ export async function startTestSentinel(primaryPort: number, replicaPorts: numbe
   const child = setprivDeathSignal() ? spawn("setpriv", ["--pdeathsig", "TERM", "--", "redis-server", ...args], { stdio: "ignore" }) : spawn("redis-server", args, { stdio: "ignore" });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   // Ready once it answers PING (a sentinel has no `loading` field for waitForRedis to read).
-  const probe = new Redis(port, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  const probe = new Redis(port, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, ...(opts.tls ? { tls: { ca: readFileSync(opts.tls.ca) } } : {}) });
   probe.on("error", () => undefined);
   try {
     for (;;) {

@@ -11,7 +11,15 @@ export interface TlsRedis {
   port: number;
   /** The PEM of the CA that signed the server's certificate (for NODE_EXTRA_CA_CERTS). */
   caPath: string;
+  /** The server's certificate and key, and the CA: for a sentinel over TLS beside it (redis-server.ts startTestSentinel). */
+  files: TlsFiles;
   stop(): Promise<void>;
+}
+
+export interface TlsFiles {
+  cert: string;
+  key: string;
+  ca: string;
 }
 
 export const OPENSSL_HINT = "openssl was not found on PATH: the TLS tests make their certificates with it (Debian/Ubuntu: sudo apt-get install -y openssl; .ci/run installs it)";
@@ -69,5 +77,5 @@ export async function startTlsRedis(): Promise<TlsRedis> {
   } finally {
     probe.disconnect();
   }
-  return { url: `rediss://localhost:${port}`, port, caPath: file("ca.pem"), stop };
+  return { url: `rediss://localhost:${port}`, port, caPath: file("ca.pem"), files: { cert: file("server.pem"), key: file("server.key"), ca: file("ca.pem") }, stop };
 }

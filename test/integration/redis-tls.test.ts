@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
-import { startTestRedis } from "../helpers/redis-server.js";
+import { startTestRedis, startTestSentinel } from "../helpers/redis-server.js";
 import { runService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
 import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
 import { OPENSSL_HINT, startTlsRedis, type TlsRedis } from "../helpers/tls-redis.js";
@@ -113,6 +113,36 @@ describe("the service and the worker on a TLS-only Redis", () => {
       direct.disconnect();
     }
     for (const proc of [service, worker]) expect(proc.output()).not.toMatch(/"level":(50|60)/);
+  });
+});
+
+describe("through a sentinel, TLS to it and to the primary", () => {
+  it("finds the primary and serves, the job queues and the worker too, with a rediss:// REDIS_URL beside REDIS_SENTINELS", async () => {
+    const sentinel = await startTestSentinel(server.port, [], "tlsgroup", { tls: server.files });
+    try {
+      // TLS only: the sentinel has no plain port either, and names the primary by its TLS port.
+      const ask = new Redis({ host: "127.0.0.1", port: sentinel.port, tls: { ca: readFileSync(server.caPath) } });
+      try {
+        expect(await ask.call("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "tlsgroup")).toEqual(["127.0.0.1", String(server.port)]);
+      } finally {
+        ask.disconnect();
+      }
+      // The URL gives TLS; its host and port are not used with sentinels (a port that refuses: a
+      // build that took them would fail, not reach another server).
+      const env = { REDIS_URL: "rediss://127.0.0.1:1", REDIS_SENTINELS: `127.0.0.1:${sentinel.port}`, REDIS_SENTINEL_NAME: "tlsgroup", NODE_EXTRA_CA_CERTS: server.caPath, LAUREL_CONFIG: config };
+      const port = await portOutsideEphemeralRange();
+      // The service awaits its job queues' workers before it listens: it listens only if BullMQ got through too.
+      const service = start({ ...env, PORT: String(port), LAUREL_WORKER: "off" });
+      await waitFor(() => service.output().includes("laurel listening"), "the service to listen", service.exited, service.output);
+      const res = await fetch(`http://127.0.0.1:${port}/v1/metrics/lessons/event`, { method: "POST", headers: { ...key, "content-type": "application/json" }, body: JSON.stringify({ user: { id: "tls-sentinel", tz: "UTC" }, value: 1 }) });
+      expect(res.status).toBe(201);
+      expect(((await res.json()) as any).points.xp.total).toBe(10);
+      const worker = start(env, WORKER);
+      await waitFor(() => worker.output().includes("laurel stream worker running"), "the worker to run", worker.exited, worker.output);
+      for (const proc of [service, worker]) expect(proc.output()).not.toMatch(/"level":(50|60)/);
+    } finally {
+      await sentinel.stop();
+    }
   });
 });
 
