@@ -101,6 +101,9 @@ function renderRequests(lines: string[], requests: RequestStats): void {
     "# HELP laurel_read_timeouts_total Reads (GET) answered 503 because Redis had not answered them within LAUREL_READ_TIMEOUT (a stalled Redis).",
     "# TYPE laurel_read_timeouts_total counter",
     `laurel_read_timeouts_total{process="${PROCESS_LABEL}"} ${requests.readTimeouts}`,
+    "# HELP laurel_http_requests_in_flight Requests this process has taken and not yet answered (this scrape included): writes waiting for a stalled Redis pile up here.",
+    "# TYPE laurel_http_requests_in_flight gauge",
+    `laurel_http_requests_in_flight{process="${PROCESS_LABEL}"} ${requests.inFlight}`,
   );
   const used = requests.routes.filter((r) => r.count > 0);
   lines.push(

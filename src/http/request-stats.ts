@@ -42,6 +42,8 @@ export class RequestStats {
   readonly refusals = new Map<string, number>();
   /** Reads answered 503 because Redis had not answered them within LAUREL_READ_TIMEOUT (read-deadline.ts). */
   readTimeouts = 0;
+  /** Requests taken and not yet answered or aborted (the router's drain waits for them; GET /metrics shows them). */
+  inFlight = 0;
 
   refused(cause: string): void {
     this.refusals.set(cause, (this.refusals.get(cause) ?? 0) + 1);

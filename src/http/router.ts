@@ -132,8 +132,6 @@ const IDENTITY = /^\s*identity\s*$/i;
  * every error turned into `{"error": ...}` with its status.
  */
 export class Router {
-  /** Requests started and not yet answered or aborted (drain waits for them). */
-  private inFlight = 0;
   private draining = false;
   private drained: (() => void) | null = null;
   /** Every registered pattern, as a regex of the paths it matches, with its methods (fallback's 405). */
@@ -182,11 +180,11 @@ export class Router {
         this.drained = null;
         resolve(unanswered);
       };
-      timers.push(setTimeout(() => end(this.inFlight), timeoutMs));
+      timers.push(setTimeout(() => end(this.stats.inFlight), timeoutMs));
       // Once the linger is over, it ends as soon as nothing is in flight: at once, or when the last request ends (settle).
       const endWhenIdle = (): void => {
         this.drained = () => end(0);
-        if (this.inFlight === 0) end(0);
+        if (this.stats.inFlight === 0) end(0);
       };
       if (lingerMs <= 0) endWhenIdle();
       else if (lingerMs < timeoutMs) timers.push(setTimeout(endWhenIdle, lingerMs));
@@ -194,8 +192,8 @@ export class Router {
   }
 
   private settle(): void {
-    this.inFlight--;
-    if (this.inFlight === 0) this.drained?.();
+    this.stats.inFlight--;
+    if (this.stats.inFlight === 0) this.drained?.();
   }
 
   add(method: Method, pattern: string, paramCount: number, handler: Handler, options: RouteOptions = {}): void {
@@ -214,7 +212,7 @@ export class Router {
       let settled = false;
       // This read's place in the read deadline's list, while it waits (run).
       let waiting: WaitingRead | null = null;
-      this.inFlight++;
+      this.stats.inFlight++;
       const end = (status: number | typeof ABORTED): void => {
         settled = true;
         // A read its handler answered (not one the deadline answered first: that one is unlinked

@@ -56,6 +56,8 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
         expect(stalled.status).toBe(200);
         expect(stalled.body).toMatch(/^laurel_read_timeouts_total\{process="[^"]*"\} 3$/m);
         expect(stalled.body).toMatch(/^laurel_redis_up\{process="[^"]*"\} 0$/m);
+        // The event waiting for Redis, and this scrape: the timed-out reads are answered.
+        expect(stalled.body).toMatch(/^laurel_http_requests_in_flight\{process="[^"]*"\} 2$/m);
         expect(stalled.body).not.toMatch(/^laurel_stream_entries\{/m);
         // The event sent before the reads is still waiting for Redis: never answered early.
         expect(eventAnswered).toBe(false);
@@ -69,6 +71,7 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
       const metrics = (await t.call("GET", "/metrics", undefined, {})).body as string;
       expect(metrics).toMatch(/^laurel_read_timeouts_total\{process="[^"]*"\} 3$/m);
       expect(metrics).toMatch(/^laurel_redis_up\{process="[^"]*"\} 1$/m);
+      expect(metrics).toMatch(/^laurel_http_requests_in_flight\{process="[^"]*"\} 1$/m);
       expect(metrics).toMatch(/^laurel_stream_entries\{tenant="[^"]+",shard="0",group="buckets"\} \d+$/m);
       expect(metrics).toMatch(/^laurel_http_requests_total\{process="[^"]*",method="GET",route="\/v1\/users\/:id\/points\/:key",status="503"\} 2$/m);
       // The timed-out read's own answer, which its handler gave once Redis resumed (before the read

@@ -16,6 +16,7 @@ describe("request stats", () => {
     const labels = `process="${PROCESS_NAME}",method="POST",route="/v1/metrics/:key/event"`;
     const lines = text.split("\n").filter((l) => l.includes("laurel_http_") && !l.startsWith("#"));
     expect(lines).toEqual([
+      `laurel_http_requests_in_flight{process="${PROCESS_NAME}"} 0`,
       `laurel_http_requests_total{${labels},status="201"} 3`,
       `laurel_http_requests_total{${labels},status="202"} 1`,
       `laurel_http_requests_total{${labels},status="400"} 1`,
