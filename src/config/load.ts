@@ -84,6 +84,9 @@ const SECRET_PATH = /\.(apiKeys|adminKeys|secrets?)(\[\d+\])?(\.sha256)?$/;
  */
 function describeValue(path: string, value: unknown): string {
   const text = JSON.stringify(value) ?? "undefined";
+  // A missing credential has nothing to hide: "got undefined", as any missing field (it said "a
+  // undefined of 9 characters", the length of the word).
+  if (value === undefined) return text;
   if (SECRET_PATH.test(path)) return `a ${Array.isArray(value) ? "list" : typeof value} of ${typeof value === "string" ? [...value].length : text.length} characters (not shown: a credential)`;
   return text;
 }

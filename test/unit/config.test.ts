@@ -111,6 +111,9 @@ describe("config", () => {
     const key = errorOf(DEMO_YAML.replace("apiKeys: [demo-key]", "apiKeys: [s3cr3t]"));
     expect([key.path, key.message]).toEqual(["$input.tenants[0].apiKeys[0]", expect.stringContaining("got a string of 6 characters (not shown: a credential)")]);
     expect(key.message).not.toContain("s3cr3t");
+    // A missing credential field is said missing, as any field: nothing to hide, no length.
+    const missing = errorOf(DEMO_YAML.replace("    adminKeys: [demo-admin-key]\n", ""));
+    expect([missing.path, missing.message]).toEqual(["$input.tenants[0].adminKeys", expect.stringMatching(/got undefined$/)]);
     const secret = "whsec_" + "A".repeat(300);
     const hook = errorOf(DEMO_YAML + `    webhooks:\n      - { key: w, url: "https://x.example/h", secret: "${secret}", events: [points.changed] }\n`);
     expect(hook.path).toBe("$input.tenants[0].webhooks[0].secret");
