@@ -19,26 +19,67 @@ import { TenantKeys } from "./keys.js";
  */
 export async function checkFixedSettings(redis: Redis, tenant: CompiledTenant, index: number): Promise<void> {
   const key = new TenantKeys(tenant.id).fixed();
-  const wanted: [field: string, path: string, value: string][] = [["shards", "shards", String(tenant.shards)]];
-  if (tenant.streak) wanted.push(["streak.frequency", "streak.frequency", tenant.streak.frequency]);
-  tenant.leaderboards.forEach((board, i) => wanted.push([`leaderboards.${board.key}`, `leaderboards[${i}]`, boardLayout(board)]));
+  const wanted = fixedSettings(tenant);
   const pipeline = redis.pipeline();
   for (const [field, , value] of wanted) pipeline.hsetnx(key, field, value);
   pipeline.hmget(key, ...wanted.map(([field]) => field));
   const results = (await pipeline.exec()) ?? [];
   const [err, stored] = results[results.length - 1]!;
   if (err) throw err;
-  const changed = wanted.map(([field, path, value], i) => ({ field, path, value, was: (stored as (string | null)[])[i]! })).filter((c) => c.was !== c.value);
+  const changed = changedSettings(wanted, stored as (string | null)[]);
   if (changed.length === 0) return;
   // A tenant with no user yet has nothing to misread: the config's values become the record.
-  const shardsBefore = Math.max(tenant.shards, Number(changed.find((c) => c.field === "shards")?.was ?? tenant.shards));
-  if (!(await hasUsers(redis, new TenantKeys(tenant.id), shardsBefore))) {
+  if (!(await hasUsers(redis, new TenantKeys(tenant.id), shardsBefore(tenant, changed)))) {
     await redis.hset(key, ...changed.flatMap((c) => [c.field, c.value]));
     return;
   }
-  const { field, path, value, was } = changed[0]!;
+  throw settingError(tenant, index, changed[0]!);
+}
+
+/**
+ * What checkFixedSettings would say of `tenant` against the data in `redis`, without writing
+ * anything (a config checked before a deploy: `node dist/check-config.js`): the error a start
+ * would stop with, or null when a start would go on (nothing recorded yet, the same values, or
+ * no user stored to misread).
+ */
+export async function fixedSettingsProblem(redis: Redis, tenant: CompiledTenant, index: number): Promise<ConfigError | null> {
+  const wanted = fixedSettings(tenant);
+  const stored = await redis.hmget(new TenantKeys(tenant.id).fixed(), ...wanted.map(([field]) => field));
+  // A field not recorded yet is recorded by the start as the config has it: no change.
+  const changed = changedSettings(wanted, stored).filter((c) => c.was !== null);
+  if (changed.length === 0) return null;
+  if (!(await hasUsers(redis, new TenantKeys(tenant.id), shardsBefore(tenant, changed)))) return null;
+  return settingError(tenant, index, changed[0]!);
+}
+
+type Setting = [field: string, path: string, value: string];
+interface Change {
+  field: string;
+  path: string;
+  value: string;
+  was: string | null;
+}
+
+/** The settings of `tenant` its stored data is laid out by, as {t}:fixed records them. */
+function fixedSettings(tenant: CompiledTenant): Setting[] {
+  const wanted: Setting[] = [["shards", "shards", String(tenant.shards)]];
+  if (tenant.streak) wanted.push(["streak.frequency", "streak.frequency", tenant.streak.frequency]);
+  tenant.leaderboards.forEach((board, i) => wanted.push([`leaderboards.${board.key}`, `leaderboards[${i}]`, boardLayout(board)]));
+  return wanted;
+}
+
+function changedSettings(wanted: readonly Setting[], stored: readonly (string | null)[]): Change[] {
+  return wanted.map(([field, path, value], i) => ({ field, path, value, was: stored[i] ?? null })).filter((c) => c.was !== c.value);
+}
+
+/** The shards to look for users on: the more of the config's and the recorded count. */
+function shardsBefore(tenant: CompiledTenant, changed: readonly Change[]): number {
+  return Math.max(tenant.shards, Number(changed.find((c) => c.field === "shards")?.was ?? tenant.shards));
+}
+
+function settingError(tenant: CompiledTenant, index: number, { path, value, was, field }: Change): ConfigError {
   const fresh = field.startsWith("leaderboards.") ? "give the board a new key" : "start the tenant afresh under a new id";
-  throw new ConfigError(
+  return new ConfigError(
     `$input.tenants[${index}].${path}`,
     `is ${value}, but tenant ${tenant.id} has data stored with ${was}, which cannot be read with another value; keep ${was}, or ${fresh}`,
   );

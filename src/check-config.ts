@@ -1,0 +1,95 @@
+/**
+ * node dist/check-config.js [tenant file]   (npm run check-config -- [tenant file])
+ *
+ * Checks a tenant file the way a start does, without starting anything, so that a deploy's
+ * pipeline finds a bad file before the service refuses it: the schema and the checks across
+ * fields (the same message as the start's, every bad field named), and the demo keys under
+ * NODE_ENV=production. With REDIS_URL (or REDIS_SENTINELS) it also compares the settings the
+ * stored data is laid out by ({t}:fixed: shards, streak frequency, each board's schedule) and says
+ * what a start on that Redis would refuse, reading only: nothing is written, no script is loaded.
+ *
+ * The file is the argument, else LAUREL_CONFIG, else the demo config. Prints one line per tenant
+ * and `configuration ok`, exit 0; a bad file or a setting the data cannot be read with: the
+ * start's message, exit 1; Redis given but not answering: exit 2.
+ */
+import { resolve } from "node:path";
+import type { Redis } from "ioredis";
+import { configPath } from "./boot.js";
+import { ConfigError } from "./config/compile.js";
+import type { CompiledTenant } from "./config/compiled.js";
+import { loadConfigFile } from "./config/load.js";
+import { answeredWithin } from "./deadline.js";
+import { fixedSettingsProblem } from "./store/fixed-settings.js";
+import { createRedisClient } from "./store/redis-client.js";
+import { redisAddress, sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
+
+/** How long the check waits for Redis to answer each of its reads. */
+const REDIS_ANSWER_MS = 5_000;
+
+function summary(tenant: CompiledTenant): string {
+  const count = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+  return [
+    `tenant ${tenant.id}:`,
+    count(tenant.metrics.length, "metric") + ",",
+    count(tenant.systems.length, "points system") + ",",
+    count(tenant.achievements.length, "achievement") + ",",
+    (tenant.streak ? `a ${tenant.streak.frequency} streak` : "no streak") + ",",
+    count(tenant.leaderboards.length, "leaderboard") + ",",
+    count(tenant.webhooks.length, "webhook endpoint") + ",",
+    count(tenant.shards, "shard"),
+  ].join(" ");
+}
+
+async function checkAgainstRedis(tenants: readonly CompiledTenant[]): Promise<{ problems: ConfigError[]; address: string } | { unreachable: string; address: string }> {
+  const redis: Redis = createRedisClient(process.env.REDIS_URL || undefined, { ...sentinelOptions(), lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  redis.on("error", () => undefined); // said below, once
+  const address = redisAddress(redis.options);
+  try {
+    await answeredWithin(redis.connect(), REDIS_ANSWER_MS);
+    const problems: ConfigError[] = [];
+    for (const [index, tenant] of tenants.entries()) {
+      const problem = await answeredWithin(fixedSettingsProblem(redis, tenant, index), REDIS_ANSWER_MS);
+      if (problem) problems.push(problem);
+    }
+    return { problems, address };
+  } catch (err) {
+    return { unreachable: err instanceof Error ? err.message : String(err), address };
+  } finally {
+    redis.disconnect();
+  }
+}
+
+async function main(): Promise<number> {
+  const path = process.argv[2] ? resolve(process.argv[2]) : configPath();
+  let tenants: CompiledTenant[];
+  try {
+    tenants = loadConfigFile(path);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    console.error(`invalid configuration ${path}: ${err.message}`);
+    return 1;
+  }
+  for (const tenant of tenants) console.log(summary(tenant));
+  if (process.env.REDIS_URL || usesSentinels()) {
+    const result = await checkAgainstRedis(tenants);
+    if ("unreachable" in result) {
+      console.error(`cannot check the stored data: Redis at ${result.address} did not answer (${result.unreachable})`);
+      return 2;
+    }
+    if (result.problems.length > 0) {
+      for (const problem of result.problems) console.error(`invalid configuration ${path} for the data in Redis at ${result.address}: ${problem.message}`);
+      return 1;
+    }
+    console.log(`the data in Redis at ${result.address} can be read with it`);
+  }
+  console.log(`configuration ok: ${path}`);
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);
