@@ -60,7 +60,9 @@ async function checkAgainstRedis(tenants: readonly CompiledTenant[]): Promise<{ 
 }
 
 async function main(): Promise<number> {
-  const path = process.argv[2] ? resolve(process.argv[2]) : configPath();
+  // Under `npm run`, the working directory is the project's; INIT_CWD is where npm was run from,
+  // which a relative path given on its command line means.
+  const path = process.argv[2] ? resolve(process.env.INIT_CWD ?? process.cwd(), process.argv[2]) : configPath();
   let tenants: CompiledTenant[];
   try {
     tenants = loadConfigFile(path);
