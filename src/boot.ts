@@ -271,6 +271,15 @@ const SWITCHES: Record<string, readonly string[]> = {
  * line. Run first, before anything starts.
  */
 export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = process.env, opts: { port?: boolean } = {}): void {
+  const problems = environmentProblems(env, opts);
+  if (problems.length > 0) {
+    logger.fatal(`invalid environment: ${problems.join("; ")}`);
+    process.exit(1);
+  }
+}
+
+/** What checkEnvironmentOrExit refuses in `env`, each as its message (npm run check-config says them too). */
+export function environmentProblems(env: NodeJS.ProcessEnv = process.env, opts: { port?: boolean } = {}): string[] {
   const problems: string[] = [];
   // The service's PORT is named with the rest (it was checked alone after the config, so a bad
   // PORT beside a bad switch took two starts to find); the worker listens on nothing.
@@ -289,10 +298,7 @@ export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = 
   if (slots && !(/^\d{1,8}$/.test(slots) && isAwardIdSlots(Number(slots)))) {
     problems.push(`LAUREL_AWARD_IDS must be 0 or a power of two up to ${MAX_AWARD_ID_SLOTS} (got ${JSON.stringify(slots)})`);
   }
-  if (problems.length > 0) {
-    logger.fatal(`invalid environment: ${problems.join("; ")}`);
-    process.exit(1);
-  }
+  return problems;
 }
 
 /**

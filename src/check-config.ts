@@ -8,13 +8,16 @@
  * stored data is laid out by ({t}:fixed: shards, streak frequency, each board's schedule) and says
  * what a start on that Redis would refuse, reading only: nothing is written, no script is loaded.
  *
+ * The environment is checked as the service's start checks it (LAUREL_* switches, numbers, PORT,
+ * LOG_LEVEL, the sentinels): run it with the environment the service will have.
+ *
  * The file is the argument, else LAUREL_CONFIG, else the demo config. Prints one line per tenant
- * and `configuration ok`, exit 0; a bad file or a setting the data cannot be read with: the
- * start's message, exit 1; Redis given but not answering: exit 2.
+ * and `configuration ok`, exit 0; a bad file, a bad environment or a setting the data cannot be
+ * read with: the start's message, exit 1; Redis given but not answering: exit 2.
  */
 import { resolve } from "node:path";
 import type { Redis } from "ioredis";
-import { configPath } from "./boot.js";
+import { configPath, environmentProblems } from "./boot.js";
 import { ConfigError } from "./config/compile.js";
 import type { CompiledTenant } from "./config/compiled.js";
 import { loadConfigFile } from "./config/load.js";
@@ -60,6 +63,11 @@ async function checkAgainstRedis(tenants: readonly CompiledTenant[]): Promise<{ 
 }
 
 async function main(): Promise<number> {
+  const problems = environmentProblems(process.env, { port: true });
+  if (problems.length > 0) {
+    console.error(`invalid environment: ${problems.join("; ")}`);
+    return 1;
+  }
   // Under `npm run`, the working directory is the project's; INIT_CWD is where npm was run from,
   // which a relative path given on its command line means.
   const path = process.argv[2] ? resolve(process.env.INIT_CWD ?? process.cwd(), process.argv[2]) : configPath();

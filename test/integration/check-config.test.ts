@@ -55,6 +55,15 @@ describe("node dist/check-config.js", () => {
     expect(output).not.toContain("configuration ok");
   });
 
+  it("refuses the environment the service's start would refuse, every bad variable named", async () => {
+    const { code, output } = await runCheck(DEMO, { LAUREL_CLOCK: "manul", LAUREL_READ_TIMEOUT: "2s", PORT: "70000" });
+    expect(code).toBe(1);
+    expect(output).toContain("invalid environment: PORT must be an integer from 0 to 65535");
+    expect(output).toContain('LAUREL_CLOCK must be manual or system (got "manul")');
+    expect(output).toContain("LAUREL_READ_TIMEOUT must be a number of seconds");
+    expect(output).not.toContain("configuration ok");
+  });
+
   it("refuses the demo keys under NODE_ENV=production, as the start does", async () => {
     const { code, output } = await runCheck(DEMO, { NODE_ENV: "production" });
     expect(code).toBe(1);
