@@ -198,8 +198,6 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
   }
 }
 
-
-
 /** `redis_version` of an INFO server reply (Valkey reports its Redis compatibility there too), or null when absent. */
 function redisVersion(info: string): string | null {
   return /^redis_version:([^\r\n]+)/m.exec(info)?.[1] ?? null;
@@ -276,6 +274,11 @@ export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = 
     logger.fatal(`invalid environment: ${problems.join("; ")}`);
     process.exit(1);
   }
+}
+
+/** A number of seconds in the environment (checked by checkEnvironmentOrExit), in milliseconds; undefined when unset or empty. */
+export function envMilliseconds(name: string, env: NodeJS.ProcessEnv = process.env): number | undefined {
+  return env[name] ? Number(env[name]) * 1000 : undefined;
 }
 
 /** What checkEnvironmentOrExit refuses in `env`, each as its message (npm run check-config says them too). */

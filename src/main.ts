@@ -1,7 +1,7 @@
 import "./v8-tuning.js";
 import type { Logger } from "pino";
 import { DEFAULT_DRAIN_MS, ListenError, startApp } from "./app.js";
-import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, exitIfPortTaken, exitOnConfigError, exitOnSignalsWhileStarting, listenPort, loadTenantsOrExit, stopOnSignals, waitForRedisOrExit, warnFsyncNotApplied, runEntry } from "./boot.js";
+import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, envMilliseconds, exitIfPortTaken, exitOnConfigError, exitOnSignalsWhileStarting, listenPort, loadTenantsOrExit, stopOnSignals, waitForRedisOrExit, warnFsyncNotApplied, runEntry } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
@@ -85,8 +85,8 @@ async function main(logger: Logger): Promise<void> {
   const redis = logConnectionErrors(createRedisClient(redisUrl, sentinelOptions()), logger);
   await waitForRedisOrExit(redis, logger);
 
-  const drainMs = process.env.LAUREL_DRAIN ? Number(process.env.LAUREL_DRAIN) * 1000 : undefined; // checked by checkEnvironmentOrExit
-  const readTimeoutMs = process.env.LAUREL_READ_TIMEOUT ? Number(process.env.LAUREL_READ_TIMEOUT) * 1000 : undefined; // the same
+  const drainMs = envMilliseconds("LAUREL_DRAIN");
+  const readTimeoutMs = envMilliseconds("LAUREL_READ_TIMEOUT");
   // The Redis client, then the embedded server: the end of a failed start and of a stop.
   const cleanup = async (): Promise<void> => {
     await redis.quit().catch(() => undefined);

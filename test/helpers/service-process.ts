@@ -28,15 +28,16 @@ export interface ServiceProcess {
 }
 
 /**
- * The built service as a user starts it, `node dist/main.js` (or another entry: WORKER), with the
+ * The built service as a user starts it, `node dist/main.js` (or another entry: WORKER, or
+ * check-config.js with its `args`), with the
  * test's environment over this process's (REDIS_URL removed unless given: without it the service
  * embeds its own Redis).
  */
-export function runService(env: Record<string, string>, entry = MAIN, opts: { ownGroup?: boolean } = {}): ServiceProcess {
+export function runService(env: Record<string, string>, entry = MAIN, opts: { ownGroup?: boolean; args?: readonly string[] } = {}): ServiceProcess {
   const { REDIS_URL: _omit, ...base } = process.env;
   // ownGroup: the process leads a process group of its own, as a terminal's job does (a Ctrl-C
   // there is a SIGINT to the whole group: process.kill(-pid, "SIGINT")).
-  const child = spawn(process.execPath, [entry], { env: { ...base, LOG_LEVEL: "info", ...env }, stdio: ["ignore", "pipe", "pipe"], detached: opts.ownGroup === true });
+  const child = spawn(process.execPath, [entry, ...(opts.args ?? [])], { env: { ...base, LOG_LEVEL: "info", ...env }, stdio: ["ignore", "pipe", "pipe"], detached: opts.ownGroup === true });
   running.add(child);
   child.once("exit", () => running.delete(child));
   let out = "";

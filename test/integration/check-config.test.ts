@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -6,6 +5,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TenantKeys } from "../../src/store/keys.js";
 import { startTestRedis } from "../helpers/redis-server.js";
+import { runService } from "../helpers/service-process.js";
 import { lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
 
 /**
@@ -22,14 +22,10 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** Runs the check with `file` as its argument (or none) and `env` over a REDIS_URL-free environment. */
-function runCheck(file: string | null, env: Record<string, string> = {}): Promise<{ code: number | null; output: string }> {
-  const { REDIS_URL: _omit, LAUREL_CONFIG: _config, NODE_ENV: _nodeEnv, ...base } = process.env;
-  const child = spawn(process.execPath, file === null ? [CHECK] : [CHECK, file], { env: { ...base, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  let output = "";
-  child.stdout.on("data", (d) => (output += d));
-  child.stderr.on("data", (d) => (output += d));
-  return new Promise((resolve) => child.once("exit", (code) => resolve({ code, output })));
+/** Runs the check with `file` as its argument (or none), the test's `env` over this process's (no LAUREL_CONFIG). */
+async function runCheck(file: string | null, env: Record<string, string> = {}): Promise<{ code: number | null; output: string }> {
+  const proc = runService({ LAUREL_CONFIG: "", ...env }, CHECK, { args: file === null ? [] : [file] });
+  return { code: await proc.exited, output: proc.output() };
 }
 
 function file(name: string, text: string): string {
