@@ -1,12 +1,17 @@
+import { connect } from "node:net";
+import { performance } from "node:perf_hooks";
 import { TrophyApiClient } from "@trophyso/node";
 import { Redis } from "ioredis";
 import pino from "pino";
+import uWS from "uWebSockets.js";
 import { describe, expect, it } from "vitest";
 import { startTestApp } from "../helpers/app.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { errorBody, rejection } from "../helpers/sdk.js";
 import { runService, waitFor } from "../helpers/service-process.js";
+import type { ReadDeadline } from "../../src/http/read-deadline.js";
+import { Router } from "../../src/http/router.js";
 
 /**
  * LAUREL_READ_TIMEOUT (src/http/read-deadline.ts): a read (GET) Redis keeps waiting is answered
@@ -129,6 +134,80 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
       bounded.child.kill("SIGKILL");
       unbounded.child.kill("SIGKILL");
       await Promise.all([bounded.exited, unbounded.exited]);
+      await server.stop();
+    }
+  });
+});
+
+describe("the read deadline in the router (src/http/router.ts)", () => {
+  /**
+   * The router's own wiring of the deadline: a read answered by its handler ends the stalled mode
+   * (Redis answers again), one whose client went away does not (it says nothing of Redis). A
+   * Router on a uWS app of the test's, one GET route reading a real Redis stopped with SIGSTOP,
+   * real HTTP requests and a real closed connection. The bound is an hour and the periodic sweep
+   * is stopped (Router.close): the test sweeps itself, with the time it chooses
+   * (ReadDeadline.sweep(now)), so no answer depends on how fast the box is.
+   */
+  it("a read whose client went away while Redis is stalled keeps the stalled mode; a read answered by its handler ends it", async () => {
+    const bound = 3_600_000;
+    const server = await startTestRedis();
+    const redis = new Redis(server.url);
+    const pid = await redisPid(await redis.info("server"));
+    const app = uWS.App();
+    const router = new Router(app, { maxBodyBytes: 1024, logger: pino({ level: "silent" }), readTimeoutMs: bound });
+    router.close();
+    const deadline = (router as unknown as { readDeadline: ReadDeadline }).readDeadline;
+    router.add("get", "/read", 0, async () => ({ status: 200, body: { value: await redis.get("k") } }));
+    const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) => app.listen("127.0.0.1", 0, (socket) => (socket ? resolve(socket) : reject(new Error("listen failed")))));
+    const port = uWS.us_socket_local_port(listenSocket as unknown as uWS.us_socket);
+    // Every read's answer, kept: a read the mutants leave waiting is answered once Redis resumes.
+    const read = () => fetch(`http://127.0.0.1:${port}/read`).then(async (res) => ({ status: res.status, body: await res.json() }));
+    const waitingReads = (n: number) => waitFor(() => router.stats.inFlight === n, `${n} read(s) in flight`);
+    let stopped = false;
+    const stopRedis = () => (process.kill(pid, "SIGSTOP"), (stopped = true));
+    const resumeRedis = () => (process.kill(pid, "SIGCONT"), (stopped = false));
+    const timedOut = { status: 503, body: { error: `Redis did not answer within ${bound} ms; retry later` } };
+    try {
+      expect(await read()).toEqual({ status: 200, body: { value: null } });
+      stopRedis();
+      // A: waits the bound (the sweep's clock an hour on): answered 503, and Redis is taken for stalled.
+      const a = read();
+      await waitingReads(1);
+      deadline.sweep(performance.now() + bound);
+      expect(router.stats.readTimeouts).toBe(1);
+      expect(await a).toEqual(timedOut);
+      // B: its client closes the connection while it waits for the stopped Redis.
+      const socket = connect(port, "127.0.0.1");
+      await new Promise<void>((resolve) => socket.once("connect", resolve));
+      await new Promise<void>((resolve) => socket.write("GET /read HTTP/1.1\r\nHost: x\r\n\r\n", () => resolve()));
+      await waitingReads(1);
+      socket.destroy();
+      // The close reached the router (onAborted): B is no longer in flight, and counted aborted.
+      await waitingReads(0);
+      expect(router.stats.routes[0]!.statuses.get("aborted")).toBe(1);
+      // C: Redis is still taken for stalled (B said nothing of it), so the next sweep answers C at
+      // once, young as it is. Were B's end taken for an answer of Redis's, C would wait the hour.
+      const c = read();
+      await waitingReads(1);
+      deadline.sweep(performance.now());
+      expect(router.stats.readTimeouts).toBe(2);
+      expect(await c).toEqual(timedOut);
+      // D: Redis resumes and answers D through its handler: that ends the stalled mode.
+      resumeRedis();
+      expect(await read()).toEqual({ status: 200, body: { value: null } });
+      // E: Redis stopped again; a sweep now leaves E waiting (not stalled, and E is young).
+      stopRedis();
+      const e = read();
+      await waitingReads(1);
+      deadline.sweep(performance.now());
+      expect(router.stats.readTimeouts).toBe(2);
+      resumeRedis();
+      expect(await e).toEqual({ status: 200, body: { value: null } });
+    } finally {
+      if (stopped) process.kill(pid, "SIGCONT");
+      uWS.us_listen_socket_close(listenSocket);
+      (app as unknown as { close?: () => void }).close?.();
+      redis.disconnect();
       await server.stop();
     }
   });
