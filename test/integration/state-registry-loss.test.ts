@@ -9,7 +9,9 @@ import { loadConfigText } from "../../src/config/load.js";
 import { TenantKeys } from "../../src/store/keys.js";
 import { guardStateSlots } from "../../src/store/slots-guard.js";
 import { FIXED_STATE_NAMES, stateNames } from "../../src/store/state-slots.js";
+import { freePort } from "../../src/embedded-redis.js";
 import { demoConfig, startTestApp } from "../helpers/app.js";
+import { commandsDuring } from "../helpers/monitor.js";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { callService, runService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
@@ -208,6 +210,41 @@ describe("the guard's checks", () => {
         `the state registry ${registry} changed under this process (Redis lost its data and another process registered first?); exiting so that a restart reads it`,
       ]);
     } finally {
+      await g.close();
+    }
+  });
+
+  it("does not check again on the reconnect a read-only replica's refusal makes (no refuse-reconnect loop)", async () => {
+    // No tick in the test: only the reconnects trigger checks.
+    const g = await guarded(3_600_000);
+    const refused = async (): Promise<number> => Number(/cmdstat_fcall:.*rejected_calls=(\d+)/.exec(await redis.info("commandstats"))?.[1] ?? 0);
+    let readies = 0;
+    g.t.redis.on("ready", () => readies++);
+    try {
+      // The registry lost, and the server demoted (a failover to an empty replica): a replica of a
+      // primary that is not there keeps its empty data, serves reads and refuses writes (READONLY).
+      await redis.flushall();
+      await redis.call("REPLICAOF", "127.0.0.1", String(await freePort()));
+      const before = await refused();
+      const seen = await commandsDuring(server.url, async () => {
+        // The connection cut (a restart, a failover): the reconnect's check reads the registry
+        // (empty), and its write back is refused READONLY, on which the client reconnects
+        // (redis-client.ts reconnectWhenReadOnly): a second ready.
+        await redis.client("KILL", "ID", String(await g.t.redis.client("ID")));
+        await waitFor(() => readies >= 2, "the reconnect the refusal makes");
+        // A check on that ready would have sent its HGETALL then, ahead of this PING on the same
+        // connection: once the PING is answered, Redis has run it.
+        expect(await g.t.redis.ping()).toBe("PONG");
+      });
+      const registryReads = seen.commands.filter((args) => args[0]!.toLowerCase() === "hgetall" && args[1] === registry);
+      // One check: the first reconnect's. None on the reconnect its refusal made.
+      expect(registryReads).toHaveLength(1);
+      expect(await refused()).toBe(before + 1);
+      expect(readies).toBe(2);
+      expect(g.t.redis.status).toBe("ready");
+      expect(g.state.exits).toBe(0);
+    } finally {
+      await redis.call("REPLICAOF", "NO", "ONE");
       await g.close();
     }
   });
