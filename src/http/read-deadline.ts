@@ -21,9 +21,11 @@ import { LaurelError } from "../domain/errors.js";
  *
  * Once reads have waited the bound, Redis is known to be stalled: for one more bound (renewed by
  * every sweep that answers a read) a read still waiting at a sweep is answered then, however
- * young, until a read is answered by its handler (Redis answers again). A caller then waits a
- * quarter of the bound at most during a stall, not a whole bound per attempt: the official SDK
- * sends a 503'd call twice more at once, and each attempt waited the whole bound again.
+ * young, until Redis answers a read again (its handler's answer, or Redis's refusal; not a read
+ * whose client went away, nor one its handler refused on the request, before any call to Redis).
+ * A caller then waits a quarter of the bound at most during a stall, not a whole bound per
+ * attempt: the official SDK sends a 503'd call twice more at once, and each attempt waited the
+ * whole bound again.
  */
 export class ReadDeadline {
   /** The oldest waiting read, and the newest (arrival order). */
@@ -59,8 +61,8 @@ export class ReadDeadline {
   }
 
   /**
-   * The read ended: answered by its handler (`answered`: Redis answered it, so it is not stalled),
-   * or its client went away. Once per node, or again harmlessly.
+   * The read ended: `answered` when Redis answered it (so it is not stalled); not when its client
+   * went away, or its handler failed before calling Redis. Once per node, or again harmlessly.
    */
   untrack(node: WaitingRead, answered = false): void {
     if (node.expire === null) return;

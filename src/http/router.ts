@@ -212,12 +212,17 @@ export class Router {
       let settled = false;
       // This read's place in the read deadline's list, while it waits (run).
       let waiting: WaitingRead | null = null;
+      // Redis answered this read: its handler's answer (a read waits for Redis to have one), or
+      // Redis's refusal. Not when its client went away, nor when its handler failed on the
+      // request (a bad key, an unknown user id or system: thrown before any call to Redis, and
+      // answered at once even while Redis is stalled) or for want of Redis.
+      let redisAnswered = false;
       this.stats.inFlight++;
       const end = (status: number | typeof ABORTED): void => {
         settled = true;
-        // A read its handler answered (not one the deadline answered first: that one is unlinked
+        // A read Redis answered (not one the deadline answered first: that one is unlinked
         // already) says Redis answers again.
-        if (waiting !== null) deadline!.untrack(waiting, status !== ABORTED);
+        if (waiting !== null) deadline!.untrack(waiting, redisAnswered);
         this.settle();
         stats.record(status, performance.now() - arrived);
       };
@@ -235,8 +240,10 @@ export class Router {
       const fail = (err: unknown): void => {
         const answer = errorAnswer(err, read);
         // Redis unreachable is not logged per request: the client's connection log says it once per outage (main.ts).
-        if (answer.kind === "refused") this.logRefusal(answer.cause!, err);
-        else if (answer.kind === "internal") this.opts.logger.error({ err, path: pattern }, "request failed");
+        if (answer.kind === "refused") {
+          redisAnswered = true;
+          this.logRefusal(answer.cause!, err);
+        } else if (answer.kind === "internal") this.opts.logger.error({ err, path: pattern }, "request failed");
         finish(answer.status, errorJson(answer.message));
       };
       let request: ApiRequest;
@@ -260,10 +267,11 @@ export class Router {
           // Only a handler that waits (for Redis) is bounded: one that answers at once (a points
           // system, its levels) has nothing to time out, and its answer says nothing of Redis.
           if (deadline !== null && answer instanceof Promise) waiting = deadline.track(fail, arrived);
-          Promise.resolve(answer).then(
-            (reply) => (reply.contentType ? finish(reply.status, reply.body as string, false, reply.contentType) : finish(reply.status, stringifyReply(reply.body))),
-            fail,
-          );
+          Promise.resolve(answer).then((reply) => {
+            redisAnswered = true;
+            if (reply.contentType) finish(reply.status, reply.body as string, false, reply.contentType);
+            else finish(reply.status, stringifyReply(reply.body));
+          }, fail);
         } catch (err) {
           fail(err);
         }

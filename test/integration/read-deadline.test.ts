@@ -12,6 +12,7 @@ import { errorBody, rejection } from "../helpers/sdk.js";
 import { runService, waitFor } from "../helpers/service-process.js";
 import type { ReadDeadline } from "../../src/http/read-deadline.js";
 import { Router } from "../../src/http/router.js";
+import { LaurelError } from "../../src/domain/errors.js";
 
 /**
  * LAUREL_READ_TIMEOUT (src/http/read-deadline.ts): a read (GET) Redis keeps waiting is answered
@@ -141,15 +142,18 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
 
 describe("the read deadline in the router (src/http/router.ts)", () => {
   /**
-   * The router's own wiring of the deadline: a read answered by its handler ends the stalled mode
-   * (Redis answers again), one whose client went away does not (it says nothing of Redis). A
-   * Router on a uWS app of the test's, one GET route reading a real Redis stopped with SIGSTOP,
-   * real HTTP requests and a real closed connection. The bound is an hour and the periodic sweep
-   * is stopped (Router.close): the test sweeps itself, with the time it chooses
-   * (ReadDeadline.sweep(now)), so no answer depends on how fast the box is.
+   * The router's own wiring of the deadline: a read Redis answered ends the stalled mode (Redis
+   * answers again); one whose client went away, or that its handler refused on the request before
+   * calling Redis, does not (it says nothing of Redis). A Router on a uWS app of the test's, GET
+   * routes on a real Redis stopped with SIGSTOP, real HTTP requests and a real closed connection.
+   * The bound is an hour and the periodic sweep is stopped (Router.close): the test sweeps
+   * itself, with the time it chooses (ReadDeadline.sweep(now)), so no answer depends on how fast
+   * the box is.
    */
-  it("a read whose client went away while Redis is stalled keeps the stalled mode; a read answered by its handler ends it", async () => {
-    const bound = 3_600_000;
+  const bound = 3_600_000;
+  const timedOut = { status: 503, body: { error: `Redis did not answer within ${bound} ms; retry later` } };
+
+  async function stalledRouter() {
     const server = await startTestRedis();
     const redis = new Redis(server.url);
     const pid = await redisPid(await redis.info("server"));
@@ -157,58 +161,104 @@ describe("the read deadline in the router (src/http/router.ts)", () => {
     const router = new Router(app, { maxBodyBytes: 1024, logger: pino({ level: "silent" }), readTimeoutMs: bound });
     router.close();
     const deadline = (router as unknown as { readDeadline: ReadDeadline }).readDeadline;
-    router.add("get", "/read", 0, async () => ({ status: 200, body: { value: await redis.get("k") } }));
+    // A read of Redis; refused on the request (401, as a handler's key check) before any call to
+    // Redis when the request has no key.
+    router.add("get", "/read", 0, async (req) => {
+      if (req.apiKey === "") throw new LaurelError("UNAUTHORIZED");
+      return { status: 200, body: { value: await redis.get("k") } };
+    });
+    // A read through a call Redis may refuse (a write, as a read script's may be).
+    router.add("get", "/write", 0, async () => ({ status: 200, body: { value: await redis.set("k", "v") } }));
     const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) => app.listen("127.0.0.1", 0, (socket) => (socket ? resolve(socket) : reject(new Error("listen failed")))));
     const port = uWS.us_socket_local_port(listenSocket as unknown as uWS.us_socket);
-    // Every read's answer, kept: a read the mutants leave waiting is answered once Redis resumes.
-    const read = () => fetch(`http://127.0.0.1:${port}/read`).then(async (res) => ({ status: res.status, body: await res.json() }));
-    const waitingReads = (n: number) => waitFor(() => router.stats.inFlight === n, `${n} read(s) in flight`);
     let stopped = false;
-    const stopRedis = () => (process.kill(pid, "SIGSTOP"), (stopped = true));
-    const resumeRedis = () => (process.kill(pid, "SIGCONT"), (stopped = false));
-    const timedOut = { status: 503, body: { error: `Redis did not answer within ${bound} ms; retry later` } };
+    const get = (path: string, key = "k") => fetch(`http://127.0.0.1:${port}${path}`, { headers: { "x-api-key": key } }).then(async (res) => ({ status: res.status, body: await res.json() }));
+    return {
+      redis,
+      router,
+      deadline,
+      port,
+      get,
+      read: () => get("/read"),
+      waitingReads: (n: number) => waitFor(() => router.stats.inFlight === n, `${n} read(s) in flight`),
+      stopRedis: () => (process.kill(pid, "SIGSTOP"), (stopped = true)),
+      resumeRedis: () => (process.kill(pid, "SIGCONT"), (stopped = false)),
+      /** Stalled mode on: a read waits the bound (the sweep's clock an hour on) and is answered 503. */
+      async stall(): Promise<void> {
+        const before = router.stats.readTimeouts;
+        const a = get("/read");
+        await this.waitingReads(1);
+        deadline.sweep(performance.now() + bound);
+        expect(router.stats.readTimeouts).toBe(before + 1);
+        expect(await a).toEqual(timedOut);
+      },
+      /** Whether a young read waiting now is answered by a sweep now (stalled mode), else answered when Redis resumes. */
+      async youngReadAnsweredBySweep(): Promise<boolean> {
+        const before = router.stats.readTimeouts;
+        const c = get("/read");
+        await this.waitingReads(1);
+        deadline.sweep(performance.now());
+        const answered = router.stats.readTimeouts === before + 1;
+        if (!answered) this.resumeRedis();
+        expect(await c).toEqual(answered ? timedOut : { status: 200, body: { value: null } });
+        return answered;
+      },
+      async close(): Promise<void> {
+        if (stopped) process.kill(pid, "SIGCONT");
+        uWS.us_listen_socket_close(listenSocket);
+        (app as unknown as { close?: () => void }).close?.();
+        redis.disconnect();
+        await server.stop();
+      },
+    };
+  }
+
+  it("a read whose client went away while Redis is stalled keeps the stalled mode; a read answered by its handler ends it", async () => {
+    const r = await stalledRouter();
     try {
-      expect(await read()).toEqual({ status: 200, body: { value: null } });
-      stopRedis();
-      // A: waits the bound (the sweep's clock an hour on): answered 503, and Redis is taken for stalled.
-      const a = read();
-      await waitingReads(1);
-      deadline.sweep(performance.now() + bound);
-      expect(router.stats.readTimeouts).toBe(1);
-      expect(await a).toEqual(timedOut);
+      expect(await r.read()).toEqual({ status: 200, body: { value: null } });
+      r.stopRedis();
+      await r.stall();
       // B: its client closes the connection while it waits for the stopped Redis.
-      const socket = connect(port, "127.0.0.1");
+      const socket = connect(r.port, "127.0.0.1");
       await new Promise<void>((resolve) => socket.once("connect", resolve));
-      await new Promise<void>((resolve) => socket.write("GET /read HTTP/1.1\r\nHost: x\r\n\r\n", () => resolve()));
-      await waitingReads(1);
+      await new Promise<void>((resolve) => socket.write("GET /read HTTP/1.1\r\nHost: x\r\nX-API-KEY: k\r\n\r\n", () => resolve()));
+      await r.waitingReads(1);
       socket.destroy();
       // The close reached the router (onAborted): B is no longer in flight, and counted aborted.
-      await waitingReads(0);
-      expect(router.stats.routes[0]!.statuses.get("aborted")).toBe(1);
+      await r.waitingReads(0);
+      expect(r.router.stats.routes[0]!.statuses.get("aborted")).toBe(1);
       // C: Redis is still taken for stalled (B said nothing of it), so the next sweep answers C at
       // once, young as it is. Were B's end taken for an answer of Redis's, C would wait the hour.
-      const c = read();
-      await waitingReads(1);
-      deadline.sweep(performance.now());
-      expect(router.stats.readTimeouts).toBe(2);
-      expect(await c).toEqual(timedOut);
+      expect(await r.youngReadAnsweredBySweep()).toBe(true);
       // D: Redis resumes and answers D through its handler: that ends the stalled mode.
-      resumeRedis();
-      expect(await read()).toEqual({ status: 200, body: { value: null } });
+      r.resumeRedis();
+      expect(await r.read()).toEqual({ status: 200, body: { value: null } });
       // E: Redis stopped again; a sweep now leaves E waiting (not stalled, and E is young).
-      stopRedis();
-      const e = read();
-      await waitingReads(1);
-      deadline.sweep(performance.now());
-      expect(router.stats.readTimeouts).toBe(2);
-      resumeRedis();
-      expect(await e).toEqual({ status: 200, body: { value: null } });
+      r.stopRedis();
+      expect(await r.youngReadAnsweredBySweep()).toBe(false);
     } finally {
-      if (stopped) process.kill(pid, "SIGCONT");
-      uWS.us_listen_socket_close(listenSocket);
-      (app as unknown as { close?: () => void }).close?.();
-      redis.disconnect();
-      await server.stop();
+      await r.close();
+    }
+  });
+
+  it("a read its handler refused on the request (before any call to Redis) keeps the stalled mode; Redis's refusal ends it", async () => {
+    const r = await stalledRouter();
+    try {
+      r.stopRedis();
+      await r.stall();
+      // Answered at once by its handler, Redis stopped as it is: it says nothing of Redis.
+      expect(await r.get("/read", "")).toEqual({ status: 401, body: { error: "Missing or invalid API key" } });
+      expect(await r.youngReadAnsweredBySweep()).toBe(true);
+      // Redis answers again, with a refusal (too few replicas for a write): it answers.
+      r.resumeRedis();
+      await r.redis.config("SET", "min-replicas-to-write", "1");
+      expect((await r.get("/write")).status).toBe(503);
+      await r.redis.config("SET", "min-replicas-to-write", "0");
+      r.stopRedis();
+      expect(await r.youngReadAnsweredBySweep()).toBe(false);
+    } finally {
+      await r.close();
     }
   });
 });
