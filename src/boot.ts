@@ -1,4 +1,5 @@
 import { createServer } from "node:net";
+import type { ConnectionOptions, TLSSocket } from "node:tls";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Redis } from "ioredis";
@@ -11,6 +12,7 @@ import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/aw
 import { isAuthError, tlsCertificateProblem } from "./store/redis-client.js";
 import { redisRefusalOf } from "./store/redis-refusals.js";
 import { redisAddress, sentinelProblems } from "./store/redis-sentinel.js";
+import { askClientCertificate, clientCertificateRefusal, redisTlsProblems } from "./store/redis-tls.js";
 
 /** The repository root (dist/.. or src/..), where config/ and data/ live by default. */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -130,6 +132,9 @@ export function exitOnSignalsWhileStarting(logger: Logger): void {
   });
 }
 
+/** How long the start waits for a server's answer to askClientCertificate: a bound, not a budget (it answers within its handshake). */
+const ASK_CLIENT_CERTIFICATE_MS = 5_000;
+
 /**
  * At start, Redis may not be up yet (a container started beside it, a failover in progress):
  * waits for a PING answer up to LAUREL_REDIS_WAIT seconds (default 60), saying once that it
@@ -137,7 +142,8 @@ export function exitOnSignalsWhileStarting(logger: Logger): void {
  * refuses stop the start at once (waiting would not change them), and so does a TLS certificate
  * the process does not trust (rediss://: a private CA not given in NODE_EXTRA_CA_CERTS, a host
  * name the certificate does not carry, an expired one), which otherwise looked like a Redis not
- * answering for LAUREL_REDIS_WAIT, then "not reachable". A Redis older
+ * answering for LAUREL_REDIS_WAIT, then "not reachable", and a client certificate the server
+ * refuses, or the lack of one where it asks for one (its tls-auth-clients). A Redis older
  * than 7 (Ubuntu 22.04's is 6.0) stops the start too, saying so, instead of a stack trace from
  * the first FUNCTION LOAD.
  */
@@ -146,13 +152,29 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
   const giveUpAt = Date.now() + seconds * 1000;
   const address = redisAddress(redis.options);
   const setting = redis.options.sentinels?.length ? "REDIS_SENTINELS" : "REDIS_URL";
+  const tlsOptions: ConnectionOptions = typeof redis.options.tls === "object" ? redis.options.tls : {};
   // A rejected certificate reaches the client's "error" listeners only: the PING fails with
   // ioredis' own "max retries" or the wait's bound, saying nothing of it.
-  const seen: { certificateProblem: string | null } = { certificateProblem: null };
+  const seen: { certificateProblem: string | null; clientRefusal: string | null; handshake: { host: string; port: number } | null } = { certificateProblem: null, clientRefusal: null, handshake: null };
   const onError = (err: unknown): void => {
     seen.certificateProblem ??= tlsCertificateProblem(err);
+    seen.clientRefusal ??= clientCertificateRefusal(err);
   };
+  // Where a TLS handshake went through (ioredis' "connect" is TLS's secureConnect): over TLS 1.3
+  // a refused client certificate mostly shows as a reset after it, and is asked about there. The
+  // address is the client's own; through sentinels, the primary's as the socket tells it, which
+  // it often no longer does by then (the reset came first): that start goes by the alert alone.
+  const onConnect = (): void => {
+    const stream = redis.stream as Partial<TLSSocket> | undefined;
+    if (!stream?.encrypted) return;
+    const sentinels = Boolean(redis.options.sentinels?.length);
+    const host = sentinels ? stream.remoteAddress : redis.options.host;
+    const port = sentinels ? stream.remotePort : redis.options.port;
+    if (host && port) seen.handshake = { host, port };
+  };
+  let asked = false;
   redis.on("error", onError);
+  redis.on("connect", onConnect);
   for (let attempt = 0; ; attempt++) {
     let version: string | null;
     try {
@@ -174,7 +196,26 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
       if (certificateProblem !== null) {
         logger.fatal(
           { redis: address, err: certificateProblem },
-          `Redis at ${address}: TLS certificate not accepted (${certificateProblem}); trust the server's CA with NODE_EXTRA_CA_CERTS=<path to the CA's PEM>, or check the host name in ${setting} against the certificate`,
+          `Redis at ${address}: TLS certificate not accepted (${certificateProblem}); trust the server's CA with LAUREL_REDIS_TLS_CA=<path to the CA's PEM> (or NODE_EXTRA_CA_CERTS), or check the host name in ${setting} against the certificate`,
+        );
+        process.exit(1);
+      }
+      // Nor does a client certificate refused (or missing). Over TLS 1.3 the refusal's alert is
+      // mostly lost to a reset (redis-tls.ts askClientCertificate), so after a handshake the
+      // server is asked once, over TLS 1.2, where its answer is certain: one answer whether an
+      // alert came through or not. The alert stands when the question gets none (a server
+      // without TLS 1.2).
+      if (seen.handshake !== null && !asked) {
+        asked = true;
+        seen.clientRefusal = (await askClientCertificate(seen.handshake.host, seen.handshake.port, tlsOptions, ASK_CLIENT_CERTIFICATE_MS)) ?? seen.clientRefusal;
+      }
+      if (seen.clientRefusal !== null) {
+        const { clientRefusal } = seen;
+        logger.fatal(
+          { redis: address, err: clientRefusal },
+          tlsOptions.cert
+            ? `Redis at ${address} refused the TLS client certificate in LAUREL_REDIS_TLS_CERT (${clientRefusal}); give one signed by a CA the server trusts (its tls-ca-cert-file), not expired`
+            : `Redis at ${address} requires a TLS client certificate (${clientRefusal}: its tls-auth-clients); set LAUREL_REDIS_TLS_CERT and LAUREL_REDIS_TLS_KEY to a certificate signed by a CA the server trusts (its tls-ca-cert-file) and its key`,
         );
         process.exit(1);
       }
@@ -194,6 +235,7 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
       process.exit(1);
     }
     redis.removeListener("error", onError);
+    redis.removeListener("connect", onConnect);
     return;
   }
 }
@@ -297,6 +339,7 @@ export function environmentProblems(env: NodeJS.ProcessEnv = process.env, opts: 
     if (seconds && !/^\d+(\.\d+)?$/.test(seconds)) problems.push(`${name} must be a number of seconds, 0 or more, in digits (got ${JSON.stringify(seconds)})`);
   }
   problems.push(...sentinelProblems(env));
+  problems.push(...redisTlsProblems(env));
   const slots = env.LAUREL_AWARD_IDS;
   if (slots && !(/^\d{1,8}$/.test(slots) && isAwardIdSlots(Number(slots)))) {
     problems.push(`LAUREL_AWARD_IDS must be 0 or a power of two up to ${MAX_AWARD_ID_SLOTS} (got ${JSON.stringify(slots)})`);

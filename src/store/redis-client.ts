@@ -2,6 +2,7 @@ import { Redis, type RedisOptions } from "ioredis";
 import type { ConnectionOptions } from "bullmq";
 import type { Logger } from "pino";
 import { redisRefusalOf } from "./redis-refusals.js";
+import { clientCertificateRefusal, redisTlsFiles } from "./redis-tls.js";
 import { coalesceWrites } from "./write-coalescing.js";
 
 /**
@@ -10,9 +11,15 @@ import { coalesceWrites } from "./write-coalescing.js";
  *   LAUREL_COALESCE=off      one socket write per command (ioredis' default) instead of one per
  *                            turn of the event loop (write-coalescing.ts)
  *   LAUREL_AUTOPIPELINE=1    ioredis auto-pipelining (measured no better here: bench/README.md)
+ *   LAUREL_REDIS_TLS_*       a rediss:// URL's client certificate and CA (redis-tls.ts)
  */
 export function createRedisClient(url: string | undefined, options: RedisOptions = {}, env: NodeJS.ProcessEnv = process.env): Redis {
-  const settings: RedisOptions = { maxRetriesPerRequest: 3, enableAutoPipelining: env.LAUREL_AUTOPIPELINE === "1", reconnectOnError: reconnectWhenReadOnly, ...options };
+  // A rediss:// URL alone gives ioredis `tls: true`; the files, when set, are its TLS options
+  // (and the data nodes' through Sentinel: ioredis applies `tls` to them). The copies, the job
+  // queues' (queueConnection) and duplicate()'s, take them from these options.
+  const files = url?.startsWith("rediss://") ? redisTlsFiles(env) : {};
+  const tls = Object.keys(files).length > 0 ? { tls: files } : {};
+  const settings: RedisOptions = { maxRetriesPerRequest: 3, enableAutoPipelining: env.LAUREL_AUTOPIPELINE === "1", reconnectOnError: reconnectWhenReadOnly, ...tls, ...options };
   // Without a URL (Redis through sentinels alone: redis-sentinel.ts), the options say it all.
   return withCoalescing(url === undefined ? new Redis(settings) : new Redis(url, settings), env);
 }
@@ -56,10 +63,10 @@ export function logConnectionErrors(redis: Redis, logger: Logger, name = "redis"
   let down = false;
   let everReady = false;
   redis.on("error", (err: Error) => {
-    // Credentials refused, or a certificate not trusted, before the first connection: the start
-    // says so itself, in one line (boot.ts waitForRedisOrExit), and exits; "not reachable" would
-    // be wrong besides.
-    if (down || (!everReady && (isAuthError(err) || tlsCertificateProblem(err) !== null))) return;
+    // Credentials refused, a certificate not trusted, or the client's refused, before the first
+    // connection: the start says so itself, in one line (boot.ts waitForRedisOrExit), and exits;
+    // "not reachable" would be wrong besides.
+    if (down || (!everReady && (isAuthError(err) || tlsCertificateProblem(err) !== null || clientCertificateRefusal(err) !== null))) return;
     down = true;
     logger.warn({ err: err.message, connection: name }, "redis not reachable; retrying");
   });

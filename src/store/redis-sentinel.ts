@@ -1,4 +1,5 @@
 import type { RedisOptions } from "ioredis";
+import { redisTlsFiles, usesTls } from "./redis-tls.js";
 
 /**
  * Redis through Sentinel, the failover of a self-hosted Redis: the process asks the sentinels
@@ -11,7 +12,7 @@ import type { RedisOptions } from "ioredis";
  * REDIS_URL may still be given, for the data nodes' user, password, database and TLS; its host
  * and port are not used (the sentinels name the primary). A rediss:// REDIS_URL means TLS to the
  * sentinels and to the data nodes alike (a deployment that encrypts one encrypts the other; one
- * switch, no setting of its own).
+ * switch, no setting of its own), with the same LAUREL_REDIS_TLS_* files (redis-tls.ts) for both.
  */
 export interface SentinelAddress {
   host: string;
@@ -52,8 +53,9 @@ export function sentinelOptions(env: NodeJS.ProcessEnv = process.env): RedisOpti
   const sentinels = parseSentinels(env.REDIS_SENTINELS);
   if (typeof sentinels === "string") throw new Error(sentinels); // checkEnvironmentOrExit said it first
   // ioredis takes the URL's TLS (rediss://) for the data nodes only with enableTLSForSentinelMode,
-  // and the sentinels' own from sentinelTLS: without them both were plain TCP.
-  const tls = env.REDIS_URL?.startsWith("rediss://") ? { enableTLSForSentinelMode: true, sentinelTLS: {} } : {};
+  // and the sentinels' own from sentinelTLS: without them both were plain TCP. A sentinel that
+  // asks for a client certificate (Redis's default) gets the data nodes' one.
+  const tls = usesTls(env) ? { enableTLSForSentinelMode: true, sentinelTLS: redisTlsFiles(env) } : {};
   return { sentinels, name: env.REDIS_SENTINEL_NAME || "mymaster", ...(env.REDIS_SENTINEL_PASSWORD ? { sentinelPassword: env.REDIS_SENTINEL_PASSWORD } : {}), ...tls };
 }
 

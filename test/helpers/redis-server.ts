@@ -46,15 +46,17 @@ async function takeEverySlot(url: string): Promise<void> {
  * Sentinel needs a config file it can rewrite, kept in a temporary directory; it takes the death
  * signal as the test servers do (src/embedded-redis.ts).
  * `tls` (the certificate and key of a TLS server, and its CA: tls-redis.ts): the sentinel speaks
- * TLS only (no plain port), and TLS to the servers it watches (`tls-replication`).
+ * TLS only (no plain port), and TLS to the servers it watches (`tls-replication`), presenting
+ * that certificate as its client certificate; `authClients`: it asks its own clients for one
+ * signed by the CA (`tls-auth-clients yes`).
  */
-export async function startTestSentinel(primaryPort: number, replicaPorts: number[] = [], name = "mymaster", opts: { tls?: TlsFiles } = {}): Promise<{ port: number; stop(): Promise<void> }> {
+export async function startTestSentinel(primaryPort: number, replicaPorts: number[] = [], name = "mymaster", opts: { tls?: TlsFiles & { authClients?: boolean } } = {}): Promise<{ port: number; stop(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), "laurel-sentinel-"));
   const port = await freePort();
   const config = join(dir, "sentinel.conf");
   writeFileSync(config, [
     ...(opts.tls
-      ? ["port 0", `tls-port ${port}`, `tls-cert-file ${opts.tls.cert}`, `tls-key-file ${opts.tls.key}`, `tls-ca-cert-file ${opts.tls.ca}`, "tls-auth-clients no", "tls-replication yes"]
+      ? ["port 0", `tls-port ${port}`, `tls-cert-file ${opts.tls.cert}`, `tls-key-file ${opts.tls.key}`, `tls-ca-cert-file ${opts.tls.ca}`, `tls-auth-clients ${opts.tls.authClients ? "yes" : "no"}`, "tls-replication yes"]
       : [`port ${port}`]),
     "bind 127.0.0.1", `dir ${dir}`, `sentinel monitor ${name} 127.0.0.1 ${primaryPort} 1`, `sentinel down-after-milliseconds ${name} 1000`, `sentinel failover-timeout ${name} 10000`,
     // Replicas named up front: learnt from the primary's INFO, they took up to 10 s to be known.
@@ -65,7 +67,7 @@ export async function startTestSentinel(primaryPort: number, replicaPorts: numbe
   const child = setprivDeathSignal() ? spawn("setpriv", ["--pdeathsig", "TERM", "--", "redis-server", ...args], { stdio: "ignore" }) : spawn("redis-server", args, { stdio: "ignore" });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   // Ready once it answers PING (a sentinel has no `loading` field for waitForRedis to read).
-  const probe = new Redis(port, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, ...(opts.tls ? { tls: { ca: readFileSync(opts.tls.ca) } } : {}) });
+  const probe = new Redis(port, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, ...(opts.tls ? { tls: { ca: readFileSync(opts.tls.ca), cert: readFileSync(opts.tls.cert), key: readFileSync(opts.tls.key) } } : {}) });
   probe.on("error", () => undefined);
   try {
     for (;;) {

@@ -20,16 +20,23 @@ import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
  */
 
 const key = { "x-api-key": "demo-key" };
+const CHECK = new URL("../../dist/check-config.js", import.meta.url).pathname;
 const admin = { "x-api-key": "demo-admin-key" };
 
 let server: TlsRedis;
+/** A TLS-only Redis that asks its clients for a certificate signed by its CA (tls-auth-clients yes). */
+let mtls: TlsRedis;
 let dir: string;
 let config: string;
 const running: ServiceProcess[] = [];
 
 beforeAll(async () => {
   server = await startTlsRedis();
+  mtls = await startTlsRedis({ authClients: true });
   dir = mkdtempSync(join(tmpdir(), "laurel-tls-test-"));
+  // The tenant file of the tests without webhooks to deliver (those above write their own).
+  config = join(dir, "tenant.yaml");
+  writeFileSync(config, lessonsTenantYaml("demo"));
 });
 
 afterAll(async () => {
@@ -40,6 +47,7 @@ afterAll(async () => {
     }
   }
   await server?.stop();
+  await mtls?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -50,14 +58,30 @@ function start(env: Record<string, string>, entry?: string): ServiceProcess {
   return proc;
 }
 
-describe("the service and the worker on a TLS-only Redis", () => {
+/**
+ * The two ways a process trusts the server and is known to it: a private CA added to Node's with
+ * NODE_EXTRA_CA_CERTS on a server that asks for no client certificate; and on one that asks
+ * (`tls-auth-clients yes`, Redis's default), a client certificate and key, and the CA given
+ * with LAUREL_REDIS_TLS_CA alone.
+ */
+const ways: { name: string; server: () => TlsRedis; env: (server: TlsRedis) => Record<string, string> }[] = [
+  { name: "a private CA in NODE_EXTRA_CA_CERTS", server: () => server, env: (s) => ({ NODE_EXTRA_CA_CERTS: s.caPath }) },
+  {
+    name: "a client certificate (tls-auth-clients yes) and LAUREL_REDIS_TLS_CA",
+    server: () => mtls,
+    env: (s) => ({ LAUREL_REDIS_TLS_CERT: s.client.cert, LAUREL_REDIS_TLS_KEY: s.client.key, LAUREL_REDIS_TLS_CA: s.caPath }),
+  },
+];
+
+describe.each(ways)("the service and the worker on a TLS-only Redis: $name", (way) => {
   let receiver: Receiver;
+  let config: string;
 
   beforeAll(async () => {
     // The first attempt (the webhook consumer's own POST) fails; the retry goes through the
     // delivery queue, a BullMQ job taken by a BullMQ worker over its own TLS connections.
     receiver = await startReceiver((_request, index) => (index === 0 ? 500 : 200));
-    config = join(dir, "tenant.yaml");
+    config = join(dir, `tenant-${ways.indexOf(way)}.yaml`);
     writeFileSync(config, lessonsTenantYaml("demo", { url: receiver.url, events: ["achievement.completed"] }));
   });
 
@@ -66,8 +90,9 @@ describe("the service and the worker on a TLS-only Redis", () => {
   });
 
   it("records events, reads them, runs the job queues and the stream worker over TLS", async () => {
+    const redis = way.server();
     const port = await portOutsideEphemeralRange();
-    const tls = { REDIS_URL: server.url, NODE_EXTRA_CA_CERTS: server.caPath, LAUREL_CONFIG: config };
+    const tls = { REDIS_URL: redis.url, ...way.env(redis), LAUREL_CONFIG: config };
     // The stream worker and the webhook consumer run in dist/worker.js alone (below).
     const service = start({ ...tls, PORT: String(port), LAUREL_WORKER: "off" });
     await waitFor(() => service.output().includes("laurel listening"), "the service to listen", service.exited, service.output);
@@ -105,10 +130,11 @@ describe("the service and the worker on a TLS-only Redis", () => {
     await waitFor(async () => (await call("GET", `/admin/v1/webhooks/deliveries/${retrying[0]!.id}`, admin)).body.status === "delivered", "the retry to be delivered");
 
     // Nothing reached Redis around TLS: it has no plain port at all.
-    const direct = new Redis({ host: "localhost", port: server.port, tls: { ca: readFileSync(server.caPath) } });
+    const direct = new Redis({ host: "localhost", port: redis.port, tls: { ca: readFileSync(redis.caPath), cert: readFileSync(redis.client.cert), key: readFileSync(redis.client.key) } });
     try {
       expect(await direct.config("GET", "port")).toEqual(["port", "0"]);
-      expect(await direct.config("GET", "tls-port")).toEqual(["tls-port", String(server.port)]);
+      expect(await direct.config("GET", "tls-port")).toEqual(["tls-port", String(redis.port)]);
+      expect(await direct.config("GET", "tls-auth-clients")).toEqual(["tls-auth-clients", redis === mtls ? "yes" : "no"]);
     } finally {
       direct.disconnect();
     }
@@ -116,12 +142,22 @@ describe("the service and the worker on a TLS-only Redis", () => {
   });
 });
 
-describe("through a sentinel, TLS to it and to the primary", () => {
+describe("npm run check-config on a Redis that asks for a client certificate", () => {
+  it("reads the stored data with the LAUREL_REDIS_TLS_* files, as the start does", async () => {
+    const check = runService({ REDIS_URL: mtls.url, ...ways[1]!.env(mtls), LAUREL_CONFIG: config }, CHECK);
+    expect(await check.exited).toBe(0);
+    expect(check.output()).toContain(`the data in Redis at localhost:${mtls.port} can be read with it`);
+  });
+});
+
+describe.each(ways)("through a sentinel, TLS to it and to the primary: $name", (way) => {
   it("finds the primary and serves, the job queues and the worker too, with a rediss:// REDIS_URL beside REDIS_SENTINELS", async () => {
-    const sentinel = await startTestSentinel(server.port, [], "tlsgroup", { tls: server.files });
+    const server = way.server();
+    // With a client certificate, the sentinel asks for one too (its own tls-auth-clients yes).
+    const sentinel = await startTestSentinel(server.port, [], "tlsgroup", { tls: { ...server.files, authClients: server === mtls } });
     try {
       // TLS only: the sentinel has no plain port either, and names the primary by its TLS port.
-      const ask = new Redis({ host: "127.0.0.1", port: sentinel.port, tls: { ca: readFileSync(server.caPath) } });
+      const ask = new Redis({ host: "127.0.0.1", port: sentinel.port, tls: { ca: readFileSync(server.caPath), cert: readFileSync(server.client.cert), key: readFileSync(server.client.key) } });
       try {
         expect(await ask.call("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "tlsgroup")).toEqual(["127.0.0.1", String(server.port)]);
       } finally {
@@ -129,7 +165,7 @@ describe("through a sentinel, TLS to it and to the primary", () => {
       }
       // The URL gives TLS; its host and port are not used with sentinels (a port that refuses: a
       // build that took them would fail, not reach another server).
-      const env = { REDIS_URL: "rediss://127.0.0.1:1", REDIS_SENTINELS: `127.0.0.1:${sentinel.port}`, REDIS_SENTINEL_NAME: "tlsgroup", NODE_EXTRA_CA_CERTS: server.caPath, LAUREL_CONFIG: config };
+      const env = { REDIS_URL: "rediss://127.0.0.1:1", REDIS_SENTINELS: `127.0.0.1:${sentinel.port}`, REDIS_SENTINEL_NAME: "tlsgroup", ...way.env(server), LAUREL_CONFIG: config };
       const port = await portOutsideEphemeralRange();
       // The service awaits its job queues' workers before it listens: it listens only if BullMQ got through too.
       const service = start({ ...env, PORT: String(port), LAUREL_WORKER: "off" });
@@ -149,7 +185,7 @@ describe("through a sentinel, TLS to it and to the primary", () => {
 describe("a certificate the process does not accept", () => {
   /** The fatal line of a start that gave up on the certificate. */
   const certificateLine = (code: string, address: string): RegExp =>
-    new RegExp(`Redis at ${address.replace(/\./g, "\\.")}: TLS certificate not accepted \\(${code}: [^)]*\\); trust the server's CA with NODE_EXTRA_CA_CERTS=<path to the CA's PEM>, or check the host name in REDIS_URL against the certificate`);
+    new RegExp(`Redis at ${address.replace(/\./g, "\\.")}: TLS certificate not accepted \\(${code}: [^)]*\\); trust the server's CA with LAUREL_REDIS_TLS_CA=<path to the CA's PEM> \\(or NODE_EXTRA_CA_CERTS\\), or check the host name in REDIS_URL against the certificate`);
 
   it("stops the service's start at once, naming the address, the cause and what to do: a private CA not trusted", async () => {
     const service = start({ REDIS_URL: server.url, LAUREL_CONFIG: config, PORT: String(await portOutsideEphemeralRange()) });
@@ -170,6 +206,53 @@ describe("a certificate the process does not accept", () => {
     const service = start({ REDIS_URL: `rediss://127.0.0.2:${server.port}`, NODE_EXTRA_CA_CERTS: server.caPath, LAUREL_CONFIG: config, PORT: String(await portOutsideEphemeralRange()) });
     expect(await service.exited).toBe(1);
     expect(service.output()).toMatch(certificateLine("ERR_TLS_CERT_ALTNAME_INVALID", `127.0.0.2:${server.port}`));
+  });
+
+  it("stops the start on an expired certificate, the CA trusted", async () => {
+    const expired = await startTlsRedis({ expired: true });
+    try {
+      const service = start({ REDIS_URL: expired.url, NODE_EXTRA_CA_CERTS: expired.caPath, LAUREL_CONFIG: config, PORT: String(await portOutsideEphemeralRange()) });
+      expect(await service.exited).toBe(1);
+      expect(service.output()).toMatch(certificateLine("CERT_HAS_EXPIRED", `localhost:${expired.port}`));
+      expect(service.output()).not.toContain("not reachable");
+    } finally {
+      await expired.stop();
+    }
+  });
+});
+
+describe("a client certificate the server refuses (tls-auth-clients yes)", () => {
+  /** The last line a process wrote: a start that gave up says why there. */
+  const lastLine = (proc: ServiceProcess): string => (JSON.parse(proc.output().trim().split("\n").at(-1)!) as { msg: string }).msg;
+  // Over TLS 1.3 the server's alert (certificate_required) mostly loses the race with a reset;
+  // the start asks again over TLS 1.2, whose word for it is handshake_failure, always.
+  const missing = (address: string): string =>
+    `Redis at ${address} requires a TLS client certificate (ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE: its tls-auth-clients); set LAUREL_REDIS_TLS_CERT and LAUREL_REDIS_TLS_KEY to a certificate signed by a CA the server trusts (its tls-ca-cert-file) and its key`;
+
+  it("stops the service's start when none is given, at once (LAUREL_REDIS_WAIT is not waited), saying what to set", async () => {
+    const service = start({ REDIS_URL: mtls.url, LAUREL_REDIS_TLS_CA: mtls.caPath, LAUREL_CONFIG: config, PORT: String(await portOutsideEphemeralRange()) });
+    expect(await service.exited).toBe(1);
+    expect(lastLine(service)).toBe(missing(`localhost:${mtls.port}`));
+  });
+
+  it("stops dist/worker.js the same way", async () => {
+    const worker = start({ REDIS_URL: mtls.url, NODE_EXTRA_CA_CERTS: mtls.caPath, LAUREL_CONFIG: config }, WORKER);
+    expect(await worker.exited).toBe(1);
+    expect(lastLine(worker)).toBe(missing(`localhost:${mtls.port}`));
+  });
+
+  it("stops the start on a certificate from a CA the server does not trust, naming the variable", async () => {
+    const service = start({
+      REDIS_URL: mtls.url, LAUREL_REDIS_TLS_CA: mtls.caPath, LAUREL_REDIS_TLS_CERT: mtls.strangerClient.cert, LAUREL_REDIS_TLS_KEY: mtls.strangerClient.key,
+      LAUREL_CONFIG: config, PORT: String(await portOutsideEphemeralRange()),
+    });
+    expect(await service.exited).toBe(1);
+    expect(lastLine(service)).toBe(
+      `Redis at localhost:${mtls.port} refused the TLS client certificate in LAUREL_REDIS_TLS_CERT (ERR_SSL_TLSV1_ALERT_UNKNOWN_CA); give one signed by a CA the server trusts (its tls-ca-cert-file), not expired`,
+    );
+    // The key's contents are nowhere in the output.
+    const keyLine = readFileSync(mtls.strangerClient.key, "utf8").split("\n")[1]!;
+    expect(service.output()).not.toContain(keyLine);
   });
 });
 

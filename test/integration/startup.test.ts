@@ -819,6 +819,22 @@ describe("node dist/main.js", () => {
     expect(output).not.toContain("laurel listening");
   });
 
+  it("refuses LAUREL_REDIS_TLS_* files it cannot use, naming each variable and path, the service and dist/worker.js alike", async () => {
+    // A plain REDIS_URL, a certificate without its key, at a path that does not exist (the rules
+    // themselves: test/unit/environment.test.ts).
+    const missing = join(tempDir(), "client.pem");
+    const env = { REDIS_URL: inject("redisUrl"), LAUREL_REDIS_TLS_CERT: missing };
+    for (const service of [runService({ PORT: String(await portOutsideEphemeralRange()), ...env }), runService(env, WORKER)]) {
+      expect(await service.exited).toBe(1);
+      const line = service.output().split("\n").find((l) => l.includes("invalid environment"))!;
+      expect(line).toContain("LAUREL_REDIS_TLS_CERT is set but REDIS_URL is not a rediss:// URL");
+      expect(line).toContain("LAUREL_REDIS_TLS_CERT is set without LAUREL_REDIS_TLS_KEY");
+      expect(line).toContain(`LAUREL_REDIS_TLS_CERT names a file that cannot be read: ${missing} (ENOENT)`);
+      expect(service.output()).not.toContain("laurel listening");
+      expect(service.output()).not.toContain("laurel stream worker running");
+    }
+  });
+
   it("LAUREL_AWARD_IDS sizes the award id table, and GET /metrics shows its size, looks and misses", async () => {
     const tenantId = uniqueTenantId("ids");
     const config = join(tempDir(), "ids.yaml");

@@ -1,7 +1,11 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { pino } from "pino";
-import { describe, expect, it } from "vitest";
-import { checkEnvironmentOrExit, listenPort } from "../../src/boot.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { checkEnvironmentOrExit, environmentProblems, listenPort } from "../../src/boot.js";
 import { MAX_AWARD_ID_SLOTS } from "../../src/domain/award-ids.js";
+import { makeTlsCertificates, type TlsCertificates } from "../helpers/tls-redis.js";
 
 // boot.ts checkEnvironmentOrExit: the refusals are tested on the built service (startup.test.ts,
 // "refuses a switch set to a value it does not take"); here, the values at the edge of what it
@@ -40,5 +44,64 @@ describe("the environment check", () => {
       if (saved === undefined) delete process.env.PORT;
       else process.env.PORT = saved;
     }
+  });
+});
+
+// redis-tls.ts redisTlsProblems, through environmentProblems (the start's check and npm run
+// check-config's): real PEM files made by openssl (test/helpers/tls-redis.ts).
+describe("the LAUREL_REDIS_TLS_* files", () => {
+  let dir: string;
+  let made: TlsCertificates;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), "laurel-tls-env-"));
+    made = makeTlsCertificates(dir);
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  const url = "rediss://redis.example:6380";
+  const client = (): NodeJS.ProcessEnv => ({ LAUREL_REDIS_TLS_CERT: made.client.cert, LAUREL_REDIS_TLS_KEY: made.client.key });
+
+  it("takes a certificate with its key, and a CA, on a rediss:// URL (through sentinels too); empty is unset", () => {
+    expect(environmentProblems({ REDIS_URL: url, ...client(), LAUREL_REDIS_TLS_CA: made.caPath })).toEqual([]);
+    expect(environmentProblems({ REDIS_URL: url, LAUREL_REDIS_TLS_CA: made.caPath })).toEqual([]);
+    expect(environmentProblems({ REDIS_URL: "rediss://:pw@sentinels/0", REDIS_SENTINELS: "127.0.0.1:26379", ...client() })).toEqual([]);
+    expect(environmentProblems({ REDIS_URL: "redis://127.0.0.1:6379", LAUREL_REDIS_TLS_CERT: "", LAUREL_REDIS_TLS_KEY: "", LAUREL_REDIS_TLS_CA: "" })).toEqual([]);
+  });
+
+  it("refuses them without a rediss:// URL: a plain one, none (the embedded Redis), sentinels without one", () => {
+    const plain = "LAUREL_REDIS_TLS_CERT, LAUREL_REDIS_TLS_KEY are set but REDIS_URL is not a rediss:// URL (the files are for TLS to Redis; with REDIS_SENTINELS too, a rediss:// REDIS_URL turns TLS on)";
+    expect(environmentProblems({ REDIS_URL: "redis://127.0.0.1:6379", ...client() })).toEqual([plain]);
+    expect(environmentProblems({ ...client() })).toEqual([plain]);
+    expect(environmentProblems({ REDIS_SENTINELS: "127.0.0.1:26379", LAUREL_REDIS_TLS_CA: made.caPath })).toEqual([
+      "LAUREL_REDIS_TLS_CA is set but REDIS_URL is not a rediss:// URL (the files are for TLS to Redis; with REDIS_SENTINELS too, a rediss:// REDIS_URL turns TLS on)",
+    ]);
+  });
+
+  it("refuses a certificate without its key, and a key without its certificate", () => {
+    expect(environmentProblems({ REDIS_URL: url, LAUREL_REDIS_TLS_CERT: made.client.cert })).toEqual(["LAUREL_REDIS_TLS_CERT is set without LAUREL_REDIS_TLS_KEY (the client certificate's private key)"]);
+    expect(environmentProblems({ REDIS_URL: url, LAUREL_REDIS_TLS_KEY: made.client.key })).toEqual(["LAUREL_REDIS_TLS_KEY is set without LAUREL_REDIS_TLS_CERT (the client certificate)"]);
+  });
+
+  it("names the variable and the path of a file it cannot read, or that holds no PEM of its kind, never the key's contents", () => {
+    const missing = join(dir, "nowhere.pem");
+    expect(environmentProblems({ REDIS_URL: url, LAUREL_REDIS_TLS_CA: missing })).toEqual([`LAUREL_REDIS_TLS_CA names a file that cannot be read: ${missing} (ENOENT)`]);
+    expect(environmentProblems({ REDIS_URL: url, LAUREL_REDIS_TLS_CERT: dir, LAUREL_REDIS_TLS_KEY: made.client.key })).toEqual([`LAUREL_REDIS_TLS_CERT names a file that cannot be read: ${dir} (EISDIR)`]);
+    const text = join(dir, "text.pem");
+    writeFileSync(text, "not a certificate\n");
+    // The key and the certificate swapped: each named, and the key's lines in no message.
+    const swapped = environmentProblems({ REDIS_URL: url, LAUREL_REDIS_TLS_CERT: made.client.key, LAUREL_REDIS_TLS_KEY: made.client.cert, LAUREL_REDIS_TLS_CA: text });
+    expect(swapped).toEqual([
+      `LAUREL_REDIS_TLS_CERT (${made.client.key}) is not a PEM file holding a certificate (BEGIN CERTIFICATE)`,
+      `LAUREL_REDIS_TLS_CA (${text}) is not a PEM file holding a certificate (BEGIN CERTIFICATE)`,
+      `LAUREL_REDIS_TLS_KEY (${made.client.cert}) is not a PEM file holding an unencrypted private key (BEGIN PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY; a passphrase is not supported)`,
+    ]);
+    const keyLines = readFileSync(made.client.key, "utf8").split("\n").filter((line) => line.length > 0 && !line.startsWith("-----"));
+    for (const line of keyLines) expect(swapped.join("\n")).not.toContain(line);
+  });
+
+  it("refuses a key that is not the certificate's", () => {
+    expect(environmentProblems({ REDIS_URL: url, LAUREL_REDIS_TLS_CERT: made.client.cert, LAUREL_REDIS_TLS_KEY: made.strangerClient.key })).toEqual([
+      `LAUREL_REDIS_TLS_KEY (${made.strangerClient.key}) is not the private key of the certificate in LAUREL_REDIS_TLS_CERT (${made.client.cert})`,
+    ]);
   });
 });

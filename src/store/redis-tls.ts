@@ -1,0 +1,143 @@
+import { createPrivateKey, X509Certificate } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { connect, type ConnectionOptions } from "node:tls";
+
+/**
+ * TLS files for Redis (a rediss:// REDIS_URL), for every connection of the process: its client,
+ * the job queues' (BullMQ takes the client's options: redis-client.ts queueConnection), and
+ * through Sentinel the sentinels' and the data nodes'. Environment (PEM file paths):
+ *   LAUREL_REDIS_TLS_CERT  the client certificate, for a Redis that asks for one (`tls-auth-clients
+ *                          yes`, Redis's default); with LAUREL_REDIS_TLS_KEY, its private key
+ *   LAUREL_REDIS_TLS_CA    the CA(s) the server's certificate is checked against, instead of
+ *                          Node's (NODE_EXTRA_CA_CERTS adds to Node's; this trusts these alone)
+ * Checked at start (environmentProblems) and read once per client: a file rotated in place
+ * takes a restart, as a changed REDIS_URL does.
+ */
+const FILES = {
+  LAUREL_REDIS_TLS_CERT: "cert",
+  LAUREL_REDIS_TLS_KEY: "key",
+  LAUREL_REDIS_TLS_CA: "ca",
+} as const;
+
+type FileVariable = keyof typeof FILES;
+
+const set = (env: NodeJS.ProcessEnv, name: FileVariable): string | undefined => env[name] || undefined;
+
+/** Whether the process's Redis connections speak TLS: a rediss:// REDIS_URL (with sentinels too: redis-sentinel.ts). */
+export function usesTls(env: NodeJS.ProcessEnv = process.env): boolean {
+  return Boolean(env.REDIS_URL?.startsWith("rediss://"));
+}
+
+/** Whether a client certificate is given (LAUREL_REDIS_TLS_CERT and its key). */
+export function hasClientCertificate(env: NodeJS.ProcessEnv = process.env): boolean {
+  return set(env, "LAUREL_REDIS_TLS_CERT") !== undefined;
+}
+
+/**
+ * The files' contents as Node's TLS options ({ cert, key, ca }, those set), for ioredis' `tls` and
+ * `sentinelTLS`; {} when none is set, which leaves ioredis' own TLS (rediss://) as it was.
+ */
+export function redisTlsFiles(env: NodeJS.ProcessEnv = process.env): ConnectionOptions {
+  const options: Record<string, Buffer> = {};
+  for (const [name, option] of Object.entries(FILES)) {
+    const path = set(env, name as FileVariable);
+    if (path !== undefined) options[option] = readFileSync(path);
+  }
+  return options;
+}
+
+/**
+ * What is wrong with the LAUREL_REDIS_TLS_* settings, for environmentProblems' one line: set
+ * without TLS to use them on, a certificate without its key (or the other way), a file that
+ * cannot be read or holds no PEM of its kind, a key that is not the certificate's. A key's
+ * contents are never in a message (nor Node's parse error of it, which could quote it).
+ */
+export function redisTlsProblems(env: NodeJS.ProcessEnv = process.env): string[] {
+  const given = (Object.keys(FILES) as FileVariable[]).filter((name) => set(env, name) !== undefined);
+  if (given.length === 0) return [];
+  const problems: string[] = [];
+  // Without rediss:// the files would be read and never used: the operator believes the
+  // connection is encrypted and authenticated when it is plain text.
+  if (!usesTls(env)) {
+    problems.push(`${given.join(", ")} ${given.length === 1 ? "is" : "are"} set but REDIS_URL is not a rediss:// URL (the files are for TLS to Redis; with REDIS_SENTINELS too, a rediss:// REDIS_URL turns TLS on)`);
+  }
+  const cert = set(env, "LAUREL_REDIS_TLS_CERT");
+  const key = set(env, "LAUREL_REDIS_TLS_KEY");
+  if (cert !== undefined && key === undefined) problems.push("LAUREL_REDIS_TLS_CERT is set without LAUREL_REDIS_TLS_KEY (the client certificate's private key)");
+  if (key !== undefined && cert === undefined) problems.push("LAUREL_REDIS_TLS_KEY is set without LAUREL_REDIS_TLS_CERT (the client certificate)");
+  const certificate = readPem(env, "LAUREL_REDIS_TLS_CERT", problems, (pem) => new X509Certificate(pem));
+  readPem(env, "LAUREL_REDIS_TLS_CA", problems, (pem) => new X509Certificate(pem));
+  const privateKey = readPem(env, "LAUREL_REDIS_TLS_KEY", problems, (pem) => createPrivateKey(pem));
+  if (certificate && privateKey && !certificate.checkPrivateKey(privateKey)) {
+    problems.push(`LAUREL_REDIS_TLS_KEY (${key}) is not the private key of the certificate in LAUREL_REDIS_TLS_CERT (${cert})`);
+  }
+  return problems;
+}
+
+/** The file `name` names, parsed by `parse`; undefined, with the problem pushed, when it cannot be read or parsed. */
+function readPem<T>(env: NodeJS.ProcessEnv, name: FileVariable, problems: string[], parse: (pem: Buffer) => T): T | undefined {
+  const path = set(env, name);
+  if (path === undefined) return undefined;
+  let pem: Buffer;
+  try {
+    pem = readFileSync(path);
+  } catch (err) {
+    problems.push(`${name} names a file that cannot be read: ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    return undefined;
+  }
+  try {
+    return parse(pem);
+  } catch {
+    const kind = name === "LAUREL_REDIS_TLS_KEY" ? "an unencrypted private key (BEGIN PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY; a passphrase is not supported)" : "a certificate (BEGIN CERTIFICATE)";
+    problems.push(`${name} (${path}) is not a PEM file holding ${kind}`);
+    return undefined;
+  }
+}
+
+/**
+ * Node's codes for a TLS alert a server sends when it refuses the client's certificate, or the
+ * lack of one: TLS 1.3's certificate_required, and the alerts of a certificate it does not
+ * accept (no CA it trusts, expired, revoked, not for a client). Retrying does not change them.
+ */
+const CLIENT_CERTIFICATE_ALERTS = new Set([
+  "ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED", "ERR_SSL_TLSV1_ALERT_UNKNOWN_CA", "ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE",
+  "ERR_SSL_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE", "ERR_SSL_SSLV3_ALERT_CERTIFICATE_REVOKED", "ERR_SSL_SSLV3_ALERT_CERTIFICATE_EXPIRED",
+  "ERR_SSL_SSLV3_ALERT_CERTIFICATE_UNKNOWN", "ERR_SSL_TLSV1_ALERT_ACCESS_DENIED",
+]);
+
+/** The code of the alert, when `err` is a server's refusal of the client certificate (CLIENT_CERTIFICATE_ALERTS); else null. */
+export function clientCertificateRefusal(err: unknown): string | null {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  return err instanceof Error && code !== undefined && CLIENT_CERTIFICATE_ALERTS.has(code) ? code : null;
+}
+
+/**
+ * Asks the server at `host`:`port` over TLS 1.2 whether it takes the client certificate in
+ * `tls` (or none): its alert's code when it refuses, else null (it took it, or the question
+ * went unanswered within `timeoutMs`, or the server does not speak TLS 1.2).
+ *
+ * Why: over TLS 1.3 the client's handshake ends before the server has checked the client's
+ * certificate. The server's refusal, an alert, then races the client's first command: Redis
+ * closes the connection with the command unread, the kernel answers with a reset, and the reset
+ * discards the alert (most connections without a certificate end in a bare ECONNRESET). Over
+ * TLS 1.2 the server decides within the handshake, so its alert always arrives before any
+ * command is sent. Its server certificate is not checked here: the TLS 1.3 connection before
+ * this question checked it.
+ */
+export function askClientCertificate(host: string, port: number, tls: ConnectionOptions, timeoutMs: number): Promise<string | null> {
+  return new Promise((resolve) => {
+    const { cert, key } = tls;
+    const socket = connect({ host, port, cert, key, rejectUnauthorized: false, minVersion: "TLSv1.2", maxVersion: "TLSv1.2" });
+    const done = (answer: string | null): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(answer);
+    };
+    const timer = setTimeout(() => done(null), timeoutMs);
+    socket.once("secureConnect", () => done(null));
+    // HANDSHAKE_FAILURE is TLS 1.2's word for a certificate required and not given (it has no
+    // certificate_required); asked only after a TLS 1.3 handshake with the same server went
+    // through, it is hardly anything else (a server whose TLS 1.2 ciphers share none with Node's).
+    socket.once("error", (err: NodeJS.ErrnoException) => done(clientCertificateRefusal(err) ?? (err.code === "ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE" ? err.code : null)));
+  });
+}
