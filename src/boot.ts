@@ -222,7 +222,14 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
       if (Date.now() >= giveUpAt) {
         // A rediss:// URL on a port that speaks plain Redis is no error but a silence (the server
         // waits for the rest of a command that never ends), so the TLS is named as a suspect.
-        const tlsHint = redis.options.tls && setting === "REDIS_URL" ? " (a rediss:// URL: does that port speak TLS?)" : "";
+        // Through sentinels over TLS, a sentinel that refuses the client certificate (or asks for
+        // one not given) or whose certificate is not accepted is silent too (ioredis keeps the
+        // sentinels' connection errors to itself), so those are named as suspects.
+        const tlsHint = !redis.options.tls
+          ? ""
+          : setting === "REDIS_URL"
+            ? " (a rediss:// URL: does that port speak TLS?)"
+            : " (over TLS: a sentinel that refuses the client certificate, LAUREL_REDIS_TLS_CERT, or asks for one, or whose certificate is not accepted, looks the same)";
         logger.fatal({ redis: address, err: (err as Error).message }, `Redis at ${address} is not reachable (waited ${seconds} s, LAUREL_REDIS_WAIT); check ${setting}${tlsHint}`);
         process.exit(1);
       }

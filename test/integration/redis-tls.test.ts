@@ -256,6 +256,24 @@ describe("a client certificate the server refuses (tls-auth-clients yes)", () =>
   });
 });
 
+describe("a sentinel that asks for a client certificate, none given", () => {
+  it("waits (ioredis keeps the sentinels' errors to itself), then names the client certificate as a suspect", async () => {
+    const sentinel = await startTestSentinel(mtls.port, [], "tlsgroup", { tls: { ...mtls.files, authClients: true } });
+    try {
+      const service = start({
+        REDIS_URL: "rediss://127.0.0.1:1", REDIS_SENTINELS: `127.0.0.1:${sentinel.port}`, REDIS_SENTINEL_NAME: "tlsgroup", LAUREL_REDIS_TLS_CA: mtls.caPath,
+        LAUREL_REDIS_WAIT: "1", LAUREL_CONFIG: config, PORT: String(await portOutsideEphemeralRange()),
+      });
+      expect(await service.exited).toBe(1);
+      expect(JSON.parse(service.output().trim().split("\n").at(-1)!).msg).toBe(
+        `Redis at primary "tlsgroup" via sentinels 127.0.0.1:${sentinel.port} is not reachable (waited 1 s, LAUREL_REDIS_WAIT); check REDIS_SENTINELS (over TLS: a sentinel that refuses the client certificate, LAUREL_REDIS_TLS_CERT, or asks for one, or whose certificate is not accepted, looks the same)`,
+      );
+    } finally {
+      await sentinel.stop();
+    }
+  });
+});
+
 describe("a rediss:// URL on a Redis without TLS", () => {
   it("waits (no error to read: the server waits for the rest of a command), then names TLS as the suspect", async () => {
     const plain = await startTestRedis();
