@@ -155,26 +155,44 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
   const tlsOptions: ConnectionOptions = typeof redis.options.tls === "object" ? redis.options.tls : {};
   // A rejected certificate reaches the client's "error" listeners only: the PING fails with
   // ioredis' own "max retries" or the wait's bound, saying nothing of it.
-  const seen: { certificateProblem: string | null; clientRefusal: string | null; handshake: { host: string; port: number } | null } = { certificateProblem: null, clientRefusal: null, handshake: null };
+  const seen: { certificateProblem: string | null; clientRefusal: string | null; handshake: { host: string; port: number } | null; closedAfterHandshake: boolean } = {
+    certificateProblem: null,
+    clientRefusal: null,
+    handshake: null,
+    closedAfterHandshake: false,
+  };
   const onError = (err: unknown): void => {
     seen.certificateProblem ??= tlsCertificateProblem(err);
     seen.clientRefusal ??= clientCertificateRefusal(err);
   };
-  // Where a TLS handshake went through (ioredis' "connect" is TLS's secureConnect): over TLS 1.3
-  // a refused client certificate mostly shows as a reset after it, and is asked about there. The
-  // address is the client's own; through sentinels, the primary's as the socket tells it, which
-  // it often no longer does by then (the reset came first): that start goes by the alert alone.
+  // A TLS handshake that went through (ioredis' "connect" is TLS's secureConnect) and a
+  // connection closed after it, before Redis answered: over TLS 1.3, how a refused client
+  // certificate mostly shows (a reset), asked about below. Only then: a Redis that answers but is
+  // not ready (loading) is not asked. The address is the client's own; through sentinels, the
+  // primary's as the socket tells it, which it often no longer does by then: such a start goes by
+  // the alert alone.
+  let handshakeOpen = false;
   const onConnect = (): void => {
     const stream = redis.stream as Partial<TLSSocket> | undefined;
     if (!stream?.encrypted) return;
+    handshakeOpen = true;
     const sentinels = Boolean(redis.options.sentinels?.length);
     const host = sentinels ? stream.remoteAddress : redis.options.host;
     const port = sentinels ? stream.remotePort : redis.options.port;
     if (host && port) seen.handshake = { host, port };
   };
+  const onClose = (): void => {
+    if (handshakeOpen) seen.closedAfterHandshake = true;
+    handshakeOpen = false;
+  };
+  const onReady = (): void => {
+    handshakeOpen = false;
+  };
   let asked = false;
   redis.on("error", onError);
   redis.on("connect", onConnect);
+  redis.on("close", onClose);
+  redis.on("ready", onReady);
   for (let attempt = 0; ; attempt++) {
     let version: string | null;
     try {
@@ -201,11 +219,11 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
         process.exit(1);
       }
       // Nor does a client certificate refused (or missing). Over TLS 1.3 the refusal's alert is
-      // mostly lost to a reset (redis-tls.ts askClientCertificate), so after a handshake the
-      // server is asked once, over TLS 1.2, where its answer is certain: one answer whether an
-      // alert came through or not. The alert stands when the question gets none (a server
-      // without TLS 1.2).
-      if (seen.handshake !== null && !asked) {
+      // mostly lost to a reset (redis-tls.ts askClientCertificate), so after a connection closed
+      // right after its handshake the server is asked once, over TLS 1.2, where its answer is
+      // certain: one answer whether an alert came through or not. The alert stands when the
+      // question gets none (a server without TLS 1.2).
+      if (seen.handshake !== null && seen.closedAfterHandshake && !asked) {
         asked = true;
         seen.clientRefusal = (await askClientCertificate(seen.handshake.host, seen.handshake.port, tlsOptions, ASK_CLIENT_CERTIFICATE_MS)) ?? seen.clientRefusal;
       }
@@ -243,6 +261,8 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
     }
     redis.removeListener("error", onError);
     redis.removeListener("connect", onConnect);
+    redis.removeListener("close", onClose);
+    redis.removeListener("ready", onReady);
     return;
   }
 }

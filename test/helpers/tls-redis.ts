@@ -22,6 +22,8 @@ export interface TlsRedisOptions {
   authClients?: boolean;
   /** A server certificate whose validity ended in 2020 (signed by the CA, names localhost): CERT_HAS_EXPIRED. */
   expired?: boolean;
+  /** More redis-server arguments (e.g. `--tls-ciphers`). */
+  serverArgs?: readonly string[];
 }
 
 export interface TlsFiles {
@@ -55,7 +57,7 @@ export async function startTlsRedis(opts: TlsRedisOptions = {}): Promise<TlsRedi
   const args = [
     "--port", "0", "--tls-port", String(port), "--bind", "127.0.0.1", "127.0.0.2",
     "--tls-cert-file", file("server.pem"), "--tls-key-file", file("server.key"), "--tls-ca-cert-file", file("ca.pem"), "--tls-auth-clients", opts.authClients ? "yes" : "no",
-    "--dir", dir, "--save", "", "--appendonly", "no", "--loglevel", "warning",
+    "--dir", dir, "--save", "", "--appendonly", "no", "--loglevel", "warning", ...(opts.serverArgs ?? []),
   ];
   const child = setprivDeathSignal() ? spawn("setpriv", ["--pdeathsig", "TERM", "--", "redis-server", ...args], { stdio: "ignore" }) : spawn("redis-server", args, { stdio: "ignore" });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));

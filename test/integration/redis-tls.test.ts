@@ -256,6 +256,29 @@ describe("a client certificate the server refuses (tls-auth-clients yes)", () =>
   });
 });
 
+describe("a TLS Redis that takes the connection but does not answer (paused)", () => {
+  it("is waited for, not asked about a client certificate: its TLS 1.2 refusal there is no word on one", async () => {
+    // TLS 1.2 ciphers Node does not offer: asked over TLS 1.2 (redis-tls.ts askClientCertificate),
+    // this server answers handshake_failure, the word a Redis that asks for a client certificate
+    // uses. Only a connection closed right after its handshake is asked about; this one stays
+    // open, waiting for its first answer.
+    const quiet = await startTlsRedis({ serverArgs: ["--tls-ciphers", "PSK-AES128-CBC-SHA"] });
+    const admin = new Redis({ host: "localhost", port: quiet.port, tls: { ca: readFileSync(quiet.caPath) } });
+    try {
+      await admin.call("CLIENT", "PAUSE", "600000", "ALL");
+      const service = start({ REDIS_URL: quiet.url, NODE_EXTRA_CA_CERTS: quiet.caPath, LAUREL_REDIS_WAIT: "1", LAUREL_CONFIG: config, PORT: String(await portOutsideEphemeralRange()) });
+      expect(await service.exited).toBe(1);
+      expect(JSON.parse(service.output().trim().split("\n").at(-1)!).msg).toBe(
+        `Redis at localhost:${quiet.port} is not reachable (waited 1 s, LAUREL_REDIS_WAIT); check REDIS_URL (a rediss:// URL: does that port speak TLS?)`,
+      );
+    } finally {
+      // No CLIENT UNPAUSE: it would wait for the pause like any other command; a stop ends it.
+      admin.disconnect();
+      await quiet.stop();
+    }
+  });
+});
+
 describe("a sentinel that asks for a client certificate, none given", () => {
   it("waits (ioredis keeps the sentinels' errors to itself), then names the client certificate as a suspect", async () => {
     const sentinel = await startTestSentinel(mtls.port, [], "tlsgroup", { tls: { ...mtls.files, authClients: true } });
