@@ -140,12 +140,12 @@ const ASK_CLIENT_CERTIFICATE_MS = 5_000;
  * waits for a PING answer up to LAUREL_REDIS_WAIT seconds (default 60), saying once that it
  * waits, then exits 1 with a message naming the address instead of a stack trace. Credentials it
  * refuses stop the start at once (waiting would not change them), and so does a TLS certificate
- * the process does not trust (rediss://: a private CA not given in NODE_EXTRA_CA_CERTS, a host
- * name the certificate does not carry, an expired one), which otherwise looked like a Redis not
- * answering for LAUREL_REDIS_WAIT, then "not reachable", and a client certificate the server
- * refuses, or the lack of one where it asks for one (its tls-auth-clients). A Redis older
- * than 7 (Ubuntu 22.04's is 6.0) stops the start too, saying so, instead of a stack trace from
- * the first FUNCTION LOAD.
+ * the process does not trust (rediss://: a private CA given in neither LAUREL_REDIS_TLS_CA nor
+ * NODE_EXTRA_CA_CERTS, a host name the certificate does not carry, an expired one), which
+ * otherwise looked like a Redis not answering for LAUREL_REDIS_WAIT, then "not reachable", and a
+ * client certificate the server refuses, or the lack of one where it asks for one (its
+ * tls-auth-clients). A Redis older than 7 (Ubuntu 22.04's is 6.0) stops the start too, saying
+ * so, instead of a stack trace from the first FUNCTION LOAD.
  */
 export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<void> {
   const seconds = Number(process.env.LAUREL_REDIS_WAIT || 60); // checked by checkEnvironmentOrExit

@@ -9,7 +9,8 @@
  * what a start on that Redis would refuse, reading only: nothing is written, no script is loaded.
  *
  * The environment is checked as the service's start checks it (LAUREL_* switches, numbers, PORT,
- * LOG_LEVEL, the sentinels): run it with the environment the service will have.
+ * LOG_LEVEL, the sentinels, the LAUREL_REDIS_TLS_* files, which its own connection presents too):
+ * run it with the environment the service will have.
  *
  * The file is the argument, else LAUREL_CONFIG, else the demo config. Prints one line per tenant
  * and `configuration ok`, exit 0; a bad file, a bad environment or a setting the data cannot be

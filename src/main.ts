@@ -14,6 +14,7 @@ import { sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
  *   PORT            HTTP port (default 3000)
  *   REDIS_URL       Redis to use; unset (and no REDIS_SENTINELS) → an embedded redis-server with data in ./data/redis
  *   REDIS_SENTINELS, REDIS_SENTINEL_NAME, REDIS_SENTINEL_PASSWORD: Redis through Sentinel (src/store/redis-sentinel.ts)
+ *   LAUREL_REDIS_TLS_CERT, LAUREL_REDIS_TLS_KEY, LAUREL_REDIS_TLS_CA: a rediss:// REDIS_URL's client certificate and CA (src/store/redis-tls.ts)
  *   LAUREL_CONFIG   tenant file (default config/demo.yaml)
  *   LAUREL_CLOCK    "manual" enables POST /admin/v1/clock; default: the system clock
  *   LAUREL_DATA_DIR where the embedded redis-server keeps its AOF (default ./data/redis)

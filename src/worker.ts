@@ -20,6 +20,7 @@ import { TenantStore } from "./store/tenant-store.js";
  * outbound events (src/jobs/webhooks): their consumer group, deliveries and timeline. Environment:
  *   REDIS_URL       the service's Redis (required, or REDIS_SENTINELS: the embedded Redis belongs to the service)
  *   REDIS_SENTINELS, REDIS_SENTINEL_NAME, REDIS_SENTINEL_PASSWORD: Redis through Sentinel (src/store/redis-sentinel.ts)
+ *   LAUREL_REDIS_TLS_CERT, LAUREL_REDIS_TLS_KEY, LAUREL_REDIS_TLS_CA: a rediss:// REDIS_URL's client certificate and CA (src/store/redis-tls.ts)
  *   LAUREL_CONFIG   the same tenant file as the service (default config/demo.yaml)
  *   LAUREL_REDIS_WAIT seconds to wait at start for Redis to answer (default 60)
  *   LOG_LEVEL       pino level (default info)

@@ -28,11 +28,6 @@ export function usesTls(env: NodeJS.ProcessEnv = process.env): boolean {
   return Boolean(env.REDIS_URL?.startsWith("rediss://"));
 }
 
-/** Whether a client certificate is given (LAUREL_REDIS_TLS_CERT and its key). */
-export function hasClientCertificate(env: NodeJS.ProcessEnv = process.env): boolean {
-  return set(env, "LAUREL_REDIS_TLS_CERT") !== undefined;
-}
-
 /**
  * The files' contents as Node's TLS options ({ cert, key, ca }, those set), for ioredis' `tls` and
  * `sentinelTLS`; {} when none is set, which leaves ioredis' own TLS (rediss://) as it was.
