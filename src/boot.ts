@@ -9,6 +9,7 @@ import type { CompiledTenant } from "./config/compiled.js";
 import { loadConfigFile } from "./config/load.js";
 import { answeredWithin } from "./deadline.js";
 import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/award-ids.js";
+import { redactCredentials } from "./redact.js";
 import { isAuthError, tlsCertificateProblem } from "./store/redis-client.js";
 import { redisRefusalOf } from "./store/redis-refusals.js";
 import { redisAddress, sentinelProblems } from "./store/redis-sentinel.js";
@@ -420,7 +421,16 @@ function logLevel(env: NodeJS.ProcessEnv): string | null {
  * so the write costs nothing measurable.
  */
 export function processLogger(env: NodeJS.ProcessEnv = process.env): Logger {
-  return pino({ level: logLevel(env) ?? "info" }, pino.destination({ dest: 1, sync: true }));
+  return pino({ level: logLevel(env) ?? "info", serializers: { err: errWithoutCredentials } }, pino.destination({ dest: 1, sync: true }));
+}
+
+/**
+ * pino's `err` serializer (the error whole: its message, stack and every field of its own), with
+ * the arguments of a Redis AUTH or HELLO an ioredis error carries replaced (redact.ts): a
+ * password changed under a running process logged the old one with every request it failed.
+ */
+export function errWithoutCredentials(err: unknown): unknown {
+  return redactCredentials(pino.stdSerializers.err(err as Error));
 }
 
 /**

@@ -1,0 +1,219 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { portOutsideEphemeralRange } from "../helpers/ports.js";
+import { startTestRedis } from "../helpers/redis-server.js";
+import { runService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
+import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
+
+/**
+ * No credential Laurel holds is written to its output (README: Operations, Logs): not REDIS_URL's
+ * user and password, nor a sentinel's password, nor a tenant's API or admin keys (nor a wrong key
+ * presented), nor a webhook's signing secret or the token in its URL, nor the contents of
+ * LAUREL_REDIS_TLS_KEY. Real processes (the built service, dist/worker.js, check-config) on a
+ * real redis-server that requires a password and an ACL user, over a normal start, a wrong
+ * password, a Redis not there, the Redis password changed under the running processes (their
+ * reconnects refused, requests and the stream worker failing) and changed back, requests with
+ * wrong keys, an endpoint failing; everything they print is searched for each secret, and the
+ * bodies of the answers too.
+ */
+const USER = "lrl-user-Uq2zK";
+const PASS = "redis-pass-Qm8vT3xL";
+const ROTATED = "redis-rotated-Hk5sP1";
+const WRONG_PASS = "redis-wrong-Zx4cN6";
+const DEFAULT_PASS = "redis-default-Jn7wE2";
+const SENTINEL_PASS = "sentinel-pass-Rt6yM9";
+const API_KEY = "tenant-api-key-Vb7nR2";
+const ADMIN_KEY = "tenant-admin-key-Wc8mS3";
+const WRONG_KEY = "presented-wrong-key-Af2sV6";
+const WEBHOOK_SECRET = "webhook-signing-secret-Yd9pT4";
+const URL_TOKEN = "url-token-Ze1rU5";
+const TLS_KEY_TEXT = "tls-key-contents-Bg3tW7";
+const SECRETS = { USER, PASS, ROTATED, WRONG_PASS, DEFAULT_PASS, SENTINEL_PASS, API_KEY, ADMIN_KEY, WRONG_KEY, WEBHOOK_SECRET, URL_TOKEN, TLS_KEY_TEXT };
+
+const CHECK_CONFIG = new URL("../../dist/check-config.js", import.meta.url).pathname;
+
+/** The secrets `text` carries, by name: [] is the answer every test expects. */
+const leaked = (text: string): string[] => Object.entries(SECRETS).filter(([, secret]) => text.includes(secret)).map(([name]) => name);
+/** The lines of `output` that carry a secret: the secrets' names, the line's msg (a JSON line's) and the text around the first. */
+const leakingLines = (output: string): string[] =>
+  output
+    .split("\n")
+    .filter((line) => leaked(line).length > 0)
+    .map((line) => {
+      const names = leaked(line);
+      const at = line.indexOf(SECRETS[names[0] as keyof typeof SECRETS]);
+      const msg = /"msg":"([^"]*)"/.exec(line)?.[1] ?? "";
+      return `${names.join(",")} in "${msg}": ...${line.slice(Math.max(0, at - 80), at + 40)}...`;
+    });
+
+describe("no secret in the output of a Laurel process, nor in its answers", () => {
+  let server: Awaited<ReturnType<typeof startTestRedis>>;
+  let admin: Redis;
+  let receiver: Receiver;
+  let dir: string;
+  let config: string;
+  let port: number;
+  let url: string;
+
+  beforeAll(async () => {
+    server = await startTestRedis();
+    port = Number(new URL(server.url).port);
+    admin = new Redis(server.url);
+    await admin.call("ACL", "SETUSER", USER, "on", `>${PASS}`, "~*", "&*", "+@all");
+    await admin.config("SET", "requirepass", DEFAULT_PASS);
+    await admin.auth(DEFAULT_PASS);
+    url = `redis://${USER}:${PASS}@127.0.0.1:${port}`;
+    // The endpoint fails every delivery (500), and its URL carries a token in its query string.
+    receiver = await startReceiver(() => 500);
+    dir = mkdtempSync(join(tmpdir(), "laurel-secrets-"));
+    config = join(dir, "tenant.yaml");
+    writeFileSync(
+      config,
+      `tenants:
+  - id: secrets
+    apiKeys: [${API_KEY}]
+    adminKeys: [${ADMIN_KEY}]
+    shards: 1
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
+    webhooks:
+      - { key: main, url: "${receiver.url}?token=${URL_TOKEN}", secret: "${WEBHOOK_SECRET}", events: [points.changed] }
+`,
+    );
+  });
+
+  afterAll(async () => {
+    await admin?.config("SET", "requirepass", "").catch(() => undefined);
+    admin?.disconnect();
+    await receiver?.close();
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const call = async (servicePort: number, method: string, path: string, key: string | null, body?: unknown) => {
+    const res = await fetch(`http://127.0.0.1:${servicePort}${path}`, {
+      method,
+      headers: { ...(key === null ? {} : { "x-api-key": key }), "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: res.status, text: await res.text() };
+  };
+  const stop = async (p: ServiceProcess) => {
+    p.child.kill("SIGTERM");
+    await p.exited;
+  };
+
+  it("through a start, requests with right and wrong keys, a failing endpoint, the Redis password changed under the service and the worker, and back", async () => {
+    const servicePort = await portOutsideEphemeralRange();
+    const env = { REDIS_URL: url, LAUREL_CONFIG: config };
+    const service = runService({ ...env, PORT: String(servicePort) });
+    const worker = runService(env, WORKER);
+    try {
+      await waitFor(() => service.output().includes("laurel listening"), "the service to listen", service.exited, service.output);
+      await waitFor(() => worker.output().includes("laurel stream worker running"), "the worker to run", worker.exited, worker.output);
+      const lesson = () => call(servicePort, "POST", "/v1/metrics/lessons/event", API_KEY, { user: { id: "ada", tz: "UTC" }, value: 1 });
+
+      const bodies: string[] = [];
+      const answered = async (expected: number, answer: Promise<{ status: number; text: string }>) => {
+        const { status, text } = await answer;
+        bodies.push(text);
+        expect(status).toBe(expected);
+      };
+      await answered(201, lesson());
+      // A wrong key, on an application route and an admin one; each key where the other belongs.
+      await answered(401, call(servicePort, "GET", "/v1/users/ada/metrics", WRONG_KEY));
+      await answered(401, call(servicePort, "GET", "/admin/v1/points/xp/boosts", WRONG_KEY));
+      await answered(401, call(servicePort, "GET", "/admin/v1/points/xp/boosts", API_KEY));
+      await answered(401, call(servicePort, "GET", "/v1/users/ada/metrics", ADMIN_KEY));
+      await answered(200, call(servicePort, "GET", "/healthz", null));
+      await answered(200, call(servicePort, "GET", "/metrics", null));
+      // The endpoint answered 500 to the event's delivery.
+      await receiver.waitFor(1);
+
+      // The password changed under both processes, their connections closed: every reconnect's
+      // AUTH is refused (WRONGPASS), and the commands waiting fail with that refusal, which
+      // carries the AUTH it answers (the user and the old password) as ioredis' `command`.
+      await admin.call("ACL", "SETUSER", USER, "resetpass", `>${ROTATED}`);
+      await admin.client("KILL", "USER", USER);
+      await waitFor(async () => {
+        await lesson();
+        return service.output().includes('"msg":"request failed"');
+      }, "an event to fail on the refused reconnect", service.exited, service.output);
+      await waitFor(() => worker.output().includes("redis not reachable"), "the worker to lose Redis", worker.exited, worker.output);
+      // And back: the connections restored.
+      await admin.call("ACL", "SETUSER", USER, "resetpass", `>${PASS}`);
+      await waitFor(() => service.output().includes("redis connection restored"), "the service back on Redis", service.exited, service.output);
+      await waitFor(() => worker.output().includes("redis connection restored"), "the worker back on Redis", worker.exited, worker.output);
+      await answered(201, lesson());
+
+      expect(bodies.filter((b) => leaked(b).length > 0)).toEqual([]);
+    } finally {
+      await stop(service);
+      await stop(worker);
+    }
+    expect({ service: leakingLines(service.output()), worker: leakingLines(worker.output()) }).toEqual({ service: [], worker: [] });
+  });
+
+  it("through starts that fail: a wrong password, none, a Redis not there, sentinels not there, a bad TLS key", async () => {
+    const closed = await portOutsideEphemeralRange();
+    const keyFile = join(dir, "client.key");
+    writeFileSync(keyFile, `-----BEGIN PRIVATE KEY-----\n${TLS_KEY_TEXT}\n-----END PRIVATE KEY-----\n`);
+    const starts: Array<{ env: Record<string, string>; says: string }> = [
+      { env: { REDIS_URL: `redis://${USER}:${WRONG_PASS}@127.0.0.1:${port}` }, says: "refused the credentials in REDIS_URL (WRONGPASS)" },
+      { env: { REDIS_URL: `redis://:${WRONG_PASS}@127.0.0.1:${port}` }, says: "refused the credentials in REDIS_URL (WRONGPASS)" },
+      { env: { REDIS_URL: `redis://${USER}:${PASS}@127.0.0.1:${closed}`, LAUREL_REDIS_WAIT: "1" }, says: `Redis at 127.0.0.1:${closed} is not reachable` },
+      { env: { REDIS_URL: `rediss://${USER}:${PASS}@127.0.0.1:${closed}`, LAUREL_REDIS_WAIT: "1" }, says: `Redis at 127.0.0.1:${closed} is not reachable` },
+      {
+        env: { REDIS_URL: `redis://${USER}:${PASS}@ignored:1`, REDIS_SENTINELS: `127.0.0.1:${closed}`, REDIS_SENTINEL_PASSWORD: SENTINEL_PASS, LAUREL_REDIS_WAIT: "1" },
+        says: `via sentinels 127.0.0.1:${closed} is not reachable`,
+      },
+      { env: { REDIS_URL: `rediss://${USER}:${PASS}@127.0.0.1:${closed}`, LAUREL_REDIS_TLS_CERT: keyFile, LAUREL_REDIS_TLS_KEY: keyFile }, says: "invalid environment" },
+    ];
+    const runs = starts.flatMap(({ env, says }) => [
+      { p: runService({ ...env, LAUREL_CONFIG: config, PORT: "0" }), says },
+      { p: runService({ ...env, LAUREL_CONFIG: config }, WORKER), says },
+    ]);
+    for (const { p, says } of runs) {
+      expect(await p.exited).toBe(1);
+      expect(p.output()).toContain(says);
+      expect(leakingLines(p.output())).toEqual([]);
+    }
+  });
+
+  it("npm run check-config with the URL: the data readable, a wrong password, a bad TLS key", async () => {
+    const keyFile = join(dir, "client.key");
+    writeFileSync(keyFile, `-----BEGIN PRIVATE KEY-----\n${TLS_KEY_TEXT}\n-----END PRIVATE KEY-----\n`);
+    const cases: Array<{ env: Record<string, string>; code: number; says: string }> = [
+      { env: { REDIS_URL: url }, code: 0, says: `the data in Redis at 127.0.0.1:${port} can be read with it` },
+      { env: { REDIS_URL: `redis://${USER}:${WRONG_PASS}@127.0.0.1:${port}` }, code: 2, says: `cannot check the stored data: Redis at 127.0.0.1:${port} did not answer` },
+      { env: { REDIS_URL: `rediss://${USER}:${PASS}@127.0.0.1:${port}`, LAUREL_REDIS_TLS_CERT: keyFile, LAUREL_REDIS_TLS_KEY: keyFile }, code: 1, says: "invalid environment" },
+    ];
+    const runs = cases.map((c) => ({ ...c, p: runService({ ...c.env, LAUREL_CONFIG: config }, CHECK_CONFIG) }));
+    for (const { p, code, says } of runs) {
+      expect(await p.exited).toBe(code);
+      expect(p.output()).toContain(says);
+      expect(leakingLines(p.output())).toEqual([]);
+    }
+  });
+
+  it("a tenant file refused: a key too short, a secret too short, shown by their length only", async () => {
+    const bad = join(dir, "bad.yaml");
+    // An 8-character minimum: a 7-character key and a 15-character secret are refused.
+    const shortKey = "Kx7-abc";
+    const shortSecret = "whs-short-Lp4q1";
+    writeFileSync(bad, `tenants:\n  - id: bad\n    apiKeys: [${shortKey}]\n    adminKeys: [${ADMIN_KEY}]\n    metrics: [{ key: lessons, name: Lessons }]\n    webhooks:\n      - { key: main, url: "${receiver.url}", secret: "${shortSecret}", events: [points.changed] }\n`);
+    for (const p of [runService({ LAUREL_CONFIG: bad, PORT: "0" }), runService({}, CHECK_CONFIG, { args: [bad] })]) {
+      expect(await p.exited).toBe(1);
+      expect(p.output()).toContain("not shown: a credential");
+      expect(p.output()).not.toContain(shortKey);
+      expect(p.output()).not.toContain(shortSecret);
+      expect(leakingLines(p.output())).toEqual([]);
+    }
+  });
+});
