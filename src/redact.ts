@@ -46,3 +46,24 @@ export function redactCredentials<T>(value: T, seen: Set<object> = new Set(), de
   }
   return value;
 }
+
+/**
+ * A webhook endpoint's URL as an error about it shows it (a tenant file refused at start, by
+ * check-config): its scheme and host, what follows them by its length only. Receivers take
+ * credentials in a URL's userinfo, its query string (`?token=`) and its path (a chat service's
+ * incoming-webhook URL is a secret as a whole), and the start's error is logged. What a URL is
+ * refused for is at its start (the scheme, the host right after the //) or said by the message
+ * (whitespace); a userinfo is never shown, written right or not. The text needs not parse.
+ */
+export function urlForDisplay(text: string): string {
+  const scheme = /^[A-Za-z][A-Za-z0-9+.-]*:\/*/.exec(text)?.[0];
+  if (scheme === undefined) return `a text of ${[...text].length} characters (not shown: a URL may hold a credential)`;
+  // The userinfo ends at the last @ before the path, query or fragment; the password may hold a
+  // "/" written unencoded, so the @ is looked for up to the first ? or #.
+  const beforeQuery = text.slice(scheme.length).split(/[?#]/, 1)[0]!;
+  const at = beforeQuery.lastIndexOf("@");
+  const afterUserinfo = at >= 0 ? beforeQuery.slice(at + 1) + text.slice(scheme.length + beforeQuery.length) : text.slice(scheme.length);
+  const host = /^[^/?#]*/.exec(afterUserinfo)![0];
+  const rest = afterUserinfo.slice(host.length);
+  return `"${scheme}${at >= 0 ? "<userinfo not shown>@" : ""}${host}"${rest ? ` then ${[...rest].length} characters not shown (a path or query may hold a credential)` : ""}`;
+}

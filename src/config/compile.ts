@@ -3,6 +3,7 @@ import { MAX_POINTS, toMicro } from "../domain/decimal.js";
 import { stableId, tenantNamespace } from "../domain/ids.js";
 import { MAX_EVENT_FILTERED_TRIGGERS } from "../domain/filters.js";
 import { parseDay } from "../domain/periods.js";
+import { urlForDisplay } from "../redact.js";
 import type { ApiKeyConfig, AttributeFilter, ConfigFile, TenantConfig, WebhookConfig, WebhookEventType } from "./types.js";
 import type {
   AttributePairs,
@@ -359,11 +360,11 @@ function compileWebhooks(webhooks: WebhookConfig[], path: string): CompiledWebho
     try {
       url = new URL(w.url);
     } catch {
-      throw new ConfigError(`${at}.url`, `"${w.url}" is not a URL`);
+      throw new ConfigError(`${at}.url`, `${urlForDisplay(w.url)} is not a URL`);
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") throw new ConfigError(`${at}.url`, "must be http or https");
     // WHATWG parsing repairs what it can ("http:///x" becomes http://x/): the host must be written.
-    if (!/^https?:\/\/[^/?#\s]/i.test(w.url)) throw new ConfigError(`${at}.url`, `"${w.url}" must be written http(s)://<host>/..., the host right after the //`);
+    if (!/^https?:\/\/[^/?#\s]/i.test(w.url)) throw new ConfigError(`${at}.url`, `${urlForDisplay(w.url)} must be written http(s)://<host>/..., the host right after the //`);
     const secrets = w.secrets ?? [w.secret!];
     secrets.forEach((secret, k) => {
       if (secret.startsWith("whsec_") && !/^[A-Za-z0-9+/]+={0,2}$/.test(secret.slice(6))) {

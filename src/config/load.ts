@@ -4,6 +4,7 @@ import typia from "typia";
 import { parse as parseYaml } from "yaml";
 import { misspeltAt } from "../domain/spelling.js";
 import { compileConfig, ConfigError } from "./compile.js";
+import { urlForDisplay } from "../redact.js";
 import type { CompiledTenant } from "./compiled.js";
 import type { ConfigFile } from "./types.js";
 
@@ -75,6 +76,8 @@ function describeError(error: { path: string; expected: string; value: unknown }
 
 /** A credential's place in the tenant file: API and admin keys (their digest form too), webhook secrets. */
 const SECRET_PATH = /\.(apiKeys|adminKeys|secrets?)(\[\d+\])?(\.sha256)?$/;
+/** A webhook endpoint's URL in the tenant file (redact.ts urlForDisplay). */
+const WEBHOOK_URL_PATH = /\.webhooks\[\d+\]\.url$/;
 
 /**
  * The refused value as the error shows it. The start's error is logged, and the {sha256} form of
@@ -88,5 +91,7 @@ function describeValue(path: string, value: unknown): string {
   // undefined of 9 characters", the length of the word).
   if (value === undefined) return text;
   if (SECRET_PATH.test(path)) return `a ${Array.isArray(value) ? "list" : typeof value} of ${typeof value === "string" ? [...value].length : text.length} characters (not shown: a credential)`;
+  // A webhook endpoint's URL may hold one (its userinfo, query or path): its scheme and host only.
+  if (WEBHOOK_URL_PATH.test(path) && typeof value === "string") return urlForDisplay(value);
   return text;
 }

@@ -31,7 +31,9 @@ const WRONG_KEY = "presented-wrong-key-Af2sV6";
 const WEBHOOK_SECRET = "webhook-signing-secret-Yd9pT4";
 const URL_TOKEN = "url-token-Ze1rU5";
 const TLS_KEY_TEXT = "tls-key-contents-Bg3tW7";
-const SECRETS = { USER, PASS, ROTATED, WRONG_PASS, DEFAULT_PASS, SENTINEL_PASS, API_KEY, ADMIN_KEY, WRONG_KEY, WEBHOOK_SECRET, URL_TOKEN, TLS_KEY_TEXT };
+const HOOK_PASS = "hook-userinfo-pass-Ch4uX8";
+const PATH_TOKEN = "hook-path-token-Di5vY9";
+const SECRETS = { USER, PASS, ROTATED, WRONG_PASS, DEFAULT_PASS, SENTINEL_PASS, API_KEY, ADMIN_KEY, WRONG_KEY, WEBHOOK_SECRET, URL_TOKEN, TLS_KEY_TEXT, HOOK_PASS, PATH_TOKEN };
 
 const CHECK_CONFIG = new URL("../../dist/check-config.js", import.meta.url).pathname;
 
@@ -213,6 +215,28 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
       expect(p.output()).toContain("not shown: a credential");
       expect(p.output()).not.toContain(shortKey);
       expect(p.output()).not.toContain(shortSecret);
+      expect(leakingLines(p.output())).toEqual([]);
+    }
+  });
+
+  it("a tenant file refused for a webhook URL: its scheme and host shown, not its userinfo, path or query", async () => {
+    const tail = `services/${PATH_TOKEN}?token=${URL_TOKEN}`;
+    const urls: Array<[url: string, says: string]> = [
+      // The schema's pattern (one slash), WHATWG's parse (an unclosed IPv6 bracket), the host not right after the //.
+      [`https:/hookuser:${HOOK_PASS}@example.com/${tail}`, "https:/<userinfo not shown>@example.com"],
+      [`http://hookuser:${HOOK_PASS}@[::1/${tail}`, "http://<userinfo not shown>@[::1"],
+      [`http:///hookuser:${HOOK_PASS}@example.com/${tail}`, "http:///<userinfo not shown>@example.com"],
+    ];
+    const runs = urls.flatMap(([url, says], i) => {
+      const file = join(dir, `bad-url-${i}.yaml`);
+      writeFileSync(file, `tenants:\n  - id: bad\n    apiKeys: [${API_KEY}]\n    adminKeys: [${ADMIN_KEY}]\n    metrics: [{ key: lessons, name: Lessons }]\n    webhooks:\n      - { key: main, url: "${url}", secret: "${WEBHOOK_SECRET}", events: [points.changed] }\n`);
+      return [runService({ LAUREL_CONFIG: file, PORT: "0" }), runService({}, CHECK_CONFIG, { args: [file] })].map((p) => ({ p, says }));
+    });
+    for (const { p, says } of runs) {
+      expect(await p.exited).toBe(1);
+      expect(p.output()).toContain(".webhooks[0].url: ");
+      expect(p.output()).toContain(says);
+      expect(p.output()).toContain("characters not shown (a path or query may hold a credential)");
       expect(leakingLines(p.output())).toEqual([]);
     }
   });

@@ -3,7 +3,7 @@ import { pino } from "pino";
 import { ReplyError } from "ioredis";
 import { describe, expect, it } from "vitest";
 import { errWithoutCredentials } from "../../src/boot.js";
-import { REDACTED } from "../../src/redact.js";
+import { REDACTED, urlForDisplay } from "../../src/redact.js";
 
 /**
  * The process logger's `err` serializer (boot.ts processLogger): an ioredis error carries the
@@ -45,5 +45,18 @@ describe("errWithoutCredentials", () => {
     const line = JSON.parse(logged(refusal("OOM command not allowed", "evalsha", ["abc123", "1", "t:user:ada"])));
     expect(line.err.command).toEqual({ name: "evalsha", args: ["abc123", "1", "t:user:ada"] });
     expect(JSON.parse(logged("a plain message")).err).toBe("a plain message");
+  });
+});
+
+describe("urlForDisplay", () => {
+  it("shows a webhook URL's scheme and host; its userinfo never, what follows the host by its length", () => {
+    expect(urlForDisplay("https://hooks.example.com")).toBe('"https://hooks.example.com"');
+    expect(urlForDisplay("https://hooks.example.com/services/T0/B0/x?token=t")).toBe('"https://hooks.example.com" then 25 characters not shown (a path or query may hold a credential)');
+    expect(urlForDisplay("http://u:pw@example.com:8080")).toBe('"http://<userinfo not shown>@example.com:8080"');
+    // A password with a "/" or an "@" written unencoded: all of it before the host's @ is hidden.
+    expect(urlForDisplay("http://u:p/w@d@example.com/x")).toBe('"http://<userinfo not shown>@example.com" then 2 characters not shown (a path or query may hold a credential)');
+    // An @ in the query is no userinfo.
+    expect(urlForDisplay("https://example.com?to=a@b")).toBe('"https://example.com" then 7 characters not shown (a path or query may hold a credential)');
+    expect(urlForDisplay("example.com/secret")).toBe("a text of 18 characters (not shown: a URL may hold a credential)");
   });
 });
