@@ -26,7 +26,7 @@ export function loadConfigText(text: string, source: string, env: NodeJS.Process
     // refuses duplicate keys: JSON.parse keeps the last of them without a word.
     raw = source.endsWith(".json") ? (JSON.parse(text), parseYaml(text)) : parseYaml(text);
   } catch (err) {
-    throw new ConfigError("", `${source} is not valid ${source.endsWith(".json") ? "JSON" : "YAML"}: ${(err as Error).message}`);
+    throw new ConfigError("", `${source} is not valid ${source.endsWith(".json") ? "JSON" : "YAML"}: ${parseFault(err)}`);
   }
   const result = validateConfig(raw);
   if (!result.success) {
@@ -72,6 +72,20 @@ function describeError(error: { path: string; expected: string; value: unknown }
   // A required field missing: a key spelt almost like it is named (domain/spelling.ts).
   const misspelt = misspeltAt(raw, error.path);
   return misspelt === null ? described : `${described} (the field is spelt ${JSON.stringify(misspelt)} here)`;
+}
+
+/**
+ * A parser's message without the text of the file it quotes: yaml's quotes the lines around the
+ * fault, V8's JSON.parse a stretch of the file, and the lines of a tenant file hold its API and
+ * admin keys, its webhooks' secrets and URLs (the start's message is logged). Where the fault is
+ * stays: yaml's line and column, V8's position (or the token it did not expect).
+ */
+function parseFault(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  // yaml: "<what> at line L, column C:\n\n<the lines>\n^\n".
+  const first = message.split("\n", 1)[0]!.replace(/:$/, "");
+  // V8: "Unexpected token 'k', ..."<the text>"... is not valid JSON".
+  return first.replace(/, (?:\.\.\.)?".*"(?:\.\.\.)? is not valid JSON$/, " (the text around it not shown: it may hold a credential)");
 }
 
 /** A credential's place in the tenant file: API and admin keys (their digest form too), webhook secrets. */

@@ -33,7 +33,9 @@ const URL_TOKEN = "url-token-Ze1rU5";
 const TLS_KEY_TEXT = "tls-key-contents-Bg3tW7";
 const HOOK_PASS = "hook-userinfo-pass-Ch4uX8";
 const PATH_TOKEN = "hook-path-token-Di5vY9";
-const SECRETS = { USER, PASS, ROTATED, WRONG_PASS, DEFAULT_PASS, SENTINEL_PASS, API_KEY, ADMIN_KEY, WRONG_KEY, WEBHOOK_SECRET, URL_TOKEN, TLS_KEY_TEXT, HOOK_PASS, PATH_TOKEN };
+/** Short enough for the stretch of text V8's JSON.parse quotes around an unexpected token. */
+const SHORT_KEY = "Jk3Qw9Zp8";
+const SECRETS = { USER, PASS, ROTATED, WRONG_PASS, DEFAULT_PASS, SENTINEL_PASS, API_KEY, ADMIN_KEY, WRONG_KEY, WEBHOOK_SECRET, URL_TOKEN, TLS_KEY_TEXT, HOOK_PASS, PATH_TOKEN, SHORT_KEY };
 
 const CHECK_CONFIG = new URL("../../dist/check-config.js", import.meta.url).pathname;
 
@@ -238,6 +240,26 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
       expect(p.output()).toContain(says);
       expect(p.output()).toContain("characters not shown (a path or query may hold a credential)");
       expect(leakingLines(p.output())).toEqual([]);
+    }
+  });
+
+  it("a tenant file that is not YAML or JSON: where the fault is, not the lines around it", async () => {
+    const files: Array<[name: string, text: string, says: string]> = [
+      // The keys on the lines yaml quotes around the fault (an unclosed quote, a bad indentation).
+      ["quote.yaml", `tenants:\n  - id: bad\n    apiKeys: [${API_KEY}, "${WEBHOOK_SECRET}\n    adminKeys: [${ADMIN_KEY}]\n`, "quote at line 5, column 1"],
+      ["indent.yaml", `tenants:\n  - id: bad\n    apiKeys: [${API_KEY}]\n      adminKeys: [${ADMIN_KEY}]\n`, "is not valid YAML: All mapping items must start at the same column at line 4, column 1"],
+      // V8 quotes the text around an unexpected token.
+      ["bare.json", `{"tenants": [{"id": "bad", "apiKeys": [${SHORT_KEY}], "adminKeys": ["${ADMIN_KEY}"]}]}`, "' (the text around it not shown: it may hold a credential)"],
+    ];
+    const runs = files.flatMap(([name, text, says]) => {
+      const file = join(dir, name);
+      writeFileSync(file, text);
+      return [runService({ LAUREL_CONFIG: file, PORT: "0" }), runService({}, CHECK_CONFIG, { args: [file] })].map((p) => ({ p, says }));
+    });
+    for (const { p, says } of runs) {
+      expect(await p.exited).toBe(1);
+      expect(leakingLines(p.output())).toEqual([]);
+      expect(p.output()).toContain(says);
     }
   });
 });
