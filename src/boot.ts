@@ -10,7 +10,7 @@ import { loadConfigFile } from "./config/load.js";
 import { answeredWithin } from "./deadline.js";
 import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/award-ids.js";
 import { redactCredentials } from "./redact.js";
-import { isAuthError, tlsCertificateProblem } from "./store/redis-client.js";
+import { isAuthError, redisUrlProblems, tlsCertificateProblem } from "./store/redis-client.js";
 import { redisRefusalOf } from "./store/redis-refusals.js";
 import { redisAddress, sentinelProblems } from "./store/redis-sentinel.js";
 import { askClientCertificate, clientCertificateRefusal, redisTlsProblems } from "./store/redis-tls.js";
@@ -366,6 +366,7 @@ export function environmentProblems(env: NodeJS.ProcessEnv = process.env, opts: 
     const seconds = env[name];
     if (seconds && !/^\d+(\.\d+)?$/.test(seconds)) problems.push(`${name} must be a number of seconds, 0 or more, in digits (got ${JSON.stringify(seconds)})`);
   }
+  problems.push(...redisUrlProblems(env));
   problems.push(...sentinelProblems(env));
   problems.push(...redisTlsProblems(env));
   const slots = env.LAUREL_AWARD_IDS;

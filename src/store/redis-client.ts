@@ -25,6 +25,26 @@ export function createRedisClient(url: string | undefined, options: RedisOptions
 }
 
 /**
+ * What is wrong with REDIS_URL when ioredis cannot read it (a port past 65535, a "%" not followed
+ * by two hex digits, a character a URL may not hold), for checkEnvironmentOrExit's line: the
+ * parser's reason, never the URL, which holds the password. Unchecked, the start failed on
+ * Node's URL error, which carries the text it refused as its `input`, and the start's fatal line
+ * (or check-config's print of the error) wrote REDIS_URL whole. Read by ioredis itself, on a
+ * client that never connects (lazyConnect), so that what passes here is what the start reads.
+ */
+export function redisUrlProblems(env: NodeJS.ProcessEnv = process.env): string[] {
+  const url = env.REDIS_URL;
+  if (!url) return [];
+  try {
+    new Redis(url, { lazyConnect: true }).disconnect();
+    return [];
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    return [`REDIS_URL cannot be read (${reason}; the URL not shown: it holds the password): write it redis://[user:password@]host:port[/db] (rediss:// for TLS), the port from 1 to 65535, reserved characters of the user and password percent-encoded`];
+  }
+}
+
+/**
  * ioredis' reconnectOnError: the server this connection reached was demoted to a replica (a
  * failover) while the address in REDIS_URL may lead to the new primary by now (a managed
  * service's endpoint, a virtual IP, DNS). Without a new connection every write failed until the

@@ -164,7 +164,7 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
     expect({ service: leakingLines(service.output()), worker: leakingLines(worker.output()) }).toEqual({ service: [], worker: [] });
   });
 
-  it("through starts that fail: a wrong password, none, a Redis not there, sentinels not there, a bad TLS key", async () => {
+  it("through starts that fail: a wrong password, none, a Redis not there, sentinels not there, a bad TLS key, a URL that does not parse", async () => {
     const closed = await portOutsideEphemeralRange();
     const keyFile = join(dir, "client.key");
     writeFileSync(keyFile, `-----BEGIN PRIVATE KEY-----\n${TLS_KEY_TEXT}\n-----END PRIVATE KEY-----\n`);
@@ -178,6 +178,9 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
         says: `via sentinels 127.0.0.1:${closed} is not reachable`,
       },
       { env: { REDIS_URL: `rediss://${USER}:${PASS}@127.0.0.1:${closed}`, LAUREL_REDIS_TLS_CERT: keyFile, LAUREL_REDIS_TLS_KEY: keyFile }, says: "invalid environment" },
+      // URLs Node's parser refuses (a port past 65535, a "%" without its hex digits): its error carries the text.
+      { env: { REDIS_URL: `redis://${USER}:${PASS}@127.0.0.1:99999` }, says: "REDIS_URL cannot be read (Invalid URL;" },
+      { env: { REDIS_URL: `redis://${USER}:${PASS}%zz@127.0.0.1:${port}` }, says: "REDIS_URL cannot be read (URI malformed;" },
     ];
     const runs = starts.flatMap(({ env, says }) => [
       { p: runService({ ...env, LAUREL_CONFIG: config, PORT: "0" }), says },
@@ -185,24 +188,25 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
     ]);
     for (const { p, says } of runs) {
       expect(await p.exited).toBe(1);
-      expect(p.output()).toContain(says);
       expect(leakingLines(p.output())).toEqual([]);
+      expect(p.output()).toContain(says);
     }
   });
 
-  it("npm run check-config with the URL: the data readable, a wrong password, a bad TLS key", async () => {
+  it("npm run check-config with the URL: the data readable, a wrong password, a bad TLS key, a URL that does not parse", async () => {
     const keyFile = join(dir, "client.key");
     writeFileSync(keyFile, `-----BEGIN PRIVATE KEY-----\n${TLS_KEY_TEXT}\n-----END PRIVATE KEY-----\n`);
     const cases: Array<{ env: Record<string, string>; code: number; says: string }> = [
       { env: { REDIS_URL: url }, code: 0, says: `the data in Redis at 127.0.0.1:${port} can be read with it` },
       { env: { REDIS_URL: `redis://${USER}:${WRONG_PASS}@127.0.0.1:${port}` }, code: 2, says: `cannot check the stored data: Redis at 127.0.0.1:${port} did not answer` },
       { env: { REDIS_URL: `rediss://${USER}:${PASS}@127.0.0.1:${port}`, LAUREL_REDIS_TLS_CERT: keyFile, LAUREL_REDIS_TLS_KEY: keyFile }, code: 1, says: "invalid environment" },
+      { env: { REDIS_URL: `redis://${USER}:${PASS}@127.0.0.1:99999` }, code: 1, says: "REDIS_URL cannot be read (Invalid URL;" },
     ];
     const runs = cases.map((c) => ({ ...c, p: runService({ ...c.env, LAUREL_CONFIG: config }, CHECK_CONFIG) }));
     for (const { p, code, says } of runs) {
       expect(await p.exited).toBe(code);
-      expect(p.output()).toContain(says);
       expect(leakingLines(p.output())).toEqual([]);
+      expect(p.output()).toContain(says);
     }
   });
 
