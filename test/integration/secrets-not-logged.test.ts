@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
-import { startTestRedis } from "../helpers/redis-server.js";
+import { startTestRedis, startTestSentinel } from "../helpers/redis-server.js";
 import { runService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
 
@@ -25,6 +25,7 @@ const ROTATED = "redis-rotated-Hk5sP1";
 const WRONG_PASS = "redis-wrong-Zx4cN6";
 const DEFAULT_PASS = "redis-default-Jn7wE2";
 const SENTINEL_PASS = "sentinel-pass-Rt6yM9";
+const SENTINEL_WRONG = "sentinel-wrong-Sp2qL5";
 const API_KEY = "tenant-api-key-Vb7nR2";
 const ADMIN_KEY = "tenant-admin-key-Wc8mS3";
 const WRONG_KEY = "presented-wrong-key-Af2sV6";
@@ -35,7 +36,7 @@ const HOOK_PASS = "hook-userinfo-pass-Ch4uX8";
 const PATH_TOKEN = "hook-path-token-Di5vY9";
 /** Short enough for the stretch of text V8's JSON.parse quotes around an unexpected token. */
 const SHORT_KEY = "Jk3Qw9Zp8";
-const SECRETS = { USER, PASS, ROTATED, WRONG_PASS, DEFAULT_PASS, SENTINEL_PASS, API_KEY, ADMIN_KEY, WRONG_KEY, WEBHOOK_SECRET, URL_TOKEN, TLS_KEY_TEXT, HOOK_PASS, PATH_TOKEN, SHORT_KEY };
+const SECRETS = { USER, PASS, ROTATED, WRONG_PASS, DEFAULT_PASS, SENTINEL_PASS, SENTINEL_WRONG, API_KEY, ADMIN_KEY, WRONG_KEY, WEBHOOK_SECRET, URL_TOKEN, TLS_KEY_TEXT, HOOK_PASS, PATH_TOKEN, SHORT_KEY };
 
 const CHECK_CONFIG = new URL("../../dist/check-config.js", import.meta.url).pathname;
 
@@ -190,6 +191,27 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
       expect(await p.exited).toBe(1);
       expect(leakingLines(p.output())).toEqual([]);
       expect(p.output()).toContain(says);
+    }
+  });
+
+  it("through a sentinel with a password: a start, and one with the sentinel's password wrong", async () => {
+    const sentinel = await startTestSentinel(port);
+    const asSentinel = new Redis(sentinel.port, "127.0.0.1");
+    try {
+      // The sentinel reaches the primary as the service's user, and asks its own clients for a password.
+      await asSentinel.call("SENTINEL", "SET", "mymaster", "auth-user", USER, "auth-pass", PASS);
+      await asSentinel.call("ACL", "SETUSER", "default", "resetpass", `>${SENTINEL_PASS}`);
+      const env = { REDIS_URL: `redis://${USER}:${PASS}@ignored:1`, REDIS_SENTINELS: `127.0.0.1:${sentinel.port}`, LAUREL_CONFIG: config };
+      const right = runService({ ...env, REDIS_SENTINEL_PASSWORD: SENTINEL_PASS, PORT: String(await portOutsideEphemeralRange()), LAUREL_WORKER: "off" });
+      const wrong = runService({ ...env, REDIS_SENTINEL_PASSWORD: SENTINEL_WRONG, PORT: "0", LAUREL_REDIS_WAIT: "1" });
+      await waitFor(() => right.output().includes("laurel listening"), "the service to listen through the sentinel", right.exited, right.output);
+      await stop(right);
+      expect(await wrong.exited).toBe(1);
+      expect({ right: leakingLines(right.output()), wrong: leakingLines(wrong.output()) }).toEqual({ right: [], wrong: [] });
+      expect(wrong.output()).toContain(`via sentinels 127.0.0.1:${sentinel.port} is not reachable`);
+    } finally {
+      asSentinel.disconnect();
+      await sentinel.stop();
     }
   });
 
