@@ -93,7 +93,7 @@ export function renderMetrics(lags: readonly GroupLag[] | null, deliveries: read
 function renderRequests(lines: string[], requests: RequestStats): void {
   // Every cause from the start (0 until one happens), so that an alert's rate() has a series to read.
   lines.push(
-    "# HELP laurel_redis_refusals_total Commands Redis refused before running them (nothing recorded, answered 503), by cause: out of memory, a read-only replica, its disk, too few replicas, loading, busy.",
+    "# HELP laurel_redis_refusals_total Commands Redis refused before running them (nothing recorded, answered 503), by cause: out of memory, a read-only replica, its disk, too few replicas, loading, busy, credentials refused, authentication required.",
     "# TYPE laurel_redis_refusals_total counter",
   );
   for (const { cause } of REDIS_REFUSALS) lines.push(`laurel_redis_refusals_total{process="${PROCESS_LABEL}",cause="${cause}"} ${requests.refusals.get(cause) ?? 0}`);

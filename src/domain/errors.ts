@@ -60,6 +60,13 @@ export const ErrorCodes = {
   // A script ran past busy-reply-threshold: Redis refuses every other command until it ends.
   REDIS_BUSY: { status: 503, message: "Redis is busy running a script and refused this request; nothing was recorded; retry" },
   REDIS_BUSY_READ: { status: 503, message: "Redis is busy running a script; retry later" },
+  // Redis refused REDIS_URL's credentials at a reconnect (WRONGPASS), or asks for some REDIS_URL
+  // does not give (NOAUTH): the command was never run. The operator's to mend (the log says it);
+  // the SDK retries a 503.
+  REDIS_CREDENTIALS_REFUSED: { status: 503, message: "Redis refused the service's credentials (WRONGPASS) and this request was not sent to it; nothing was recorded; retry" },
+  REDIS_CREDENTIALS_REFUSED_READ: { status: 503, message: "Redis refused the service's credentials (WRONGPASS); retry later" },
+  REDIS_AUTHENTICATION_REQUIRED: { status: 503, message: "Redis asks for a password the service was not given (NOAUTH) and refused this request; nothing was recorded; retry" },
+  REDIS_AUTHENTICATION_REQUIRED_READ: { status: 503, message: "Redis asks for a password the service was not given (NOAUTH); retry later" },
   // A read (GET) Redis had not answered within LAUREL_READ_TIMEOUT (src/http/read-deadline.ts):
   // Redis is stalled; the message names the bound. Writes are never answered early.
   REDIS_READ_TIMEOUT: { status: 503, message: "Redis did not answer in time; retry later" },

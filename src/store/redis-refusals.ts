@@ -3,7 +3,7 @@ import type { ErrorCode } from "../domain/errors.js";
 /**
  * Redis refusing a command before running it, by the first word of its error: every write (a
  * write command, a script that may write, FUNCTION LOAD) for the first four causes, every command
- * while it loads or a script runs too long. Not the request's fault, and the same for every
+ * while it loads or a script runs too long, or while it refuses (or lacks) the credentials. Not the request's fault, and the same for every
  * request until the cause passes or an operator acts: a 503 that says nothing was recorded (the
  * SDK retries it), and one log line per 30 s for each cause (Router.logRefusal) rather than a
  * 500 with a stack per request. (A script run by EVAL meets the first four at its first write,
@@ -22,6 +22,15 @@ export const REDIS_REFUSALS = [
   { prefix: "LOADING", cause: "loading", write: "REDIS_LOADING", read: "REDIS_LOADING_READ", log: "redis is loading its data: requests are refused" },
   // Every command while a script runs past busy-reply-threshold: "BUSY Redis is busy running a script. ...".
   { prefix: "BUSY", cause: "busy", write: "REDIS_BUSY", read: "REDIS_BUSY_READ", log: "redis is busy running a script: requests are refused" },
+  // Every command after a reconnect whose AUTH Redis refused: REDIS_URL's password changed on the
+  // server (a rotation, an ACL edit) or its user disabled. ioredis rejects the commands it held
+  // for the connection with the AUTH's error ("WRONGPASS invalid username-password pair or user is
+  // disabled."); none was sent. The client reconnects and authenticates again, so requests pass
+  // again once the server accepts REDIS_URL's credentials (or REDIS_URL is changed and the process restarted).
+  { prefix: "WRONGPASS", cause: "credentials-refused", write: "REDIS_CREDENTIALS_REFUSED", read: "REDIS_CREDENTIALS_REFUSED_READ", log: "redis refused the credentials in REDIS_URL (WRONGPASS: its password changed, or its user was disabled?): requests are refused until it accepts them" },
+  // Every command on a connection that has not authenticated, to a Redis that asks for a password
+  // REDIS_URL does not give (requirepass set on a running server): "NOAUTH Authentication required.".
+  { prefix: "NOAUTH", cause: "authentication-required", write: "REDIS_AUTHENTICATION_REQUIRED", read: "REDIS_AUTHENTICATION_REQUIRED_READ", log: "redis asks for a password and REDIS_URL gives none (NOAUTH): requests are refused until it is given" },
 ] as const satisfies readonly { prefix: string; cause: string; write: ErrorCode; read: ErrorCode; log: string }[];
 
 export type RedisRefusal = (typeof REDIS_REFUSALS)[number]["cause"];

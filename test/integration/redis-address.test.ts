@@ -265,6 +265,62 @@ describe("a Redis that refuses writes for a while", () => {
   });
 });
 
+describe("a Redis whose password changed under the service", () => {
+  it("WRONGPASS at the reconnects: 503 that says nothing was recorded, nothing written, logged once, counted; requests pass again once the password is back", async () => {
+    const server = await startTestRedis();
+    const admin = createRedisClient(server.url);
+    await admin.call("ACL", "SETUSER", "laurel", "on", ">first-pass-7Qz", "~*", "&*", "+@all");
+    const lines: Array<{ level: number; msg: string; unlogged?: number }> = [];
+    const { yaml, tenantId } = demoConfig();
+    const url = new URL(server.url);
+    url.username = "laurel";
+    url.password = "first-pass-7Qz";
+    const t = await startTestApp({ yaml, redisUrl: url.toString(), manualClock: "2026-03-02T12:00:00Z", jobs: false, logger: pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }) });
+    // As the service does (main.ts): the client's own errors (each refused AUTH) logged, once per outage.
+    logConnectionErrors(t.redis, pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }));
+    const lesson = () => t.call("POST", "/v1/metrics/lessons/event", { user: { id: "rotated" }, value: 1 });
+    const refusedWrite = { status: 503, body: { error: "Redis refused the service's credentials (WRONGPASS) and this request was not sent to it; nothing was recorded; retry" } };
+    try {
+      expect((await lesson()).status).toBe(201);
+      // A rotation on the server only: every reconnect's AUTH is refused from now on.
+      await admin.call("ACL", "SETUSER", "laurel", "resetpass", ">second-pass-8Wy");
+      await admin.client("KILL", "USER", "laurel");
+      const before = await dumpTenant(admin, tenantId);
+      // Each request is answered 503: as a refusal when ioredis rejects it with the refused AUTH's
+      // error, as the connection's loss when it gives it up first (maxRetriesPerRequest, every
+      // fourth reconnect), which of the two depending on when it came. Sent until three refusals.
+      const unreachable = { status: 503, body: { error: "Redis is not reachable; whether this request took effect is unknown (an event is safe to send again with the same Idempotency-Key)" } };
+      for (let refusals = 0; refusals < 3; ) {
+        const answer = await lesson();
+        expect([refusedWrite, unreachable]).toContainEqual(answer);
+        if (answer.body.error === refusedWrite.body.error) refusals++;
+      }
+      // A read alike, in its own words (nothing to retry of a write).
+      expect([
+        { status: 503, body: { error: "Redis refused the service's credentials (WRONGPASS); retry later" } },
+        { status: 503, body: { error: "Redis is not reachable; retry later" } },
+      ]).toContainEqual(await t.call("GET", "/v1/users/rotated/points/xp"));
+      // Not healthy: a balancer takes such an instance out (every instance alike, since they share REDIS_URL).
+      expect((await fetch(`${t.url}/healthz`)).status).toBe(503);
+      expect(await dumpTenant(admin, tenantId)).toEqual(before);
+      expect(lines.filter((l) => l.msg.startsWith("redis refused the credentials in REDIS_URL (WRONGPASS"))).toEqual([expect.objectContaining({ level: 50, unlogged: 0 })]);
+      expect(lines.filter((l) => l.msg === "request failed")).toEqual([]);
+      const metrics = await (await fetch(`${t.url}/metrics`)).text();
+      const counted = Number(/^laurel_redis_refusals_total\{process="[^"]*",cause="credentials-refused"\} (\d+)$/m.exec(metrics)?.[1]);
+      expect(counted).toBeGreaterThanOrEqual(3);
+      // The password back: the client's next reconnect authenticates, and the event counts.
+      await admin.call("ACL", "SETUSER", "laurel", "resetpass", ">first-pass-7Qz");
+      let after = await lesson();
+      while (after.status !== 201) after = await lesson();
+      expect(after.body.total).toBe(2);
+    } finally {
+      await t.close();
+      admin.disconnect();
+      await server.stop();
+    }
+  });
+});
+
 describe("a Redis that may evict keys", () => {
   it("is named in a warning at start; noeviction is not", async () => {
     const server = await startTestRedis();

@@ -148,8 +148,8 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
       await admin.client("KILL", "USER", USER);
       await waitFor(async () => {
         await lesson();
-        return service.output().includes('"msg":"request failed"');
-      }, "an event to fail on the refused reconnect", service.exited, service.output);
+        return service.output().includes('"msg":"redis refused the credentials in REDIS_URL (WRONGPASS');
+      }, "an event to be refused on the refused reconnect", service.exited, service.output);
       await waitFor(() => worker.output().includes("redis not reachable"), "the worker to lose Redis", worker.exited, worker.output);
       // And back: the connections restored.
       await admin.call("ACL", "SETUSER", USER, "resetpass", `>${PASS}`);

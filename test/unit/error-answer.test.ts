@@ -18,6 +18,8 @@ describe("errorAnswer", () => {
     ["NOREPLICAS Not enough good replicas to write.", "REDIS_TOO_FEW_REPLICAS", "REDIS_TOO_FEW_REPLICAS_READ"],
     ["LOADING Redis is loading the dataset in memory", "REDIS_LOADING", "REDIS_LOADING_READ"],
     ["BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.", "REDIS_BUSY", "REDIS_BUSY_READ"],
+    ["WRONGPASS invalid username-password pair or user is disabled.", "REDIS_CREDENTIALS_REFUSED", "REDIS_CREDENTIALS_REFUSED_READ"],
+    ["NOAUTH Authentication required.", "REDIS_AUTHENTICATION_REQUIRED", "REDIS_AUTHENTICATION_REQUIRED_READ"],
   ];
 
   it.each(refusals)("answers %s as a 503 for a write and for a read", (message, write, read) => {
