@@ -1,5 +1,4 @@
 import { createServer } from "node:net";
-import type { ConnectionOptions, TLSSocket } from "node:tls";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Redis } from "ioredis";
@@ -10,10 +9,11 @@ import { loadConfigFile } from "./config/load.js";
 import { answeredWithin } from "./deadline.js";
 import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/award-ids.js";
 import { redactCredentials } from "./redact.js";
-import { isAuthError, redisUrlProblems, tlsCertificateProblem } from "./store/redis-client.js";
+import { redisUrlProblems } from "./store/redis-client.js";
+import { notAnsweringAdvice, watchFirstConnection } from "./store/redis-first-connection.js";
 import { redisRefusalOf } from "./store/redis-refusals.js";
 import { redisAddress, sentinelProblems } from "./store/redis-sentinel.js";
-import { askClientCertificate, clientCertificateRefusal, redisTlsProblems } from "./store/redis-tls.js";
+import { redisTlsProblems } from "./store/redis-tls.js";
 
 /** The repository root (dist/.. or src/..), where config/ and data/ live by default. */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -133,9 +133,6 @@ export function exitOnSignalsWhileStarting(logger: Logger): void {
   });
 }
 
-/** How long the start waits for a server's answer to askClientCertificate: a bound, not a budget (it answers within its handshake). */
-const ASK_CLIENT_CERTIFICATE_MS = 5_000;
-
 /**
  * At start, Redis may not be up yet (a container started beside it, a failover in progress):
  * waits for a PING answer up to LAUREL_REDIS_WAIT seconds (default 60), saying once that it
@@ -145,55 +142,15 @@ const ASK_CLIENT_CERTIFICATE_MS = 5_000;
  * NODE_EXTRA_CA_CERTS, a host name the certificate does not carry, an expired one), which
  * otherwise looked like a Redis not answering for LAUREL_REDIS_WAIT, then "not reachable", and a
  * client certificate the server refuses, or the lack of one where it asks for one (its
- * tls-auth-clients). A Redis older than 7 (Ubuntu 22.04's is 6.0) stops the start too, saying
- * so, instead of a stack trace from the first FUNCTION LOAD.
+ * tls-auth-clients): store/redis-first-connection.ts, whose lines `npm run check-config` says
+ * too. A Redis older than 7 (Ubuntu 22.04's is 6.0) stops the start too, saying so, instead of a
+ * stack trace from the first FUNCTION LOAD.
  */
 export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<void> {
   const seconds = Number(process.env.LAUREL_REDIS_WAIT || 60); // checked by checkEnvironmentOrExit
   const giveUpAt = Date.now() + seconds * 1000;
   const address = redisAddress(redis.options);
-  const setting = redis.options.sentinels?.length ? "REDIS_SENTINELS" : "REDIS_URL";
-  const tlsOptions: ConnectionOptions = typeof redis.options.tls === "object" ? redis.options.tls : {};
-  // A rejected certificate reaches the client's "error" listeners only: the PING fails with
-  // ioredis' own "max retries" or the wait's bound, saying nothing of it.
-  const seen: { certificateProblem: string | null; clientRefusal: string | null; handshake: { host: string; port: number } | null; closedAfterHandshake: boolean } = {
-    certificateProblem: null,
-    clientRefusal: null,
-    handshake: null,
-    closedAfterHandshake: false,
-  };
-  const onError = (err: unknown): void => {
-    seen.certificateProblem ??= tlsCertificateProblem(err);
-    seen.clientRefusal ??= clientCertificateRefusal(err);
-  };
-  // A TLS handshake that went through (ioredis' "connect" is TLS's secureConnect) and a
-  // connection closed after it, before Redis answered: over TLS 1.3, how a refused client
-  // certificate mostly shows (a reset), asked about below. Only then: a Redis that answers but is
-  // not ready (loading) is not asked. The address is the client's own; through sentinels, the
-  // primary's as the socket tells it, which it often no longer does by then: such a start goes by
-  // the alert alone.
-  let handshakeOpen = false;
-  const onConnect = (): void => {
-    const stream = redis.stream as Partial<TLSSocket> | undefined;
-    if (!stream?.encrypted) return;
-    handshakeOpen = true;
-    const sentinels = Boolean(redis.options.sentinels?.length);
-    const host = sentinels ? stream.remoteAddress : redis.options.host;
-    const port = sentinels ? stream.remotePort : redis.options.port;
-    if (host && port) seen.handshake = { host, port };
-  };
-  const onClose = (): void => {
-    if (handshakeOpen) seen.closedAfterHandshake = true;
-    handshakeOpen = false;
-  };
-  const onReady = (): void => {
-    handshakeOpen = false;
-  };
-  let asked = false;
-  redis.on("error", onError);
-  redis.on("connect", onConnect);
-  redis.on("close", onClose);
-  redis.on("ready", onReady);
+  const watch = watchFirstConnection(redis);
   for (let attempt = 0; ; attempt++) {
     let version: string | null;
     try {
@@ -205,51 +162,15 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
       // A Redis that refuses INFO (renamed by a host) is not checked: its scripts will say it.
       version = await redis.info("server").then(redisVersion, () => null);
     } catch (err) {
-      // Refused credentials do not get better by waiting: said at once.
-      if (isAuthError(err)) {
-        logger.fatal({ redis: address, err: err.message }, `Redis at ${address} refused the credentials in REDIS_URL (${err.message.split(" ")[0]}); check the user and password`);
-        process.exit(1);
-      }
-      // Nor does a certificate not trusted: said at once too.
-      const { certificateProblem } = seen;
-      if (certificateProblem !== null) {
-        logger.fatal(
-          { redis: address, err: certificateProblem },
-          `Redis at ${address}: TLS certificate not accepted (${certificateProblem}); trust the server's CA with LAUREL_REDIS_TLS_CA=<path to the CA's PEM> (or NODE_EXTRA_CA_CERTS), or check the host name in ${setting} against the certificate`,
-        );
-        process.exit(1);
-      }
-      // Nor does a client certificate refused (or missing). Over TLS 1.3 the refusal's alert is
-      // mostly lost to a reset (redis-tls.ts askClientCertificate), so after a connection closed
-      // right after its handshake the server is asked once, over TLS 1.2, where its answer is
-      // certain: one answer whether an alert came through or not. The alert stands when the
-      // question gets none (a server without TLS 1.2).
-      if (seen.handshake !== null && seen.closedAfterHandshake && !asked) {
-        asked = true;
-        seen.clientRefusal = (await askClientCertificate(seen.handshake.host, seen.handshake.port, tlsOptions, ASK_CLIENT_CERTIFICATE_MS)) ?? seen.clientRefusal;
-      }
-      if (seen.clientRefusal !== null) {
-        const { clientRefusal } = seen;
-        logger.fatal(
-          { redis: address, err: clientRefusal },
-          tlsOptions.cert
-            ? `Redis at ${address} refused the TLS client certificate in LAUREL_REDIS_TLS_CERT (${clientRefusal}); give one signed by a CA the server trusts (its tls-ca-cert-file), not expired`
-            : `Redis at ${address} requires a TLS client certificate (${clientRefusal}: its tls-auth-clients); set LAUREL_REDIS_TLS_CERT and LAUREL_REDIS_TLS_KEY to a certificate signed by a CA the server trusts (its tls-ca-cert-file) and its key`,
-        );
+      // Refused credentials, a certificate not accepted, a client certificate refused or
+      // required: said at once, waiting would not change them.
+      const refusal = await watch.refusal(err);
+      if (refusal !== null) {
+        logger.fatal({ redis: address, err: refusal.err }, refusal.line);
         process.exit(1);
       }
       if (Date.now() >= giveUpAt) {
-        // A rediss:// URL on a port that speaks plain Redis is no error but a silence (the server
-        // waits for the rest of a command that never ends), so the TLS is named as a suspect.
-        // Through sentinels over TLS, a sentinel that refuses the client certificate (or asks for
-        // one not given) or whose certificate is not accepted is silent too (ioredis keeps the
-        // sentinels' connection errors to itself), so those are named as suspects.
-        const tlsHint = !redis.options.tls
-          ? ""
-          : setting === "REDIS_URL"
-            ? " (a rediss:// URL: does that port speak TLS?)"
-            : " (over TLS: a sentinel that refuses the client certificate, LAUREL_REDIS_TLS_CERT, or asks for one, or whose certificate is not accepted, looks the same)";
-        logger.fatal({ redis: address, err: (err as Error).message }, `Redis at ${address} is not reachable (waited ${seconds} s, LAUREL_REDIS_WAIT); check ${setting}${tlsHint}`);
+        logger.fatal({ redis: address, err: (err as Error).message }, `Redis at ${address} is not reachable (waited ${seconds} s, LAUREL_REDIS_WAIT); ${notAnsweringAdvice(redis)}`);
         process.exit(1);
       }
       if (attempt === 0) logger.warn({ redis: address }, `waiting for Redis at ${address} (up to ${seconds} s, LAUREL_REDIS_WAIT)`);
@@ -260,10 +181,7 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
       logger.fatal({ redis: address, version }, `Redis at ${address} is ${version}; Laurel needs Redis 7 or later (its scripts are Redis Functions). Debian 12 and Ubuntu 24.04 ship 7; elsewhere use the Redis project's packages or \`docker compose up\``);
       process.exit(1);
     }
-    redis.removeListener("error", onError);
-    redis.removeListener("connect", onConnect);
-    redis.removeListener("close", onClose);
-    redis.removeListener("ready", onReady);
+    watch.stop();
     return;
   }
 }

@@ -13,8 +13,12 @@
  * run it with the environment the service will have.
  *
  * The file is the argument, else LAUREL_CONFIG, else the demo config. Prints one line per tenant
- * and `configuration ok`, exit 0; a bad file, a bad environment or a setting the data cannot be
- * read with: the start's message, exit 1; Redis given but not answering: exit 2.
+ * and `configuration ok`, exit 0. Exit 1, a problem the operator must fix, said with the start's
+ * message: a bad file, a bad environment, a setting the data cannot be read with, or a Redis
+ * the start would stop at once for (credentials refused, its TLS certificate not accepted, the
+ * client certificate refused or required: store/redis-first-connection.ts). Exit 2, Redis given
+ * but not answering within 5 s (down, stalled, a rediss:// URL on a port without TLS: the
+ * start's advice named), which a retry may mend.
  */
 import { resolve } from "node:path";
 import type { Redis } from "ioredis";
@@ -25,6 +29,7 @@ import { loadConfigFile } from "./config/load.js";
 import { answeredWithin } from "./deadline.js";
 import { fixedSettingsProblem } from "./store/fixed-settings.js";
 import { createRedisClient } from "./store/redis-client.js";
+import { notAnsweringAdvice, watchFirstConnection } from "./store/redis-first-connection.js";
 import { redisAddress, sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
 
 /** How long the check waits for Redis to answer each of its reads. */
@@ -44,12 +49,22 @@ function summary(tenant: CompiledTenant): string {
   ].join(" ");
 }
 
-async function checkAgainstRedis(tenants: readonly CompiledTenant[]): Promise<{ problems: ConfigError[]; address: string } | { unreachable: string; address: string }> {
-  const redis: Redis = createRedisClient(process.env.REDIS_URL || undefined, { ...sentinelOptions(), lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+type RedisCheck =
+  | { problems: ConfigError[]; address: string }
+  /** A failure waiting does not mend (credentials, certificates): the start's line, exit 1. */
+  | { refused: string; address: string }
+  /** No answer within REDIS_ANSWER_MS, or the connection lost: exit 2. */
+  | { unreachable: string; advice: string; address: string };
+
+async function checkAgainstRedis(tenants: readonly CompiledTenant[]): Promise<RedisCheck> {
+  // Its offline queue on, as the start's client has it: the first PING waits for the connection
+  // and is failed with Redis's refusal itself (NOAUTH, WRONGPASS), which a connect() does not say.
+  const redis: Redis = createRedisClient(process.env.REDIS_URL || undefined, { ...sentinelOptions(), lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
   redis.on("error", () => undefined); // said below, once
   const address = redisAddress(redis.options);
+  const watch = watchFirstConnection(redis);
   try {
-    await answeredWithin(redis.connect(), REDIS_ANSWER_MS);
+    await answeredWithin(redis.ping(), REDIS_ANSWER_MS);
     const problems: ConfigError[] = [];
     for (const [index, tenant] of tenants.entries()) {
       const problem = await answeredWithin(fixedSettingsProblem(redis, tenant, index), REDIS_ANSWER_MS);
@@ -57,8 +72,12 @@ async function checkAgainstRedis(tenants: readonly CompiledTenant[]): Promise<{ 
     }
     return { problems, address };
   } catch (err) {
-    return { unreachable: err instanceof Error ? err.message : String(err), address };
+    // What the start would stop at once for (store/redis-first-connection.ts), said as it says it.
+    const refusal = await watch.refusal(err);
+    if (refusal !== null) return { refused: refusal.line, address };
+    return { unreachable: err instanceof Error ? err.message : String(err), advice: notAnsweringAdvice(redis), address };
   } finally {
+    watch.stop();
     redis.disconnect();
   }
 }
@@ -83,8 +102,12 @@ async function main(): Promise<number> {
   for (const tenant of tenants) console.log(summary(tenant));
   if (process.env.REDIS_URL || usesSentinels()) {
     const result = await checkAgainstRedis(tenants);
+    if ("refused" in result) {
+      console.error(`cannot check the stored data: ${result.refused}`);
+      return 1;
+    }
     if ("unreachable" in result) {
-      console.error(`cannot check the stored data: Redis at ${result.address} did not answer (${result.unreachable})`);
+      console.error(`cannot check the stored data: Redis at ${result.address} did not answer (${result.unreachable}); ${result.advice}`);
       return 2;
     }
     if (result.problems.length > 0) {

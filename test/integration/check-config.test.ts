@@ -4,9 +4,11 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TenantKeys } from "../../src/store/keys.js";
+import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { runService } from "../helpers/service-process.js";
 import { lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
+import { startTlsRedis, type TlsRedis } from "../helpers/tls-redis.js";
 
 /**
  * `node dist/check-config.js [file]`: a tenant file checked as a start checks it, without
@@ -120,6 +122,109 @@ describe("node dist/check-config.js", () => {
       const { code, output } = await runCheck(file("ok.yaml", lessonsXpTenantYaml("kept", 1)), { REDIS_URL: "redis://127.0.0.1:1" });
       expect(code).toBe(2);
       expect(output).toContain("cannot check the stored data: Redis at 127.0.0.1:1 did not answer");
+    });
+  });
+
+  /**
+   * What the service's start stops at once for (src/store/redis-first-connection.ts), check-config
+   * says with the start's own line, exit 1: each case run through both, at once, on the same
+   * environment. One TLS Redis asking for client certificates serves the certificate cases, one
+   * with an expired certificate the expired one, one plain Redis with a password the credentials.
+   */
+  describe("on a Redis the start stops at once for: the start's line, exit 1", () => {
+    let mtls: TlsRedis;
+    let expired: TlsRedis;
+    let locked: Awaited<ReturnType<typeof startTestRedis>>;
+    beforeAll(async () => {
+      [mtls, expired, locked] = await Promise.all([startTlsRedis({ authClients: true }), startTlsRedis({ expired: true }), startTestRedis()]);
+      const admin = new Redis(locked.url);
+      try {
+        await admin.config("SET", "requirepass", "s3cret");
+      } finally {
+        admin.disconnect();
+      }
+    });
+    afterAll(async () => {
+      await Promise.all([mtls?.stop(), expired?.stop(), locked?.stop()]);
+    });
+
+    /** The check and the service's start, at once, on `env`: each one's exit code and the line it gave up with. */
+    async function checkAndStart(env: Record<string, string>): Promise<{ check: { code: number | null; line: string | undefined }; start: { code: number | null; line: string | undefined } }> {
+      const check = runService({ LAUREL_CONFIG: "", ...env }, CHECK, { args: [DEMO] });
+      const start = runService({ LAUREL_CONFIG: DEMO, LAUREL_WORKER: "off", LAUREL_REDIS_WAIT: "600", PORT: String(await portOutsideEphemeralRange()), ...env });
+      const [checkCode, startCode] = await Promise.all([check.exited, start.exited]);
+      const PREFIX = "cannot check the stored data: ";
+      const checkLine = check.output().split("\n").find((line) => line.startsWith(PREFIX))?.slice(PREFIX.length);
+      const fatal = start.output().split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line) as { level: number; msg: string }).find((entry) => entry.level === 60);
+      return { check: { code: checkCode, line: checkLine }, start: { code: startCode, line: fatal?.msg } };
+    }
+
+    const cases: { name: string; env: () => Record<string, string>; line: () => string | RegExp }[] = [
+      {
+        name: "a server certificate from a CA not trusted",
+        env: () => ({ REDIS_URL: mtls.url }),
+        line: () => new RegExp(`^Redis at localhost:${mtls.port}: TLS certificate not accepted \\(SELF_SIGNED_CERT_IN_CHAIN: [^)]*\\); trust the server's CA with LAUREL_REDIS_TLS_CA=`),
+      },
+      {
+        name: "a host name the server certificate does not carry",
+        env: () => ({ REDIS_URL: `rediss://127.0.0.2:${mtls.port}`, LAUREL_REDIS_TLS_CA: mtls.caPath, LAUREL_REDIS_TLS_CERT: mtls.client.cert, LAUREL_REDIS_TLS_KEY: mtls.client.key }),
+        line: () => new RegExp(`^Redis at 127\\.0\\.0\\.2:${mtls.port}: TLS certificate not accepted \\(ERR_TLS_CERT_ALTNAME_INVALID: [^)]*\\); .*check the host name in REDIS_URL against the certificate$`),
+      },
+      {
+        name: "an expired server certificate",
+        env: () => ({ REDIS_URL: expired.url, LAUREL_REDIS_TLS_CA: expired.caPath }),
+        line: () => new RegExp(`^Redis at localhost:${expired.port}: TLS certificate not accepted \\(CERT_HAS_EXPIRED: `),
+      },
+      {
+        name: "no client certificate where the server asks for one",
+        env: () => ({ REDIS_URL: mtls.url, LAUREL_REDIS_TLS_CA: mtls.caPath }),
+        line: () =>
+          `Redis at localhost:${mtls.port} requires a TLS client certificate (ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE: its tls-auth-clients); set LAUREL_REDIS_TLS_CERT and LAUREL_REDIS_TLS_KEY to a certificate signed by a CA the server trusts (its tls-ca-cert-file) and its key`,
+      },
+      {
+        name: "a client certificate from a CA the server does not trust",
+        env: () => ({ REDIS_URL: mtls.url, LAUREL_REDIS_TLS_CA: mtls.caPath, LAUREL_REDIS_TLS_CERT: mtls.strangerClient.cert, LAUREL_REDIS_TLS_KEY: mtls.strangerClient.key }),
+        line: () => `Redis at localhost:${mtls.port} refused the TLS client certificate in LAUREL_REDIS_TLS_CERT (ERR_SSL_TLSV1_ALERT_UNKNOWN_CA); give one signed by a CA the server trusts (its tls-ca-cert-file), not expired`,
+      },
+      {
+        name: "no password where Redis asks for one (NOAUTH)",
+        env: () => ({ REDIS_URL: locked.url }),
+        line: () => `Redis at 127.0.0.1:${new URL(locked.url).port} refused the credentials in REDIS_URL (NOAUTH); check the user and password`,
+      },
+      {
+        name: "a wrong password (WRONGPASS)",
+        env: () => ({ REDIS_URL: locked.url.replace("redis://", "redis://:wrong@") }),
+        line: () => `Redis at 127.0.0.1:${new URL(locked.url).port} refused the credentials in REDIS_URL (WRONGPASS); check the user and password`,
+      },
+    ];
+
+    it.each(cases)("$name", async ({ env, line }) => {
+      const { check, start } = await checkAndStart(env());
+      // The start's line (LAUREL_REDIS_WAIT=600: said at once, not after a wait), and check-config's, the same.
+      expect(start.code).toBe(1);
+      expect(start.line).toMatch(line());
+      expect(check.line).toBe(start.line);
+      expect(check.code).toBe(1);
+    });
+
+    it("passes with the right password and the client certificate (what the refusals above were about, and nothing else)", async () => {
+      const withPassword = await runCheck(DEMO, { REDIS_URL: locked.url.replace("redis://", "redis://:s3cret@") });
+      expect(withPassword.code).toBe(0);
+      const withCertificate = await runCheck(DEMO, { REDIS_URL: mtls.url, LAUREL_REDIS_TLS_CA: mtls.caPath, LAUREL_REDIS_TLS_CERT: mtls.client.cert, LAUREL_REDIS_TLS_KEY: mtls.client.key });
+      expect(withCertificate.code).toBe(0);
+    });
+
+    it("names TLS as the suspect of a rediss:// URL on a port without TLS, as the start does, exit 2 (not answering)", async () => {
+      const { port } = new URL(locked.url);
+      const { check, start } = await checkAndStart({ REDIS_URL: `rediss://:s3cret@127.0.0.1:${port}`, LAUREL_REDIS_WAIT: "1" });
+      const advice = "; check REDIS_URL (a rediss:// URL: does that port speak TLS?)";
+      expect(start.code).toBe(1);
+      expect(start.line).toBe(`Redis at 127.0.0.1:${port} is not reachable (waited 1 s, LAUREL_REDIS_WAIT)${advice}`);
+      // Its reason: the 5-s bound, or (a TLS client hello that happens to hold a newline, which
+      // plain Redis answers as an inline command) a connection closed on a reply that is no TLS.
+      expect(check.line).toMatch(new RegExp(`^Redis at 127\\.0\\.0\\.1:${port} did not answer \\([^)]*\\)`));
+      expect(check.line?.endsWith(advice)).toBe(true);
+      expect(check.code).toBe(2);
     });
   });
 });

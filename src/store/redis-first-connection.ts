@@ -1,0 +1,145 @@
+import type { ConnectionOptions, TLSSocket } from "node:tls";
+import type { Redis } from "ioredis";
+import { isAuthError, tlsCertificateProblem } from "./redis-client.js";
+import { redisAddress } from "./redis-sentinel.js";
+import { askClientCertificate, clientCertificateRefusal } from "./redis-tls.js";
+
+/**
+ * What a process's first connection to Redis can fail by that waiting does not mend, told apart
+ * from a Redis that does not answer (yet): credentials refused, a server certificate not
+ * accepted, a client certificate refused or required. One set of rules and lines for the start
+ * (boot.ts waitForRedisOrExit, which exits 1 on them) and `npm run check-config` (exit 1 on them,
+ * 2 for a Redis not answering), so that both say the same.
+ */
+
+/** A failure waiting does not mend: its line (naming the address, the cause and what to do), and the error it was read from. */
+export interface FirstConnectionRefusal {
+  line: string;
+  err: string;
+}
+
+export interface FirstConnectionWatch {
+  /**
+   * After a command on the client failed with `err` (before its first answer): the refusal it
+   * is, or null (not answering, or not yet known). May ask the server once over TLS 1.2
+   * (askClientCertificate), within ASK_CLIENT_CERTIFICATE_MS.
+   */
+  refusal(err: unknown): Promise<FirstConnectionRefusal | null>;
+  /** Removes the watch's listeners from the client. */
+  stop(): void;
+}
+
+/** How long the question over TLS 1.2 waits for the server's answer: a bound, not a budget (it answers within its handshake). */
+const ASK_CLIENT_CERTIFICATE_MS = 5_000;
+
+/** The setting a line tells the operator to check: REDIS_SENTINELS through sentinels, else REDIS_URL. */
+export function redisSetting(redis: Redis): "REDIS_SENTINELS" | "REDIS_URL" {
+  return redis.options.sentinels?.length ? "REDIS_SENTINELS" : "REDIS_URL";
+}
+
+/**
+ * What to check when Redis did not answer: the setting, and over TLS the suspects a silence
+ * hides. A rediss:// URL on a port that speaks plain Redis is no error but a silence (the server
+ * waits for the rest of a command that never ends), so the TLS is named. Through sentinels over
+ * TLS, a sentinel that refuses the client certificate (or asks for one not given) or whose
+ * certificate is not accepted is silent too (ioredis keeps the sentinels' connection errors to
+ * itself), so those are named.
+ */
+export function notAnsweringAdvice(redis: Redis): string {
+  const setting = redisSetting(redis);
+  const tlsHint = !redis.options.tls
+    ? ""
+    : setting === "REDIS_URL"
+      ? " (a rediss:// URL: does that port speak TLS?)"
+      : " (over TLS: a sentinel that refuses the client certificate, LAUREL_REDIS_TLS_CERT, or asks for one, or whose certificate is not accepted, looks the same)";
+  return `check ${setting}${tlsHint}`;
+}
+
+/**
+ * Starts watching `redis`'s connection events, before its first command. A rejected certificate
+ * reaches the client's "error" listeners only (the command fails with ioredis' own "Connection
+ * is closed." or a caller's bound, saying nothing of it), so they are read here.
+ */
+export function watchFirstConnection(redis: Redis): FirstConnectionWatch {
+  const address = redisAddress(redis.options);
+  const setting = redisSetting(redis);
+  const tlsOptions: ConnectionOptions = typeof redis.options.tls === "object" ? redis.options.tls : {};
+  const seen: { certificateProblem: string | null; clientRefusal: string | null; handshake: { host: string; port: number } | null; closedAfterHandshake: boolean } = {
+    certificateProblem: null,
+    clientRefusal: null,
+    handshake: null,
+    closedAfterHandshake: false,
+  };
+  const onError = (err: unknown): void => {
+    seen.certificateProblem ??= tlsCertificateProblem(err);
+    seen.clientRefusal ??= clientCertificateRefusal(err);
+  };
+  // A TLS handshake that went through (ioredis' "connect" is TLS's secureConnect) and a
+  // connection closed after it, before Redis answered: over TLS 1.3, how a refused client
+  // certificate mostly shows (a reset), asked about below. Only then: a Redis that answers but is
+  // not ready (loading) is not asked. The address is the client's own; through sentinels, the
+  // primary's as the socket tells it, which it often no longer does by then: such a process goes
+  // by the alert alone.
+  let handshakeOpen = false;
+  const onConnect = (): void => {
+    const stream = redis.stream as Partial<TLSSocket> | undefined;
+    if (!stream?.encrypted) return;
+    handshakeOpen = true;
+    const sentinels = Boolean(redis.options.sentinels?.length);
+    const host = sentinels ? stream.remoteAddress : redis.options.host;
+    const port = sentinels ? stream.remotePort : redis.options.port;
+    if (host && port) seen.handshake = { host, port };
+  };
+  const onClose = (): void => {
+    if (handshakeOpen) seen.closedAfterHandshake = true;
+    handshakeOpen = false;
+  };
+  const onReady = (): void => {
+    handshakeOpen = false;
+  };
+  let asked = false;
+  redis.on("error", onError);
+  redis.on("connect", onConnect);
+  redis.on("close", onClose);
+  redis.on("ready", onReady);
+  return {
+    async refusal(err) {
+      // Refused credentials do not get better by waiting. (The command's own error: ioredis
+      // fails the commands waiting for the connection with Redis's refusal itself.)
+      if (isAuthError(err)) return { line: `Redis at ${address} refused the credentials in REDIS_URL (${err.message.split(" ")[0]}); check the user and password`, err: err.message };
+      // Nor does a certificate not trusted.
+      const { certificateProblem } = seen;
+      if (certificateProblem !== null) {
+        return {
+          line: `Redis at ${address}: TLS certificate not accepted (${certificateProblem}); trust the server's CA with LAUREL_REDIS_TLS_CA=<path to the CA's PEM> (or NODE_EXTRA_CA_CERTS), or check the host name in ${setting} against the certificate`,
+          err: certificateProblem,
+        };
+      }
+      // Nor does a client certificate refused (or missing). Over TLS 1.3 the refusal's alert is
+      // mostly lost to a reset (redis-tls.ts askClientCertificate), so after a connection closed
+      // right after its handshake the server is asked once, over TLS 1.2, where its answer is
+      // certain: one answer whether an alert came through or not. The alert stands when the
+      // question gets none (a server without TLS 1.2).
+      if (seen.handshake !== null && seen.closedAfterHandshake && !asked) {
+        asked = true;
+        seen.clientRefusal = (await askClientCertificate(seen.handshake.host, seen.handshake.port, tlsOptions, ASK_CLIENT_CERTIFICATE_MS)) ?? seen.clientRefusal;
+      }
+      const { clientRefusal } = seen;
+      if (clientRefusal !== null) {
+        return {
+          line: tlsOptions.cert
+            ? `Redis at ${address} refused the TLS client certificate in LAUREL_REDIS_TLS_CERT (${clientRefusal}); give one signed by a CA the server trusts (its tls-ca-cert-file), not expired`
+            : `Redis at ${address} requires a TLS client certificate (${clientRefusal}: its tls-auth-clients); set LAUREL_REDIS_TLS_CERT and LAUREL_REDIS_TLS_KEY to a certificate signed by a CA the server trusts (its tls-ca-cert-file) and its key`,
+          err: clientRefusal,
+        };
+      }
+      return null;
+    },
+    stop() {
+      redis.removeListener("error", onError);
+      redis.removeListener("connect", onConnect);
+      redis.removeListener("close", onClose);
+      redis.removeListener("ready", onReady);
+    },
+  };
+}
