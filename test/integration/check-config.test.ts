@@ -148,15 +148,19 @@ describe("node dist/check-config.js", () => {
       await Promise.all([mtls?.stop(), expired?.stop(), locked?.stop()]);
     });
 
+    type GaveUp = { code: number | null; line: string | undefined };
     /** The check and the service's start, at once, on `env`: each one's exit code and the line it gave up with. */
-    async function checkAndStart(env: Record<string, string>): Promise<{ check: { code: number | null; line: string | undefined }; start: { code: number | null; line: string | undefined } }> {
+    async function checkAndStart(env: Record<string, string>): Promise<{ check: Promise<GaveUp>; start: Promise<GaveUp> }> {
+      const PREFIX = "cannot check the stored data: ";
       const check = runService({ LAUREL_CONFIG: "", ...env }, CHECK, { args: [DEMO] });
       const start = runService({ LAUREL_CONFIG: DEMO, LAUREL_WORKER: "off", LAUREL_REDIS_WAIT: "600", PORT: String(await portOutsideEphemeralRange()), ...env });
-      const [checkCode, startCode] = await Promise.all([check.exited, start.exited]);
-      const PREFIX = "cannot check the stored data: ";
-      const checkLine = check.output().split("\n").find((line) => line.startsWith(PREFIX))?.slice(PREFIX.length);
-      const fatal = start.output().split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line) as { level: number; msg: string }).find((entry) => entry.level === 60);
-      return { check: { code: checkCode, line: checkLine }, start: { code: startCode, line: fatal?.msg } };
+      return {
+        check: check.exited.then((code) => ({ code, line: check.output().split("\n").find((line) => line.startsWith(PREFIX))?.slice(PREFIX.length) })),
+        start: start.exited.then((code) => {
+          const fatal = start.output().split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line) as { level: number; msg: string }).find((entry) => entry.level === 60);
+          return { code, line: fatal?.msg };
+        }),
+      };
     }
 
     const cases: { name: string; env: () => Record<string, string>; line: () => string | RegExp }[] = [
@@ -199,12 +203,15 @@ describe("node dist/check-config.js", () => {
     ];
 
     it.each(cases)("$name", async ({ env, line }) => {
-      const { check, start } = await checkAndStart(env());
-      // The start's line (LAUREL_REDIS_WAIT=600: said at once, not after a wait), and check-config's, the same.
-      expect(start.code).toBe(1);
-      expect(start.line).toMatch(line());
-      expect(check.line).toBe(start.line);
+      const both = await checkAndStart(env());
+      // check-config first: one that misses the refusal exits 2 at once, where the start would wait
+      // (LAUREL_REDIS_WAIT=600: its line must come at once, not after a wait); it is killed after the file.
+      const check = await both.check;
+      expect(check.line).toMatch(line());
       expect(check.code).toBe(1);
+      const start = await both.start;
+      expect(start.code).toBe(1);
+      expect(start.line).toBe(check.line);
     });
 
     it("passes with the right password and the client certificate (what the refusals above were about, and nothing else)", async () => {
@@ -216,7 +223,8 @@ describe("node dist/check-config.js", () => {
 
     it("names TLS as the suspect of a rediss:// URL on a port without TLS, as the start does, exit 2 (not answering)", async () => {
       const { port } = new URL(locked.url);
-      const { check, start } = await checkAndStart({ REDIS_URL: `rediss://:s3cret@127.0.0.1:${port}`, LAUREL_REDIS_WAIT: "1" });
+      const both = await checkAndStart({ REDIS_URL: `rediss://:s3cret@127.0.0.1:${port}`, LAUREL_REDIS_WAIT: "1" });
+      const [check, start] = await Promise.all([both.check, both.start]);
       const advice = "; check REDIS_URL (a rediss:// URL: does that port speak TLS?)";
       expect(start.code).toBe(1);
       expect(start.line).toBe(`Redis at 127.0.0.1:${port} is not reachable (waited 1 s, LAUREL_REDIS_WAIT)${advice}`);
