@@ -220,7 +220,7 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
     writeFileSync(keyFile, `-----BEGIN PRIVATE KEY-----\n${TLS_KEY_TEXT}\n-----END PRIVATE KEY-----\n`);
     const cases: Array<{ env: Record<string, string>; code: number; says: string }> = [
       { env: { REDIS_URL: url }, code: 0, says: `the data in Redis at 127.0.0.1:${port} can be read with it` },
-      { env: { REDIS_URL: `redis://${USER}:${WRONG_PASS}@127.0.0.1:${port}` }, code: 2, says: `cannot check the stored data: Redis at 127.0.0.1:${port} did not answer` },
+      { env: { REDIS_URL: `redis://${USER}:${WRONG_PASS}@127.0.0.1:${port}` }, code: 1, says: `cannot check the stored data: Redis at 127.0.0.1:${port} refused the credentials in REDIS_URL (WRONGPASS)` },
       { env: { REDIS_URL: `rediss://${USER}:${PASS}@127.0.0.1:${port}`, LAUREL_REDIS_TLS_CERT: keyFile, LAUREL_REDIS_TLS_KEY: keyFile }, code: 1, says: "invalid environment" },
       { env: { REDIS_URL: `redis://${USER}:${PASS}@127.0.0.1:99999` }, code: 1, says: "REDIS_URL cannot be read (Invalid URL;" },
     ];
