@@ -152,15 +152,14 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
   const address = redisAddress(redis.options);
   const watch = watchFirstConnection(redis);
   for (let attempt = 0; ; attempt++) {
-    let version: string | null;
+    let tooOld: RedisTooOld | null;
     try {
       // Each PING bounded (a second at most, and the wait's end): ioredis holds a command without
       // end while the server takes the connection but never answers (stopped, paused) or while
       // no sentinel answers (it asks them again and again), and the start waited past its limit.
       await answeredWithin(redis.ping(), Math.max(1, Math.min(1000, giveUpAt - Date.now())));
       if (attempt > 0) logger.info({ redis: address }, "redis is reachable");
-      // A Redis that refuses INFO (renamed by a host) is not checked: its scripts will say it.
-      version = await redis.info("server").then(redisVersion, () => null);
+      tooOld = await redisTooOld(redis, address);
     } catch (err) {
       // Refused credentials, a certificate not accepted, a client certificate refused or
       // required: said at once, waiting would not change them.
@@ -177,13 +176,29 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
       await new Promise((r) => setTimeout(r, 500));
       continue;
     }
-    if (version !== null && !isRedis7OrLater(version)) {
-      logger.fatal({ redis: address, version }, `Redis at ${address} is ${version}; Laurel needs Redis 7 or later (its scripts are Redis Functions). Debian 12 and Ubuntu 24.04 ship 7; elsewhere use the Redis project's packages or \`docker compose up\``);
+    if (tooOld !== null) {
+      logger.fatal({ redis: address, version: tooOld.version }, tooOld.line);
       process.exit(1);
     }
     watch.stop();
     return;
   }
+}
+
+export interface RedisTooOld {
+  version: string;
+  /** What the start says, and `npm run check-config`. */
+  line: string;
+}
+
+/**
+ * A Redis older than 7 (its version and the line saying so), or null: 7 or later, or a Redis that
+ * refuses INFO (renamed by a host), which is not checked (its scripts will say it).
+ */
+export async function redisTooOld(redis: Redis, address: string): Promise<RedisTooOld | null> {
+  const version = await redis.info("server").then(redisVersion, () => null);
+  if (version === null || isRedis7OrLater(version)) return null;
+  return { version, line: `Redis at ${address} is ${version}; Laurel needs Redis 7 or later (its scripts are Redis Functions). Debian 12 and Ubuntu 24.04 ship 7; elsewhere use the Redis project's packages or \`docker compose up\`` };
 }
 
 /** `redis_version` of an INFO server reply (Valkey reports its Redis compatibility there too), or null when absent. */

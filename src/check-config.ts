@@ -16,13 +16,13 @@
  * and `configuration ok`, exit 0. Exit 1, a problem the operator must fix, said with the start's
  * message: a bad file, a bad environment, a setting the data cannot be read with, or a Redis
  * the start would stop at once for (credentials refused, its TLS certificate not accepted, the
- * client certificate refused or required: store/redis-first-connection.ts). Exit 2, Redis given
+ * client certificate refused or required: store/redis-first-connection.ts; older than 7). Exit 2, Redis given
  * but not answering within 5 s (down, stalled, a rediss:// URL on a port without TLS: the
  * start's advice named), which a retry may mend.
  */
 import { resolve } from "node:path";
 import type { Redis } from "ioredis";
-import { configPath, environmentProblems } from "./boot.js";
+import { configPath, environmentProblems, redisTooOld } from "./boot.js";
 import { ConfigError } from "./config/compile.js";
 import type { CompiledTenant } from "./config/compiled.js";
 import { loadConfigFile } from "./config/load.js";
@@ -65,6 +65,9 @@ async function checkAgainstRedis(tenants: readonly CompiledTenant[]): Promise<Re
   const watch = watchFirstConnection(redis);
   try {
     await answeredWithin(redis.ping(), REDIS_ANSWER_MS);
+    // A Redis the start refuses for its version: its stored data would not be read by Laurel either.
+    const tooOld = await answeredWithin(redisTooOld(redis, address), REDIS_ANSWER_MS);
+    if (tooOld !== null) return { refused: tooOld.line, address };
     const problems: ConfigError[] = [];
     for (const [index, tenant] of tenants.entries()) {
       const problem = await answeredWithin(fixedSettingsProblem(redis, tenant, index), REDIS_ANSWER_MS);

@@ -27,6 +27,7 @@ import { Redis } from "ioredis";
  * REDIS_URL it runs its own redis-server with AOF; a bad config or demo keys in production stop it.
  */
 const MAIN = new URL("../../dist/main.js", import.meta.url).pathname;
+const CHECK_CONFIG = new URL("../../dist/check-config.js", import.meta.url).pathname;
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
@@ -510,6 +511,8 @@ describe("node dist/main.js", () => {
   it.each([
     ["the service", MAIN],
     ["the stream worker", WORKER],
+    // It says what the start would stop for, exit 1 (README: Checking a file before a deploy).
+    ["npm run check-config", CHECK_CONFIG],
   ])("%s stops, naming the version, on a Redis older than 7", async (_name, entry) => {
     // No Redis 6 can be installed here (Debian 12 ships 7.0), so a server that answers the two
     // commands a start sends before its version check (PING; INFO, ioredis' ready check and
