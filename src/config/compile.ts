@@ -351,6 +351,26 @@ function checkCompositeCycles(achievements: CompiledAchievement[], path: string)
 /** The types that can be coalesced: the frequent per-user changes (src/jobs/webhooks/coalesce.ts says how they merge). */
 const COALESCIBLE: ReadonlySet<WebhookEventType> = new Set(["points.changed", "leaderboard.rank_changed"]);
 
+/**
+ * The Authorization header a URL's userinfo stands for, as curl sends it: `Basic
+ * base64(user:password)`, both percent-decoded first (RFC 3986 3.2.1, RFC 7617, UTF-8); null
+ * without a userinfo. The compiled endpoint keeps its URL without the userinfo, so neither the
+ * request line nor the admin API carries it. Errors never show the userinfo.
+ */
+function basicAuthorization(url: URL, path: string): string | null {
+  if (url.username === "" && url.password === "") return null;
+  let user: string;
+  let password: string;
+  try {
+    user = decodeURIComponent(url.username);
+    password = decodeURIComponent(url.password);
+  } catch {
+    throw new ConfigError(path, "the userinfo (user:password@) has a % not followed by two hex digits (not shown: a credential)");
+  }
+  if (user.includes(":")) throw new ConfigError(path, "the userinfo's user must not hold a colon, encoded or not (RFC 7617; not shown: a credential)");
+  return `Basic ${Buffer.from(`${user}:${password}`, "utf8").toString("base64")}`;
+}
+
 function compileWebhooks(webhooks: WebhookConfig[], path: string): CompiledWebhook[] {
   unique(webhooks, path);
   return webhooks.map((w, i) => {
@@ -379,7 +399,10 @@ function compileWebhooks(webhooks: WebhookConfig[], path: string): CompiledWebho
       if (!events.has(type)) throw new ConfigError(`${at}.coalesce.${type}`, "the endpoint does not subscribe to this type");
       coalesceMs.set(type, minutes * 60_000);
     }
-    return { key: w.key, url: url.href, secrets, events, coalesceMs, timeoutMs: (w.timeoutSeconds ?? 10) * 1000 };
+    const authorization = basicAuthorization(url, `${at}.url`);
+    url.username = "";
+    url.password = "";
+    return { key: w.key, url: url.href, authorization, secrets, events, coalesceMs, timeoutMs: (w.timeoutSeconds ?? 10) * 1000 };
   });
 }
 // issue 6: end

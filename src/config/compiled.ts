@@ -37,7 +37,10 @@ export interface CompiledTenant {
 // issue 6 (outbound events): begin
 export interface CompiledWebhook {
   key: string;
+  /** The tenant file's URL without its userinfo (what is POSTed to and what the admin API shows). */
   url: string;
+  /** `Basic base64(user:password)` from the URL's userinfo, percent-decoded; null without one. */
+  authorization: string | null;
   /** Active secrets, the first one signs X-Trophy-Signature. */
   secrets: string[];
   events: ReadonlySet<string>;

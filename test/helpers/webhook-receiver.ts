@@ -10,6 +10,8 @@ import type { AddressInfo } from "node:net";
  */
 export interface Received {
   headers: IncomingMessage["headers"];
+  /** The request line's target, as sent (path and query). */
+  target: string;
   raw: string;
   body: any;
 }
@@ -69,7 +71,7 @@ export async function startReceiver(respond: Receiver["respond"] = () => 200, po
       } catch {
         /* keep the text */
       }
-      const request: Received = { headers: req.headers, raw, body };
+      const request: Received = { headers: req.headers, target: req.url ?? "", raw, body };
       const index = received.length;
       received.push(request);
       const reply = receiver.respond(request, index);

@@ -212,10 +212,27 @@ describe("webhook config", () => {
   it("compiles an endpoint with defaults", () => {
     const [tenant] = loadConfigText(tenantYaml("cfg", BASE + ok()), "x.yaml", {});
     expect(tenant!.webhooks).toEqual([
-      { key: "main", url: "https://example.com/hooks", secrets: ["0123456789abcdef"], events: new Set(["points.changed"]), coalesceMs: new Map(), timeoutMs: 10_000 },
+      { key: "main", url: "https://example.com/hooks", authorization: null, secrets: ["0123456789abcdef"], events: new Set(["points.changed"]), coalesceMs: new Map(), timeoutMs: 10_000 },
     ]);
     const [none] = loadConfigText(tenantYaml("cfg", BASE), "x.yaml", {});
     expect(none!.webhooks).toEqual([]);
+  });
+
+  it("turns a URL's userinfo into a Basic Authorization, percent-decoded, and keeps the URL without it", () => {
+    const compiled = (url: string) => loadConfigText(tenantYaml("cfg", BASE + ok().replace("https://example.com/hooks", url)), "x.yaml", {})[0]!.webhooks[0]!;
+    const basic = (userPass: string) => `Basic ${Buffer.from(userPass, "utf8").toString("base64")}`;
+    expect(compiled("https://user:p%40ss@hooks.example.com/laurel?x=1")).toMatchObject({ url: "https://hooks.example.com/laurel?x=1", authorization: basic("user:p@ss") });
+    // curl's reading: a user alone has an empty password; a UTF-8 password is sent as UTF-8.
+    expect(compiled("https://only@hooks.example.com/")).toMatchObject({ url: "https://hooks.example.com/", authorization: basic("only:") });
+    expect(compiled("https://u%C3%A9:%E2%82%AC@hooks.example.com/")).toMatchObject({ url: "https://hooks.example.com/", authorization: basic("ué:€") });
+    // Without a userinfo: the URL as before, no header.
+    expect(compiled("https://hooks.example.com/laurel")).toMatchObject({ url: "https://hooks.example.com/laurel", authorization: null });
+    // A userinfo that cannot be decoded, or a user with a colon (RFC 7617), is refused without showing it.
+    for (const url of ["https://us%zzer:secretpw@hooks.example.com/", "https://a%3Ab:secretpw@hooks.example.com/"]) {
+      const err = errorOf(ok().replace("https://example.com/hooks", url));
+      expect(err.path, url).toBe("$input.tenants[0].webhooks[0].url");
+      expect(err.message, url).not.toContain("secretpw");
+    }
   });
 
   it("refuses a bad endpoint, naming the field", () => {

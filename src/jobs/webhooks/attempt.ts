@@ -36,7 +36,7 @@ export interface AttemptOutcome {
 export async function attemptDelivery(endpoint: Target, job: DeliveryJob, timeoutMs: number, controller: AbortController): Promise<AttemptOutcome> {
   const at = Date.now();
   try {
-    const status = await post(endpoint.target, signedHeaders(job.eventId, job.body, endpoint.secrets, at), job.body, timeoutMs, controller);
+    const status = await post(endpoint.target, signedHeaders(job.eventId, job.body, endpoint.secrets, at), job.body, timeoutMs, controller, endpoint.authorization);
     const ok = status >= 200 && status <= 299;
     return { ok, status, error: ok ? null : `HTTP ${status}`, stopped: false, at, ms: Date.now() - at };
   } catch (err) {
