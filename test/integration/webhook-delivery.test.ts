@@ -699,3 +699,27 @@ describe("a service process that does not send (LAUREL_DELIVERIES=off)", () => {
     expect(done.body.deliveries).toEqual([expect.objectContaining({ status: "delivered" })]);
   });
 });
+
+describe("an endpoint behind Basic auth, its credentials in the URL's userinfo", () => {
+  let s: Scenario;
+  const expected = `Basic ${Buffer.from("user:p@ss").toString("base64")}`;
+  beforeAll(async () => {
+    // The receiver answers 401 to anything but the right credentials: without them every attempt fails.
+    s = await scenarioOf("wha", (tenantId, url) => hookYaml(tenantId, endpoint("main", url.replace("http://", "http://user:p%40ss@"))), {}, (r) => (r.headers.authorization === expected ? 200 : 401));
+  });
+  afterAll(() => close(s));
+
+  it("delivers with Authorization: Basic on the first attempt, and the admin API never shows the userinfo", async () => {
+    expect((await lesson(s, "u1")).status).toBe(201);
+    await s.t.app.webhooks!.drain();
+    const [got] = await s.receiver.waitFor(1);
+    await s.t.app.webhooks!.settled(s.tenantId);
+    expect(got!.headers.authorization).toBe(expected);
+    expect(got!.target).toBe("/hooks");
+    const list = await s.t.call("GET", "/admin/v1/webhooks/deliveries", undefined, admin);
+    expect(list.body.deliveries).toEqual([expect.objectContaining({ status: "delivered", attempts: 1, responseStatus: 200, url: s.receiver.url })]);
+    const overview = await s.t.call("GET", "/admin/v1/webhooks", undefined, admin);
+    expect(overview.body.endpoints).toEqual([expect.objectContaining({ key: "main", url: s.receiver.url })]);
+    expect(JSON.stringify([list.body, overview.body])).not.toMatch(/p%40ss|p@ss|user:/);
+  });
+});
