@@ -2,7 +2,7 @@ import { Redis, type RedisOptions } from "ioredis";
 import type { ConnectionOptions } from "bullmq";
 import type { Logger } from "pino";
 import { redisRefusalOf } from "./redis-refusals.js";
-import { clientCertificateRefusal, redisTlsFiles } from "./redis-tls.js";
+import { clientCertificateRefusal, redisTlsFiles, tlsCertificateProblem } from "./redis-tls.js";
 import { coalesceWrites } from "./write-coalescing.js";
 
 /**
@@ -102,27 +102,6 @@ export function logConnectionErrors(redis: Redis, logger: Logger, name = "redis"
 /** NOAUTH (a password is required), WRONGPASS (the user or password is wrong), NOPERM (the user may not PING or INFO). */
 export function isAuthError(err: unknown): err is Error {
   return err instanceof Error && /^(?:NOAUTH|WRONGPASS|NOPERM)\b/.test(err.message);
-}
-
-/**
- * Node's codes for a TLS server certificate this process does not accept (OpenSSL's verify
- * results, and Node's own check of the host name against the certificate). Retrying does not
- * change the certificate nor what the process trusts (NODE_EXTRA_CA_CERTS is read at its start).
- */
-const CERTIFICATE_CODES = new Set([
-  "UNABLE_TO_GET_ISSUER_CERT", "UNABLE_TO_GET_ISSUER_CERT_LOCALLY", "UNABLE_TO_VERIFY_LEAF_SIGNATURE", "UNABLE_TO_DECRYPT_CERT_SIGNATURE",
-  "UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY", "CERT_SIGNATURE_FAILURE", "CERT_NOT_YET_VALID", "CERT_HAS_EXPIRED", "ERROR_IN_CERT_NOT_BEFORE_FIELD",
-  "ERROR_IN_CERT_NOT_AFTER_FIELD", "DEPTH_ZERO_SELF_SIGNED_CERT", "SELF_SIGNED_CERT_IN_CHAIN", "CERT_CHAIN_TOO_LONG", "CERT_REVOKED", "INVALID_CA",
-  "PATH_LENGTH_EXCEEDED", "INVALID_PURPOSE", "CERT_UNTRUSTED", "CERT_REJECTED", "HOSTNAME_MISMATCH", "ERR_TLS_CERT_ALTNAME_INVALID",
-]);
-
-/**
- * What is wrong with the Redis server's TLS certificate, as "CODE: Node's message", when `err`
- * (a connection error ioredis emits) is a certificate this process does not accept; else null.
- */
-export function tlsCertificateProblem(err: unknown): string | null {
-  const code = (err as NodeJS.ErrnoException | null)?.code;
-  return err instanceof Error && code !== undefined && CERTIFICATE_CODES.has(code) ? `${code}: ${err.message}` : null;
 }
 
 function withCoalescing(redis: Redis, env: NodeJS.ProcessEnv): Redis {

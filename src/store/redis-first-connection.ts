@@ -1,8 +1,8 @@
 import type { ConnectionOptions, TLSSocket } from "node:tls";
 import type { Redis } from "ioredis";
-import { isAuthError, tlsCertificateProblem } from "./redis-client.js";
+import { isAuthError } from "./redis-client.js";
 import { redisAddress } from "./redis-sentinel.js";
-import { askClientCertificate, clientCertificateRefusal } from "./redis-tls.js";
+import { askClientCertificate, clientCertificateRefusal, tlsCertificateProblem } from "./redis-tls.js";
 
 /**
  * What a process's first connection to Redis can fail by that waiting does not mend, told apart

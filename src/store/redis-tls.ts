@@ -11,7 +11,9 @@ import { connect, type ConnectionOptions } from "node:tls";
  *   LAUREL_REDIS_TLS_CA    the CA(s) the server's certificate is checked against, instead of
  *                          Node's (NODE_EXTRA_CA_CERTS adds to Node's; this trusts these alone)
  * Checked at start (environmentProblems) and read once per client: a file rotated in place
- * takes a restart, as a changed REDIS_URL does.
+ * takes a restart, as a changed REDIS_URL does. Also here: how a TLS failure of a connection is
+ * told apart (the server's certificate not accepted, the client's refused), which the start and
+ * check-config say at once (redis-first-connection.ts).
  */
 const FILES = {
   LAUREL_REDIS_TLS_CERT: "cert",
@@ -87,6 +89,27 @@ function readPem<T>(env: NodeJS.ProcessEnv, name: FileVariable, problems: string
     problems.push(`${name} (${path}) is not a PEM file holding ${kind}`);
     return undefined;
   }
+}
+
+/**
+ * Node's codes for a TLS server certificate this process does not accept (OpenSSL's verify
+ * results, and Node's own check of the host name against the certificate). Retrying does not
+ * change the certificate nor what the process trusts (NODE_EXTRA_CA_CERTS is read at its start).
+ */
+const CERTIFICATE_CODES = new Set([
+  "UNABLE_TO_GET_ISSUER_CERT", "UNABLE_TO_GET_ISSUER_CERT_LOCALLY", "UNABLE_TO_VERIFY_LEAF_SIGNATURE", "UNABLE_TO_DECRYPT_CERT_SIGNATURE",
+  "UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY", "CERT_SIGNATURE_FAILURE", "CERT_NOT_YET_VALID", "CERT_HAS_EXPIRED", "ERROR_IN_CERT_NOT_BEFORE_FIELD",
+  "ERROR_IN_CERT_NOT_AFTER_FIELD", "DEPTH_ZERO_SELF_SIGNED_CERT", "SELF_SIGNED_CERT_IN_CHAIN", "CERT_CHAIN_TOO_LONG", "CERT_REVOKED", "INVALID_CA",
+  "PATH_LENGTH_EXCEEDED", "INVALID_PURPOSE", "CERT_UNTRUSTED", "CERT_REJECTED", "HOSTNAME_MISMATCH", "ERR_TLS_CERT_ALTNAME_INVALID",
+]);
+
+/**
+ * What is wrong with the Redis server's TLS certificate, as "CODE: Node's message", when `err`
+ * (a connection error ioredis emits) is a certificate this process does not accept; else null.
+ */
+export function tlsCertificateProblem(err: unknown): string | null {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  return err instanceof Error && code !== undefined && CERTIFICATE_CODES.has(code) ? `${code}: ${err.message}` : null;
 }
 
 /**

@@ -36,7 +36,11 @@ export interface AttemptOutcome {
 export async function attemptDelivery(endpoint: Target, job: DeliveryJob, timeoutMs: number, controller: AbortController): Promise<AttemptOutcome> {
   const at = Date.now();
   try {
-    const status = await post(endpoint.target, signedHeaders(job.eventId, job.body, endpoint.secrets, at), job.body, timeoutMs, controller, endpoint.authorization);
+    const headers = signedHeaders(job.eventId, job.body, endpoint.secrets, at);
+    // The URL's userinfo, compiled into a Basic header (config/compile.ts basicAuthorization):
+    // undici sends none for a URL's userinfo, and the endpoint's URL has none left.
+    if (endpoint.authorization !== null) headers.authorization = endpoint.authorization;
+    const status = await post(endpoint.target, headers, job.body, timeoutMs, controller);
     const ok = status >= 200 && status <= 299;
     return { ok, status, error: ok ? null : `HTTP ${status}`, stopped: false, at, ms: Date.now() - at };
   } catch (err) {

@@ -26,17 +26,14 @@ const TIMED_OUT = Symbol("timed out");
  * Resolves with the answer's status; rejects with a PostError on a network error, a timeout or
  * an abort. `controller` is the attempt's own: the caller aborts it to cut the attempt (a
  * stopping worker), and the timeout aborts it too, so the timeout covers the whole attempt, not
- * only idle periods. `authorization`, when given, is sent as the Authorization header.
+ * only idle periods.
  */
-export async function post(url: URL, headers: Record<string, string>, body: string, timeoutMs: number, controller: AbortController, authorization: string | null = null): Promise<number> {
+export async function post(url: URL, headers: Record<string, string>, body: string, timeoutMs: number, controller: AbortController): Promise<number> {
   if (controller.signal.aborted) throw new PostError("worker stopped", "stopped");
   // A late process reads an answer that arrived in time before the attempt is cut (deadline.ts).
   const timer = deadline(timeoutMs, () => controller.abort(TIMED_OUT));
   try {
-    // The endpoint's userinfo, compiled into a Basic header (compile.ts basicAuthorization): undici
-    // sends none for a URL's userinfo, and the URL it is given has none.
-    const sent = authorization === null ? headers : { ...headers, authorization };
-    const answer = await request(url, { method: "POST", headers: sent, body, dispatcher: agent, signal: controller.signal });
+    const answer = await request(url, { method: "POST", headers, body, dispatcher: agent, signal: controller.signal });
     // The status is the receiver's answer: a body cut off after it (the stop, the timeout) changes
     // nothing. Taken for a failure, a 2xx already given was sent again: a duplicate.
     await answer.body.dump().catch(() => undefined);
