@@ -14,8 +14,12 @@
   ARGV[3+2n ..] pairs: from, to (inclusive)
 
   Reply {users of the shard (in the filter), users with a total >= 1, highest total (0 if none), count per range...}
+
+  Called on every shard at once (--@per-shard: KEYS are each shard's two in turn, the reply one
+  of these per shard).
 ]]
 --@no-writes
+--@per-shard
 --@body
 local rcall = redis.call
 local prefix = string.sub(KEYS[1], 1, -4)

@@ -37,6 +37,13 @@ const BODY_MARK = /^--@body$/m;
  * to the first write, so eval mode read on). The marker is in the text, so in the name too.
  */
 const NO_WRITES_MARK = /^--@no-writes$/m;
+/**
+ * A script written for one shard's keys that a call runs on several shards at once
+ * (`--@per-shard`): the call passes numKeys keys per shard, shard after shard, and gets an array
+ * of the replies, one per shard in the order of the keys (store/cross-shard.ts: a standalone
+ * Redis runs a script on keys of any slots; a Cluster node is given one shard a call).
+ */
+const PER_SHARD_MARK = /^--@per-shard$/m;
 
 /**
  * Every read-only script loaded so far (the modules that read load theirs as they are imported).
@@ -86,7 +93,10 @@ export function loadLua(name: string, rules?: unknown): LuaSource {
   // Above the body mark: helpers and rules (a Function library builds them once); below: the call.
   const mark = BODY_MARK.exec(source);
   const prelude = mark ? source.slice(0, mark.index) : "";
-  const call = mark ? source.slice(mark.index + mark[0].length) : source;
+  const numKeys = Number(match[2]);
+  const perShard = PER_SHARD_MARK.test(body);
+  const oneCall = mark ? source.slice(mark.index + mark[0].length) : source;
+  const call = perShard ? perShardCall(oneCall, numKeys) : oneCall;
   const text = `${prelude}${call}`;
   const sha = createHash("sha1").update(text).digest("hex");
   const functionName = `laurel_${sha.slice(0, 20)}`;
@@ -95,9 +105,26 @@ export function loadLua(name: string, rules?: unknown): LuaSource {
     ? [`redis.register_function{function_name='${functionName}', flags={'no-writes'}, callback=function(KEYS, ARGV)`, call, "end}"]
     : [`redis.register_function('${functionName}', function(KEYS, ARGV)`, call, "end)"];
   const library = [`#!lua name=${functionName}`, prelude, ...register].join("\n");
-  const loaded = { name, numKeys: Number(match[2]), text, sha, library, functionName };
+  const loaded = { name, numKeys, text, sha, library, functionName };
   if (readOnly) READ_SCRIPTS.add(loaded);
   return loaded;
+}
+
+/**
+ * The call of a `--@per-shard` script: its one-shard body as a local function, run on each
+ * shard's keys in turn (`KEYS` shadowed by that shard's), its replies gathered in order.
+ */
+function perShardCall(oneCall: string, numKeys: number): string {
+  return [
+    "local oneShard = function(KEYS, ARGV)",
+    oneCall,
+    "end",
+    "local all, replies = KEYS, {}",
+    `for base = 0, #all - ${numKeys}, ${numKeys} do`,
+    `  replies[base / ${numKeys} + 1] = oneShard({ unpack(all, base + 1, base + ${numKeys}) }, ARGV)`,
+    "end",
+    "return replies",
+  ].join("\n");
 }
 
 /** A JSON-like value as a Lua table constructor. Integers only: rules carry no fractions. */

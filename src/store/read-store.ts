@@ -4,13 +4,15 @@ import type { CompiledTenant } from "../config/compiled.js";
 import { shardOf, TenantKeys } from "./keys.js";
 import { loadLua } from "./lua-loader.js";
 import { ReadPlan } from "./read-plan.js";
-import { runScript, sendEncoded } from "./redis-script.js";
+import { runScript } from "./redis-script.js";
+import { onEveryShard, readEachShard } from "./cross-shard.js";
 import type { StateSlots } from "./state-slots.js";
 
 const readUsersScript = loadLua("readUsers-1");
 const histogramScript = loadLua("pointsHistogram-2");
 const streakTopScript = loadLua("streakTop-2");
 const streakRankScript = loadLua("streakRank-2");
+const countRangesScript = loadLua("countRanges-1");
 
 /**
  * Lost streaks awaiting settlement that one shard may hold before a streak read gives up on
@@ -52,6 +54,11 @@ export class ReadStore {
     return Array.from({ length: this.tenant.shards }, (_, s) => s);
   }
 
+  /** Each shard's active streaks ({t:s}:sa) and their deadlines ({t:s}:sd). */
+  private streakKeys(): string[][] {
+    return this.shards().map((s) => [this.keys.streakActive(s), this.keys.streakDeadline(s)]);
+  }
+
   /** Runs a plan on the user's shard: null for an unknown user. */
   runPlan(userId: string, plan: ReadPlan): Promise<unknown[][] | null> {
     return plan.run(this.redis, this.keys.user(this.shard(userId), userId));
@@ -61,27 +68,21 @@ export class ReadStore {
    * Users at each level of a system, from the points totals ({t:s}:pz:<system>): level i holds the
    * totals in (threshold i, threshold i+1] (a level is reached by strictly exceeding its
    * threshold). Counted from the totals, not kept as counters, so a change of the levels in the
-   * config is right at once. `thresholds` ascending; one pipeline of S × L ZCOUNT, O(log n) each.
+   * config is right at once. `thresholds` ascending; L ZCOUNT a shard (lua/countRanges-1.lua), O(log n) each.
    */
   async usersAtLevels(systemKey: string, thresholds: readonly number[]): Promise<number[]> {
-    const pipeline = this.redis.pipeline();
-    for (const s of this.shards()) {
-      const key = this.keys.pointsZset(s, systemKey);
-      thresholds.forEach((from, i) => pipeline.zcount(key, `(${from}`, i + 1 < thresholds.length ? thresholds[i + 1]! : "+inf"));
-    }
+    const ranges = thresholds.flatMap((from, i) => [`(${from}`, i + 1 < thresholds.length ? thresholds[i + 1]! : "+inf"]);
+    const perShard = await onEveryShard<number[]>(this.redis, countRangesScript, this.shards().map((s) => [this.keys.pointsZset(s, systemKey)]), ranges);
     const sums = thresholds.map(() => 0);
-    ((await pipeline.exec()) ?? []).forEach(([err, n], j) => {
-      if (err) throw err;
-      sums[j % thresholds.length]! += n as number;
-    });
+    for (const counts of perShard) counts.forEach((n, i) => (sums[i]! += n));
     return sums;
   }
 
-  /** Shard counters ({t:s}:agg: users, ac:<achievement>) summed over shards: S × HMGET. */
+  /** Shard counters ({t:s}:agg: users, ac:<achievement>) summed over shards: HMGET on each. */
   async counters(fields: readonly string[]): Promise<number[]> {
     const sums = fields.map(() => 0);
     if (fields.length === 0) return sums;
-    const perShard = await Promise.all(this.shards().map((s) => this.redis.hmget(this.keys.agg(s), ...fields)));
+    const perShard = await readEachShard<(string | null)[]>(this.redis, "HMGET", this.shards().map((s) => this.keys.agg(s)), [...fields]);
     for (const values of perShard) values.forEach((v, i) => (sums[i]! += Number(v ?? 0)));
     return sums;
   }
@@ -92,11 +93,12 @@ export class ReadStore {
    */
   async pointsHistogram(systemKey: string, ranges: readonly [number, number][], filter: ReadonlyMap<string, string> | null = null) {
     const pairs = filter === null ? [] : [...filter].flat();
-    const perShard = (await Promise.all(
-      this.shards().map((s) =>
-        runScript(this.redis, histogramScript, [this.keys.agg(s), this.keys.pointsZset(s, systemKey)], [systemKey, pairs.length / 2, ...pairs, ...ranges.flat()]),
-      ),
-    )) as number[][];
+    const perShard = await onEveryShard<number[]>(this.redis, histogramScript, this.shards().map((s) => [this.keys.agg(s), this.keys.pointsZset(s, systemKey)]), [
+      systemKey,
+      pairs.length / 2,
+      ...pairs,
+      ...ranges.flat(),
+    ]);
     const out = { users: 0, withPoints: 0, max: 0, counts: ranges.map(() => 0) };
     for (const [users, withPoints, max, ...counts] of perShard) {
       out.users += users!;
@@ -109,11 +111,11 @@ export class ReadStore {
 
   /** The `limit` longest active streaks of the tenant; `complete` is false when a shard hit LOST_STREAK_CAP. */
   async activeStreaks(limit: number, now: number): Promise<{ top: RankedStreak[]; complete: boolean }> {
-    const perShard = (await Promise.all(
-      this.shards().map((s) =>
-        runScript(this.redis, streakTopScript, [this.keys.streakActive(s), this.keys.streakDeadline(s)], [now, limit, limit + LOST_STREAK_CAP]),
-      ),
-    )) as (string | number)[][];
+    const perShard = await onEveryShard<(string | number)[]>(this.redis, streakTopScript, this.streakKeys(), [
+      now,
+      limit,
+      limit + LOST_STREAK_CAP,
+    ]);
     const all: RankedStreak[] = [];
     let complete = true;
     for (const [done, ...flat] of perShard) {
@@ -123,9 +125,9 @@ export class ReadStore {
     return { top: topStreaks(all, limit), complete };
   }
 
-  /** The `limit` longest streaks ever ({t:s}:sb): S × ZREVRANGE. */
+  /** The `limit` longest streaks ever ({t:s}:sb): ZREVRANGE on each shard. */
   async longestStreaks(limit: number): Promise<RankedStreak[]> {
-    const perShard = await Promise.all(this.shards().map((s) => this.redis.zrevrange(this.keys.streakBest(s), 0, limit - 1, "WITHSCORES")));
+    const perShard = await readEachShard<string[]>(this.redis, "ZREVRANGE", this.shards().map((s) => this.keys.streakBest(s)), [0, limit - 1, "WITHSCORES"]);
     const all: RankedStreak[] = [];
     for (const flat of perShard) for (let i = 0; i < flat.length; i += 2) all.push({ userId: flat[i]!, length: Number(flat[i + 1]) });
     return topStreaks(all, limit);
@@ -133,28 +135,11 @@ export class ReadStore {
 
   /**
    * 1 + active streaks longer than `length`, over all shards; null when a shard cannot tell
-   * (LOST_STREAK_CAP). Per shard, two plain counts: the streaks above `length` and the deadlines
-   * already passed. A shard with none passed (the streak expiry sweep settles them within a
-   * tick: src/jobs/streak-expiry.ts) is answered by its count; only one holding lost streaks not
-   * yet settled needs lua/streakRank-2.lua, which takes them back out, in a second round trip.
-   * Two counts cost Redis less than a script call, and the service more (README: the streak read).
+   * (LOST_STREAK_CAP): lua/streakRank-2.lua on every shard, one call.
    */
   async streakRank(length: number, now: number): Promise<number | null> {
-    const shards = this.shards();
-    const above = `(${length}`;
-    const counts = (await Promise.all(
-      shards.flatMap((s) => [sendEncoded(this.redis, "zcount", [this.keys.streakActive(s), above, "+inf"]), sendEncoded(this.redis, "zcount", [this.keys.streakDeadline(s), "-inf", now])]),
-    )) as number[];
-    let rank = 1;
-    const unsettled: number[] = [];
-    for (let i = 0; i < shards.length; i++) {
-      if (counts[2 * i + 1] === 0) rank += counts[2 * i]!;
-      else unsettled.push(shards[i]!);
-    }
-    const exact = (await Promise.all(
-      unsettled.map((s) => runScript(this.redis, streakRankScript, [this.keys.streakActive(s), this.keys.streakDeadline(s)], [now, length, LOST_STREAK_CAP])),
-    )) as number[];
-    return exact.some((n) => n < 0) ? null : rank + exact.reduce((a, b) => a + b, 0);
+    const counts = await onEveryShard<number>(this.redis, streakRankScript, this.streakKeys(), [now, length, LOST_STREAK_CAP]);
+    return counts.some((n) => n < 0) ? null : counts.reduce((rank, n) => rank + n, 1);
   }
 
   /** State keys and profile fields of several users: one lua/readUsers-1.lua per shard involved. Unknown users map to null. */

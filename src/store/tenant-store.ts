@@ -15,6 +15,7 @@ import { AwardPresence, processAwardPresence, systemSalt } from "./award-presenc
 import { loadLua, type LuaSource } from "./lua-loader.js";
 import { packDoubles, runScript, sendEncoded } from "./redis-script.js";
 import { registerStateSlots, type StateSlots } from "./state-slots.js";
+import { learnShardsPerCall } from "./cross-shard.js";
 import { fmix32 } from "../domain/fmix32.js";
 
 export const userBoostScript = loadLua("userBoost-3");
@@ -103,6 +104,7 @@ export class TenantStore {
 
   /** Registers the tenant's state names (state-slots.ts), then builds its scripts. */
   static async open(redis: Redis, tenant: CompiledTenant): Promise<TenantStore> {
+    await learnShardsPerCall(redis);
     return new TenantStore(redis, tenant, await registerStateSlots(redis, new TenantKeys(tenant.id), tenant));
   }
 

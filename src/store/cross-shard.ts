@@ -1,0 +1,56 @@
+import type { Redis } from "ioredis";
+import { loadLua, type LuaSource } from "./lua-loader.js";
+import { runScript } from "./redis-script.js";
+
+/**
+ * Cross-shard reads: the same work on every shard of a tenant, one call on a standalone Redis.
+ *
+ * Each command the service sends costs it a command object, its encoding, a write and a reply
+ * parse; a read over 16 shards with two plain counts a shard spent most of its CPU there
+ * (bench/README, the forty-sixth stop). A `--@per-shard` script (lua-loader.ts) does a shard's
+ * work for every shard in one call, for about the Redis CPU of the plain commands it replaces.
+ *
+ * A standalone Redis runs a script on keys of any slots; a Redis Cluster node refuses a call
+ * whose keys hash to two slots (CROSSSLOT), whatever the script's flags, so there each shard is
+ * its own call, as every cross-shard read was before. Which one this Redis is, each process asks
+ * once, when it opens its tenants' stores (learnShardsPerCall); until then, and when it cannot
+ * tell (INFO refused), calls are per shard: slower, right everywhere.
+ */
+const standalone = new WeakSet<Redis>();
+const asked = new WeakSet<Redis>();
+
+const readEachShardScript = loadLua("readEachShard-1");
+
+/** Asks Redis (INFO cluster) once per client: a standalone server takes all shards in one call. */
+export async function learnShardsPerCall(redis: Redis): Promise<void> {
+  if (asked.has(redis)) return;
+  asked.add(redis);
+  const info = await redis.info("cluster").catch(() => "");
+  if (/^cluster_enabled:0\r?$/m.test(info)) standalone.add(redis);
+  else standalone.delete(redis);
+}
+
+/**
+ * A `--@per-shard` script on every shard: the reply of each, in the order of `keysByShard` (each
+ * shard's keys, as the script's name counts them).
+ */
+export async function onEveryShard<T>(redis: Redis, script: LuaSource, keysByShard: string[][], args: (string | number)[]): Promise<T[]> {
+  if (standalone.has(redis)) return (await runScript(redis, script, keysByShard.flat(), args)) as T[];
+  const replies = await Promise.all(keysByShard.map((keys) => runScript(redis, script, keys, args)));
+  return replies.map((reply) => (reply as T[])[0]!);
+}
+
+/**
+ * One read command with the same arguments on each of `keys` (one a shard): the replies in
+ * order. On a Cluster node, the plain commands in one pipeline, as before.
+ */
+export async function readEachShard<T>(redis: Redis, command: string, keys: string[], args: (string | number)[]): Promise<T[]> {
+  if (keys.length === 0) return [];
+  if (standalone.has(redis)) return (await runScript(redis, readEachShardScript, keys, [command, ...args])) as T[];
+  const name = command.toLowerCase();
+  const results = (await redis.pipeline(keys.map((key) => [name, key, ...args])).exec()) ?? [];
+  return results.map(([err, value]) => {
+    if (err) throw err;
+    return value as T;
+  });
+}
