@@ -58,16 +58,16 @@ describe("leaderboard threshold", () => {
     const board = store.tenant.leaderboards[0]!;
     const now = Date.parse("2026-06-01T00:00:00Z");
     const run = activeRun(board, now)!;
-    // The order of the reads (the counters' HMGET, the participants' pipeline) and the stamp.
+    // The order of the reads (the counters' HMGET, the participants' counts: every command goes
+    // through sendCommand, a method or a script call) and the stamp.
     const order: string[] = [];
-    const redis = store.redis as unknown as Record<"hmget" | "pipeline", (...args: unknown[]) => unknown>;
-    const { hmget, pipeline } = redis;
-    redis.hmget = (...args) => (order.push("read"), hmget.apply(store.redis, args));
-    redis.pipeline = (...args) => (order.push("read"), pipeline.apply(store.redis, args));
+    const redis = store.redis as unknown as Record<"sendCommand", (...args: unknown[]) => unknown>;
+    const { sendCommand } = redis;
+    redis.sendCommand = (...args) => (order.push("read"), sendCommand.apply(store.redis, args));
     try {
       await store.thresholds.refresh(now, () => (order.push("stamp"), now + 500));
     } finally {
-      Object.assign(redis, { hmget, pipeline });
+      Object.assign(redis, { sendCommand });
     }
     // Each board's stamp comes after that board's two reads.
     const segments = order.join(" ").split("stamp").slice(0, -1).map((part) => part.trim().split(" ").filter(Boolean).length);
