@@ -15,14 +15,12 @@
 
   Reply {users of the shard (in the filter), users with a total >= 1, highest total (0 if none), count per range...}
 
-  Called on every shard at once (--@per-shard: KEYS are each shard's two in turn, the reply one
+  Called on every shard at once (--@each-shard: KEYS are each shard's two in turn, the reply one
   of these per shard).
 ]]
 --@no-writes
---@per-shard
 --@body
 local rcall = redis.call
-local prefix = string.sub(KEYS[1], 1, -4)
 local systemKey, pairs = ARGV[1], tonumber(ARGV[2])
 local first = 3 + 2 * pairs
 
@@ -30,6 +28,8 @@ local function rangeCounts(reply, countIn)
   for i = first, #ARGV, 2 do reply[#reply + 1] = countIn(tonumber(ARGV[i]), tonumber(ARGV[i + 1])) end
   return reply
 end
+--@each-shard
+local prefix = string.sub(KEYS[1], 1, -4)
 
 if pairs <= 1 then
   local users, zset

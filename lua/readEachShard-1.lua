@@ -1,5 +1,5 @@
 --[[
-  One read command on one shard's key, on every shard at once (--@per-shard: KEYS holds each
+  One read command on one shard's key, on every shard at once (--@each-shard: KEYS holds each
   shard's key in turn, the reply is one reply per shard, in order): a cross-shard read of plain
   commands (S × HMGET, S × ZCOUNT, ...) as one call instead of S (src/store/cross-shard.ts).
   Read-only: the function is registered no-writes, so Redis refuses any writing command here.
@@ -11,6 +11,7 @@
   Reply the command's reply
 ]]
 --@no-writes
---@per-shard
 --@body
-return redis.call(ARGV[1], KEYS[1], unpack(ARGV, 2))
+local rcall, command = redis.call, ARGV[1]
+--@each-shard
+return rcall(command, KEYS[1], unpack(ARGV, 2))

@@ -15,17 +15,17 @@
   Reply {complete 1|0, user, length, user, length, ...} by length descending, then user id
         descending (Redis' order for equal scores); complete is 0 when the cap stopped the scan
 
-  Called on every shard at once (--@per-shard: KEYS are each shard's two in turn, the reply
+  Called on every shard at once (--@each-shard: KEYS are each shard's two in turn, the reply
   one of these per shard).
 ]]
 --@no-writes
---@per-shard
 --@body
 local rcall = redis.call
 local now, limit, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local chunk = limit + 16
+--@each-shard
 local found, reply = 0, { 1 }
 local start = 0
-local chunk = limit + 16
 while found < limit do
   if start >= cap then
     reply[1] = 0

@@ -7,7 +7,7 @@ import { runScript } from "./redis-script.js";
  *
  * Each command the service sends costs it a command object, its encoding, a write and a reply
  * parse; a read over 16 shards with two plain counts a shard spent most of its CPU there
- * (bench/README, the forty-sixth stop). A `--@per-shard` script (lua-loader.ts) does a shard's
+ * (bench/README, the forty-sixth stop). A script with an `--@each-shard` part (lua-loader.ts) does a shard's
  * work for every shard in one call, for about the Redis CPU of the plain commands it replaces.
  *
  * A standalone Redis runs a script on keys of any slots; a Redis Cluster node refuses a call
@@ -31,7 +31,7 @@ export async function learnShardsPerCall(redis: Redis): Promise<void> {
 }
 
 /**
- * A `--@per-shard` script on every shard: the reply of each, in the order of `keysByShard` (each
+ * A script with an `--@each-shard` part on every shard: the reply of each, in the order of `keysByShard` (each
  * shard's keys, as the script's name counts them).
  */
 export async function onEveryShard<T>(redis: Redis, script: LuaSource, keysByShard: string[][], args: (string | number)[]): Promise<T[]> {

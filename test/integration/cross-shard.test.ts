@@ -10,15 +10,15 @@ import { commandsDuring } from "../helpers/monitor.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 
 /**
- * Cross-shard reads (src/store/cross-shard.ts): a `--@per-shard` script (lua-loader.ts) runs its
- * one-shard body on every shard's keys in one call on a standalone Redis, and one call a shard on
+ * Cross-shard reads (src/store/cross-shard.ts): a script's `--@each-shard` part (lua-loader.ts) runs
+ * for each shard on every shard's keys in one call on a standalone Redis, and one call a shard on
  * a Redis Cluster node, which refuses a call whose keys hash to two slots. Both give the same
  * replies, in shard order. Real redis-servers: a standalone one and a one-node cluster.
  */
 const LUA_DIR = new URL("../../lua", import.meta.url).pathname;
 const dir = mkdtempSync(join(tmpdir(), "laurel-per-shard-"));
 // One shard's keys (two) and the shared arguments, echoed back: the order and the shadowing of KEYS show.
-writeFileSync(join(dir, "echoShard-2.lua"), "--@no-writes\n--@per-shard\n--@body\nreturn { KEYS[1], KEYS[2], #KEYS, ARGV[1], #ARGV }\n");
+writeFileSync(join(dir, "echoShard-2.lua"), "--@no-writes\n--@body\nlocal shared = ARGV[1] .. '!'\n--@each-shard\nreturn { KEYS[1], KEYS[2], #KEYS, shared, #ARGV }\n");
 const echoShard = loadLua(relative(LUA_DIR, join(dir, "echoShard-2")));
 
 const SHARDS = [0, 1, 2, 3, 4];
@@ -52,7 +52,7 @@ afterAll(async () => {
   await Promise.all([standalone?.stop(), clusterNode?.stop()]);
 });
 
-describe("a --@per-shard script", () => {
+describe("a script's --@each-shard part", () => {
   for (const mode of ["function", "eval"] as const) {
     it(`runs its body on each shard's keys in turn, replies in shard order, in one call on a standalone Redis (${mode})`, async () => {
       setScriptMode(mode);
@@ -60,7 +60,7 @@ describe("a --@per-shard script", () => {
       // Loaded first (a call of a script not yet loaded is refused, then loaded and sent again).
       await onEveryShard(redis, echoShard, [shardKeys(0)], ["x"]);
       const again = await commandsDuring(standalone.url, async () => {
-        expect(await onEveryShard(redis, echoShard, SHARDS.map(shardKeys), ["x", "y"])).toEqual(SHARDS.map((s) => [...shardKeys(s), 2, "x", 2]));
+        expect(await onEveryShard(redis, echoShard, SHARDS.map(shardKeys), ["x", "y"])).toEqual(SHARDS.map((s) => [...shardKeys(s), 2, "x!", 2]));
       });
       expect(again.commands.map((c) => c[0]!.toLowerCase())).toEqual([mode === "eval" ? "evalsha" : "fcall"]);
       expect(again.commands[0]!.slice(2, 3)).toEqual([String(2 * SHARDS.length)]);
@@ -74,7 +74,7 @@ describe("a --@per-shard script", () => {
     await onEveryShard(redis, echoShard, [shardKeys(0)], ["x"]);
     await redis.config("RESETSTAT");
     const seen = await commandsDuring(clusterNode.url, async () => {
-      expect(await onEveryShard(redis, echoShard, SHARDS.map(shardKeys), ["x"])).toEqual(SHARDS.map((s) => [...shardKeys(s), 2, "x", 1]));
+      expect(await onEveryShard(redis, echoShard, SHARDS.map(shardKeys), ["x"])).toEqual(SHARDS.map((s) => [...shardKeys(s), 2, "x!", 1]));
     });
     expect(seen.commands.filter((c) => c[0]!.toLowerCase() === "fcall").length).toBeGreaterThanOrEqual(SHARDS.length);
     expect(seen.commands.filter((c) => c[0]!.toLowerCase() === "fcall").every((c) => c[2] === "2")).toBe(true);
@@ -90,7 +90,7 @@ describe("a --@per-shard script", () => {
     const unasked = await client(standalone.url, false);
     for (const redis of [refused, unasked]) {
       const seen = await commandsDuring(standalone.url, async () => {
-        expect(await onEveryShard(redis, echoShard, SHARDS.map(shardKeys), ["x"])).toEqual(SHARDS.map((s) => [...shardKeys(s), 2, "x", 1]));
+        expect(await onEveryShard(redis, echoShard, SHARDS.map(shardKeys), ["x"])).toEqual(SHARDS.map((s) => [...shardKeys(s), 2, "x!", 1]));
       });
       expect(seen.commands.filter((c) => c[0]!.toLowerCase() === "fcall").every((c) => c[2] === "2")).toBe(true);
     }
