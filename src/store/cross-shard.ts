@@ -19,7 +19,7 @@ import { runScript } from "./redis-script.js";
 const standalone = new WeakSet<Redis>();
 const asked = new WeakSet<Redis>();
 
-const readEachShardScript = loadLua("readEachShard-1");
+const countEachShardScript = loadLua("countEachShard-1");
 
 /** Asks Redis (INFO cluster) once per client: a standalone server takes all shards in one call. */
 export async function learnShardsPerCall(redis: Redis): Promise<void> {
@@ -41,16 +41,17 @@ export async function onEveryShard<T>(redis: Redis, script: LuaSource, keysBySha
 }
 
 /**
- * One read command with the same arguments on each of `keys` (one a shard): the replies in
- * order. On a Cluster node, the plain commands in one pipeline, as before.
+ * A count (ZCOUNT, ZCARD) with the same arguments on each of `keys` (one a shard): the counts in
+ * order (lua/countEachShard-1.lua; only counts, see there). On a Cluster node, the plain
+ * commands in one pipeline, as before.
  */
-export async function readEachShard<T>(redis: Redis, command: string, keys: string[], args: (string | number)[]): Promise<T[]> {
+export async function countEachShard(redis: Redis, command: "ZCOUNT" | "ZCARD", keys: string[], args: (string | number)[]): Promise<number[]> {
   if (keys.length === 0) return [];
-  if (standalone.has(redis)) return (await runScript(redis, readEachShardScript, keys, [command, ...args])) as T[];
+  if (standalone.has(redis)) return (await runScript(redis, countEachShardScript, keys, [command, ...args])) as number[];
   const name = command.toLowerCase();
   const results = (await redis.pipeline(keys.map((key) => [name, key, ...args])).exec()) ?? [];
   return results.map(([err, value]) => {
     if (err) throw err;
-    return value as T;
+    return value as number;
   });
 }

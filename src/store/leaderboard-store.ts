@@ -5,7 +5,7 @@ import { TenantKeys } from "./keys.js";
 import { boardStateNames, userAttributeField } from "./fields.js";
 import { loadLua } from "./lua-loader.js";
 import { runScript } from "./redis-script.js";
-import { readEachShard } from "./cross-shard.js";
+import { countEachShard } from "./cross-shard.js";
 import { readUser } from "./user-store.js";
 import type { TenantStore } from "./tenant-store.js";
 
@@ -51,18 +51,18 @@ async function pipelined<T>(store: TenantStore, build: (p: ReturnType<TenantStor
 
 /** Participants with a value strictly above `value`. */
 async function countAbove(store: TenantStore, keys: string[], value: number): Promise<number> {
-  const counts = await readEachShard<number>(store.redis, "ZCOUNT", keys, [`(${value}`, "+inf"]);
+  const counts = await countEachShard(store.redis, "ZCOUNT", keys, [`(${value}`, "+inf"]);
   return counts.reduce((a, b) => a + b, 0);
 }
 
 export async function participants(store: TenantStore, keys: string[]): Promise<number> {
-  const counts = await readEachShard<number>(store.redis, "ZCARD", keys, []);
+  const counts = await countEachShard(store.redis, "ZCARD", keys, []);
   return counts.reduce((a, b) => a + b, 0);
 }
 
 /** Distinct values strictly above `value`: O(participants above). */
 async function distinctAbove(store: TenantStore, keys: string[], value: number): Promise<number> {
-  const lists = await readEachShard<string[]>(store.redis, "ZRANGEBYSCORE", keys, [`(${value}`, "+inf", "WITHSCORES"]);
+  const lists = await pipelined<string[]>(store, (p) => keys.forEach((k) => p.zrangebyscore(k, `(${value}`, "+inf", "WITHSCORES")));
   const values = new Set<string>();
   for (const list of lists) for (let i = 1; i < list.length; i += 2) values.add(list[i]!);
   return values.size;
@@ -97,7 +97,7 @@ export async function boardRank(store: TenantStore, board: CompiledLeaderboard, 
 }
 
 async function countValue(store: TenantStore, keys: string[], value: number): Promise<number> {
-  const counts = await readEachShard<number>(store.redis, "ZCOUNT", keys, [value, value]);
+  const counts = await countEachShard(store.redis, "ZCOUNT", keys, [value, value]);
   return counts.reduce((a, b) => a + b, 0);
 }
 
@@ -126,7 +126,7 @@ export async function placeOnBoard(
 /** The first `count` entries of the board order, merged from every shard. */
 export async function topEntries(store: TenantStore, keys: string[], count: number): Promise<BoardEntry[]> {
   if (count <= 0) return [];
-  const lists = await readEachShard<string[]>(store.redis, "ZREVRANGE", keys, [0, count - 1, "WITHSCORES"]);
+  const lists = await pipelined<string[]>(store, (p) => keys.forEach((k) => p.zrevrange(k, 0, count - 1, "WITHSCORES")));
   return mergeLists(lists).slice(0, count);
 }
 
@@ -148,8 +148,8 @@ const TIE_PAGE = 64;
  */
 async function shardPlaces(store: TenantStore, keys: string[], value: number, member: string): Promise<{ above: number[]; ahead: number[] }> {
   const [above, ties] = await Promise.all([
-    readEachShard<number>(store.redis, "ZCOUNT", keys, [`(${value}`, "+inf"]),
-    readEachShard<string[]>(store.redis, "ZREVRANGEBYSCORE", keys, [value, value, "LIMIT", 0, TIE_PAGE]),
+    countEachShard(store.redis, "ZCOUNT", keys, [`(${value}`, "+inf"]),
+    pipelined<string[]>(store, (p) => keys.forEach((k) => p.zrevrangebyscore(k, value, value, "LIMIT", 0, TIE_PAGE))),
   ]);
   const ahead = ties.map((members) => leadingAfter(members, member));
   const unsettled = keys.flatMap((_, s) => (ahead[s] === TIE_PAGE ? [s] : []));
@@ -349,7 +349,7 @@ async function kthValue(store: TenantStore, keys: string[], k: number): Promise<
   // Largest v with count(>= v) >= k.
   while (lo < hi) {
     const mid = Math.floor((lo + hi + 1) / 2);
-    const counts = await readEachShard<number>(store.redis, "ZCOUNT", keys, [mid, "+inf"]);
+    const counts = await countEachShard(store.redis, "ZCOUNT", keys, [mid, "+inf"]);
     if (counts.reduce((a, b) => a + b, 0) >= k) lo = mid;
     else hi = mid - 1;
   }
