@@ -11,7 +11,7 @@ import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/aw
 import { redactCredentials } from "./redact.js";
 import { redisUrlProblems } from "./store/redis-client.js";
 import { notAnsweringAdvice, watchFirstConnection } from "./store/redis-first-connection.js";
-import { redisRefusalOf } from "./store/redis-refusals.js";
+import { noPermission, redisRefusalOf } from "./store/redis-refusals.js";
 import { redisAddress, sentinelProblems } from "./store/redis-sentinel.js";
 import { redisTlsProblems } from "./store/redis-tls.js";
 
@@ -193,10 +193,15 @@ export interface RedisTooOld {
 
 /**
  * A Redis older than 7 (its version and the line saying so), or null: 7 or later, or a Redis that
- * refuses INFO (renamed by a host), which is not checked (its scripts will say it).
+ * does not know INFO (renamed by a host), which is not checked (its scripts will say it). A user
+ * whose ACL forbids INFO is thrown (NOPERM, which the first connection's watch says): BullMQ
+ * needs INFO, so the start would fail on it later, and less clearly.
  */
 export async function redisTooOld(redis: Redis, address: string): Promise<RedisTooOld | null> {
-  const version = await redis.info("server").then(redisVersion, () => null);
+  const version = await redis.info("server").then(redisVersion, (err: unknown) => {
+    if (err instanceof Error && noPermission(err.message) !== null) throw err;
+    return null;
+  });
   if (version === null || isRedis7OrLater(version)) return null;
   return { version, line: `Redis at ${address} is ${version}; Laurel needs Redis 7 or later (its scripts are Redis Functions). Debian 12 and Ubuntu 24.04 ship 7; elsewhere use the Redis project's packages or \`docker compose up\`` };
 }
@@ -392,6 +397,8 @@ export function startFailureMessage(err: unknown): string {
   if (refusal?.cause === "read-only") return "the start failed: REDIS_URL names a read-only replica; point it at the primary";
   if (refusal) return `the start failed: ${refusal.log}`;
   if (/^NOPERM\b.*'function\|/.test(message)) return "the start failed: the Redis user may not run FUNCTION (its ACL); allow it (+function), or set LAUREL_LUA=eval to run the scripts with EVALSHA";
+  const forbidden = noPermission(message);
+  if (forbidden !== null) return `the start failed: the Redis user in REDIS_URL ${forbidden}`;
   return "the start failed";
 }
 

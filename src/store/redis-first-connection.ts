@@ -1,6 +1,7 @@
 import type { ConnectionOptions, TLSSocket } from "node:tls";
 import type { Redis } from "ioredis";
 import { isAuthError } from "./redis-client.js";
+import { noPermission } from "./redis-refusals.js";
 import { redisAddress } from "./redis-sentinel.js";
 import { askClientCertificate, clientCertificateRefusal, tlsCertificateProblem } from "./redis-tls.js";
 
@@ -106,6 +107,9 @@ export function watchFirstConnection(redis: Redis): FirstConnectionWatch {
     async refusal(err) {
       // Refused credentials do not get better by waiting. (The command's own error: ioredis
       // fails the commands waiting for the connection with Redis's refusal itself.)
+      // A user whose ACL forbids a command the first connection sends (PING) got in: its credentials are right.
+      const forbidden = err instanceof Error ? noPermission(err.message) : null;
+      if (forbidden !== null) return { line: `Redis at ${address} accepted the credentials in REDIS_URL, but its user ${forbidden}`, err: (err as Error).message };
       if (isAuthError(err)) return { line: `Redis at ${address} refused the credentials in REDIS_URL (${err.message.split(" ")[0]}); check the user and password`, err: err.message };
       // Nor does a certificate not trusted.
       const { certificateProblem } = seen;

@@ -139,6 +139,10 @@ describe("node dist/check-config.js", () => {
       [mtls, expired, locked] = await Promise.all([startTlsRedis({ authClients: true }), startTlsRedis({ expired: true }), startTestRedis()]);
       const admin = new Redis(locked.url);
       try {
+        // A user that may not run PING (the first connection's), as an ACL written for another service might leave it.
+        await admin.call("ACL", "SETUSER", "noping", "on", ">pw", "~*", "&*", "+@all", "-ping");
+        // And one that may not run INFO (the version check's; BullMQ's too).
+        await admin.call("ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info");
         await admin.config("SET", "requirepass", "s3cret");
       } finally {
         admin.disconnect();
@@ -199,6 +203,16 @@ describe("node dist/check-config.js", () => {
         name: "a wrong password (WRONGPASS)",
         env: () => ({ REDIS_URL: locked.url.replace("redis://", "redis://:wrong@") }),
         line: () => `Redis at 127.0.0.1:${new URL(locked.url).port} refused the credentials in REDIS_URL (WRONGPASS); check the user and password`,
+      },
+      {
+        name: "a user whose ACL forbids PING (NOPERM)",
+        env: () => ({ REDIS_URL: locked.url.replace("redis://", "redis://noping:pw@") }),
+        line: () => `Redis at 127.0.0.1:${new URL(locked.url).port} accepted the credentials in REDIS_URL, but its user may not run 'ping' (NOPERM, its ACL); allow it (README, Operations)`,
+      },
+      {
+        name: "a user whose ACL forbids INFO (NOPERM)",
+        env: () => ({ REDIS_URL: locked.url.replace("redis://", "redis://noinfo:pw@") }),
+        line: () => `Redis at 127.0.0.1:${new URL(locked.url).port} accepted the credentials in REDIS_URL, but its user may not run 'info' (NOPERM, its ACL); allow it (README, Operations)`,
       },
     ];
 

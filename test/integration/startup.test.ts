@@ -594,6 +594,23 @@ describe("node dist/main.js", () => {
     }
   });
 
+  it("stops naming the command when the Redis user's ACL forbids one it needs after the first connection", async () => {
+    const server = await startTestRedis();
+    const admin = new Redis(server.url);
+    try {
+      // PING and INFO pass (their refusals are the first connection's: check-config.test.ts); the first script call does not.
+      await admin.call("ACL", "SETUSER", "nofcall", "on", ">pw", "~*", "&*", "+@all", "-fcall");
+      const { port } = new URL(server.url);
+      const refused = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: `redis://nofcall:pw@127.0.0.1:${port}`, LAUREL_WORKER: "off" });
+      expect(await refused.exited).toBe(1);
+      const last = JSON.parse(refused.output().trim().split("\n").at(-1)!) as { level: number; msg: string };
+      expect(last).toMatchObject({ level: 60, msg: "the start failed: the Redis user in REDIS_URL may not run 'fcall' (NOPERM, its ACL); allow it (README, Operations)" });
+    } finally {
+      admin.disconnect();
+      await server.stop();
+    }
+  });
+
   // A start that fails where no message was written for it (here a REDIS_URL naming a replica,
   // which refuses the first write) is still said in the log's format, with its stack: a plain
   // stack trace on stderr is lost to a collector that reads JSON lines.
