@@ -48,7 +48,19 @@ describe("startFailureMessage", () => {
     expect(startFailureMessage(new Error("OOM command not allowed when used memory > 'maxmemory'."))).toBe("the start failed: redis is out of memory (maxmemory): writes are refused");
     expect(startFailureMessage(new Error("NOREPLICAS Not enough good replicas to write."))).toBe("the start failed: redis has too few replicas in sync (min-replicas-to-write): writes are refused");
     expect(startFailureMessage(new Error("READONLY You can't write against a read only replica."))).toBe("the start failed: REDIS_URL names a read-only replica; point it at the primary");
-    expect(startFailureMessage(new Error("NOPERM this user has no permissions to run the 'hset' command"))).toBe("the start failed");
+    // NOPERM is not a refusal of Redis's state but of the user's ACL: the command, keys or channels it forbids.
+    expect(startFailureMessage(new Error("NOPERM this user has no permissions to run the 'hset' command"))).toBe(
+      "the start failed: the Redis user in REDIS_URL may not run 'hset' (NOPERM, its ACL); allow it (README, Operations)",
+    );
+    expect(startFailureMessage(new Error("NOPERM this user has no permissions to run the 'function|load' command"))).toBe(
+      "the start failed: the Redis user may not run FUNCTION (its ACL); allow it (+function), or set LAUREL_LUA=eval to run the scripts with EVALSHA",
+    );
+    expect(startFailureMessage(new Error("NOPERM this user has no permissions to access one of the keys used as arguments"))).toBe(
+      "the start failed: the Redis user in REDIS_URL may not use some of Laurel's keys (NOPERM, its ACL's key patterns); allow ~* (README, Operations)",
+    );
+    expect(startFailureMessage(new Error("NOPERM this user has no permissions to access one of the channels used as arguments"))).toBe(
+      "the start failed: the Redis user in REDIS_URL may not use some channels (NOPERM, its ACL's channel patterns); allow &* (README, Operations)",
+    );
     expect(startFailureMessage(new Error("something else"))).toBe("the start failed");
   });
 });
