@@ -5,7 +5,7 @@ import { TenantKeys } from "./keys.js";
 import { boardStateNames, userAttributeField } from "./fields.js";
 import { loadLua } from "./lua-loader.js";
 import { runScript } from "./redis-script.js";
-import { countEachShard } from "./cross-shard.js";
+import { countEachShard, readEachShard } from "./cross-shard.js";
 import { readUser } from "./user-store.js";
 import type { TenantStore } from "./tenant-store.js";
 
@@ -62,7 +62,7 @@ export async function participants(store: TenantStore, keys: string[]): Promise<
 
 /** Distinct values strictly above `value`: O(participants above). */
 async function distinctAbove(store: TenantStore, keys: string[], value: number): Promise<number> {
-  const lists = await pipelined<string[]>(store, (p) => keys.forEach((k) => p.zrangebyscore(k, `(${value}`, "+inf", "WITHSCORES")));
+  const lists = await readEachShard<string[]>(store.redis, "zrangebyscore", keys, [`(${value}`, "+inf", "WITHSCORES"]);
   const values = new Set<string>();
   for (const list of lists) for (let i = 1; i < list.length; i += 2) values.add(list[i]!);
   return values.size;
@@ -126,7 +126,7 @@ export async function placeOnBoard(
 /** The first `count` entries of the board order, merged from every shard. */
 export async function topEntries(store: TenantStore, keys: string[], count: number): Promise<BoardEntry[]> {
   if (count <= 0) return [];
-  const lists = await pipelined<string[]>(store, (p) => keys.forEach((k) => p.zrevrange(k, 0, count - 1, "WITHSCORES")));
+  const lists = await readEachShard<string[]>(store.redis, "zrevrange", keys, [0, count - 1, "WITHSCORES"]);
   return mergeLists(lists).slice(0, count);
 }
 
@@ -149,7 +149,7 @@ const TIE_PAGE = 64;
 async function shardPlaces(store: TenantStore, keys: string[], value: number, member: string): Promise<{ above: number[]; ahead: number[] }> {
   const [above, ties] = await Promise.all([
     countEachShard(store.redis, "ZCOUNT", keys, [`(${value}`, "+inf"]),
-    pipelined<string[]>(store, (p) => keys.forEach((k) => p.zrevrangebyscore(k, value, value, "LIMIT", 0, TIE_PAGE))),
+    readEachShard<string[]>(store.redis, "zrevrangebyscore", keys, [value, value, "LIMIT", 0, TIE_PAGE]),
   ]);
   const ahead = ties.map((members) => leadingAfter(members, member));
   const unsettled = keys.flatMap((_, s) => (ahead[s] === TIE_PAGE ? [s] : []));

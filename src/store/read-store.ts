@@ -5,7 +5,7 @@ import { shardOf, TenantKeys } from "./keys.js";
 import { loadLua } from "./lua-loader.js";
 import { ReadPlan } from "./read-plan.js";
 import { runScript } from "./redis-script.js";
-import { onEveryShard } from "./cross-shard.js";
+import { onEveryShard, readEachShard } from "./cross-shard.js";
 import type { StateSlots } from "./state-slots.js";
 
 const readUsersScript = loadLua("readUsers-1");
@@ -78,14 +78,11 @@ export class ReadStore {
     return sums;
   }
 
-  /**
-   * Shard counters ({t:s}:agg: users, ac:<achievement>) summed over shards: S × HMGET, plain
-   * (through a script the strings would cost Redis half again: lua/countEachShard-1.lua).
-   */
+  /** Shard counters ({t:s}:agg: users, ac:<achievement>) summed over shards: S × HMGET (readEachShard). */
   async counters(fields: readonly string[]): Promise<number[]> {
     const sums = fields.map(() => 0);
     if (fields.length === 0) return sums;
-    const perShard = await Promise.all(this.shards().map((s) => this.redis.hmget(this.keys.agg(s), ...fields)));
+    const perShard = await readEachShard<(string | null)[]>(this.redis, "hmget", this.shards().map((s) => this.keys.agg(s)), [...fields]);
     for (const values of perShard) values.forEach((v, i) => (sums[i]! += Number(v ?? 0)));
     return sums;
   }
@@ -128,9 +125,9 @@ export class ReadStore {
     return { top: topStreaks(all, limit), complete };
   }
 
-  /** The `limit` longest streaks ever ({t:s}:sb): S × ZREVRANGE, plain (as counters). */
+  /** The `limit` longest streaks ever ({t:s}:sb): S × ZREVRANGE (readEachShard). */
   async longestStreaks(limit: number): Promise<RankedStreak[]> {
-    const perShard = await Promise.all(this.shards().map((s) => this.redis.zrevrange(this.keys.streakBest(s), 0, limit - 1, "WITHSCORES")));
+    const perShard = await readEachShard<string[]>(this.redis, "zrevrange", this.shards().map((s) => this.keys.streakBest(s)), [0, limit - 1, "WITHSCORES"]);
     const all: RankedStreak[] = [];
     for (const flat of perShard) for (let i = 0; i < flat.length; i += 2) all.push({ userId: flat[i]!, length: Number(flat[i + 1]) });
     return topStreaks(all, limit);

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { countEachShard, learnShardsPerCall, onEveryShard } from "../../src/store/cross-shard.js";
+import { countEachShard, learnShardsPerCall, onEveryShard, readEachShard } from "../../src/store/cross-shard.js";
 import { loadLua } from "../../src/store/lua-loader.js";
 import { setScriptMode, scriptModeFromEnv } from "../../src/store/redis-script.js";
 import { commandsDuring } from "../helpers/monitor.js";
@@ -41,6 +41,7 @@ beforeAll(async () => {
     const redis = await client(url, false);
     for (const s of SHARDS) {
       await redis.zadd(`{xs:${s}}:z`, s, `m${s}`, s + 10, `n${s}`);
+      if (s % 2 === 0) await redis.hset(`{xs:${s}}:h`, "f", String(s));
     }
   }
 });
@@ -119,6 +120,28 @@ describe("a count on every shard", () => {
       const sent = seen.commands.map((c) => c[0]!.toLowerCase());
       if (url === standalone.url) expect(sent).toEqual(Array(3).fill("fcall"));
       else expect(sent).toEqual(["zcount", "zcard", "zcard"].flatMap((c) => Array<string>(SHARDS.length).fill(c)));
+    }
+  });
+});
+
+describe("a read of strings on every shard", () => {
+  const keys = (suffix: string) => SHARDS.map((s) => `{xs:${s}}:${suffix}`);
+
+  it("is one plain command a shard on any Redis, answering as the client's own commands do, nulls kept", async () => {
+    const direct = await client(standalone.url, false);
+    const expected = {
+      hmget: await Promise.all(keys("h").map((k) => direct.hmget(k, "f", "missing"))),
+      zrevrange: await Promise.all(keys("z").map((k) => direct.zrevrange(k, 0, -1, "WITHSCORES"))),
+    };
+    expect(expected.hmget[1]).toEqual([null, null]);
+    expect(expected.hmget[2]).toEqual(["2", null]);
+    for (const url of [standalone.url, clusterNode.url]) {
+      const redis = await client(url);
+      const seen = await commandsDuring(url, async () => {
+        expect(await readEachShard(redis, "hmget", keys("h"), ["f", "missing"])).toEqual(expected.hmget);
+        expect(await readEachShard(redis, "zrevrange", keys("z"), [0, -1, "WITHSCORES"])).toEqual(expected.zrevrange);
+      });
+      expect(seen.commands.map((c) => c[0]!.toLowerCase())).toEqual(["hmget", "zrevrange"].flatMap((c) => Array<string>(SHARDS.length).fill(c)));
     }
   });
 });
