@@ -7,8 +7,9 @@ import { runScript, sendEncoded } from "./redis-script.js";
  *
  * Each command the service sends costs it a command object, its encoding, a write and a reply
  * parse; a read over 16 shards with two plain counts a shard spent most of its CPU there
- * (bench/README, the forty-sixth stop). A script with an `--@each-shard` part (lua-loader.ts) does a shard's
- * work for every shard in one call, for about the Redis CPU of the plain commands it replaces.
+ * (bench/README, the forty-sixth stop). A script with an `--@each-shard` part (lua-loader.ts)
+ * does a shard's work for every shard in one call, for no more of Redis's CPU than the plain
+ * counts it replaces (strings are another matter: readEachShard).
  *
  * A standalone Redis runs a script on keys of any slots; a Redis Cluster node refuses a call
  * whose keys hash to two slots (CROSSSLOT), whatever the script's flags, so there each shard is
@@ -31,8 +32,8 @@ export async function learnShardsPerCall(redis: Redis): Promise<void> {
 }
 
 /**
- * A script with an `--@each-shard` part on every shard: the reply of each, in the order of `keysByShard` (each
- * shard's keys, as the script's name counts them).
+ * A script with an `--@each-shard` part on every shard: the reply of each, in the order of
+ * `keysByShard` (each shard's keys, as the script's name counts them).
  */
 export async function onEveryShard<T>(redis: Redis, script: LuaSource, keysByShard: string[][], args: (string | number)[]): Promise<T[]> {
   if (standalone.has(redis)) return (await runScript(redis, script, keysByShard.flat(), args)) as T[];

@@ -44,7 +44,8 @@ const NO_WRITES_MARK = /^--@no-writes$/m;
  * of any slots; a Cluster node is given one shard a call). Below `--@each-shard` (alone on its
  * line, under `--@body`) is the shard's part, which reads its shard's keys as KEYS[1..numKeys]
  * and returns the shard's reply; above it, what every shard shares, run once a call (the
- * arguments read, strings built): per shard that cost ~5 µs of a 16-shard read's ~34 (lua/streakRank-2.lua).
+ * arguments read, strings built): run per shard, that cost ~5 µs of a 16-shard read's ~34
+ * (lua/streakRank-2.lua).
  */
 const EACH_SHARD_MARK = /^--@each-shard$/m;
 
