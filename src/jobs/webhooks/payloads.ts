@@ -107,8 +107,8 @@ const HISTORY_KEPT = 100;
  * to it (never trimmed, or its oldest entry is older), the change had no rank before or after (off
  * the board): both null, no event, no rank read. Only a change as old as a trimmed history or
  * older is ranked on the board as it is now, with the user's own
- * entry left out (boardRank's `without`). That costs two cross-shard rank reads (16 ZCOUNTs each on 16
- * shards); it used to run for every change off the board, ~85% of the rank changes in the
+ * entry left out (boardRank's `without`). That costs two cross-shard rank reads (a ZCOUNT on
+ * each shard's set, one call each on a standalone Redis: store/cross-shard.ts); it used to run for every change off the board, ~85% of the rank changes in the
  * webhooks bench with every type subscribed (bench/README.md, "The tenth stop").
  */
 async function ranksOf(ctx: PayloadContext, board: CompiledLeaderboard, record: StreamRecord, run: number, change: { oldValue: number | null; newValue: number }, breakdown: string, own: BoardEntry | null) {
