@@ -1,13 +1,14 @@
 --[[
-  Hot-state keys and profile fields of several users of ONE shard (GET /v1/streaks, the names
-  of streak rankings). Read-only.
+  Hot-state keys and profile fields of several users (GET /v1/streaks, the names of streak
+  rankings). Read-only. On a Redis Cluster node the users of one shard a call; on a standalone
+  Redis, which runs a script on keys of any slots, every user in one call (src/store/cross-shard.ts).
 
-  KEYS[1] the shard's counters {t:s}:agg: names the shard's slot so the call is routed there
+  KEYS[1] a shard's counters {t:s}:agg: names the users' slot so the call is routed there
           (Redis Cluster); not read
   ARGV[1] ns, the number of state keys; ARGV[2 .. 1+2ns] the keys, each as its index and its
           name (includes/state-read.lua)
   ARGV[2+2ns] nf, the number of profile fields; then the fields
-  then the users' state hashes {t:s}:u:<userId>, all of this shard
+  then the users' state hashes {t:s}:u:<userId> (on a Cluster node, all of KEYS[1]'s shard)
 
   Reply one entry per user: false (unknown user) | {state values, field values} (missing: nil)
 ]]

@@ -128,7 +128,7 @@ export const MAX_STREAK_USERS = 100;
 /**
  * GET /v1/streaks?userIds=...: BulkStreakResponseItem per distinct requested id, longest first
  * (ties in request order). An unknown user is listed with length 0, as a user without a streak.
- * No ids → []. Cost: per shard holding a requested user, one script and one HMGET.
+ * No ids → []. Cost: one script for every requested user (ReadStore.users).
  */
 export function streaksListHandler(tenants: Tenants, clock: Clock) {
   return async (req: ApiRequest): Promise<ApiReply> => {
@@ -151,8 +151,9 @@ export function streaksListHandler(tenants: Tenants, clock: Clock) {
 /**
  * GET /v1/streaks/rankings?limit&type (trophy-compat §2.2 #20): the top users by active
  * streak (lost streaks excluded by the service clock) or by longest streak ever. limit 1-100,
- * default 10; type active (default) or longest. Ties: user id descending. Cost: one call per
- * shard, merged, then one script per shard holding a ranked user for the names.
+ * default 10; type active (default) or longest. Ties: user id descending. Cost: one call over
+ * every shard (active) or one ZREVRANGE a shard (longest), merged, then one script for the names
+ * (ReadStore.users).
  */
 export function streakRankingsHandler(tenants: Tenants, clock: Clock) {
   return async (req: ApiRequest): Promise<ApiReply> => {

@@ -22,6 +22,11 @@ const asked = new WeakSet<Redis>();
 
 const countEachShardScript = loadLua("countEachShard-1");
 
+/** Whether one call may take every shard's keys: the start found a standalone Redis. */
+export function shardsInOneCall(redis: Redis): boolean {
+  return standalone.has(redis);
+}
+
 /** Asks Redis (INFO cluster) once per client: a standalone server takes all shards in one call. */
 export async function learnShardsPerCall(redis: Redis): Promise<void> {
   if (asked.has(redis)) return;
@@ -36,7 +41,7 @@ export async function learnShardsPerCall(redis: Redis): Promise<void> {
  * `keysByShard` (each shard's keys, as the script's name counts them).
  */
 export async function onEveryShard<T>(redis: Redis, script: LuaSource, keysByShard: string[][], args: (string | number)[]): Promise<T[]> {
-  if (standalone.has(redis)) return (await runScript(redis, script, keysByShard.flat(), args)) as T[];
+  if (shardsInOneCall(redis)) return (await runScript(redis, script, keysByShard.flat(), args)) as T[];
   const replies = await Promise.all(keysByShard.map((keys) => runScript(redis, script, keys, args)));
   return replies.map((reply) => (reply as T[])[0]!);
 }
@@ -47,7 +52,7 @@ export async function onEveryShard<T>(redis: Redis, script: LuaSource, keysBySha
  */
 export async function countEachShard(redis: Redis, command: "ZCOUNT" | "ZCARD", keys: string[], args: (string | number)[]): Promise<number[]> {
   if (keys.length === 0) return [];
-  if (standalone.has(redis)) return (await runScript(redis, countEachShardScript, keys, [command, ...args])) as number[];
+  if (shardsInOneCall(redis)) return (await runScript(redis, countEachShardScript, keys, [command, ...args])) as number[];
   return readEachShard<number>(redis, command, keys, args);
 }
 

@@ -5,7 +5,7 @@ import { shardOf, TenantKeys } from "./keys.js";
 import { loadLua } from "./lua-loader.js";
 import { ReadPlan } from "./read-plan.js";
 import { runScript } from "./redis-script.js";
-import { onEveryShard, readEachShard } from "./cross-shard.js";
+import { onEveryShard, readEachShard, shardsInOneCall } from "./cross-shard.js";
 import type { StateSlots } from "./state-slots.js";
 
 const readUsersScript = loadLua("readUsers-1");
@@ -142,18 +142,24 @@ export class ReadStore {
     return counts.some((n) => n < 0) ? null : counts.reduce((rank, n) => rank + n, 1);
   }
 
-  /** State keys and profile fields of several users: one lua/readUsers-1.lua per shard involved. Unknown users map to null. */
+  /**
+   * State keys and profile fields of several users (lua/readUsers-1.lua): one call for them all
+   * on a standalone Redis, one per shard involved on a Cluster node (cross-shard.ts). Unknown
+   * users map to null.
+   */
   async users(userIds: readonly string[], stateKeys: readonly string[], fields: readonly string[]): Promise<Map<string, UserFields | null>> {
-    const byShard = groupByShard(userIds, (id) => this.shard(id));
     const out = new Map<string, UserFields | null>();
+    if (userIds.length === 0) return out;
+    const groups = shardsInOneCall(this.redis) ? [[...userIds]] : [...groupByShard(userIds, (id) => this.shard(id)).values()];
     await Promise.all(
-      [...byShard].map(async ([shard, ids]) => {
-        const reply = (await runScript(this.redis, readUsersScript, [this.keys.agg(shard)], [
+      groups.map(async (ids) => {
+        // KEYS[1] routes the call to the shard of its users (Redis Cluster); a standalone Redis reads any.
+        const reply = (await runScript(this.redis, readUsersScript, [this.keys.agg(this.shard(ids[0]!))], [
           stateKeys.length,
           ...this.slots.readArgs(stateKeys),
           fields.length,
           ...fields,
-          ...ids.map((id) => this.keys.user(shard, id)),
+          ...ids.map((id) => this.keys.user(this.shard(id), id)),
         ])) as ([Stored[], (string | null)[]] | null)[];
         ids.forEach((id, i) => {
           const entry = reply[i];
@@ -163,7 +169,6 @@ export class ReadStore {
     );
     return out;
   }
-
 }
 
 function groupByShard(userIds: readonly string[], shardOfUser: (id: string) => number): Map<number, string[]> {
