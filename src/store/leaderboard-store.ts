@@ -4,7 +4,7 @@ import { boardMember, compareCodePoints, compareEntries, firstRunAfter, type Boa
 import { TenantKeys } from "./keys.js";
 import { boardStateNames, userAttributeField } from "./fields.js";
 import { loadLua } from "./lua-loader.js";
-import { runScript } from "./redis-script.js";
+import { runScript, sendEncoded } from "./redis-script.js";
 import { countEachShard, readEachShard } from "./cross-shard.js";
 import { readUser } from "./user-store.js";
 import type { TenantStore } from "./tenant-store.js";
@@ -39,14 +39,14 @@ export async function markRunGroupLists(redis: Redis, tenant: CompiledTenant, no
   await pipeline.exec();
 }
 
-async function pipelined<T>(store: TenantStore, build: (p: ReturnType<TenantStore["redis"]["pipeline"]>) => void): Promise<T[]> {
-  const pipeline = store.redis.pipeline();
-  build(pipeline);
-  const results = (await pipeline.exec()) ?? [];
-  return results.map(([err, value]) => {
-    if (err) throw err;
-    return value as T;
-  });
+/**
+ * Plain reads sent together, each encoded by Laurel (sendEncoded, as cross-shard.ts's
+ * readEachShard: cheaper for the service than ioredis' own commands): the replies in order.
+ */
+type PlainRead = [command: string, ...args: (string | number)[]];
+
+function readAll<T>(store: TenantStore, commands: PlainRead[]): Promise<T[]> {
+  return Promise.all(commands.map(([name, ...args]) => sendEncoded(store.redis, name, args))) as Promise<T[]>;
 }
 
 /** Participants with a value strictly above `value`. */
@@ -205,12 +205,12 @@ export async function entriesAround(
   if (before === 0 && after === 0) return place;
   // ZREVRANGE's stop of -1 would mean the last entry: a shard with nothing ahead is not asked.
   const asksAhead = (s: number) => before > 0 && at[s]! > 0;
-  const windows = await pipelined<string[]>(store, (p) =>
-    keys.forEach((k, s) => {
-      if (asksAhead(s)) p.zrevrange(k, Math.max(0, at[s]! - before), at[s]! - 1, "WITHSCORES");
-      if (after > 0) p.zrevrange(k, at[s]!, at[s]! + after - 1, "WITHSCORES");
-    }),
-  );
+  const reads: PlainRead[] = [];
+  keys.forEach((k, s) => {
+    if (asksAhead(s)) reads.push(["zrevrange", k, Math.max(0, at[s]! - before), at[s]! - 1, "WITHSCORES"]);
+    if (after > 0) reads.push(["zrevrange", k, at[s]!, at[s]! + after - 1, "WITHSCORES"]);
+  });
+  const windows = await readAll<string[]>(store, reads);
   const aheadLists: string[][] = [];
   const behindLists: string[][] = [];
   let next = 0;
@@ -283,7 +283,10 @@ async function pastEntry(
   const h = JSON.parse(newest) as { t: number; v: number | null };
   if (h.v === null) return null;
   const member = boardMember(h.t, userId);
-  const scores = await pipelined<string | null>(store, (p) => groups.forEach((g) => p.zscore(`${prefix}lb:${board.key}:${run}${g === "" ? "" : `:${g}`}`, member)));
+  const scores = await readAll<string | null>(
+    store,
+    groups.map((g) => ["zscore", `${prefix}lb:${board.key}:${run}${g === "" ? "" : `:${g}`}`, member]),
+  );
   const at = scores.findIndex((score) => score !== null && Number(score) === h.v);
   return at < 0 ? null : { value: h.v, member, breakdown: groups[at]! };
 }
@@ -314,7 +317,10 @@ async function kthFromTops(store: TenantStore, keys: string[], k: number): Promi
   const exhausted: boolean[] = keys.map(() => false);
   let pending = keys.map((_, i) => i);
   for (;;) {
-    const lists = await pipelined<string[]>(store, (p) => pending.forEach((i) => p.zrevrange(keys[i]!, read[i]!.length, read[i]!.length + page - 1, "WITHSCORES")));
+    const lists = await readAll<string[]>(
+      store,
+      pending.map((i) => ["zrevrange", keys[i]!, read[i]!.length, read[i]!.length + page - 1, "WITHSCORES"]),
+    );
     pending.forEach((i, j) => {
       const list = lists[j]!;
       for (let v = 1; v < list.length; v += 2) read[i]!.push(Number(list[v]));
@@ -335,11 +341,12 @@ async function kthFromTops(store: TenantStore, keys: string[], k: number): Promi
 
 /** The k-th highest value across shards, by bisection on the value (integers). */
 async function kthValue(store: TenantStore, keys: string[], k: number): Promise<number | null> {
-  const extremes = await pipelined<string[]>(store, (p) =>
-    keys.forEach((key) => {
-      p.zrange(key, 0, 0, "WITHSCORES");
-      p.zrevrange(key, 0, 0, "WITHSCORES");
-    }),
+  const extremes = await readAll<string[]>(
+    store,
+    keys.flatMap((key): PlainRead[] => [
+      ["zrange", key, 0, 0, "WITHSCORES"],
+      ["zrevrange", key, 0, 0, "WITHSCORES"],
+    ]),
   );
   const values = extremes.filter((l) => l.length === 2).map((l) => Number(l[1]));
   // Every shard emptied between the count and these reads (a run's retention): room.
