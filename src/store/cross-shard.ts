@@ -8,8 +8,9 @@ import { runScript, sendEncoded } from "./redis-script.js";
  * Each command the service sends costs it a command object, its encoding, a write and a reply
  * parse; a read over 16 shards with two plain counts a shard spent most of its CPU there
  * (bench/README, the forty-sixth stop). A script with an `--@each-shard` part (lua-loader.ts)
- * does a shard's work for every shard in one call, for no more of Redis's CPU than the plain
- * counts it replaces (strings are another matter: readEachShard).
+ * does a shard's work for every shard in one call, for about the Redis CPU of the plain counts
+ * it replaces (the same with Redis busy, up to a tenth more one read at a time; strings are
+ * another matter: readEachShard).
  *
  * A standalone Redis runs a script on keys of any slots; a Redis Cluster node refuses a call
  * whose keys hash to two slots (CROSSSLOT), whatever the script's flags, so there each shard is
