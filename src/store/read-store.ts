@@ -54,9 +54,10 @@ export class ReadStore {
     return Array.from({ length: this.tenant.shards }, (_, s) => s);
   }
 
-  /** Each shard's active streaks ({t:s}:sa) and their deadlines ({t:s}:sd). */
-  private streakKeys(): string[][] {
-    return this.shards().map((s) => [this.keys.streakActive(s), this.keys.streakDeadline(s)]);
+  /** Each shard's active streaks ({t:s}:sa) and their deadlines ({t:s}:sd): built once, read by every streak read. */
+  private streakKeysByShard: readonly (readonly string[])[] | null = null;
+  private streakKeys(): readonly (readonly string[])[] {
+    return (this.streakKeysByShard ??= this.shards().map((s) => [this.keys.streakActive(s), this.keys.streakDeadline(s)]));
   }
 
   /** Runs a plan on the user's shard: null for an unknown user. */
