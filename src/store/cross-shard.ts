@@ -56,9 +56,9 @@ export async function onEveryShard<T>(redis: Redis, script: LuaSource, keysBySha
  * A count (ZCOUNT, ZCARD) with the same arguments on each of `keys` (one a shard): the counts in
  * order (lua/countEachShard-1.lua; only counts, see there). On a Cluster node, plain commands.
  */
-export async function countEachShard(redis: Redis, command: "ZCOUNT" | "ZCARD", keys: string[], args: (string | number)[]): Promise<number[]> {
+export async function countEachShard(redis: Redis, command: "ZCOUNT" | "ZCARD", keys: readonly string[], args: readonly (string | number)[]): Promise<number[]> {
   if (keys.length === 0) return [];
-  if (shardsInOneCall(redis)) return (await runScript(redis, countEachShardScript, keys, [command, ...args])) as number[];
+  if (shardsInOneCall(redis)) return (await runScript(redis, countEachShardScript, [...keys], [command, ...args])) as number[];
   return readEachShard<number>(redis, command, keys, args);
 }
 
@@ -69,6 +69,6 @@ export async function countEachShard(redis: Redis, command: "ZCOUNT" | "ZCARD", 
  * Laurel (sendEncoded: ioredis' own command object took ~8% of a 16-shard read's CPU). The
  * replies in order; on any Redis.
  */
-export function readEachShard<T>(redis: Redis, command: string, keys: string[], args: (string | number)[]): Promise<T[]> {
+export function readEachShard<T>(redis: Redis, command: string, keys: readonly string[], args: readonly (string | number)[]): Promise<T[]> {
   return Promise.all(keys.map((key) => sendEncoded(redis, command, [key, ...args]))) as Promise<T[]>;
 }

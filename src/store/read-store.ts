@@ -54,6 +54,12 @@ export class ReadStore {
     return Array.from({ length: this.tenant.shards }, (_, s) => s);
   }
 
+  /** Each shard's counters ({t:s}:agg): built once, read by every achievements read. */
+  private aggKeysByShard: readonly string[] | null = null;
+  private aggKeys(): readonly string[] {
+    return (this.aggKeysByShard ??= this.shards().map((s) => this.keys.agg(s)));
+  }
+
   /** Each shard's active streaks ({t:s}:sa) and their deadlines ({t:s}:sd): built once, read by every streak read. */
   private streakKeysByShard: readonly (readonly string[])[] | null = null;
   private streakKeys(): readonly (readonly string[])[] {
@@ -83,7 +89,7 @@ export class ReadStore {
   async counters(fields: readonly string[]): Promise<number[]> {
     const sums = fields.map(() => 0);
     if (fields.length === 0) return sums;
-    const perShard = await readEachShard<(string | null)[]>(this.redis, "hmget", this.shards().map((s) => this.keys.agg(s)), [...fields]);
+    const perShard = await readEachShard<(string | null)[]>(this.redis, "hmget", this.aggKeys(), fields);
     for (const values of perShard) values.forEach((v, i) => (sums[i]! += Number(v ?? 0)));
     return sums;
   }
