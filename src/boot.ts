@@ -396,7 +396,6 @@ export function startFailureMessage(err: unknown): string {
   const refusal = redisRefusalOf(err);
   if (refusal?.cause === "read-only") return "the start failed: REDIS_URL names a read-only replica; point it at the primary";
   if (refusal) return `the start failed: ${refusal.log}`;
-  if (/^NOPERM\b.*'function\|/.test(message)) return "the start failed: the Redis user may not run FUNCTION (its ACL); allow it (+function), or set LAUREL_LUA=eval to run the scripts with EVALSHA";
   const forbidden = noPermission(message);
   if (forbidden !== null) return `the start failed: the Redis user in REDIS_URL ${forbidden}`;
   return "the start failed";

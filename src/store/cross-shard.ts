@@ -48,7 +48,7 @@ export async function onEveryShard<T>(redis: Redis, script: LuaSource, keysBySha
     for (const shardKeys of keysByShard) for (const key of shardKeys) keys.push(key);
     return (await runScript(redis, script, keys, args)) as T[];
   }
-  const replies = await Promise.all(keysByShard.map((keys) => runScript(redis, script, [...keys], args)));
+  const replies = await Promise.all(keysByShard.map((keys) => runScript(redis, script, keys, args)));
   return replies.map((reply) => (reply as T[])[0]!);
 }
 
@@ -58,7 +58,7 @@ export async function onEveryShard<T>(redis: Redis, script: LuaSource, keysBySha
  */
 export async function countEachShard(redis: Redis, command: "ZCOUNT" | "ZCARD", keys: readonly string[], args: readonly (string | number)[]): Promise<number[]> {
   if (keys.length === 0) return [];
-  if (shardsInOneCall(redis)) return (await runScript(redis, countEachShardScript, [...keys], [command, ...args])) as number[];
+  if (shardsInOneCall(redis)) return (await runScript(redis, countEachShardScript, keys, [command, ...args])) as number[];
   return readEachShard<number>(redis, command, keys, args);
 }
 

@@ -42,12 +42,14 @@ export function redisRefusalOf(err: unknown): (typeof REDIS_REFUSALS)[number] | 
 }
 
 /**
- * What a NOPERM refused, as advice: a command ("may not run 'xadd' (NOPERM, its ACL); allow it"),
- * or keys or channels outside the user's patterns. Null for any other error.
+ * What a NOPERM refused, as advice: a command ("may not run 'xadd' (NOPERM, its ACL); allow it";
+ * FUNCTION, which some managed services forbid, has a way around: LAUREL_LUA=eval), or keys or
+ * channels outside the user's patterns. Null for any other error.
  */
 export function noPermission(message: string): string | null {
   if (!/^NOPERM\b/.test(message)) return null;
   const command = /'([^']+)' command/.exec(message)?.[1];
+  if (command?.startsWith("function|")) return `may not run '${command.replace("|", " ")}' (NOPERM, its ACL); allow it (+function), or set LAUREL_LUA=eval to run the scripts with EVALSHA`;
   if (command !== undefined) return `may not run '${command.replace("|", " ")}' (NOPERM, its ACL); allow it (README, Operations)`;
   if (/\bkeys?\b/.test(message)) return "may not use some of Laurel's keys (NOPERM, its ACL's key patterns); allow ~* (README, Operations)";
   if (/\bchannel/.test(message)) return "may not use some channels (NOPERM, its ACL's channel patterns); allow &* (README, Operations)";

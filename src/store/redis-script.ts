@@ -202,7 +202,7 @@ export function sendEncoded(redis: Redis, name: string, args: readonly (string |
 export async function runScript(
   redis: Redis,
   script: LuaSource,
-  keys: string[],
+  keys: readonly string[],
   args: (string | number | Buffer)[],
   mayHaveRun?: MayHaveRun,
   renumber?: () => void,

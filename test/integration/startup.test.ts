@@ -579,7 +579,7 @@ describe("node dist/main.js", () => {
       const refused = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: url, LAUREL_WORKER: "off" });
       expect(await refused.exited).toBe(1);
       const last = JSON.parse(refused.output().trim().split("\n").at(-1)!) as { level: number; msg: string };
-      expect(last).toMatchObject({ level: 60, msg: "the start failed: the Redis user may not run FUNCTION (its ACL); allow it (+function), or set LAUREL_LUA=eval to run the scripts with EVALSHA" });
+      expect(last).toMatchObject({ level: 60, msg: "the start failed: the Redis user in REDIS_URL may not run 'function load' (NOPERM, its ACL); allow it (+function), or set LAUREL_LUA=eval to run the scripts with EVALSHA" });
       const servicePort = await portOutsideEphemeralRange();
       const evalMode = runService({ PORT: String(servicePort), REDIS_URL: url, LAUREL_WORKER: "off", LAUREL_LUA: "eval" });
       await waitFor(() => evalMode.output().includes("laurel listening"), "listening with EVALSHA", evalMode.exited, evalMode.output);

@@ -53,7 +53,7 @@ describe("startFailureMessage", () => {
       "the start failed: the Redis user in REDIS_URL may not run 'hset' (NOPERM, its ACL); allow it (README, Operations)",
     );
     expect(startFailureMessage(new Error("NOPERM this user has no permissions to run the 'function|load' command"))).toBe(
-      "the start failed: the Redis user may not run FUNCTION (its ACL); allow it (+function), or set LAUREL_LUA=eval to run the scripts with EVALSHA",
+      "the start failed: the Redis user in REDIS_URL may not run 'function load' (NOPERM, its ACL); allow it (+function), or set LAUREL_LUA=eval to run the scripts with EVALSHA",
     );
     expect(startFailureMessage(new Error("NOPERM this user has no permissions to access one of the keys used as arguments"))).toBe(
       "the start failed: the Redis user in REDIS_URL may not use some of Laurel's keys (NOPERM, its ACL's key patterns); allow ~* (README, Operations)",
