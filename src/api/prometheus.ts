@@ -12,6 +12,7 @@ import { LATENCY_BOUNDS_MS, type RequestStats } from "../http/request-stats.js";
 import { REDIS_REFUSALS } from "../store/redis-refusals.js";
 import { answeredWithin } from "../deadline.js";
 import { LogThrottle } from "../log-throttle.js";
+import { renderProcessMetrics, watchEventLoopDelay } from "./process-metrics.js";
 import type { Logger } from "pino";
 
 /** This process in the per-process series, as a label value (no quote, backslash or newline). */
@@ -32,6 +33,7 @@ const PROCESS_LABEL = PROCESS_NAME.replace(/["\\\n]/g, "_");
  *   enough (a miss computes the id's UUID again, ~1.5 µs).
  * - This process's answers by route: counts by status, and the latency histogram
  *   (src/http/request-stats.ts); and the commands Redis refused it, by cause.
+ * - This process's CPU, memory, descriptors and event-loop delay (process-metrics.ts).
  */
 type GroupLag = StreamLag & { group: string };
 
@@ -82,6 +84,7 @@ export function renderMetrics(lags: readonly GroupLag[] | null, deliveries: read
     `laurel_award_id_misses_total${own} ${awardIds.misses}`,
   );
   renderRequests(lines, requests);
+  renderProcessMetrics(lines, own);
   return `${lines.join("\n")}\n`;
 }
 
@@ -142,6 +145,7 @@ export const METRICS_REDIS_TIMEOUT_MS = 1000;
 
 export function prometheusHandler(redis: Redis, tenants: readonly CompiledTenant[], webhooks: Webhooks | null, requests: RequestStats, logger: Logger) {
   const hooked = tenants.filter((t) => t.webhooks.length > 0);
+  watchEventLoopDelay();
   // A failing read repeats at every scrape while Redis is out: said once per 30 s.
   const failures = new LogThrottle();
   const readFromRedis = () =>

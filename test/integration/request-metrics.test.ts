@@ -1,3 +1,4 @@
+import { closeSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LATENCY_BOUNDS_MS } from "../../src/http/request-stats.js";
@@ -77,5 +78,92 @@ describe("request metrics", () => {
     // Waits for the effect (the close reaches the server), not for a time.
     while (series(await scrape(), "laurel_http_requests_total", aborted) === null) await new Promise((r) => setTimeout(r, 20));
     expect(series(await scrape(), "laurel_http_requests_total", aborted)).toBe(1);
+  });
+});
+
+// The answering process's own CPU, memory, descriptors and event-loop delay (src/api/process-metrics.ts).
+// The test app answers in this process, so its figures are this process's, read here beside the scrape.
+describe("process metrics", () => {
+  const value = (text: string, name: string): number => {
+    const v = series(text, name, {});
+    if (v === null) throw new Error(`no ${name} in /metrics`);
+    return v;
+  };
+
+  it("give the CPU time spent, between this process's own readings before and after the scrape", async () => {
+    const before = process.cpuUsage();
+    const text = await scrape();
+    const after = process.cpuUsage();
+    expect(text).toContain("# TYPE process_cpu_seconds_total counter");
+    const user = value(text, "process_cpu_user_seconds_total");
+    const system = value(text, "process_cpu_system_seconds_total");
+    expect(user).toBeGreaterThanOrEqual(before.user / 1e6);
+    expect(user).toBeLessThanOrEqual(after.user / 1e6);
+    expect(system).toBeGreaterThanOrEqual(before.system / 1e6);
+    expect(system).toBeLessThanOrEqual(after.system / 1e6);
+    expect(value(text, "process_cpu_seconds_total")).toBeCloseTo(user + system, 6);
+  });
+
+  it("give the resident memory and V8's heap as the process measures them", async () => {
+    const text = await scrape();
+    const own = process.memoryUsage();
+    const rss = value(text, "process_resident_memory_bytes");
+    // Read a moment apart: the same within a quarter (the heap is a fraction of the resident set, not a quarter off it).
+    expect(rss).toBeGreaterThan(own.rss * 0.75);
+    expect(rss).toBeLessThan(own.rss * 1.25);
+    const used = value(text, "nodejs_heap_size_used_bytes");
+    const total = value(text, "nodejs_heap_size_total_bytes");
+    expect(used).toBeGreaterThan(0);
+    expect(used).toBeLessThanOrEqual(total);
+    expect(total).toBeGreaterThan(own.heapTotal * 0.5);
+    expect(total).toBeLessThan(own.heapTotal * 2);
+    expect(value(text, "nodejs_external_memory_bytes")).toBeGreaterThan(0);
+  });
+
+  it("give when the process started, and the Node.js version it runs", async () => {
+    const text = await scrape();
+    // From the kernel: the process's start in clock ticks after boot (/proc/self/stat's 22nd field), and the boot time.
+    const stat = readFileSync("/proc/self/stat", "utf8");
+    const ticks = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]);
+    const boot = Number(/^btime (\d+)/m.exec(readFileSync("/proc/stat", "utf8"))![1]);
+    // Linux's USER_HZ is 100 on every architecture Node runs on.
+    expect(Math.abs(value(text, "process_start_time_seconds") - (boot + ticks / 100))).toBeLessThan(2);
+    const [major, minor, patch] = process.versions.node.split(".");
+    expect(text).toContain(`nodejs_version_info{process="${PROCESS_NAME}",version="${process.version}",major="${major}",minor="${minor}",patch="${patch}"} 1`);
+  });
+
+  it("count the open file descriptors, and give their limit", async () => {
+    const opened = (): number => value(text, "process_open_fds");
+    let text = await scrape();
+    const before = opened();
+    expect(Math.abs(before - readdirSync("/proc/self/fd").length)).toBeLessThanOrEqual(8);
+    const soft = /^Max open files\s+(\d+)/m.exec(readFileSync("/proc/self/limits", "utf8"))![1];
+    expect(value(text, "process_max_fds")).toBe(Number(soft));
+    const held = Array.from({ length: 50 }, () => openSync("/dev/null", "r"));
+    try {
+      text = await scrape();
+      // 50 more, give or take the sockets the scrapes themselves open and close.
+      expect(opened() - before).toBeGreaterThanOrEqual(42);
+      expect(opened() - before).toBeLessThanOrEqual(58);
+    } finally {
+      held.forEach(closeSync);
+    }
+  });
+
+  it("show a stall of the event loop in the next scrape's delays", async () => {
+    await scrape();
+    // A scrape restarts the window, and the monitor's first tick after it only marks the time:
+    // a stall before that tick is not seen (README, GET /metrics). Let it tick.
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    // 300 ms of synchronous work: the monitor's 10-ms timer fires ~300 ms late.
+    const until = performance.now() + 300;
+    while (performance.now() < until);
+    // The monitor records the delay when its timer runs, after the stall: let it run.
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    const text = await scrape();
+    const max = value(text, "nodejs_eventloop_lag_max_seconds");
+    expect(max).toBeGreaterThanOrEqual(0.25);
+    expect(value(text, "nodejs_eventloop_lag_p99_seconds")).toBeLessThanOrEqual(max);
+    expect(value(text, "nodejs_eventloop_lag_mean_seconds")).toBeGreaterThan(0);
   });
 });
