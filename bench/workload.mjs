@@ -80,9 +80,11 @@ function prebuiltList(host, traffic) {
   const headers = Object.entries(HEADERS).map(([name, value]) => `${name}: ${value}\r\n`).join("");
   const texts = [];
   for (let i = 0; i < PREBUILT_REQUESTS; i++) {
-    const { method, path, body = "" } = traffic.draw();
+    // `headers`: a draw's own, beside the common ones (an Idempotency-Key).
+    const { method, path, body = "", headers: own = {} } = traffic.draw();
     const length = body ? `Content-Length: ${Buffer.byteLength(body)}\r\n` : "";
-    texts.push(`${method} ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: keep-alive\r\n${headers}${length}\r\n${body}`);
+    const extra = Object.entries(own).map(([name, value]) => `${name}: ${value}\r\n`).join("");
+    texts.push(`${method} ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: keep-alive\r\n${headers}${extra}${length}\r\n${body}`);
   }
   const all = Buffer.from(texts.join(""));
   const list = [];
