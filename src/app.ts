@@ -28,6 +28,7 @@ import { TimeTriggers } from "./jobs/time-triggers.js";
 import { StreakExpiry } from "./jobs/streak-expiry.js";
 import { RunRetention } from "./jobs/run-retention.js";
 import { Router } from "./http/router.js";
+import { assertNativeUws, listenedPort, listenOn } from "./http/listen.js";
 // issue 4 (read endpoints, stream worker lag): begin
 import { registerReadRoutes } from "./api/read-routes.js";
 // issue 4: end
@@ -35,7 +36,6 @@ import { Tenants } from "./tenants.js";
 // issue 6 (outbound events): begin
 import { registerWebhookRoutes } from "./api/webhooks.js";
 import { Webhooks, type WebhookStartOptions } from "./jobs/webhooks/index.js";
-import { portTakenMessage } from "./boot.js";
 // issue 6: end
 
 export interface AppOptions {
@@ -92,13 +92,6 @@ export interface RunningApp {
   close(): Promise<void>;
 }
 
-/** STACK.md §2: the trufflesuite build silently falls back to a slow JS server; refuse to run on it. */
-export function assertNativeUws(): void {
-  if (typeof (uWS as unknown as { getParts?: unknown }).getParts !== "function") {
-    throw new Error("uWebSockets.js native binary not loaded (JS fallback active): Laurel needs Node 20 on linux-x64 glibc");
-  }
-}
-
 export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
 
 /** LAUREL_READ_TIMEOUT's default: how long a read waits for a stalled Redis before its 503. */
@@ -116,12 +109,6 @@ export const DEFAULT_DRAIN_MS = 10_000;
  * forty-first stop").
  */
 export const DEFAULT_LINGER_MS = 1_000;
-
-// uSockets' LIBUS_LISTEN_EXCLUSIVE_PORT (1): the binding exports it, its typings only as an enum member.
-const LISTEN_EXCLUSIVE_PORT = (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
-
-/** The service could not listen on its host and port (taken, or not allowed). */
-export class ListenError extends Error {}
 
 /** The HTTP service: every route of the API on one uWS app. */
 export async function startApp(opts: AppOptions): Promise<RunningApp> {
@@ -205,15 +192,8 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   // issue 6: end
   router.fallback();
 
-  const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) => {
-    // listen(host, port, options, cb): the binding takes the options between the port and the callback (not in its typings).
-    const listen = app.listen as unknown as (host: string, port: number, options: number, cb: (socket: uWS.us_listen_socket | false) => void) => void;
-    listen.call(app, opts.host ?? "0.0.0.0", opts.port, opts.reusePort ? 0 : LISTEN_EXCLUSIVE_PORT, (socket) => {
-      if (socket) resolve(socket);
-      else reject(new ListenError(portTakenMessage(opts.host ?? "0.0.0.0", opts.port, opts.reusePort ?? false)));
-    });
-  });
-  const port = uWS.us_socket_local_port(listenSocket as unknown as uWS.us_socket);
+  const listenSocket = await listenOn(app, opts.host ?? "0.0.0.0", opts.port, opts.reusePort ?? false);
+  const port = listenedPort(listenSocket);
   return {
     port,
     tenants,

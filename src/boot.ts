@@ -226,6 +226,11 @@ function parsePort(text: string): number | null {
   return port <= 65_535 ? port : null;
 }
 
+/** LAUREL_WORKER_PORT (checked by checkEnvironmentOrExit): the port `dist/worker.js` serves /healthz and /metrics on, or null (unset: none). */
+export function workerPort(env: NodeJS.ProcessEnv = process.env): number | null {
+  return env.LAUREL_WORKER_PORT ? parsePort(env.LAUREL_WORKER_PORT) : null;
+}
+
 /** PORT (checked by checkEnvironmentOrExit with { port: true }): the port to listen on. */
 export function listenPort(text = process.env.PORT || "3000"): number {
   return parsePort(text)!;
@@ -293,8 +298,11 @@ export function envMilliseconds(name: string, env: NodeJS.ProcessEnv = process.e
 export function environmentProblems(env: NodeJS.ProcessEnv = process.env, opts: { port?: boolean } = {}): string[] {
   const problems: string[] = [];
   // The service's PORT is named with the rest (it was checked alone after the config, so a bad
-  // PORT beside a bad switch took two starts to find); the worker listens on nothing.
+  // PORT beside a bad switch took two starts to find); the worker listens on LAUREL_WORKER_PORT only.
   if (opts.port && env.PORT && parsePort(env.PORT) === null) problems.push(`PORT must be an integer from 0 to 65535 (got ${JSON.stringify(env.PORT)})`);
+  if (env.LAUREL_WORKER_PORT && parsePort(env.LAUREL_WORKER_PORT) === null) {
+    problems.push(`LAUREL_WORKER_PORT must be an integer from 0 to 65535 (got ${JSON.stringify(env.LAUREL_WORKER_PORT)})`);
+  }
   for (const [name, values] of Object.entries(SWITCHES)) {
     const value = env[name];
     if (value && !values.includes(value)) problems.push(`${name} must be ${values.join(" or ")} (got ${JSON.stringify(value)})`);

@@ -1,6 +1,7 @@
 import "./v8-tuning.js";
 import type { Logger } from "pino";
-import { DEFAULT_DRAIN_MS, ListenError, startApp } from "./app.js";
+import { DEFAULT_DRAIN_MS, startApp } from "./app.js";
+import { ListenError } from "./http/listen.js";
 import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirectory, envMilliseconds, exitIfPortTaken, exitOnConfigError, exitOnSignalsWhileStarting, listenPort, loadTenantsOrExit, stopOnSignals, waitForRedisOrExit, warnFsyncNotApplied, runEntry } from "./boot.js";
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";

@@ -1,6 +1,19 @@
 import "./v8-tuning.js";
 import type { Logger } from "pino";
-import { checkEnvironmentOrExit, exitOnConfigError, exitOnSignalsWhileStarting, loadTenantsOrExit, stopOnSignals, waitForRedisOrExit, warnFsyncNotApplied, warnManualClockNotApplied, runEntry } from "./boot.js";
+import {
+  checkEnvironmentOrExit,
+  exitOnConfigError,
+  exitOnSignalsWhileStarting,
+  loadTenantsOrExit,
+  stopOnSignals,
+  waitForRedisOrExit,
+  warnFsyncNotApplied,
+  warnManualClockNotApplied,
+  runEntry,
+  workerPort,
+} from "./boot.js";
+import { ListenError } from "./http/listen.js";
+import { startWorkerHttp, type WorkerHttp } from "./worker-http.js";
 import { checkFixedSettings } from "./store/fixed-settings.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
@@ -23,6 +36,7 @@ import { TenantStore } from "./store/tenant-store.js";
  *   LAUREL_REDIS_TLS_CERT, LAUREL_REDIS_TLS_KEY, LAUREL_REDIS_TLS_CA: a rediss:// REDIS_URL's client certificate and CA (src/store/redis-tls.ts)
  *   LAUREL_CONFIG   the same tenant file as the service (default config/demo.yaml)
  *   LAUREL_REDIS_WAIT seconds to wait at start for Redis to answer (default 60)
+ *   LAUREL_WORKER_PORT serve GET /healthz and GET /metrics on this port (unset: no HTTP; src/worker-http.ts)
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(logger: Logger): Promise<void> {
@@ -57,11 +71,25 @@ async function main(logger: Logger): Promise<void> {
     logger,
     exit: () => void redis.quit().catch(() => undefined).finally(() => process.exit(1)),
   });
+  // Its probe and scrape port, before any record is worked on: a port it cannot take stops the start.
+  const port = workerPort();
+  let http: WorkerHttp | null = null;
+  if (port !== null) {
+    http = await startWorkerHttp({ port, redis, tenants, webhooks, logger }).catch(async (err: unknown) => {
+      if (!(err instanceof ListenError)) throw err;
+      logger.fatal(`cannot listen on LAUREL_WORKER_PORT ${port} (is the port taken?)`);
+      slotsGuard.stop();
+      await webhooks.close();
+      await redis.quit().catch(() => undefined);
+      process.exit(1);
+    });
+  }
   const worker = new StreamWorker({ redis, tenants, logger });
   // Everything is up: the stop takes over from the start's exit, before the stream worker starts,
   // so that a signal sent once its work shows finds the stop (not Node's default, which ended the
   // process unstopped).
   stopOnSignals(logger, async () => {
+    http?.close();
     slotsGuard.stop();
     await worker.stop();
     await webhooks.close();
@@ -69,7 +97,7 @@ async function main(logger: Logger): Promise<void> {
   });
   worker.start();
   webhooks.startConsumer(); // issue 6 (outbound events)
-  logger.info({ tenants: tenants.map((t) => t.id) }, "laurel stream worker running");
+  logger.info({ tenants: tenants.map((t) => t.id), ...(http ? { port: http.port } : {}) }, "laurel stream worker running");
 }
 
 runEntry(main);

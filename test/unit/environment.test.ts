@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkEnvironmentOrExit, environmentProblems, listenPort } from "../../src/boot.js";
+import { checkEnvironmentOrExit, environmentProblems, listenPort, workerPort } from "../../src/boot.js";
 import { MAX_AWARD_ID_SLOTS } from "../../src/domain/award-ids.js";
 import { makeTlsCertificates, type TlsCertificates } from "../helpers/tls-redis.js";
 
@@ -19,14 +19,14 @@ describe("the environment check", () => {
 
   it("takes every value at the edge of what it accepts, and says nothing", () => {
     const edges: NodeJS.ProcessEnv[] = [
-      { PORT: "65535", LAUREL_REDIS_WAIT: "0.5", LAUREL_DRAIN: "0", LAUREL_AWARD_IDS: String(MAX_AWARD_ID_SLOTS), LOG_LEVEL: "silent" },
-      { PORT: "0", LAUREL_REDIS_WAIT: "0", LAUREL_DRAIN: "2.5", LAUREL_AWARD_IDS: "0", LOG_LEVEL: "trace" },
+      { PORT: "65535", LAUREL_WORKER_PORT: "65535", LAUREL_REDIS_WAIT: "0.5", LAUREL_DRAIN: "0", LAUREL_AWARD_IDS: String(MAX_AWARD_ID_SLOTS), LOG_LEVEL: "silent" },
+      { PORT: "0", LAUREL_WORKER_PORT: "0", LAUREL_REDIS_WAIT: "0", LAUREL_DRAIN: "2.5", LAUREL_AWARD_IDS: "0", LOG_LEVEL: "trace" },
       { LAUREL_AWARD_IDS: "1", LOG_LEVEL: "fatal" },
       // Each switch's values, both of them.
       { LAUREL_CLOCK: "manual", LAUREL_WORKER: "on", LAUREL_DELIVERIES: "on", LAUREL_COALESCE: "on", LAUREL_LUA: "function", LAUREL_AUTOPIPELINE: "0", LAUREL_REUSE_PORT: "0", LAUREL_FSYNC: "everysec" },
       { LAUREL_CLOCK: "system", LAUREL_WORKER: "off", LAUREL_DELIVERIES: "off", LAUREL_COALESCE: "off", LAUREL_LUA: "eval", LAUREL_AUTOPIPELINE: "1", LAUREL_REUSE_PORT: "1", LAUREL_FSYNC: "always" },
       // Empty is unset (a compose file's ${VAR} of an unset variable).
-      { PORT: "", LOG_LEVEL: "", LAUREL_CLOCK: "", LAUREL_REDIS_WAIT: "", LAUREL_DRAIN: "", LAUREL_AWARD_IDS: "" },
+      { PORT: "", LAUREL_WORKER_PORT: "", LOG_LEVEL: "", LAUREL_CLOCK: "", LAUREL_REDIS_WAIT: "", LAUREL_DRAIN: "", LAUREL_AWARD_IDS: "" },
     ];
     for (const env of edges) expect(check(env), JSON.stringify(env)).toEqual([]);
   });
@@ -43,6 +43,23 @@ describe("the environment check", () => {
     } finally {
       if (saved === undefined) delete process.env.PORT;
       else process.env.PORT = saved;
+    }
+  });
+});
+
+describe("LAUREL_WORKER_PORT (dist/worker.js's /healthz and /metrics)", () => {
+  it("is a port from 0 to 65535, or none when unset or empty", () => {
+    expect(workerPort({ LAUREL_WORKER_PORT: "9464" })).toBe(9464);
+    expect(workerPort({ LAUREL_WORKER_PORT: "0" })).toBe(0);
+    expect(workerPort({})).toBeNull();
+    expect(workerPort({ LAUREL_WORKER_PORT: "" })).toBeNull();
+  });
+
+  it("refuses anything else, named, in the worker's check and the service's alike", () => {
+    for (const bad of ["70000", "9464x", "-1", " 9464"]) {
+      const message = `LAUREL_WORKER_PORT must be an integer from 0 to 65535 (got ${JSON.stringify(bad)})`;
+      expect(environmentProblems({ LAUREL_WORKER_PORT: bad })).toEqual([message]);
+      expect(environmentProblems({ LAUREL_WORKER_PORT: bad }, { port: true })).toEqual([message]);
     }
   });
 });
