@@ -4,7 +4,8 @@ import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startEmbeddedRedis } from "../dist/embedded-redis.js";
+import { Redis } from "ioredis";
+import { freePort, startEmbeddedRedis } from "../dist/embedded-redis.js";
 
 export class Children {
   #list = [];
@@ -184,4 +185,29 @@ export async function scratchRedis(prefix) {
     rmSync(dir, { recursive: true, force: true });
   };
   return { server, stop };
+}
+
+/**
+ * One service (`node dist/main.js`, with `env` over REDIS_URL and PORT) on a scratch redis-server
+ * of its own (scratchRedis): its `url`, a client of that Redis (`redis`), and `stop()`, which stops
+ * both and removes the server's directory (safe to call twice, and called when the start fails).
+ */
+export async function serviceOnScratchRedis(prefix, env) {
+  const children = new Children();
+  const scratch = await scratchRedis(prefix);
+  const redis = new Redis(scratch.server.url);
+  const stop = async () => {
+    redis.disconnect();
+    await children.stopAll();
+    await scratch.stop();
+  };
+  try {
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    await children.start("service", "node", ["dist/main.js"], { REDIS_URL: scratch.server.url, PORT: String(port), ...env }, `${url}/healthz`);
+    return { url, redis, redisUrl: scratch.server.url, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
 }

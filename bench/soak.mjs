@@ -24,9 +24,7 @@
 //   node bench/soak.mjs 10
 //   SOAK_USERS=5000 SOAK_CONNECTIONS=20 node bench/soak.mjs 3
 // Reports; never gates (exit 0 whatever the figures; 1 only when it could not run).
-import { Redis } from "ioredis";
-import { freePort } from "../dist/embedded-redis.js";
-import { Children, runBench, scratchRedis } from "./processes.mjs";
+import { runBench, serviceOnScratchRedis } from "./processes.mjs";
 import { load, seedUsers, userId } from "./workload.mjs";
 
 const minutes = Number(process.argv[2] ?? 10);
@@ -35,14 +33,8 @@ const CONNECTIONS = Number(process.env.SOAK_CONNECTIONS ?? 50);
 const SCRAPE_S = Number(process.env.SOAK_SCRAPE_S ?? 5);
 const ZONES = ["UTC", "Europe/London", "America/New_York", "Asia/Tokyo", "Australia/Sydney"];
 
-const children = new Children();
-let redisScratch = null;
-let redis = null;
-const cleanup = async () => {
-  redis?.disconnect();
-  await children.stopAll();
-  await redisScratch?.stop();
-};
+let service = null;
+const cleanup = async () => service?.stop();
 
 /** The requests of minute m: [weight, draw(pick a user)] pairs. */
 function minuteTraffic(m) {
@@ -97,12 +89,9 @@ function series(text, name) {
 const MB = (bytes) => (bytes / 2 ** 20).toFixed(1);
 
 async function main() {
-  redisScratch = await scratchRedis("laurel-soak-");
-  redis = new Redis(redisScratch.server.url);
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  await children.start("service", "node", ["dist/main.js"], { REDIS_URL: redisScratch.server.url, PORT: String(port), LAUREL_CONFIG: "config/demo.yaml", LOG_LEVEL: "warn" }, `${url}/healthz`);
-  console.log(`soak: ${minutes} min, ${USERS} users a minute (half new), ${CONNECTIONS} connections, /metrics every ${SCRAPE_S} s, service :${port}, redis ${redisScratch.server.url}`);
+  service = await serviceOnScratchRedis("laurel-soak-", { LAUREL_CONFIG: "config/demo.yaml", LOG_LEVEL: "warn" });
+  const { url, redis } = service;
+  console.log(`soak: ${minutes} min, ${USERS} users a minute (half new), ${CONNECTIONS} connections, /metrics every ${SCRAPE_S} s, service ${url}, redis ${service.redisUrl}`);
   await seedUsers(url, { users: USERS, connections: CONNECTIONS });
 
   let samples = [];
