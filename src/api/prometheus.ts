@@ -33,6 +33,7 @@ const PROCESS_LABEL = PROCESS_NAME.replace(/["\\\n]/g, "_");
  *   enough (a miss computes the id's UUID again, ~1.5 µs).
  * - This process's answers by route: counts by status, and the latency histogram
  *   (src/http/request-stats.ts); and the commands Redis refused it, by cause.
+ * - Redis's memory and its maxmemory (INFO memory), read with the lag.
  * - This process's CPU, memory, descriptors and event-loop delay (process-metrics.ts).
  */
 type GroupLag = StreamLag & { group: string };
@@ -49,13 +50,48 @@ export interface TenantDeliveries {
   counts: Record<DeliveryStatus, number>;
 }
 
-/** `lags` null: Redis did not answer this scrape's reads (laurel_redis_up 0; no stream or delivery series). */
-export function renderMetrics(lags: readonly GroupLag[] | null, deliveries: readonly TenantDeliveries[], awardIds: AwardIdTableStats, requests: RequestStats): string {
+/** Redis's memory as INFO memory gives it: what it uses, and its maxmemory (0: no limit). */
+export interface RedisMemory {
+  used: number;
+  max: number;
+}
+
+/**
+ * The figures of INFO memory a scrape gives: when `used` reaches `max`, Redis refuses every write
+ * (503, nothing recorded), so this is the alert an operator needs before the first refusal.
+ */
+export async function redisMemory(redis: Redis): Promise<RedisMemory> {
+  const info = await redis.info("memory");
+  const field = (name: string): number => Number(new RegExp(`^${name}:(\\d+)`, "m").exec(info)?.[1] ?? NaN);
+  return { used: field("used_memory"), max: field("maxmemory") };
+}
+
+/**
+ * `lags` null: Redis did not answer this scrape's reads (laurel_redis_up 0; no stream, delivery
+ * or Redis memory series).
+ */
+export function renderMetrics(
+  lags: readonly GroupLag[] | null,
+  deliveries: readonly TenantDeliveries[],
+  awardIds: AwardIdTableStats,
+  requests: RequestStats,
+  memory: RedisMemory | null = null,
+): string {
   const lines: string[] = [
     "# HELP laurel_redis_up 1 when Redis answered this scrape's reads within 1 s (the stream and delivery series are given), 0 when it did not or the connection is down (they are left out; this process's own series are given either way).",
     "# TYPE laurel_redis_up gauge",
     `laurel_redis_up{process="${PROCESS_LABEL}"} ${lags === null ? 0 : 1}`,
   ];
+  if (lags !== null && memory !== null) {
+    lines.push(
+      "# HELP laurel_redis_used_memory_bytes Memory Redis uses (INFO memory used_memory): at laurel_redis_maxmemory_bytes it refuses every write.",
+      "# TYPE laurel_redis_used_memory_bytes gauge",
+      `laurel_redis_used_memory_bytes ${memory.used}`,
+      "# HELP laurel_redis_maxmemory_bytes Redis's maxmemory (0: no limit set; the machine's memory is the limit then).",
+      "# TYPE laurel_redis_maxmemory_bytes gauge",
+      `laurel_redis_maxmemory_bytes ${memory.max}`,
+    );
+  }
   for (const [name, help, value] of GAUGES) {
     lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} gauge`);
     for (const l of lags ?? []) {
@@ -158,6 +194,7 @@ export function prometheusHandler(redis: Redis, tenants: readonly CompiledTenant
           return queue ? [queue.counts().then((counts) => ({ tenantId: t.id, counts }))] : [];
         }),
       ),
+      redisMemory(redis),
     ]);
   return async (): Promise<ApiReply> => {
     const fromRedis =
@@ -167,12 +204,12 @@ export function prometheusHandler(redis: Redis, tenants: readonly CompiledTenant
             return null;
           })
         : null;
-    const [buckets, outbound, deliveries] = fromRedis ?? [[], [], []];
+    const [buckets, outbound, deliveries, memory] = fromRedis ?? [[], [], [], null];
     const lags = [...buckets.map((l) => ({ ...l, group: BUCKET_GROUP })), ...outbound.map((l) => ({ ...l, group: WEBHOOK_GROUP }))];
     return {
       status: 200,
       contentType: "text/plain; version=0.0.4; charset=utf-8",
-      body: renderMetrics(fromRedis === null ? null : lags, deliveries, awardIdTableStats(), requests),
+      body: renderMetrics(fromRedis === null ? null : lags, deliveries, awardIdTableStats(), requests, memory),
     };
   };
 }

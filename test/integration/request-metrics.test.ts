@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LATENCY_BOUNDS_MS } from "../../src/http/request-stats.js";
 import { PROCESS_NAME } from "../../src/process-name.js";
 import { startTestApp, type TestApp } from "../helpers/app.js";
+import { startTestRedis } from "../helpers/redis-server.js";
 
 // GET /metrics: this process's answers per route (README, GET /metrics). Each test app has its
 // own router, so its counts start at zero.
@@ -165,5 +166,28 @@ describe("process metrics", () => {
     expect(max).toBeGreaterThanOrEqual(0.25);
     expect(value(text, "nodejs_eventloop_lag_p99_seconds")).toBeLessThanOrEqual(max);
     expect(value(text, "nodejs_eventloop_lag_mean_seconds")).toBeGreaterThan(0);
+  });
+});
+
+// Redis's memory against its maxmemory (README, GET /metrics): the figures INFO memory gives, on a
+// redis-server of this test's own (its maxmemory is set here).
+describe("Redis's memory", () => {
+  it("is given as Redis counts it, with its maxmemory", async () => {
+    const server = await startTestRedis();
+    const own = await startTestApp({ redisUrl: server.url, manualClock: "2026-03-02T12:00:00Z", jobs: false });
+    try {
+      await own.redis.config("SET", "maxmemory", String(3 * 2 ** 30));
+      const text = (await own.call("GET", "/metrics")).body as string;
+      const info = await own.redis.info("memory");
+      const used = Number(/^used_memory:(\d+)/m.exec(info)![1]);
+      const line = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, "m").exec(text)?.[1]);
+      expect(line("laurel_redis_maxmemory_bytes")).toBe(3 * 2 ** 30);
+      // Read a moment apart, by two clients: the same within a tenth.
+      expect(line("laurel_redis_used_memory_bytes")).toBeGreaterThan(used * 0.9);
+      expect(line("laurel_redis_used_memory_bytes")).toBeLessThan(used * 1.1);
+    } finally {
+      await own.close();
+      await server.stop();
+    }
   });
 });

@@ -80,5 +80,11 @@ describe("lag and delivery gauges", () => {
     expect(without).toMatch(/^laurel_redis_up\{process="[^"]*"\} 0$/m);
     expect(without).not.toMatch(/^laurel_stream_entries\{/m);
     expect(without).toMatch(/^laurel_award_id_table_slots\{process="[^"]*"\} 8$/m);
+    // Redis's memory: given with the series read from Redis, left out with them.
+    const memory = { used: 1_234_567, max: 2_147_483_648 };
+    const withMemory = renderMetrics(lags, [], { slots: 8, lookups: 6, misses: 1 }, new RequestStats(), memory);
+    expect(withMemory).toMatch(/^laurel_redis_used_memory_bytes 1234567$/m);
+    expect(withMemory).toMatch(/^laurel_redis_maxmemory_bytes 2147483648$/m);
+    expect(renderMetrics(null, [], { slots: 8, lookups: 6, misses: 1 }, new RequestStats(), memory)).not.toContain("laurel_redis_used_memory_bytes");
   });
 });
