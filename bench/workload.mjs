@@ -77,14 +77,16 @@ export function readRequests(users, pathOf) {
 const PREBUILT_REQUESTS = 1 << 18;
 
 function prebuiltList(host, traffic) {
-  const headers = Object.entries(HEADERS).map(([name, value]) => `${name}: ${value}\r\n`).join("");
+  const lines = (headers) => Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("");
+  const common = lines(HEADERS);
   const texts = [];
   for (let i = 0; i < PREBUILT_REQUESTS; i++) {
-    // `headers`: a draw's own, beside the common ones (an Idempotency-Key).
-    const { method, path, body = "", headers: own = {} } = traffic.draw();
+    // `headers`: a draw's own (an Idempotency-Key, another API key), over the common ones: a name
+    // sent twice is read by the service as its first (a wrong key behind the right one passed).
+    const { method, path, body = "", headers: own } = traffic.draw();
+    const headers = own ? lines({ ...HEADERS, ...own }) : common;
     const length = body ? `Content-Length: ${Buffer.byteLength(body)}\r\n` : "";
-    const extra = Object.entries(own).map(([name, value]) => `${name}: ${value}\r\n`).join("");
-    texts.push(`${method} ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: keep-alive\r\n${headers}${extra}${length}\r\n${body}`);
+    texts.push(`${method} ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: keep-alive\r\n${headers}${length}\r\n${body}`);
   }
   const all = Buffer.from(texts.join(""));
   const list = [];

@@ -59,6 +59,19 @@ describe("the bench's prebuilt event traffic", () => {
     expect(after.lessons + after.apiCalls - (before.lessons + before.apiCalls)).toBe(100);
     expect((traffic as { prebuilt: { list: unknown[] } }).prebuilt.list).toBe(list);
   });
+  it("sends a draw's own headers over the common ones (bench/soak.mjs's Idempotency-Keys and wrong keys)", async () => {
+    let n = 0;
+    // Five keys in turn for one user: whatever the run's starting place, 50 requests send each key
+    // ten times, so the first of each counts and the rest are replays.
+    const keyed = { draw: () => ({ method: "POST", path: "/v1/metrics/lessons/event", body: JSON.stringify({ user: { id: "keyed-user" }, value: 1 }), headers: { "idempotency-key": `k-${n++ % 5}` } }) };
+    const result = await load(t.url, keyed, { connections: 1, amount: 50 });
+    expect(result.statusCodes).toEqual({ 201: 5, 202: 45 });
+    expect(((await t.call("GET", "/v1/users/keyed-user/metrics/lessons")).body as { current: number }).current).toBe(5);
+    // A draw's header of a common name replaces it: sent beside it, the service read the first (the right key).
+    const wrongKey = { draw: () => ({ method: "GET", path: "/v1/users/keyed-user/points/xp", headers: { "x-api-key": "not-a-key" } }) };
+    const refused = await load(t.url, wrongKey, { connections: 1, amount: 10 });
+    expect(refused.statusCodes).toEqual({ 401: 10 });
+  });
 });
 
 describe("where each connection starts in the prebuilt list", () => {
