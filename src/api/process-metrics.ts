@@ -40,14 +40,14 @@ function fileDescriptors(): { open: number; max: number | null } | null {
 }
 
 /**
- * Appends this process's series to a /metrics answer; `labels` is its rendered label set
- * ({process="..."}). `delays`: the event loop's (the process's monitor, once watched; a test's own).
+ * Appends this process's series to a /metrics answer; `label` is its rendered label (process="...").
+ * `delays`: the event loop's (the process's monitor, once watched; a test's own).
  */
-export function renderProcessMetrics(lines: string[], labels: string, delays: IntervalHistogram | RecordableHistogram | null = eventLoopDelay): void {
+export function renderProcessMetrics(lines: string[], label: string, delays: IntervalHistogram | RecordableHistogram | null = eventLoopDelay): void {
   const cpu = process.cpuUsage();
   const memory = process.memoryUsage();
   const series = (name: string, type: "counter" | "gauge", help: string, value: number): void => {
-    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, `${name}${labels} ${value}`);
+    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, `${name}{${label}} ${value}`);
   };
   series("process_cpu_user_seconds_total", "counter", "CPU time this process spent in user mode, in seconds.", cpu.user / 1e6);
   series("process_cpu_system_seconds_total", "counter", "CPU time this process spent in the kernel, in seconds.", cpu.system / 1e6);
@@ -76,7 +76,7 @@ export function renderProcessMetrics(lines: string[], labels: string, delays: In
     lines.push(
       "# HELP nodejs_version_info The Node.js version this process runs.",
       "# TYPE nodejs_version_info gauge",
-      `nodejs_version_info{${labels.slice(1, -1)},version="${process.version}",major="${VERSION[1]}",minor="${VERSION[2]}",patch="${VERSION[3]}"} 1`,
+      `nodejs_version_info{${label},version="${process.version}",major="${VERSION[1]}",minor="${VERSION[2]}",patch="${VERSION[3]}"} 1`,
     );
   }
 }

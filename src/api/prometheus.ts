@@ -120,7 +120,7 @@ export function renderMetrics(
     `laurel_award_id_misses_total${own} ${awardIds.misses}`,
   );
   renderRequests(lines, requests);
-  renderProcessMetrics(lines, own);
+  renderProcessMetrics(lines, `process="${PROCESS_LABEL}"`);
   return `${lines.join("\n")}\n`;
 }
 
