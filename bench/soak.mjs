@@ -20,7 +20,8 @@
 // somewhere between two collections, and the lowest of twelve is close to after one), the heap
 // reserved, external memory, the event loop's worst p99 and max, and Redis's memory. Last, the
 // growth of the heap's low and of the resident memory from the second minute (the first warms
-// the JIT and fills the award id table) to the last, per million requests.
+// the JIT and fills the award id table) to the last, per million requests; and each route's
+// answers, mean and p99 over the whole soak, from the service's latency histogram.
 //   node bench/soak.mjs 10
 //   SOAK_USERS=5000 SOAK_CONNECTIONS=20 node bench/soak.mjs 3
 // Reports; never gates (exit 0 whatever the figures; 1 only when it could not run).
@@ -88,6 +89,34 @@ function series(text, name) {
 
 const MB = (bytes) => (bytes / 2 ** 20).toFixed(1);
 
+/**
+ * Each route's answers over the whole soak, from the service's latency histogram
+ * (laurel_http_request_duration_seconds): count, mean, and the bucket bounds its p99 and its
+ * slowest answer fall under (the router's time: arrival to answer, Redis included).
+ */
+function printRouteLatencies(text) {
+  const routes = new Map();
+  for (const line of text.split("\n")) {
+    const m = /^laurel_http_request_duration_seconds_(bucket|sum|count)\{.*method="([^"]+)",route="([^"]+)"(?:,le="([^"]+)")?\} (\S+)$/.exec(line);
+    if (!m) continue;
+    const [, kind, method, route, le, value] = m;
+    const key = `${method} ${route}`;
+    const r = routes.get(key) ?? { buckets: [], sum: 0, count: 0 };
+    if (kind === "bucket") r.buckets.push([le === "+Inf" ? Infinity : Number(le), Number(value)]);
+    else r[kind] = Number(value);
+    routes.set(key, r);
+  }
+  const under = (r, share) => {
+    const bound = r.buckets.find(([, n]) => n >= r.count * share)?.[0];
+    return bound === Infinity ? "> 2.5 s" : `≤ ${bound * 1000} ms`;
+  };
+  console.log("\nroute                                                   answers   mean ms  p99       slowest");
+  for (const [key, r] of [...routes].sort((a, b) => b[1].count - a[1].count)) {
+    if (r.count === 0) continue;
+    console.log(`${key.padEnd(54)}  ${String(r.count).padStart(8)}  ${((r.sum / r.count) * 1000).toFixed(2).padStart(7)}  ${under(r, 0.99).padEnd(8)}  ${under(r, 1)}`);
+  }
+}
+
 async function main() {
   service = await serviceOnScratchRedis("laurel-soak-", { LAUREL_CONFIG: "config/demo.yaml", LOG_LEVEL: "warn" });
   const { url, redis } = service;
@@ -131,6 +160,7 @@ async function main() {
     );
     samples = [];
   }
+  printRouteLatencies(await (await fetch(`${url}/metrics`)).text());
   if (rows.length >= 3) {
     const from = rows[1];
     const to = rows.at(-1);

@@ -7,7 +7,7 @@ import type { BoardChange } from "../domain/outcome.js";
 import { formatDay, parseDay } from "../domain/periods.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import { openObject, RawJson, renderedOnce } from "../http/raw-json.js";
-import { boardKeys, boardRank, placeOnBoard, rankOf, topEntries, userEntry } from "../store/leaderboard-store.js";
+import { boardKeys, boardRank, entryInRun, placeOnBoard, rankOf, readBoardUser, topEntries, userEntry } from "../store/leaderboard-store.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import type { Tenants } from "../tenants.js";
 import { attributeFilterParam, boolParam, intParam, userIdParam } from "./query.js";
@@ -199,8 +199,8 @@ export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
       entries = [...(ahead > 0 ? around.ahead.slice(-ahead) : []), ...around.behind.slice(Math.max(0, start - position))].slice(0, limit);
       entries = entries.filter((_, i) => start + i < board.maxParticipants);
     }
-    const names = await userNames(store, entries.map((e) => memberUser(e.member)));
-    const ranks = await pageRanks(store, board, keys, entries, start);
+    // The names and the ranks need only the entries: one round trip for both.
+    const [names, ranks] = await Promise.all([userNames(store, entries.map((e) => memberUser(e.member))), pageRanks(store, board, keys, entries, start)]);
     return {
       status: 200,
       body: {
@@ -246,13 +246,16 @@ export function userLeaderboardHandler(tenants: Tenants, clock: Clock) {
     const now = clock.now();
     const run = selectRun(board, req.query, now);
     const head = { ...boardJson(tenant, board), status: boardStatus(board, now), run: run === null ? null : runDate(board, run) };
-    const exists = await store.redis.exists(store.keys.user(store.shard(userId), userId));
-    if (!exists) failUserNotFound(userId);
+    // The user (with their entry) and their history in one round trip: neither needs the other.
+    const [found, raw] = await Promise.all([
+      readBoardUser(store, board, userId),
+      run === null || numEvents === 0 ? [] : store.redis.lrange(store.keys.rankHistory(store.shard(userId), board.key, run, userId), 0, numEvents - 1),
+    ]);
+    if (found === null) failUserNotFound(userId);
     if (run === null) return { status: 200, body: { ...head, rank: null, value: null, history: [] } };
-    const own = await userEntry(store, board, run, userId);
+    const own = await entryInRun(store, board, run, userId, found);
     let rank: number | null = null;
     if (own) rank = await boardRank(store, board, boardKeys(store, board, run, own.breakdown), own.value, own.member);
-    const raw = numEvents === 0 ? [] : await store.redis.lrange(store.keys.rankHistory(store.shard(userId), board.key, run, userId), 0, numEvents - 1);
     const history = raw.map((text) => {
       const h = JSON.parse(text) as { t: number; pr: number | null; r: number | null; pv: number | null; v: number | null };
       return {

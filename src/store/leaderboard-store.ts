@@ -253,7 +253,22 @@ export async function userEntry(
   run: number,
   userId: string,
 ): Promise<{ value: number; member: string; breakdown: string } | null> {
-  const found = await readUser(store, userId, boardEntryKeys(board.key));
+  return entryInRun(store, board, run, userId, await readBoardUser(store, board, userId));
+}
+
+/** The user (null: none) with what entryInRun needs of their state: their entry in the board's latest run. */
+export function readBoardUser(store: TenantStore, board: CompiledLeaderboard, userId: string): ReturnType<typeof readUser> {
+  return readUser(store, userId, boardEntryKeys(board.key));
+}
+
+/** userEntry from a user already read (readBoardUser): no read more for the latest run, the history's for a finished one. */
+export async function entryInRun(
+  store: TenantStore,
+  board: CompiledLeaderboard,
+  run: number,
+  userId: string,
+  found: Awaited<ReturnType<typeof readUser>>,
+): Promise<{ value: number; member: string; breakdown: string } | null> {
   const entry = found ? boardEntryOf(found.state, board.key, userId) : null;
   if (!entry || entry.run < run) return null;
   if (entry.run === run) return { value: entry.value, member: entry.member, breakdown: entry.breakdown };

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { commandsDuring, type Observed } from "../helpers/monitor.js";
+import { wavesDuring } from "../helpers/waves.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
 
@@ -1010,6 +1011,27 @@ describe("GET /v1/users/{id}/leaderboards/{key}", () => {
   it("a known user with no value on the board: rank and value null, no history", async () => {
     const t = app();
     expect(await userBoard(t, "lead", "top3")).toMatchObject({ key: "top3", rank: null, value: null, history: [] });
+  });
+
+  it("reads the user and their history in one round trip, then the rank: three in all (were five)", async () => {
+    const t = app();
+    const { result, waves } = await wavesDuring(t.redis, () => userBoard(t, "hist", "walkers"));
+    // Ranked (2nd, or 3rd once the history test's busy walker is on the board).
+    expect(result).toMatchObject({ rank: expect.any(Number), value: 60 });
+    // The user's read (a script) and the history's LRANGE together; the rank's counts, then its place.
+    expect(waves[0]).toHaveLength(2);
+    expect(waves[0]).toContain("lrange");
+    expect(waves).toHaveLength(3);
+  });
+
+  it("reads a page's names and its ranks in one round trip", async () => {
+    const t = app();
+    const { result, waves } = await wavesDuring(t.redis, () => t.call("GET", "/v1/leaderboards/walkers"));
+    expect((result.body as { rankings: unknown[] }).rankings.length).toBeGreaterThanOrEqual(2);
+    // The page (a ZREVRANGE a shard), then the names (an HGET a user) with the first entry's rank (one count over every shard).
+    expect(waves).toHaveLength(2);
+    expect(waves[1]).toContain("hget");
+    expect(waves[1]).toContain("fcall");
   });
 });
 
