@@ -202,13 +202,14 @@ export function userBoostsHandler(tenants: Tenants, clock: Clock) {
     checkUserId(userId, "user id");
     const system = systemOf(tenant, req.params[1]!);
     const finished = boolParam(req.query, "includeFinished");
-    const found = await readUser(context.store, userId);
+    // The user (their attributes pick the global boosts) and their own boosts: one round trip.
+    const [found, records] = await Promise.all([readUser(context.store, userId), userBoostRecords(context, userId)]);
     if (!found) failUserNotFound(userId);
     const attributes = new Map<string, string>();
     for (const [field, value] of found.profile.fields) if (field.startsWith("ua:")) attributes.set(field.slice(3), value);
     const now = clock.now();
     const global = system.boosts.filter((b) => userFiltersMatch(b.userAttributes, attributes)).map((b) => globalBoostJson(system, b, now));
-    const own = (await userBoostRecords(context, userId)).filter((r) => r.pointsSystemKey === system.key).map((r) => userBoostJson(system, r, now));
+    const own = records.filter((r) => r.pointsSystemKey === system.key).map((r) => userBoostJson(system, r, now));
     return { status: 200, body: [...global, ...own].filter((b) => finished || b.status !== "finished") };
   };
 }

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { shardOf } from "../../src/domain/shards.js";
 import { demoConfig, dumpTenant, startTestApp, type TestApp } from "../helpers/app.js";
+import { wavesDuring } from "../helpers/waves.js";
 
 /**
  * Boosts over HTTP (spec: Points boost, States and transitions, rules 6 and 7; trophy-compat
@@ -137,6 +138,18 @@ describe("a user boost from scheduled to active to finished", () => {
     const points = await t.call("GET", "/v1/users/life/points/xp");
     expect(points.body.total).toBe(10 + 20 + 20 + 10);
     expect(points.body.awards.map((a: any) => a.awarded)).toEqual([10, 20, 20, 10]);
+  });
+});
+
+describe("GET /v1/users/{id}/points/{key}/boosts", () => {
+  it("reads the user and their boosts in one round trip", async () => {
+    await lesson("boost-waves");
+    const { result, waves } = await wavesDuring(t.redis, () => t.call("GET", "/v1/users/boost-waves/points/xp/boosts?includeFinished=true"));
+    expect(result.status).toBe(200);
+    // The user's read (a script: FCALL, or EVALSHA with LAUREL_LUA=eval) and the shard's boosts together.
+    expect(waves).toHaveLength(1);
+    expect(waves[0]).toHaveLength(2);
+    expect(waves[0]).toContain("hgetall");
   });
 });
 
