@@ -60,7 +60,7 @@ export interface RedisMemory {
  * The figures of INFO memory a scrape gives: when `used` reaches `max`, Redis refuses every write
  * (503, nothing recorded), so this is the alert an operator needs before the first refusal.
  */
-export async function redisMemory(redis: Redis): Promise<RedisMemory> {
+async function redisMemory(redis: Redis): Promise<RedisMemory> {
   const info = await redis.info("memory");
   const field = (name: string): number => Number(new RegExp(`^${name}:(\\d+)`, "m").exec(info)?.[1] ?? NaN);
   return { used: field("used_memory"), max: field("maxmemory") };

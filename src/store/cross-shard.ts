@@ -72,3 +72,14 @@ export async function countEachShard(redis: Redis, command: "ZCOUNT" | "ZCARD", 
 export function readEachShard<T>(redis: Redis, command: string, keys: readonly string[], args: readonly (string | number)[]): Promise<T[]> {
   return Promise.all(keys.map((key) => sendEncoded(redis, command, [key, ...args]))) as Promise<T[]>;
 }
+
+/** A plain read: a command and its arguments (readAll). */
+export type PlainRead = [command: string, ...args: (string | number)[]];
+
+/**
+ * Plain reads of any commands and keys sent together, each encoded by Laurel as readEachShard's
+ * (the board reads' windows, extremes and pages): the replies in order; on any Redis.
+ */
+export function readAll<T>(redis: Redis, commands: readonly PlainRead[]): Promise<T[]> {
+  return Promise.all(commands.map(([name, ...args]) => sendEncoded(redis, name, args))) as Promise<T[]>;
+}

@@ -4,8 +4,8 @@ import { boardMember, compareCodePoints, compareEntries, firstRunAfter, type Boa
 import { TenantKeys } from "./keys.js";
 import { boardStateNames, userAttributeField } from "./fields.js";
 import { loadLua } from "./lua-loader.js";
-import { runScript, sendEncoded } from "./redis-script.js";
-import { countEachShard, readEachShard } from "./cross-shard.js";
+import { runScript } from "./redis-script.js";
+import { countEachShard, readAll, readEachShard, type PlainRead } from "./cross-shard.js";
 import { readUser } from "./user-store.js";
 import type { TenantStore } from "./tenant-store.js";
 
@@ -39,15 +39,6 @@ export async function markRunGroupLists(redis: Redis, tenant: CompiledTenant, no
   await pipeline.exec();
 }
 
-/**
- * Plain reads sent together, each encoded by Laurel (sendEncoded, as cross-shard.ts's
- * readEachShard: cheaper for the service than ioredis' own commands): the replies in order.
- */
-type PlainRead = [command: string, ...args: (string | number)[]];
-
-function readAll<T>(store: TenantStore, commands: PlainRead[]): Promise<T[]> {
-  return Promise.all(commands.map(([name, ...args]) => sendEncoded(store.redis, name, args))) as Promise<T[]>;
-}
 
 /** Participants with a value strictly above `value`. */
 async function countAbove(store: TenantStore, keys: string[], value: number): Promise<number> {
@@ -210,7 +201,7 @@ export async function entriesAround(
     if (asksAhead(s)) reads.push(["zrevrange", k, Math.max(0, at[s]! - before), at[s]! - 1, "WITHSCORES"]);
     if (after > 0) reads.push(["zrevrange", k, at[s]!, at[s]! + after - 1, "WITHSCORES"]);
   });
-  const windows = await readAll<string[]>(store, reads);
+  const windows = await readAll<string[]>(store.redis, reads);
   const aheadLists: string[][] = [];
   const behindLists: string[][] = [];
   let next = 0;
@@ -299,7 +290,7 @@ async function pastEntry(
   if (h.v === null) return null;
   const member = boardMember(h.t, userId);
   const scores = await readAll<string | null>(
-    store,
+    store.redis,
     groups.map((g) => ["zscore", `${prefix}lb:${board.key}:${run}${g === "" ? "" : `:${g}`}`, member]),
   );
   const at = scores.findIndex((score) => score !== null && Number(score) === h.v);
@@ -333,7 +324,7 @@ async function kthFromTops(store: TenantStore, keys: string[], k: number): Promi
   let pending = keys.map((_, i) => i);
   for (;;) {
     const lists = await readAll<string[]>(
-      store,
+      store.redis,
       pending.map((i) => ["zrevrange", keys[i]!, read[i]!.length, read[i]!.length + page - 1, "WITHSCORES"]),
     );
     pending.forEach((i, j) => {
@@ -357,7 +348,7 @@ async function kthFromTops(store: TenantStore, keys: string[], k: number): Promi
 /** The k-th highest value across shards, by bisection on the value (integers). */
 async function kthValue(store: TenantStore, keys: string[], k: number): Promise<number | null> {
   const extremes = await readAll<string[]>(
-    store,
+    store.redis,
     keys.flatMap((key): PlainRead[] => [
       ["zrange", key, 0, 0, "WITHSCORES"],
       ["zrevrange", key, 0, 0, "WITHSCORES"],

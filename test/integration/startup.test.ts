@@ -568,17 +568,28 @@ describe("node dist/main.js", () => {
     }
   });
 
-  it("stops, saying what to do, when the Redis user's ACL forbids FUNCTION; with LAUREL_LUA=eval it runs", async () => {
-    const server = await startTestRedis();
+  /**
+   * A redis-server of the test's own with a user allowed everything but `denied` (as some managed
+   * services set theirs), and a start of the service as that user, which must exit 1: its
+   * REDIS_URL and the start's last line.
+   */
+  async function startRefusedWithout(server: Awaited<ReturnType<typeof startTestRedis>>, denied: string) {
     const admin = new Redis(server.url);
     try {
-      // A user allowed everything but FUNCTION, as some managed services set theirs.
-      await admin.call("ACL", "SETUSER", "laurel", "on", ">pw", "~*", "&*", "+@all", "-function");
-      const { port } = new URL(server.url);
-      const url = `redis://laurel:pw@127.0.0.1:${port}`;
-      const refused = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: url, LAUREL_WORKER: "off" });
-      expect(await refused.exited).toBe(1);
-      const last = JSON.parse(refused.output().trim().split("\n").at(-1)!) as { level: number; msg: string };
+      await admin.call("ACL", "SETUSER", "laurel", "on", ">pw", "~*", "&*", "+@all", `-${denied}`);
+    } finally {
+      admin.disconnect();
+    }
+    const url = `redis://laurel:pw@127.0.0.1:${new URL(server.url).port}`;
+    const refused = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: url, LAUREL_WORKER: "off" });
+    expect(await refused.exited).toBe(1);
+    return { url, last: JSON.parse(refused.output().trim().split("\n").at(-1)!) as { level: number; msg: string } };
+  }
+
+  it("stops, saying what to do, when the Redis user's ACL forbids FUNCTION; with LAUREL_LUA=eval it runs", async () => {
+    const server = await startTestRedis();
+    try {
+      const { url, last } = await startRefusedWithout(server, "function");
       expect(last).toMatchObject({ level: 60, msg: "the start failed: the Redis user in REDIS_URL may not run 'function load' (NOPERM, its ACL); allow it (+function), or set LAUREL_LUA=eval to run the scripts with EVALSHA" });
       const servicePort = await portOutsideEphemeralRange();
       const evalMode = runService({ PORT: String(servicePort), REDIS_URL: url, LAUREL_WORKER: "off", LAUREL_LUA: "eval" });
@@ -589,24 +600,17 @@ describe("node dist/main.js", () => {
       evalMode.child.kill("SIGTERM");
       expect(await evalMode.exited).toBe(0);
     } finally {
-      admin.disconnect();
       await server.stop();
     }
   });
 
   it("stops naming the command when the Redis user's ACL forbids one it needs after the first connection", async () => {
     const server = await startTestRedis();
-    const admin = new Redis(server.url);
     try {
       // PING and INFO pass (their refusals are the first connection's: check-config.test.ts); the first script call does not.
-      await admin.call("ACL", "SETUSER", "nofcall", "on", ">pw", "~*", "&*", "+@all", "-fcall");
-      const { port } = new URL(server.url);
-      const refused = runService({ PORT: String(await portOutsideEphemeralRange()), REDIS_URL: `redis://nofcall:pw@127.0.0.1:${port}`, LAUREL_WORKER: "off" });
-      expect(await refused.exited).toBe(1);
-      const last = JSON.parse(refused.output().trim().split("\n").at(-1)!) as { level: number; msg: string };
+      const { last } = await startRefusedWithout(server, "fcall");
       expect(last).toMatchObject({ level: 60, msg: "the start failed: the Redis user in REDIS_URL may not run 'fcall' (NOPERM, its ACL); allow it (README, Operations)" });
     } finally {
-      admin.disconnect();
       await server.stop();
     }
   });
