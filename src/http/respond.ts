@@ -12,6 +12,7 @@ const STATUS_TEXT: Record<number, string> = {
   415: "415 Unsupported Media Type",
   422: "422 Unprocessable Entity",
   500: "500 Internal Server Error",
+  501: "501 Not Implemented",
   503: "503 Service Unavailable",
 };
 

@@ -11,6 +11,7 @@ import { stringifyReply } from "./raw-json.js";
 import { errorJson, sendJson } from "./respond.js";
 import { LogThrottle } from "../log-throttle.js";
 import { ReadDeadline, type WaitingRead } from "./read-deadline.js";
+import { CONTENT_LENGTH, TRANSFER_ENCODING, framingRefusal } from "./framing.js";
 
 /** What a handler sees: everything read synchronously from uWS before the first await. */
 export interface ApiRequest {
@@ -114,7 +115,6 @@ function patternRegex(pattern: string): RegExp {
 const X_API_KEY = Buffer.from("x-api-key");
 const IDEMPOTENCY_KEY = Buffer.from("idempotency-key");
 const CONTENT_TYPE = Buffer.from("content-type");
-const CONTENT_LENGTH = Buffer.from("content-length");
 const CONTENT_ENCODING = Buffer.from("content-encoding");
 const JSON_TYPE = /^application\/(?:[a-z0-9.+-]*\+)?json\s*(?:;|$)/i;
 // Bodies are read as UTF-8 (JSON's only interchange encoding, RFC 8259 §8.1): a declared charset
@@ -246,6 +246,17 @@ export class Router {
         } else if (answer.kind === "internal") this.opts.logger.error({ err, path: pattern }, "request failed");
         finish(answer.status, errorJson(answer.message));
       };
+      // The body's framing first (framing.ts): a refused one closes the connection, whose
+      // later bytes cannot be told apart from the body.
+      const contentLength = req.getHeader(CONTENT_LENGTH);
+      const transferEncoding = req.getHeader(TRANSFER_ENCODING);
+      if (contentLength !== "" || transferEncoding !== "") {
+        const refusal = framingRefusal(req, transferEncoding);
+        if (refusal !== null) {
+          finish(refusal.status, refusal.body, true);
+          return;
+        }
+      }
       let request: ApiRequest;
       try {
         const params: string[] = [];
@@ -296,7 +307,7 @@ export class Router {
         return;
       }
       const tooLarge = (close: boolean): void => finish(413, errorJson(`Request body larger than ${maxBodyBytes} bytes`), close);
-      const declared = Number(req.getHeader(CONTENT_LENGTH) || "0");
+      const declared = Number(contentLength || "0");
       if (declared > maxBodyBytes) {
         // Answered before the body: uWS then reads the announced bytes and drops them (never as
         // a request), and the connection goes on; one announcing more than pastDrainLimit allows
@@ -339,6 +350,13 @@ export class Router {
     const stats = this.stats.route("ANY", "unmatched");
     this.app.any("/*", (res, req) => {
       const arrived = performance.now();
+      const transferEncoding = req.getHeader(TRANSFER_ENCODING);
+      const refusal = req.getHeader(CONTENT_LENGTH) !== "" || transferEncoding !== "" ? framingRefusal(req, transferEncoding) : null;
+      if (refusal !== null) {
+        sendJson(res, refusal.status, refusal.body, true);
+        stats.record(refusal.status, performance.now() - arrived);
+        return;
+      }
       const allowed = this.allowedMethods(req.getUrl());
       // A HEAD's answer has no body (RFC 9110 §9.3.2): the status and headers only.
       const head = req.getMethod() === "head";

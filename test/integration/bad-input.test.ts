@@ -792,6 +792,61 @@ describe("transport limits", () => {
   });
 });
 
+describe("ambiguous framing: a request a proxy could read otherwise (HTTP desync)", () => {
+  // Each request carries, as its body or after it, a second request that must never be served:
+  // the refusal closes the connection, so the server answers exactly once.
+  const smuggled = `GET /v1/points/xp HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${"demo-key"}\r\n\r\n`;
+  const eventBody = JSON.stringify({ user: { id: "framed" }, value: 1 });
+  const post = (framing: string) => `POST /v1/metrics/lessons/event HTTP/1.1\r\nHost: x\r\nX-API-KEY: demo-key\r\nContent-Type: application/json\r\n${framing}\r\n`;
+  const chunk = (text: string) => `${text.length.toString(16)}\r\n${text}\r\n0\r\n\r\n`;
+
+  async function refusedOnce(request: string, status: number, message: string): Promise<void> {
+    const before = await dumpTenant(t.redis, tenantId);
+    const reply = await exchange(t.url, request, { halfClose: true });
+    expect(reply.match(/HTTP\/1\.1 \d{3} /g), reply).toEqual([`HTTP/1.1 ${status} `]);
+    expect(reply).toMatch(/\r\nConnection: close\r\n/i);
+    // The body is `{"error": ...}` (padded with spaces past uWS's cork buffer: framing.ts).
+    expect(JSON.parse(reply.slice(reply.indexOf("\r\n\r\n") + 4))).toEqual({ error: message });
+    expect(await dumpTenant(t.redis, tenantId)).toEqual(before);
+  }
+
+  it("refuses a second Content-Length with 400 and closes, whether the two agree or not (uWS frames by the first)", async () => {
+    const message = "Request has more than one Content-Length header";
+    // A proxy framing by the last would pass the smuggled request on as this one's body.
+    await refusedOnce(post(`Content-Length: 0\r\nContent-Length: ${eventBody.length + smuggled.length}\r\n`) + eventBody + smuggled, 400, message);
+    await refusedOnce(post(`Content-Length: ${eventBody.length}\r\nContent-Length: ${eventBody.length}\r\n`) + eventBody + smuggled, 400, message);
+    // A read too (uWS frames a GET's body as well), and a path no route serves (no 404 first).
+    await refusedOnce(`GET /v1/users/seed/points/xp HTTP/1.1\r\nHost: x\r\nX-API-KEY: demo-key\r\nContent-Length: 0\r\nContent-Length: ${smuggled.length}\r\n\r\n` + smuggled, 400, message);
+    await refusedOnce(`POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: ${smuggled.length}\r\n\r\n` + smuggled, 400, message);
+  });
+
+  it("refuses a second Transfer-Encoding, or one not ending with chunked, with 400, chunked under another coding with 501, and closes (uWS reads chunks under any)", async () => {
+    await refusedOnce(post("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n") + chunk(eventBody) + smuggled, 400, "Request has more than one Transfer-Encoding header");
+    for (const coding of ["gzip", "identity", "xchunked", "chunked, gzip"]) {
+      await refusedOnce(post(`Transfer-Encoding: ${coding}\r\n`) + chunk(eventBody) + smuggled, 400, `Transfer-Encoding ${JSON.stringify(coding)} does not end with chunked: the body's end cannot be known`);
+    }
+    await refusedOnce(post("Transfer-Encoding: gzip, chunked\r\n") + chunk(eventBody) + smuggled, 501, 'Transfer-Encoding "gzip, chunked" is not supported: send the body with Content-Length, or chunked alone');
+    await refusedOnce(`GET /v1/users/seed/points/xp HTTP/1.1\r\nHost: x\r\nX-API-KEY: demo-key\r\nTransfer-Encoding: xchunked\r\n\r\n` + chunk("x") + smuggled, 400, `Transfer-Encoding "xchunked" does not end with chunked: the body's end cannot be known`);
+  });
+
+  it("closes a connection sending both Content-Length and Transfer-Encoding unanswered, writing nothing (uWS's own refusal)", async () => {
+    const before = await dumpTenant(t.redis, tenantId);
+    const reply = await exchange(t.url, post(`Transfer-Encoding: chunked\r\nContent-Length: ${eventBody.length}\r\n`) + chunk(eventBody) + smuggled, { halfClose: true });
+    expect(reply).toBe("");
+    expect(await dumpTenant(t.redis, tenantId)).toEqual(before);
+  });
+
+  it("takes one Content-Length or one chunked Transfer-Encoding however it is spelt", async () => {
+    for (const framing of [`Content-Length: ${eventBody.length}\r\n`, "Transfer-Encoding: chunked\r\n", "transfer-encoding: CHUNKED\r\n"]) {
+      const body = framing.startsWith("Content-Length") ? eventBody : chunk(eventBody);
+      // Connection: close, so that the server ends the exchange (a half-close would abort the event's answer).
+      const reply = await exchange(t.url, post(`${framing}Connection: close\r\n`) + body);
+      expect(reply.match(/HTTP\/1\.1 \d{3} /g), framing).toEqual(["HTTP/1.1 201 "]);
+    }
+    expect((await t.call("GET", "/v1/users/framed/points/xp")).body).toMatchObject({ total: 30 });
+  });
+});
+
 describe("what is logged", () => {
   it("logs no client error (4xx): only the service's own faults are logged", async () => {
     const lines: { level: number; msg: string }[] = [];
