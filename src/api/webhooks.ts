@@ -33,11 +33,13 @@ function queueOf(webhooks: Webhooks | null, tenantId: string): DeliveryQueue | n
 
 export function registerWebhookRoutes(router: Router, tenants: Tenants, webhooks: Webhooks | null): void {
   /** GET /admin/v1/webhooks: the endpoints (secrets never shown) and the deliveries per status. */
-  router.add("get", "/admin/v1/webhooks", 0, async (req: ApiRequest): Promise<ApiReply> => {
+  // The two listings answer at once, not through a promise, when the tenant has no delivery
+  // queue: an async answer is taken for Redis's (read-deadline.ts), and one given during a stall
+  // ended the stalled mode, so the reads after it waited the whole bound again.
+  router.add("get", "/admin/v1/webhooks", 0, (req: ApiRequest): ApiReply | Promise<ApiReply> => {
     const { tenant } = tenants.authenticateAdmin(req.apiKey);
     const queue = queueOf(webhooks, tenant.id);
-    const counts = queue ? await queue.counts() : NO_DELIVERIES;
-    return {
+    const reply = (counts: typeof NO_DELIVERIES): ApiReply => ({
       status: 200,
       body: {
         endpoints: tenant.webhooks.map((w) => ({
@@ -50,11 +52,12 @@ export function registerWebhookRoutes(router: Router, tenants: Tenants, webhooks
         })),
         deliveries: counts,
       },
-    };
+    });
+    return queue ? queue.counts().then(reply) : reply(NO_DELIVERIES);
   });
 
   /** GET /admin/v1/webhooks/deliveries?status&endpoint&type&userId&limit&offset: newest first. */
-  router.add("get", "/admin/v1/webhooks/deliveries", 0, async (req: ApiRequest): Promise<ApiReply> => {
+  router.add("get", "/admin/v1/webhooks/deliveries", 0, (req: ApiRequest): ApiReply | Promise<ApiReply> => {
     const { tenant } = tenants.authenticateAdmin(req.apiKey);
     const q = req.query;
     // Optional: absent or empty is no filter (`status=` answered 400 "status is required" until 2026-12-05).
@@ -65,8 +68,7 @@ export function registerWebhookRoutes(router: Router, tenants: Tenants, webhooks
     const offset = intParam(q, "offset", 0, 0, 100_000);
     const queue = queueOf(webhooks, tenant.id);
     if (!queue) return { status: 200, body: { deliveries: [] } };
-    const { deliveries } = await queue.list({ status, endpoint, type, userId: q.get("userId") || undefined, limit, offset });
-    return { status: 200, body: { deliveries } };
+    return queue.list({ status, endpoint, type, userId: q.get("userId") || undefined, limit, offset }).then(({ deliveries }) => ({ status: 200, body: { deliveries } }));
   });
 
   /** GET /admin/v1/webhooks/deliveries/{id}: the delivery, its attempt log and its payload. */

@@ -13,6 +13,10 @@ import { runService, waitFor } from "../helpers/service-process.js";
 import type { ReadDeadline } from "../../src/http/read-deadline.js";
 import { Router } from "../../src/http/router.js";
 import { LaurelError } from "../../src/domain/errors.js";
+import { registerWebhookRoutes } from "../../src/api/webhooks.js";
+import { loadConfigText } from "../../src/config/load.js";
+import { Tenants } from "../../src/tenants.js";
+import { DEMO_YAML } from "../helpers/app.js";
 
 /**
  * LAUREL_READ_TIMEOUT (src/http/read-deadline.ts): a read (GET) Redis keeps waiting is answered
@@ -169,6 +173,8 @@ describe("the read deadline in the router (src/http/router.ts)", () => {
     });
     // A read through a call Redis may refuse (a write, as a read script's may be).
     router.add("get", "/write", 0, async () => ({ status: 200, body: { value: await redis.set("k", "v") } }));
+    // Laurel's webhook listings, for a tenant without a delivery queue (webhooks off): answered without Redis.
+    registerWebhookRoutes(router, await Tenants.create(redis, loadConfigText(DEMO_YAML, "demo.yaml"), Date.now()), null);
     const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) => app.listen("127.0.0.1", 0, (socket) => (socket ? resolve(socket) : reject(new Error("listen failed")))));
     const port = uWS.us_socket_local_port(listenSocket as unknown as uWS.us_socket);
     let stopped = false;
@@ -237,6 +243,21 @@ describe("the read deadline in the router (src/http/router.ts)", () => {
       // E: Redis stopped again; a sweep now leaves E waiting (not stalled, and E is young).
       r.stopRedis();
       expect(await r.youngReadAnsweredBySweep()).toBe(false);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it("a webhook listing of a tenant without a delivery queue, answered without Redis, keeps the stalled mode", async () => {
+    const r = await stalledRouter();
+    try {
+      r.stopRedis();
+      await r.stall();
+      const admin = "demo-admin-key";
+      expect(await r.get("/admin/v1/webhooks", admin)).toMatchObject({ status: 200, body: { endpoints: [], deliveries: { pending: 0, dead: 0 } } });
+      expect(await r.get("/admin/v1/webhooks/deliveries", admin)).toEqual({ status: 200, body: { deliveries: [] } });
+      // Redis is still taken for stalled: the next sweep answers a young read at once.
+      expect(await r.youngReadAnsweredBySweep()).toBe(true);
     } finally {
       await r.close();
     }
