@@ -6,6 +6,7 @@ import { applyAwardIdSlots, CLOSE_TIMEOUT_MS, checkEnvironmentOrExit, dataDirect
 import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
+import { watchRedisTlsFiles } from "./store/redis-tls-reload.js";
 import { createRedisClient, logConnectionErrors } from "./store/redis-client.js";
 import { guardStateSlots } from "./store/slots-guard.js";
 import { sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
@@ -85,6 +86,8 @@ async function main(logger: Logger): Promise<void> {
     warnFsyncNotApplied(logger);
   }
   const redis = logConnectionErrors(createRedisClient(redisUrl, sentinelOptions()), logger);
+  // Renewed TLS files are taken without a restart (store/redis-tls-reload.ts).
+  const tlsWatch = watchRedisTlsFiles(logger);
   await waitForRedisOrExit(redis, logger);
 
   const drainMs = envMilliseconds("LAUREL_DRAIN");
@@ -131,6 +134,7 @@ async function main(logger: Logger): Promise<void> {
     async () => {
       stopping = true;
       slotsGuard.stop();
+      tlsWatch?.stop();
       await app.close();
       await worker?.stop();
       await cleanup();

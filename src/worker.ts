@@ -16,6 +16,7 @@ import { ListenError } from "./http/listen.js";
 import { startWorkerHttp, type WorkerHttp } from "./worker-http.js";
 import { checkFixedSettings } from "./store/fixed-settings.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
+import { watchRedisTlsFiles } from "./store/redis-tls-reload.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
 import { sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
 import { guardStateSlots } from "./store/slots-guard.js";
@@ -52,6 +53,8 @@ async function main(logger: Logger): Promise<void> {
   // A stop signal during the start (waiting for Redis, the webhooks' start) exits at once.
   exitOnSignalsWhileStarting(logger);
   const redis = logConnectionErrors(createRedisClient(url, sentinelOptions()), logger);
+  // Renewed TLS files are taken without a restart (store/redis-tls-reload.ts).
+  const tlsWatch = watchRedisTlsFiles(logger);
   await waitForRedisOrExit(redis, logger);
   // The same refusal as the service's (store/fixed-settings.ts): a worker reading the streams by
   // another shard count would leave shards unread.
@@ -91,6 +94,7 @@ async function main(logger: Logger): Promise<void> {
   stopOnSignals(logger, async () => {
     http?.close();
     slotsGuard.stop();
+    tlsWatch?.stop();
     await worker.stop();
     await webhooks.close();
     await redis.quit().catch(() => undefined);

@@ -10,10 +10,11 @@ import { connect, type ConnectionOptions } from "node:tls";
  *                          yes`, Redis's default); with LAUREL_REDIS_TLS_KEY, its private key
  *   LAUREL_REDIS_TLS_CA    the CA(s) the server's certificate is checked against, instead of
  *                          Node's (NODE_EXTRA_CA_CERTS adds to Node's; this trusts these alone)
- * Checked at start (environmentProblems) and read once per client: a file rotated in place
- * takes a restart, as a changed REDIS_URL does. Also here: how a TLS failure of a connection is
- * told apart (the server's certificate not accepted, the client's refused), which the start and
- * check-config say at once (redis-first-connection.ts).
+ * Checked at start (environmentProblems), read once per process into one options object that
+ * every client shares, and read again when they change (redis-tls-reload.ts): a renewed
+ * certificate is presented from the next connection on, without a restart. Also here: how a TLS
+ * failure of a connection is told apart (the server's certificate not accepted, the client's
+ * refused), which the start and check-config say at once (redis-first-connection.ts).
  */
 const FILES = {
   LAUREL_REDIS_TLS_CERT: "cert",
@@ -21,7 +22,7 @@ const FILES = {
   LAUREL_REDIS_TLS_CA: "ca",
 } as const;
 
-type FileVariable = keyof typeof FILES;
+export type FileVariable = keyof typeof FILES;
 
 const set = (env: NodeJS.ProcessEnv, name: FileVariable): string | undefined => env[name] || undefined;
 
@@ -30,16 +31,35 @@ export function usesTls(env: NodeJS.ProcessEnv = process.env): boolean {
   return Boolean(env.REDIS_URL?.startsWith("rediss://"));
 }
 
-/**
- * The files' contents as Node's TLS options ({ cert, key, ca }, those set), for ioredis' `tls` and
- * `sentinelTLS`; {} when none is set, which leaves ioredis' own TLS (rediss://) as it was.
- */
-export function redisTlsFiles(env: NodeJS.ProcessEnv = process.env): ConnectionOptions {
-  const options: Record<string, Buffer> = {};
+/** The files' paths the process's shared options were read from, and the options (redisTlsFiles). */
+let shared: { paths: string; options: ConnectionOptions } | null = null;
+
+/** The LAUREL_REDIS_TLS_* paths set in `env`, by option (cert, key, ca). */
+export function redisTlsPaths(env: NodeJS.ProcessEnv = process.env): Partial<Record<TlsOption, string>> {
+  const paths: Partial<Record<TlsOption, string>> = {};
   for (const [name, option] of Object.entries(FILES)) {
     const path = set(env, name as FileVariable);
-    if (path !== undefined) options[option] = readFileSync(path);
+    if (path !== undefined) paths[option] = path;
   }
+  return paths;
+}
+
+export type TlsOption = (typeof FILES)[FileVariable];
+
+/**
+ * The files' contents as Node's TLS options ({ cert, key, ca }, those set), for ioredis' `tls` and
+ * `sentinelTLS`; {} when none is set, which leaves ioredis' own TLS (rediss://) as it was. One
+ * object per process for the same paths: every client, its copies (duplicate() and the job
+ * queues' keep the reference) and the sentinels' connections read it at each connection's
+ * handshake, so that the reload (redis-tls-reload.ts) changes it for all of them in place.
+ */
+export function redisTlsFiles(env: NodeJS.ProcessEnv = process.env): ConnectionOptions {
+  const paths = redisTlsPaths(env);
+  const key = JSON.stringify(paths);
+  if (shared?.paths !== key) shared = { paths: key, options: {} };
+  // Read at every client's making, as before the sharing: what the files hold now.
+  const options = shared.options as Record<string, Buffer>;
+  for (const [option, path] of Object.entries(paths)) options[option] = readFileSync(path);
   return options;
 }
 
@@ -62,22 +82,33 @@ export function redisTlsProblems(env: NodeJS.ProcessEnv = process.env): string[]
   const key = set(env, "LAUREL_REDIS_TLS_KEY");
   if (cert !== undefined && key === undefined) problems.push("LAUREL_REDIS_TLS_CERT is set without LAUREL_REDIS_TLS_KEY (the client certificate's private key)");
   if (key !== undefined && cert === undefined) problems.push("LAUREL_REDIS_TLS_KEY is set without LAUREL_REDIS_TLS_CERT (the client certificate)");
-  const certificate = readPem(env, "LAUREL_REDIS_TLS_CERT", problems, (pem) => new X509Certificate(pem));
-  readPem(env, "LAUREL_REDIS_TLS_CA", problems, (pem) => new X509Certificate(pem));
-  const privateKey = readPem(env, "LAUREL_REDIS_TLS_KEY", problems, (pem) => createPrivateKey(pem));
+  problems.push(...pemProblems(env, (name) => readFileSync(set(env, name)!)));
+  return problems;
+}
+
+/**
+ * What is wrong with the set files' contents, as `read` gives them (it may throw: a file that
+ * cannot be read): no PEM of its kind, a key that is not the certificate's. The start's check
+ * (redisTlsProblems) and the reload's (redis-tls-reload.ts), one set of rules.
+ */
+export function pemProblems(env: NodeJS.ProcessEnv, read: (name: FileVariable) => Buffer): string[] {
+  const problems: string[] = [];
+  const certificate = readPem(env, "LAUREL_REDIS_TLS_CERT", problems, read, (pem) => new X509Certificate(pem));
+  readPem(env, "LAUREL_REDIS_TLS_CA", problems, read, (pem) => new X509Certificate(pem));
+  const privateKey = readPem(env, "LAUREL_REDIS_TLS_KEY", problems, read, (pem) => createPrivateKey(pem));
   if (certificate && privateKey && !certificate.checkPrivateKey(privateKey)) {
-    problems.push(`LAUREL_REDIS_TLS_KEY (${key}) is not the private key of the certificate in LAUREL_REDIS_TLS_CERT (${cert})`);
+    problems.push(`LAUREL_REDIS_TLS_KEY (${set(env, "LAUREL_REDIS_TLS_KEY")}) is not the private key of the certificate in LAUREL_REDIS_TLS_CERT (${set(env, "LAUREL_REDIS_TLS_CERT")})`);
   }
   return problems;
 }
 
 /** The file `name` names, parsed by `parse`; undefined, with the problem pushed, when it cannot be read or parsed. */
-function readPem<T>(env: NodeJS.ProcessEnv, name: FileVariable, problems: string[], parse: (pem: Buffer) => T): T | undefined {
+function readPem<T>(env: NodeJS.ProcessEnv, name: FileVariable, problems: string[], read: (name: FileVariable) => Buffer, parse: (pem: Buffer) => T): T | undefined {
   const path = set(env, name);
   if (path === undefined) return undefined;
   let pem: Buffer;
   try {
-    pem = readFileSync(path);
+    pem = read(name);
   } catch (err) {
     problems.push(`${name} names a file that cannot be read: ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
     return undefined;

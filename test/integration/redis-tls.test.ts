@@ -1,11 +1,11 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis, startTestSentinel } from "../helpers/redis-server.js";
-import { runService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
+import { callService, runService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
 import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
 import { OPENSSL_HINT, startTlsRedis, type TlsRedis } from "../helpers/tls-redis.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
@@ -253,6 +253,57 @@ describe("a client certificate the server refuses (tls-auth-clients yes)", () =>
     // The key's contents are nowhere in the output.
     const keyLine = readFileSync(mtls.strangerClient.key, "utf8").split("\n")[1]!;
     expect(service.output()).not.toContain(keyLine);
+  });
+});
+
+describe("a client certificate renewed in place (store/redis-tls-reload.ts)", () => {
+  it("is presented from the next connection on, without a restart; a pair half written is not taken", async () => {
+    const renewing = await startTlsRedis({ authClients: true });
+    // The certificate and key the service reads, in a directory of their own (as a secret volume).
+    const files = join(dir, "renewing");
+    mkdirSync(files);
+    const cert = join(files, "client.pem");
+    const keyFile = join(files, "client.key");
+    copyFileSync(renewing.client.cert, cert);
+    copyFileSync(renewing.client.key, keyFile);
+    // A connection of the test's, opened while the server trusts the first CA: it moves the server to the second.
+    const operator = new Redis({ host: "localhost", port: renewing.port, tls: { ca: readFileSync(renewing.caPath), cert: readFileSync(cert), key: readFileSync(keyFile) }, maxRetriesPerRequest: 0 });
+    try {
+      const port = await portOutsideEphemeralRange();
+      const service = start({
+        REDIS_URL: renewing.url, LAUREL_REDIS_TLS_CA: renewing.caPath, LAUREL_REDIS_TLS_CERT: cert, LAUREL_REDIS_TLS_KEY: keyFile,
+        LAUREL_CONFIG: config, PORT: String(port), LAUREL_WORKER: "off",
+      });
+      await waitFor(() => service.output().includes("laurel listening"), "the service to listen", service.exited, service.output);
+      const lesson = () => callService(port, "POST", "/v1/metrics/lessons/event", { user: { id: "renewed" }, value: 1 });
+      expect((await lesson()).status).toBe(201);
+      // Half a renewal: the new certificate beside the old key. Not taken, said once; the service
+      // reconnects (its connections killed) with the pair it has.
+      copyFileSync(renewing.strangerClient.cert, cert);
+      await waitFor(() => service.output().includes("the Redis TLS files changed but cannot be used"), "the half renewal to be refused", service.exited, service.output);
+      await operator.client("KILL", "TYPE", "normal", "SKIPME", "yes");
+      expect((await lesson()).status).toBe(201);
+      // The whole renewal, then the server trusts the new certificate's CA alone and drops every
+      // connection: the service's reconnects present the new certificate, or Redis is lost.
+      copyFileSync(renewing.strangerClient.key, keyFile);
+      await waitFor(() => service.output().includes("read the renewed Redis TLS files"), "the renewal to be read", service.exited, service.output);
+      // The service's connections (its client, the webhook queues' BullMQ ones): all come back.
+      const connections = async () => ((await operator.client("LIST", "TYPE", "normal")) as string).trim().split("\n").length - 1;
+      const before = await connections();
+      expect(before).toBeGreaterThan(1);
+      await operator.config("SET", "tls-ca-cert-file", join(dirname(renewing.caPath), "stranger-ca.pem"));
+      await operator.client("KILL", "TYPE", "normal", "SKIPME", "yes");
+      expect((await lesson()).body).toMatchObject({ total: 3 });
+      await waitFor(async () => (await connections()) === before, `the service's ${before} connections back`, service.exited, service.output);
+      const lines = service.output().trim().split("\n").map((line) => JSON.parse(line) as { msg: string; subject?: string; problems?: string[] });
+      expect(lines.filter((line) => line.msg.startsWith("the Redis TLS files changed but cannot be used"))).toHaveLength(1);
+      expect(lines.find((line) => line.msg.startsWith("read the renewed Redis TLS files"))!.subject).toBe("CN=laurel-stranger-client");
+      // The key's contents are nowhere in the output.
+      expect(service.output()).not.toContain(readFileSync(keyFile, "utf8").split("\n")[1]!);
+    } finally {
+      operator.disconnect();
+      await renewing.stop();
+    }
   });
 });
 
