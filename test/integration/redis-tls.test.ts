@@ -288,7 +288,7 @@ describe("a client certificate renewed in place (store/redis-tls-reload.ts)", ()
       copyFileSync(renewing.strangerClient.key, keyFile);
       await waitFor(() => service.output().includes("read the renewed Redis TLS files"), "the renewal to be read", service.exited, service.output);
       // The service's connections (its client, the webhook queues' BullMQ ones): all come back.
-      const connections = async () => ((await operator.client("LIST", "TYPE", "normal")) as string).trim().split("\n").length - 1;
+      const connections = async () => ((await operator.call("CLIENT", "LIST", "TYPE", "normal")) as string).trim().split("\n").length - 1;
       const before = await connections();
       expect(before).toBeGreaterThan(1);
       await operator.config("SET", "tls-ca-cert-file", join(dirname(renewing.caPath), "stranger-ca.pem"));
