@@ -3,7 +3,7 @@ import type { Redis } from "ioredis";
 import { isAuthError } from "./redis-client.js";
 import { noPermission } from "./redis-refusals.js";
 import { redisAddress } from "./redis-sentinel.js";
-import { askClientCertificate, clientCertificateRefusal, tlsCertificateProblem } from "./redis-tls.js";
+import { askClientCertificate, clientCertificateRefusal, tlsCertificateProblem, tlsRefusal, type TlsRefusal } from "./redis-tls.js";
 
 /**
  * What a process's first connection to Redis can fail by that waiting does not mend, told apart
@@ -23,7 +23,8 @@ export interface FirstConnectionWatch {
   /**
    * After a command on the client failed with `err` (before its first answer): the refusal it
    * is, or null (not answering, or not yet known). May ask the server once over TLS 1.2
-   * (askClientCertificate), within ASK_CLIENT_CERTIFICATE_MS.
+   * (askClientCertificate), and through sentinels over TLS each sentinel at every call
+   * (tlsRefusal), within ASK_CLIENT_CERTIFICATE_MS.
    */
   refusal(err: unknown): Promise<FirstConnectionRefusal | null>;
   /** Removes the watch's listeners from the client. */
@@ -42,9 +43,8 @@ export function redisSetting(redis: Redis): "REDIS_SENTINELS" | "REDIS_URL" {
  * What to check when Redis did not answer: the setting, and over TLS the suspects a silence
  * hides. A rediss:// URL on a port that speaks plain Redis is no error but a silence (the server
  * waits for the rest of a command that never ends), so the TLS is named. Through sentinels over
- * TLS, a sentinel that refuses the client certificate (or asks for one not given) or whose
- * certificate is not accepted is silent too (ioredis keeps the sentinels' connection errors to
- * itself), so those are named.
+ * TLS, the refusals of some of them (every one refusing stops the start: refusal) hide behind
+ * the others' silence, so those are named.
  */
 export function notAnsweringAdvice(redis: Redis): string {
   const setting = redisSetting(redis);
@@ -129,13 +129,18 @@ export function watchFirstConnection(redis: Redis): FirstConnectionWatch {
         seen.clientRefusal = (await askClientCertificate(seen.handshake.host, seen.handshake.port, tlsOptions, ASK_CLIENT_CERTIFICATE_MS)) ?? seen.clientRefusal;
       }
       const { clientRefusal } = seen;
-      if (clientRefusal !== null) {
-        return {
-          line: tlsOptions.cert
-            ? `Redis at ${address} refused the TLS client certificate in LAUREL_REDIS_TLS_CERT (${clientRefusal}); give one signed by a CA the server trusts (its tls-ca-cert-file), not expired`
-            : `Redis at ${address} requires a TLS client certificate (${clientRefusal}: its tls-auth-clients); set LAUREL_REDIS_TLS_CERT and LAUREL_REDIS_TLS_KEY to a certificate signed by a CA the server trusts (its tls-ca-cert-file) and its key`,
-          err: clientRefusal,
-        };
+      if (clientRefusal !== null) return { line: clientRefusalLine(`Redis at ${address}`, clientRefusal, tlsOptions), err: clientRefusal };
+      // Through sentinels over TLS ioredis keeps their connection errors to itself: each is asked
+      // here as ioredis would connect to it. Only when every one refuses, for the same cause or
+      // not: one that takes the process is asked for the primary as usual.
+      const { sentinels, sentinelTLS } = redis.options;
+      if (sentinels?.length && redis.options.enableTLSForSentinelMode && typeof sentinelTLS === "object") {
+        const refusals = await Promise.all(sentinels.map((s) => tlsRefusal(s.host ?? "localhost", s.port ?? 26379, sentinelTLS, ASK_CLIENT_CERTIFICATE_MS)));
+        if (refusals.every((r) => r !== null)) {
+          const first = sentinels[0]!;
+          const more = sentinels.length > 1 ? ` (and the ${sentinels.length - 1} other${sentinels.length > 2 ? "s" : ""} in REDIS_SENTINELS alike)` : "";
+          return sentinelRefusal(`Sentinel at ${first.host ?? "localhost"}:${first.port ?? 26379}${more}`, refusals[0]!, sentinelTLS);
+        }
       }
       return null;
     },
@@ -145,5 +150,21 @@ export function watchFirstConnection(redis: Redis): FirstConnectionWatch {
       redis.removeListener("close", onClose);
       redis.removeListener("ready", onReady);
     },
+  };
+}
+
+/** The line for a client certificate `server` refused (or required: none given). */
+function clientRefusalLine(server: string, code: string, tls: ConnectionOptions): string {
+  return tls.cert
+    ? `${server} refused the TLS client certificate in LAUREL_REDIS_TLS_CERT (${code}); give one signed by a CA the server trusts (its tls-ca-cert-file), not expired`
+    : `${server} requires a TLS client certificate (${code}: its tls-auth-clients); set LAUREL_REDIS_TLS_CERT and LAUREL_REDIS_TLS_KEY to a certificate signed by a CA the server trusts (its tls-ca-cert-file) and its key`;
+}
+
+/** A sentinel's refusal (tlsRefusal) as the start says it. */
+function sentinelRefusal(sentinel: string, refusal: TlsRefusal, tls: ConnectionOptions): FirstConnectionRefusal {
+  if ("client" in refusal) return { line: clientRefusalLine(sentinel, refusal.client, tls), err: refusal.client };
+  return {
+    line: `${sentinel}: TLS certificate not accepted (${refusal.certificate}); trust the sentinel's CA with LAUREL_REDIS_TLS_CA=<path to the CA's PEM> (or NODE_EXTRA_CA_CERTS), or check the host in REDIS_SENTINELS against the certificate`,
+    err: refusal.certificate,
   };
 }

@@ -1,5 +1,6 @@
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
 import { connect, type ConnectionOptions } from "node:tls";
 
 /**
@@ -188,5 +189,34 @@ export function askClientCertificate(host: string, port: number, tls: Connection
     // certificate_required); asked only after a TLS 1.3 handshake with the same server went
     // through, it is hardly anything else (a server whose TLS 1.2 ciphers share none with Node's).
     socket.once("error", (err: NodeJS.ErrnoException) => done(clientCertificateRefusal(err) ?? (err.code === "ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE" ? err.code : null)));
+  });
+}
+
+/** Why a TLS server refuses this process (tlsRefusal): its certificate not accepted, or the client's refused (or missing). */
+export type TlsRefusal = { certificate: string } | { client: string };
+
+/**
+ * Connects to `host`:`port` over TLS with `tls` as a client of it would, and says why it would
+ * refuse the process: the server's certificate not accepted (tlsCertificateProblem), or after a
+ * handshake that went through, the client certificate refused or required (askClientCertificate,
+ * over TLS 1.2); null when it takes the process, or does not answer within `timeoutMs` (not
+ * reachable is waited for, not refused). For the sentinels, whose connections ioredis keeps to
+ * itself (redis-first-connection.ts).
+ */
+export function tlsRefusal(host: string, port: number, tls: ConnectionOptions, timeoutMs: number): Promise<TlsRefusal | null> {
+  return new Promise((resolve) => {
+    const socket = connect({ ...tls, host, port, ...(isIP(host) ? {} : { servername: host }) });
+    const done = (answer: TlsRefusal | null | Promise<TlsRefusal | null>): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(answer);
+    };
+    const timer = setTimeout(() => done(null), timeoutMs);
+    socket.once("secureConnect", () => done(askClientCertificate(host, port, tls, timeoutMs).then((code) => (code === null ? null : { client: code }))));
+    socket.once("error", (err) => {
+      const problem = tlsCertificateProblem(err);
+      const refused = clientCertificateRefusal(err);
+      done(problem !== null ? { certificate: problem } : refused !== null ? { client: refused } : null);
+    });
   });
 }

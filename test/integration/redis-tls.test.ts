@@ -330,20 +330,62 @@ describe("a TLS Redis that takes the connection but does not answer (paused)", (
   });
 });
 
-describe("a sentinel that asks for a client certificate, none given", () => {
-  it("waits (ioredis keeps the sentinels' errors to itself), then names the client certificate as a suspect", async () => {
+describe("sentinels over TLS that refuse the process", () => {
+  // ioredis keeps the sentinels' connection errors to itself: the start asks each sentinel as
+  // ioredis would connect to it (store/redis-first-connection.ts), and stops at once, as it does
+  // for a data node (LAUREL_REDIS_WAIT, 60 s by default, is not waited).
+  const lastLine = (proc: ServiceProcess): string => (JSON.parse(proc.output().trim().split("\n").at(-1)!) as { msg: string }).msg;
+
+  it("stops the start at once on a sentinel that asks for a client certificate, none given", async () => {
     const sentinel = await startTestSentinel(mtls.port, [], "tlsgroup", { tls: { ...mtls.files, authClients: true } });
     try {
       const service = start({
-        REDIS_URL: "rediss://127.0.0.1:1", REDIS_SENTINELS: `127.0.0.1:${sentinel.port}`, REDIS_SENTINEL_NAME: "tlsgroup", LAUREL_REDIS_TLS_CA: mtls.caPath,
-        LAUREL_REDIS_WAIT: "1", LAUREL_CONFIG: config, PORT: String(await portOutsideEphemeralRange()),
+        REDIS_URL: "rediss://127.0.0.1:1", REDIS_SENTINELS: `127.0.0.1:${sentinel.port}`, REDIS_SENTINEL_NAME: "tlsgroup",
+        LAUREL_REDIS_TLS_CA: mtls.caPath, LAUREL_CONFIG: config, PORT: String(await portOutsideEphemeralRange()),
       });
       expect(await service.exited).toBe(1);
-      expect(JSON.parse(service.output().trim().split("\n").at(-1)!).msg).toBe(
-        `Redis at primary "tlsgroup" via sentinels 127.0.0.1:${sentinel.port} is not reachable (waited 1 s, LAUREL_REDIS_WAIT); check REDIS_SENTINELS (over TLS: a sentinel that refuses the client certificate, LAUREL_REDIS_TLS_CERT, or asks for one, or whose certificate is not accepted, looks the same)`,
+      expect(lastLine(service)).toBe(
+        `Sentinel at 127.0.0.1:${sentinel.port} requires a TLS client certificate (ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE: its tls-auth-clients); set LAUREL_REDIS_TLS_CERT and LAUREL_REDIS_TLS_KEY to a certificate signed by a CA the server trusts (its tls-ca-cert-file) and its key`,
       );
     } finally {
       await sentinel.stop();
+    }
+  });
+
+  it("stops the start at once on a sentinel whose certificate the process does not accept, and names every sentinel", async () => {
+    const sentinels = [await startTestSentinel(mtls.port, [], "tlsgroup", { tls: { ...mtls.files } }), await startTestSentinel(mtls.port, [], "tlsgroup", { tls: { ...mtls.files } })];
+    try {
+      // The client certificate the data node asks for, but no CA: the sentinels' certificates are the private CA's.
+      const service = start({
+        REDIS_URL: "rediss://127.0.0.1:1", REDIS_SENTINELS: sentinels.map((s) => `127.0.0.1:${s.port}`).join(","), REDIS_SENTINEL_NAME: "tlsgroup",
+        LAUREL_REDIS_TLS_CERT: mtls.client.cert, LAUREL_REDIS_TLS_KEY: mtls.client.key, LAUREL_CONFIG: config, PORT: String(await portOutsideEphemeralRange()),
+      });
+      expect(await service.exited).toBe(1);
+      expect(lastLine(service)).toMatch(
+        new RegExp(`^Sentinel at 127\\.0\\.0\\.1:${sentinels[0]!.port} \\(and the 1 other in REDIS_SENTINELS alike\\): TLS certificate not accepted \\((UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT_LOCALLY|SELF_SIGNED_CERT_IN_CHAIN): .+\\); trust the sentinel's CA with LAUREL_REDIS_TLS_CA=<path to the CA's PEM> \\(or NODE_EXTRA_CA_CERTS\\), or check the host in REDIS_SENTINELS against the certificate$`),
+      );
+    } finally {
+      for (const s of sentinels) await s.stop();
+    }
+  });
+
+  it("waits while one sentinel takes the process, then names the sentinels as the suspects", async () => {
+    // One sentinel refuses (it asks for a client certificate), the other takes the process but
+    // names a primary that does not answer (a port nothing listens on).
+    const refusing = await startTestSentinel(mtls.port, [], "tlsgroup", { tls: { ...mtls.files, authClients: true } });
+    const nowhere = await startTestSentinel(1, [], "tlsgroup", { tls: { ...mtls.files } });
+    try {
+      const service = start({
+        REDIS_URL: "rediss://127.0.0.1:1", REDIS_SENTINELS: `127.0.0.1:${refusing.port},127.0.0.1:${nowhere.port}`, REDIS_SENTINEL_NAME: "tlsgroup",
+        LAUREL_REDIS_TLS_CA: mtls.caPath, LAUREL_REDIS_WAIT: "1", LAUREL_CONFIG: config, PORT: String(await portOutsideEphemeralRange()),
+      });
+      expect(await service.exited).toBe(1);
+      expect(lastLine(service)).toBe(
+        `Redis at primary "tlsgroup" via sentinels 127.0.0.1:${refusing.port},127.0.0.1:${nowhere.port} is not reachable (waited 1 s, LAUREL_REDIS_WAIT); check REDIS_SENTINELS (over TLS: a sentinel that refuses the client certificate, LAUREL_REDIS_TLS_CERT, or asks for one, or whose certificate is not accepted, looks the same)`,
+      );
+    } finally {
+      await refusing.stop();
+      await nowhere.stop();
     }
   });
 });
