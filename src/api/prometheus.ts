@@ -13,6 +13,7 @@ import { REDIS_REFUSALS } from "../store/redis-refusals.js";
 import { answeredWithin } from "../deadline.js";
 import { LogThrottle } from "../log-throttle.js";
 import { renderProcessMetrics, watchEventLoopDelay } from "./process-metrics.js";
+import { redisTlsFileEnds } from "../store/redis-tls.js";
 import type { Logger } from "pino";
 
 /** This process in the per-process series, as a label value (no quote, backslash or newline). */
@@ -34,6 +35,7 @@ const PROCESS_LABEL = PROCESS_NAME.replace(/["\\\n]/g, "_");
  * - This process's answers by route: counts by status, and the latency histogram
  *   (src/http/request-stats.ts); and the commands Redis refused it, by cause.
  * - Redis's memory and its maxmemory (INFO memory), read with the lag.
+ * - When the Redis TLS files' certificates end (store/redis-tls.ts), to alert before they do.
  * - This process's CPU, memory, descriptors and event-loop delay (process-metrics.ts).
  */
 type GroupLag = StreamLag & { group: string };
@@ -120,6 +122,15 @@ export function renderMetrics(
     `laurel_award_id_misses_total${own} ${awardIds.misses}`,
   );
   renderRequests(lines, requests);
+  const tlsEnds = redisTlsFileEnds();
+  if (tlsEnds.length > 0) {
+    const name = "laurel_redis_tls_not_after_seconds";
+    lines.push(
+      `# HELP ${name} When the certificate of a LAUREL_REDIS_TLS_* file this process uses for new connections ends (a CA file: its first to end), in seconds since the epoch; a renewal the process did not take shows as the old end.`,
+      `# TYPE ${name} gauge`,
+    );
+    for (const end of tlsEnds) lines.push(`${name}{process="${PROCESS_LABEL}",file="${end.file}"} ${end.notAfterSeconds}`);
+  }
   renderProcessMetrics(lines, `process="${PROCESS_LABEL}"`);
   return `${lines.join("\n")}\n`;
 }

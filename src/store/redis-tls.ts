@@ -64,6 +64,40 @@ export function redisTlsFiles(env: NodeJS.ProcessEnv = process.env): ConnectionO
   return options;
 }
 
+/** A certificate file's end as GET /metrics gives it (laurel_redis_tls_not_after_seconds). */
+export interface TlsFileEnd {
+  file: FileVariable;
+  /** When its certificate ends (a CA file: the first of its certificates to end), in seconds since the epoch. */
+  notAfterSeconds: number;
+}
+
+/**
+ * When the certificates the process presents and trusts now end: the client certificate and the
+ * CA file of the shared options (redisTlsFiles), so the renewed ones once the reload took them
+ * (redis-tls-reload.ts), and the old ones while a renewal is refused. Nothing before a client is
+ * made, nor without the files.
+ */
+export function redisTlsFileEnds(): TlsFileEnd[] {
+  if (shared === null) return [];
+  const { cert, ca } = shared.options as Partial<Record<TlsOption, Buffer>>;
+  const ends: TlsFileEnd[] = [];
+  if (cert) ends.push({ file: "LAUREL_REDIS_TLS_CERT", notAfterSeconds: firstEnd(cert) });
+  if (ca) ends.push({ file: "LAUREL_REDIS_TLS_CA", notAfterSeconds: firstEnd(ca) });
+  return ends.filter((end) => Number.isFinite(end.notAfterSeconds));
+}
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g;
+
+/** The earliest end of the certificates in a PEM file (one, or a CA bundle), in seconds; NaN when it holds none. */
+export function firstEnd(pem: Buffer): number {
+  let earliest = NaN;
+  for (const block of pem.toString("latin1").match(PEM_CERTIFICATE) ?? []) {
+    const end = Date.parse(new X509Certificate(block).validTo) / 1000;
+    if (!(end >= earliest)) earliest = end;
+  }
+  return earliest;
+}
+
 /**
  * What is wrong with the LAUREL_REDIS_TLS_* settings, for environmentProblems' one line: set
  * without TLS to use them on, a certificate without its key (or the other way), a file that

@@ -1,3 +1,5 @@
+import { spawnSync } from "node:child_process";
+import { X509Certificate } from "node:crypto";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -266,6 +268,15 @@ describe("a client certificate renewed in place (store/redis-tls-reload.ts)", ()
     const keyFile = join(files, "client.key");
     copyFileSync(renewing.client.cert, cert);
     copyFileSync(renewing.client.key, keyFile);
+    // The renewal: a certificate from the second CA (the stranger one), ending a day before the first.
+    const caDir = dirname(renewing.caPath);
+    const renewed = { cert: join(files, "renewed.pem"), key: join(files, "renewed.key") };
+    for (const args of [
+      ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", renewed.key, "-out", join(files, "renewed.csr"), "-subj", "/CN=laurel-renewed"],
+      ["x509", "-req", "-in", join(files, "renewed.csr"), "-CA", join(caDir, "stranger-ca.pem"), "-CAkey", join(caDir, "stranger-ca.key"), "-CAcreateserial", "-out", renewed.cert, "-days", "1"],
+    ]) {
+      expect(spawnSync("openssl", args).status).toBe(0);
+    }
     // A connection of the test's, opened while the server trusts the first CA: it moves the server to the second.
     const operator = new Redis({ host: "localhost", port: renewing.port, tls: { ca: readFileSync(renewing.caPath), cert: readFileSync(cert), key: readFileSync(keyFile) }, maxRetriesPerRequest: 0 });
     try {
@@ -277,27 +288,37 @@ describe("a client certificate renewed in place (store/redis-tls-reload.ts)", ()
       await waitFor(() => service.output().includes("laurel listening"), "the service to listen", service.exited, service.output);
       const lesson = () => callService(port, "POST", "/v1/metrics/lessons/event", { user: { id: "renewed" }, value: 1 });
       expect((await lesson()).status).toBe(201);
+      // GET /metrics: when the certificate presented now ends, to alert on before it does.
+      const certificateEnd = async () => {
+        const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+        return Number(/^laurel_redis_tls_not_after_seconds\{process="[^"]*",file="LAUREL_REDIS_TLS_CERT"\} (\S+)$/m.exec(text)?.[1]);
+      };
+      const endOf = (path: string) => Date.parse(new X509Certificate(readFileSync(path)).validTo) / 1000;
+      expect(await certificateEnd()).toBe(endOf(renewing.client.cert));
       // Half a renewal: the new certificate beside the old key. Not taken, said once; the service
       // reconnects (its connections killed) with the pair it has.
-      copyFileSync(renewing.strangerClient.cert, cert);
+      copyFileSync(renewed.cert, cert);
       await waitFor(() => service.output().includes("the Redis TLS files changed but cannot be used"), "the half renewal to be refused", service.exited, service.output);
+      expect(await certificateEnd()).toBe(endOf(renewing.client.cert));
       await operator.client("KILL", "TYPE", "normal", "SKIPME", "yes");
       expect((await lesson()).status).toBe(201);
       // The whole renewal, then the server trusts the new certificate's CA alone and drops every
       // connection: the service's reconnects present the new certificate, or Redis is lost.
-      copyFileSync(renewing.strangerClient.key, keyFile);
+      copyFileSync(renewed.key, keyFile);
       await waitFor(() => service.output().includes("read the renewed Redis TLS files"), "the renewal to be read", service.exited, service.output);
+      expect(endOf(renewing.client.cert) - endOf(renewed.cert)).toBeGreaterThan(86_000);
+      expect(await certificateEnd()).toBe(endOf(renewed.cert));
       // The service's connections (its client, the webhook queues' BullMQ ones): all come back.
       const connections = async () => ((await operator.call("CLIENT", "LIST", "TYPE", "normal")) as string).trim().split("\n").length - 1;
       const before = await connections();
       expect(before).toBeGreaterThan(1);
-      await operator.config("SET", "tls-ca-cert-file", join(dirname(renewing.caPath), "stranger-ca.pem"));
+      await operator.config("SET", "tls-ca-cert-file", join(caDir, "stranger-ca.pem"));
       await operator.client("KILL", "TYPE", "normal", "SKIPME", "yes");
       expect((await lesson()).body).toMatchObject({ total: 3 });
       await waitFor(async () => (await connections()) === before, `the service's ${before} connections back`, service.exited, service.output);
       const lines = service.output().trim().split("\n").map((line) => JSON.parse(line) as { msg: string; subject?: string; problems?: string[] });
       expect(lines.filter((line) => line.msg.startsWith("the Redis TLS files changed but cannot be used"))).toHaveLength(1);
-      expect(lines.find((line) => line.msg.startsWith("read the renewed Redis TLS files"))!.subject).toBe("CN=laurel-stranger-client");
+      expect(lines.find((line) => line.msg.startsWith("read the renewed Redis TLS files"))!.subject).toBe("CN=laurel-renewed");
       // The key's contents are nowhere in the output.
       expect(service.output()).not.toContain(readFileSync(keyFile, "utf8").split("\n")[1]!);
     } finally {

@@ -1,3 +1,5 @@
+import { spawnSync } from "node:child_process";
+import { X509Certificate } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -5,6 +7,7 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkEnvironmentOrExit, environmentProblems, listenPort, workerPort } from "../../src/boot.js";
 import { MAX_AWARD_ID_SLOTS } from "../../src/domain/award-ids.js";
+import { firstEnd } from "../../src/store/redis-tls.js";
 import { makeTlsCertificates, type TlsCertificates } from "../helpers/tls-redis.js";
 
 // boot.ts checkEnvironmentOrExit: the refusals are tested on the built service (startup.test.ts,
@@ -77,6 +80,20 @@ describe("the LAUREL_REDIS_TLS_* files", () => {
 
   const url = "rediss://redis.example:6380";
   const client = (): NodeJS.ProcessEnv => ({ LAUREL_REDIS_TLS_CERT: made.client.cert, LAUREL_REDIS_TLS_KEY: made.client.key });
+
+  it("gives a PEM file's end as its certificate's, a bundle's as its first to end (laurel_redis_tls_not_after_seconds)", () => {
+    // A certificate that ends a day before the CA made above (two days).
+    const made1 = spawnSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", join(dir, "short.key"), "-out", join(dir, "short.pem"), "-days", "1", "-subj", "/CN=short"]);
+    expect(made1.status).toBe(0);
+    const ca = readFileSync(made.caPath);
+    const short = readFileSync(join(dir, "short.pem"));
+    const end = (pem: Buffer) => Date.parse(new X509Certificate(pem).validTo) / 1000;
+    expect(end(ca) - end(short)).toBeGreaterThan(86_000);
+    expect(firstEnd(ca)).toBe(end(ca));
+    expect(firstEnd(Buffer.concat([ca, short]))).toBe(end(short));
+    expect(firstEnd(Buffer.concat([short, ca]))).toBe(end(short));
+    expect(firstEnd(readFileSync(made.client.key))).toBeNaN();
+  });
 
   it("takes a certificate with its key, and a CA, on a rediss:// URL (through sentinels too); empty is unset", () => {
     expect(environmentProblems({ REDIS_URL: url, ...client(), LAUREL_REDIS_TLS_CA: made.caPath })).toEqual([]);
