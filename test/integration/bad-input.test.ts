@@ -847,6 +847,17 @@ describe("ambiguous framing: a request a proxy could read otherwise (HTTP desync
   });
 });
 
+describe("the number of header fields (uWS's limit)", () => {
+  it("answers a request of 48 header fields, and one of 49 not at all (README: what the HTTP layer does)", async () => {
+    // A route that answers at once (the points system), so that the client's half-close after
+    // the request cannot abort an answer that waits for Redis: what does not come is refused.
+    const request = (fields: number) =>
+      `GET /v1/points/xp HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${t.apiKey}\r\n` + Array.from({ length: fields - 2 }, (_, i) => `X-Pad-${i}: v\r\n`).join("") + "\r\n";
+    expect((await exchange(t.url, request(48), { halfClose: true })).match(/HTTP\/1\.1 \d{3} /g)).toEqual(["HTTP/1.1 200 "]);
+    expect(await exchange(t.url, request(49), { halfClose: true })).toBe("");
+  });
+});
+
 describe("what is logged", () => {
   it("logs no client error (4xx): only the service's own faults are logged", async () => {
     const lines: { level: number; msg: string }[] = [];
