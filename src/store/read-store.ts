@@ -7,6 +7,7 @@ import { ReadPlan } from "./read-plan.js";
 import { runScript } from "./redis-script.js";
 import { onEveryShard, readEachShard, shardsInOneCall } from "./cross-shard.js";
 import type { StateSlots } from "./state-slots.js";
+import { ReadsInBatch } from "./write-coalescing.js";
 
 const readUsersScript = loadLua("readUsers-1");
 const histogramScript = loadLua("pointsHistogram-2");
@@ -41,9 +42,12 @@ export interface RankedStreak {
  */
 export class ReadStore {
   readonly keys: TenantKeys;
+  /** The counters' reads, one per set of fields in each unsent batch (ReadsInBatch). */
+  private readonly countersInBatch: ReadsInBatch<readonly number[]>;
 
   constructor(readonly redis: Redis, readonly tenant: CompiledTenant, readonly slots: StateSlots) {
     this.keys = new TenantKeys(tenant.id);
+    this.countersInBatch = new ReadsInBatch(redis);
   }
 
   shard(userId: string): number {
@@ -85,8 +89,16 @@ export class ReadStore {
     return sums;
   }
 
-  /** Shard counters ({t:s}:agg: users, ac:<achievement>) summed over shards: S × HMGET (readEachShard). */
-  async counters(fields: readonly string[]): Promise<number[]> {
+  /**
+   * Shard counters ({t:s}:agg: users, ac:<achievement>) summed over shards: S × HMGET
+   * (readEachShard), sent once for every read that asks for the same fields in one batch
+   * (ReadsInBatch: under load, one for dozens of achievements reads).
+   */
+  counters(fields: readonly string[]): Promise<readonly number[]> {
+    return this.countersInBatch.read(fields.join("\n"), () => this.sumCounters(fields));
+  }
+
+  private async sumCounters(fields: readonly string[]): Promise<number[]> {
     const sums = fields.map(() => 0);
     if (fields.length === 0) return sums;
     const perShard = await readEachShard<(string | null)[]>(this.redis, "hmget", this.aggKeys(), fields);

@@ -1,0 +1,77 @@
+import { inject } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createRedisClient } from "../../src/store/redis-client.js";
+import { readStoreOf, ReadStore } from "../../src/store/read-store.js";
+import type { TenantStore } from "../../src/store/tenant-store.js";
+import { demoConfig, startTestApp, type TestApp } from "../helpers/app.js";
+import { wavesDuring } from "../helpers/waves.js";
+
+/**
+ * src/store/write-coalescing.ts ReadsInBatch: a tenant-wide read asked for by several requests in
+ * one turn of the event loop is sent once, in the batch the write coalescing sends at the turn's
+ * end, and its reply goes to all of them; a read asked for after that batch was written is sent
+ * again. On a real Redis, with the app's own client and stores; the turns are the test's own
+ * (calls made in one synchronous block share a turn), so nothing depends on the box's speed.
+ */
+
+let t: TestApp;
+let store: TenantStore;
+const FIELDS = ["users", "ac:first-lesson", "ac:ten-lessons"];
+
+beforeAll(async () => {
+  t = await startTestApp({ yaml: demoConfig().yaml, jobs: false });
+  store = t.app.tenants.all[0]!.store;
+  expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "a" }, value: 1 })).status).toBe(201);
+});
+afterAll(async () => t.close());
+
+describe("the achievements' counters (ReadStore.counters)", () => {
+  it("are read once for every caller in one turn, for each set of fields, and each gets the sums", async () => {
+    const read = readStoreOf(store);
+    const { result, waves } = await wavesDuring(t.redis, async () => {
+      const first = read.counters(FIELDS);
+      const second = read.counters(FIELDS);
+      const other = read.counters(["users"]);
+      expect(second).toBe(first);
+      expect(other).not.toBe(first);
+      return Promise.all([first, second, other]);
+    });
+    // One wave: 16 HMGETs for the three fields (shared by two callers), 16 for "users" alone.
+    expect(waves).toHaveLength(1);
+    expect(waves[0]!.length).toBe(2 * store.tenant.shards);
+    expect(result).toEqual([[1, 1, 0], [1, 1, 0], [1]]);
+  });
+
+  it("are read again once the batch is written: a later caller sees what was written since", async () => {
+    const read = readStoreOf(store);
+    const before = read.counters(FIELDS);
+    expect(await before).toEqual([1, 1, 0]);
+    // A write acknowledged after that read: a new user completing its first lesson.
+    expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "b" }, value: 1 })).status).toBe(201);
+    const after = read.counters(FIELDS);
+    expect(after).not.toBe(before);
+    expect(await after).toEqual([2, 2, 0]);
+    // And through the route, which shares the same way.
+    const listed = await t.call("GET", "/v1/achievements");
+    const completions = Object.fromEntries(listed.body.map((a: { key: string; completions: number }) => [a.key, a.completions]));
+    expect(completions).toMatchObject({ "first-lesson": 2, "ten-lessons": 0 });
+  });
+
+  it("are not shared on a client that writes each command at once (LAUREL_COALESCE=off): nothing is held unsent", async () => {
+    const uncoalesced = createRedisClient(inject("redisUrl"), {}, { LAUREL_COALESCE: "off" });
+    try {
+      await uncoalesced.ping();
+      const read = new ReadStore(uncoalesced, store.tenant, store.slots);
+      const { result, waves } = await wavesDuring(uncoalesced, async () => {
+        const first = read.counters(FIELDS);
+        const second = read.counters(FIELDS);
+        expect(second).not.toBe(first);
+        return Promise.all([first, second]);
+      });
+      expect(waves.flat()).toHaveLength(2 * store.tenant.shards);
+      expect(result).toEqual([[2, 2, 0], [2, 2, 0]]);
+    } finally {
+      uncoalesced.disconnect();
+    }
+  });
+});
