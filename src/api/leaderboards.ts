@@ -9,6 +9,8 @@ import type { ApiReply, ApiRequest } from "../http/router.js";
 import { openObject, RawJson, renderedOnce } from "../http/raw-json.js";
 import { boardKeys, boardRank, entryInRun, placeOnBoard, rankOf, readBoardUser, topEntries, userEntry } from "../store/leaderboard-store.js";
 import type { TenantStore } from "../store/tenant-store.js";
+import { readAll } from "../store/cross-shard.js";
+import { readsInBatch } from "../store/write-coalescing.js";
 import type { Tenants } from "../tenants.js";
 import { attributeFilterParam, boolParam, intParam, userIdParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
@@ -126,10 +128,12 @@ function selectBreakdown(tenant: CompiledTenant, board: CompiledLeaderboard, que
 }
 
 async function userNames(store: TenantStore, userIds: string[]): Promise<Map<string, string | null>> {
-  const pipeline = store.redis.pipeline();
-  for (const id of userIds) pipeline.hget(store.keys.user(store.shard(id), id), "nm");
-  const results = (await pipeline.exec()) ?? [];
-  return new Map(userIds.map((id, i) => [id, (results[i]?.[1] as string | null) ?? null]));
+  if (userIds.length === 0) return new Map();
+  const keys = userIds.map((id) => store.keys.user(store.shard(id), id));
+  // Plain HGETs in the batch (not a pipeline, which ioredis writes at once), read once for every
+  // request for the same page in it (ReadsInBatch).
+  const names = (await readsInBatch(store.redis).read(`names\n${keys.join("\n")}`, () => readAll<string | null>(store.redis, keys.map((key) => ["hget", key, "nm"])))) as readonly (string | null)[];
+  return new Map(userIds.map((id, i) => [id, names[i] ?? null]));
 }
 
 /** GET /v1/leaderboards?includeFinished: every board with its status. From memory. */

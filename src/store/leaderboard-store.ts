@@ -7,6 +7,7 @@ import { loadLua } from "./lua-loader.js";
 import { runScript } from "./redis-script.js";
 import { countEachShard, readAll, readEachShard, type PlainRead } from "./cross-shard.js";
 import { readUser } from "./user-store.js";
+import { readsInBatch } from "./write-coalescing.js";
 import type { TenantStore } from "./tenant-store.js";
 
 const tiesAheadScript = loadLua("tiesAhead-1");
@@ -60,10 +61,13 @@ async function distinctAbove(store: TenantStore, keys: string[], value: number):
 }
 
 /** Rank number of an entry (value, member) by the board's style; the entry itself need not be stored. */
-export async function rankOf(store: TenantStore, board: CompiledLeaderboard, keys: string[], value: number, member: string): Promise<number> {
-  if (board.ranking === "ordinal") return (await entriesAround(store, keys, value, member, 0, 0)).position;
-  if (board.ranking === "dense") return (await distinctAbove(store, keys, value)) + 1;
-  return (await countAbove(store, keys, value)) + 1;
+export function rankOf(store: TenantStore, board: CompiledLeaderboard, keys: string[], value: number, member: string): Promise<number> {
+  // Read once for every caller of one batch (ReadsInBatch: a page's first rank, asked for by every request for that page).
+  return readsInBatch(store.redis).read(`rank\n${board.ranking}\n${keys.join("\n")}\n${value}\n${member}`, async () => {
+    if (board.ranking === "ordinal") return (await entriesAround(store, keys, value, member, 0, 0)).position;
+    if (board.ranking === "dense") return (await distinctAbove(store, keys, value)) + 1;
+    return (await countAbove(store, keys, value)) + 1;
+  }) as Promise<number>;
 }
 
 /**
@@ -114,11 +118,17 @@ export async function placeOnBoard(
   return place.position > board.maxParticipants ? null : place;
 }
 
-/** The first `count` entries of the board order, merged from every shard. */
-export async function topEntries(store: TenantStore, keys: string[], count: number): Promise<BoardEntry[]> {
-  if (count <= 0) return [];
-  const lists = await readEachShard<string[]>(store.redis, "zrevrange", keys, [0, count - 1, "WITHSCORES"]);
-  return mergeLists(lists).slice(0, count);
+/**
+ * The first `count` entries of the board order, merged from every shard: read once for every
+ * caller of one batch (ReadsInBatch: a page many users look at is 16 ZREVRANGEs, once a turn).
+ * Callers must not change the entries.
+ */
+export function topEntries(store: TenantStore, keys: string[], count: number): Promise<readonly BoardEntry[]> {
+  if (count <= 0) return Promise.resolve([]);
+  return readsInBatch(store.redis).read(`top\n${keys.join("\n")}\n${count}`, async () => {
+    const lists = await readEachShard<string[]>(store.redis, "zrevrange", keys, [0, count - 1, "WITHSCORES"]);
+    return mergeLists(lists).slice(0, count);
+  }) as Promise<readonly BoardEntry[]>;
 }
 
 function mergeLists(lists: string[][]): BoardEntry[] {

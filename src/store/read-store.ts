@@ -7,7 +7,7 @@ import { ReadPlan } from "./read-plan.js";
 import { runScript } from "./redis-script.js";
 import { onEveryShard, readEachShard, shardsInOneCall } from "./cross-shard.js";
 import type { StateSlots } from "./state-slots.js";
-import { ReadsInBatch } from "./write-coalescing.js";
+import { readsInBatch } from "./write-coalescing.js";
 
 const readUsersScript = loadLua("readUsers-1");
 const histogramScript = loadLua("pointsHistogram-2");
@@ -42,12 +42,9 @@ export interface RankedStreak {
  */
 export class ReadStore {
   readonly keys: TenantKeys;
-  /** The counters' reads, one per set of fields in each unsent batch (ReadsInBatch). */
-  private readonly countersInBatch: ReadsInBatch<readonly number[]>;
 
   constructor(readonly redis: Redis, readonly tenant: CompiledTenant, readonly slots: StateSlots) {
     this.keys = new TenantKeys(tenant.id);
-    this.countersInBatch = new ReadsInBatch(redis);
   }
 
   shard(userId: string): number {
@@ -95,7 +92,8 @@ export class ReadStore {
    * (ReadsInBatch: under load, one for dozens of achievements reads).
    */
   counters(fields: readonly string[]): Promise<readonly number[]> {
-    return this.countersInBatch.read(fields.join("\n"), () => this.sumCounters(fields));
+    const key = `counters\n${this.keys.agg(0)}\n${fields.join("\n")}`;
+    return readsInBatch(this.redis).read(key, () => this.sumCounters(fields)) as Promise<readonly number[]>;
   }
 
   private async sumCounters(fields: readonly string[]): Promise<number[]> {

@@ -54,6 +54,19 @@ export function openBatch(redis: Redis): number | null {
  * be (openBatch): it reaches Redis after every one of them arrived. A read started when no batch
  * is open (coalescing off) is not shared. The callers get one promise: they must not change its value.
  */
+/** Per client, the reads shared in its batches (readsInBatch). */
+const sharedReads = new WeakMap<Redis, ReadsInBatch<unknown>>();
+
+/**
+ * The client's ReadsInBatch: one for every reader of the client, whose keys must name the read
+ * whole (its keys, which carry the tenant, and its arguments).
+ */
+export function readsInBatch(redis: Redis): ReadsInBatch<unknown> {
+  let reads = sharedReads.get(redis);
+  if (!reads) sharedReads.set(redis, (reads = new ReadsInBatch(redis)));
+  return reads;
+}
+
 export class ReadsInBatch<T> {
   private batch: number | null = null;
   private readonly reads = new Map<string, Promise<T>>();

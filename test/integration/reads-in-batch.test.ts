@@ -2,6 +2,8 @@ import { inject } from "vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRedisClient } from "../../src/store/redis-client.js";
 import { readStoreOf, ReadStore } from "../../src/store/read-store.js";
+import { boardKeys, rankOf, topEntries } from "../../src/store/leaderboard-store.js";
+import { activeRun } from "../../src/domain/leaderboards.js";
 import type { TenantStore } from "../../src/store/tenant-store.js";
 import { demoConfig, startTestApp, type TestApp } from "../helpers/app.js";
 import { wavesDuring } from "../helpers/waves.js";
@@ -73,5 +75,25 @@ describe("the achievements' counters (ReadStore.counters)", () => {
     } finally {
       uncoalesced.disconnect();
     }
+  });
+});
+
+describe("a board's page (GET /v1/leaderboards/{key})", () => {
+  it("reads its entries, and its first entry's rank, once for every request for that page in one turn", async () => {
+    const board = store.tenant.leaderboards.find((b) => b.key === "xp-all-time")!;
+    const keys = boardKeys(store, board, activeRun(board, Date.now())!, "");
+    const { result, waves } = await wavesDuring(t.redis, async () => {
+      const first = topEntries(store, keys, 10);
+      expect(topEntries(store, keys, 10)).toBe(first);
+      expect(topEntries(store, keys, 5)).not.toBe(first);
+      const entries = await first;
+      const rank = rankOf(store, board, keys, entries[0]!.value, entries[0]!.member);
+      expect(rankOf(store, board, keys, entries[0]!.value, entries[0]!.member)).toBe(rank);
+      return { entries, rank: await rank };
+    });
+    // The pages of 10 and of 5 (a ZREVRANGE a shard each), then the one rank call.
+    expect(waves.map((wave) => wave.length)).toEqual([2 * store.tenant.shards, 1]);
+    expect(result.entries.map((e) => e.value)).toEqual([10, 10]);
+    expect(result.rank).toBe(1);
   });
 });
