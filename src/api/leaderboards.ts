@@ -10,7 +10,7 @@ import { openObject, RawJson, renderedOnce } from "../http/raw-json.js";
 import { boardKeys, boardRank, entryInRun, placeOnBoard, rankOf, readBoardUser, topEntries, userEntry } from "../store/leaderboard-store.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import { readAll } from "../store/cross-shard.js";
-import { readsInBatch } from "../store/write-coalescing.js";
+import { readsInBatch } from "../store/reads-in-batch.js";
 import type { Tenants } from "../tenants.js";
 import { attributeFilterParam, boolParam, intParam, userIdParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
@@ -132,7 +132,7 @@ async function userNames(store: TenantStore, userIds: string[]): Promise<Map<str
   const keys = userIds.map((id) => store.keys.user(store.shard(id), id));
   // Plain HGETs in the batch (not a pipeline, which ioredis writes at once), read once for every
   // request for the same page in it (ReadsInBatch).
-  const names = (await readsInBatch(store.redis).read(`names\n${keys.join("\n")}`, () => readAll<string | null>(store.redis, keys.map((key) => ["hget", key, "nm"])))) as readonly (string | null)[];
+  const names = await readsInBatch(store.redis).read(`names\n${keys.join("\n")}`, () => readAll<string | null>(store.redis, keys.map((key) => ["hget", key, "nm"])));
   return new Map(userIds.map((id, i) => [id, names[i] ?? null]));
 }
 

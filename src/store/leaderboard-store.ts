@@ -7,7 +7,7 @@ import { loadLua } from "./lua-loader.js";
 import { runScript } from "./redis-script.js";
 import { countEachShard, readAll, readEachShard, type PlainRead } from "./cross-shard.js";
 import { readUser } from "./user-store.js";
-import { readsInBatch } from "./write-coalescing.js";
+import { readsInBatch } from "./reads-in-batch.js";
 import type { TenantStore } from "./tenant-store.js";
 
 const tiesAheadScript = loadLua("tiesAhead-1");
@@ -67,7 +67,7 @@ export function rankOf(store: TenantStore, board: CompiledLeaderboard, keys: str
     if (board.ranking === "ordinal") return (await entriesAround(store, keys, value, member, 0, 0)).position;
     if (board.ranking === "dense") return (await distinctAbove(store, keys, value)) + 1;
     return (await countAbove(store, keys, value)) + 1;
-  }) as Promise<number>;
+  });
 }
 
 /**
@@ -128,7 +128,7 @@ export function topEntries(store: TenantStore, keys: string[], count: number): P
   return readsInBatch(store.redis).read(`top\n${keys.join("\n")}\n${count}`, async () => {
     const lists = await readEachShard<string[]>(store.redis, "zrevrange", keys, [0, count - 1, "WITHSCORES"]);
     return mergeLists(lists).slice(0, count);
-  }) as Promise<readonly BoardEntry[]>;
+  });
 }
 
 function mergeLists(lists: string[][]): BoardEntry[] {

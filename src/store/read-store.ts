@@ -7,7 +7,7 @@ import { ReadPlan } from "./read-plan.js";
 import { runScript } from "./redis-script.js";
 import { onEveryShard, readEachShard, shardsInOneCall } from "./cross-shard.js";
 import type { StateSlots } from "./state-slots.js";
-import { readsInBatch } from "./write-coalescing.js";
+import { readsInBatch } from "./reads-in-batch.js";
 
 const readUsersScript = loadLua("readUsers-1");
 const histogramScript = loadLua("pointsHistogram-2");
@@ -93,7 +93,7 @@ export class ReadStore {
    */
   counters(fields: readonly string[]): Promise<readonly number[]> {
     const key = `counters\n${this.keys.agg(0)}\n${fields.join("\n")}`;
-    return readsInBatch(this.redis).read(key, () => this.sumCounters(fields)) as Promise<readonly number[]>;
+    return readsInBatch(this.redis).read(key, () => this.sumCounters(fields));
   }
 
   private async sumCounters(fields: readonly string[]): Promise<number[]> {

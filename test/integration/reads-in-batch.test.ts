@@ -9,7 +9,7 @@ import { demoConfig, startTestApp, type TestApp } from "../helpers/app.js";
 import { wavesDuring } from "../helpers/waves.js";
 
 /**
- * src/store/write-coalescing.ts ReadsInBatch: a tenant-wide read asked for by several requests in
+ * src/store/reads-in-batch.ts: a tenant-wide read asked for by several requests in
  * one turn of the event loop is sent once, in the batch the write coalescing sends at the turn's
  * end, and its reply goes to all of them; a read asked for after that batch was written is sent
  * again. On a real Redis, with the app's own client and stores; the turns are the test's own
