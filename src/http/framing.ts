@@ -2,8 +2,8 @@ import { Buffer } from "node:buffer"; // not the global, an accessor (see store/
 import type { HttpRequest } from "uWebSockets.js";
 
 // Header names as bytes (see router.ts: uWS takes an ArrayBufferView as it is).
-export const CONTENT_LENGTH = Buffer.from("content-length");
-export const TRANSFER_ENCODING = Buffer.from("transfer-encoding");
+const CONTENT_LENGTH = Buffer.from("content-length");
+const TRANSFER_ENCODING = Buffer.from("transfer-encoding");
 
 /** A request whose body's end Laurel and a proxy in front of it could see differently: its answer, after which the connection closes. */
 export interface FramingRefusal {
@@ -31,20 +31,28 @@ const CHUNKED = /^[ \t]*chunked[ \t]*$/i;
 const CHUNKED_LAST = /,[ \t]*chunked[ \t]*$/i;
 
 /**
- * Refuses a request whose framing is ambiguous (RFC 9112 §6.1, §6.3), which uWS itself accepts:
- * it frames a body by the first of several Content-Length fields, and by chunks under any
- * Transfer-Encoding ("gzip", "identity", "xchunked", twice). A proxy in front that reads the
- * fields otherwise (the last Content-Length; no body for a coding it does not know) would pass on
- * what uWS takes for the start of the next request as this one's body, or the reverse: a request
- * smuggled past the proxy's checks (HTTP desync). Node's own HTTP parser refuses the same.
+ * A request's Content-Length as sent ("" without one: the router's body path reads it), and the
+ * refusal of its framing, or null. Refused: framing that is ambiguous (RFC 9112 §6.1, §6.3) and
+ * that uWS itself accepts: it frames a body by the first of several Content-Length fields, and by
+ * chunks under any Transfer-Encoding ("gzip", "identity", "xchunked", twice). A proxy in front
+ * that reads the fields otherwise (the last Content-Length; no body for a coding it does not
+ * know) would pass on what uWS takes for the start of the next request as this one's body, or the
+ * reverse: a request smuggled past the proxy's checks (HTTP desync). Node's own HTTP parser
+ * refuses the same.
  *
- * Called only when the request has a Content-Length or a Transfer-Encoding (the router reads the
- * first of each, which it needs anyway): `req.forEach` costs ~8k instructions an event call (~6%
- * of Node's share, README), a GET without either nothing measurable. uWS closes the connection
- * itself on a Content-Length that is not digits and on both fields together; the handler never
- * sees those.
+ * Two getHeaders for every request, and the header count (`req.forEach`) only for one that has
+ * either header: ~8k instructions an event call (~6% of Node's share, README), nothing measurable
+ * on a GET, which has neither. uWS closes the connection itself on a Content-Length that is not
+ * digits and on both fields together; the router never sees those.
  */
-export function framingRefusal(req: HttpRequest, transferEncoding: string): FramingRefusal | null {
+export function readFraming(req: HttpRequest): { contentLength: string; refusal: FramingRefusal | null } {
+  const contentLength = req.getHeader(CONTENT_LENGTH);
+  const transferEncoding = req.getHeader(TRANSFER_ENCODING);
+  return { contentLength, refusal: contentLength === "" && transferEncoding === "" ? null : framingRefusal(req, transferEncoding) };
+}
+
+/** readFraming's refusal of a request that has a Content-Length or a Transfer-Encoding (`transferEncoding`, its first). */
+function framingRefusal(req: HttpRequest, transferEncoding: string): FramingRefusal | null {
   let lengths = 0;
   let encodings = 0;
   req.forEach((name) => {

@@ -11,7 +11,7 @@ import { stringifyReply } from "./raw-json.js";
 import { errorJson, sendJson } from "./respond.js";
 import { LogThrottle } from "../log-throttle.js";
 import { ReadDeadline, type WaitingRead } from "./read-deadline.js";
-import { CONTENT_LENGTH, TRANSFER_ENCODING, framingRefusal } from "./framing.js";
+import { readFraming } from "./framing.js";
 
 /** What a handler sees: everything read synchronously from uWS before the first await. */
 export interface ApiRequest {
@@ -248,14 +248,10 @@ export class Router {
       };
       // The body's framing first (framing.ts): a refused one closes the connection, whose
       // later bytes cannot be told apart from the body.
-      const contentLength = req.getHeader(CONTENT_LENGTH);
-      const transferEncoding = req.getHeader(TRANSFER_ENCODING);
-      if (contentLength !== "" || transferEncoding !== "") {
-        const refusal = framingRefusal(req, transferEncoding);
-        if (refusal !== null) {
-          finish(refusal.status, refusal.body, true);
-          return;
-        }
+      const { contentLength, refusal } = readFraming(req);
+      if (refusal !== null) {
+        finish(refusal.status, refusal.body, true);
+        return;
       }
       let request: ApiRequest;
       try {
@@ -350,8 +346,7 @@ export class Router {
     const stats = this.stats.route("ANY", "unmatched");
     this.app.any("/*", (res, req) => {
       const arrived = performance.now();
-      const transferEncoding = req.getHeader(TRANSFER_ENCODING);
-      const refusal = req.getHeader(CONTENT_LENGTH) !== "" || transferEncoding !== "" ? framingRefusal(req, transferEncoding) : null;
+      const { refusal } = readFraming(req);
       if (refusal !== null) {
         sendJson(res, refusal.status, refusal.body, true);
         stats.record(refusal.status, performance.now() - arrived);

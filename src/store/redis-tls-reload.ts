@@ -2,7 +2,7 @@ import { X509Certificate } from "node:crypto";
 import { readFileSync, watch, type FSWatcher } from "node:fs";
 import { basename, dirname } from "node:path";
 import type { Logger } from "pino";
-import { pemProblems, redisTlsFiles, redisTlsPaths, usesTls, type FileVariable, type TlsOption } from "./redis-tls.js";
+import { pemProblems, redisTlsFiles, redisTlsPaths, TLS_FILES, usesTls, type FileVariable, type TlsOption } from "./redis-tls.js";
 
 /**
  * Renewed LAUREL_REDIS_TLS_* files taken without a restart. Client certificates are often short
@@ -37,14 +37,14 @@ export function watchRedisTlsFiles(logger: Logger, env: NodeJS.ProcessEnv = proc
   const entries = Object.entries(paths) as [TlsOption, string][];
   if (!usesTls(env) || entries.length === 0) return null;
   const options = redisTlsFiles(env) as Partial<Record<TlsOption, Buffer>>;
-  const variable: Record<TlsOption, FileVariable> = { cert: "LAUREL_REDIS_TLS_CERT", key: "LAUREL_REDIS_TLS_KEY", ca: "LAUREL_REDIS_TLS_CA" };
+  const variable = Object.fromEntries(Object.entries(TLS_FILES).map(([name, option]) => [option, name])) as Record<TlsOption, FileVariable>;
   // The last refused contents' problems, so that a refusal is said once, not at every check.
   let refused: string | null = null;
 
   const check = (): void => {
     const read = new Map<TlsOption, Buffer>();
     const problems = pemProblems(env, (name) => {
-      const option = entries.find(([o]) => variable[o] === name)![0];
+      const option = TLS_FILES[name];
       const pem = readFileSync(paths[option]!);
       read.set(option, pem);
       return pem;

@@ -17,13 +17,14 @@ import { connect, type ConnectionOptions } from "node:tls";
  * failure of a connection is told apart (the server's certificate not accepted, the client's
  * refused), which the start and check-config say at once (redis-first-connection.ts).
  */
-const FILES = {
+/** Each file variable and the Node TLS option its contents go to. */
+export const TLS_FILES = {
   LAUREL_REDIS_TLS_CERT: "cert",
   LAUREL_REDIS_TLS_KEY: "key",
   LAUREL_REDIS_TLS_CA: "ca",
 } as const;
 
-export type FileVariable = keyof typeof FILES;
+export type FileVariable = keyof typeof TLS_FILES;
 
 const set = (env: NodeJS.ProcessEnv, name: FileVariable): string | undefined => env[name] || undefined;
 
@@ -38,14 +39,14 @@ let shared: { paths: string; options: ConnectionOptions } | null = null;
 /** The LAUREL_REDIS_TLS_* paths set in `env`, by option (cert, key, ca). */
 export function redisTlsPaths(env: NodeJS.ProcessEnv = process.env): Partial<Record<TlsOption, string>> {
   const paths: Partial<Record<TlsOption, string>> = {};
-  for (const [name, option] of Object.entries(FILES)) {
+  for (const [name, option] of Object.entries(TLS_FILES)) {
     const path = set(env, name as FileVariable);
     if (path !== undefined) paths[option] = path;
   }
   return paths;
 }
 
-export type TlsOption = (typeof FILES)[FileVariable];
+export type TlsOption = (typeof TLS_FILES)[FileVariable];
 
 /**
  * The files' contents as Node's TLS options ({ cert, key, ca }, those set), for ioredis' `tls` and
@@ -105,7 +106,7 @@ export function firstEnd(pem: Buffer): number {
  * contents are never in a message (nor Node's parse error of it, which could quote it).
  */
 export function redisTlsProblems(env: NodeJS.ProcessEnv = process.env): string[] {
-  const given = (Object.keys(FILES) as FileVariable[]).filter((name) => set(env, name) !== undefined);
+  const given = (Object.keys(TLS_FILES) as FileVariable[]).filter((name) => set(env, name) !== undefined);
   if (given.length === 0) return [];
   const problems: string[] = [];
   // Without rediss:// the files would be read and never used: the operator believes the
