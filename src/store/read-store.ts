@@ -30,6 +30,15 @@ export interface UserFields {
   fields: (string | null)[];
 }
 
+/** The points totals of a system's users (ReadStore.pointsHistogram). */
+export interface PointsHistogram {
+  users: number;
+  withPoints: number;
+  max: number;
+  /** Users per range, in the ranges' order. */
+  counts: number[];
+}
+
 export interface RankedStreak {
   userId: string;
   length: number;
@@ -78,7 +87,12 @@ export class ReadStore {
    * threshold). Counted from the totals, not kept as counters, so a change of the levels in the
    * config is right at once. `thresholds` ascending; L ZCOUNT a shard (lua/countRanges-1.lua), O(log n) each.
    */
-  async usersAtLevels(systemKey: string, thresholds: readonly number[]): Promise<number[]> {
+  usersAtLevels(systemKey: string, thresholds: readonly number[]): Promise<readonly number[]> {
+    // Shared by the level summaries of one batch (ReadsInBatch).
+    return readsInBatch(this.redis).read(`levels\n${this.keys.pointsZset(0, systemKey)}\n${thresholds.join("\n")}`, () => this.countAtLevels(systemKey, thresholds));
+  }
+
+  private async countAtLevels(systemKey: string, thresholds: readonly number[]): Promise<number[]> {
     const ranges = thresholds.flatMap((from, i) => [`(${from}`, i + 1 < thresholds.length ? thresholds[i + 1]! : "+inf"]);
     const perShard = await onEveryShard<number[]>(this.redis, countRangesScript, this.shards().map((s) => [this.keys.pointsZset(s, systemKey)]), ranges);
     const sums = thresholds.map(() => 0);
@@ -108,8 +122,14 @@ export class ReadStore {
    * lua/pointsHistogram-2.lua on every shard, summed: users, users with >= 1 point, the highest
    * total, counts per range; with `filter`, only users whose attributes match every pair.
    */
-  async pointsHistogram(systemKey: string, ranges: readonly [number, number][], filter: ReadonlyMap<string, string> | null = null) {
+  pointsHistogram(systemKey: string, ranges: readonly [number, number][], filter: ReadonlyMap<string, string> | null = null): Promise<Readonly<PointsHistogram>> {
     const pairs = filter === null ? [] : [...filter].flat();
+    // Shared by the points summaries of one batch (ReadsInBatch), keyed by the system, the filter and the ranges.
+    const key = `histogram\n${this.keys.pointsZset(0, systemKey)}\n${pairs.join("\n")}\n\n${ranges.flat().join("\n")}`;
+    return readsInBatch(this.redis).read(key, () => this.countHistogram(systemKey, ranges, pairs));
+  }
+
+  private async countHistogram(systemKey: string, ranges: readonly [number, number][], pairs: readonly string[]): Promise<PointsHistogram> {
     const perShard = await onEveryShard<number[]>(this.redis, histogramScript, this.shards().map((s) => [this.keys.agg(s), this.keys.pointsZset(s, systemKey)]), [
       systemKey,
       pairs.length / 2,

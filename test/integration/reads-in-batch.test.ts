@@ -97,3 +97,22 @@ describe("a board's page (GET /v1/leaderboards/{key})", () => {
     expect(result.rank).toBe(1);
   });
 });
+
+describe("the points and level summaries", () => {
+  it("read once for every caller in one turn with the same system, filter and ranges", async () => {
+    const read = readStoreOf(store);
+    const { result, waves } = await wavesDuring(t.redis, async () => {
+      const levels = read.usersAtLevels("xp", [50, 200, 1000]);
+      expect(read.usersAtLevels("xp", [50, 200, 1000])).toBe(levels);
+      const histogram = read.pointsHistogram("xp", [[1, 10]]);
+      expect(read.pointsHistogram("xp", [[1, 10]])).toBe(histogram);
+      expect(read.pointsHistogram("xp", [[1, 20]])).not.toBe(histogram);
+      return { levels: await levels, histogram: await histogram };
+    });
+    // One call over every shard each: the levels, and the two histograms.
+    expect(waves.map((wave) => wave.length)).toEqual([3]);
+    // Users a and b, 10 points each: none above bronze (50).
+    expect(result.levels).toEqual([0, 0, 0]);
+    expect(result.histogram).toMatchObject({ withPoints: 2, max: 10, counts: [2] });
+  });
+});
