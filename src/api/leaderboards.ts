@@ -7,10 +7,8 @@ import type { BoardChange } from "../domain/outcome.js";
 import { formatDay, parseDay } from "../domain/periods.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import { openObject, RawJson, renderedOnce } from "../http/raw-json.js";
-import { boardKeys, boardRank, entryInRun, placeOnBoard, rankOf, readBoardUser, topEntries, userEntry } from "../store/leaderboard-store.js";
+import { boardKeys, boardRank, entryInRun, placeOnBoard, rankOf, readBoardUser, topEntries, userEntry, userNames } from "../store/leaderboard-store.js";
 import type { TenantStore } from "../store/tenant-store.js";
-import { readAll } from "../store/cross-shard.js";
-import { readsInBatch } from "../store/reads-in-batch.js";
 import type { Tenants } from "../tenants.js";
 import { attributeFilterParam, boolParam, intParam, userIdParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
@@ -125,15 +123,6 @@ function selectBreakdown(tenant: CompiledTenant, board: CompiledLeaderboard, que
   // well-formed filter of the group, where the same query on any other read is refused.
   attributeFilterParam(query, "userAttributes", tenant.userAttributes);
   return group ?? fail("OUT_OF_RANGE", `userAttributes must name ${board.breakdownAttribute}`);
-}
-
-async function userNames(store: TenantStore, userIds: string[]): Promise<Map<string, string | null>> {
-  if (userIds.length === 0) return new Map();
-  const keys = userIds.map((id) => store.keys.user(store.shard(id), id));
-  // Plain HGETs in the batch (not a pipeline, which ioredis writes at once), read once for every
-  // request for the same page in it (ReadsInBatch).
-  const names = await readsInBatch(store.redis).read(`names\n${keys.join("\n")}`, () => readAll<string | null>(store.redis, keys.map((key) => ["hget", key, "nm"])));
-  return new Map(userIds.map((id, i) => [id, names[i] ?? null]));
 }
 
 /** GET /v1/leaderboards?includeFinished: every board with its status. From memory. */

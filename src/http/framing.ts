@@ -2,7 +2,7 @@ import { Buffer } from "node:buffer"; // not the global, an accessor (see store/
 import type { HttpRequest } from "uWebSockets.js";
 
 // Header names as bytes (see router.ts: uWS takes an ArrayBufferView as it is).
-const CONTENT_LENGTH = Buffer.from("content-length");
+export const CONTENT_LENGTH = Buffer.from("content-length");
 const TRANSFER_ENCODING = Buffer.from("transfer-encoding");
 
 /** A request whose body's end Laurel and a proxy in front of it could see differently: its answer, after which the connection closes. */
@@ -31,8 +31,8 @@ const CHUNKED = /^[ \t]*chunked[ \t]*$/i;
 const CHUNKED_LAST = /,[ \t]*chunked[ \t]*$/i;
 
 /**
- * A request's Content-Length as sent ("" without one: the router's body path reads it), and the
- * refusal of its framing, or null. Refused: framing that is ambiguous (RFC 9112 §6.1, §6.3) and
+ * The refusal of a request's framing, or null; `contentLength` is its Content-Length header ("" for
+ * none). Refused: framing that is ambiguous (RFC 9112 §6.1, §6.3) and
  * that uWS itself accepts: it frames a body by the first of several Content-Length fields, and by
  * chunks under any Transfer-Encoding ("gzip", "identity", "xchunked", twice). A proxy in front
  * that reads the fields otherwise (the last Content-Length; no body for a coding it does not
@@ -40,19 +40,19 @@ const CHUNKED_LAST = /,[ \t]*chunked[ \t]*$/i;
  * reverse: a request smuggled past the proxy's checks (HTTP desync). Node's own HTTP parser
  * refuses the same.
  *
- * Two getHeaders for every request, and the header count (`req.forEach`) only for one that has
- * either header: ~8k instructions an event call (~6% of Node's share, README), nothing measurable
- * on a GET, which has neither. uWS closes the connection itself on a Content-Length that is not
- * digits and on both fields together; the router never sees those.
+ * Two getHeaders for every request (the router passes the Content-Length it reads anyway), and
+ * the header count (`req.forEach`) only for one that has either header: ~8k instructions an event
+ * call (~6% of Node's share, README), nothing measurable on a GET, which has neither; no object
+ * made on the way. uWS closes the connection itself on a Content-Length that is not digits and
+ * on both fields together; the router never sees those.
  */
-export function readFraming(req: HttpRequest): { contentLength: string; refusal: FramingRefusal | null } {
-  const contentLength = req.getHeader(CONTENT_LENGTH);
+export function framingRefusal(req: HttpRequest, contentLength: string): FramingRefusal | null {
   const transferEncoding = req.getHeader(TRANSFER_ENCODING);
-  return { contentLength, refusal: contentLength === "" && transferEncoding === "" ? null : framingRefusal(req, transferEncoding) };
+  return contentLength === "" && transferEncoding === "" ? null : countedRefusal(req, transferEncoding);
 }
 
-/** readFraming's refusal of a request that has a Content-Length or a Transfer-Encoding (`transferEncoding`, its first). */
-function framingRefusal(req: HttpRequest, transferEncoding: string): FramingRefusal | null {
+/** The refusal of a request that has a Content-Length or a Transfer-Encoding (`transferEncoding`, its first). */
+function countedRefusal(req: HttpRequest, transferEncoding: string): FramingRefusal | null {
   let lengths = 0;
   let encodings = 0;
   req.forEach((name) => {

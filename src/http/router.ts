@@ -11,7 +11,7 @@ import { stringifyReply } from "./raw-json.js";
 import { errorJson, sendJson } from "./respond.js";
 import { LogThrottle } from "../log-throttle.js";
 import { ReadDeadline, type WaitingRead } from "./read-deadline.js";
-import { readFraming } from "./framing.js";
+import { CONTENT_LENGTH, framingRefusal } from "./framing.js";
 
 /** What a handler sees: everything read synchronously from uWS before the first await. */
 export interface ApiRequest {
@@ -248,7 +248,8 @@ export class Router {
       };
       // The body's framing first (framing.ts): a refused one closes the connection, whose
       // later bytes cannot be told apart from the body.
-      const { contentLength, refusal } = readFraming(req);
+      const contentLength = req.getHeader(CONTENT_LENGTH);
+      const refusal = framingRefusal(req, contentLength);
       if (refusal !== null) {
         finish(refusal.status, refusal.body, true);
         return;
@@ -346,7 +347,7 @@ export class Router {
     const stats = this.stats.route("ANY", "unmatched");
     this.app.any("/*", (res, req) => {
       const arrived = performance.now();
-      const { refusal } = readFraming(req);
+      const refusal = framingRefusal(req, req.getHeader(CONTENT_LENGTH));
       if (refusal !== null) {
         sendJson(res, refusal.status, refusal.body, true);
         stats.record(refusal.status, performance.now() - arrived);

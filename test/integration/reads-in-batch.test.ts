@@ -2,7 +2,7 @@ import { inject } from "vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRedisClient } from "../../src/store/redis-client.js";
 import { readStoreOf, ReadStore } from "../../src/store/read-store.js";
-import { boardKeys, rankOf, topEntries } from "../../src/store/leaderboard-store.js";
+import { boardKeys, rankOf, topEntries, userNames } from "../../src/store/leaderboard-store.js";
 import { activeRun } from "../../src/domain/leaderboards.js";
 import type { TenantStore } from "../../src/store/tenant-store.js";
 import { demoConfig, startTestApp, type TestApp } from "../helpers/app.js";
@@ -95,6 +95,18 @@ describe("a board's page (GET /v1/leaderboards/{key})", () => {
     expect(waves.map((wave) => wave.length)).toEqual([2 * store.tenant.shards, 1]);
     expect(result.entries.map((e) => e.value)).toEqual([10, 10]);
     expect(result.rank).toBe(1);
+  });
+
+  it("reads its users' names once for every request for that page in one turn (the webhook payload's top 10 too)", async () => {
+    expect((await t.call("POST", "/v1/users", { id: "named", name: "Named One" })).status).toBe(201);
+    const { result, waves } = await wavesDuring(t.redis, async () => {
+      const first = userNames(store, ["a", "named"]);
+      const second = userNames(store, ["a", "named"]);
+      return Promise.all([first, second]);
+    });
+    // Two HGETs in all, not four: the second caller had the first's.
+    expect(waves).toEqual([["hget", "hget"]]);
+    for (const names of result) expect([...names]).toEqual([["a", null], ["named", "Named One"]]);
   });
 });
 

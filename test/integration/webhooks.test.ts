@@ -328,8 +328,10 @@ describe("time-driven events fire when the service clock passes their instant, w
       timestamp: "2026-06-08T00:00:00.000Z",
       leaderboard: { key: "weekly-xp", status: "finished", run: "2026-06-01", rankings: expect.any(Array) },
     });
-    const rankings = finished!.body.leaderboard.rankings as { userId: string; rank: number; value: number }[];
+    const rankings = finished!.body.leaderboard.rankings as { userId: string; userName: string | null; rank: number; value: number }[];
     expect(rankings.map((r) => r.userId)).toEqual(expect.arrayContaining(["ada", "tim"]));
+    // Each with the user's name, read for the payload (null for a user without one).
+    expect(rankings.find((r) => r.userId === "ada")!.userName).toBe("Ada");
     expect(rankings[0]!.rank).toBe(1);
     expect(started!.body).toMatchObject({ timestamp: "2026-06-08T00:00:00.000Z", leaderboard: { key: "weekly-xp", status: "active", run: "2026-06-08", rankings: [] } });
   });

@@ -10,7 +10,7 @@ import { parseAwardRecord } from "../../domain/outcome.js";
 import { localDayIndex, periodOfDay } from "../../domain/periods.js";
 import { viewStreak } from "../../domain/streak.js";
 import type { StreamRecord } from "../../domain/stream-record.js";
-import { boardEntryKeys, boardEntryOf, boardKeys, boardRank, topEntries } from "../../store/leaderboard-store.js";
+import { boardEntryKeys, boardEntryOf, boardKeys, boardRank, topEntries, userNames } from "../../store/leaderboard-store.js";
 import type { TenantStore } from "../../store/tenant-store.js";
 import { STREAK_START_DAY } from "../../store/state-slots.js";
 import { readUser } from "../../store/user-store.js";
@@ -221,9 +221,7 @@ export async function runPayloadJson(ctx: PayloadContext, board: CompiledLeaderb
   if (status === "active" || board.breakdownAttribute !== null) return { ...head, rankings: [] };
   const entries = await topEntries(ctx.store, boardKeys(ctx.store, board, run, ""), Math.min(10, board.maxParticipants));
   const users = entries.map((e) => memberUser(e.member));
-  const pipeline = ctx.store.redis.pipeline();
-  for (const id of users) pipeline.hget(ctx.store.keys.user(ctx.store.shard(id), id), "nm");
-  const names = ((await pipeline.exec()) ?? []).map(([, name]) => (name as string | null) ?? null);
+  const names = await userNames(ctx.store, users);
   const ranks: number[] = [];
   entries.forEach((e, i) => {
     const same = i > 0 && e.value === entries[i - 1]!.value;
@@ -233,6 +231,6 @@ export async function runPayloadJson(ctx: PayloadContext, board: CompiledLeaderb
   });
   return {
     ...head,
-    rankings: entries.map((e, i) => ({ userId: users[i]!, userName: names[i]!, rank: ranks[i]!, value: boardValue(board, e.value) })),
+    rankings: entries.map((e, i) => ({ userId: users[i]!, userName: names.get(users[i]!) ?? null, rank: ranks[i]!, value: boardValue(board, e.value) })),
   };
 }
