@@ -2,7 +2,7 @@ import type { Clock } from "../clock.js";
 import type { CompiledLeaderboard, CompiledTenant } from "../config/compiled.js";
 import { fromMicro } from "../domain/decimal.js";
 import { fail } from "../domain/errors.js";
-import { activeRun, boardStatus, firstKeptRun, memberUser, runDate, runOfDay, type BoardEntry } from "../domain/leaderboards.js";
+import { activeRun, boardStatus, firstKeptRun, memberUser, pageRankNumbers, runDate, runOfDay, type BoardEntry } from "../domain/leaderboards.js";
 import type { BoardChange } from "../domain/outcome.js";
 import { formatDay, parseDay } from "../domain/periods.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
@@ -212,16 +212,9 @@ export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
 /** Rank numbers for a page in board order starting at ordinal position `start`. */
 async function pageRanks(store: TenantStore, board: CompiledLeaderboard, keys: string[], entries: BoardEntry[], start: number): Promise<number[]> {
   if (entries.length === 0) return [];
-  if (board.ranking === "ordinal") return entries.map((_, i) => start + i + 1);
-  // The first entry's rank needs the board; each later entry either shares the previous value
-  // (same rank) or starts a new value (competition: its position; dense: one more).
-  const first = await rankOf(store, board, keys, entries[0]!.value, entries[0]!.member);
-  const ranks = [first];
-  for (let i = 1; i < entries.length; i++) {
-    const same = entries[i]!.value === entries[i - 1]!.value;
-    ranks.push(same ? ranks[i - 1]! : board.ranking === "dense" ? ranks[i - 1]! + 1 : start + i + 1);
-  }
-  return ranks;
+  if (board.ranking === "ordinal") return pageRankNumbers("ordinal", entries, start, start + 1);
+  // The first entry's rank needs the board; the later ones follow from it.
+  return pageRankNumbers(board.ranking, entries, start, await rankOf(store, board, keys, entries[0]!.value, entries[0]!.member));
 }
 
 /**

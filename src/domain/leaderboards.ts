@@ -124,6 +124,23 @@ export interface BoardEntry {
   value: number;
 }
 
+/**
+ * Rank numbers of a page of entries in board order whose first entry, at ordinal position `start`
+ * (0-based), ranks `first`: each later entry shares the previous one's rank when their values are
+ * equal, else starts a new one (ordinal and competition: its position; dense: one more). The
+ * page's reads (GET /v1/leaderboards/{key}) and a finished run's webhook payload rank by it.
+ */
+export function pageRankNumbers(ranking: CompiledLeaderboard["ranking"], entries: readonly BoardEntry[], start: number, first: number): number[] {
+  const ranks: number[] = [];
+  for (let i = 0; i < entries.length; i++) {
+    if (i === 0) ranks.push(first);
+    else if (ranking === "ordinal") ranks.push(start + i + 1);
+    else if (entries[i]!.value === entries[i - 1]!.value) ranks.push(ranks[i - 1]!);
+    else ranks.push(ranking === "dense" ? ranks[i - 1]! + 1 : start + i + 1);
+  }
+  return ranks;
+}
+
 /** The board's total order: higher value first, then first to reach it (the member, descending). */
 export function compareEntries(a: BoardEntry, b: BoardEntry): number {
   if (a.value !== b.value) return b.value - a.value;

@@ -333,6 +333,10 @@ describe("time-driven events fire when the service clock passes their instant, w
     // Each with the user's name, read for the payload (null for a user without one).
     expect(rankings.find((r) => r.userId === "ada")!.userName).toBe("Ada");
     expect(rankings[0]!.rank).toBe(1);
+    // The run's top 10 as its page reads them: the same entries, names and rank numbers.
+    const page = await t.call("GET", "/v1/leaderboards/weekly-xp?run=2026-06-01&limit=10");
+    expect(page.status).toBe(200);
+    expect(rankings).toEqual(page.body.rankings);
     expect(started!.body).toMatchObject({ timestamp: "2026-06-08T00:00:00.000Z", leaderboard: { key: "weekly-xp", status: "active", run: "2026-06-08", rankings: [] } });
   });
 });

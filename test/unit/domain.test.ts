@@ -6,7 +6,9 @@ import { LaurelError } from "../../src/domain/errors.js";
 import { stableId, tenantNamespace, uuidV5 } from "../../src/domain/ids.js";
 import { numberIn } from "../../src/domain/outcome.js";
 import { levelIndex } from "../../src/domain/levels.js";
-import { compareCodePoints } from "../../src/domain/leaderboards.js";
+import { boardMember, compareCodePoints, compareEntries, pageRankNumbers } from "../../src/domain/leaderboards.js";
+import { modelRank } from "../../src/domain/model.js";
+import type { CompiledLeaderboard } from "../../src/config/compiled.js";
 import { shardOf } from "../../src/domain/shards.js";
 import { TenantKeys } from "../../src/store/keys.js";
 import { dateToDay, formatDay, localDayIndex, parseDay, periodEndDay, periodOfDay, periodStartDay, periodStartInstant, ZoneNumberCache } from "../../src/domain/periods.js";
@@ -310,6 +312,25 @@ describe("board members' order", () => {
     fc.assert(
       fc.property(text, text, (a, b) => {
         expect(Math.sign(compareCodePoints(a, b))).toBe(Math.sign(Buffer.compare(Buffer.from(a), Buffer.from(b))));
+      }),
+    );
+  });
+});
+
+describe("a page's rank numbers", () => {
+  it("pageRankNumbers, from the page's first rank, gives every entry the rank the model gives it on the whole board, in every style", () => {
+    // Few values, so that pages start and end among equal ones.
+    const users = fc.uniqueArray(fc.record({ user: fc.stringMatching(/^[a-z]{1,3}$/), value: fc.integer({ min: 0, max: 4 }), reachedAt: fc.integer({ min: 0, max: 3 }) }), { selector: (u) => u.user, maxLength: 12 });
+    const style = fc.constantFrom("competition" as const, "dense" as const, "ordinal" as const);
+    fc.assert(
+      fc.property(users, style, fc.nat(12), fc.integer({ min: 1, max: 12 }), (list, ranking, start, limit) => {
+        const board = { ranking } as CompiledLeaderboard;
+        const stored = new Map(list.map((u) => [u.user, { value: u.value, reachedAt: u.reachedAt }]));
+        const entries = list.map((u) => ({ member: boardMember(u.reachedAt, u.user), value: u.value })).sort(compareEntries);
+        const page = entries.slice(start, start + limit);
+        if (page.length === 0) return;
+        const first = modelRank(board, stored, page[0]!.value, page[0]!.member);
+        expect(pageRankNumbers(ranking, page, start, first)).toEqual(page.map((e) => modelRank(board, stored, e.value, e.member)));
       }),
     );
   });

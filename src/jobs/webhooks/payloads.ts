@@ -4,7 +4,7 @@ import { boardJson } from "../../api/leaderboards.js";
 import { userJson } from "../../api/users.js";
 import { achievementJson, awardJson, iso, levelJson, systemHeadJson } from "../../api/wire.js";
 import { fromMicro } from "../../domain/decimal.js";
-import { boardMember, memberUser, runDate, type BoardEntry } from "../../domain/leaderboards.js";
+import { boardMember, memberUser, pageRankNumbers, runDate, type BoardEntry } from "../../domain/leaderboards.js";
 import { levelOf } from "../../domain/levels.js";
 import { parseAwardRecord } from "../../domain/outcome.js";
 import { localDayIndex, periodOfDay } from "../../domain/periods.js";
@@ -222,13 +222,8 @@ export async function runPayloadJson(ctx: PayloadContext, board: CompiledLeaderb
   const entries = await topEntries(ctx.store, boardKeys(ctx.store, board, run, ""), Math.min(10, board.maxParticipants));
   const users = entries.map((e) => memberUser(e.member));
   const names = await userNames(ctx.store, users);
-  const ranks: number[] = [];
-  entries.forEach((e, i) => {
-    const same = i > 0 && e.value === entries[i - 1]!.value;
-    if (board.ranking === "ordinal" || i === 0) ranks.push(i + 1);
-    else if (same) ranks.push(ranks[i - 1]!);
-    else ranks.push(board.ranking === "dense" ? ranks[i - 1]! + 1 : i + 1);
-  });
+  // The top entry ranks 1 in every style.
+  const ranks = pageRankNumbers(board.ranking, entries, 0, 1);
   return {
     ...head,
     rankings: entries.map((e, i) => ({ userId: users[i]!, userName: names.get(users[i]!) ?? null, rank: ranks[i]!, value: boardValue(board, e.value) })),
