@@ -10,7 +10,7 @@ import { JOB_OPTIONS, jobsPrefix, removeStaleScheduler, TenantJobQueue, TenantJo
  * not only at the user's next event. A user who stops coming then leaves the shard's active set
  * ({t:s}:sa) and the streak boards within a tick. Without it their lost streak stayed there until
  * they came back: every rank read and active ranking stepped over all of them, and the rank gave
- * up (null) once a shard held more than 1 000 (lua/streakRank-2.lua). An app whose users churn
+ * up (null) once a shard held more than 1 000 (lua/streakRanks-2.lua). An app whose users churn
  * reaches that in weeks.
  *
  * Settling is what an event would do first (lua/streakAdmin-4.lua "settle": a freeze consumed, or

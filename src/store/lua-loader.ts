@@ -45,7 +45,7 @@ const NO_WRITES_MARK = /^--@no-writes$/m;
  * line, under `--@body`) is the shard's part, which reads its shard's keys as KEYS[1..numKeys]
  * and returns the shard's reply; above it, what every shard shares, run once a call (the
  * arguments read, strings built): run per shard, that cost ~5 µs of a 16-shard read's ~34
- * (lua/streakRank-2.lua).
+ * (the streak rank's script of the forty-sixth stop, bench/README.md).
  */
 const EACH_SHARD_MARK = /^--@each-shard$/m;
 

@@ -7,18 +7,18 @@ import { ReadPlan } from "./read-plan.js";
 import { runScript } from "./redis-script.js";
 import { onEveryShard, readEachShard, shardsInOneCall } from "./cross-shard.js";
 import type { StateSlots } from "./state-slots.js";
-import { readsInBatch } from "./reads-in-batch.js";
+import { gatheredReadsOf, readsInBatch } from "./reads-in-batch.js";
 
 const readUsersScript = loadLua("readUsers-1");
 const histogramScript = loadLua("pointsHistogram-2");
 const streakTopScript = loadLua("streakTop-2");
-const streakRankScript = loadLua("streakRank-2");
+const streakRanksScript = loadLua("streakRanks-2");
 const countRangesScript = loadLua("countRanges-1");
 
 /**
  * Lost streaks awaiting settlement that one shard may hold before a streak read gives up on
  * exactness (rank null, rankings possibly short): the event script settles a user's streak at
- * the user's next event, so these are users who stopped coming back (lua/streakRank-2.lua).
+ * the user's next event, so these are users who stopped coming back (lua/streakRanks-2.lua).
  */
 export const LOST_STREAK_CAP = 1000;
 
@@ -72,6 +72,7 @@ export class ReadStore {
 
   /** Each shard's active streaks ({t:s}:sa) and their deadlines ({t:s}:sd): built once, read by every streak read. */
   private streakKeysByShard: readonly (readonly string[])[] | null = null;
+  private allStreakKeys: readonly string[] | null = null;
   private streakKeys(): readonly (readonly string[])[] {
     return (this.streakKeysByShard ??= this.shards().map((s) => [this.keys.streakActive(s), this.keys.streakDeadline(s)]));
   }
@@ -172,11 +173,25 @@ export class ReadStore {
 
   /**
    * 1 + active streaks longer than `length`, over all shards; null when a shard cannot tell
-   * (LOST_STREAK_CAP): lua/streakRank-2.lua on every shard, one call.
+   * (LOST_STREAK_CAP). The ranks asked for in one batch go out as one call (GatheredReads: under
+   * load a turn holds dozens of streak reads), each distinct length counted once, at the latest
+   * of their instants (every caller's `now` is at or before it, and the call is sent after all of
+   * them asked): lua/streakRanks-2.lua, on every shard in one call (one a shard on a Cluster).
    */
-  async streakRank(length: number, now: number): Promise<number | null> {
-    const counts = await onEveryShard<number>(this.redis, streakRankScript, this.streakKeys(), [now, length, LOST_STREAK_CAP]);
-    return counts.some((n) => n < 0) ? null : counts.reduce((rank, n) => rank + n, 1);
+  streakRank(length: number, now: number): Promise<number | null> {
+    return gatheredReadsOf(this.redis).gather(`streakRank\n${this.keys.prefix(0)}`, { length, now }, (asked) => this.streakRanks(asked));
+  }
+
+  /** streakRank for each of `asked`, in one read. */
+  private async streakRanks(asked: readonly { length: number; now: number }[]): Promise<(number | null)[]> {
+    const lengths = [...new Set(asked.map((a) => a.length))];
+    const now = Math.max(...asked.map((a) => a.now));
+    const args = [now, LOST_STREAK_CAP, ...lengths];
+    const calls = shardsInOneCall(this.redis) ? [(this.allStreakKeys ??= this.streakKeys().flat())] : this.streakKeys();
+    const replies = (await Promise.all(calls.map((keys) => runScript(this.redis, streakRanksScript, keys, args)))) as number[][];
+    if (replies.some((counts) => counts[0]! < 0)) return asked.map(() => null);
+    const rankOfLength = new Map(lengths.map((length, i) => [length, replies.reduce((rank, counts) => rank + counts[i]!, 1)]));
+    return asked.map((a) => rankOfLength.get(a.length)!);
   }
 
   /**

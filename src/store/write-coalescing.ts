@@ -14,26 +14,47 @@ export function coalesceWrites(redis: Redis): void {
   let corked: Socket | null = null;
   // Numbers the batches, so that openBatch can tell this turn's from the next.
   let batch = 0;
+  // What runs just before the batch is written (beforeBatchWrite): its commands join the batch.
+  let beforeWrite: (() => void)[] = [];
   const flush = (): void => {
     const socket = corked;
+    // A callback may schedule another (a read that leads to a second): run until none is left.
+    while (beforeWrite.length > 0) {
+      const callbacks = beforeWrite;
+      beforeWrite = [];
+      for (const callback of callbacks) callback();
+    }
     corked = null;
     socket?.uncork();
   };
-  redis.sendCommand = ((command, stream) => {
+  // Corks the socket for a batch that this turn's check phase writes; false when the client
+  // cannot hold one (not ready, or not connected).
+  const open = (stream: unknown): boolean => {
+    if (corked !== null) return true;
     const socket = redis.stream as Socket | undefined;
-    if (corked === null && stream === undefined && socket !== undefined && redis.status === "ready") {
-      socket.cork();
-      corked = socket;
-      batch++;
-      setImmediate(flush);
-    }
+    if (stream !== undefined || socket === undefined || redis.status !== "ready") return false;
+    socket.cork();
+    corked = socket;
+    batch++;
+    setImmediate(flush);
+    return true;
+  };
+  redis.sendCommand = ((command, stream) => {
+    open(stream);
     return send(command, stream);
   }) as Redis["sendCommand"];
-  openBatches.set(redis, () => (corked === null ? null : batch));
+  openBatches.set(redis, {
+    current: () => (corked === null ? null : batch),
+    beforeWrite: (callback) => {
+      if (!open(undefined)) return false;
+      beforeWrite.push(callback);
+      return true;
+    },
+  });
 }
 
-/** Per coalescing client: the batch it holds unsent, if any (openBatch). */
-const openBatches = new WeakMap<Redis, () => number | null>();
+/** Per coalescing client: the batch it holds unsent, if any (openBatch), and its beforeBatchWrite. */
+const openBatches = new WeakMap<Redis, { current: () => number | null; beforeWrite: (callback: () => void) => boolean }>();
 
 /**
  * The batch of commands `redis` holds unsent (corked until this turn's check phase), as a number
@@ -43,5 +64,16 @@ const openBatches = new WeakMap<Redis, () => number | null>();
  * every write acknowledged before any of them arrived: reads-in-batch.ts shares such a read.
  */
 export function openBatch(redis: Redis): number | null {
-  return openBatches.get(redis)?.() ?? null;
+  return openBatches.get(redis)?.current() ?? null;
+}
+
+/**
+ * Runs `callback` just before `redis`'s batch of this turn is written, opening the batch if none
+ * is open: the commands it sends are written with the batch. A read gathered from the requests of
+ * the turn (reads-in-batch.ts gather) is sent from it, after every one of them asked. The callback
+ * must not throw. False, and nothing scheduled, when the client coalesces no writes or cannot hold
+ * a batch now (not ready): the caller sends at once.
+ */
+export function beforeBatchWrite(redis: Redis, callback: () => void): boolean {
+  return openBatches.get(redis)?.beforeWrite(callback) ?? false;
 }

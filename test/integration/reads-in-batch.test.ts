@@ -128,3 +128,54 @@ describe("the points and level summaries", () => {
     expect(result.histogram).toMatchObject({ withPoints: 2, max: 10, counts: [2] });
   });
 });
+
+describe("a streak's rank (ReadStore.streakRank: GatheredReads)", () => {
+  // Users a and b hold a streak of 1 (their lesson of today, above); "named" holds none.
+  const DAY = 86_400_000;
+
+  it("is read in one call for every caller in one turn, each distinct length counted once", async () => {
+    const read = readStoreOf(store);
+    const now = Date.now();
+    // Each alone: its own batch, its own call.
+    expect([await read.streakRank(0, now), await read.streakRank(1, now)]).toEqual([3, 1]);
+    const { result, waves } = await wavesDuring(t.redis, () => Promise.all([read.streakRank(0, now), read.streakRank(1, now), read.streakRank(0, now)]));
+    expect(waves.map((wave) => wave.length)).toEqual([1]);
+    expect(result).toEqual([3, 1, 3]);
+  });
+
+  it("is read at the latest of its callers' instants", async () => {
+    const read = readStoreOf(store);
+    const now = Date.now();
+    // Three days on, every streak of today is lost: at that instant nobody is ahead.
+    const [early, late] = await Promise.all([read.streakRank(0, now), read.streakRank(0, now + 3 * DAY)]);
+    expect([early, late]).toEqual([1, 1]);
+    expect(await read.streakRank(0, now)).toBe(3);
+  });
+
+  it("is read again once the batch is written: a later caller sees a streak begun since", async () => {
+    const read = readStoreOf(store);
+    const now = Date.now();
+    expect(await read.streakRank(0, now)).toBe(3);
+    expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "c" }, value: 1 })).status).toBe(201);
+    expect(await read.streakRank(0, Date.now())).toBe(4);
+    // And through the route: c's rank among the four streaks of 1 (competition: all first).
+    const streak = await t.call("GET", "/v1/users/c/streak");
+    expect(streak.body).toMatchObject({ length: 1, rank: 1 });
+  });
+
+  it("is not gathered on a client that writes each command at once (LAUREL_COALESCE=off)", async () => {
+    const uncoalesced = createRedisClient(inject("redisUrl"), {}, { LAUREL_COALESCE: "off" });
+    try {
+      await uncoalesced.ping();
+      const read = new ReadStore(uncoalesced, store.tenant, store.slots);
+      const now = Date.now();
+      const { result, waves } = await wavesDuring(uncoalesced, () => Promise.all([read.streakRank(0, now), read.streakRank(1, now)]));
+      // This client has not asked whether Redis is standalone (learnShardsPerCall), so it calls
+      // as on a Cluster node: one call a shard, whose counts are added up here. Each caller its own.
+      expect(waves.flat()).toHaveLength(2 * store.tenant.shards);
+      expect(result).toEqual([4, 1]);
+    } finally {
+      uncoalesced.disconnect();
+    }
+  });
+});

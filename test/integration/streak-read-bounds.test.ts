@@ -6,7 +6,7 @@ import { tenantYaml } from "../helpers/tenant-yaml.js";
 /**
  * The edges of the active-streak reads (GET /v1/streaks/rankings, a user's streak `rank`): a
  * streak is lost at its deadline's very instant ({t:s}:sd, sd <= now: lua/streakTop-2.lua,
- * streakRank-2.lua), and a shard holding more lost streaks awaiting settlement than
+ * streakRanks-2.lua), and a shard holding more lost streaks awaiting settlement than
  * LOST_STREAK_CAP cannot tell a rank (null, README: the streak read). One shard; the other users'
  * streaks are written straight into {t:s}:sa and {t:s}:sd, as the event script keeps them, and no
  * background job settles them.

@@ -1,6 +1,7 @@
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRedisClient } from "../../src/store/redis-client.js";
+import { beforeBatchWrite } from "../../src/store/write-coalescing.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 
 // The process's Redis client corks its socket for one turn of the event loop
@@ -55,10 +56,31 @@ describe("write coalescing", () => {
     redis.disconnect();
   });
 
-  it("LAUREL_COALESCE=off leaves ioredis as it is", async () => {
+  it("runs what waits for the batch (beforeBatchWrite) after the turn's commands and before its write: their commands share it", async () => {
+    const redis = createRedisClient(server.url, {}, {});
+    await redis.ping();
+    const before = await readsProcessed();
+    const late: Promise<unknown>[] = [];
+    // Registered before the turn's commands, run after them: a read sent there sees their writes.
+    expect(beforeBatchWrite(redis, () => late.push(redis.get("coalesce:late")))).toBe(true);
+    const writes = Promise.all(Array.from({ length: 100 }, () => redis.incr("coalesce:late")));
+    // One registered by another at the write runs in the same write too.
+    expect(beforeBatchWrite(redis, () => beforeBatchWrite(redis, () => late.push(redis.incr("coalesce:late"))))).toBe(true);
+    await writes;
+    expect(late).toHaveLength(2);
+    expect(await Promise.all(late)).toEqual(["100", 101]);
+    expect((await readsProcessed()) - before).toBeLessThanOrEqual(5);
+    // A batch opened by beforeBatchWrite alone (no command in the turn) is written too.
+    const alone = await new Promise((resolve) => beforeBatchWrite(redis, () => resolve(redis.get("coalesce:late"))));
+    expect(alone).toBe("101");
+    redis.disconnect();
+  });
+
+  it("LAUREL_COALESCE=off leaves ioredis as it is, with no batch to wait for", async () => {
     const redis = createRedisClient(server.url, {}, { LAUREL_COALESCE: "off" });
     const send = Object.getPrototypeOf(redis).sendCommand;
     expect(redis.sendCommand).toBe(send);
+    expect(beforeBatchWrite(redis, () => expect.unreachable())).toBe(false);
     redis.disconnect();
   });
 });

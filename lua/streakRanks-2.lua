@@ -1,0 +1,52 @@
+--[[
+  For each of several lengths, how many users of the given shards hold an ACTIVE streak longer
+  than it: the `rank` of GET /v1/users/{id}/streak is 1 + that count over every shard. Read-only.
+  One call answers every streak read of a batch (src/store/read-store.ts streakRank gathers
+  their lengths: reads-in-batch.ts gather), so what a shard costs once (its lost streaks) is paid
+  once a batch, and each distinct length costs one ZCOUNT a shard.
+
+  ZCOUNT on {t:s}:sa counts every entry above a length; the lost streaks not yet settled
+  (sd <= now), when there are any, are then taken back out. O(lengths × log n + lost streaks
+  awaiting settlement × lengths); more than `cap` of those on a shard and the reply is the single
+  value -1 (the ranks are then unknown, and reported as null).
+
+  The shards' counts are summed here into one flat array: a nested table a shard (as
+  --@each-shard replies) costs Redis ~5k instructions each to convert. A standalone Redis is
+  given every shard in one call; a Cluster node one shard a call, whose counts Node adds up.
+
+  KEYS     {t:s}:sa, {t:s}:sd of each shard in turn
+  ARGV[1]  now, ms
+  ARGV[2]  cap
+  ARGV[3 ..] the lengths
+
+  Reply {count for ARGV[3], count for ARGV[4], ...} | {-1}
+]]
+--@no-writes
+--@body
+local rcall = redis.call
+local now, cap = ARGV[1], tonumber(ARGV[2])
+local lengths, above, n = {}, {}, #ARGV - 2
+for i = 1, n do
+  lengths[i] = tonumber(ARGV[i + 2])
+  above[i] = 0
+end
+for base = 0, #KEYS - 2, 2 do
+  local active, deadlines = KEYS[base + 1], KEYS[base + 2]
+  for i = 1, n do above[i] = above[i] + rcall('ZCOUNT', active, '(' .. ARGV[i + 2], '+inf') end
+  -- Most shards hold no lost streak awaiting settlement (the expiry sweep settles them within a
+  -- tick: src/jobs/streak-expiry.ts): a count says so for less than the range read.
+  if rcall('ZCOUNT', deadlines, '-inf', now) > 0 then
+    local lost = rcall('ZRANGEBYSCORE', deadlines, '-inf', now, 'LIMIT', 0, cap + 1)
+    if #lost > cap then return { -1 } end
+    local lostLengths = rcall('ZMSCORE', active, unpack(lost))
+    for j = 1, #lost do
+      local held = lostLengths[j] and tonumber(lostLengths[j])
+      if held then
+        for i = 1, n do
+          if held > lengths[i] then above[i] = above[i] - 1 end
+        end
+      end
+    end
+  end
+end
+return above
