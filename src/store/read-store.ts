@@ -147,28 +147,41 @@ export class ReadStore {
     return out;
   }
 
-  /** The `limit` longest active streaks of the tenant; `complete` is false when a shard hit LOST_STREAK_CAP. */
-  async activeStreaks(limit: number, now: number): Promise<{ top: RankedStreak[]; complete: boolean }> {
-    const perShard = await onEveryShard<(string | number)[]>(this.redis, streakTopScript, this.streakKeys(), [
-      now,
-      limit,
-      limit + LOST_STREAK_CAP,
-    ]);
-    const all: RankedStreak[] = [];
-    let complete = true;
-    for (const [done, ...flat] of perShard) {
-      if (done === 0) complete = false;
-      for (let i = 0; i < flat.length; i += 2) all.push({ userId: flat[i] as string, length: flat[i + 1] as number });
-    }
-    return { top: topStreaks(all, limit), complete };
+  /**
+   * The `limit` longest active streaks of the tenant; `complete` is false when a shard hit
+   * LOST_STREAK_CAP. The reads of one batch are one call (GatheredReads): the most any of them asks
+   * for, at the latest of their instants, each given its top (a shard scans more for a larger
+   * limit, so a smaller one's top is as exact as its own read).
+   */
+  activeStreaks(limit: number, now: number): Promise<{ top: RankedStreak[]; complete: boolean }> {
+    return gatheredReadsOf(this.redis).gather(`streakTop\n${this.keys.prefix(0)}`, { limit, now }, async (asked) => {
+      const most = Math.max(...asked.map((a) => a.limit));
+      const perShard = await onEveryShard<(string | number)[]>(this.redis, streakTopScript, this.streakKeys(), [
+        Math.max(...asked.map((a) => a.now)),
+        most,
+        most + LOST_STREAK_CAP,
+      ]);
+      const all: RankedStreak[] = [];
+      let complete = true;
+      for (const [done, ...flat] of perShard) {
+        if (done === 0) complete = false;
+        for (let i = 0; i < flat.length; i += 2) all.push({ userId: flat[i] as string, length: flat[i + 1] as number });
+      }
+      const top = topStreaks(all, most);
+      return asked.map((a) => ({ top: top.slice(0, a.limit), complete }));
+    });
   }
 
-  /** The `limit` longest streaks ever ({t:s}:sb): S × ZREVRANGE (readEachShard). */
-  async longestStreaks(limit: number): Promise<RankedStreak[]> {
-    const perShard = await readEachShard<string[]>(this.redis, "zrevrange", this.shards().map((s) => this.keys.streakBest(s)), [0, limit - 1, "WITHSCORES"]);
-    const all: RankedStreak[] = [];
-    for (const flat of perShard) for (let i = 0; i < flat.length; i += 2) all.push({ userId: flat[i]!, length: Number(flat[i + 1]) });
-    return topStreaks(all, limit);
+  /** The `limit` longest streaks ever ({t:s}:sb): S × ZREVRANGE (readEachShard), the reads of one batch gathered as activeStreaks'. */
+  longestStreaks(limit: number): Promise<RankedStreak[]> {
+    return gatheredReadsOf(this.redis).gather(`streakBest\n${this.keys.prefix(0)}`, limit, async (asked) => {
+      const most = Math.max(...asked);
+      const perShard = await readEachShard<string[]>(this.redis, "zrevrange", this.shards().map((s) => this.keys.streakBest(s)), [0, most - 1, "WITHSCORES"]);
+      const all: RankedStreak[] = [];
+      for (const flat of perShard) for (let i = 0; i < flat.length; i += 2) all.push({ userId: flat[i]!, length: Number(flat[i + 1]) });
+      const top = topStreaks(all, most);
+      return asked.map((a) => top.slice(0, a));
+    });
   }
 
   /**
@@ -197,11 +210,20 @@ export class ReadStore {
   /**
    * State keys and profile fields of several users (lua/readUsers-1.lua): one call for them all
    * on a standalone Redis, one per shard involved on a Cluster node (cross-shard.ts). Unknown
-   * users map to null.
+   * users map to null. The reads of one batch with the same keys and fields are one call for the
+   * users they ask for, each user read once (GatheredReads: the names of a streak ranking's top
+   * 10, the same for every request of a turn).
    */
-  async users(userIds: readonly string[], stateKeys: readonly string[], fields: readonly string[]): Promise<Map<string, UserFields | null>> {
+  users(userIds: readonly string[], stateKeys: readonly string[], fields: readonly string[]): Promise<Map<string, UserFields | null>> {
+    if (userIds.length === 0) return Promise.resolve(new Map());
+    return gatheredReadsOf(this.redis).gather(`users\n${this.keys.prefix(0)}\n${stateKeys.join("\n")}\n\n${fields.join("\n")}`, userIds, async (asked) => {
+      const all = await this.usersInOneRead(asked.length === 1 ? asked[0]! : [...new Set(asked.flat())], stateKeys, fields);
+      return asked.length === 1 ? [all] : asked.map((ids) => new Map(ids.map((id) => [id, all.get(id)!])));
+    });
+  }
+
+  private async usersInOneRead(userIds: readonly string[], stateKeys: readonly string[], fields: readonly string[]): Promise<Map<string, UserFields | null>> {
     const out = new Map<string, UserFields | null>();
-    if (userIds.length === 0) return out;
     const groups = shardsInOneCall(this.redis) ? [[...userIds]] : [...groupByShard(userIds, (id) => this.shard(id)).values()];
     await Promise.all(
       groups.map(async (ids) => {

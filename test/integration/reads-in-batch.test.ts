@@ -179,3 +179,38 @@ describe("a streak's rank (ReadStore.streakRank: GatheredReads)", () => {
     }
   });
 });
+
+describe("the streak rankings and the users they name (GatheredReads)", () => {
+  // Users a, b and c hold a streak of 1 (their lessons of today, above).
+  it("read the active streaks once for every caller in one turn: the most asked for, each caller its own top", async () => {
+    const read = readStoreOf(store);
+    const now = Date.now();
+    const alone = [(await read.activeStreaks(1, now)).top, (await read.activeStreaks(3, now)).top];
+    expect(alone[1]!.map((s) => s.userId)).toEqual(["c", "b", "a"]);
+    const { result, waves } = await wavesDuring(t.redis, () => Promise.all([read.activeStreaks(1, now), read.activeStreaks(3, now)]));
+    expect(waves.map((wave) => wave.length)).toEqual([1]);
+    expect(result.map((r) => r.top)).toEqual(alone);
+  });
+
+  it("read the longest streaks once for every caller in one turn", async () => {
+    const read = readStoreOf(store);
+    const alone = [await read.longestStreaks(2), await read.longestStreaks(3)];
+    const { result, waves } = await wavesDuring(t.redis, () => Promise.all([read.longestStreaks(2), read.longestStreaks(3)]));
+    // A ZREVRANGE a shard, for both callers.
+    expect(waves.map((wave) => wave.length)).toEqual([store.tenant.shards]);
+    expect(result).toEqual(alone);
+    expect(result[1]!.map((s) => s.userId)).toEqual(["c", "b", "a"]);
+  });
+
+  it("read the users asked for in one turn in one call, each once, and give each caller its own", async () => {
+    const read = readStoreOf(store);
+    const { result, waves } = await wavesDuring(t.redis, () => Promise.all([read.users(["a", "named"], [], ["nm"]), read.users(["named", "nobody"], [], ["nm"]), read.users(["a"], [], ["tz"])]));
+    // One call for the names (a, named, nobody: named read once), one for the zones.
+    expect(waves.map((wave) => wave.length)).toEqual([2]);
+    expect(result.map((users) => [...users.entries()])).toEqual([
+      [["a", { state: [], fields: [null] }], ["named", { state: [], fields: ["Named One"] }]],
+      [["named", { state: [], fields: ["Named One"] }], ["nobody", null]],
+      [["a", { state: [], fields: [null] }]],
+    ]);
+  });
+});
