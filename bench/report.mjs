@@ -74,7 +74,7 @@ export function print(config, phases, f) {
   out.push(`  info  read ÷ HGET in ${config.slices} alternated pairs of ${config.slice}-s slices: median ${fmt(f.slicedReadToBaseline, 2)} (${fmt(f.slicedReadRange[0], 2)}-${fmt(f.slicedReadRange[1], 2)}); the phases above are ~25 s apart and this box's speed drifts`);
   out.push(check(`events p99 at c${config.connections}`, `${f.eventsP99} ms`, f.eventsP99 <= TARGETS.p99Ms, `≤ ${TARGETS.p99Ms} ms`));
   out.push(check(`read p99 at c${config.connections}`, `${f.readP99} ms`, f.readP99 <= TARGETS.p99Ms, `≤ ${TARGETS.p99Ms} ms`));
-  out.push(`  info  streak read ÷ HGET baseline ${fmt(f.streakReadToBaseline, 2)}, p99 ${phases.streakRead.p99} ms (the user's script + the rank's, one call over every shard)`);
+  out.push(`  info  streak read ÷ HGET baseline ${fmt(f.streakReadToBaseline, 2)}, p99 ${phases.streakRead.p99} ms (the user's script, then the rank: one call over every shard for all the streak reads of a batch)`);
   out.push(`  info  achievements read ÷ HGET    ${fmt(f.achievementsReadToBaseline, 2)}, p99 ${phases.achievementsRead.p99} ms (1 script + S HMGET per read)`);
   out.push("");
   out.push("CPU µs/req: CPU time of the server process and of redis-server over the phase ÷ requests.");

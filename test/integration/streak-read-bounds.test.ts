@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LOST_STREAK_CAP } from "../../src/store/read-store.js";
+import { LOST_STREAK_CAP, readStoreOf } from "../../src/store/read-store.js";
+import { wavesDuring } from "../helpers/waves.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
 
@@ -64,6 +65,18 @@ describe("active streaks at the edges", () => {
       { userId: "me", name: "Me", streakLength: 5 },
     ]);
     expect((await t.call("GET", "/v1/users/me/streak")).body).toMatchObject({ length: 5, rank: 2 });
+  });
+
+  it("the ranks of several lengths asked in one turn, one call: each lost streak is taken out of every count it is in", async () => {
+    const read = readStoreOf(t.app.tenants.all[0]!.store);
+    // Alive at NOW: me (5), live (8). Lost: edge (10), tied-lost (5), early-* (30).
+    const lengths = [0, 4, 5, 7, 8, 29, 30];
+    const { result, waves } = await wavesDuring(t.redis, () => Promise.all(lengths.map((length) => read.streakRank(length, NOW))));
+    expect(waves.map((wave) => wave.length)).toEqual([1]);
+    expect(result).toEqual([3, 3, 2, 2, 1, 1, 1]);
+    const alone: (number | null)[] = [];
+    for (const length of lengths) alone.push(await read.streakRank(length, NOW));
+    expect(alone).toEqual(result);
   });
 
   it("a shard with more lost streaks awaiting settlement than the cap gives no rank", async () => {
