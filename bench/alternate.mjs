@@ -1,11 +1,12 @@
-// node bench/alternate.mjs <events|read|missing|streak|achievements|board|rankings> <config> <pairs> <A> <B>   (after npm run build)
+// node bench/alternate.mjs <events|read|missing|streak|achievements|board|rankings|user-board> <config> <pairs> <A> <B>   (after npm run build)
 //
 // One phase of bench/run.mjs (or `missing`: metering reads of users that do not exist, each a
 // 404; `streak`: GET /v1/users/{id}/streak, the user's script and the rank over every shard;
 // `achievements`: GET /v1/users/{id}/achievements, the user's script and the counters of every shard;
 // `board`: GET /v1/leaderboards/xp-all-time, the first page of a board every request asks for, with
 // a tenant that has it: config/demo.yaml; `rankings`: GET /v1/streaks/rankings, the top 10 active
-// streaks every request asks for, then their names)
+// streaks every request asks for, then their names; `user-board`: GET /v1/users/{id}/leaderboards/xp-all-time,
+// a user's rank on a board, with config/demo.yaml)
 // for the service under two settings, alternated pair by pair on a
 // fresh redis-server each time, so that this VM's drift (a third between runs) falls on both
 // alike. A and B are environment settings for the service, each "NAME=value[,NAME=value]" or
@@ -28,8 +29,8 @@ import { Children, cpuSeconds, runBench, scratchRedis, serviceNodeArgs } from ".
 import { eventRequests, load, phaseSettings, readRequests, seedUsers, SERVICE_EVENT_PATHS } from "./workload.mjs";
 
 const [phaseName, config, pairsText, ...variants] = process.argv.slice(2);
-if (!["events", "read", "missing", "streak", "achievements", "board", "rankings"].includes(phaseName) || !config || variants.length !== 2) {
-  console.error("usage: node bench/alternate.mjs <events|read|missing|streak|achievements|board|rankings> <config> <pairs> <A> <B>");
+if (!["events", "read", "missing", "streak", "achievements", "board", "rankings", "user-board"].includes(phaseName) || !config || variants.length !== 2) {
+  console.error("usage: node bench/alternate.mjs <events|read|missing|streak|achievements|board|rankings|user-board> <config> <pairs> <A> <B>");
   process.exit(2);
 }
 const settings = phaseSettings(20_000);
@@ -83,7 +84,9 @@ async function run(label, { env, nice, entry, processes }) {
           ? readRequests(settings.users, () => "/v1/leaderboards/xp-all-time")
           : phaseName === "rankings"
             ? readRequests(settings.users, () => "/v1/streaks/rankings")
-            : readRequests(settings.users, (id) => `/v1/users/${id}${phaseName === "missing" ? "-absent" : ""}/points/energy?awards=10`);
+            : phaseName === "user-board"
+              ? readRequests(settings.users, (id) => `/v1/users/${id}/leaderboards/xp-all-time`)
+              : readRequests(settings.users, (id) => `/v1/users/${id}${phaseName === "missing" ? "-absent" : ""}/points/energy?awards=10`);
   await load(url, requests, { connections: settings.connections, duration: settings.warmup });
   await redis.config("RESETSTAT");
   const readsBefore = readsProcessed(await redis.info("stats"));

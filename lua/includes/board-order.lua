@@ -43,15 +43,20 @@ local function leadingAfter(list, member)
   return lo - 1
 end
 
--- Equal values read at once; beyond that many, positions are bisected through Redis first.
-local TIE_PAGE = 64
+-- Equal values read at once; beyond that many, positions are bisected through Redis first,
+-- until TIE_WINDOW candidates are left, read at once. A member read costs a Lua string (~1.5k
+-- instructions); a bisection step a ZREVRANGE of one entry (O(log n), ~4k): past a few, a step
+-- halves more strings than it costs. 64 and 64 before: a value shared by thousands (a new board)
+-- read 128 members a shard where 16 + 8 and a few more steps do.
+local TIE_PAGE = 16
+local TIE_WINDOW = 8
 
 -- How many entries of `key` with exactly `value` (a score as text) rank ahead of `member`: those
 -- with a greater member. `above` is the count of entries strictly above the value. Most values
 -- are shared by few entries: one read of them (greatest member first), bisected here. Beyond
 -- TIE_PAGE the last tie is looked at first (a member that reached the value last, every event's
--- own, has them all ahead), then positions are bisected by ZREVRANGE of one entry until TIE_PAGE
--- candidates are left, read at once: O(log n × log(ties / TIE_PAGE) + TIE_PAGE).
+-- own, has them all ahead), then positions are bisected by ZREVRANGE of one entry until TIE_WINDOW
+-- candidates are left, read at once: O(log n × log(ties / TIE_WINDOW) + TIE_PAGE + TIE_WINDOW).
 local function tiesAhead(key, above, value, member)
   local call = redis.call
   local page = call('ZREVRANGEBYSCORE', key, value, value, 'LIMIT', 0, TIE_PAGE)
@@ -61,7 +66,7 @@ local function tiesAhead(key, above, value, member)
   if ties == TIE_PAGE or memberAfter(call('ZREVRANGE', key, last, last)[1], member) then return ties end
   -- Ties are numbered 0.. in board order; the first one not ahead is in [lo, hi], and hi is not.
   local lo, hi = TIE_PAGE, ties - 1
-  while hi - lo > TIE_PAGE do
+  while hi - lo > TIE_WINDOW do
     local mid = lo + (hi - lo - (hi - lo) % 2) / 2
     if memberAfter(call('ZREVRANGE', key, above + mid, above + mid)[1], member) then lo = mid + 1 else hi = mid end
   end

@@ -1,16 +1,16 @@
 import type { Redis } from "ioredis";
 import type { CompiledLeaderboard, CompiledTenant } from "../config/compiled.js";
-import { boardMember, compareCodePoints, compareEntries, firstRunAfter, type BoardEntry } from "../domain/leaderboards.js";
+import { boardMember, compareEntries, firstRunAfter, type BoardEntry } from "../domain/leaderboards.js";
 import { TenantKeys } from "./keys.js";
 import { boardStateNames, userAttributeField } from "./fields.js";
 import { loadLua } from "./lua-loader.js";
 import { runScript } from "./redis-script.js";
-import { countEachShard, readAll, readEachShard, type PlainRead } from "./cross-shard.js";
+import { countEachShard, readAll, readEachShard, shardsInOneCall, type PlainRead } from "./cross-shard.js";
 import { readUser } from "./user-store.js";
 import { readsInBatch } from "./reads-in-batch.js";
 import type { TenantStore } from "./tenant-store.js";
 
-const tiesAheadScript = loadLua("tiesAhead-1");
+const boardPlacesScript = loadLua("boardPlaces-1");
 
 /**
  * Cross-shard leaderboard reads. A run's participants live in one sorted set per shard
@@ -149,38 +149,24 @@ function mergeLists(lists: string[][]): BoardEntry[] {
   return entries.sort(compareEntries);
 }
 
-/** Equal values read per shard to place an entry among them (shardPlaces). */
-const TIE_PAGE = 64;
-
 /**
  * Per shard: the entries above `value`, and those of exactly `value` ranked ahead of `member` (a
- * greater member: they reached the value first). One round trip of plain reads, a ZCOUNT and the
- * shard's first TIE_PAGE equal values (board order), settles every shard where fewer than that
- * rank ahead of the member; a shard where a whole page does asks lua/tiesAhead-1.lua (a second
- * round trip), so a value shared by very many costs O(log n × log ties), never O(ties).
+ * greater member: they reached the value first): lua/boardPlaces-1.lua, one call over every
+ * shard (one a shard on a Redis Cluster node). Counts only: a value shared by very many costs
+ * O(log n × log ties) a shard, never O(ties), and no member is sent to the service.
  */
 async function shardPlaces(store: TenantStore, keys: string[], value: number, member: string): Promise<{ above: number[]; ahead: number[] }> {
-  const [above, ties] = await Promise.all([
-    countEachShard(store.redis, "ZCOUNT", keys, [`(${value}`, "+inf"]),
-    readEachShard<string[]>(store.redis, "zrevrangebyscore", keys, [value, value, "LIMIT", 0, TIE_PAGE]),
-  ]);
-  const ahead = ties.map((members) => leadingAfter(members, member));
-  const unsettled = keys.flatMap((_, s) => (ahead[s] === TIE_PAGE ? [s] : []));
-  const counts = await Promise.all(unsettled.map((s) => runScript(store.redis, tiesAheadScript, [keys[s]!], [String(value), member])));
-  unsettled.forEach((s, i) => (ahead[s] = counts[i] as number));
-  return { above, ahead };
-}
-
-/** How many of `members` (in board order: greatest first) come after `member`: a prefix, bisected. */
-function leadingAfter(members: string[], member: string): number {
-  let lo = 0;
-  let hi = members.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (compareCodePoints(members[mid]!, member) > 0) lo = mid + 1;
-    else hi = mid;
+  const groups = shardsInOneCall(store.redis) ? [keys] : keys.map((key) => [key]);
+  const replies = (await Promise.all(groups.map((group) => runScript(store.redis, boardPlacesScript, group, [String(value), member])))) as number[][];
+  const above: number[] = [];
+  const ahead: number[] = [];
+  for (const reply of replies) {
+    for (let i = 0; i < reply.length; i += 2) {
+      above.push(reply[i]!);
+      ahead.push(reply[i + 1]!);
+    }
   }
-  return lo;
+  return { above, ahead };
 }
 
 /** An entry's place in board order, with its nearest entries (entriesAround). */

@@ -713,10 +713,10 @@ describe("many equal values on each shard", () => {
   });
 });
 
-describe("exactly 65 equal values on a shard", () => {
-  // One more than the 64 equal values a read takes at once (leaderboard-store.ts shardPlaces): the
-  // place of the one reached last is counted by lua/tiesAhead-1.lua, whose bisection is then left
-  // with one candidate (board-order.lua tiesAhead).
+describe("equal values on a shard around the page and the window: 16, 17 and 65 of them", () => {
+  // board-order.lua tiesAhead (through lua/boardPlaces-1.lua) reads 16 equal values at once
+  // (TIE_PAGE); past them it bisects positions until 8 candidates are left (TIE_WINDOW). 16: the
+  // page exactly; 17: one past it; 65: bisected, every position among them read.
   const app = useTenantApp(
     "tie65",
     `
@@ -728,16 +728,26 @@ describe("exactly 65 equal values on a shard", () => {
     "2026-03-02T12:00:00Z",
   );
 
-  it("ranks each by its position, the last one too", async () => {
+  it("ranks each by its position, the last one of each value too", async () => {
     const t = app();
-    await event(t, "crowd", "top", 3);
+    await event(t, "crowd", "top", 9);
     await tick(t, 1);
-    const tied = Array.from({ length: 65 }, (_, i) => `t-${String(i).padStart(2, "0")}`);
-    for (const id of tied) {
-      await event(t, "crowd", id, 2);
-      await tick(t, 1);
+    const groups = [
+      { value: 5, users: 16 },
+      { value: 4, users: 17 },
+      { value: 2, users: 65 },
+    ].map(({ value, users }) => ({ value, tied: Array.from({ length: users }, (_, i) => `t${value}-${String(i).padStart(2, "0")}`) }));
+    for (const { value, tied } of groups) {
+      for (const id of tied) {
+        await event(t, "crowd", id, value);
+        await tick(t, 1);
+      }
     }
-    for (const [i, id] of tied.entries()) expect((await userBoard(t, id, "crowd-ordinal")).rank, id).toBe(i + 2);
+    let ahead = 1;
+    for (const { tied } of groups) {
+      for (const [i, id] of tied.entries()) expect((await userBoard(t, id, "crowd-ordinal")).rank, id).toBe(ahead + i + 1);
+      ahead += tied.length;
+    }
   });
 });
 
