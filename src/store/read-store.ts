@@ -7,7 +7,7 @@ import { ReadPlan } from "./read-plan.js";
 import { runScript } from "./redis-script.js";
 import { onEveryShard, readEachShard, shardsInOneCall } from "./cross-shard.js";
 import type { StateSlots } from "./state-slots.js";
-import { gatheredReadsOf, readsInBatch } from "./reads-in-batch.js";
+import { readsInBatch } from "./reads-in-batch.js";
 
 const readUsersScript = loadLua("readUsers-1");
 const histogramScript = loadLua("pointsHistogram-2");
@@ -149,12 +149,12 @@ export class ReadStore {
 
   /**
    * The `limit` longest active streaks of the tenant; `complete` is false when a shard hit
-   * LOST_STREAK_CAP. The reads of one batch are one call (GatheredReads): the most any of them asks
+   * LOST_STREAK_CAP. The reads of one batch are one call (ReadsInBatch.gather): the most any of them asks
    * for, at the latest of their instants, each given its top (a shard scans more for a larger
    * limit, so a smaller one's top is as exact as its own read).
    */
   activeStreaks(limit: number, now: number): Promise<{ top: RankedStreak[]; complete: boolean }> {
-    return gatheredReadsOf(this.redis).gather(`streakTop\n${this.keys.prefix(0)}`, { limit, now }, async (asked) => {
+    return readsInBatch(this.redis).gather(`streakTop\n${this.keys.prefix(0)}`, { limit, now }, async (asked) => {
       const most = Math.max(...asked.map((a) => a.limit));
       const perShard = await onEveryShard<(string | number)[]>(this.redis, streakTopScript, this.streakKeys(), [
         Math.max(...asked.map((a) => a.now)),
@@ -174,7 +174,7 @@ export class ReadStore {
 
   /** The `limit` longest streaks ever ({t:s}:sb): S × ZREVRANGE (readEachShard), the reads of one batch gathered as activeStreaks'. */
   longestStreaks(limit: number): Promise<RankedStreak[]> {
-    return gatheredReadsOf(this.redis).gather(`streakBest\n${this.keys.prefix(0)}`, limit, async (asked) => {
+    return readsInBatch(this.redis).gather(`streakBest\n${this.keys.prefix(0)}`, limit, async (asked) => {
       const most = Math.max(...asked);
       const perShard = await readEachShard<string[]>(this.redis, "zrevrange", this.shards().map((s) => this.keys.streakBest(s)), [0, most - 1, "WITHSCORES"]);
       const all: RankedStreak[] = [];
@@ -186,13 +186,13 @@ export class ReadStore {
 
   /**
    * 1 + active streaks longer than `length`, over all shards; null when a shard cannot tell
-   * (LOST_STREAK_CAP). The ranks asked for in one batch go out as one call (GatheredReads: under
+   * (LOST_STREAK_CAP). The ranks asked for in one batch go out as one call (ReadsInBatch.gather: under
    * load a turn holds dozens of streak reads), each distinct length counted once, at the latest
    * of their instants (every caller's `now` is at or before it, and the call is sent after all of
    * them asked): lua/streakRanks-2.lua, on every shard in one call (one a shard on a Cluster).
    */
   streakRank(length: number, now: number): Promise<number | null> {
-    return gatheredReadsOf(this.redis).gather(`streakRank\n${this.keys.prefix(0)}`, { length, now }, (asked) => this.streakRanks(asked));
+    return readsInBatch(this.redis).gather(`streakRank\n${this.keys.prefix(0)}`, { length, now }, (asked) => this.streakRanks(asked));
   }
 
   /** streakRank for each of `asked`, in one read. */
@@ -211,12 +211,12 @@ export class ReadStore {
    * State keys and profile fields of several users (lua/readUsers-1.lua): one call for them all
    * on a standalone Redis, one per shard involved on a Cluster node (cross-shard.ts). Unknown
    * users map to null. The reads of one batch with the same keys and fields are one call for the
-   * users they ask for, each user read once (GatheredReads: the names of a streak ranking's top
+   * users they ask for, each user read once (ReadsInBatch.gather: the names of a streak ranking's top
    * 10, the same for every request of a turn).
    */
   users(userIds: readonly string[], stateKeys: readonly string[], fields: readonly string[]): Promise<Map<string, UserFields | null>> {
     if (userIds.length === 0) return Promise.resolve(new Map());
-    return gatheredReadsOf(this.redis).gather(`users\n${this.keys.prefix(0)}\n${stateKeys.join("\n")}\n\n${fields.join("\n")}`, userIds, async (asked) => {
+    return readsInBatch(this.redis).gather(`users\n${this.keys.prefix(0)}\n${stateKeys.join("\n")}\n\n${fields.join("\n")}`, userIds, async (asked) => {
       const all = await this.usersInOneRead(asked.length === 1 ? asked[0]! : [...new Set(asked.flat())], stateKeys, fields);
       return asked.length === 1 ? [all] : asked.map((ids) => new Map(ids.map((id) => [id, all.get(id)!])));
     });

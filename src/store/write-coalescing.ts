@@ -12,8 +12,6 @@ import type { Socket } from "node:net";
 export function coalesceWrites(redis: Redis): void {
   const send = redis.sendCommand.bind(redis);
   let corked: Socket | null = null;
-  // Numbers the batches, so that openBatch can tell this turn's from the next.
-  let batch = 0;
   // What runs just before the batch is written (beforeBatchWrite): its commands join the batch.
   let beforeWrite: (() => void)[] = [];
   const flush = (): void => {
@@ -35,7 +33,6 @@ export function coalesceWrites(redis: Redis): void {
     if (stream !== undefined || socket === undefined || redis.status !== "ready") return false;
     socket.cork();
     corked = socket;
-    batch++;
     setImmediate(flush);
     return true;
   };
@@ -43,37 +40,25 @@ export function coalesceWrites(redis: Redis): void {
     open(stream);
     return send(command, stream);
   }) as Redis["sendCommand"];
-  openBatches.set(redis, {
-    current: () => (corked === null ? null : batch),
-    beforeWrite: (callback) => {
-      if (!open(undefined)) return false;
-      beforeWrite.push(callback);
-      return true;
-    },
+  batchWriters.set(redis, (callback) => {
+    if (!open(undefined)) return false;
+    beforeWrite.push(callback);
+    return true;
   });
 }
 
-/** Per coalescing client: the batch it holds unsent, if any (openBatch), and its beforeBatchWrite. */
-const openBatches = new WeakMap<Redis, { current: () => number | null; beforeWrite: (callback: () => void) => boolean }>();
-
-/**
- * The batch of commands `redis` holds unsent (corked until this turn's check phase), as a number
- * that names it until its flush; null when it holds none (the next command starts one, or is
- * written at once: coalescing off, the client not ready). Every HTTP request whose handler put a
- * command in the batch had arrived before the batch is written, so a read in it sees at least
- * every write acknowledged before any of them arrived: reads-in-batch.ts shares such a read.
- */
-export function openBatch(redis: Redis): number | null {
-  return openBatches.get(redis)?.current() ?? null;
-}
+/** Per coalescing client: its beforeBatchWrite. */
+const batchWriters = new WeakMap<Redis, (callback: () => void) => boolean>();
 
 /**
  * Runs `callback` just before `redis`'s batch of this turn is written, opening the batch if none
  * is open: the commands it sends are written with the batch. A read gathered from the requests of
- * the turn (reads-in-batch.ts gather) is sent from it, after every one of them asked. The callback
+ * the turn (reads-in-batch.ts) is sent from it, after every one of them asked: every HTTP request
+ * whose handler put a command in the batch had arrived before the batch is written, so such a
+ * read sees at least every write acknowledged before any of them arrived. The callback
  * must not throw. False, and nothing scheduled, when the client coalesces no writes or cannot hold
  * a batch now (not ready): the caller sends at once.
  */
 export function beforeBatchWrite(redis: Redis, callback: () => void): boolean {
-  return openBatches.get(redis)?.beforeWrite(callback) ?? false;
+  return batchWriters.get(redis)?.(callback) ?? false;
 }
