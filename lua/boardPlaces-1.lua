@@ -10,22 +10,30 @@
   shard's first 64 equal members itself (1 024 strings a read of 16 shards where many users share
   a value, as on a new board), then asked a script on each shard holding more.
 
+  With a board's size (ARGV[3] > 0), the entries above are counted on every shard first, and an
+  entry with at least that many above is off the board: the reply is {-1} and no place among
+  equal values is read (most users of a large board are off it). A standalone Redis is given
+  every shard, so this settles it in the same round trip; a Cluster node, given one shard a call,
+  is given 0 and the service counts first (src/store/leaderboard-store.ts placeOnBoard).
+
   KEYS     the run's set on each shard  {t:s}:lb:<board>:<run>[:<group>]
   ARGV[1]  the value, as a score's text
   ARGV[2]  the member
+  ARGV[3]  the board's size (maxParticipants), or 0
 
-  Reply {above, ahead} of each shard in turn, flat
+  Reply {above, ahead} of each shard in turn, flat | {-1}
 ]]
 -- @include "includes/board-order.lua"
 --@no-writes
 --@body
-local value, member = ARGV[1], ARGV[2]
+local value, member, size = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local higher = '(' .. value
-local reply = {}
+local reply, total = {}, 0
 for i = 1, #KEYS do
-  local key = KEYS[i]
-  local above = redis.call('ZCOUNT', key, higher, '+inf')
+  local above = redis.call('ZCOUNT', KEYS[i], higher, '+inf')
   reply[2 * i - 1] = above
-  reply[2 * i] = tiesAhead(key, above, value, member)
+  total = total + above
 end
+if size > 0 and total >= size then return { -1 } end
+for i = 1, #KEYS do reply[2 * i] = tiesAhead(KEYS[i], reply[2 * i - 1], value, member) end
 return reply

@@ -64,7 +64,8 @@ async function distinctAbove(store: TenantStore, keys: string[], value: number):
 export function rankOf(store: TenantStore, board: CompiledLeaderboard, keys: string[], value: number, member: string): Promise<number> {
   // Read once for every caller of one batch (ReadsInBatch: a page's first rank, asked for by every request for that page).
   return readsInBatch(store.redis).read(`rank\n${board.ranking}\n${keys.join("\n")}\n${value}\n${member}`, async () => {
-    if (board.ranking === "ordinal") return (await entriesAround(store, keys, value, member, 0, 0)).position;
+    // No board size given: never off it (null).
+    if (board.ranking === "ordinal") return (await entriesAround(store, keys, value, member, 0, 0))!.position;
     if (board.ranking === "dense") return (await distinctAbove(store, keys, value)) + 1;
     return (await countAbove(store, keys, value)) + 1;
   });
@@ -101,8 +102,9 @@ async function countValue(store: TenantStore, keys: string[], value: number): Pr
  * (entriesAround), or null off the board. On the board means within the first maxParticipants
  * entries in board order (the entries a page lists): its ordinal position (the entries above
  * it, plus those of its value that reached it first, plus one) is at most maxParticipants. The
- * values above first (plain counts, one round trip): most entries of a large board are off it by
- * them alone, and then nothing more is read.
+ * values above are counted first, in the same call on a standalone Redis (a round trip of their
+ * own on a Cluster node): most entries of a large board are off it by them alone, and then
+ * nothing more is read.
  */
 export async function placeOnBoard(
   store: TenantStore,
@@ -113,9 +115,11 @@ export async function placeOnBoard(
   before = 0,
   after = 0,
 ): Promise<EntryPlace | null> {
-  if ((await countAbove(store, keys, value)) >= board.maxParticipants) return null;
-  const place = await entriesAround(store, keys, value, member, before, after);
-  return place.position > board.maxParticipants ? null : place;
+  // A standalone Redis counts the values above in the place's own call (shardPlaces); a Cluster
+  // node, one shard a call, cannot add them up there.
+  if (!shardsInOneCall(store.redis) && (await countAbove(store, keys, value)) >= board.maxParticipants) return null;
+  const place = await entriesAround(store, keys, value, member, before, after, board.maxParticipants);
+  return place === null || place.position > board.maxParticipants ? null : place;
 }
 
 /**
@@ -155,9 +159,12 @@ function mergeLists(lists: string[][]): BoardEntry[] {
  * shard (one a shard on a Redis Cluster node). Counts only: a value shared by very many costs
  * O(log n × log ties) a shard, never O(ties), and no member is sent to the service.
  */
-async function shardPlaces(store: TenantStore, keys: string[], value: number, member: string): Promise<{ above: number[]; ahead: number[] }> {
+async function shardPlaces(store: TenantStore, keys: string[], value: number, member: string, offAt: number): Promise<{ above: number[]; ahead: number[] } | null> {
   const groups = shardsInOneCall(store.redis) ? [keys] : keys.map((key) => [key]);
-  const replies = (await Promise.all(groups.map((group) => runScript(store.redis, boardPlacesScript, group, [String(value), member])))) as number[][];
+  // The board's size only where one call sees every shard's count.
+  const size = groups.length === 1 ? offAt : 0;
+  const replies = (await Promise.all(groups.map((group) => runScript(store.redis, boardPlacesScript, group, [String(value), member, size])))) as number[][];
+  if (replies[0]![0] === -1) return null;
   const above: number[] = [];
   const ahead: number[] = [];
   for (const reply of replies) {
@@ -185,7 +192,9 @@ export interface EntryPlace {
  * Where (value, member) falls in the board order of every shard's set (shardPlaces), and up to
  * `before` entries ahead of it and `after` at or behind it: each shard's nearest entries on
  * either side of its place, read by position (one more round trip). Every entry of the merged
- * window is among them.
+ * window is among them. With `offAt` (a board's size), null where at least that many entries
+ * are above the value, as one call over every shard can tell (shardPlaces; never on a Cluster
+ * node, where placeOnBoard counts first).
  */
 export async function entriesAround(
   store: TenantStore,
@@ -194,11 +203,13 @@ export async function entriesAround(
   member: string,
   before: number,
   after: number,
-): Promise<EntryPlace> {
+  offAt = 0,
+): Promise<EntryPlace | null> {
   // A window that starts below the user (positive offset) asks for a negative `before`: none ahead.
   before = Math.max(0, before);
   after = Math.max(0, after);
-  const shards = await shardPlaces(store, keys, value, member);
+  const shards = await shardPlaces(store, keys, value, member, offAt);
+  if (shards === null) return null;
   const at = shards.above.map((above, s) => above + shards.ahead[s]!);
   const place: EntryPlace = { above: sum(shards.above), position: sum(at) + 1, ahead: [], behind: [] };
   if (before === 0 && after === 0) return place;
