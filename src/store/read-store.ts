@@ -149,9 +149,9 @@ export class ReadStore {
 
   /**
    * The `limit` longest active streaks of the tenant; `complete` is false when a shard hit
-   * LOST_STREAK_CAP. The reads of one batch are one call (ReadsInBatch.gather): the most any of them asks
-   * for, at the latest of their instants, each given its top (a shard scans more for a larger
-   * limit, so a smaller one's top is as exact as its own read).
+   * LOST_STREAK_CAP. The reads of one batch are one call (ReadsInBatch.gather): the most any of
+   * them asks for, at the latest of their instants, each given its top (a shard scans more for a
+   * larger limit, so a smaller one's top is as exact as its own read).
    */
   activeStreaks(limit: number, now: number): Promise<{ top: RankedStreak[]; complete: boolean }> {
     return readsInBatch(this.redis).gather(`streakTop\n${this.keys.prefix(0)}`, { limit, now }, async (asked) => {
@@ -186,10 +186,11 @@ export class ReadStore {
 
   /**
    * 1 + active streaks longer than `length`, over all shards; null when a shard cannot tell
-   * (LOST_STREAK_CAP). The ranks asked for in one batch go out as one call (ReadsInBatch.gather: under
-   * load a turn holds dozens of streak reads), each distinct length counted once, at the latest
-   * of their instants (every caller's `now` is at or before it, and the call is sent after all of
-   * them asked): lua/streakRanks-2.lua, on every shard in one call (one a shard on a Cluster).
+   * (LOST_STREAK_CAP). The ranks asked for in one batch go out as one call (ReadsInBatch.gather:
+   * under load a turn holds dozens of streak reads), each distinct length counted once, at the
+   * latest of their instants (every caller's `now` is at or before it, and the call is sent after
+   * all of them asked): lua/streakRanks-2.lua, on every shard in one call (one a shard on a
+   * Cluster node).
    */
   streakRank(length: number, now: number): Promise<number | null> {
     return readsInBatch(this.redis).gather(`streakRank\n${this.keys.prefix(0)}`, { length, now }, (asked) => this.streakRanks(asked));
