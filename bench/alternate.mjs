@@ -97,7 +97,7 @@ async function run(label, { env, nice, entry, processes }) {
   const redisCpuUs = ((cpuSeconds(redisPid) - redisCpuBefore) * 1e6) / result.requests;
   const stats = await redis.info("commandstats");
   const reads = readsProcessed(await redis.info("stats")) - readsBefore;
-  const command = ["events", "streak", "achievements", "rankings"].includes(phaseName) ? "fcall" : phaseName === "board" ? "zrevrange" : "lrange";
+  const command = ["events", "streak", "achievements", "rankings", "user-board"].includes(phaseName) ? "fcall" : phaseName === "board" ? "zrevrange" : "lrange";
   const m = new RegExp(`cmdstat_${command}:calls=(\\d+),usec=(\\d+)`).exec(stats);
   // Every command's time, for reads that send several kinds.
   const redisUs = [...stats.matchAll(/cmdstat_[a-z|]+:calls=\d+,usec=(\d+)/g)].reduce((sum, x) => sum + Number(x[1]), 0) / result.requests;

@@ -212,9 +212,9 @@ export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
 /** Rank numbers for a page in board order starting at ordinal position `start`. */
 async function pageRanks(store: TenantStore, board: CompiledLeaderboard, keys: string[], entries: BoardEntry[], start: number): Promise<number[]> {
   if (entries.length === 0) return [];
-  if (board.ranking === "ordinal") return pageRankNumbers("ordinal", entries, start, start + 1);
-  // The first entry's rank needs the board; the later ones follow from it.
-  return pageRankNumbers(board.ranking, entries, start, await rankOf(store, board, keys, entries[0]!.value, entries[0]!.member));
+  // The first entry's rank is its position, or else needs the board; the later ones follow from it.
+  const first = board.ranking === "ordinal" ? start + 1 : await rankOf(store, board, keys, entries[0]!.value, entries[0]!.member);
+  return pageRankNumbers(board.ranking, entries, start, first);
 }
 
 /**

@@ -1118,34 +1118,28 @@ describe("the leaderboards map of an event response", () => {
 });
 
 describe("a user's place on a full board (lua/boardPlaces-1.lua)", () => {
-  const tenant = uniqueTenantId("offtop");
-  let t: TestApp;
-  beforeAll(async () => {
-    t = await startTestApp({
-      yaml: tenantYaml(
-        tenant,
-        `
+  const app = useTenantApp(
+    "offtop",
+    `
     shards: 4
     metrics: [{ key: sc, name: Score }]
     leaderboards:
       - { key: top2, name: Top two, rankBy: metric, metric: sc, start: "2026-01-01", maxParticipants: 2 }
 `,
-      ),
-      manualClock: "2026-03-02T12:00:00Z",
-      jobs: false,
-    });
-    for (const [id, value] of [["a", 5], ["b", 4], ["low", 1]] as const) await event(t, "sc", id, value);
-  });
-  afterAll(async () => t.close());
+    "2026-03-02T12:00:00Z",
+  );
 
   // The run's sets' commands, run inside the place's call (this tenant's keys only: MONITOR sees every client's scripts).
   const boardCalls = async (userId: string) => {
+    const t = app();
+    const tenant = t.tenants[0]!.id;
     let body: Record<string, unknown> = {};
     const seen = await commandsDuring(inject("redisUrl"), async () => (body = await userBoard(t, userId, "top2")), t.redis);
     return { body, calls: seen.luaCommands.filter((c) => c[1]?.includes(`${tenant}:`) && c[1].includes(":lb:top2:")).map((c) => c[0]!.toLowerCase()) };
   };
 
   it("off it by the values above alone: counted in the same call, and no equal value read", async () => {
+    for (const [id, value] of [["a", 5], ["b", 4], ["low", 1]] as const) await event(app(), "sc", id, value);
     const { body, calls } = await boardCalls("low");
     expect(body).toMatchObject({ rank: null, value: null });
     // The values above on each of the 4 shards, nothing more.
