@@ -6,7 +6,6 @@ import { settleCopy, viewStreak, type StreakView } from "../domain/streak.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import { ReadPlan } from "../store/read-plan.js";
 import { readStoreOf, type Stored } from "../store/read-store.js";
-import { userNames } from "../store/leaderboard-store.js";
 import type { Tenants } from "../tenants.js";
 import { enumParam, intParam, listParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
@@ -153,8 +152,8 @@ export function streaksListHandler(tenants: Tenants, clock: Clock) {
  * GET /v1/streaks/rankings?limit&type (trophy-compat §2.2 #20): the top users by active
  * streak (lost streaks excluded by the service clock) or by longest streak ever. limit 1-100,
  * default 10; type active (default) or longest. Ties: user id descending. Cost: one call over
- * every shard (active) or one ZREVRANGE a shard (longest), merged, then an HGET a user for the
- * names (userNames, as a board page's).
+ * every shard (active) or one ZREVRANGE a shard (longest), merged, then one script for the names
+ * (ReadStore.users).
  */
 export function streakRankingsHandler(tenants: Tenants, clock: Clock) {
   return async (req: ApiRequest): Promise<ApiReply> => {
@@ -163,11 +162,14 @@ export function streakRankingsHandler(tenants: Tenants, clock: Clock) {
     const type = enumParam(req.query, "type", ["active", "longest"] as const, "active");
     const read = readStoreOf(store);
     const top = type === "active" ? (await read.activeStreaks(limit, clock.now())).top : await read.longestStreaks(limit);
-    // As a board page's names: the same top for every request of a turn, read once.
-    const names = await userNames(store, top.map((t) => t.userId));
+    const names = await read.users(
+      top.map((t) => t.userId),
+      [],
+      ["nm"],
+    );
     return {
       status: 200,
-      body: top.map((t) => ({ userId: t.userId, name: names.get(t.userId) ?? null, streakLength: t.length })),
+      body: top.map((t) => ({ userId: t.userId, name: names.get(t.userId)?.fields[0] ?? null, streakLength: t.length })),
     };
   };
 }
