@@ -7,8 +7,9 @@ import type { BoardChange } from "../domain/outcome.js";
 import { formatDay, parseDay } from "../domain/periods.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import { openObject, RawJson, renderedOnce } from "../http/raw-json.js";
-import { boardKeys, boardRank, entryInRun, placeOnBoard, rankOf, readBoardUser, topEntries, userEntry, userNames } from "../store/leaderboard-store.js";
+import { boardKeys, boardRank, entryInRun, placeOnBoard, rankOf, readBoardUser, topEntries, userEntry } from "../store/leaderboard-store.js";
 import type { TenantStore } from "../store/tenant-store.js";
+import { readStoreOf } from "../store/read-store.js";
 import type { Tenants } from "../tenants.js";
 import { attributeFilterParam, boolParam, intParam, userIdParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
@@ -193,7 +194,7 @@ export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
       entries = entries.filter((_, i) => start + i < board.maxParticipants);
     }
     // The names and the ranks need only the entries: one round trip for both.
-    const [names, ranks] = await Promise.all([userNames(store, entries.map((e) => memberUser(e.member))), pageRanks(store, board, keys, entries, start)]);
+    const [names, ranks] = await Promise.all([readStoreOf(store).names(entries.map((e) => memberUser(e.member))), pageRanks(store, board, keys, entries, start)]);
     return {
       status: 200,
       body: {

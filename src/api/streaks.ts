@@ -152,8 +152,8 @@ export function streaksListHandler(tenants: Tenants, clock: Clock) {
  * GET /v1/streaks/rankings?limit&type (trophy-compat §2.2 #20): the top users by active
  * streak (lost streaks excluded by the service clock) or by longest streak ever. limit 1-100,
  * default 10; type active (default) or longest. Ties: user id descending. Cost: one call over
- * every shard (active) or one ZREVRANGE a shard (longest), merged, then one script for the names
- * (ReadStore.users).
+ * every shard (active) or one ZREVRANGE a shard (longest), merged, then an HGET a name
+ * (ReadStore.names).
  */
 export function streakRankingsHandler(tenants: Tenants, clock: Clock) {
   return async (req: ApiRequest): Promise<ApiReply> => {
@@ -162,14 +162,10 @@ export function streakRankingsHandler(tenants: Tenants, clock: Clock) {
     const type = enumParam(req.query, "type", ["active", "longest"] as const, "active");
     const read = readStoreOf(store);
     const top = type === "active" ? (await read.activeStreaks(limit, clock.now())).top : await read.longestStreaks(limit);
-    const names = await read.users(
-      top.map((t) => t.userId),
-      [],
-      ["nm"],
-    );
+    const names = await read.names(top.map((t) => t.userId));
     return {
       status: 200,
-      body: top.map((t) => ({ userId: t.userId, name: names.get(t.userId)?.fields[0] ?? null, streakLength: t.length })),
+      body: top.map((t) => ({ userId: t.userId, name: names.get(t.userId) ?? null, streakLength: t.length })),
     };
   };
 }

@@ -123,18 +123,6 @@ export async function placeOnBoard(
 }
 
 /**
- * The names of a page's users (null: none set), in their order: an HGET each, encoded by Laurel
- * in the batch (a pipeline, which ioredis writes at once, would not be), read once for every
- * caller of one batch asking for the same users (ReadsInBatch: every request for that page).
- */
-export async function userNames(store: TenantStore, userIds: readonly string[]): Promise<Map<string, string | null>> {
-  if (userIds.length === 0) return new Map();
-  const keys = userIds.map((id) => store.keys.user(store.shard(id), id));
-  const names = await readsInBatch(store.redis).read(`names\n${keys.join("\n")}`, () => readAll<string | null>(store.redis, keys.map((key) => ["hget", key, "nm"])));
-  return new Map(userIds.map((id, i) => [id, names[i] ?? null]));
-}
-
-/**
  * The first `count` entries of the board order, merged from every shard: read once for every
  * caller of one batch (ReadsInBatch: a page many users look at is 16 ZREVRANGEs, once a turn).
  * Callers must not change the entries.

@@ -5,7 +5,7 @@ import { shardOf, TenantKeys } from "./keys.js";
 import { loadLua } from "./lua-loader.js";
 import { ReadPlan } from "./read-plan.js";
 import { runScript } from "./redis-script.js";
-import { onEveryShard, readEachShard, shardsInOneCall } from "./cross-shard.js";
+import { onEveryShard, readAll, readEachShard, shardsInOneCall } from "./cross-shard.js";
 import type { StateSlots } from "./state-slots.js";
 import { readsInBatch } from "./reads-in-batch.js";
 
@@ -212,14 +212,31 @@ export class ReadStore {
    * State keys and profile fields of several users (lua/readUsers-1.lua): one call for them all
    * on a standalone Redis, one per shard involved on a Cluster node (cross-shard.ts). Unknown
    * users map to null. The reads of one batch with the same keys and fields are one call for the
-   * users they ask for, each user read once (ReadsInBatch.gather: the names of a streak ranking's top
-   * 10, the same for every request of a turn).
+   * users they ask for, each user read once (ReadsInBatch.gather: a bulk streak read's users).
    */
   users(userIds: readonly string[], stateKeys: readonly string[], fields: readonly string[]): Promise<Map<string, UserFields | null>> {
     if (userIds.length === 0) return Promise.resolve(new Map());
     return readsInBatch(this.redis).gather(`users\n${this.keys.prefix(0)}\n${stateKeys.join("\n")}\n\n${fields.join("\n")}`, userIds, async (asked) => {
       const all = await this.usersInOneRead(asked.length === 1 ? asked[0]! : [...new Set(asked.flat())], stateKeys, fields);
       return asked.length === 1 ? [all] : asked.map((ids) => new Map(ids.map((id) => [id, all.get(id)!])));
+    });
+  }
+
+  /**
+   * The names of users (null: none set, or no such user), by id: the one way Laurel reads a list
+   * of names (a board page, a streak ranking, a webhook's top 10). An HGET a user, plain commands
+   * in the turn's batch: a name is a string, which Redis serves cheaper as a command of its own
+   * than from a script (a script's reply of many values costs more than the reads: bench/README.md,
+   * the fiftieth stop). The requests of one turn read each user once (ReadsInBatch.gather: every
+   * request for one page or one ranking, whatever users each asks for).
+   */
+  names(userIds: readonly string[]): Promise<Map<string, string | null>> {
+    if (userIds.length === 0) return Promise.resolve(new Map());
+    return readsInBatch(this.redis).gather(`names\n${this.keys.prefix(0)}`, userIds, async (asked) => {
+      const ids = asked.length === 1 ? asked[0]! : [...new Set(asked.flat())];
+      const names = await readAll<string | null>(this.redis, ids.map((id) => ["hget", this.keys.user(this.shard(id), id), "nm"]));
+      const all = new Map(ids.map((id, i) => [id, names[i] ?? null]));
+      return asked.length === 1 ? [all] : asked.map((list) => new Map(list.map((id) => [id, all.get(id)!])));
     });
   }
 

@@ -2,7 +2,7 @@ import { inject } from "vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRedisClient } from "../../src/store/redis-client.js";
 import { readStoreOf, ReadStore } from "../../src/store/read-store.js";
-import { boardKeys, rankOf, topEntries, userNames } from "../../src/store/leaderboard-store.js";
+import { boardKeys, rankOf, topEntries } from "../../src/store/leaderboard-store.js";
 import { activeRun } from "../../src/domain/leaderboards.js";
 import type { TenantStore } from "../../src/store/tenant-store.js";
 import { demoConfig, startTestApp, type TestApp } from "../helpers/app.js";
@@ -92,14 +92,37 @@ describe("a board's page (GET /v1/leaderboards/{key})", () => {
 
   it("reads its users' names once for every request for that page in one turn (the webhook payload's top 10 too)", async () => {
     expect((await t.call("POST", "/v1/users", { id: "named", name: "Named One" })).status).toBe(201);
+    const read = readStoreOf(store);
     const { result, waves } = await wavesDuring(t.redis, async () => {
-      const first = userNames(store, ["a", "named"]);
-      const second = userNames(store, ["a", "named"]);
+      const first = read.names(["a", "named"]);
+      const second = read.names(["a", "named"]);
       return Promise.all([first, second]);
     });
     // Two HGETs in all, not four: the second caller had the first's.
     expect(waves).toEqual([["hget", "hget"]]);
     for (const names of result) expect([...names]).toEqual([["a", null], ["named", "Named One"]]);
+  });
+});
+
+describe("names of different lists (ReadStore.names)", () => {
+  it("read once for every caller in one turn, each user once, each caller only its own, in its order", async () => {
+    const read = readStoreOf(store);
+    const { result, waves } = await wavesDuring(t.redis, () => Promise.all([read.names(["named", "a"]), read.names(["nobody", "named"])]));
+    // a, named and nobody: three HGETs for two lists of two.
+    expect(waves).toEqual([["hget", "hget", "hget"]]);
+    expect(result.map((names) => [...names])).toEqual([
+      [["named", "Named One"], ["a", null]],
+      [["nobody", null], ["named", "Named One"]],
+    ]);
+  });
+
+  it("are not shared with a list asked for after the turn's batch was written (the name changed since)", async () => {
+    const read = readStoreOf(store);
+    const before = await read.names(["named"]);
+    expect((await t.call("POST", "/v1/users", { id: "named", name: "Renamed" })).status).toBe(200);
+    const after = await read.names(["named"]);
+    expect([before.get("named"), after.get("named")]).toEqual(["Named One", "Renamed"]);
+    expect((await t.call("POST", "/v1/users", { id: "named", name: "Named One" })).status).toBe(200);
   });
 });
 

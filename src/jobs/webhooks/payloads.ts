@@ -10,10 +10,11 @@ import { parseAwardRecord } from "../../domain/outcome.js";
 import { localDayIndex, periodOfDay } from "../../domain/periods.js";
 import { viewStreak } from "../../domain/streak.js";
 import type { StreamRecord } from "../../domain/stream-record.js";
-import { boardEntryKeys, boardEntryOf, boardKeys, boardRank, topEntries, userNames } from "../../store/leaderboard-store.js";
+import { boardEntryKeys, boardEntryOf, boardKeys, boardRank, topEntries } from "../../store/leaderboard-store.js";
 import type { TenantStore } from "../../store/tenant-store.js";
 import { STREAK_START_DAY } from "../../store/state-slots.js";
 import { readUser } from "../../store/user-store.js";
+import { readStoreOf } from "../../store/read-store.js";
 import type { RecordEvent } from "./kinds.js";
 
 /**
@@ -221,7 +222,7 @@ export async function runPayloadJson(ctx: PayloadContext, board: CompiledLeaderb
   if (status === "active" || board.breakdownAttribute !== null) return { ...head, rankings: [] };
   const entries = await topEntries(ctx.store, boardKeys(ctx.store, board, run, ""), Math.min(10, board.maxParticipants));
   const users = entries.map((e) => memberUser(e.member));
-  const names = await userNames(ctx.store, users);
+  const names = await readStoreOf(ctx.store).names(users);
   // The top entry ranks 1 in every style.
   const ranks = pageRankNumbers(board.ranking, entries, 0, 1);
   return {
