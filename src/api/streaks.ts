@@ -1,3 +1,4 @@
+import type { Logger } from "pino";
 import type { CompiledTenant } from "../config/compiled.js";
 import type { Clock } from "../clock.js";
 import type { StreakState } from "../domain/outcome.js";
@@ -5,7 +6,8 @@ import { formatDay, localDayIndex, periodEndDay, periodOfDay, periodStartDay } f
 import { settleCopy, viewStreak, type StreakView } from "../domain/streak.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import { ReadPlan } from "../store/read-plan.js";
-import { readStoreOf, type Stored } from "../store/read-store.js";
+import { LOST_STREAK_CAP, readStoreOf, type RankedStreak, type Stored } from "../store/read-store.js";
+import { LogThrottle } from "../log-throttle.js";
 import type { Tenants } from "../tenants.js";
 import { enumParam, intParam, listParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
@@ -85,6 +87,24 @@ function historyJson(tenant: CompiledTenant, members: readonly string[], current
   return items;
 }
 
+/** Says that a streak read could not be exact (lostStreaksBacklog). */
+export type BacklogWarning = (tenantId: string, read: "rank" | "rankings") => void;
+
+/**
+ * A streak read that could not be exact: a shard held more than LOST_STREAK_CAP lost streaks
+ * awaiting settlement, so a rank was answered null or a ranking may be short. The expiry sweep
+ * settles a lost streak within a minute of its deadline, so it is not running (the process
+ * that runs the background jobs is down) or far behind: the API cannot say so (its bodies have no
+ * room for it), the log does, one line per 30 s a process for each kind of read.
+ */
+export function lostStreaksBacklog(logger: Logger): BacklogWarning {
+  const throttles = { rank: new LogThrottle(), rankings: new LogThrottle() };
+  return (tenantId, read) =>
+    throttles[read].run((unlogged) =>
+      logger.warn({ tenant: tenantId, read, cap: LOST_STREAK_CAP, unlogged }, "a shard holds more lost streaks awaiting settlement than a streak read takes out: a rank answered null, a ranking may be short; is the streak expiry sweep running?"),
+    );
+}
+
 /**
  * GET /v1/users/{id}/streak?historyPeriods=N. Also `rank` (1 + users with a longer active
  * streak; null without an active streak, or when a shard holds too many unsettled lost streaks
@@ -92,7 +112,7 @@ function historyJson(tenant: CompiledTenant, members: readonly string[], current
  * extension while the streak is alive, as the newer hosted API adds; null otherwise).
  * Cost: one script on the user's shard, then, with an active streak, one per shard for the rank.
  */
-export function userStreakHandler(tenants: Tenants, clock: Clock) {
+export function userStreakHandler(tenants: Tenants, clock: Clock, backlog: BacklogWarning) {
   return async (req: ApiRequest): Promise<ApiReply> => {
     const { tenant, store } = tenants.authenticate(req.apiKey);
     const userId = req.params[0]!;
@@ -110,12 +130,15 @@ export function userStreakHandler(tenants: Tenants, clock: Clock) {
     const current = streakNow(tenant, storedStreak(result[state] as Stored[]), (result[zone]![0] as string | null) ?? "UTC", now);
     const alive = current.view.length > 0;
     const extended = (result[state] as Stored[])[EXTENDED_AT] ?? null;
+    // Null for a live streak only when a shard holds too many lost streaks to tell.
+    const rank = alive ? await read.streakRank(current.view.length, now) : null;
+    if (alive && rank === null) backlog(tenant.id, "rank");
     return {
       status: 200,
       body: {
         ...current.view,
         streakHistory: historyJson(tenant, result[history] as string[], current, periods),
-        rank: alive ? await read.streakRank(current.view.length, now) : null,
+        rank,
         extended: alive && extended !== null ? iso(Number(extended)) : null,
       },
     };
@@ -155,13 +178,20 @@ export function streaksListHandler(tenants: Tenants, clock: Clock) {
  * every shard (active) or one ZREVRANGE a shard (longest), merged, then an HGET a name
  * (ReadStore.names).
  */
-export function streakRankingsHandler(tenants: Tenants, clock: Clock) {
+export function streakRankingsHandler(tenants: Tenants, clock: Clock, backlog: BacklogWarning) {
   return async (req: ApiRequest): Promise<ApiReply> => {
-    const { store } = tenants.authenticate(req.apiKey);
+    const { tenant, store } = tenants.authenticate(req.apiKey);
     const limit = intParam(req.query, "limit", 10, 1, 100);
     const type = enumParam(req.query, "type", ["active", "longest"] as const, "active");
     const read = readStoreOf(store);
-    const top = type === "active" ? (await read.activeStreaks(limit, clock.now())).top : await read.longestStreaks(limit);
+    let top: RankedStreak[];
+    if (type === "active") {
+      const active = await read.activeStreaks(limit, clock.now());
+      if (!active.complete) backlog(tenant.id, "rankings");
+      top = active.top;
+    } else {
+      top = await read.longestStreaks(limit);
+    }
     const names = await read.names(top.map((t) => t.userId));
     return {
       status: 200,

@@ -1,3 +1,4 @@
+import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LOST_STREAK_CAP, readStoreOf } from "../../src/store/read-store.js";
 import { wavesDuring } from "../helpers/waves.js";
@@ -15,6 +16,8 @@ import { tenantYaml } from "../helpers/tenant-yaml.js";
 const tenantId = uniqueTenantId("sbound");
 const NOW = Date.parse("2026-03-06T12:00:00Z");
 let t: TestApp;
+// What the app logs at warn and above.
+const warnings: { msg: string; read?: string; tenant?: string; cap?: number }[] = [];
 
 beforeAll(async () => {
   t = await startTestApp({
@@ -28,6 +31,7 @@ beforeAll(async () => {
     ),
     manualClock: "2026-03-02T12:00:00Z",
     jobs: false,
+    logger: pino({ level: "warn" }, { write: (line: string) => void warnings.push(JSON.parse(line)) }),
   });
   // me: a lesson a day from 2 to 6 March, a streak of 5 alive at NOW.
   for (const day of ["02", "03", "04", "05", "06"]) {
@@ -84,5 +88,19 @@ describe("active streaks at the edges", () => {
     await t.redis.zadd(`{${tenantId}:0}:sa`, ...lost.flatMap((id) => [20, id]));
     await t.redis.zadd(`{${tenantId}:0}:sd`, ...lost.flatMap((id) => [NOW - 1000, id]));
     expect((await t.call("GET", "/v1/users/me/streak")).body).toMatchObject({ length: 5, rank: null });
+  });
+
+  it("says so in the log, for a rank and for a ranking, and never while a read was exact", async () => {
+    // The start's own warnings aside (this Redis keeps no append-only file).
+    const backlog = () => warnings.filter((w) => w.read !== undefined);
+    // The reads above, with fewer lost streaks than the cap, logged nothing: only the last.
+    expect(backlog()).toEqual([expect.objectContaining({ tenant: tenantId, read: "rank", cap: LOST_STREAK_CAP, msg: expect.stringContaining("streak expiry sweep") })]);
+    // 1 001 lost streaks of 20 above live's 8: the ranking cannot reach it.
+    const ranking = (await t.call("GET", "/v1/streaks/rankings?limit=2")).body as { userId: string }[];
+    expect(ranking.map((r) => r.userId)).not.toContain("live");
+    expect(backlog().map((w) => w.read)).toEqual(["rank", "rankings"]);
+    // The longest streaks ever take nothing out: exact, and not logged.
+    expect((await t.call("GET", "/v1/streaks/rankings?type=longest&limit=1")).status).toBe(200);
+    expect(backlog()).toHaveLength(2);
   });
 });
