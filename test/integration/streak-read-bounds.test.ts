@@ -2,6 +2,7 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LOST_STREAK_CAP, readStoreOf } from "../../src/store/read-store.js";
 import { wavesDuring } from "../helpers/waves.js";
+import { commandsDuring } from "../helpers/monitor.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
 
@@ -81,6 +82,18 @@ describe("active streaks at the edges", () => {
     const alone: (number | null)[] = [];
     for (const length of lengths) alone.push(await read.streakRank(length, NOW));
     expect(alone).toEqual(result);
+  });
+
+  it("a length several callers of one turn ask for is sent once", async () => {
+    const read = readStoreOf(t.app.tenants.all[0]!.store);
+    const { host, port } = t.redis.options;
+    let ranks: (number | null)[] = [];
+    const seen = await commandsDuring(`redis://${host}:${port}`, async () => (ranks = await Promise.all([5, 5, 8, 5].map((length) => read.streakRank(length, NOW)))), t.redis);
+    const calls = seen.commands.filter((c) => c[0]!.toLowerCase() === "fcall");
+    expect(calls).toHaveLength(1);
+    // FCALL <function> 2 <sa> <sd> <now> <cap> <length>...: 5 and 8, once each.
+    expect(calls[0]!.slice(7)).toEqual(["5", "8"]);
+    expect(ranks).toEqual([2, 2, 1, 2]);
   });
 
   it("a shard with more lost streaks awaiting settlement than the cap gives no rank", async () => {
