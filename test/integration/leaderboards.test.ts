@@ -3,6 +3,10 @@ import { commandsDuring, type Observed } from "../helpers/monitor.js";
 import { wavesDuring } from "../helpers/waves.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { Redis } from "ioredis";
+import { activeRun, memberUser } from "../../src/domain/leaderboards.js";
+import { boardKeys, entriesAround, userEntry } from "../../src/store/leaderboard-store.js";
+import type { TenantStore } from "../../src/store/tenant-store.js";
 
 /**
  * Leaderboards over HTTP (issue 5; trophy-compat §2.2 #17, #23, #24, §3.7, §5.6): runs of a
@@ -696,6 +700,36 @@ describe("many equal values on each shard", () => {
     }
   });
 
+  it("a user's place and the entries around it are the same one call a shard (a Redis Cluster node's way) as in one call over every shard", async () => {
+    const t = app();
+    const store = t.app.tenants.all[0]!.store;
+    const board = store.tenant.leaderboards.find((b) => b.key === "crowd")!;
+    const run = activeRun(board, t.clock.now())!;
+    const keys = boardKeys(store, board, run, "");
+    // A client that never asked whether Redis is standalone calls one shard at a time (cross-shard.ts).
+    const perShardClient = new Redis({ host: t.redis.options.host, port: t.redis.options.port });
+    const perShard = { ...store, redis: perShardClient } as unknown as TenantStore;
+    try {
+      for (const id of ["top-1", "c-150", "c-\uFFFD", "low"]) {
+        const own = (await userEntry(store, board, run, id))!;
+        for (const [before, after] of [[0, 0], [2, 3], [5, 0], [0, 4], [400, 400]] as const) {
+          const together = await entriesAround(store, keys, own.value, own.member, before, after);
+          expect(await entriesAround(perShard, keys, own.value, own.member, before, after), `${id} ${before} ${after}`).toEqual(together);
+          // The window is the board order's slice around the user.
+          const at = order.indexOf(id);
+          expect(together!.position).toBe(at + 1);
+          expect(together!.ahead.map((e) => memberUser(e.member))).toEqual(order.slice(Math.max(0, at - before), at));
+          expect(together!.behind.map((e) => memberUser(e.member))).toEqual(order.slice(at, at + after));
+        }
+      }
+      const { waves } = await wavesDuring(perShardClient, () => entriesAround(perShard, keys, 2, "x", 1, 1));
+      // The place, a call a shard; then each shard's entries ahead of it and behind it.
+      expect(waves.map((wave) => wave.length)).toEqual([store.tenant.shards, 2 * store.tenant.shards]);
+    } finally {
+      perShardClient.disconnect();
+    }
+  });
+
   it("ordinal ranks are positions in that order: the user read, a page and an event", async () => {
     const t = app();
     for (const [i, id] of order.entries()) expect((await userBoard(t, encodeURIComponent(id), "crowd-ordinal")).rank, id).toBe(i + 1);
@@ -1034,6 +1068,20 @@ describe("GET /v1/users/{id}/leaderboards/{key}", () => {
     expect(waves[0]).toContain("lrange");
     expect(waves).toHaveLength(2);
     expect(waves[1]).toHaveLength(1);
+  });
+
+  it("reads the page around a user in four round trips: the user, the place, its neighbours, the names with the first rank", async () => {
+    const t = app();
+    const { result, waves } = await wavesDuring(t.redis, () => t.call("GET", "/v1/leaderboards/walkers?userId=hist&offset=-1&limit=3"));
+    expect((result.body as { rankings: { userId: string }[] }).rankings.map((r) => r.userId)).toContain("hist");
+    // The user's entry (a script); the place (one call over every shard, lua/boardPlaces-1.lua);
+    // each shard's entries on either side of it, plain ZREVRANGEs (read in the place's call they
+    // cost Redis a quarter more: strings made in Lua, bench/README.md, the fiftieth stop); the
+    // names (an HGET a user) with the first entry's rank.
+    expect(waves).toHaveLength(4);
+    expect(waves[1]).toHaveLength(1);
+    expect(waves[2]!.every((name) => name === "zrevrange")).toBe(true);
+    expect(waves[3]).toContain("hget");
   });
 
   it("reads a page's names and its ranks in one round trip", async () => {
