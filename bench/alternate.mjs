@@ -20,7 +20,8 @@
 //   node bench/alternate.mjs events bench/core-tenant.yaml 3 entry=/tmp/before/dist/main.js -
 //   node bench/alternate.mjs events bench/core-tenant.yaml 3 - processes=2
 // Environment: BENCH_USERS (default 20000), BENCH_DURATION (10), BENCH_WARMUP (3), BENCH_CONNECTIONS (100),
-// BENCH_SERVICE_NODE_ARGS (extra node flags for the service, e.g. --cpu-prof).
+// BENCH_SERVICE_NODE_ARGS (extra node flags for the service, e.g. --cpu-prof), BENCH_STATS=1 (each
+// command's calls and µs a request, from commandstats).
 // Prints req/s, p99, Redis µs per script (or per LRANGE) and the service's CPU µs per request of
 // each run. Reports; never gates.
 import { execFileSync } from "node:child_process";
@@ -104,6 +105,11 @@ async function run(label, { env, nice, entry, processes }) {
   const m = new RegExp(`cmdstat_${command}:calls=(\\d+),usec=(\\d+)`).exec(stats);
   // Every command's time, for reads that send several kinds.
   const redisUs = [...stats.matchAll(/cmdstat_[a-z|]+:calls=\d+,usec=(\d+)/g)].reduce((sum, x) => sum + Number(x[1]), 0) / result.requests;
+  if (process.env.BENCH_STATS === "1") {
+    // Every command's calls and µs per request (a script's commands are counted in it and under their own names).
+    const rows = [...stats.matchAll(/cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)/g)].map((x) => [x[1], Number(x[2]) / result.requests, Number(x[3]) / result.requests]);
+    for (const [name, calls, usec] of rows.sort((a, b) => b[2] - a[2])) console.log(`  ${name}: ${calls.toFixed(2)} calls, ${usec.toFixed(1)} µs a request`);
+  }
   console.log(`${label}: ${Math.round(result.rps)} req/s, p99 ${result.p99} ms, ${m ? (Number(m[2]) / Number(m[1])).toFixed(1) : "n/a"} µs per ${command}, Redis ${redisUs.toFixed(1)} µs in commands (${redisCpuUs.toFixed(1)} µs of its CPU) and service CPU ${serviceCpuUs.toFixed(1)} µs per request; ${(result.requests / reads).toFixed(1)} requests per Redis read`);
   redis.disconnect();
   await children.stopAll();

@@ -57,15 +57,38 @@ local TIE_WINDOW = 8
 -- TIE_PAGE the last tie is looked at first (a member that reached the value last, every event's
 -- own, has them all ahead), then positions are bisected by ZREVRANGE of one entry until TIE_WINDOW
 -- candidates are left, read at once: O(log n × log(ties / TIE_WINDOW) + TIE_PAGE + TIE_WINDOW).
-local function tiesAhead(key, above, value, member)
+-- `seen`, when given (a table per key and value), keeps what was read of the value's entries that
+-- does not depend on the member (the first page, the count, the last), for the next member asked
+-- about on the same key and value (boardPlaces-1.lua: the places of one batch's requests); and
+-- bounds the caller knows from other members' answers: `floor`, a greater member's (this one has
+-- at least as many ahead), and `ceiling`, a lesser member's (at most as many).
+local function tiesAhead(key, above, value, member, seen)
   local call = redis.call
-  local page = call('ZREVRANGEBYSCORE', key, value, value, 'LIMIT', 0, TIE_PAGE)
+  local page = seen and seen.page
+  if not page then
+    page = call('ZREVRANGEBYSCORE', key, value, value, 'LIMIT', 0, TIE_PAGE)
+    if seen then seen.page = page end
+  end
   if #page < TIE_PAGE or not memberAfter(page[TIE_PAGE], member) then return leadingAfter(page, member) end
-  local ties = call('ZCOUNT', key, value, value)
-  local last = above + ties - 1
-  if ties == TIE_PAGE or memberAfter(call('ZREVRANGE', key, last, last)[1], member) then return ties end
+  local ties = seen and seen.ties
+  if not ties then
+    ties = call('ZCOUNT', key, value, value)
+    if seen then seen.ties = ties end
+  end
+  if ties == TIE_PAGE then return ties end
+  local lastMember = seen and seen.last
+  if not lastMember then
+    local last = above + ties - 1
+    lastMember = call('ZREVRANGE', key, last, last)[1]
+    if seen then seen.last = lastMember end
+  end
+  if memberAfter(lastMember, member) then return ties end
   -- Ties are numbered 0.. in board order; the first one not ahead is in [lo, hi], and hi is not.
   local lo, hi = TIE_PAGE, ties - 1
+  if seen then
+    if seen.floor and seen.floor > lo then lo = seen.floor end
+    if seen.ceiling and seen.ceiling < hi then hi = seen.ceiling end
+  end
   while hi - lo > TIE_WINDOW do
     local mid = lo + (hi - lo - (hi - lo) % 2) / 2
     if memberAfter(call('ZREVRANGE', key, above + mid, above + mid)[1], member) then lo = mid + 1 else hi = mid end

@@ -144,24 +144,48 @@ function mergeLists(lists: string[][]): BoardEntry[] {
 /**
  * Per shard: the entries above `value`, and those of exactly `value` ranked ahead of `member` (a
  * greater member: they reached the value first): lua/boardPlaces-1.lua, one call over every
- * shard (one a shard on a Redis Cluster node). Counts only: a value shared by very many costs
- * O(log n × log ties) a shard, never O(ties), and no member is sent to the service.
+ * shard (one a shard on a Redis Cluster node) for every request of the batch that asks about the
+ * same board (ReadsInBatch.gather; each distinct entry once). Counts only: a value shared by very
+ * many costs O(log n × log ties) a shard, never O(ties), and no member is sent to the service;
+ * entries of one value share its count above and its first equal values (a new board, where
+ * every user is on one value). Null: off the board by the values above alone (`offAt`, on a
+ * standalone Redis).
  */
-async function shardPlaces(store: TenantStore, keys: string[], value: number, member: string, offAt: number): Promise<{ above: number[]; ahead: number[] } | null> {
-  const groups = shardsInOneCall(store.redis) ? [keys] : keys.map((key) => [key]);
+function shardPlaces(store: TenantStore, keys: string[], value: number, member: string, offAt: number): Promise<{ above: number[]; ahead: number[] } | null> {
+  const oneCall = shardsInOneCall(store.redis);
   // The board's size only where one call sees every shard's count.
-  const size = groups.length === 1 ? offAt : 0;
-  const replies = (await Promise.all(groups.map((group) => runScript(store.redis, boardPlacesScript, group, [String(value), member, size])))) as number[][];
-  if (replies[0]![0] === -1) return null;
-  const above: number[] = [];
-  const ahead: number[] = [];
-  for (const reply of replies) {
-    for (let i = 0; i < reply.length; i += 2) {
-      above.push(reply[i]!);
-      ahead.push(reply[i + 1]!);
+  const size = oneCall ? offAt : 0;
+  return readsInBatch(store.redis).gather(`places\n${size}\n${keys.join("\n")}`, { value: String(value), member }, async (asked) => {
+    // Each distinct entry once (keyed by value, a newline, member: a value holds no newline).
+    const places = new Map<string, { above: number[]; ahead: number[]; off: boolean }>();
+    const args: (string | number)[] = [size];
+    for (const { value, member } of asked) {
+      const entry = `${value}\n${member}`;
+      if (places.has(entry)) continue;
+      places.set(entry, { above: [], ahead: [], off: false });
+      args.push(value, member);
     }
-  }
-  return { above, ahead };
+    const groups = oneCall ? [keys] : keys.map((key) => [key]);
+    const replies = (await Promise.all(groups.map((group) => runScript(store.redis, boardPlacesScript, group, args)))) as number[][];
+    replies.forEach((reply, g) => {
+      // Entry after entry: -1 (off), or 0 then each of the group's shards' above and ahead.
+      let i = 0;
+      for (const place of places.values()) {
+        if (reply[i++] === -1) {
+          place.off = true;
+          continue;
+        }
+        for (let s = 0; s < groups[g]!.length; s++, i += 2) {
+          place.above.push(reply[i]!);
+          place.ahead.push(reply[i + 1]!);
+        }
+      }
+    });
+    return asked.map(({ value, member }) => {
+      const place = places.get(`${value}\n${member}`)!;
+      return place.off ? null : { above: place.above, ahead: place.ahead };
+    });
+  });
 }
 
 /** An entry's place in board order, with its nearest entries (entriesAround). */

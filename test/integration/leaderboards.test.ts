@@ -730,6 +730,28 @@ describe("many equal values on each shard", () => {
     }
   });
 
+  it("the places of a whole board asked for in one turn are one call, each as exact as alone (lua/boardPlaces-1.lua)", async () => {
+    const t = app();
+    const store = t.app.tenants.all[0]!.store;
+    const board = store.tenant.leaderboards.find((b) => b.key === "crowd")!;
+    const run = activeRun(board, t.clock.now())!;
+    const keys = boardKeys(store, board, run, "");
+    const entries = await Promise.all(order.map((id) => userEntry(store, board, run, id)));
+    // Every user (302 of them on one value, bisected on each shard), in a shuffled order, some twice.
+    const asked = [...order.keys()].sort((a, b) => ((a * 7919) % 307) - ((b * 7919) % 307));
+    asked.push(5, 150, 0);
+    const { result, waves } = await wavesDuring(t.redis, () => Promise.all(asked.map((at) => entriesAround(store, keys, entries[at]!.value, entries[at]!.member, 0, 0))));
+    expect(waves.map((wave) => wave.length)).toEqual([1]);
+    expect(result.map((place) => place!.position)).toEqual(asked.map((at) => at + 1));
+    // With a board's size, an entry with that many above is off (null): "low" alone, below 304.
+    const sized = await Promise.all(asked.map((at) => entriesAround(store, keys, entries[at]!.value, entries[at]!.member, 0, 0, 100)));
+    expect(sized.map((place) => place?.position ?? null)).toEqual(asked.map((at) => (order[at] === "low" ? null : at + 1)));
+    // Off by the values above alone (two above "low"'s value with a board of two): -1 for it only.
+    const low = entries[order.indexOf("low")]!;
+    const small = await Promise.all([entriesAround(store, keys, low.value, low.member, 0, 0, 2), entriesAround(store, keys, entries[0]!.value, entries[0]!.member, 0, 0, 2)]);
+    expect(small.map((place) => place?.position ?? null)).toEqual([null, 1]);
+  });
+
   it("ordinal ranks are positions in that order: the user read, a page and an event", async () => {
     const t = app();
     for (const [i, id] of order.entries()) expect((await userBoard(t, encodeURIComponent(id), "crowd-ordinal")).rank, id).toBe(i + 1);
