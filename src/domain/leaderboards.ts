@@ -148,6 +148,47 @@ export function compareEntries(a: BoardEntry, b: BoardEntry): number {
 }
 
 /**
+ * The first `count` entries in board order of lists each already in board order, as shards give
+ * them (ZREVRANGE ... WITHSCORES: member, score, member, score...): a merge that looks at each
+ * list's next entry, O(count × lists) comparisons and an entry made for each one looked at, where
+ * sorting them all made an entry of every string read and compared O(n log n) (the page around a
+ * user reads 15 entries of each of 16 shards for 15 shown: a sixth of its service's CPU).
+ */
+export function firstInBoardOrder(lists: readonly (readonly string[])[], count: number): BoardEntry[] {
+  return mergeBoardLists(lists, count, true);
+}
+
+/** The last `count` entries in board order of such lists, in board order. */
+export function lastInBoardOrder(lists: readonly (readonly string[])[], count: number): BoardEntry[] {
+  return mergeBoardLists(lists, count, false).reverse();
+}
+
+/** From the lists' starts (`first`) or their ends, the next entry each time: the earliest or the latest in board order of those not taken. */
+function mergeBoardLists(lists: readonly (readonly string[])[], count: number, first: boolean): BoardEntry[] {
+  const at = lists.map((list) => (first ? 0 : list.length - 2));
+  const next = lists.map((list, l) => entryAt(list, at[l]!));
+  const taken: BoardEntry[] = [];
+  while (taken.length < count) {
+    let best = -1;
+    for (let l = 0; l < next.length; l++) {
+      const entry = next[l];
+      if (entry === null) continue;
+      if (best < 0 || (first ? compareEntries(entry, next[best]!) < 0 : compareEntries(entry, next[best]!) > 0)) best = l;
+    }
+    if (best < 0) break;
+    taken.push(next[best]!);
+    at[best]! += first ? 2 : -2;
+    next[best] = entryAt(lists[best]!, at[best]!);
+  }
+  return taken;
+}
+
+/** The entry at index i of a ZREVRANGE ... WITHSCORES list; null past either end. */
+function entryAt(list: readonly string[], i: number): BoardEntry | null {
+  return i >= 0 && i < list.length ? { member: list[i]!, value: Number(list[i + 1]) } : null;
+}
+
+/**
  * Two strings in code point order, which is the UTF-8 byte order Redis gives the members of equal
  * scores (memcmp). JavaScript's `<` compares UTF-16 units instead, and the two disagree where a
  * character above U+FFFF (a surrogate pair, units D800-DFFF) meets one of U+E000-U+FFFF.

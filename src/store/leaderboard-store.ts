@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
 import type { CompiledLeaderboard, CompiledTenant } from "../config/compiled.js";
-import { boardMember, compareEntries, firstRunAfter, type BoardEntry } from "../domain/leaderboards.js";
+import { boardMember, compareEntries, firstInBoardOrder, firstRunAfter, lastInBoardOrder, type BoardEntry } from "../domain/leaderboards.js";
 import { TenantKeys } from "./keys.js";
 import { boardStateNames, userAttributeField } from "./fields.js";
 import { loadLua } from "./lua-loader.js";
@@ -131,14 +131,8 @@ export function topEntries(store: TenantStore, keys: string[], count: number): P
   if (count <= 0) return Promise.resolve([]);
   return readsInBatch(store.redis).read(`top\n${keys.join("\n")}\n${count}`, async () => {
     const lists = await readEachShard<string[]>(store.redis, "zrevrange", keys, [0, count - 1, "WITHSCORES"]);
-    return mergeLists(lists).slice(0, count);
+    return firstInBoardOrder(lists, count);
   });
-}
-
-function mergeLists(lists: string[][]): BoardEntry[] {
-  const entries: BoardEntry[] = [];
-  for (const list of lists) for (let i = 0; i < list.length; i += 2) entries.push({ member: list[i]!, value: Number(list[i + 1]) });
-  return entries.sort(compareEntries);
 }
 
 /**
@@ -240,8 +234,8 @@ export async function entriesAround(
     if (asksAhead(s)) aheadLists.push(windows[next++]!);
     if (after > 0) behindLists.push(windows[next++]!);
   });
-  place.ahead = before === 0 ? [] : mergeLists(aheadLists).slice(-before);
-  place.behind = mergeLists(behindLists).slice(0, after);
+  place.ahead = lastInBoardOrder(aheadLists, before);
+  place.behind = firstInBoardOrder(behindLists, after);
   return place;
 }
 

@@ -6,7 +6,7 @@ import { LaurelError } from "../../src/domain/errors.js";
 import { stableId, tenantNamespace, uuidV5 } from "../../src/domain/ids.js";
 import { numberIn } from "../../src/domain/outcome.js";
 import { levelIndex } from "../../src/domain/levels.js";
-import { boardMember, compareCodePoints, compareEntries, pageRankNumbers } from "../../src/domain/leaderboards.js";
+import { boardMember, compareCodePoints, compareEntries, firstInBoardOrder, lastInBoardOrder, pageRankNumbers } from "../../src/domain/leaderboards.js";
 import { modelRank } from "../../src/domain/model.js";
 import type { CompiledLeaderboard } from "../../src/config/compiled.js";
 import { shardOf } from "../../src/domain/shards.js";
@@ -312,6 +312,30 @@ describe("board members' order", () => {
     fc.assert(
       fc.property(text, text, (a, b) => {
         expect(Math.sign(compareCodePoints(a, b))).toBe(Math.sign(Buffer.compare(Buffer.from(a), Buffer.from(b))));
+      }),
+    );
+  });
+});
+
+describe("merging the shards' lists", () => {
+  it("firstInBoardOrder and lastInBoardOrder take what sorting every list's entries together and slicing takes", () => {
+    // Few values and instants, so that equal values meet across lists.
+    const entry = fc.record({ user: fc.stringMatching(/^[a-z]{1,3}$/), value: fc.integer({ min: -2, max: 3 }), reachedAt: fc.integer({ min: 0, max: 3 }) });
+    const lists = fc.array(fc.uniqueArray(entry, { selector: (u) => u.user, maxLength: 8 }), { maxLength: 5 });
+    fc.assert(
+      fc.property(lists, fc.nat(30), (raw, count) => {
+        // Each user on one list (a user is on one shard), each list in board order, as ZREVRANGE WITHSCORES gives it.
+        const seen = new Set<string>();
+        const shards = raw.map((list) =>
+          list
+            .filter((u) => !seen.has(u.user) && seen.add(u.user))
+            .map((u) => ({ member: boardMember(u.reachedAt, u.user), value: u.value }))
+            .sort(compareEntries),
+        );
+        const wire = shards.map((list) => list.flatMap((e) => [e.member, String(e.value)]));
+        const all = shards.flat().sort(compareEntries);
+        expect(firstInBoardOrder(wire, count)).toEqual(all.slice(0, count));
+        expect(lastInBoardOrder(wire, count)).toEqual(count === 0 ? [] : all.slice(-count));
       }),
     );
   });
