@@ -700,12 +700,17 @@ describe("many equal values on each shard", () => {
     }
   });
 
-  it("a user's place and the entries around it are the same one call a shard (a Redis Cluster node's way) as in one call over every shard", async () => {
-    const t = app();
+  /** The app's store, the "crowd" board, its run under way and that run's keys. */
+  const crowdRun = (t: TestApp) => {
     const store = t.app.tenants.all[0]!.store;
     const board = store.tenant.leaderboards.find((b) => b.key === "crowd")!;
     const run = activeRun(board, t.clock.now())!;
-    const keys = boardKeys(store, board, run, "");
+    return { store, board, run, keys: boardKeys(store, board, run, "") };
+  };
+
+  it("a user's place and the entries around it are the same one call a shard (a Redis Cluster node's way) as in one call over every shard", async () => {
+    const t = app();
+    const { store, board, run, keys } = crowdRun(t);
     // A client that never asked whether Redis is standalone calls one shard at a time (cross-shard.ts).
     const perShardClient = new Redis({ host: t.redis.options.host, port: t.redis.options.port });
     const perShard = { ...store, redis: perShardClient } as unknown as TenantStore;
@@ -732,10 +737,7 @@ describe("many equal values on each shard", () => {
 
   it("the places of a whole board asked for in one turn are one call, each as exact as alone (lua/boardPlaces-1.lua)", async () => {
     const t = app();
-    const store = t.app.tenants.all[0]!.store;
-    const board = store.tenant.leaderboards.find((b) => b.key === "crowd")!;
-    const run = activeRun(board, t.clock.now())!;
-    const keys = boardKeys(store, board, run, "");
+    const { store, board, run, keys } = crowdRun(t);
     const entries = await Promise.all(order.map((id) => userEntry(store, board, run, id)));
     // Every user (302 of them on one value, bisected on each shard), in a shuffled order, some twice.
     const asked = [...order.keys()].sort((a, b) => ((a * 7919) % 307) - ((b * 7919) % 307));
