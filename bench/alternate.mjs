@@ -1,4 +1,4 @@
-// node bench/alternate.mjs <events|read|missing|streak|achievements|board|rankings|user-board|around> <config> <pairs> <A> <B>   (after npm run build)
+// node bench/alternate.mjs <events|read|missing|streak|achievements|board|rankings|user-board|around|bulk-streaks> <config> <pairs> <A> <B>   (after npm run build)
 //
 // One phase of bench/run.mjs (or `missing`: metering reads of users that do not exist, each a
 // 404; `streak`: GET /v1/users/{id}/streak, the user's script and the rank over every shard;
@@ -7,7 +7,8 @@
 // a tenant that has it: config/demo.yaml; `rankings`: GET /v1/streaks/rankings, the top 10 active
 // streaks every request asks for, then their names; `user-board`: GET /v1/users/{id}/leaderboards/xp-all-time,
 // a user's rank on a board, with config/demo.yaml; `around`: GET /v1/leaderboards/xp-all-time?userId={id}&offset=-5&limit=10,
-// the page around a user, with config/demo.yaml and BENCH_USERS up to the board's 1000 to have them all on it)
+// the page around a user, with config/demo.yaml and BENCH_USERS up to the board's 1000 to have them all on it;
+// `bulk-streaks`: GET /v1/streaks?userIds=<20 random users>)
 // for the service under two settings, alternated pair by pair on a
 // fresh redis-server each time, so that this VM's drift (a third between runs) falls on both
 // alike. A and B are environment settings for the service, each "NAME=value[,NAME=value]" or
@@ -28,11 +29,11 @@ import { execFileSync } from "node:child_process";
 import { Redis } from "ioredis";
 import { freePort } from "../dist/embedded-redis.js";
 import { Children, cpuSeconds, runBench, scratchRedis, serviceNodeArgs } from "./processes.mjs";
-import { eventRequests, load, phaseSettings, readRequests, seedUsers, SERVICE_EVENT_PATHS } from "./workload.mjs";
+import { eventRequests, load, phaseSettings, readRequests, seedUsers, SERVICE_EVENT_PATHS, userId } from "./workload.mjs";
 
 const [phaseName, config, pairsText, ...variants] = process.argv.slice(2);
-if (!["events", "read", "missing", "streak", "achievements", "board", "rankings", "user-board", "around"].includes(phaseName) || !config || variants.length !== 2) {
-  console.error("usage: node bench/alternate.mjs <events|read|missing|streak|achievements|board|rankings|user-board|around> <config> <pairs> <A> <B>");
+if (!["events", "read", "missing", "streak", "achievements", "board", "rankings", "user-board", "around", "bulk-streaks"].includes(phaseName) || !config || variants.length !== 2) {
+  console.error("usage: node bench/alternate.mjs <events|read|missing|streak|achievements|board|rankings|user-board|around|bulk-streaks> <config> <pairs> <A> <B>");
   process.exit(2);
 }
 const settings = phaseSettings(20_000);
@@ -90,6 +91,8 @@ async function run(label, { env, nice, entry, processes }) {
               ? readRequests(settings.users, (id) => `/v1/users/${id}/leaderboards/xp-all-time`)
               : phaseName === "around"
                 ? readRequests(settings.users, (id) => `/v1/leaderboards/xp-all-time?userId=${id}&offset=-5&limit=10`)
+                : phaseName === "bulk-streaks"
+                  ? { draw: () => ({ method: "GET", path: `/v1/streaks?userIds=${Array.from({ length: 20 }, () => userId(Math.floor(Math.random() * settings.users))).join(",")}` }) }
               : readRequests(settings.users, (id) => `/v1/users/${id}${phaseName === "missing" ? "-absent" : ""}/points/energy?awards=10`);
   await load(url, requests, { connections: settings.connections, duration: settings.warmup });
   await redis.config("RESETSTAT");
@@ -101,7 +104,7 @@ async function run(label, { env, nice, entry, processes }) {
   const redisCpuUs = ((cpuSeconds(redisPid) - redisCpuBefore) * 1e6) / result.requests;
   const stats = await redis.info("commandstats");
   const reads = readsProcessed(await redis.info("stats")) - readsBefore;
-  const command = ["events", "streak", "achievements", "rankings", "user-board", "around"].includes(phaseName) ? "fcall" : phaseName === "board" ? "zrevrange" : "lrange";
+  const command = ["events", "streak", "achievements", "rankings", "user-board", "around", "bulk-streaks"].includes(phaseName) ? "fcall" : phaseName === "board" ? "zrevrange" : "lrange";
   const m = new RegExp(`cmdstat_${command}:calls=(\\d+),usec=(\\d+)`).exec(stats);
   // Every command's time, for reads that send several kinds.
   const redisUs = [...stats.matchAll(/cmdstat_[a-z|]+:calls=\d+,usec=(\d+)/g)].reduce((sum, x) => sum + Number(x[1]), 0) / result.requests;

@@ -252,11 +252,17 @@ export class ReadStore {
           fields.length,
           ...fields,
           ...ids.map((id) => this.keys.user(this.shard(id), id)),
-        ])) as ([Stored[], (string | null)[]] | null)[];
-        ids.forEach((id, i) => {
-          const entry = reply[i];
-          out.set(id, entry ? { state: entry[0], fields: entry[1] } : null);
-        });
+        ])) as Stored[];
+        // User after user: 0 (unknown), or 1 then the state values and the field values.
+        let i = 0;
+        for (const id of ids) {
+          if (reply[i++] === 0) {
+            out.set(id, null);
+            continue;
+          }
+          out.set(id, { state: reply.slice(i, i + stateKeys.length), fields: reply.slice(i + stateKeys.length, i + stateKeys.length + fields.length) as (string | null)[] });
+          i += stateKeys.length + fields.length;
+        }
       }),
     );
     return out;
