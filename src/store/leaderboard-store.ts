@@ -197,7 +197,7 @@ export interface EntryPlace {
 /**
  * Where (value, member) falls in the board order of every shard's set (shardPlaces), and up to
  * `before` entries ahead of it and `after` at or behind it: each shard's nearest entries on
- * either side of its place, read by position (one more round trip). Every entry of the merged
+ * either side of its place, read by position (one more round trip, one ZREVRANGE a shard). Every entry of the merged
  * window is among them. With `offAt` (a board's size), null where at least that many entries
  * are above the value, as one call over every shard can tell (shardPlaces; never on a Cluster
  * node, where placeOnBoard counts first).
@@ -219,21 +219,22 @@ export async function entriesAround(
   const at = shards.above.map((above, s) => above + shards.ahead[s]!);
   const place: EntryPlace = { above: sum(shards.above), position: sum(at) + 1, ahead: [], behind: [] };
   if (before === 0 && after === 0) return place;
-  // ZREVRANGE's stop of -1 would mean the last entry: a shard with nothing ahead is not asked.
-  const asksAhead = (s: number) => before > 0 && at[s]! > 0;
+  // One ZREVRANGE a shard from `before` ahead of its place to `after` at or behind it, split at
+  // the place (two a shard before the fifty-sixth stop). A shard with nothing to list is not
+  // asked: a stop below the start would read from the other end (-1 is the last entry).
   const reads: PlainRead[] = [];
-  keys.forEach((k, s) => {
-    if (asksAhead(s)) reads.push(["zrevrange", k, Math.max(0, at[s]! - before), at[s]! - 1, "WITHSCORES"]);
-    if (after > 0) reads.push(["zrevrange", k, at[s]!, at[s]! + after - 1, "WITHSCORES"]);
+  // Per read, how many of its entries are ahead of the place.
+  const aheadCounts: number[] = [];
+  keys.forEach((key, s) => {
+    const start = Math.max(0, at[s]! - before);
+    const stop = at[s]! + after - 1;
+    if (stop < start) return;
+    reads.push(["zrevrange", key, start, stop, "WITHSCORES"]);
+    aheadCounts.push(at[s]! - start);
   });
   const windows = await readAll<string[]>(store.redis, reads);
-  const aheadLists: string[][] = [];
-  const behindLists: string[][] = [];
-  let next = 0;
-  keys.forEach((_, s) => {
-    if (asksAhead(s)) aheadLists.push(windows[next++]!);
-    if (after > 0) behindLists.push(windows[next++]!);
-  });
+  const aheadLists = windows.map((list, i) => list.slice(0, 2 * aheadCounts[i]!));
+  const behindLists = windows.map((list, i) => list.slice(2 * aheadCounts[i]!));
   place.ahead = lastInBoardOrder(aheadLists, before);
   place.behind = firstInBoardOrder(behindLists, after);
   return place;
