@@ -62,8 +62,11 @@ async function distinctAbove(store: TenantStore, keys: string[], value: number):
 
 /** Rank number of an entry (value, member) by the board's style; the entry itself need not be stored. */
 export function rankOf(store: TenantStore, board: CompiledLeaderboard, keys: string[], value: number, member: string): Promise<number> {
-  // Read once for every caller of one batch (ReadsInBatch: a page's first rank, asked for by every request for that page).
-  return readsInBatch(store.redis).read(`rank\n${board.ranking}\n${keys.join("\n")}\n${value}\n${member}`, async () => {
+  // Read once for every caller of one batch (ReadsInBatch: a page's first rank, asked for by every
+  // request for that page, or for pages that begin on one value); only an ordinal rank depends
+  // on the member.
+  const tieBreak = board.ranking === "ordinal" ? `\n${member}` : "";
+  return readsInBatch(store.redis).read(`rank\n${board.ranking}\n${keys.join("\n")}\n${value}${tieBreak}`, async () => {
     // No board size given: never off it (null).
     if (board.ranking === "ordinal") return (await entriesAround(store, keys, value, member, 0, 0))!.position;
     if (board.ranking === "dense") return (await distinctAbove(store, keys, value)) + 1;

@@ -81,13 +81,19 @@ describe("a board's page (GET /v1/leaderboards/{key})", () => {
       const [entries, again, five] = await Promise.all([topEntries(store, keys, 10), topEntries(store, keys, 10), topEntries(store, keys, 5)]);
       expect(again).toBe(entries);
       expect(five).not.toBe(entries);
-      const ranks = await Promise.all([rankOf(store, board, keys, entries[0]!.value, entries[0]!.member), rankOf(store, board, keys, entries[0]!.value, entries[0]!.member)]);
+      // The second entry has the first's value: on this competition board the same rank, the
+      // same read (pages around two users that begin on one value).
+      const ranks = await Promise.all([
+        rankOf(store, board, keys, entries[0]!.value, entries[0]!.member),
+        rankOf(store, board, keys, entries[0]!.value, entries[0]!.member),
+        rankOf(store, board, keys, entries[1]!.value, entries[1]!.member),
+      ]);
       return { entries, ranks };
     });
     // The pages of 10 and of 5 (a ZREVRANGE a shard each), then the one rank call.
     expect(waves.map((wave) => wave.length)).toEqual([2 * store.tenant.shards, 1]);
     expect(result.entries.map((e) => e.value)).toEqual([10, 10]);
-    expect(result.ranks).toEqual([1, 1]);
+    expect(result.ranks).toEqual([1, 1, 1]);
   });
 
   it("reads its users' names once for every request for that page in one turn (the webhook payload's top 10 too)", async () => {
