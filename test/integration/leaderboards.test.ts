@@ -3,7 +3,7 @@ import { commandsDuring, type Observed } from "../helpers/monitor.js";
 import { wavesDuring } from "../helpers/waves.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
-import { Redis } from "ioredis";
+import { createRedisClient } from "../../src/store/redis-client.js";
 import { activeRun, memberUser } from "../../src/domain/leaderboards.js";
 import { boardKeys, entriesAround, userEntry } from "../../src/store/leaderboard-store.js";
 import type { TenantStore } from "../../src/store/tenant-store.js";
@@ -711,8 +711,10 @@ describe("many equal values on each shard", () => {
   it("a user's place and the entries around it are the same one call a shard (a Redis Cluster node's way) as in one call over every shard", async () => {
     const t = app();
     const { store, board, run, keys } = crowdRun(t);
-    // A client that never asked whether Redis is standalone calls one shard at a time (cross-shard.ts).
-    const perShardClient = new Redis({ host: t.redis.options.host, port: t.redis.options.port });
+    // A client that never asked whether Redis is standalone calls one shard at a time
+    // (cross-shard.ts); Laurel's own client otherwise, whose turns gather the places.
+    const perShardClient = createRedisClient(`redis://${t.redis.options.host}:${t.redis.options.port}`);
+    await perShardClient.ping();
     const perShard = { ...store, redis: perShardClient } as unknown as TenantStore;
     try {
       for (const id of ["top-1", "c-150", "c-\uFFFD", "low"]) {
@@ -730,6 +732,11 @@ describe("many equal values on each shard", () => {
       const { waves } = await wavesDuring(perShardClient, () => entriesAround(perShard, keys, 2, "x", 1, 1));
       // The place, a call a shard; then each shard's entries on both sides of it, one ZREVRANGE a shard.
       expect(waves.map((wave) => wave.length)).toEqual([store.tenant.shards, store.tenant.shards]);
+      // Every user's place asked in one turn: still a call a shard, each entry as in one call over every shard.
+      const entries = await Promise.all(order.map((id) => userEntry(store, board, run, id)));
+      const gathered = await wavesDuring(perShardClient, () => Promise.all(entries.map((e) => entriesAround(perShard, keys, e!.value, e!.member, 0, 0))));
+      expect(gathered.waves.map((wave) => wave.length)).toEqual([store.tenant.shards]);
+      expect(gathered.result.map((place) => place!.position)).toEqual(order.map((_, at) => at + 1));
     } finally {
       perShardClient.disconnect();
     }
