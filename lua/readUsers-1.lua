@@ -1,6 +1,7 @@
 --[[
-  Hot-state keys and profile fields of several users (GET /v1/streaks). Read-only. On a Redis Cluster node the users of one shard a call; on a standalone
-  Redis, which runs a script on keys of any slots, every user in one call (src/store/cross-shard.ts).
+  Hot-state keys and profile fields of several users (GET /v1/streaks). Read-only. On a Redis
+  Cluster node the users of one shard a call; on a standalone Redis, which runs a script on keys
+  of any slots, every user in one call (src/store/cross-shard.ts).
 
   KEYS[1] a shard's counters {t:s}:agg: names the users' slot so the call is routed there
           (Redis Cluster); not read

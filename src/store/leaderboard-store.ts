@@ -200,10 +200,10 @@ export interface EntryPlace {
 /**
  * Where (value, member) falls in the board order of every shard's set (shardPlaces), and up to
  * `before` entries ahead of it and `after` at or behind it: each shard's nearest entries on
- * either side of its place, read by position (one more round trip, one ZREVRANGE a shard). Every entry of the merged
- * window is among them. With `offAt` (a board's size), null where at least that many entries
- * are above the value, as one call over every shard can tell (shardPlaces; never on a Cluster
- * node, where placeOnBoard counts first).
+ * either side of its place, read by position (one more round trip, one ZREVRANGE a shard).
+ * Every entry of the merged window is among them. With `offAt` (a board's size), null where at
+ * least that many entries are above the value, as one call over every shard can tell
+ * (shardPlaces; never on a Cluster node, where placeOnBoard counts first).
  */
 export async function entriesAround(
   store: TenantStore,
