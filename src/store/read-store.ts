@@ -217,8 +217,8 @@ export class ReadStore {
   users(userIds: readonly string[], stateKeys: readonly string[], fields: readonly string[]): Promise<Map<string, UserFields | null>> {
     if (userIds.length === 0) return Promise.resolve(new Map());
     return readsInBatch(this.redis).gather(`users\n${this.keys.prefix(0)}\n${stateKeys.join("\n")}\n\n${fields.join("\n")}`, userIds, async (asked) => {
-      const all = await this.usersInOneRead(asked.length === 1 ? asked[0]! : [...new Set(asked.flat())], stateKeys, fields);
-      return asked.length === 1 ? [all] : asked.map((ids) => new Map(ids.map((id) => [id, all.get(id)!])));
+      const all = await this.usersInOneRead(unionOfIds(asked), stateKeys, fields);
+      return eachCallersOwn(asked, all);
     });
   }
 
@@ -233,10 +233,9 @@ export class ReadStore {
   names(userIds: readonly string[]): Promise<Map<string, string | null>> {
     if (userIds.length === 0) return Promise.resolve(new Map());
     return readsInBatch(this.redis).gather(`names\n${this.keys.prefix(0)}`, userIds, async (asked) => {
-      const ids = asked.length === 1 ? asked[0]! : [...new Set(asked.flat())];
+      const ids = unionOfIds(asked);
       const names = await readAll<string | null>(this.redis, ids.map((id) => ["hget", this.keys.user(this.shard(id), id), "nm"]));
-      const all = new Map(ids.map((id, i) => [id, names[i] ?? null]));
-      return asked.length === 1 ? [all] : asked.map((list) => new Map(list.map((id) => [id, all.get(id)!])));
+      return eachCallersOwn(asked, new Map(ids.map((id, i) => [id, names[i] ?? null])));
     });
   }
 
@@ -267,6 +266,16 @@ export class ReadStore {
     );
     return out;
   }
+}
+
+/** The users a turn's callers of a gathered read asked for, each once (a single caller's list as it is). */
+function unionOfIds(asked: readonly (readonly string[])[]): readonly string[] {
+  return asked.length === 1 ? asked[0]! : [...new Set(asked.flat())];
+}
+
+/** Each caller's users out of the union's read, in the caller's order (a single caller gets the read itself). */
+function eachCallersOwn<T>(asked: readonly (readonly string[])[], all: Map<string, T>): Map<string, T>[] {
+  return asked.length === 1 ? [all] : asked.map((ids) => new Map(ids.map((id) => [id, all.get(id)!])));
 }
 
 function groupByShard(userIds: readonly string[], shardOfUser: (id: string) => number): Map<number, string[]> {
