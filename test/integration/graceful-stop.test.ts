@@ -247,7 +247,7 @@ describe("a request arriving on an idle connection as the stop begins", () => {
 });
 
 /**
- * A stop while Redis is unreachable: the connections never close (BullMQ's worker and
+ * A stop while Redis is unreachable: the connections mostly never close (BullMQ's worker and
  * queue-events closes wait for a connection that is not coming back), and before the bound in
  * boot.ts stopOnSignals a process given SIGTERM ran on until its orchestrator's SIGKILL. Now it
  * leaves once the drain and CLOSE_TIMEOUT_MS have passed, saying so. The demo tenant: its time
@@ -257,7 +257,7 @@ describe("SIGTERM with Redis unreachable", () => {
   it.each([
     ["the service", MAIN, "laurel listening"],
     ["the stream worker", WORKER, "laurel stream worker running"],
-  ])("%s still exits, saying it did not wait for its connections", async (_name, entry, ready) => {
+  ])("%s still exits, saying whether it waited for its connections", async (_name, entry, ready) => {
     const gone = await startTestRedis();
     const port = await portOutsideEphemeralRange();
     const { child, output, exited } = runService({ REDIS_URL: gone.url, PORT: String(port), LAUREL_DRAIN: "1" }, entry);
@@ -267,7 +267,13 @@ describe("SIGTERM with Redis unreachable", () => {
       await waitFor(() => output().includes("redis not reachable"), "the lost connection to be noticed", exited);
       child.kill("SIGTERM");
       expect(await exited).toBe(0);
-      expect(output()).toContain("stopping without waiting longer for connections to close");
+      // Most runs, a BullMQ close waits for the connection that is not coming back, and the bound
+      // ends the stop; in some, BullMQ gives its connections up first and the close ends on its
+      // own (a clean-clone CI run saw it in the stream worker, 213 ms after SIGTERM). Either way
+      // the process leaves, promptly, and its last line says which; the bound's own path is
+      // held by the unit test "whose close never ends exits 0 at its time limit".
+      const last = output().trim().split("\n").at(-1)!;
+      expect(last).toMatch(/stopping without waiting longer for connections to close|"msg":"stopped"/);
     } finally {
       child.kill("SIGKILL");
       await gone.stop();
