@@ -1,7 +1,7 @@
 --[[
   One shard's part of GET /v1/points/{key}/summary (trophy-compat §2.2 note #21). Read-only.
-  The reader calls it twice: once without ranges (to learn the highest total of the tenant),
-  then with the ten ranges that highest total decides.
+  The reader asks for the ranges of the highest total the last summary found, and calls again
+  with the ten ranges this call's highest total decides when they differ (src/api/points-summary.ts).
 
   With a userAttributes filter the users are those of the shard's groups by attribute value
   ({t:s}:uv:<attr>:<value> sets, {t:s}:pa:<sys>:<attr>:<value> totals, kept by the scripts that

@@ -5,8 +5,18 @@
  * Bounds are inclusive. Integer arithmetic only: a float log10 misplaces exact powers of ten.
  */
 export function histogramRanges(highest: number): [number, number][] {
+  return rangesOfTop(histogramTop(highest));
+}
+
+/** The end of the last range for a highest total: the least power of ten at or above it, at least 10. */
+export function histogramTop(highest: number): number {
   let top = 10;
   while (top < highest) top *= 10;
+  return top;
+}
+
+/** The ten ranges up to `top` (a histogramTop). */
+export function rangesOfTop(top: number): [number, number][] {
   const width = top / 10;
   return Array.from({ length: 10 }, (_, i) => [i * width + 1, (i + 1) * width]);
 }

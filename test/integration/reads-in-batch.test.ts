@@ -241,3 +241,39 @@ describe("the streak rankings and the users they name (ReadsInBatch.gather)", ()
     ]);
   });
 });
+
+describe("the points summary (GET /v1/points/{key}/summary)", () => {
+  // The ranges the highest total sets are asked for in the call that finds it: those of the last
+  // summary's highest total; only a total crossed into another power of ten takes a second call.
+  const summary = async () => {
+    const { result, waves } = await wavesDuring(t.redis, () => t.call("GET", "/v1/points/energy/summary"));
+    expect(result.status).toBe(200);
+    return { ranges: (result.body as { from: number; to: number; users: number }[]).map((r) => [r.from, r.to, r.users]), waves: waves.length };
+  };
+
+  it("is one round trip while the highest total stays under the same power of ten, two when it crosses, right either way", async () => {
+    // Energy: 100 at a user's first event (maxPoints 100): the top is 100 for every user here.
+    const first = await summary();
+    expect(first.ranges.at(-1)!.slice(0, 2)).toEqual([91, 100]);
+    const again = await summary();
+    expect(again).toEqual({ ranges: first.ranges, waves: 1 });
+    // Every user spends their energy down to 1..10: the top falls to 10, found by a second call.
+    const read = readStoreOf(store);
+    const before = await read.pointsHistogram("energy", [[1, 10]]);
+    const holders: string[] = [];
+    for (let s = 0; s < store.tenant.shards; s++) holders.push(...(await t.redis.zrangebyscore(store.keys.pointsZset(s, "energy"), "(10", "+inf")));
+    expect(holders.length).toBeGreaterThan(0);
+    for (const id of holders) {
+      const res = await t.call("POST", "/v1/metrics/api-calls/event", { user: { id }, value: 95 });
+      expect(res.status).toBe(201);
+    }
+    const after = await read.pointsHistogram("energy", [[1, 10]]);
+    expect(after.max).toBeLessThanOrEqual(10);
+    const crossed = await summary();
+    expect(crossed.waves).toBe(2);
+    expect(crossed.ranges.at(-1)!.slice(0, 2)).toEqual([10, 10]);
+    expect(crossed.ranges.slice(1).reduce((n, r) => n + r[2]!, 0)).toBe(after.withPoints);
+    expect(before.withPoints).toBe(after.withPoints);
+    expect(await summary()).toEqual({ ranges: crossed.ranges, waves: 1 });
+  });
+});
