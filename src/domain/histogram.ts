@@ -1,12 +1,11 @@
 /**
  * The ranges of the points summary (trophy-compat §2.2 note #21): after the 0..0 range, ten
  * equal-width ranges from 1 up to the highest total rounded up to a power of ten, at least 10
- * (highest 0..10 → 1-1 ... 10-10; highest 1000 → 1-100 ... 901-1000; 1001 → 1-1000 ...).
- * Bounds are inclusive. Integer arithmetic only: a float log10 misplaces exact powers of ten.
+ * (highest 0..10 → 1-1 ... 10-10; highest 1000 → 1-100 ... 901-1000; 1001 → 1-1000 ...):
+ * rangesOfTop(histogramTop(highest)). Bounds are inclusive. Integer arithmetic only: a float
+ * log10 misplaces exact powers of ten. Two steps, because a summary asks Redis for the ranges
+ * of the top it last found (src/api/points-summary.ts) and compares tops, not ranges.
  */
-export function histogramRanges(highest: number): [number, number][] {
-  return rangesOfTop(histogramTop(highest));
-}
 
 /** The end of the last range for a highest total: the least power of ten at or above it, at least 10. */
 export function histogramTop(highest: number): number {

@@ -7,7 +7,8 @@ import { beforeBatchWrite } from "./write-coalescing.js";
  * one batch at the turn's end. A read they all make with the same keys (the achievements'
  * counters, 16 HMGETs; a board page's entries, names and first rank) is sent once for all of them
  * (`read`); a read that differs per request only by an item (a streak's rank by the user's length,
- * the rankings by their limit, users by their ids) goes out as one call for every item (`gather`).
+ * the rankings by their limit, names and users by their ids, a board's places by their entries)
+ * goes out as one call for every item (`gather`).
  * Either is sent just before the batch is written (beforeBatchWrite), after every request of the
  * turn asked: its reply is as fresh as each caller's own would be, since it reaches Redis after
  * every one of them arrived and so sees every write acknowledged before any of them did. With

@@ -637,7 +637,7 @@ describe("around me (userId makes offset relative to the user)", () => {
 
 describe("many equal values on each shard", () => {
   // 300 users at one value in one millisecond (so ordered by user id, descending bytes), about 150
-  // a shard (more than the 64 the scripts read at once: lua/includes/board-order.lua), between
+  // a shard (more than the 16 the scripts read at once: lua/includes/board-order.lua), between
   // users above and below them. Each shard's neighbours of a value used to be read by score
   // alone, so the ties on the user's shard hid the user's place: an around-me window started
   // elsewhere. And the ordinal rank read every tie.

@@ -1,6 +1,6 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { histogramRanges } from "../../src/domain/histogram.js";
+import { histogramTop, rangesOfTop } from "../../src/domain/histogram.js";
 import { levelIndex } from "../../src/domain/levels.js";
 import { localDayIndex } from "../../src/domain/periods.js";
 import { shardOf } from "../../src/store/keys.js";
@@ -157,7 +157,7 @@ describe(`cross-user reads over ${USERS} seeded users`, () => {
   it("points summary: the histogram of totals", async () => {
     const res = await t.call("GET", "/v1/points/xp/summary");
     const totals = all.map((u) => u.xp ?? 0);
-    const ranges = histogramRanges(Math.max(...totals));
+    const ranges = rangesOfTop(histogramTop(Math.max(...totals)));
     expect(ranges[0]).toEqual([1, 1000]);
     expect(res.body).toEqual([
       { from: 0, to: 0, users: totals.filter((x) => x === 0).length },

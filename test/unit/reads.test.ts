@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { attributeFilterParam, listParam } from "../../src/api/query.js";
 import { bucketsIn, decodeMonth, encodeMonth, summarise, type DayBucket } from "../../src/domain/buckets.js";
 import { LaurelError } from "../../src/domain/errors.js";
-import { histogramRanges } from "../../src/domain/histogram.js";
+import { histogramTop, rangesOfTop } from "../../src/domain/histogram.js";
 import { dateToDay, formatDay, parseDay } from "../../src/domain/periods.js";
 import { longestStreakIn, percentChange, wrappedPeriods } from "../../src/domain/wrapped.js";
 import { compareStreamIds, recordDayArgs } from "../../src/jobs/stream-ops.js";
@@ -67,10 +67,11 @@ describe("daily buckets and summaries", () => {
   });
 
   it("the histogram goes up to the highest total rounded up to a power of ten, at least 10", () => {
-    expect(histogramRanges(0)[9]).toEqual([10, 10]);
-    expect(histogramRanges(1000)).toEqual(Array.from({ length: 10 }, (_, i) => [i * 100 + 1, (i + 1) * 100]));
-    expect(histogramRanges(1001)[0]).toEqual([1, 1000]);
-    expect(histogramRanges(1e15)[9]).toEqual([9e14 + 1, 1e15]);
+    expect(rangesOfTop(histogramTop(0))[9]).toEqual([10, 10]);
+    expect(rangesOfTop(histogramTop(1000))).toEqual(Array.from({ length: 10 }, (_, i) => [i * 100 + 1, (i + 1) * 100]));
+    expect(rangesOfTop(histogramTop(1001))[0]).toEqual([1, 1000]);
+    expect(rangesOfTop(histogramTop(1e15))[9]).toEqual([9e14 + 1, 1e15]);
+    expect([0, 10, 11, 100, 101, 999_999].map(histogramTop)).toEqual([10, 10, 100, 100, 1000, 1_000_000]);
   });
 });
 
