@@ -32,6 +32,8 @@ export class ReadDeadline {
   private head: WaitingRead | null = null;
   private tail: WaitingRead | null = null;
   private readonly timer: NodeJS.Timeout;
+  /** The sweep the timer asked for, run once the poll phase has read what arrived. */
+  private late: NodeJS.Immediate | undefined;
   /** The one error every expired read is answered with (a LaurelError: the router's 503 with its message). */
   private readonly error: LaurelError;
   /** Until when (performance.now()) Redis is taken for stalled: the last sweep that answered a read, plus the bound. */
@@ -46,8 +48,17 @@ export class ReadDeadline {
     private readonly onExpired: (count: number) => void,
   ) {
     this.error = new LaurelError("REDIS_READ_TIMEOUT", `Redis did not answer within ${boundMs} ms; retry later`);
-    // A quarter of the bound: a read is answered between the bound and 1.25 times it.
-    this.timer = setInterval(() => this.sweep(), Math.max(1, Math.min(boundMs / 4, 1000)));
+    // A quarter of the bound: a read is answered between the bound and 1.25 times it. The sweep
+    // runs one turn later (deadline.ts's reason): timers run before the poll phase reads sockets,
+    // so a process that did not run for a while (a loaded host, a long GC) swept reads whose
+    // answers had arrived in time and waited on the socket. Those are answered first now.
+    this.timer = setInterval(() => {
+      const now = performance.now();
+      this.late ??= setImmediate(() => {
+        this.late = undefined;
+        this.sweep(now);
+      });
+    }, Math.max(1, Math.min(boundMs / 4, 1000)));
     this.timer.unref();
   }
 
@@ -92,6 +103,7 @@ export class ReadDeadline {
 
   stop(): void {
     clearInterval(this.timer);
+    clearImmediate(this.late);
   }
 }
 

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { connect } from "node:net";
 import { performance } from "node:perf_hooks";
 import { TrophyApiClient } from "@trophyso/node";
@@ -102,6 +103,51 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
     } finally {
       await t.close();
       await server.stop().catch(() => undefined);
+    }
+  });
+
+  it("serves a read whose answer came in time while this process was not running: the sweep runs after the sockets are read", async () => {
+    // A process that does not run for a while (a loaded host, a long GC) finds the sweep's timer
+    // due before it reads its sockets. Here a read waits on a stopped Redis; Redis is resumed and
+    // answers it while this process is held (synchronously: redis-cli calls, until one sees the
+    // read's LRANGE done and another, on a later turn of Redis's loop, finds its answer written),
+    // and held on until the read has waited past the bound and the sweep is overdue. The answer
+    // came in time: it is what the client gets, not the bound's 503. (The sweep run at the
+    // timer itself answered 503.) The 5 s bound is the set-up's margin, which needs milliseconds.
+    const bound = 5_000;
+    const server = await startTestRedis();
+    const t = await startTestApp({ redisUrl: server.url, jobs: false, readTimeoutMs: bound });
+    const cli = (...args: string[]) => execFileSync("redis-cli", ["-u", server.url, ...args], { encoding: "utf8" });
+    const lranges = () => Number(/cmdstat_lrange:calls=(\d+)/.exec(cli("INFO", "commandstats"))?.[1] ?? 0);
+    const pid = await redisPid(cli("INFO", "server"));
+    try {
+      expect((await t.call("POST", "/v1/metrics/lessons/event", lesson)).status).toBe(201);
+      // The system seen for the user: the metering read is one LRANGE (store/award-presence.ts).
+      expect((await t.call("GET", "/v1/users/gate/points/xp")).status).toBe(200);
+      const before = lranges();
+      process.kill(pid, "SIGSTOP");
+      let resumed = false;
+      try {
+        const began = performance.now();
+        const read = t.call("GET", "/v1/users/gate/points/xp");
+        // The read's LRANGE sent (the client holds it as awaiting its answer), its batch written.
+        const sent = (t.redis as unknown as { commandQueue: { length: number } }).commandQueue;
+        while (sent.length === 0) await new Promise((r) => setTimeout(r, 1));
+        await new Promise((r) => setImmediate(r));
+        expect(performance.now() - began).toBeLessThan(bound); // the set-up's margin held
+        process.kill(pid, "SIGCONT");
+        resumed = true;
+        while (lranges() === before);
+        lranges();
+        // The bound and a sweep's interval (a quarter of it, at most 1 s) past, and some.
+        while (performance.now() - began < bound + 1_000 + 100);
+        expect(await read).toMatchObject({ status: 200, body: { total: 10 } });
+      } finally {
+        if (!resumed) process.kill(pid, "SIGCONT");
+      }
+    } finally {
+      await t.close();
+      await server.stop();
     }
   });
 

@@ -377,8 +377,10 @@ describe("node dist/main.js", () => {
     // holds (CLIENT PAUSE WRITE) for its whole LAUREL_DRAIN (the call waits on for the lost
     // connection), so the server dies while the stop is under way: the 5 s leave this process time
     // to send the kill on a loaded box (were it late, the stop would stop the server itself, and
-    // the test pass without testing the rule). The stop then ends as one whose connections did not
-    // close in time: drain + 5 s (boot.ts), exit 0.
+    // the test pass without testing the rule). The stop then ends, exit 0: mostly as one whose
+    // connections did not close in time (drain + 5 s, boot.ts), at times with "stopped", when
+    // BullMQ gives its connections to the dead server up before the bound (graceful-stop.test.ts,
+    // "SIGTERM with Redis unreachable"). Either is the rule; the crash's exit 1 is not.
     const port = await portOutsideEphemeralRange();
     const proc = runService({ PORT: String(port), LAUREL_DATA_DIR: tempDir(), LAUREL_DRAIN: "5", LAUREL_WORKER: "off", LAUREL_CONFIG: new URL("../../bench/core-tenant.yaml", import.meta.url).pathname });
     let probe: Redis | undefined;
@@ -398,7 +400,8 @@ describe("node dist/main.js", () => {
       expect(await proc.exited).toBe(0);
       expect(proc.output()).not.toContain("the embedded redis-server exited; stopping");
       expect(proc.output()).not.toContain('"level":60');
-      expect(proc.output()).toContain("stopping without waiting longer for connections to close");
+      const last = proc.output().trim().split("\n").at(-1)!;
+      expect(last).toMatch(/stopping without waiting longer for connections to close|"msg":"stopped"/);
       await held;
     } finally {
       probe?.disconnect();
