@@ -12,6 +12,7 @@ import { errorJson, sendJson } from "./respond.js";
 import { LogThrottle } from "../log-throttle.js";
 import { ReadDeadline, type WaitingRead } from "./read-deadline.js";
 import { CONTENT_LENGTH, framingRefusal } from "./framing.js";
+import { deadline } from "../deadline.js";
 
 /** What a handler sees: everything read synchronously from uWS before the first await. */
 export interface ApiRequest {
@@ -174,20 +175,22 @@ export class Router {
   drain(timeoutMs: number, lingerMs = 0): Promise<number> {
     this.draining = true;
     return new Promise((resolve) => {
-      const timers: NodeJS.Timeout[] = [];
+      // Both run a turn after their time (deadline.ts): a process held up past the linger reads
+      // the requests that arrived meanwhile, and serves them, before it decides it is idle.
+      const timers: { cancel(): void }[] = [];
       const end = (unanswered: number): void => {
-        timers.forEach(clearTimeout);
+        for (const timer of timers) timer.cancel();
         this.drained = null;
         resolve(unanswered);
       };
-      timers.push(setTimeout(() => end(this.stats.inFlight), timeoutMs));
+      timers.push(deadline(timeoutMs, () => end(this.stats.inFlight)));
       // Once the linger is over, it ends as soon as nothing is in flight: at once, or when the last request ends (settle).
       const endWhenIdle = (): void => {
         this.drained = () => end(0);
         if (this.stats.inFlight === 0) end(0);
       };
       if (lingerMs <= 0) endWhenIdle();
-      else if (lingerMs < timeoutMs) timers.push(setTimeout(endWhenIdle, lingerMs));
+      else if (lingerMs < timeoutMs) timers.push(deadline(lingerMs, endWhenIdle));
     });
   }
 
@@ -203,7 +206,7 @@ export class Router {
     const withBody = BODY_METHODS.has(method);
     // A read changes nothing either way, so its 503 does not speak of retrying a write.
     const read = method === "get";
-    const deadline = read && !options.ownDeadline ? this.readDeadline : null;
+    const readBound = read && !options.ownDeadline ? this.readDeadline : null;
     const maxBodyBytes = options.maxBodyBytes ?? this.opts.maxBodyBytes;
     const stats = this.stats.route(METHOD_NAMES[method], pattern);
     this.app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
@@ -222,7 +225,7 @@ export class Router {
         settled = true;
         // A read Redis answered (not one the deadline answered first: that one is unlinked
         // already) says Redis answers again.
-        if (waiting !== null) deadline!.untrack(waiting, redisAnswered);
+        if (waiting !== null) readBound!.untrack(waiting, redisAnswered);
         this.settle();
         stats.record(status, performance.now() - arrived);
       };
@@ -274,7 +277,7 @@ export class Router {
           const answer = handler(request);
           // Only a handler that waits (for Redis) is bounded: one that answers at once (a points
           // system, its levels) has nothing to time out, and its answer says nothing of Redis.
-          if (deadline !== null && answer instanceof Promise) waiting = deadline.track(fail, arrived);
+          if (readBound !== null && answer instanceof Promise) waiting = readBound.track(fail, arrived);
           Promise.resolve(answer).then((reply) => {
             redisAnswered = true;
             if (reply.contentType) finish(reply.status, reply.body as string, false, reply.contentType);
