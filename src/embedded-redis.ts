@@ -102,11 +102,80 @@ export async function startEmbeddedRedis(opts: {
   onLog?: (line: string) => void;
   /** More redis-server arguments, after Laurel's own (the tests' cluster-mode node: test/helpers/redis-server.ts). */
   serverArgs?: readonly string[];
+  /** Without `port`: how a free port is found (freePort; a test gives one that first finds a taken port). */
+  pickPort?: () => Promise<number>;
 }): Promise<EmbeddedRedis> {
   if (!redisServerAvailable()) throw new Error(INSTALL_HINT);
   mkdirSync(opts.dir, { recursive: true });
   const replacedOrphan = await claimDataDir(opts.dir);
-  const port = opts.port ?? (await freePort());
+  const occupantFile = join(opts.dir, OCCUPANT_FILE);
+  // A port found free can be taken before the server binds it (any listen on port 0 on the host
+  // in between): the server then exits "Address already in use", or, where another Redis took
+  // it, the probe finds that one (waitForRedis). Either way a new port, a few times; never for a
+  // port the caller chose.
+  const pickPort = opts.pickPort ?? freePort;
+  let port = opts.port ?? (await pickPort());
+  let server: SpawnedServer;
+  for (let attempt = 1; ; attempt++) {
+    server = spawnServer(port, opts);
+    try {
+      await waitForRedis(`redis://127.0.0.1:${port}`, server.child, server.log.lastLine);
+      break;
+    } catch (err) {
+      server.abandon(); // one that never became ready is not left behind
+      if (err instanceof PortTaken && opts.port === undefined && attempt < 5) {
+        port = await pickPort();
+        continue;
+      }
+      releaseDataDir(occupantFile);
+      throw err;
+    }
+  }
+  const { child, log, exited, state, stopOnExit } = server;
+  const url = `redis://127.0.0.1:${port}`;
+  replaceFile(occupantFile, JSON.stringify({ service: process.pid, redis: child.pid!, port } satisfies Occupant));
+  if (opts.onLog) {
+    const onLog = opts.onLog;
+    log.forward((line) => {
+      if (!state.stopping) onLog(line);
+    });
+  }
+  if (opts.onExit) {
+    const onExit = opts.onExit;
+    child.once("exit", (code, signal) => {
+      // After the log's last lines (why it exited), which can be read after the exit is seen.
+      if (!state.stopping) void log.ended().then(() => onExit({ code, signal }));
+    });
+  }
+  return {
+    url,
+    replacedOrphan,
+    async stop() {
+      state.stopping = true;
+      process.removeListener("exit", stopOnExit);
+      if (child.exitCode === null) {
+        child.kill("SIGTERM");
+        await exited;
+      }
+      releaseDataDir(occupantFile);
+    },
+  };
+}
+
+/** A redis-server spawned on a port (startEmbeddedRedis), not yet known to be ready. */
+interface SpawnedServer {
+  child: ChildProcess;
+  log: ReturnType<typeof followLog>;
+  exited: Promise<void>;
+  /** Set once the server is being stopped on purpose: its exit and last lines are then no news. */
+  state: { stopping: boolean };
+  /** Stops it when this process exits (from the spawn on: a process that exits while the server starts stops it too). */
+  stopOnExit: () => void;
+  /** Gives up a server that did not become ready: stopped, not left behind. */
+  abandon: () => void;
+}
+
+function spawnServer(port: number, opts: { dir: string; appendOnly?: boolean; fsync?: "everysec" | "always"; ownSession?: boolean; serverArgs?: readonly string[] }): SpawnedServer {
   const args = [
     "--port", String(port),
     "--bind", "127.0.0.1",
@@ -140,48 +209,21 @@ export async function startEmbeddedRedis(opts: {
   const child: ChildProcess = spawn(command, commandArgs, { stdio: ["ignore", "pipe", "inherit"], detached: opts.ownSession === true });
   const log = followLog(child);
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  let stopping = false;
-  // From the spawn on: a process that exits while the server starts stops it too.
+  const state = { stopping: false };
   const stopOnExit = (): void => {
-    stopping = true;
+    state.stopping = true;
     child.kill("SIGTERM");
   };
   process.once("exit", stopOnExit);
-  const url = `redis://127.0.0.1:${port}`;
-  const occupantFile = join(opts.dir, OCCUPANT_FILE);
-  try {
-    await waitForRedis(url, child, log.lastLine);
-  } catch (err) {
-    process.removeListener("exit", stopOnExit);
-    child.kill("SIGTERM"); // one that never became ready is not left behind
-    releaseDataDir(occupantFile);
-    throw err;
-  }
-  replaceFile(occupantFile, JSON.stringify({ service: process.pid, redis: child.pid!, port } satisfies Occupant));
-  if (opts.onLog) {
-    const onLog = opts.onLog;
-    log.forward((line) => {
-      if (!stopping) onLog(line);
-    });
-  }
-  if (opts.onExit) {
-    const onExit = opts.onExit;
-    child.once("exit", (code, signal) => {
-      // After the log's last lines (why it exited), which can be read after the exit is seen.
-      if (!stopping) void log.ended().then(() => onExit({ code, signal }));
-    });
-  }
   return {
-    url,
-    replacedOrphan,
-    async stop() {
-      stopping = true;
+    child,
+    log,
+    exited,
+    state,
+    stopOnExit,
+    abandon: () => {
       process.removeListener("exit", stopOnExit);
-      if (child.exitCode === null) {
-        child.kill("SIGTERM");
-        await exited;
-      }
-      releaseDataDir(occupantFile);
+      child.kill("SIGTERM");
     },
   };
 }
@@ -373,6 +415,9 @@ function followLog(child: ChildProcess): { lastLine: () => Promise<string | null
   };
 }
 
+/** The port a server was spawned on is another process's (waitForRedis): startEmbeddedRedis tries another. */
+export class PortTaken extends Error {}
+
 /**
  * Waits until a redis-server just spawned answers at `address` (a URL, a port or a socket path)
  * with its data set loaded (AOF loading answers LOADING to commands), for up to 30 s; fails at
@@ -383,18 +428,33 @@ export async function waitForRedis(address: string | number, child: ChildProcess
   // Two calls for ioredis' overloads (a port, or a URL or socket path).
   const probe = typeof address === "number" ? new Redis(address, options) : new Redis(address, options);
   probe.on("error", () => undefined); // refused while the server starts: the loop retries
+  const exited = new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", () => resolve())));
   try {
     for (let attempt = 0; ; attempt++) {
       if (child.exitCode !== null) {
         const said = await lastLogLine();
-        throw new Error(`redis-server exited with code ${child.exitCode}${said ? `: ${said}` : ""}`);
+        const message = `redis-server exited with code ${child.exitCode}${said ? `: ${said}` : ""}`;
+        // Redis 7's last words when it cannot bind (the line before says why: in use, most often).
+        throw /Failed listening on port|Address already in use/.test(said ?? "") ? new PortTaken(message) : new Error(message);
       }
+      let answering: string | null = null;
       try {
-        await probe.connect();
-        const info = await probe.info("persistence");
-        if (/loading:0/.test(info)) return;
+        const attempt = (async () => {
+          await probe.connect();
+          return /loading:0/.test(await probe.info("persistence")) ? await probe.info("server") : null;
+        })();
+        attempt.catch(() => undefined); // given up below when the server exits first
+        // Raced with the server's exit: a port taken by something that accepts connections but
+        // never answers (not a Redis) held the probe, and the start, for ever.
+        answering = await Promise.race([attempt, exited.then(() => null)]);
       } catch {
         probe.disconnect();
+      }
+      if (answering !== null) {
+        // Ours (its pid: setpriv execs redis-server in place), not a server that took the port.
+        const pid = Number(/process_id:(\d+)/.exec(answering)?.[1]);
+        if (child.pid === undefined || pid === child.pid) return;
+        throw new PortTaken(`another redis-server (pid ${pid}) answers at ${address}`);
       }
       if (attempt > 300) throw new Error("redis-server did not become ready in 30 s");
       await new Promise((r) => setTimeout(r, 100));

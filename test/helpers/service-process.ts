@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { performance } from "node:perf_hooks";
 import { afterAll } from "vitest";
 
 /** The service (src/main.ts), as `node dist/main.js` starts it. */
@@ -56,7 +57,10 @@ export function runService(env: Record<string, string>, entry = MAIN, opts: { ow
 export async function waitFor(predicate: () => boolean | Promise<boolean>, what: string, exited?: Promise<unknown>, output?: () => string): Promise<void> {
   let gone = false;
   void exited?.then(() => (gone = true));
-  for (let i = 0; i < 4800; i++) {
+  // Four minutes of the clock, not a count of polls: a predicate that calls over the network
+  // stretched 4 800 polls past the test's own timeout, which then said less.
+  const until = performance.now() + 240_000;
+  while (performance.now() < until) {
     if (await predicate()) return;
     // With `output`, the failure shows what the process said before it went.
     if (gone) throw new Error(`process exited before ${what}${output ? `; its output:\n${output()}` : ""}`);

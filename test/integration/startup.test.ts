@@ -1179,3 +1179,58 @@ describe("node dist/main.js", () => {
     }
   });
 });
+
+/**
+ * The embedded server's port is found free (freePort: the kernel's choice) and then bound by the
+ * server; anything that listens on port 0 on the host in between can take it (another test's
+ * server, a receiver, another service). The start then tries another port, whether the server
+ * could not bind it or another Redis answers there (src/embedded-redis.ts, PortTaken).
+ */
+describe("the embedded redis-server's port taken between its choice and its bind", () => {
+  it("by a listener: the server that could not bind it is given up, and another port is used", async () => {
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+    const taken = (holder.address() as AddressInfo).port;
+    const ports = [taken];
+    const server = await startEmbeddedRedis({ dir: tempDir(), appendOnly: false, pickPort: async () => ports.shift() ?? (await freePort()) });
+    try {
+      expect(server.url).not.toBe(`redis://127.0.0.1:${taken}`);
+      const redis = new Redis(server.url);
+      expect(await redis.ping()).toBe("PONG");
+      redis.disconnect();
+    } finally {
+      await server.stop();
+      holder.close();
+    }
+  });
+
+  it("by another Redis: the probe that finds it there does not take it for the new server", async () => {
+    const other = await startTestRedis();
+    const otherPort = Number(new URL(other.url).port);
+    const dir = tempDir();
+    const ports = [otherPort];
+    const server = await startEmbeddedRedis({ dir, appendOnly: false, pickPort: async () => ports.shift() ?? (await freePort()) });
+    try {
+      expect(server.url).not.toBe(other.url);
+      const redis = new Redis(server.url);
+      expect(((await redis.config("GET", "dir")) as string[])[1]).toBe(dir);
+      redis.disconnect();
+      // The other is left as it was.
+      const probe = new Redis(other.url);
+      expect(((await probe.config("GET", "dir")) as string[])[1]).toBe(other.dir);
+      probe.disconnect();
+    } finally {
+      await server.stop();
+      await other.stop();
+    }
+  });
+
+  it("a port the caller chose is not changed: its start fails, saying why", async () => {
+    const other = await startTestRedis();
+    try {
+      await expect(startEmbeddedRedis({ dir: tempDir(), appendOnly: false, port: Number(new URL(other.url).port) })).rejects.toThrow(/Address already in use|another redis-server/);
+    } finally {
+      await other.stop();
+    }
+  });
+});
