@@ -72,11 +72,12 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
   // (a loaded box), a delivery was counted failed and waited 30 s for its retry, or the
   // endpoint's next deliveries went through the queue, and a test that looked at the receiver,
   // a delivery's attempts or its log right after a drain saw something else. Tests meet neither
-  // unless they set them.
+  // unless they set them. And an endpoint sent through the queue after a failed or slow first
+  // attempt stays so for 10 minutes, not 30 s of the wall clock that a slow test could outlast.
   const delivery = opts.webhooks?.delivery;
   // A stop cuts the attempts in flight at once unless a test sets a grace (the production 2 s
   // would make a stop's tests with a hanging receiver wait for it).
-  const webhooks = { ...opts.webhooks, delivery: { stopGraceMs: 0, ...delivery, firstAttempt: { timeoutMs: 600_000, slowMs: 600_000, ...delivery?.firstAttempt } } };
+  const webhooks = { ...opts.webhooks, delivery: { stopGraceMs: 0, ...delivery, firstAttempt: { timeoutMs: 600_000, slowMs: 600_000, pauseMs: 600_000, ...delivery?.firstAttempt } } };
   const app = await startApp({ tenants, redis, clock, logger, host: "127.0.0.1", port: 0, maxBodyBytes: opts.maxBodyBytes, jobs: opts.jobs, thresholdRefreshMs: opts.thresholdRefreshMs ?? 0, webhooks, lingerMs: opts.lingerMs ?? 0, readTimeoutMs: opts.readTimeoutMs ?? 0 }).catch(
     async (err: unknown) => {
       redis.disconnect();

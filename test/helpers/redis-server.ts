@@ -58,7 +58,9 @@ export async function startTestSentinel(primaryPort: number, replicaPorts: numbe
     ...(opts.tls
       ? ["port 0", `tls-port ${port}`, `tls-cert-file ${opts.tls.cert}`, `tls-key-file ${opts.tls.key}`, `tls-ca-cert-file ${opts.tls.ca}`, `tls-auth-clients ${opts.tls.authClients ? "yes" : "no"}`, "tls-replication yes"]
       : [`port ${port}`]),
-    "bind 127.0.0.1", `dir ${dir}`, `sentinel monitor ${name} 127.0.0.1 ${primaryPort} 1`, `sentinel down-after-milliseconds ${name} 1000`, `sentinel failover-timeout ${name} 10000`,
+    "bind 127.0.0.1", `dir ${dir}`, `sentinel monitor ${name} 127.0.0.1 ${primaryPort} 1`, `sentinel down-after-milliseconds ${name} 60000`, `sentinel failover-timeout ${name} 10000`,
+    // The tests fail over with SENTINEL FAILOVER; a primary held up a second (a loaded box) must
+    // not be taken for down and failed over unasked (then SENTINEL FAILOVER answers INPROG).
     // Replicas named up front: learnt from the primary's INFO, they took up to 10 s to be known.
     ...replicaPorts.map((replica) => `sentinel known-replica ${name} 127.0.0.1 ${replica}`),
     "",

@@ -116,9 +116,10 @@ describe.each(ways)("the service and the worker on a TLS-only Redis: $name", (wa
     // daily buckets) and consumes the hook stream (the first attempt, answered 500).
     const worker = start(tls, WORKER);
     await waitFor(() => worker.output().includes("laurel stream worker running"), "the worker to run", worker.exited, worker.output);
-    const today = new Date().toISOString().slice(0, 10);
+    // The days around today: UTC midnight may pass between the event and this read.
+    const day = (offset: number) => new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
     const summed = async (): Promise<number> => {
-      const days = (await call("GET", `/v1/users/tls/metrics/lessons/event-summary?aggregation=daily&startDate=${today}&endDate=${today}`)).body as { change: number }[];
+      const days = (await call("GET", `/v1/users/tls/metrics/lessons/event-summary?aggregation=daily&startDate=${day(-1)}&endDate=${day(1)}`)).body as { change: number }[];
       return days.reduce((sum, day) => sum + day.change, 0);
     };
     await waitFor(async () => (await summed()) === 1, "the worker to apply the lesson");

@@ -1,3 +1,4 @@
+import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DeliveryJob } from "../../src/jobs/webhooks/attempt.js";
@@ -141,8 +142,10 @@ describe("a receiver that is down past every attempt", () => {
   let s: Scenario;
   let port: number;
   beforeAll(async () => {
-    // A port nothing listens on any more: connections are refused.
-    const probe = await startReceiver();
+    // A port nothing listens on any more: connections are refused. Below the ephemeral range, so
+    // that no other listen on port 0 (another test's server) takes it before the receiver comes
+    // back on it.
+    const probe = await startReceiver(() => 200, await portOutsideEphemeralRange());
     port = Number(new URL(probe.url).port);
     await probe.close();
     const tenantId = uniqueTenantId("whd");
@@ -197,8 +200,9 @@ describe("a receiver that is down past every attempt", () => {
 describe("a bulk replay filtered by endpoint", () => {
   let s: Scenario;
   beforeAll(async () => {
-    // Two endpoints at a port nothing listens on, one attempt each: every delivery ends dead.
-    const probe = await startReceiver();
+    // Two endpoints at a port nothing listens on, one attempt each: every delivery ends dead
+    // (below the ephemeral range: nothing else is given it meanwhile).
+    const probe = await startReceiver(() => 200, await portOutsideEphemeralRange());
     const url = `${probe.url}/hooks`;
     await probe.close();
     const tenantId = uniqueTenantId("whr");
