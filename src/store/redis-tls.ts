@@ -2,6 +2,7 @@ import { createPrivateKey, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { connect, type ConnectionOptions } from "node:tls";
+import { deadline } from "../deadline.js";
 
 /**
  * TLS files for Redis (a rediss:// REDIS_URL), for every connection of the process: its client,
@@ -214,11 +215,11 @@ export function askClientCertificate(host: string, port: number, tls: Connection
     const { cert, key } = tls;
     const socket = connect({ host, port, cert, key, rejectUnauthorized: false, minVersion: "TLSv1.2", maxVersion: "TLSv1.2" });
     const done = (answer: string | null): void => {
-      clearTimeout(timer);
+      timer.cancel();
       socket.destroy();
       resolve(answer);
     };
-    const timer = setTimeout(() => done(null), timeoutMs);
+    const timer = deadline(timeoutMs, () => done(null)); // an answer that came in time is read first
     socket.once("secureConnect", () => done(null));
     // HANDSHAKE_FAILURE is TLS 1.2's word for a certificate required and not given (it has no
     // certificate_required); asked only after a TLS 1.3 handshake with the same server went
@@ -242,11 +243,11 @@ export function tlsRefusal(host: string, port: number, tls: ConnectionOptions, t
   return new Promise((resolve) => {
     const socket = connect({ ...tls, host, port, ...(isIP(host) ? {} : { servername: host }) });
     const done = (answer: TlsRefusal | null | Promise<TlsRefusal | null>): void => {
-      clearTimeout(timer);
+      timer.cancel();
       socket.destroy();
       resolve(answer);
     };
-    const timer = setTimeout(() => done(null), timeoutMs);
+    const timer = deadline(timeoutMs, () => done(null)); // an answer that came in time is read first
     socket.once("secureConnect", () => done(askClientCertificate(host, port, tls, timeoutMs).then((code) => (code === null ? null : { client: code }))));
     socket.once("error", (err) => {
       const problem = tlsCertificateProblem(err);
