@@ -283,8 +283,8 @@ ${streak}`,
   );
 }
 
-const freezes = (initial: number, max: number, everyDays: number) =>
-  `      freezes:\n        initial: ${initial}\n        max: ${max}\n        autoEarn: { everyDays: ${everyDays}, amount: 1 }\n`;
+const freezes = (initial: number, max: number, everyDays: number, amount = 1) =>
+  `      freezes:\n        initial: ${initial}\n        max: ${max}\n        autoEarn: { everyDays: ${everyDays}, amount: ${amount} }\n`;
 
 // No background jobs: only the events settle the streaks, at the instants the tests choose.
 describe("streak freezes: auto-earned grants and consumptions in day order", () => {
@@ -324,6 +324,36 @@ describe("streak freezes: auto-earned grants and consumptions in day order", () 
       await t.setClock("2026-06-04T12:00:00Z");
       expect((await event(t, live, 1)).body.currentStreak).toMatchObject({ length: 2, freezes: 1, extended: true });
       expect((await event(t, idle, 0.5)).body.currentStreak).toMatchObject({ length: 0, freezes: 2 });
+    });
+  });
+
+  it("grants `amount` freezes every `everyDays` days, up to the maximum (found by mutation: every test's amount was 1)", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", freezes(0, 5, 2, 3)) }, async (t) => {
+      const live = { id: "live" };
+      expect((await event(t, live, 1)).body.currentStreak).toMatchObject({ length: 1, freezes: 0, freezeAutoEarnAmount: 3 });
+      const idle = { id: "idle" };
+      expect((await event(t, idle, 0.5)).body.currentStreak).toMatchObject({ length: 0, freezes: 0 });
+      // Grants on 3 and 5 June, 3 each, 5 held at most. The live streak: each missed day is
+      // consumed the next day, after that day's grant: 3 June +3 −1 (2 June), 4 June −1 (3 June),
+      // 5 June +3 −1 (4 June): 3 left, and the streak goes on.
+      await t.setClock("2026-06-05T12:00:00Z");
+      expect((await t.call("GET", "/v1/users/idle/streak")).body).toMatchObject({ length: 0, freezes: 5 });
+      expect((await event(t, live, 1)).body.currentStreak).toMatchObject({ length: 2, freezes: 3, extended: true });
+      expect((await event(t, idle, 0.5)).body.currentStreak).toMatchObject({ length: 0, freezes: 5 });
+    });
+  });
+
+  it("credits the grants due after a streak is lost in the same settlement, as an admin grant sees them", async () => {
+    // The event reply and the streak read settle again in the service; an admin grant settles in
+    // Lua alone, then grants: the only route that shows what the stored settlement credited.
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: streakTenant("daily", freezes(0, 2, 7)) }, async (t) => {
+      expect((await event(t, { id: "g" }, 1)).body.currentStreak).toMatchObject({ length: 1, freezes: 0 });
+      // Lost on 3 June (2 June missed, no freeze); grants on 8 and 15 June: 2 held, the maximum.
+      await t.setClock("2026-06-16T12:00:00Z");
+      const grant = await t.call("POST", "/admin/v1/streaks/freezes", { freezes: [{ userId: "g" }] }, { "x-api-key": "demo-admin-key" });
+      expect(grant.status).toBe(200);
+      expect(grant.body.issues).toEqual([expect.objectContaining({ userId: "g", reason: "Would exceed maximum freeze limit" })]);
+      expect((await t.call("GET", "/v1/users/g/streak")).body).toMatchObject({ length: 0, freezes: 2 });
     });
   });
 
