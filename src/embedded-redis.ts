@@ -439,14 +439,14 @@ export async function waitForRedis(address: string | number, child: ChildProcess
       }
       let answering: string | null = null;
       try {
-        const attempt = (async () => {
+        const asked = (async () => {
           await probe.connect();
           return /loading:0/.test(await probe.info("persistence")) ? await probe.info("server") : null;
         })();
-        attempt.catch(() => undefined); // given up below when the server exits first
+        asked.catch(() => undefined); // given up below when the server exits first
         // Raced with the server's exit: a port taken by something that accepts connections but
         // never answers (not a Redis) held the probe, and the start, for ever.
-        answering = await Promise.race([attempt, exited.then(() => null)]);
+        answering = await Promise.race([asked, exited.then(() => null)]);
       } catch {
         probe.disconnect();
       }

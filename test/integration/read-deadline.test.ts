@@ -137,7 +137,8 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
         expect(performance.now() - began).toBeLessThan(bound); // the set-up's margin held
         process.kill(pid, "SIGCONT");
         resumed = true;
-        while (lranges() === before);
+        // Bounded (a synchronous loop holds the test's own timeout off): ~10-20 s of redis-cli calls.
+        for (let asked = 0; lranges() === before; asked++) if (asked > 2_000) throw new Error("Redis never ran the read's LRANGE");
         lranges();
         // The bound and a sweep's interval (a quarter of it, at most 1 s) past, and some.
         while (performance.now() - began < bound + 1_000 + 100);
