@@ -17,6 +17,27 @@ export function deadline(ms: number, action: () => void): { cancel(): void } {
   };
 }
 
+/**
+ * `action` every `ms`, each run a turn after its timer (deadline's reason: what arrived while
+ * the process did not run is read first). Unref'd: it keeps no process alive. Stop with cancel().
+ */
+export function everyAfterReads(ms: number, action: () => void): { cancel(): void } {
+  let late: NodeJS.Immediate | undefined;
+  const timer = setInterval(() => {
+    late ??= setImmediate(() => {
+      late = undefined;
+      action();
+    });
+  }, ms);
+  timer.unref();
+  return {
+    cancel() {
+      clearInterval(timer);
+      clearImmediate(late);
+    },
+  };
+}
+
 /** `answer`, or a rejection when it has not come within `ms` (the deadline above: an answer that arrived in time is read first; /healthz, the start's wait for Redis). */
 export function answeredWithin<T>(answer: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {

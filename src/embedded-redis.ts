@@ -416,7 +416,7 @@ function followLog(child: ChildProcess): { lastLine: () => Promise<string | null
 }
 
 /** The port a server was spawned on is another process's (waitForRedis): startEmbeddedRedis tries another. */
-export class PortTaken extends Error {}
+class PortTaken extends Error {}
 
 /**
  * Waits until a redis-server just spawned answers at `address` (a URL, a port or a socket path)

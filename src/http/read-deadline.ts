@@ -1,5 +1,6 @@
 import { performance } from "node:perf_hooks"; // not the global, an accessor (see store/redis-script.ts)
 import { LaurelError } from "../domain/errors.js";
+import { everyAfterReads } from "../deadline.js";
 
 /**
  * The longest a read (GET) waits for Redis before it is answered 503 (LAUREL_READ_TIMEOUT). A
@@ -31,9 +32,7 @@ export class ReadDeadline {
   /** The oldest waiting read, and the newest (arrival order). */
   private head: WaitingRead | null = null;
   private tail: WaitingRead | null = null;
-  private readonly timer: NodeJS.Timeout;
-  /** The sweep the timer asked for, run once the poll phase has read what arrived. */
-  private late: NodeJS.Immediate | undefined;
+  private readonly timer: { cancel(): void };
   /** The one error every expired read is answered with (a LaurelError: the router's 503 with its message). */
   private readonly error: LaurelError;
   /** Until when (performance.now()) Redis is taken for stalled: the last sweep that answered a read, plus the bound. */
@@ -48,18 +47,11 @@ export class ReadDeadline {
     private readonly onExpired: (count: number) => void,
   ) {
     this.error = new LaurelError("REDIS_READ_TIMEOUT", `Redis did not answer within ${boundMs} ms; retry later`);
-    // A quarter of the bound: a read is answered between the bound and 1.25 times it. The sweep
-    // runs one turn later (deadline.ts's reason): timers run before the poll phase reads sockets,
-    // so a process that did not run for a while (a loaded host, a long GC) swept reads whose
-    // answers had arrived in time and waited on the socket. Those are answered first now.
-    this.timer = setInterval(() => {
-      const now = performance.now();
-      this.late ??= setImmediate(() => {
-        this.late = undefined;
-        this.sweep(now);
-      });
-    }, Math.max(1, Math.min(boundMs / 4, 1000)));
-    this.timer.unref();
+    // A quarter of the bound: a read is answered between the bound and 1.25 times it. Each sweep
+    // runs once the process has read its sockets (everyAfterReads): a process that did not run
+    // for a while (a loaded host, a long GC) swept at its timer reads whose answers had arrived
+    // in time and waited on the socket.
+    this.timer = everyAfterReads(Math.max(1, Math.min(boundMs / 4, 1000)), () => this.sweep());
   }
 
   /** A read began: `expire` answers it with the bound's 503. Give the node to untrack when the read ends. */
@@ -102,8 +94,7 @@ export class ReadDeadline {
   }
 
   stop(): void {
-    clearInterval(this.timer);
-    clearImmediate(this.late);
+    this.timer.cancel();
   }
 }
 
