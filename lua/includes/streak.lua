@@ -13,8 +13,9 @@
   held, fg auto-earn grants credited, cd local day of first identification.
 ]]
 -- Brings the streak up to `nowPeriod`: in day order, credits auto-earned freezes (every
--- `every` days after first identification, capped at `max`) and lets each period that ended
--- without an extension consume a freeze; with none left the streak is lost (length 0).
+-- `every` days after first identification, capped at `max`; a user holding more, the tenant
+-- file having lowered `max`, keeps them and earns none until below it) and lets each period
+-- that ended without an extension consume a freeze; with none left the streak is lost (length 0).
 local function settleStreak(nowDay, nowPeriod)
   local st = R.streak
   if not st then return end
@@ -37,12 +38,12 @@ local function settleStreak(nowDay, nowPeriod)
           -- Nothing left to consume: credit every remaining grant at once (the cap is monotone).
           local due = math.floor((nowDay - createdDay) / every) - grants
           local before = held
-          held = math.min(fzc.max, held + due * fzc.amt)
+          if held < fzc.max then held = math.min(fzc.max, held + due * fzc.amt) end
           streakOut.earned = streakOut.earned + held - before
           grants = grants + due
         else
           local before = held
-          held = math.min(fzc.max, held + fzc.amt)
+          if held < fzc.max then held = math.min(fzc.max, held + fzc.amt) end
           streakOut.earned = streakOut.earned + held - before
           grants = grants + 1
         end

@@ -136,8 +136,10 @@ export function settleStreak(
       const nextGrant = every !== null ? createdDay! + (grants + 1) * every : null;
       if (nextGrant !== null && nextGrant <= nowDay && (consumeDay === null || nextGrant <= consumeDay)) {
         const due = consumeDay === null ? Math.floor((nowDay - createdDay!) / every!) - grants : 1;
+        // Grants fill up to the maximum and take nothing away: a user holding more (the tenant
+        // file lowered `max`) keeps them, and earns none until below it (lua settleStreak).
         const before = held;
-        held = Math.min(f.max, held + due * f.amount);
+        if (held < f.max) held = Math.min(f.max, held + due * f.amount);
         out.earned += held - before;
         grants += due;
       } else if (consumeDay !== null && pending !== null) {

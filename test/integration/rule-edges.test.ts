@@ -381,6 +381,44 @@ describe("streak freezes: auto-earned grants and consumptions in day order", () 
   });
 });
 
+describe("streak freezes: the maximum lowered below what a user holds", () => {
+  // As maxPoints lowered (above): what a user holds is kept. Grants add none while a user holds
+  // the new maximum or more, and take none away (before, an auto-earned grant cut the freezes
+  // held down to the new maximum, and reported a negative number earned).
+  const tenantId = uniqueTenantId();
+  const yaml = (max: number) =>
+    tenantYaml(
+      tenantId,
+      `
+    metrics: [{ key: lessons, name: Lessons }]
+    streak:
+      frequency: daily
+      metrics: [{ metric: lessons, threshold: 1 }]
+${freezes(Math.min(3, max), max, 2)}`,
+    );
+
+  it("keeps the freezes held: they cover missed days as before, and grants and admin grants add none above the new maximum", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: yaml(3) }, async (first) => {
+      expect((await event(first, { id: "keeper" }, 1)).body.currentStreak).toMatchObject({ length: 1, freezes: 3 });
+      expect((await event(first, { id: "idle" }, 0.5)).body.currentStreak).toMatchObject({ length: 0, freezes: 3 });
+    });
+    await withTestApp({ manualClock: "2026-06-05T12:00:00Z", jobs: false, yaml: yaml(1) }, async (second) => {
+      // keeper missed 2, 3 and 4 June. 3 June: the grant adds none (3 held, 1 the maximum), the
+      // freeze for 2 June is used (2 left); 4 June: 3 June's (1 left); 5 June: the grant adds
+      // none (1 held), 4 June's is used. The streak lives on.
+      expect((await event(second, { id: "keeper" }, 1)).body.currentStreak).toMatchObject({ length: 2, freezes: 0, maxFreezes: 1, extended: true });
+      // idle: grants on 3 and 5 June, at or above the maximum: still 3.
+      expect((await second.call("GET", "/v1/users/idle/streak")).body).toMatchObject({ length: 0, freezes: 3, maxFreezes: 1 });
+      const grant = await second.call("POST", "/admin/v1/streaks/freezes", { freezes: [{ userId: "idle" }] }, { "x-api-key": "demo-admin-key" });
+      expect(grant.status).toBe(200);
+      expect(grant.body.issues).toEqual([expect.objectContaining({ userId: "idle", reason: "Would exceed maximum freeze limit" })]);
+      expect((await second.call("GET", "/v1/users/idle/streak")).body).toMatchObject({ freezes: 3 });
+      // The admin grant settled in Lua alone: the stored count is still 3.
+      expect((await event(second, { id: "idle" }, 0.5)).body.currentStreak).toMatchObject({ freezes: 3 });
+    });
+  });
+});
+
 describe("streak triggers and streak achievements", () => {
   let t: TestApp;
   beforeAll(async () => {
