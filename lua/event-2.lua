@@ -85,8 +85,9 @@
                                (Node knows the new event's id)
       streak   = length, startPeriod|false, lastPeriod|false (the last covered: lastCovered,
                  state.lua), extended 0/1, freezes|false, grants|false, createdDay|false,
-                 startDay|false (8 values; startDay: the local day a weekly or monthly streak
-                 began, ssd)
+                 startDay|false, grantDay|false (9 values; startDay: the local day a weekly or
+                 monthly streak began, ssd; grantDay: the local day of the last auto-earned
+                 freeze, fgd)
       key      = an achievement completed by this request, in completion order
       points   = per system changed: systemKey, added, total, before, #awards, award...
       award    = "seq|ms|awarded|totalAfter|triggerKey"
@@ -109,7 +110,7 @@
 -- allocation, its growth (a rehash at each power of two) and its collection (bench/README.md,
 -- the twenty-third stop). Redis converts the reply before the next call runs.
 local REPLY, OUT_PARTS, EXTRA_WRITES, CALENDAR = {}, {}, {}, { false, false, false, false }
-local REPLY_HEAD = 11
+local REPLY_HEAD = 12
 -- The shard's counters and stream keys by shard prefix, {agg, x}, kept across calls: made per
 -- call they were two concatenations, each a new string to hash and collect.
 local SHARD_KEYS = {}
@@ -123,6 +124,7 @@ local function eventReplyHead(status, id, total, extended, last)
   r[1], r[2], r[3] = status, id, total
   r[4], r[5], r[6], r[7] = S[I_SL] or 0, S[I_SS] or false, last or false, extended and 1 or 0
   r[8], r[9], r[10], r[11] = S[I_FZ] or false, S[I_FG] or false, S[I_CD] or false, I_SSD and S[I_SSD] or false
+  r[12] = I_FGD and S[I_FGD] or false
   r[REPLY_HEAD + 1] = nil
   return r
 end

@@ -20,6 +20,8 @@ local I_CT, I_CD, I_SL, I_SS, I_SP, I_SQ, I_FZ, I_FG, I_X = SLOT.ct, SLOT.cd, SL
 local I_SXT, I_SM, I_SMP, I_SQA, I_SQK = SLOT.sxt, SLOT.sm, SLOT.smp, SLOT.sqa, SLOT.sqk
 -- The local day a weekly or monthly streak began; nil for other tenants (src/store/state-slots.ts).
 local I_SSD = SLOT.ssd
+-- The local day of the last auto-earned freeze; nil for tenants without autoEarn (streak.lua).
+local I_FGD = SLOT.fgd
 R.mfi = R.mf and SLOT[R.mf] or false
 for i = 1, #R.sys do
   local sys = R.sys[i]

@@ -10,7 +10,8 @@
   of the user's last work and its period on the user's calendar (lastCovered, moveCalendar in
   state.lua), sq/sv:<metric>/sqa/sqk the period being accumulated, its values, the instant of
   its first value and the most full thresholds its values have reached, sb longest, fz freezes
-  held, fg auto-earn grants credited, cd local day of first identification.
+  held, fg auto-earn grants credited, fgd the local day of the last one (tenants with autoEarn),
+  cd local day of first identification.
 ]]
 -- Brings the streak up to `nowPeriod`: in day order, credits auto-earned freezes (every
 -- `every` days after first identification, capped at `max`; a user holding more, the tenant
@@ -28,24 +29,31 @@ local function settleStreak(nowDay, nowPeriod)
     local held, grants, createdDay = S[I_FZ] or 0, S[I_FG] or 0, at(I_CD)
     local heldBefore, grantsBefore = held, grants
     local every = (fzc.every > 0 and createdDay) and fzc.every or nil
+    -- The day of the last grant credited (fgd, registered with autoEarn); grants come `every`
+    -- days apart from it, so a changed everyDays takes effect from the last grant. A state
+    -- written before fgd was kept: counted from the day of first identification.
+    local grantDayStored = every and at(I_FGD)
+    local lastGrant = every and (grantDayStored or createdDay + grants * every)
     local guard = 0
     while guard < 100000 do
       guard = guard + 1
       local consumeDay = pending and periodStartDay(pending + 1, st.freq) or nil
-      local nextGrant = every and (createdDay + (grants + 1) * every) or nil
+      local nextGrant = every and (lastGrant + every) or nil
       if nextGrant and nextGrant <= nowDay and (not consumeDay or nextGrant <= consumeDay) then
         if not consumeDay then
           -- Nothing left to consume: credit every remaining grant at once (the cap is monotone).
-          local due = math.floor((nowDay - createdDay) / every) - grants
+          local due = math.floor((nowDay - lastGrant) / every)
           local before = held
           if held < fzc.max then held = math.min(fzc.max, held + due * fzc.amt) end
           streakOut.earned = streakOut.earned + held - before
           grants = grants + due
+          lastGrant = lastGrant + due * every
         else
           local before = held
           if held < fzc.max then held = math.min(fzc.max, held + fzc.amt) end
           streakOut.earned = streakOut.earned + held - before
           grants = grants + 1
+          lastGrant = lastGrant + every
         end
       elseif consumeDay then
         if held > 0 then
@@ -63,7 +71,9 @@ local function settleStreak(nowDay, nowPeriod)
       end
     end
     if held ~= heldBefore then set('fz', held) end
+    -- fg (grants credited) is kept too: an older build side by side counts by it.
     if grants ~= grantsBefore then set('fg', grants) end
+    if every and lastGrant ~= grantDayStored then put(I_FGD, lastGrant) end
     if #streakOut.frozen > 0 then
       set('sp', last)
       local args = {}

@@ -11,7 +11,7 @@ import { LogThrottle } from "../log-throttle.js";
 import type { Tenants } from "../tenants.js";
 import { enumParam, intParam, listParam } from "./query.js";
 import { checkUserId } from "./user-input.js";
-import { STREAK_START_DAY } from "../store/state-slots.js";
+import { LAST_FREEZE_GRANT_DAY, STREAK_START_DAY } from "../store/state-slots.js";
 import { iso } from "./wire.js";
 import { failUserNotFound } from "./lookup.js";
 
@@ -23,13 +23,14 @@ import { failUserNotFound } from "./lookup.js";
  */
 
 /** Hot-state keys of the streak (store/fields.ts), in StreakState order, then the last extension (ms) and the start day. */
-const STREAK_KEYS = ["sl", "ss", "sp", "fz", "fg", "cd", "smp", "sxt", STREAK_START_DAY] as const;
+const STREAK_KEYS = ["sl", "ss", "sp", "fz", "fg", "cd", "smp", "sxt", STREAK_START_DAY, LAST_FREEZE_GRANT_DAY] as const;
 const EXTENDED_AT = STREAK_KEYS.indexOf("sxt");
 const START_DAY_AT = STREAK_KEYS.indexOf(STREAK_START_DAY);
+const GRANT_DAY_AT = STREAK_KEYS.indexOf(LAST_FREEZE_GRANT_DAY);
 
 function storedStreak(values: readonly Stored[]): StreakState {
   const n = (i: number) => (values[i] === null || values[i] === undefined ? null : Number(values[i]));
-  return { length: n(0) ?? 0, startPeriod: n(1), lastPeriod: n(2), freezes: n(3), grants: n(4) ?? 0, createdDay: n(5), metPeriod: n(6), startDay: n(START_DAY_AT) };
+  return { length: n(0) ?? 0, startPeriod: n(1), lastPeriod: n(2), freezes: n(3), grants: n(4) ?? 0, createdDay: n(5), metPeriod: n(6), startDay: n(START_DAY_AT), grantDay: n(GRANT_DAY_AT) };
 }
 
 interface StreakNow {

@@ -42,6 +42,8 @@ export interface ModelStreak {
   acc: Map<string, number>;
   freezes: number | null;
   grants: number;
+  /** The local day of the last auto-earned freeze (lua fgd), kept from the first settlement on. */
+  grantDay?: number | null;
 }
 
 export interface ModelUser {
@@ -125,7 +127,7 @@ const triggerId = (t: CompiledTrigger): string => `${t.systemKey}.${t.key}`;
 export function streakState(user: ModelUser | undefined): StreakState {
   if (!user) return { length: 0, startPeriod: null, lastPeriod: null, freezes: null };
   const s = user.streak;
-  return { length: s.length, startPeriod: s.startPeriod, startDay: s.startDay, lastPeriod: s.lastPeriod, freezes: s.freezes, grants: s.grants, createdDay: user.createdDay };
+  return { length: s.length, startPeriod: s.startPeriod, startDay: s.startDay, lastPeriod: s.lastPeriod, freezes: s.freezes, grants: s.grants, grantDay: s.grantDay ?? null, createdDay: user.createdDay };
 }
 
 /** The streak as the event script replies it (lua eventReplyHead): its last period the last covered. */

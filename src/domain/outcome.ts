@@ -32,6 +32,12 @@ export interface StreakState {
   freezes: number | null;
   /** Auto-earn grants credited, and the local day of first identification (freeze settlement). */
   grants?: number;
+  /**
+   * The local day of the last auto-earn grant credited (lua fgd): the next is `everyDays` after
+   * it, so a changed `everyDays` counts from there. Null for a state written before it was kept:
+   * then createdDay + grants × everyDays.
+   */
+  grantDay?: number | null;
   createdDay?: number | null;
   /** The period of the user's calendar that holds the instant of the user's last work (smp): coveredPeriod. */
   metPeriod?: number | null;

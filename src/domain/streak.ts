@@ -98,6 +98,7 @@ export interface SettlingStreak {
   metPeriod?: number | null;
   freezes: number | null;
   grants: number;
+  grantDay?: number | null;
 }
 
 export interface StreakSettlement {
@@ -131,17 +132,22 @@ export function settleStreak(
     let held = streak.freezes ?? 0;
     let grants = streak.grants;
     const every = f.everyDays > 0 && createdDay !== null ? f.everyDays : null;
+    // The day of the last grant credited; grants come `everyDays` apart from it, so a changed
+    // everyDays takes effect from the last grant (counted from the day of first identification,
+    // a raised one left users without a grant for as many periods as they had been credited).
+    let lastGrant = every !== null ? (streak.grantDay ?? createdDay! + grants * every) : null;
     for (let guard = 0; guard < 100_000; guard++) {
       const consumeDay = pending !== null ? periodStartDay(pending + 1, rule.frequency) : null;
-      const nextGrant = every !== null ? createdDay! + (grants + 1) * every : null;
+      const nextGrant = lastGrant !== null ? lastGrant + every! : null;
       if (nextGrant !== null && nextGrant <= nowDay && (consumeDay === null || nextGrant <= consumeDay)) {
-        const due = consumeDay === null ? Math.floor((nowDay - createdDay!) / every!) - grants : 1;
+        const due = consumeDay === null ? Math.floor((nowDay - lastGrant!) / every!) : 1;
         // Grants fill up to the maximum and take nothing away: a user holding more (the tenant
         // file lowered `max`) keeps them, and earns none until below it (lua settleStreak).
         const before = held;
         if (held < f.max) held = Math.min(f.max, held + due * f.amount);
         out.earned += held - before;
         grants += due;
+        lastGrant = lastGrant! + due * every!;
       } else if (consumeDay !== null && pending !== null) {
         if (held === 0) {
           // No freeze left: the streak is lost; grants due later are still credited.
@@ -157,6 +163,9 @@ export function settleStreak(
     }
     streak.freezes = held;
     streak.grants = grants;
+    // Kept from the first settlement on (lua writes fgd when absent or moved), so that a later
+    // change of everyDays finds it.
+    if (lastGrant !== null) streak.grantDay = lastGrant;
   }
   if (streak.length > 0 && last !== null && last < nowPeriod - 1) {
     out.lost = streak.length;

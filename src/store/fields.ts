@@ -34,6 +34,7 @@
  *                     lbr:<board> the rank given at that change (a state of an earlier version holds
  *                     the table {run, value, reachedAt, breakdown, rank} at lb:<board>)
  *   fz, fg            streak freezes held; auto-earn grants credited so far
+ *   fgd               the local day of the last auto-earn grant (tenants with autoEarn)
  *   pd                the digest of the last profile an event applied (lua/event-2.lua ARGV[7])
  *   _x                (map) names found in a state of the earlier map layout that no config registered
  */

@@ -29,12 +29,15 @@ export const FIXED_STATE_NAMES = ["ct", "up", "cd", "sl", "ss", "sp", "sq", "sb"
 
 /** State name of the local day a weekly or monthly streak began (lua I_SSD), registered only for those tenants. */
 export const STREAK_START_DAY = "ssd";
+/** State name of the local day of the last auto-earned freeze (lua I_FGD), registered only for tenants with autoEarn. */
+export const LAST_FREEZE_GRANT_DAY = "fgd";
 
 /** Every state name a tenant's rules use, fixed ones first. */
 export function stateNames(tenant: CompiledTenant): string[] {
   const names: string[] = [...FIXED_STATE_NAMES];
   // The local day a weekly or monthly streak began (`started`); a daily streak's is its first period.
   if (tenant.streak && tenant.streak.frequency !== "daily") names.push(STREAK_START_DAY);
+  if ((tenant.streak?.freezes?.everyDays ?? 0) > 0) names.push(LAST_FREEZE_GRANT_DAY);
   for (const m of tenant.metrics) names.push(`m:${m.key}`, streakValueField(m.key));
   for (const s of tenant.systems) {
     names.push(`p:${s.key}`, `pn:${s.key}`, userBoostField(s.key));

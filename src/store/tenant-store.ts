@@ -318,7 +318,7 @@ function digest53(text: string): number {
   return 4294967296 * (fmix32(b) & 0x1fffff) + (fmix32(a) >>> 0);
 }
 
-/** The stored streak as a script replies it: {length, start, last, extended, freezes, grants, createdDay, startDay}. */
+/** The stored streak as a script replies it: {length, start, last, extended, freezes, grants, createdDay, startDay, grantDay}. */
 function decodeStreak(raw: readonly unknown[]): StreakState {
   const orNull = (v: unknown): number | null => (v === null || v === undefined ? null : (v as number));
   return {
@@ -329,6 +329,7 @@ function decodeStreak(raw: readonly unknown[]): StreakState {
     grants: orNull(raw[5]) ?? 0,
     createdDay: orNull(raw[6]),
     startDay: orNull(raw[7]),
+    grantDay: orNull(raw[8]),
   };
 }
 
@@ -358,9 +359,9 @@ export function decodePoints(raw: unknown[][]): PointsChange[] {
 }
 
 /** Values before the counted parts of the event script's reply (lua/event-2.lua REPLY_HEAD). */
-const EVENT_REPLY_HEAD = 11;
+const EVENT_REPLY_HEAD = 12;
 
-/** The event script's flat reply (lua/event-2.lua, "Reply"): a head of 11 values, then counted parts. */
+/** The event script's flat reply (lua/event-2.lua, "Reply"): a head of 12 values, then counted parts. */
 function decodeEventReply(reply: unknown[], eventId: string): EventOutcome {
   const streakRaw = reply.slice(3, EVENT_REPLY_HEAD);
   if (reply[0] === 2) {

@@ -419,6 +419,68 @@ ${freezes(Math.min(3, max), max, 2)}`,
   });
 });
 
+describe("streak freezes: autoEarn's everyDays changed", () => {
+  // Grants come everyDays after the last one (fgd). Counted from the day of first
+  // identification, a raised everyDays left users without a grant for as many of its periods as
+  // they had been credited, and a lowered one credited a burst of grants for the days behind.
+  const tenantId = uniqueTenantId();
+  const yaml = (everyDays: number) =>
+    tenantYaml(
+      tenantId,
+      `
+    metrics: [{ key: lessons, name: Lessons }]
+    streak:
+      frequency: daily
+      metrics: [{ metric: lessons, threshold: 1 }]
+${freezes(0, 50, everyDays)}`,
+    );
+  // Below the streak's threshold: the user's freezes settle, no streak is involved.
+  const visit = async (t: TestApp, id: string) => (await event(t, { id }, 0.5)).body.currentStreak.freezes as number;
+
+  it("counts the next grant from the last one, whether everyDays was lowered or raised", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: yaml(7) }, async (t) => {
+      expect(await visit(t, "u")).toBe(0);
+      await t.setClock("2026-06-15T12:00:00Z");
+      expect(await visit(t, "u")).toBe(2); // 8 and 15 June
+    });
+    // Each phase reads first (settled in the service, from what is stored), then sends an event
+    // (settled in the script).
+    const readFreezes = async (t: TestApp) => (await t.call("GET", "/v1/users/u/streak")).body.freezes as number;
+    await withTestApp({ manualClock: "2026-06-18T12:00:00Z", jobs: false, yaml: yaml(1) }, async (t) => {
+      expect(await readFreezes(t)).toBe(5); // 16, 17 and 18 June, not one a day since 1 June
+      expect(await visit(t, "u")).toBe(5);
+    });
+    await withTestApp({ manualClock: "2026-06-24T12:00:00Z", jobs: false, yaml: yaml(7) }, async (t) => {
+      expect(await visit(t, "u")).toBe(5);
+      await t.setClock("2026-06-25T12:00:00Z");
+      expect(await readFreezes(t)).toBe(6); // a week after 18 June, not 5 × 7 days after 1 June
+      expect(await visit(t, "u")).toBe(6);
+      expect((await t.call("GET", "/v1/users/u/streak")).body).toMatchObject({ freezes: 6, freezeAutoEarnInterval: 7 });
+    });
+  });
+
+  it("counts a state written before the last grant's day was kept from the day of first identification", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: yaml(7) }, async (t) => {
+      expect(await visit(t, "old")).toBe(0);
+      await t.setClock("2026-06-15T12:00:00Z");
+      expect(await visit(t, "old")).toBe(2);
+      // Take fgd out of the stored state, as a build before it left it.
+      const { store } = t.app.tenants.all[0]!;
+      const slot = Number(await t.redis.hget(store.keys.slots(), "fgd"));
+      expect(slot).toBeGreaterThan(0);
+      const userKey = store.keys.prefix(store.shard("old")) + "u:old";
+      await t.redis.eval("local s = cmsgpack.unpack(redis.call('HGET', KEYS[1], 's')); s[tonumber(ARGV[1])] = false; redis.call('HSET', KEYS[1], 's', cmsgpack.pack(s))", 1, userKey, slot);
+      // The read and the event count from 1 June by the 2 grants credited: the next on 22 June.
+      await t.setClock("2026-06-21T12:00:00Z");
+      expect((await t.call("GET", "/v1/users/old/streak")).body.freezes).toBe(2);
+      expect(await visit(t, "old")).toBe(2);
+      await t.setClock("2026-06-22T12:00:00Z");
+      expect((await t.call("GET", "/v1/users/old/streak")).body.freezes).toBe(3);
+      expect(await visit(t, "old")).toBe(3);
+    });
+  });
+});
+
 describe("streak triggers and streak achievements", () => {
   let t: TestApp;
   beforeAll(async () => {
