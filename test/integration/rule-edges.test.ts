@@ -270,10 +270,13 @@ describe("a metric trigger's threshold changed in the config", () => {
   });
 });
 
-/** A one-metric tenant with a streak on lessons (threshold 1), `streak` its further streak fields. */
-function streakTenant(frequency: "daily" | "weekly" | "monthly", streak: string, rest = ""): string {
+/**
+ * A one-metric tenant with a streak on lessons (threshold 1), `streak` its further streak fields;
+ * a new tenant unless `tenantId` names one (a config edited between two starts).
+ */
+function streakTenant(frequency: "daily" | "weekly" | "monthly", streak: string, rest = "", tenantId = uniqueTenantId()): string {
   return tenantYaml(
-    uniqueTenantId(),
+    tenantId,
     `
     metrics: [{ key: lessons, name: Lessons }]
 ${rest}    streak:
@@ -386,16 +389,7 @@ describe("streak freezes: the maximum lowered below what a user holds", () => {
   // the new maximum or more, and take none away (before, an auto-earned grant cut the freezes
   // held down to the new maximum, and reported a negative number earned).
   const tenantId = uniqueTenantId();
-  const yaml = (max: number) =>
-    tenantYaml(
-      tenantId,
-      `
-    metrics: [{ key: lessons, name: Lessons }]
-    streak:
-      frequency: daily
-      metrics: [{ metric: lessons, threshold: 1 }]
-${freezes(Math.min(3, max), max, 2)}`,
-    );
+  const yaml = (max: number) => streakTenant("daily", freezes(Math.min(3, max), max, 2), "", tenantId);
 
   it("keeps the freezes held: they cover missed days as before, and grants and admin grants add none above the new maximum", async () => {
     await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: yaml(3) }, async (first) => {
@@ -424,16 +418,7 @@ describe("streak freezes: autoEarn's everyDays changed", () => {
   // identification, a raised everyDays left users without a grant for as many of its periods as
   // they had been credited, and a lowered one credited a burst of grants for the days behind.
   const tenantId = uniqueTenantId();
-  const yaml = (everyDays: number) =>
-    tenantYaml(
-      tenantId,
-      `
-    metrics: [{ key: lessons, name: Lessons }]
-    streak:
-      frequency: daily
-      metrics: [{ metric: lessons, threshold: 1 }]
-${freezes(0, 50, everyDays)}`,
-    );
+  const yaml = (everyDays: number) => streakTenant("daily", freezes(0, 50, everyDays), "", tenantId);
   // Below the streak's threshold: the user's freezes settle, no streak is involved.
   const visit = async (t: TestApp, id: string) => (await event(t, { id }, 0.5)).body.currentStreak.freezes as number;
 
