@@ -1,0 +1,96 @@
+import { describe, expect, it } from "vitest";
+import { uniqueTenantId, withTestApp, type TestApp } from "../helpers/app.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
+
+/**
+ * What happens to stored data when the operator edits the tenant file between two starts (same
+ * tenant id, same Redis): each describe starts the service twice (or more) on one tenant with
+ * different rules. The project's decisions: what a user holds is kept, never confiscated; an edit
+ * takes effect from the start that reads it, never re-paying or re-counting what was done before.
+ * (rule-edges.test.ts holds the earlier ones: maxPoints and streak.freezes.max lowered, a metric
+ * trigger's threshold changed, autoEarn's everyDays changed.)
+ */
+
+const event = (t: TestApp, user: Record<string, unknown>, value: number, metric = "lessons", attributes?: Record<string, string>) =>
+  t.call("POST", `/v1/metrics/${metric}/event`, attributes ? { user, value, attributes } : { user, value });
+
+const xpOf = async (t: TestApp, user: string) => (await t.call("GET", `/v1/users/${user}/points/xp`)).body.total as number;
+
+describe("a metric trigger added to a metric users have progress on", () => {
+  // Counted from the metric total 0, the new trigger paid every multiple of the user's progress
+  // before it existed at the user's next event (500 lessons: 5 000 XP for one more lesson), and
+  // only to the users who came back; a filtered trigger added the same way counts from 0 events.
+  const tenantId = uniqueTenantId();
+  const yaml = (triggers: string) =>
+    tenantYaml(
+      tenantId,
+      `
+    attributes: { event: [source] }
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: start, type: metric, metric: lessons, threshold: 1000, points: 1 }${triggers}]
+`,
+    );
+
+  it("pays from the start that added it: the progress made before is not paid, a fall and a rise back to it neither", async () => {
+    await withTestApp({ yaml: yaml("") }, async (t) => {
+      expect((await event(t, { id: "veteran" }, 50)).body.total).toBe(50);
+      expect((await event(t, { id: "faller" }, 50)).body.total).toBe(50);
+    });
+    await withTestApp({ yaml: yaml(", { key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }") }, async (t) => {
+      // 50 → 52: the 51st and 52nd lessons, not 52.
+      expect((await event(t, { id: "veteran" }, 2)).body.points.xp).toMatchObject({ added: 20, total: 20 });
+      // 50 → 40 → 53: the mark is the total the trigger found (50), so 51 to 53 pay.
+      expect((await event(t, { id: "faller" }, -10)).body.points).toEqual({});
+      expect((await event(t, { id: "faller" }, 13)).body.points.xp).toMatchObject({ added: 30, total: 30 });
+      // A new user: from 0, as ever.
+      expect((await event(t, { id: "newcomer" }, 2)).body.points.xp).toMatchObject({ added: 20, total: 20 });
+    });
+  });
+});
+
+describe("a metric trigger given filters, then its filters removed", () => {
+  // The trigger keeps its key, and with it its high-water mark. Given filters, it counts its own
+  // sum of the events that pass them; removing them, the metric total again. The mark of the one
+  // count was taken against the other: given filters, a mark of the total (50) left the trigger
+  // paying nothing until the filtered events summed past it (a stall of 50 lessons); removed, a
+  // mark of the filtered sum (2) paid the whole difference to the total (48 lessons of events the
+  // filter had refused) at once.
+  const tenantId = uniqueTenantId();
+  const yaml = (filter: string) =>
+    tenantYaml(
+      tenantId,
+      `
+    attributes: { event: [source] }
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10${filter} }]
+`,
+    );
+  const mobile = { source: "mobile" };
+
+  it("starts the count it now counts at the start that changed it: the own sum from 0, the total from where it stands", async () => {
+    await withTestApp({ yaml: yaml("") }, async (t) => {
+      expect((await event(t, { id: "u" }, 50)).body.points.xp).toMatchObject({ added: 500, total: 500 });
+    });
+    await withTestApp({ yaml: yaml(", eventAttributes: { source: mobile }") }, async (t) => {
+      // The first mobile lesson pays (it was paid nothing until the 51st before).
+      expect((await event(t, { id: "u" }, 1, "lessons", mobile)).body.points.xp).toMatchObject({ added: 10, total: 510 });
+      expect((await event(t, { id: "u" }, 47)).body.points).toEqual({});
+      expect((await event(t, { id: "u" }, 1, "lessons", mobile)).body.points.xp).toMatchObject({ added: 10, total: 520 });
+      expect((await t.call("GET", "/v1/users/u/metrics/lessons")).body.current).toBe(99);
+    });
+    await withTestApp({ yaml: yaml("") }, async (t) => {
+      // The total is 99: the next lesson pays one (it paid 48 × 10 at once before).
+      expect((await event(t, { id: "u" }, 1)).body.points.xp).toMatchObject({ added: 10, total: 530 });
+    });
+    await withTestApp({ yaml: yaml(", eventAttributes: { source: mobile }") }, async (t) => {
+      // Filters given again: the own sum starts at 0 again, not at the 2 it held.
+      expect((await event(t, { id: "u" }, 1, "lessons", mobile)).body.points.xp).toMatchObject({ added: 10, total: 540 });
+    });
+  });
+});
