@@ -202,15 +202,29 @@ class UserRequest {
 
   /** lua complete: once, if the user matches; fires achievement triggers, then composites above it. */
   complete(achievement: CompiledAchievement): boolean {
-    if (this.user.achievements.has(achievement.key) || !this.matches(achievement.userAttributes)) return false;
+    if (this.user.achievements.has(achievement.key)) {
+      // Met again though done: a composite above it may still wait, its prerequisites all done,
+      // when the tenant file added it (or took a part the user lacked out of it) after its last
+      // part completed. Nothing else would complete it; it completes now.
+      this.completeAbove(achievement);
+      return false;
+    }
+    if (!this.matches(achievement.userAttributes)) return false;
     this.user.achievements.set(achievement.key, this.now);
     this.completed.push(achievement.key);
     this.fire(triggersOf(this.tenant, (t) => t.type === "achievement" && t.achievement === achievement.key));
+    // A composite completes when its last prerequisite does.
+    this.completeAbove(achievement);
+    return true;
+  }
+
+  /** lua completeAbove: the composites above a done achievement whose prerequisites are all done complete; a done composite is looked through for those above it. */
+  private completeAbove(achievement: CompiledAchievement): void {
     for (const parent of this.tenant.achievements) {
       if (parent.type !== "composite" || !parent.prerequisites.includes(achievement.key)) continue;
-      if (!this.user.achievements.has(parent.key) && parent.prerequisites.every((p) => this.user.achievements.has(p))) this.complete(parent);
+      if (this.user.achievements.has(parent.key)) this.completeAbove(parent);
+      else if (parent.prerequisites.every((p) => this.user.achievements.has(p))) this.complete(parent);
     }
-    return true;
   }
 
   /** lua flushAchievements + flushPoints: counters, totals, award lists. */

@@ -94,3 +94,55 @@ describe("a metric trigger given filters, then its filters removed", () => {
     });
   });
 });
+
+describe("a composite achievement added, or a part taken out of it, when users have done all its parts", () => {
+  // A composite completed only when its last prerequisite did: one added to the config after a
+  // user had done all its parts (or whose missing part the config took out) had nothing left to
+  // complete it, for ever, where a metric achievement added later completes at the next event.
+  const tenantId = uniqueTenantId();
+  const yaml = (composites: string) =>
+    tenantYaml(
+      tenantId,
+      `
+    metrics: [{ key: lessons, name: Lessons }, { key: quizzes, name: Quizzes }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: both-done, type: achievement, achievement: both, points: 7 }]
+    achievements:
+      - { key: lesson-1, name: Lesson, type: metric, metric: lessons, value: 1 }
+      - { key: quiz-1, name: Quiz, type: metric, metric: quizzes, value: 1 }
+      - { key: profile, name: Profile, type: api }
+${composites}`,
+    );
+  const keys = (res: { body: { achievements: { key: string }[] } }) => res.body.achievements.map((a) => a.key);
+
+  it("completes it at the user's next event that meets one of its parts again, and pays its triggers", async () => {
+    await withTestApp({ yaml: yaml("      - { key: both, name: Both, type: composite, achievements: [lesson-1, quiz-1, profile] }\n") }, async (t) => {
+      for (const id of ["early", "late"]) {
+        expect(keys(await event(t, { id }, 1, "lessons"))).toEqual(["lesson-1"]);
+        expect(keys(await event(t, { id }, 1, "quizzes"))).toEqual(["quiz-1"]);
+      }
+    });
+    // The API part taken out, and a composite of the composite added.
+    await withTestApp(
+      { yaml: yaml("      - { key: both, name: Both, type: composite, achievements: [lesson-1, quiz-1] }\n      - { key: all, name: All, type: composite, achievements: [both] }\n") },
+      async (t) => {
+        const res = await event(t, { id: "early" }, 1, "lessons");
+        expect(keys(res)).toEqual(["both", "all"]);
+        expect(res.body.points.xp).toMatchObject({ added: 7, total: 7 });
+        // Once: the next event completes nothing.
+        expect(keys(await event(t, { id: "early" }, 1, "quizzes"))).toEqual([]);
+        const listed = (await t.call("GET", "/v1/users/early/achievements")).body.map((a: { key: string }) => a.key);
+        expect(listed).toEqual(expect.arrayContaining(["both", "all"]));
+        // An event below every part's value meets none: nothing yet for "late".
+        expect(keys(await event(t, { id: "late" }, -5, "quizzes"))).toEqual([]);
+        expect(keys(await event(t, { id: "late" }, 1, "lessons"))).toEqual(["both", "all"]);
+      },
+    );
+    // A composite added above a composite done: looked through to it.
+    await withTestApp({ yaml: yaml("      - { key: both, name: Both, type: composite, achievements: [lesson-1, quiz-1] }\n      - { key: top, name: Top, type: composite, achievements: [both] }\n") }, async (t) => {
+      expect(keys(await event(t, { id: "early" }, 1, "quizzes"))).toEqual(["top"]);
+    });
+  });
+});

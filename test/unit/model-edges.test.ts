@@ -174,3 +174,22 @@ describe("a metric trigger added, given filters or stripped of them, in the mode
     expect(added(send(filtered, state, "u", 6, 1, "lessons", mobile))).toBe(10);
   });
 });
+
+// lua/includes/achievements.lua completeAbove; test/integration/config-edits.test.ts
+describe("a composite added when its parts are done, in the model", () => {
+  const rules = (composites: string) =>
+    edited(
+      `    metrics: [{ key: lessons, name: Lessons }, { key: quizzes, name: Quizzes }]\n    achievements:\n      - { key: lesson-1, name: Lesson, type: metric, metric: lessons, value: 1 }\n      - { key: quiz-1, name: Quiz, type: metric, metric: quizzes, value: 1 }\n${composites}`,
+    );
+
+  it("completes at the next event that meets one of its parts again, a composite above it too", () => {
+    const state = emptyState();
+    send(rules(""), state, "u", 1, 1, "lessons");
+    send(rules(""), state, "u", 2, 1, "quizzes");
+    const later = rules("      - { key: both, name: Both, type: composite, achievements: [lesson-1, quiz-1] }\n      - { key: all, name: All, type: composite, achievements: [both] }\n");
+    expect(send(later, state, "u", 3, 1, "lessons").achievements).toEqual(["both", "all"]);
+    expect(send(later, state, "u", 4, 1, "lessons").achievements).toEqual([]);
+    const top = rules("      - { key: both, name: Both, type: composite, achievements: [lesson-1, quiz-1] }\n      - { key: top, name: Top, type: composite, achievements: [both] }\n");
+    expect(send(top, state, "u", 5, 1, "quizzes").achievements).toEqual(["top"]);
+  });
+});
