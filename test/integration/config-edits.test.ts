@@ -146,3 +146,73 @@ ${composites}`,
     });
   });
 });
+
+describe("first identification's rules edited: user_creation triggers, streak.freezes.initial", () => {
+  // Both apply at a user's first identification only: an edit reaches the users identified from
+  // the start that reads it, and changes nothing for those identified before (no payment, no
+  // freezes added or taken).
+  const tenantId = uniqueTenantId();
+  const yaml = (triggers: string, initial: number) =>
+    tenantYaml(
+      tenantId,
+      `
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 1 }${triggers}]
+    streak:
+      frequency: daily
+      metrics: [{ metric: lessons, threshold: 1 }]
+      freezes: { initial: ${initial}, max: 5 }
+`,
+    );
+
+  it("apply to the users identified from then on, and leave the others as they were", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: yaml("", 1) }, async (t) => {
+      expect((await t.call("POST", "/v1/users", { id: "before" })).status).toBe(201);
+    });
+    await withTestApp({ manualClock: "2026-06-01T13:00:00Z", jobs: false, yaml: yaml(", { key: welcome, type: user_creation, points: 100 }", 3) }, async (t) => {
+      expect((await t.call("PUT", "/v1/users/before", {})).status).toBe(200);
+      expect(await xpOf(t, "before")).toBe(0);
+      expect((await event(t, { id: "before" }, 0.5)).body.currentStreak).toMatchObject({ freezes: 1 });
+      expect((await event(t, { id: "after" }, 0.5)).body).toMatchObject({ points: { xp: { added: 100 } }, currentStreak: { freezes: 3 } });
+    });
+  });
+});
+
+describe("an achievement removed from the tenant file and added back", () => {
+  const tenantId = uniqueTenantId();
+  const yaml = (achievements: string) =>
+    tenantYaml(
+      tenantId,
+      `
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: first, type: achievement, achievement: first-lesson, points: 50 }]
+    achievements:
+      - { key: other, name: Other, type: api }
+${achievements}`,
+    );
+  const first = "      - { key: first-lesson, name: First lesson, type: metric, metric: lessons, value: 1 }\n";
+
+  it("keeps the users' completions: none completes it, nor is paid for it, a second time", async () => {
+    await withTestApp({ yaml: yaml(first) }, async (t) => {
+      expect((await event(t, { id: "u" }, 1)).body.points.xp).toMatchObject({ added: 50 });
+    });
+    // Without it (and without its trigger, which names it), the user goes on.
+    const without = tenantYaml(tenantId, `    metrics: [{ key: lessons, name: Lessons }]\n    achievements:\n      - { key: other, name: Other, type: api }\n`);
+    await withTestApp({ yaml: without }, async (t) => {
+      expect((await event(t, { id: "u" }, 1)).body.achievements).toEqual([]);
+    });
+    await withTestApp({ yaml: yaml(first) }, async (t) => {
+      const res = await event(t, { id: "u" }, 1);
+      expect(res.body.achievements).toEqual([]);
+      expect(res.body.points).toEqual({});
+      const listed = (await t.call("GET", "/v1/users/u/achievements")).body.map((a: { key: string }) => a.key);
+      expect(listed).toContain("first-lesson");
+    });
+  });
+});
