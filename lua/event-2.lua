@@ -209,18 +209,35 @@ end
 -- events that pass them (its own running sum, t.tc); an unfiltered one counts the metric total.
 -- The running sum saturates at the metric total's range (±maxTotal): events the filter passes
 -- can move it further than the total, and beyond 2^53 micro-units it would lose exactness.
+-- A trigger's mark starts where its count stands when the trigger first counts for the user
+-- (added to the config since, or its filters added or removed: the mark held was of the other
+-- count): an unfiltered one at the metric total before this event, a filtered one's own sum at 0.
+-- So an edit pays from its start on: neither the progress made before it (a burst) nor a mark of
+-- the other count to climb past first (a stall). t.otci: the own sum of a trigger whose filters
+-- were removed, still stored (the config had them; its presence says the mark is of the sum).
 put(R.mfi, newTotal)
 local metricTriggers = R.mt
 for i = 1, #metricTriggers do
   local t = metricTriggers[i]
   if (not t.eb or mfloor(eventMask / t.eb) % 2 == 1) and matches(t.f) then
     local counted = newTotal
+    local hw = S[t.hwi]
     if t.tc then
-      counted = (S[t.tci] or 0) + value
+      local own = S[t.tci]
+      if not own then
+        own = 0
+        if hw then put(t.hwi, false); hw = false end
+      end
+      counted = own + value
       if counted > R.maxTotal then counted = R.maxTotal elseif counted < -R.maxTotal then counted = -R.maxTotal end
       put(t.tci, counted)
+    elseif not hw or (t.otci and S[t.otci]) then
+      if t.otci and S[t.otci] then put(t.otci, false) end
+      local mark = oldTotal > 0 and oldTotal or false
+      if hw ~= mark then put(t.hwi, mark) end
+      hw = mark
     end
-    local hw = S[t.hwi] or 0
+    hw = hw or 0
     if counted > hw then
       put(t.hwi, counted)
       local crossings = idiv(counted, t.th) - idiv(hw, t.th)

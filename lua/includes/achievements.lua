@@ -13,24 +13,45 @@ local function prerequisitesDone(a)
   return true
 end
 
+-- The composites above `a` whose prerequisites are all done complete now (complete below).
+local completeAbove
+
 local function complete(key)
   local a = R.ach[key]
-  if not a or num(a.f) or not matches(a.ua) then return false end
+  if not a then return false end
+  if num(a.f) then
+    -- Met again though done: a composite above it may still wait, its prerequisites all done,
+    -- when the tenant file added it (or took a part the user lacked out of it) after its last
+    -- part completed. Nothing else would complete it; it completes now.
+    if a.up then completeAbove(a) end
+    return false
+  end
+  if not matches(a.ua) then return false end
   set(a.f, now)
   completed[#completed + 1] = key
   -- Achievement triggers pay in the same request that completes the achievement.
   local triggers = R.at[key]
   if triggers then fire(triggers) end
   -- A composite completes when its last prerequisite does.
-  if a.up then
-    local up = a.up
-    for i = 1, #up do
-      local parent = up[i]
-      local p = R.ach[parent]
-      if p and not num(p.f) and prerequisitesDone(p) then complete(parent) end
+  if a.up then completeAbove(a) end
+  return true
+end
+
+-- A composite done is looked through for the composites above it (the tenant file may have
+-- added one of them since).
+completeAbove = function(a)
+  local up = a.up
+  for i = 1, #up do
+    local parent = up[i]
+    local p = R.ach[parent]
+    if p then
+      if num(p.f) then
+        if p.up then completeAbove(p) end
+      elseif prerequisitesDone(p) then
+        complete(parent)
+      end
     end
   end
-  return true
 end
 
 local function flushAchievements(aggKey, outParts)

@@ -30,6 +30,8 @@ end
 for i = 1, #R.mt do
   local t = R.mt[i]
   t.hwi, t.tci = SLOT[t.hw], t.tc and SLOT[t.tc] or false
+  -- An unfiltered trigger's own sum from when it had filters (R.mt otc): event-2.lua step 6a.
+  t.otci = t.otc and SLOT[t.otc] or false
 end
 if R.streak then
   local st = R.streak

@@ -202,15 +202,29 @@ class UserRequest {
 
   /** lua complete: once, if the user matches; fires achievement triggers, then composites above it. */
   complete(achievement: CompiledAchievement): boolean {
-    if (this.user.achievements.has(achievement.key) || !this.matches(achievement.userAttributes)) return false;
+    if (this.user.achievements.has(achievement.key)) {
+      // Met again though done: a composite above it may still wait, its prerequisites all done,
+      // when the tenant file added it (or took a part the user lacked out of it) after its last
+      // part completed. Nothing else would complete it; it completes now.
+      this.completeAbove(achievement);
+      return false;
+    }
+    if (!this.matches(achievement.userAttributes)) return false;
     this.user.achievements.set(achievement.key, this.now);
     this.completed.push(achievement.key);
     this.fire(triggersOf(this.tenant, (t) => t.type === "achievement" && t.achievement === achievement.key));
+    // A composite completes when its last prerequisite does.
+    this.completeAbove(achievement);
+    return true;
+  }
+
+  /** lua completeAbove: the composites above a done achievement whose prerequisites are all done complete; a done composite is looked through for those above it. */
+  private completeAbove(achievement: CompiledAchievement): void {
     for (const parent of this.tenant.achievements) {
       if (parent.type !== "composite" || !parent.prerequisites.includes(achievement.key)) continue;
-      if (!this.user.achievements.has(parent.key) && parent.prerequisites.every((p) => this.user.achievements.has(p))) this.complete(parent);
+      if (this.user.achievements.has(parent.key)) this.completeAbove(parent);
+      else if (parent.prerequisites.every((p) => this.user.achievements.has(p))) this.complete(parent);
     }
-    return true;
   }
 
   /** lua flushAchievements + flushPoints: counters, totals, award lists. */
@@ -330,6 +344,12 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
   // Spec rule 1 and DESIGN: each newly crossed multiple above the high-water mark pays once;
   // a filtered trigger counts only the values of events that pass its filters, saturating at the
   // metric total's range (events the filter passes can move it further than the total).
+  // A trigger's mark starts where its count stands when the trigger first counts for the user
+  // (added to the config since, or its filters added or removed: the mark held was of the other
+  // count): an unfiltered one at the metric total before this event, a filtered one's own sum at 0.
+  // So an edit pays from its start on: neither the progress made before it (a burst) nor a mark of
+  // the other count to climb past first (a stall). The own sum of a trigger whose filters were
+  // removed, still stored, says the mark is of the sum (lua event-2.lua step 6a).
   user.metrics.set(input.metricKey, newTotal);
   for (const t of triggersOf(tenant, (x) => x.type === "metric" && x.metric === input.metricKey)) {
     if (t.type !== "metric") continue;
@@ -337,8 +357,13 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
     const id = triggerId(t);
     let counted = newTotal;
     if (t.userAttributes.length > 0 || t.eventAttributes.length > 0) {
+      if (!user.triggerCounts.has(id)) user.highWater.delete(id);
       counted = Math.min(MAX_TOTAL_MICRO, Math.max(-MAX_TOTAL_MICRO, (user.triggerCounts.get(id) ?? 0) + input.valueMicro));
       user.triggerCounts.set(id, counted);
+    } else if (!user.highWater.has(id) || user.triggerCounts.has(id)) {
+      user.triggerCounts.delete(id);
+      if (oldTotal > 0) user.highWater.set(id, oldTotal);
+      else user.highWater.delete(id);
     }
     const hw = user.highWater.get(id) ?? 0;
     if (counted > hw) {

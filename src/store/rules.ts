@@ -48,11 +48,12 @@ export interface LuaRules {
   }[];
   uc: LuaTrigger[];
   /**
-   * Metric triggers on this metric: threshold, high-water field, own counter field when filtered,
-   * and for a trigger with event-attribute filters its bit in the event script's mask (Node
+   * Metric triggers on this metric: threshold, high-water field, own counter field when filtered
+   * (`otc`: when unfiltered, that field if registered, a config having given it filters before:
+   * lua/event-2.lua step 6a), and for a trigger with event-attribute filters its bit in the event script's mask (Node
    * evaluates those filters: lua/event-2.lua ARGV[3]), false for one without.
    */
-  mt: (LuaTrigger & { th: number; hw: string; tc: string | false; eb: number | false })[];
+  mt: (LuaTrigger & { th: number; hw: string; tc: string | false; otc: string | false; eb: number | false })[];
   st: (LuaTrigger & { n: number })[];
   /** Achievement triggers by achievement key. */
   at: Record<string, LuaTrigger[]>;
@@ -202,6 +203,7 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
       th: t.thresholdMicro,
       hw: highWaterField(t),
       tc: isFiltered(t) ? triggerCountField(t) : false,
+      otc: !isFiltered(t) && slots.byName.has(triggerCountField(t)) ? triggerCountField(t) : false,
       eb: maskBits.get(t) ?? false,
     })),
     st: triggers.flatMap((t) => (t.type === "streak" ? [{ ...lua(t), n: t.length }] : [])),

@@ -136,3 +136,60 @@ describe("a restore in the model", () => {
     expect(viewStreak(weekly.streak!, streak, nowDay, nowPeriod)).toMatchObject({ length: 3, started: "2026-05-04" });
   });
 });
+
+/* ---------- The tenant file edited between two starts: one state, the rules of each start in turn ---------- */
+
+const edited = (body: string) => loadConfigText(tenantYaml("edited", body), "edited.yaml", {})[0]!;
+function send(rules: CompiledTenant, state: ModelState, userId: string, n: number, value: number, metricKey = "lessons", eventAttributes: Record<string, string> | null = null) {
+  const result = applyEvent(rules, state, { metricKey, userId, now: T0 + n, eventId: `e${n}`, idempotencyKey: null, valueMicro: value * 1e6, tz: null, profile: [], eventAttributes });
+  if (result.outcome.kind !== "processed") throw new Error("not processed");
+  return result.outcome;
+}
+const added = (outcome: ReturnType<typeof send>) => outcome.points.find((p) => p.systemKey === "xp")?.added ?? 0;
+
+// lua/event-2.lua step 6a; test/integration/config-edits.test.ts
+describe("a metric trigger added, given filters or stripped of them, in the model", () => {
+  const rules = (triggers: string) =>
+    edited(`    attributes: { event: [source] }\n    metrics: [{ key: lessons, name: Lessons }]\n    points:\n      - key: xp\n        name: XP\n        triggers: [${triggers}]\n`);
+  const start = "{ key: start, type: metric, metric: lessons, threshold: 1000, points: 1 }";
+  const perLesson = (filter = "") => `{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10${filter} }`;
+  const mobile = { source: "mobile" };
+
+  it("added: its mark starts at the total it finds, not at 0", () => {
+    const state = emptyState();
+    send(rules(start), state, "u", 1, 50);
+    const later = rules(`${start}, ${perLesson()}`);
+    expect(added(send(later, state, "u", 2, -10))).toBe(0);
+    expect(added(send(later, state, "u", 3, 13))).toBe(30);
+  });
+
+  it("given filters: its own sum and its mark start at 0; stripped of them: its mark starts at the total", () => {
+    const state = emptyState();
+    expect(added(send(rules(perLesson()), state, "u", 1, 50))).toBe(500);
+    const filtered = rules(perLesson(", eventAttributes: { source: mobile }"));
+    expect(added(send(filtered, state, "u", 2, 1, "lessons", mobile))).toBe(10);
+    send(filtered, state, "u", 3, 47);
+    expect(added(send(filtered, state, "u", 4, 1, "lessons", mobile))).toBe(10);
+    expect(added(send(rules(perLesson()), state, "u", 5, 1))).toBe(10);
+    expect(added(send(filtered, state, "u", 6, 1, "lessons", mobile))).toBe(10);
+  });
+});
+
+// lua/includes/achievements.lua completeAbove; test/integration/config-edits.test.ts
+describe("a composite added when its parts are done, in the model", () => {
+  const rules = (composites: string) =>
+    edited(
+      `    metrics: [{ key: lessons, name: Lessons }, { key: quizzes, name: Quizzes }]\n    achievements:\n      - { key: lesson-1, name: Lesson, type: metric, metric: lessons, value: 1 }\n      - { key: quiz-1, name: Quiz, type: metric, metric: quizzes, value: 1 }\n${composites}`,
+    );
+
+  it("completes at the next event that meets one of its parts again, a composite above it too", () => {
+    const state = emptyState();
+    send(rules(""), state, "u", 1, 1, "lessons");
+    send(rules(""), state, "u", 2, 1, "quizzes");
+    const later = rules("      - { key: both, name: Both, type: composite, achievements: [lesson-1, quiz-1] }\n      - { key: all, name: All, type: composite, achievements: [both] }\n");
+    expect(send(later, state, "u", 3, 1, "lessons").achievements).toEqual(["both", "all"]);
+    expect(send(later, state, "u", 4, 1, "lessons").achievements).toEqual([]);
+    const top = rules("      - { key: both, name: Both, type: composite, achievements: [lesson-1, quiz-1] }\n      - { key: top, name: Top, type: composite, achievements: [both] }\n");
+    expect(send(top, state, "u", 5, 1, "quizzes").achievements).toEqual(["top"]);
+  });
+});

@@ -1,0 +1,218 @@
+import { describe, expect, it } from "vitest";
+import { uniqueTenantId, withTestApp, type TestApp } from "../helpers/app.js";
+import { tenantYaml } from "../helpers/tenant-yaml.js";
+
+/**
+ * What happens to stored data when the operator edits the tenant file between two starts (same
+ * tenant id, same Redis): each describe starts the service twice (or more) on one tenant with
+ * different rules. The project's decisions: what a user holds is kept, never confiscated; an edit
+ * takes effect from the start that reads it, never re-paying or re-counting what was done before.
+ * (rule-edges.test.ts holds the earlier ones: maxPoints and streak.freezes.max lowered, a metric
+ * trigger's threshold changed, autoEarn's everyDays changed.)
+ */
+
+const event = (t: TestApp, user: Record<string, unknown>, value: number, metric = "lessons", attributes?: Record<string, string>) =>
+  t.call("POST", `/v1/metrics/${metric}/event`, attributes ? { user, value, attributes } : { user, value });
+
+const xpOf = async (t: TestApp, user: string) => (await t.call("GET", `/v1/users/${user}/points/xp`)).body.total as number;
+
+describe("a metric trigger added to a metric users have progress on", () => {
+  // Counted from the metric total 0, the new trigger paid every multiple of the user's progress
+  // before it existed at the user's next event (500 lessons: 5 000 XP for one more lesson), and
+  // only to the users who came back; a filtered trigger added the same way counts from 0 events.
+  const tenantId = uniqueTenantId();
+  const yaml = (triggers: string) =>
+    tenantYaml(
+      tenantId,
+      `
+    attributes: { event: [source] }
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: start, type: metric, metric: lessons, threshold: 1000, points: 1 }${triggers}]
+`,
+    );
+
+  it("pays from the start that added it: the progress made before is not paid, a fall and a rise back to it neither", async () => {
+    await withTestApp({ yaml: yaml("") }, async (t) => {
+      expect((await event(t, { id: "veteran" }, 50)).body.total).toBe(50);
+      expect((await event(t, { id: "faller" }, 50)).body.total).toBe(50);
+    });
+    await withTestApp({ yaml: yaml(", { key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }") }, async (t) => {
+      // 50 → 52: the 51st and 52nd lessons, not 52.
+      expect((await event(t, { id: "veteran" }, 2)).body.points.xp).toMatchObject({ added: 20, total: 20 });
+      // 50 → 40 → 53: the mark is the total the trigger found (50), so 51 to 53 pay.
+      expect((await event(t, { id: "faller" }, -10)).body.points).toEqual({});
+      expect((await event(t, { id: "faller" }, 13)).body.points.xp).toMatchObject({ added: 30, total: 30 });
+      // A new user: from 0, as ever.
+      expect((await event(t, { id: "newcomer" }, 2)).body.points.xp).toMatchObject({ added: 20, total: 20 });
+    });
+  });
+});
+
+describe("a metric trigger given filters, then its filters removed", () => {
+  // The trigger keeps its key, and with it its high-water mark. Given filters, it counts its own
+  // sum of the events that pass them; removing them, the metric total again. The mark of the one
+  // count was taken against the other: given filters, a mark of the total (50) left the trigger
+  // paying nothing until the filtered events summed past it (a stall of 50 lessons); removed, a
+  // mark of the filtered sum (2) paid the whole difference to the total (48 lessons of events the
+  // filter had refused) at once.
+  const tenantId = uniqueTenantId();
+  const yaml = (filter: string) =>
+    tenantYaml(
+      tenantId,
+      `
+    attributes: { event: [source] }
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10${filter} }]
+`,
+    );
+  const mobile = { source: "mobile" };
+
+  it("starts the count it now counts at the start that changed it: the own sum from 0, the total from where it stands", async () => {
+    await withTestApp({ yaml: yaml("") }, async (t) => {
+      expect((await event(t, { id: "u" }, 50)).body.points.xp).toMatchObject({ added: 500, total: 500 });
+    });
+    await withTestApp({ yaml: yaml(", eventAttributes: { source: mobile }") }, async (t) => {
+      // The first mobile lesson pays (it was paid nothing until the 51st before).
+      expect((await event(t, { id: "u" }, 1, "lessons", mobile)).body.points.xp).toMatchObject({ added: 10, total: 510 });
+      expect((await event(t, { id: "u" }, 47)).body.points).toEqual({});
+      expect((await event(t, { id: "u" }, 1, "lessons", mobile)).body.points.xp).toMatchObject({ added: 10, total: 520 });
+      expect((await t.call("GET", "/v1/users/u/metrics/lessons")).body.current).toBe(99);
+    });
+    await withTestApp({ yaml: yaml("") }, async (t) => {
+      // The total is 99: the next lesson pays one (it paid 48 × 10 at once before).
+      expect((await event(t, { id: "u" }, 1)).body.points.xp).toMatchObject({ added: 10, total: 530 });
+    });
+    await withTestApp({ yaml: yaml(", eventAttributes: { source: mobile }") }, async (t) => {
+      // Filters given again: the own sum starts at 0 again, not at the 2 it held.
+      expect((await event(t, { id: "u" }, 1, "lessons", mobile)).body.points.xp).toMatchObject({ added: 10, total: 540 });
+    });
+  });
+});
+
+describe("a composite achievement added, or a part taken out of it, when users have done all its parts", () => {
+  // A composite completed only when its last prerequisite did: one added to the config after a
+  // user had done all its parts (or whose missing part the config took out) had nothing left to
+  // complete it, for ever, where a metric achievement added later completes at the next event.
+  const tenantId = uniqueTenantId();
+  const yaml = (composites: string) =>
+    tenantYaml(
+      tenantId,
+      `
+    metrics: [{ key: lessons, name: Lessons }, { key: quizzes, name: Quizzes }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: both-done, type: achievement, achievement: both, points: 7 }]
+    achievements:
+      - { key: lesson-1, name: Lesson, type: metric, metric: lessons, value: 1 }
+      - { key: quiz-1, name: Quiz, type: metric, metric: quizzes, value: 1 }
+      - { key: profile, name: Profile, type: api }
+${composites}`,
+    );
+  const keys = (res: { body: { achievements: { key: string }[] } }) => res.body.achievements.map((a) => a.key);
+
+  it("completes it at the user's next event that meets one of its parts again, and pays its triggers", async () => {
+    await withTestApp({ yaml: yaml("      - { key: both, name: Both, type: composite, achievements: [lesson-1, quiz-1, profile] }\n") }, async (t) => {
+      for (const id of ["early", "late"]) {
+        expect(keys(await event(t, { id }, 1, "lessons"))).toEqual(["lesson-1"]);
+        expect(keys(await event(t, { id }, 1, "quizzes"))).toEqual(["quiz-1"]);
+      }
+    });
+    // The API part taken out, and a composite of the composite added.
+    await withTestApp(
+      { yaml: yaml("      - { key: both, name: Both, type: composite, achievements: [lesson-1, quiz-1] }\n      - { key: all, name: All, type: composite, achievements: [both] }\n") },
+      async (t) => {
+        const res = await event(t, { id: "early" }, 1, "lessons");
+        expect(keys(res)).toEqual(["both", "all"]);
+        expect(res.body.points.xp).toMatchObject({ added: 7, total: 7 });
+        // Once: the next event completes nothing.
+        expect(keys(await event(t, { id: "early" }, 1, "quizzes"))).toEqual([]);
+        const listed = (await t.call("GET", "/v1/users/early/achievements")).body.map((a: { key: string }) => a.key);
+        expect(listed).toEqual(expect.arrayContaining(["both", "all"]));
+        // An event below every part's value meets none: nothing yet for "late".
+        expect(keys(await event(t, { id: "late" }, -5, "quizzes"))).toEqual([]);
+        expect(keys(await event(t, { id: "late" }, 1, "lessons"))).toEqual(["both", "all"]);
+      },
+    );
+    // A composite added above a composite done: looked through to it.
+    await withTestApp({ yaml: yaml("      - { key: both, name: Both, type: composite, achievements: [lesson-1, quiz-1] }\n      - { key: top, name: Top, type: composite, achievements: [both] }\n") }, async (t) => {
+      expect(keys(await event(t, { id: "early" }, 1, "quizzes"))).toEqual(["top"]);
+    });
+  });
+});
+
+describe("first identification's rules edited: user_creation triggers, streak.freezes.initial", () => {
+  // Both apply at a user's first identification only: an edit reaches the users identified from
+  // the start that reads it, and changes nothing for those identified before (no payment, no
+  // freezes added or taken).
+  const tenantId = uniqueTenantId();
+  const yaml = (triggers: string, initial: number) =>
+    tenantYaml(
+      tenantId,
+      `
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 1 }${triggers}]
+    streak:
+      frequency: daily
+      metrics: [{ metric: lessons, threshold: 1 }]
+      freezes: { initial: ${initial}, max: 5 }
+`,
+    );
+
+  it("apply to the users identified from then on, and leave the others as they were", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: yaml("", 1) }, async (t) => {
+      expect((await t.call("POST", "/v1/users", { id: "before" })).status).toBe(201);
+    });
+    await withTestApp({ manualClock: "2026-06-01T13:00:00Z", jobs: false, yaml: yaml(", { key: welcome, type: user_creation, points: 100 }", 3) }, async (t) => {
+      expect((await t.call("PUT", "/v1/users/before", {})).status).toBe(200);
+      expect(await xpOf(t, "before")).toBe(0);
+      expect((await event(t, { id: "before" }, 0.5)).body.currentStreak).toMatchObject({ freezes: 1 });
+      expect((await event(t, { id: "after" }, 0.5)).body).toMatchObject({ points: { xp: { added: 100 } }, currentStreak: { freezes: 3 } });
+    });
+  });
+});
+
+describe("an achievement removed from the tenant file and added back", () => {
+  const tenantId = uniqueTenantId();
+  const yaml = (achievements: string) =>
+    tenantYaml(
+      tenantId,
+      `
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: first, type: achievement, achievement: first-lesson, points: 50 }]
+    achievements:
+      - { key: other, name: Other, type: api }
+${achievements}`,
+    );
+  const first = "      - { key: first-lesson, name: First lesson, type: metric, metric: lessons, value: 1 }\n";
+
+  it("keeps the users' completions: none completes it, nor is paid for it, a second time", async () => {
+    await withTestApp({ yaml: yaml(first) }, async (t) => {
+      expect((await event(t, { id: "u" }, 1)).body.points.xp).toMatchObject({ added: 50 });
+    });
+    // Without it (and without its trigger, which names it), the user goes on.
+    const without = tenantYaml(tenantId, `    metrics: [{ key: lessons, name: Lessons }]\n    achievements:\n      - { key: other, name: Other, type: api }\n`);
+    await withTestApp({ yaml: without }, async (t) => {
+      expect((await event(t, { id: "u" }, 1)).body.achievements).toEqual([]);
+    });
+    await withTestApp({ yaml: yaml(first) }, async (t) => {
+      const res = await event(t, { id: "u" }, 1);
+      expect(res.body.achievements).toEqual([]);
+      expect(res.body.points).toEqual({});
+      const listed = (await t.call("GET", "/v1/users/u/achievements")).body.map((a: { key: string }) => a.key);
+      expect(listed).toContain("first-lesson");
+    });
+  });
+});
