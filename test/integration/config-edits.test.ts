@@ -216,3 +216,37 @@ ${achievements}`,
     });
   });
 });
+
+describe("streak freezes added to a tenant whose users exist", () => {
+  // Decided (README, Streak freezes and restore): the users who exist get no `initial`, and their
+  // auto-earned grants are counted from the day of first identification, so the first settlement
+  // credits those of the days behind at once, up to `max`.
+  const tenantId = uniqueTenantId();
+  const yaml = (freezes: string) =>
+    tenantYaml(
+      tenantId,
+      `
+    metrics: [{ key: lessons, name: Lessons }]
+    streak:
+      frequency: daily
+      metrics: [{ metric: lessons, threshold: 1 }]
+${freezes}`,
+    );
+
+  it("credits the grants behind at the first settlement, within max, and no initial", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: yaml("") }, async (t) => {
+      expect((await event(t, { id: "early" }, 0.5)).body.currentStreak.freezes).toBeUndefined();
+    });
+    const freezes = (max: number) => `      freezes:\n        initial: 2\n        max: ${max}\n        autoEarn: { everyDays: 7, amount: 1 }\n`;
+    await withTestApp({ manualClock: "2026-07-01T12:00:00Z", jobs: false, yaml: yaml(freezes(3)) }, async (t) => {
+      // Grants on 8, 15, 22 and 29 June: 4 due, 3 at most; a user identified now gets `initial`.
+      expect((await t.call("GET", "/v1/users/early/streak")).body).toMatchObject({ freezes: 3, maxFreezes: 3 });
+      expect((await event(t, { id: "early" }, 0.5)).body.currentStreak.freezes).toBe(3);
+      expect((await event(t, { id: "late" }, 0.5)).body.currentStreak.freezes).toBe(2);
+    });
+    await withTestApp({ manualClock: "2026-07-02T12:00:00Z", jobs: false, yaml: yaml(freezes(10)) }, async (t) => {
+      // max raised: the 4 grants were counted (3 held), the next is on 6 July; `initial` is not given late.
+      expect((await event(t, { id: "early" }, 0.5)).body.currentStreak.freezes).toBe(3);
+    });
+  });
+});
