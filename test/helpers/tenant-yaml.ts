@@ -3,6 +3,19 @@ export function tenantYaml(tenantId: string, body: string): string {
   return `tenants:\n  - id: ${tenantId}\n    apiKeys: [demo-key]\n    adminKeys: [demo-admin-key]\n${body.replace(/^\n/, "")}`;
 }
 
+/** A one-metric tenant with a streak on lessons (threshold 1), `streak` its further streak fields, `rest` more tenant fields before it. */
+export function lessonsStreakTenantYaml(tenantId: string, frequency: "daily" | "weekly" | "monthly", streak: string, rest = ""): string {
+  return tenantYaml(
+    tenantId,
+    `
+    metrics: [{ key: lessons, name: Lessons }]
+${rest}    streak:
+      frequency: ${frequency}
+      metrics: [{ metric: lessons, threshold: 1 }]
+${streak}`,
+  );
+}
+
 /** Lessons paying 10 XP, in `shards` shards (one: every record of the tenant in one stream). */
 const lessonsXp = (shards: number): string => `
     shards: ${shards}

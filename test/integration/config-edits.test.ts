@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { uniqueTenantId, withTestApp, type TestApp } from "../helpers/app.js";
-import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { lessonsStreakTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
 
 /**
  * What happens to stored data when the operator edits the tenant file between two starts (same
@@ -16,23 +16,26 @@ const event = (t: TestApp, user: Record<string, unknown>, value: number, metric 
 
 const xpOf = async (t: TestApp, user: string) => (await t.call("GET", `/v1/users/${user}/points/xp`)).body.total as number;
 
-describe("a metric trigger added to a metric users have progress on", () => {
-  // Counted from the metric total 0, the new trigger paid every multiple of the user's progress
-  // before it existed at the user's next event (500 lessons: 5 000 XP for one more lesson), and
-  // only to the users who came back; a filtered trigger added the same way counts from 0 events.
-  const tenantId = uniqueTenantId();
-  const yaml = (triggers: string) =>
-    tenantYaml(
-      tenantId,
-      `
+/** The tenant `tenantId` with the metric lessons, an event attribute `source`, and the system xp with `triggers` (a YAML list's items). */
+const xpTenant = (tenantId: string, triggers: string): string =>
+  tenantYaml(
+    tenantId,
+    `
     attributes: { event: [source] }
     metrics: [{ key: lessons, name: Lessons }]
     points:
       - key: xp
         name: XP
-        triggers: [{ key: start, type: metric, metric: lessons, threshold: 1000, points: 1 }${triggers}]
+        triggers: [${triggers}]
 `,
-    );
+  );
+
+describe("a metric trigger added to a metric users have progress on", () => {
+  // Counted from the metric total 0, the new trigger paid every multiple of the user's progress
+  // before it existed at the user's next event (500 lessons: 5 000 XP for one more lesson), and
+  // only to the users who came back; a filtered trigger added the same way counts from 0 events.
+  const tenantId = uniqueTenantId();
+  const yaml = (triggers: string) => xpTenant(tenantId, `{ key: start, type: metric, metric: lessons, threshold: 1000, points: 1 }${triggers}`);
 
   it("pays from the start that added it: the progress made before is not paid, a fall and a rise back to it neither", async () => {
     await withTestApp({ yaml: yaml("") }, async (t) => {
@@ -59,18 +62,7 @@ describe("a metric trigger given filters, then its filters removed", () => {
   // mark of the filtered sum (2) paid the whole difference to the total (48 lessons of events the
   // filter had refused) at once.
   const tenantId = uniqueTenantId();
-  const yaml = (filter: string) =>
-    tenantYaml(
-      tenantId,
-      `
-    attributes: { event: [source] }
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10${filter} }]
-`,
-    );
+  const yaml = (filter: string) => xpTenant(tenantId, `{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10${filter} }`);
   const mobile = { source: "mobile" };
 
   it("starts the count it now counts at the start that changed it: the own sum from 0, the total from where it stands", async () => {
@@ -153,19 +145,11 @@ describe("first identification's rules edited: user_creation triggers, streak.fr
   // freezes added or taken).
   const tenantId = uniqueTenantId();
   const yaml = (triggers: string, initial: number) =>
-    tenantYaml(
+    lessonsStreakTenantYaml(
       tenantId,
-      `
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 1 }${triggers}]
-    streak:
-      frequency: daily
-      metrics: [{ metric: lessons, threshold: 1 }]
-      freezes: { initial: ${initial}, max: 5 }
-`,
+      "daily",
+      `      freezes: { initial: ${initial}, max: 5 }\n`,
+      `    points:\n      - key: xp\n        name: XP\n        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 1 }${triggers}]\n`,
     );
 
   it("apply to the users identified from then on, and leave the others as they were", async () => {
@@ -222,16 +206,7 @@ describe("streak freezes added to a tenant whose users exist", () => {
   // auto-earned grants are counted from the day of first identification, so the first settlement
   // credits those of the days behind at once, up to `max`.
   const tenantId = uniqueTenantId();
-  const yaml = (freezes: string) =>
-    tenantYaml(
-      tenantId,
-      `
-    metrics: [{ key: lessons, name: Lessons }]
-    streak:
-      frequency: daily
-      metrics: [{ metric: lessons, threshold: 1 }]
-${freezes}`,
-    );
+  const yaml = (freezes: string) => lessonsStreakTenantYaml(tenantId, "daily", freezes);
 
   it("credits the grants behind at the first settlement, within max, and no initial", async () => {
     await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: yaml("") }, async (t) => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, uniqueTenantId, withTestApp, type TestApp } from "../helpers/app.js";
-import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { lessonsStreakTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
 import { startReceiver } from "../helpers/webhook-receiver.js";
 
 /**
@@ -270,21 +270,10 @@ describe("a metric trigger's threshold changed in the config", () => {
   });
 });
 
-/**
- * A one-metric tenant with a streak on lessons (threshold 1), `streak` its further streak fields;
- * a new tenant unless `tenantId` names one (a config edited between two starts).
- */
-function streakTenant(frequency: "daily" | "weekly" | "monthly", streak: string, rest = "", tenantId = uniqueTenantId()): string {
-  return tenantYaml(
-    tenantId,
-    `
-    metrics: [{ key: lessons, name: Lessons }]
-${rest}    streak:
-      frequency: ${frequency}
-      metrics: [{ metric: lessons, threshold: 1 }]
-${streak}`,
-  );
-}
+
+/** lessonsStreakTenantYaml for a new tenant, unless `tenantId` names one (a config edited between two starts). */
+const streakTenant = (frequency: "daily" | "weekly" | "monthly", streak: string, rest = "", tenantId = uniqueTenantId()): string =>
+  lessonsStreakTenantYaml(tenantId, frequency, streak, rest);
 
 const freezes = (initial: number, max: number, everyDays: number, amount = 1) =>
   `      freezes:\n        initial: ${initial}\n        max: ${max}\n        autoEarn: { everyDays: ${everyDays}, amount: ${amount} }\n`;
