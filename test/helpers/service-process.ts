@@ -32,13 +32,15 @@ export interface ServiceProcess {
  * The built service as a user starts it, `node dist/main.js` (or another entry: WORKER, or
  * check-config.js with its `args`), with the
  * test's environment over this process's (REDIS_URL removed unless given: without it the service
- * embeds its own Redis).
+ * embeds its own Redis). LAUREL_HEALTH_TIMEOUT is a minute unless the test sets it, as the
+ * in-process apps' (test/helpers/app.ts): a redis-server starved of CPU for the production second
+ * made /healthz and /metrics say "down" to a test that expected "up".
  */
 export function runService(env: Record<string, string>, entry = MAIN, opts: { ownGroup?: boolean; args?: readonly string[] } = {}): ServiceProcess {
   const { REDIS_URL: _omit, ...base } = process.env;
   // ownGroup: the process leads a process group of its own, as a terminal's job does (a Ctrl-C
   // there is a SIGINT to the whole group: process.kill(-pid, "SIGINT")).
-  const child = spawn(process.execPath, [entry, ...(opts.args ?? [])], { env: { ...base, LOG_LEVEL: "info", ...env }, stdio: ["ignore", "pipe", "pipe"], detached: opts.ownGroup === true });
+  const child = spawn(process.execPath, [entry, ...(opts.args ?? [])], { env: { ...base, LOG_LEVEL: "info", LAUREL_HEALTH_TIMEOUT: "60", ...env }, stdio: ["ignore", "pipe", "pipe"], detached: opts.ownGroup === true });
   running.add(child);
   child.once("exit", () => running.delete(child));
   let out = "";
