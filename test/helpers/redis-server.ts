@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import { freePort, setprivDeathSignal, startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
 import type { TlsFiles } from "./tls-redis.js";
+import { waitFor } from "./wait-for.js";
 
 /**
  * A throwaway redis-server on a free port, without persistence unless asked for.
@@ -34,7 +35,7 @@ async function takeEverySlot(url: string): Promise<void> {
   try {
     await redis.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383");
     // The node marks the cluster ok on its own cron (every 100 ms), not at once: a state waited on.
-    while (!String(await redis.call("CLUSTER", "INFO")).includes("cluster_state:ok")) await new Promise((resolve) => setTimeout(resolve, 20));
+    await waitFor(async () => String(await redis.call("CLUSTER", "INFO")).includes("cluster_state:ok"), "the one-node cluster to say it is ok");
   } finally {
     redis.disconnect();
   }

@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { performance } from "node:perf_hooks";
 import { afterAll } from "vitest";
+
+// In a module of its own, without this one's hook, for helpers that global-setup.ts runs too; the tests import it from here.
+export { waitFor } from "./wait-for.js";
 
 /** The service (src/main.ts), as `node dist/main.js` starts it. */
 export const MAIN = new URL("../../dist/main.js", import.meta.url).pathname;
@@ -48,27 +50,6 @@ export function runService(env: Record<string, string>, entry = MAIN, opts: { ow
   child.stderr!.on("data", (d) => (out += d));
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   return { child, output: () => out, exited };
-}
-
-/**
- * Polls `predicate` (every 50 ms) until it holds: a state to reach, not a time to wait. With
- * `exited`, fails at once if the process exits first (with its `output`, when given). The bound, four minutes, is no budget (a
- * slow machine reaches the state, later): it names what never came before the test's own
- * timeout (vitest.config.ts, five minutes) would say less.
- */
-export async function waitFor(predicate: () => boolean | Promise<boolean>, what: string, exited?: Promise<unknown>, output?: () => string): Promise<void> {
-  let gone = false;
-  void exited?.then(() => (gone = true));
-  // Four minutes of the clock, not a count of polls: a predicate that calls over the network
-  // stretched 4 800 polls past the test's own timeout, which then said less.
-  const until = performance.now() + 240_000;
-  while (performance.now() < until) {
-    if (await predicate()) return;
-    // With `output`, the failure shows what the process said before it went.
-    if (gone) throw new Error(`process exited before ${what}${output ? `; its output:\n${output()}` : ""}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 /** A JSON call to a service process on `port` with the demo tenant's API key: its status and parsed body. */

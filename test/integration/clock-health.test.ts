@@ -141,7 +141,8 @@ describe("GET /healthz while Redis is stalled or gone", () => {
             while (Date.now() - start <= DEFAULT_HEALTH_TIMEOUT_MS) {
               // busy, as a process starved of CPU is late
             }
-            execFileSync(process.execPath, ["--input-type=module", "-e", waitForPing], { env: { ...process.env, URL: server.url, BEFORE: String(before) } });
+            // Bounded by the clock, as waitFor is (a synchronous wait holds vitest's own timeout off).
+            execFileSync(process.execPath, ["--input-type=module", "-e", waitForPing], { env: { ...process.env, URL: server.url, BEFORE: String(before) }, timeout: 240_000 });
           });
         }
         return sent;
@@ -175,7 +176,7 @@ describe("GET /healthz while Redis is stalled or gone", () => {
       // its reconnection backoff: 1.5-7.5 s in an audit).
       await server.stop();
       // Once the client knows (waited for, not timed), the check sends no PING at all.
-      while (t.redis.status === "ready") await new Promise((r) => setTimeout(r, 10));
+      await waitFor(() => t.redis.status !== "ready", "the client to see the connection go");
       const sent: string[] = [];
       const send = t.redis.sendCommand;
       t.redis.sendCommand = ((command, stream) => (sent.push(command.name), send.call(t.redis, command, stream))) as typeof send;

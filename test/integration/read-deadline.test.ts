@@ -99,7 +99,7 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
       expect(said[0]!.level).toBe(40);
       // Redis gone (the connection down): /metrics answers at once, with this process's series.
       await server.stop();
-      while (t.redis.status === "ready") await new Promise((r) => setTimeout(r, 10));
+      await waitFor(() => t.redis.status !== "ready", "the client to see the connection go");
       const down = await t.call("GET", "/metrics", undefined, {});
       expect(down.status).toBe(200);
       expect(down.body).toMatch(/^laurel_redis_up\{process="[^"]*"\} 0$/m);
@@ -136,7 +136,7 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
         const read = t.call("GET", "/v1/users/gate/points/xp");
         // The read's LRANGE sent (the client holds it as awaiting its answer), its batch written.
         const sent = (t.redis as unknown as { commandQueue: { length: number } }).commandQueue;
-        while (sent.length === 0) await new Promise((r) => setTimeout(r, 1));
+        await waitFor(() => sent.length > 0, "the read's LRANGE sent");
         await new Promise((r) => setImmediate(r));
         expect(performance.now() - began).toBeLessThan(bound); // the set-up's margin held
         process.kill(pid, "SIGCONT");
