@@ -13,7 +13,7 @@ export const WORKER = new URL("../../dist/worker.js", import.meta.url).pathname;
  * Every service this test process started and has not seen exit. A test that fails before its own
  * kill (an expect between the start and the stop) left its service, and that service's embedded
  * redis-server, running after the test run; they are killed after the file's tests (a service's
- * embedded server then stops with it: src/embedded-redis.ts, the death signal).
+ * embedded server then stops with it: src/redis-child.ts, the death signal).
  */
 const running = new Set<ChildProcess>();
 // Registered while the test file imports this module (vitest evaluates it again for each file),
