@@ -279,8 +279,9 @@ const SWITCHES: Record<string, readonly string[]> = {
  * Exit 1 naming a switch set to a value it does not take (`LAUREL_CLOCK=manul` ran the system
  * clock, `LAUREL_WORKER=false` ran the worker), a LOG_LEVEL pino does not know, a
  * LAUREL_REDIS_WAIT, LAUREL_DRAIN or LAUREL_READ_TIMEOUT that is not a number of seconds, a
- * LAUREL_HEALTH_TIMEOUT outside its range, or a LAUREL_AWARD_IDS the award id table cannot take (and, for the service, a PORT that is not one): all of them in one
- * line. Run first, before anything starts.
+ * LAUREL_HEALTH_TIMEOUT outside its range, or a LAUREL_AWARD_IDS the award id table cannot take
+ * (and, for the service, a PORT that is not one): all of them in one line. Run first, before
+ * anything starts.
  */
 export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = process.env, opts: { port?: boolean } = {}): void {
   const problems = environmentProblems(env, opts);
