@@ -8,7 +8,7 @@ import type { Clock } from "./clock.js";
 import type { CompiledTenant } from "./config/compiled.js";
 import { getClockHandler, setClockHandler } from "./api/admin-clock.js";
 import { recordEventHandler } from "./api/events.js";
-import { healthHandler } from "./api/health.js";
+import { DEFAULT_HEALTH_TIMEOUT_MS, healthHandler } from "./api/health.js";
 import { grantFreezesHandler, restoreStreaksHandler } from "./api/admin-streaks.js";
 import { BATCH_BODY_FACTOR, batchEventsHandler } from "./api/batch-events.js";
 import { createBoostHandler, endBoostHandler, globalBoostsHandler, listUserBoostsHandler, userBoostsHandler } from "./api/boosts.js";
@@ -69,6 +69,13 @@ export interface AppOptions {
    * @default 2000 (LAUREL_READ_TIMEOUT)
    */
   readTimeoutMs?: number;
+  /**
+   * How long /healthz waits for Redis's PING, and /metrics for its reads of Redis, before
+   * answering "down" (src/api/health.ts). Tests set a large one: a loaded box must not make them
+   * see a Redis that answers as down.
+   * @default 1000 (LAUREL_HEALTH_TIMEOUT)
+   */
+  healthTimeoutMs?: number;
   /**
    * How long close() keeps the connections open, within drainMs, though no request is in flight
    * (Router.drain): for connections accepted just before the listen socket closed, whose first
@@ -182,10 +189,11 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
     router.add("post", "/admin/v1/clock", 0, setClockHandler(tenants, opts.clock));
     router.add("get", "/admin/v1/clock", 0, getClockHandler(tenants, opts.clock));
   }
-  // Its own bound (HEALTH_PING_TIMEOUT_MS), and its own body for a Redis that does not answer.
-  router.add("get", "/healthz", 0, healthHandler(opts.redis, opts.clock), { ownDeadline: true });
+  // Its own bound (LAUREL_HEALTH_TIMEOUT), and its own body for a Redis that does not answer.
+  const healthTimeoutMs = opts.healthTimeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
+  router.add("get", "/healthz", 0, healthHandler(opts.redis, opts.clock, healthTimeoutMs), { ownDeadline: true });
   // issue 4 (read endpoints, stream worker lag): begin
-  registerReadRoutes(router, tenants, opts.clock, opts.redis, opts.tenants, webhooks, opts.logger);
+  registerReadRoutes(router, tenants, opts.clock, opts.redis, opts.tenants, webhooks, opts.logger, healthTimeoutMs);
   // issue 4: end
   // issue 6 (outbound events): begin
   registerWebhookRoutes(router, tenants, webhooks);

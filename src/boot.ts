@@ -3,6 +3,7 @@ import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Redis } from "ioredis";
 import { pino, type Logger } from "pino";
+import { MAX_HEALTH_TIMEOUT_MS } from "./api/health.js";
 import { ConfigError } from "./config/compile.js";
 import type { CompiledTenant } from "./config/compiled.js";
 import { loadConfigFile } from "./config/load.js";
@@ -277,9 +278,10 @@ const SWITCHES: Record<string, readonly string[]> = {
 /**
  * Exit 1 naming a switch set to a value it does not take (`LAUREL_CLOCK=manul` ran the system
  * clock, `LAUREL_WORKER=false` ran the worker), a LOG_LEVEL pino does not know, a
- * LAUREL_REDIS_WAIT, LAUREL_DRAIN or LAUREL_READ_TIMEOUT that is not a number of seconds, or a LAUREL_AWARD_IDS the
- * award id table cannot take (and, for the service, a PORT that is not one): all of them in one
- * line. Run first, before anything starts.
+ * LAUREL_REDIS_WAIT, LAUREL_DRAIN or LAUREL_READ_TIMEOUT that is not a number of seconds, a
+ * LAUREL_HEALTH_TIMEOUT outside its range, or a LAUREL_AWARD_IDS the award id table cannot take
+ * (and, for the service, a PORT that is not one): all of them in one line. Run first, before
+ * anything starts.
  */
 export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = process.env, opts: { port?: boolean } = {}): void {
   const problems = environmentProblems(env, opts);
@@ -288,6 +290,9 @@ export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = 
     process.exit(1);
   }
 }
+
+/** How a number of seconds is written in the environment: digits, with a fraction or not (no sign, unit or exponent). */
+const SECONDS = /^\d+(\.\d+)?$/;
 
 /** A number of seconds in the environment (checked by checkEnvironmentOrExit), in milliseconds; undefined when unset or empty. */
 export function envMilliseconds(name: string, env: NodeJS.ProcessEnv = process.env): number | undefined {
@@ -310,7 +315,14 @@ export function environmentProblems(env: NodeJS.ProcessEnv = process.env, opts: 
   if (logLevel(env) === null) problems.push(`LOG_LEVEL must be one of ${Object.keys(pino.levels.values).join(", ")} or silent (got ${JSON.stringify(env.LOG_LEVEL)})`);
   for (const name of ["LAUREL_REDIS_WAIT", "LAUREL_DRAIN", "LAUREL_READ_TIMEOUT"]) {
     const seconds = env[name];
-    if (seconds && !/^\d+(\.\d+)?$/.test(seconds)) problems.push(`${name} must be a number of seconds, 0 or more, in digits (got ${JSON.stringify(seconds)})`);
+    if (seconds && !SECONDS.test(seconds)) problems.push(`${name} must be a number of seconds, 0 or more, in digits (got ${JSON.stringify(seconds)})`);
+  }
+  // Read as the others are (envMilliseconds), in a range: 0 would answer every probe "down", and
+  // a bound past MAX_HEALTH_TIMEOUT_MS is no health check (past 2^31 ms, Node's timer fires at once).
+  const health = env.LAUREL_HEALTH_TIMEOUT;
+  const healthMs = health && SECONDS.test(health) ? envMilliseconds("LAUREL_HEALTH_TIMEOUT", env)! : NaN;
+  if (health && !(healthMs > 0 && healthMs <= MAX_HEALTH_TIMEOUT_MS)) {
+    problems.push(`LAUREL_HEALTH_TIMEOUT must be a number of seconds above 0 and up to ${MAX_HEALTH_TIMEOUT_MS / 1000}, in digits (got ${JSON.stringify(health)})`);
   }
   problems.push(...redisUrlProblems(env));
   problems.push(...sentinelProblems(env));

@@ -1,8 +1,9 @@
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { linkSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { Redis } from "ioredis";
+import { startRedisChild, type RedisChild } from "./redis-child.js";
 
 /**
  * When REDIS_URL is unset, Laurel runs its own redis-server as a child process with its data
@@ -28,11 +29,6 @@ export const INSTALL_HINT =
 export function redisServerAvailable(): boolean {
   const probe = spawnSync("redis-server", ["--version"], { stdio: "ignore" });
   return probe.status === 0 || probe.signal !== null;
-}
-
-/** Whether `setpriv --pdeathsig` runs here (util-linux, on every Debian; not on macOS). */
-export function setprivDeathSignal(): boolean {
-  return spawnSync("setpriv", ["--pdeathsig", "TERM", "--", "true"], { stdio: "ignore" }).status === 0;
 }
 
 export function freePort(): Promise<number> {
@@ -109,29 +105,26 @@ export async function startEmbeddedRedis(opts: {
   mkdirSync(opts.dir, { recursive: true });
   const replacedOrphan = await claimDataDir(opts.dir);
   const occupantFile = join(opts.dir, OCCUPANT_FILE);
-  // A port found free can be taken before the server binds it (any listen on port 0 on the host
-  // in between): the server then exits "Address already in use", or, where another Redis took
-  // it, the probe finds that one (waitForRedis). Either way a new port, a few times; never for a
-  // port the caller chose.
-  const pickPort = opts.pickPort ?? freePort;
-  let port = opts.port ?? (await pickPort());
-  let server: SpawnedServer;
-  for (let attempt = 1; ; attempt++) {
-    server = spawnServer(port, opts);
-    try {
-      await waitForRedis(`redis://127.0.0.1:${port}`, server.child, server.log.lastLine);
-      break;
-    } catch (err) {
-      server.abandon(); // one that never became ready is not left behind
-      if (err instanceof PortTaken && opts.port === undefined && attempt < 5) {
-        port = await pickPort();
-        continue;
-      }
-      releaseDataDir(occupantFile);
-      throw err;
-    }
+  const args = (port: number): string[] => [
+    "--port", String(port),
+    "--bind", "127.0.0.1",
+    "--dir", opts.dir,
+    "--save", "",
+    "--appendonly", opts.appendOnly === false ? "no" : "yes",
+    "--appendfsync", opts.fsync ?? "everysec",
+    "--daemonize", "no",
+    "--loglevel", "warning",
+    ...(opts.serverArgs ?? []),
+  ];
+  let server: RedisChild;
+  try {
+    // On another port when the one found free proves taken (redis-child.ts); never for `port`.
+    server = await startRedisChild({ args, port: opts.port, pickPort: opts.pickPort ?? freePort, ownSession: opts.ownSession });
+  } catch (err) {
+    releaseDataDir(occupantFile);
+    throw err;
   }
-  const { child, log, exited, state, stopOnExit } = server;
+  const { port, child, log, state } = server;
   const url = `redis://127.0.0.1:${port}`;
   replaceFile(occupantFile, JSON.stringify({ service: process.pid, redis: child.pid!, port } satisfies Occupant));
   if (opts.onLog) {
@@ -151,79 +144,8 @@ export async function startEmbeddedRedis(opts: {
     url,
     replacedOrphan,
     async stop() {
-      state.stopping = true;
-      process.removeListener("exit", stopOnExit);
-      if (child.exitCode === null) {
-        child.kill("SIGTERM");
-        await exited;
-      }
+      await server.stop();
       releaseDataDir(occupantFile);
-    },
-  };
-}
-
-/** A redis-server spawned on a port (startEmbeddedRedis), not yet known to be ready. */
-interface SpawnedServer {
-  child: ChildProcess;
-  log: ReturnType<typeof followLog>;
-  exited: Promise<void>;
-  /** Set once the server is being stopped on purpose: its exit and last lines are then no news. */
-  state: { stopping: boolean };
-  /** Stops it when this process exits (from the spawn on: a process that exits while the server starts stops it too). */
-  stopOnExit: () => void;
-  /** Gives up a server that did not become ready: stopped, not left behind. */
-  abandon: () => void;
-}
-
-function spawnServer(port: number, opts: { dir: string; appendOnly?: boolean; fsync?: "everysec" | "always"; ownSession?: boolean; serverArgs?: readonly string[] }): SpawnedServer {
-  const args = [
-    "--port", String(port),
-    "--bind", "127.0.0.1",
-    "--dir", opts.dir,
-    "--save", "",
-    "--appendonly", opts.appendOnly === false ? "no" : "yes",
-    "--appendfsync", opts.fsync ?? "everysec",
-    "--daemonize", "no",
-    "--loglevel", "warning",
-    ...(opts.serverArgs ?? []),
-  ];
-  // ownSession (the service's server): a session and process group of its own, so that a Ctrl-C
-  // in the terminal (a SIGINT to the foreground group) reaches the service alone, which answers
-  // what it has taken, closes its connections and stops the server last (stop(), or the exit
-  // handler below on any other way out). In the service's group the server could exit first, and
-  // the stop then logged connection errors and waited LAUREL_DRAIN + 5 s for connections that
-  // could not close. A signal that kills the service outright (SIGKILL, to it or its group, the
-  // OOM killer) runs no handler: every server is started through `setpriv --pdeathsig TERM` (util-
-  // linux), which asks the kernel to send it SIGTERM when the process that started it dies (Redis
-  // then writes its AOF and exits), and execs redis-server in place (same pid). Where setpriv is
-  // missing the server runs on orphaned, and the service's next start stops it (claimDataDir).
-  // The test run's and the bench's servers take the death signal too (not the session): a run cut
-  // short (a Ctrl-C, a timeout's SIGKILL) left them running. The death signal follows the thread
-  // that spawned the server: the main thread of the service, of the bench, and of each of
-  // vitest's forks, alive as long as their process (a spawn from a worker thread would be
-  // signalled when that thread ends).
-  // Its log (stdout, warnings only: --loglevel warning) is read: for the last line a server that
-  // would not start wrote (a damaged AOF: what it says to run), and, once it is ready and until
-  // it is stopped, for `onLog` (a slow disk's fsync, a SHUTDOWN someone sent it).
-  const [command, commandArgs] = setprivDeathSignal() ? ["setpriv", ["--pdeathsig", "TERM", "--", "redis-server", ...args]] : ["redis-server", args];
-  const child: ChildProcess = spawn(command, commandArgs, { stdio: ["ignore", "pipe", "inherit"], detached: opts.ownSession === true });
-  const log = followLog(child);
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const state = { stopping: false };
-  const stopOnExit = (): void => {
-    state.stopping = true;
-    child.kill("SIGTERM");
-  };
-  process.once("exit", stopOnExit);
-  return {
-    child,
-    log,
-    exited,
-    state,
-    stopOnExit,
-    abandon: () => {
-      process.removeListener("exit", stopOnExit);
-      child.kill("SIGTERM");
     },
   };
 }
@@ -370,96 +292,5 @@ function alive(pid: number, command: string): boolean {
     return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(command);
   } catch {
     return process.platform !== "linux";
-  }
-}
-
-/** "27721:M 05 Dec 2026 13:14:18.657 # Bad file format ..." → the message after the level mark. */
-const logMessage = (line: string): string => line.replace(/^\d+:[A-Z] .*? [.\-*#] /, "");
-
-/**
- * A redis-server's stdout (its log), read for the server's life (a pipe left unread would fill
- * and stall it). `lastLine`: the last line it wrote, without its pid and time, or null; asked once
- * the server exited, it waits for the log's end first. `forward`: each complete line from then
- * on. `ended`: the log read to its end ('exit' can come before the last output is read), or a
- * second passed (a process the server forked could hold the pipe open).
- */
-function followLog(child: ChildProcess): { lastLine: () => Promise<string | null>; forward: (onLine: (line: string) => void) => void; ended: () => Promise<void> } {
-  let tail = "";
-  let partial = "";
-  let onLine: ((line: string) => void) | null = null;
-  const stdout = child.stdout!;
-  stdout.setEncoding("utf8");
-  stdout.on("data", (chunk: string) => {
-    tail = (tail + chunk).slice(-4096);
-    if (onLine === null) return;
-    const lines = (partial + chunk).split("\n");
-    partial = lines.pop()!;
-    for (const line of lines) if (line.trim() !== "") onLine(logMessage(line.trimEnd()));
-  });
-  const closed = new Promise<void>((resolve) => stdout.once("close", resolve));
-  const ended = async (): Promise<void> => {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([closed, new Promise<void>((resolve) => (timer = setTimeout(resolve, 1000)))]);
-    clearTimeout(timer);
-  };
-  return {
-    ended,
-    forward: (f) => {
-      onLine = f;
-    },
-    lastLine: async () => {
-      await ended();
-      const line = tail.trimEnd().split("\n").at(-1);
-      return line ? logMessage(line) : null;
-    },
-  };
-}
-
-/** The port a server was spawned on is another process's (waitForRedis): startEmbeddedRedis tries another. */
-class PortTaken extends Error {}
-
-/**
- * Waits until a redis-server just spawned answers at `address` (a URL, a port or a socket path)
- * with its data set loaded (AOF loading answers LOADING to commands), for up to 30 s; fails at
- * once if the process exits, with the last line of its log when `lastLogLine` gives one.
- */
-export async function waitForRedis(address: string | number, child: ChildProcess, lastLogLine: () => Promise<string | null> = async () => null): Promise<void> {
-  const options = { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null };
-  // Two calls for ioredis' overloads (a port, or a URL or socket path).
-  const probe = typeof address === "number" ? new Redis(address, options) : new Redis(address, options);
-  probe.on("error", () => undefined); // refused while the server starts: the loop retries
-  const exited = new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", () => resolve())));
-  try {
-    for (let attempt = 0; ; attempt++) {
-      if (child.exitCode !== null) {
-        const said = await lastLogLine();
-        const message = `redis-server exited with code ${child.exitCode}${said ? `: ${said}` : ""}`;
-        // Redis 7's last words when it cannot bind (the line before says why: in use, most often).
-        throw /Failed listening on port|Address already in use/.test(said ?? "") ? new PortTaken(message) : new Error(message);
-      }
-      let answering: string | null = null;
-      try {
-        const asked = (async () => {
-          await probe.connect();
-          return /loading:0/.test(await probe.info("persistence")) ? await probe.info("server") : null;
-        })();
-        asked.catch(() => undefined); // given up below when the server exits first
-        // Raced with the server's exit: a port taken by something that accepts connections but
-        // never answers (not a Redis) held the probe, and the start, for ever.
-        answering = await Promise.race([asked, exited.then(() => null)]);
-      } catch {
-        probe.disconnect();
-      }
-      if (answering !== null) {
-        // Ours (its pid: setpriv execs redis-server in place), not a server that took the port.
-        const pid = Number(/process_id:(\d+)/.exec(answering)?.[1]);
-        if (child.pid === undefined || pid === child.pid) return;
-        throw new PortTaken(`another redis-server (pid ${pid}) answers at ${address}`);
-      }
-      if (attempt > 300) throw new Error("redis-server did not become ready in 30 s");
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  } finally {
-    probe.disconnect();
   }
 }

@@ -31,6 +31,7 @@ import { sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
  *   LAUREL_REDIS_WAIT seconds to wait at start for a REDIS_URL that does not answer yet (default 60)
  *   LAUREL_DRAIN    seconds a stop waits for the requests already taken to be answered (default 10)
  *   LAUREL_READ_TIMEOUT seconds a read waits for a stalled Redis before its 503 (default 2; 0: no bound)
+ *   LAUREL_HEALTH_TIMEOUT seconds /healthz and /metrics wait for Redis before saying it is down (default 1)
  *   LAUREL_AWARD_IDS award ids remembered (a power of two, default 262144, 13 MB; 0: none)
  *   LOG_LEVEL       pino level (default info)
  */
@@ -92,12 +93,13 @@ async function main(logger: Logger): Promise<void> {
 
   const drainMs = envMilliseconds("LAUREL_DRAIN");
   const readTimeoutMs = envMilliseconds("LAUREL_READ_TIMEOUT");
+  const healthTimeoutMs = envMilliseconds("LAUREL_HEALTH_TIMEOUT");
   // The Redis client, then the embedded server: the end of a failed start and of a stop.
   const cleanup = async (): Promise<void> => {
     await redis.quit().catch(() => undefined);
     await embedded?.stop();
   };
-  const app = await startApp({ tenants, redis, clock, logger, port, reusePort, drainMs, readTimeoutMs, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } }).catch(async (err: unknown) => {
+  const app = await startApp({ tenants, redis, clock, logger, port, reusePort, drainMs, readTimeoutMs, healthTimeoutMs, webhooks: { deliveryWorkers: process.env.LAUREL_DELIVERIES !== "off" } }).catch(async (err: unknown) => {
     // A port it cannot listen on: said in one line, not a stack.
     if (err instanceof ListenError) {
       logger.fatal(err.message);

@@ -1,7 +1,7 @@
 import uWS from "uWebSockets.js";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
-import { healthHandler } from "./api/health.js";
+import { DEFAULT_HEALTH_TIMEOUT_MS, healthHandler } from "./api/health.js";
 import { prometheusHandler } from "./api/prometheus.js";
 import { SystemClock } from "./clock.js";
 import type { CompiledTenant } from "./config/compiled.js";
@@ -16,6 +16,11 @@ export interface WorkerHttpOptions {
   tenants: readonly CompiledTenant[];
   webhooks: Webhooks | null;
   logger: Logger;
+  /**
+   * How long /healthz and /metrics wait for Redis (src/api/health.ts).
+   * @default 1000 (LAUREL_HEALTH_TIMEOUT)
+   */
+  healthTimeoutMs?: number;
 }
 
 export interface WorkerHttp {
@@ -34,8 +39,9 @@ export async function startWorkerHttp(opts: WorkerHttpOptions): Promise<WorkerHt
   const app = uWS.App();
   // No route takes a body.
   const router = new Router(app, { maxBodyBytes: 1024, logger: opts.logger });
-  router.add("get", "/healthz", 0, healthHandler(opts.redis, new SystemClock()), { ownDeadline: true });
-  router.add("get", "/metrics", 0, prometheusHandler(opts.redis, opts.tenants, opts.webhooks, router.stats, opts.logger), { ownDeadline: true });
+  const healthTimeoutMs = opts.healthTimeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
+  router.add("get", "/healthz", 0, healthHandler(opts.redis, new SystemClock(), healthTimeoutMs), { ownDeadline: true });
+  router.add("get", "/metrics", 0, prometheusHandler(opts.redis, opts.tenants, opts.webhooks, router.stats, opts.logger, healthTimeoutMs), { ownDeadline: true });
   router.fallback();
   const socket = await listenOn(app, opts.host ?? "0.0.0.0", opts.port, false);
   return {

@@ -2,6 +2,7 @@ import "./v8-tuning.js";
 import type { Logger } from "pino";
 import {
   checkEnvironmentOrExit,
+  envMilliseconds,
   exitOnConfigError,
   exitOnSignalsWhileStarting,
   loadTenantsOrExit,
@@ -38,6 +39,7 @@ import { TenantStore } from "./store/tenant-store.js";
  *   LAUREL_CONFIG   the same tenant file as the service (default config/demo.yaml)
  *   LAUREL_REDIS_WAIT seconds to wait at start for Redis to answer (default 60)
  *   LAUREL_WORKER_PORT serve GET /healthz and GET /metrics on this port (unset: no HTTP; src/worker-http.ts)
+ *   LAUREL_HEALTH_TIMEOUT seconds those two wait for Redis before saying it is down (default 1)
  *   LOG_LEVEL       pino level (default info)
  */
 async function main(logger: Logger): Promise<void> {
@@ -78,7 +80,7 @@ async function main(logger: Logger): Promise<void> {
   const port = workerPort();
   let http: WorkerHttp | null = null;
   if (port !== null) {
-    http = await startWorkerHttp({ port, redis, tenants, webhooks, logger }).catch(async (err: unknown) => {
+    http = await startWorkerHttp({ port, redis, tenants, webhooks, logger, healthTimeoutMs: envMilliseconds("LAUREL_HEALTH_TIMEOUT") }).catch(async (err: unknown) => {
       if (!(err instanceof ListenError)) throw err;
       logger.fatal(`cannot listen on LAUREL_WORKER_PORT ${port} (is the port taken?)`);
       slotsGuard.stop();

@@ -80,7 +80,7 @@ export function renderMetrics(
   memory: RedisMemory | null = null,
 ): string {
   const lines: string[] = [
-    "# HELP laurel_redis_up 1 when Redis answered this scrape's reads within 1 s (the stream and delivery series are given), 0 when it did not or the connection is down (they are left out; this process's own series are given either way).",
+    "# HELP laurel_redis_up 1 when Redis answered this scrape's reads within LAUREL_HEALTH_TIMEOUT (1 s by default; the stream and delivery series are given), 0 when it did not or the connection is down (they are left out; this process's own series are given either way).",
     "# TYPE laurel_redis_up gauge",
     `laurel_redis_up{process="${PROCESS_LABEL}"} ${lags === null ? 0 : 1}`,
   ];
@@ -183,14 +183,13 @@ function renderRequests(lines: string[], requests: RequestStats): void {
 }
 
 /**
- * How long a scrape waits for the series it reads from Redis. Past it, or while the connection
- * is down, the scrape is answered without them (laurel_redis_up 0): the process's own series (its
- * 5xx, Redis's refusals, the reads it answered 503) are what an operator needs during an outage,
- * and a scrape that failed or hung with Redis showed none of them until Redis was back.
+ * `redisTimeoutMs` (LAUREL_HEALTH_TIMEOUT, as /healthz's PING): how long a scrape waits for the
+ * series it reads from Redis. Past it, or while the connection is down, the scrape is answered
+ * without them (laurel_redis_up 0): the process's own series (its 5xx, Redis's refusals, the reads
+ * it answered 503) are what an operator needs during an outage, and a scrape that failed or hung
+ * with Redis showed none of them until Redis was back.
  */
-export const METRICS_REDIS_TIMEOUT_MS = 1000;
-
-export function prometheusHandler(redis: Redis, tenants: readonly CompiledTenant[], webhooks: Webhooks | null, requests: RequestStats, logger: Logger) {
+export function prometheusHandler(redis: Redis, tenants: readonly CompiledTenant[], webhooks: Webhooks | null, requests: RequestStats, logger: Logger, redisTimeoutMs: number) {
   const hooked = tenants.filter((t) => t.webhooks.length > 0);
   watchEventLoopDelay();
   // A failing read repeats at every scrape while Redis is out: said once per 30 s.
@@ -210,7 +209,7 @@ export function prometheusHandler(redis: Redis, tenants: readonly CompiledTenant
   return async (): Promise<ApiReply> => {
     const fromRedis =
       redis.status === "ready"
-        ? await answeredWithin(readFromRedis(), METRICS_REDIS_TIMEOUT_MS).catch((err: unknown) => {
+        ? await answeredWithin(readFromRedis(), redisTimeoutMs).catch((err: unknown) => {
             failures.run((unlogged) => logger.warn({ err: err instanceof Error ? err.message : String(err), unlogged }, "GET /metrics: the series read from Redis were left out"));
             return null;
           })

@@ -13,8 +13,11 @@ import { lostStreaksBacklog, streakRankingsHandler, streaksListHandler, userStre
 import { userMetricHandler, userMetricsHandler } from "./user-metrics.js";
 import { wrappedHandler } from "./wrapped.js";
 
-/** The read endpoints of issue 4 (README, API reference) and the worker's lag (GET /metrics). */
-export function registerReadRoutes(router: Router, tenants: Tenants, clock: Clock, redis: Redis, configured: readonly CompiledTenant[], webhooks: Webhooks | null, logger: Logger): void {
+/**
+ * The read endpoints of issue 4 (README, API reference) and the worker's lag (GET /metrics, whose
+ * reads of Redis wait `healthTimeoutMs` at most: LAUREL_HEALTH_TIMEOUT).
+ */
+export function registerReadRoutes(router: Router, tenants: Tenants, clock: Clock, redis: Redis, configured: readonly CompiledTenant[], webhooks: Webhooks | null, logger: Logger, healthTimeoutMs: number): void {
   const backlog = lostStreaksBacklog(logger);
   router.add("get", "/v1/users/:id/metrics", 1, userMetricsHandler(tenants));
   router.add("get", "/v1/users/:id/metrics/:key", 2, userMetricHandler(tenants));
@@ -28,6 +31,6 @@ export function registerReadRoutes(router: Router, tenants: Tenants, clock: Cloc
   router.add("get", "/v1/points/:key/summary", 1, pointsSummaryHandler(tenants));
   router.add("get", "/v1/points/:key/level-summary", 1, levelSummaryHandler(tenants));
   router.add("get", "/v1/users/:id/wrapped", 1, wrappedHandler(tenants, clock));
-  // Its own bound on Redis (METRICS_REDIS_TIMEOUT_MS): answered without the Redis series rather than 503.
-  router.add("get", "/metrics", 0, prometheusHandler(redis, configured, webhooks, router.stats, logger), { ownDeadline: true });
+  // Its own bound on Redis (healthTimeoutMs): answered without the Redis series rather than 503.
+  router.add("get", "/metrics", 0, prometheusHandler(redis, configured, webhooks, router.stats, logger, healthTimeoutMs), { ownDeadline: true });
 }

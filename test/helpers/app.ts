@@ -10,6 +10,9 @@ import { loadConfigText } from "../../src/config/load.js";
 import { createRedisClient } from "../../src/store/redis-client.js";
 import { startTestRedis } from "./redis-server.js";
 
+/** The tests' bound on /healthz's and /metrics's waits for Redis (TestAppOptions.healthTimeoutMs; runService's LAUREL_HEALTH_TIMEOUT). */
+export const TEST_HEALTH_TIMEOUT_MS = 60_000;
+
 export const DEMO_YAML = readFileSync(new URL("../../config/demo.yaml", import.meta.url), "utf8");
 
 /** A tenant id no other test uses, so tests can share the run's Redis. */
@@ -58,6 +61,12 @@ export interface TestAppOptions {
    * the bound set it; the built service's tests keep the default).
    */
   readTimeoutMs?: number;
+  /**
+   * AppOptions.healthTimeoutMs: a minute unless set. The production bound (1 s) is the machine's
+   * to meet: a redis-server starved of CPU for a second on a loaded box made /healthz and /metrics
+   * say "down" to a test that expected "up" (the tests of the bound set a small one).
+   */
+  healthTimeoutMs?: number;
 }
 
 export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> {
@@ -78,7 +87,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
   // A stop cuts the attempts in flight at once unless a test sets a grace (the production 2 s
   // would make a stop's tests with a hanging receiver wait for it).
   const webhooks = { ...opts.webhooks, delivery: { stopGraceMs: 0, ...delivery, firstAttempt: { timeoutMs: 600_000, slowMs: 600_000, pauseMs: 600_000, ...delivery?.firstAttempt } } };
-  const app = await startApp({ tenants, redis, clock, logger, host: "127.0.0.1", port: 0, maxBodyBytes: opts.maxBodyBytes, jobs: opts.jobs, thresholdRefreshMs: opts.thresholdRefreshMs ?? 0, webhooks, lingerMs: opts.lingerMs ?? 0, readTimeoutMs: opts.readTimeoutMs ?? 0 }).catch(
+  const app = await startApp({ tenants, redis, clock, logger, host: "127.0.0.1", port: 0, maxBodyBytes: opts.maxBodyBytes, jobs: opts.jobs, thresholdRefreshMs: opts.thresholdRefreshMs ?? 0, webhooks, lingerMs: opts.lingerMs ?? 0, readTimeoutMs: opts.readTimeoutMs ?? 0, healthTimeoutMs: opts.healthTimeoutMs ?? TEST_HEALTH_TIMEOUT_MS }).catch(
     async (err: unknown) => {
       redis.disconnect();
       throw err;

@@ -1,10 +1,11 @@
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { freePort, setprivDeathSignal, startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
+import { freePort, startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
+import { startRedisChild, type RedisChild } from "../../src/redis-child.js";
 import type { TlsFiles } from "./tls-redis.js";
+import { waitFor } from "./wait-for.js";
 
 /**
  * A throwaway redis-server on a free port, without persistence unless asked for.
@@ -34,7 +35,7 @@ async function takeEverySlot(url: string): Promise<void> {
   try {
     await redis.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383");
     // The node marks the cluster ok on its own cron (every 100 ms), not at once: a state waited on.
-    while (!String(await redis.call("CLUSTER", "INFO")).includes("cluster_state:ok")) await new Promise((resolve) => setTimeout(resolve, 20));
+    await waitFor(async () => String(await redis.call("CLUSTER", "INFO")).includes("cluster_state:ok"), "the one-node cluster to say it is ok");
   } finally {
     redis.disconnect();
   }
@@ -43,52 +44,50 @@ async function takeEverySlot(url: string): Promise<void> {
 /**
  * A Redis Sentinel on a free port watching the primary on `primaryPort` as the group `name`, with
  * a quorum of one (a single sentinel may decide a failover: test/integration/redis-sentinel.test.ts).
- * Sentinel needs a config file it can rewrite, kept in a temporary directory; it takes the death
- * signal as the test servers do (src/embedded-redis.ts).
+ * Sentinel needs a config file it can rewrite, kept in a temporary directory. Started as the
+ * embedded server is (src/redis-child.ts): with the death signal, ready once it answers as itself,
+ * and on another port when the one found free is taken before it binds it (`pickPort`: how a free
+ * port is found, freePort unless a test gives one that first finds a taken port).
  * `tls` (the certificate and key of a TLS server, and its CA: tls-redis.ts): the sentinel speaks
  * TLS only (no plain port), and TLS to the servers it watches (`tls-replication`), presenting
  * that certificate as its client certificate; `authClients`: it asks its own clients for one
  * signed by the CA (`tls-auth-clients yes`).
  */
-export async function startTestSentinel(primaryPort: number, replicaPorts: number[] = [], name = "mymaster", opts: { tls?: TlsFiles & { authClients?: boolean } } = {}): Promise<{ port: number; stop(): Promise<void> }> {
+export async function startTestSentinel(
+  primaryPort: number,
+  replicaPorts: number[] = [],
+  name = "mymaster",
+  opts: { tls?: TlsFiles & { authClients?: boolean }; pickPort?: () => Promise<number> } = {},
+): Promise<{ port: number; stop(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), "laurel-sentinel-"));
-  const port = await freePort();
   const config = join(dir, "sentinel.conf");
-  writeFileSync(config, [
-    ...(opts.tls
-      ? ["port 0", `tls-port ${port}`, `tls-cert-file ${opts.tls.cert}`, `tls-key-file ${opts.tls.key}`, `tls-ca-cert-file ${opts.tls.ca}`, `tls-auth-clients ${opts.tls.authClients ? "yes" : "no"}`, "tls-replication yes"]
-      : [`port ${port}`]),
-    "bind 127.0.0.1", `dir ${dir}`, `sentinel monitor ${name} 127.0.0.1 ${primaryPort} 1`, `sentinel down-after-milliseconds ${name} 60000`, `sentinel failover-timeout ${name} 10000`,
-    // The tests fail over with SENTINEL FAILOVER; a primary held up a second (a loaded box) must
-    // not be taken for down and failed over unasked (then SENTINEL FAILOVER answers INPROG).
-    // Replicas named up front: learnt from the primary's INFO, they took up to 10 s to be known.
-    ...replicaPorts.map((replica) => `sentinel known-replica ${name} 127.0.0.1 ${replica}`),
-    "",
-  ].join("\n"));
-  const args = [config, "--sentinel"];
-  const child = setprivDeathSignal() ? spawn("setpriv", ["--pdeathsig", "TERM", "--", "redis-server", ...args], { stdio: "ignore" }) : spawn("redis-server", args, { stdio: "ignore" });
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  // Ready once it answers PING (a sentinel has no `loading` field for waitForRedis to read).
-  const probe = new Redis(port, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, ...(opts.tls ? { tls: { ca: readFileSync(opts.tls.ca), cert: readFileSync(opts.tls.cert), key: readFileSync(opts.tls.key) } } : {}) });
-  probe.on("error", () => undefined);
+  // Written again for each port tried.
+  const args = (port: number): string[] => {
+    writeFileSync(config, [
+      ...(opts.tls
+        ? ["port 0", `tls-port ${port}`, `tls-cert-file ${opts.tls.cert}`, `tls-key-file ${opts.tls.key}`, `tls-ca-cert-file ${opts.tls.ca}`, `tls-auth-clients ${opts.tls.authClients ? "yes" : "no"}`, "tls-replication yes"]
+        : [`port ${port}`]),
+      "bind 127.0.0.1", `dir ${dir}`, `sentinel monitor ${name} 127.0.0.1 ${primaryPort} 1`, `sentinel down-after-milliseconds ${name} 60000`, `sentinel failover-timeout ${name} 10000`,
+      // The tests fail over with SENTINEL FAILOVER; a primary held up a second (a loaded box) must
+      // not be taken for down and failed over unasked (then SENTINEL FAILOVER answers INPROG).
+      // Replicas named up front: learnt from the primary's INFO, they took up to 10 s to be known.
+      ...replicaPorts.map((replica) => `sentinel known-replica ${name} 127.0.0.1 ${replica}`),
+      "",
+    ].join("\n"));
+    return [config, "--sentinel"];
+  };
+  const probe = opts.tls ? { tls: { ca: readFileSync(opts.tls.ca), cert: readFileSync(opts.tls.cert), key: readFileSync(opts.tls.key) } } : {};
+  let sentinel: RedisChild;
   try {
-    for (;;) {
-      if (child.exitCode !== null) throw new Error(`redis-server --sentinel exited with code ${child.exitCode}`);
-      const answered = await probe.connect().then(() => probe.ping()).then(() => true, () => false);
-      if (answered) break;
-      probe.disconnect();
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  } finally {
-    probe.disconnect();
+    sentinel = await startRedisChild({ args, pickPort: opts.pickPort ?? freePort, probe });
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
   }
   return {
-    port,
+    port: sentinel.port,
     async stop() {
-      if (child.exitCode === null) {
-        child.kill("SIGTERM");
-        await exited;
-      }
+      await sentinel.stop();
       rmSync(dir, { recursive: true, force: true });
     },
   };

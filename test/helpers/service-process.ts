@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { performance } from "node:perf_hooks";
 import { afterAll } from "vitest";
+
+// In a module of its own, without this one's hook, for helpers that global-setup.ts runs too; the tests import it from here.
+export { waitFor } from "./wait-for.js";
 
 /** The service (src/main.ts), as `node dist/main.js` starts it. */
 export const MAIN = new URL("../../dist/main.js", import.meta.url).pathname;
@@ -11,7 +13,7 @@ export const WORKER = new URL("../../dist/worker.js", import.meta.url).pathname;
  * Every service this test process started and has not seen exit. A test that fails before its own
  * kill (an expect between the start and the stop) left its service, and that service's embedded
  * redis-server, running after the test run; they are killed after the file's tests (a service's
- * embedded server then stops with it: src/embedded-redis.ts, the death signal).
+ * embedded server then stops with it: src/redis-child.ts, the death signal).
  */
 const running = new Set<ChildProcess>();
 // Registered while the test file imports this module (vitest evaluates it again for each file),
@@ -32,13 +34,15 @@ export interface ServiceProcess {
  * The built service as a user starts it, `node dist/main.js` (or another entry: WORKER, or
  * check-config.js with its `args`), with the
  * test's environment over this process's (REDIS_URL removed unless given: without it the service
- * embeds its own Redis).
+ * embeds its own Redis). LAUREL_HEALTH_TIMEOUT is a minute unless the test sets it, as the
+ * in-process apps' (test/helpers/app.ts): a redis-server starved of CPU for the production second
+ * made /healthz and /metrics say "down" to a test that expected "up".
  */
 export function runService(env: Record<string, string>, entry = MAIN, opts: { ownGroup?: boolean; args?: readonly string[] } = {}): ServiceProcess {
   const { REDIS_URL: _omit, ...base } = process.env;
   // ownGroup: the process leads a process group of its own, as a terminal's job does (a Ctrl-C
   // there is a SIGINT to the whole group: process.kill(-pid, "SIGINT")).
-  const child = spawn(process.execPath, [entry, ...(opts.args ?? [])], { env: { ...base, LOG_LEVEL: "info", ...env }, stdio: ["ignore", "pipe", "pipe"], detached: opts.ownGroup === true });
+  const child = spawn(process.execPath, [entry, ...(opts.args ?? [])], { env: { ...base, LOG_LEVEL: "info", LAUREL_HEALTH_TIMEOUT: "60", ...env }, stdio: ["ignore", "pipe", "pipe"], detached: opts.ownGroup === true });
   running.add(child);
   child.once("exit", () => running.delete(child));
   let out = "";
@@ -46,27 +50,6 @@ export function runService(env: Record<string, string>, entry = MAIN, opts: { ow
   child.stderr!.on("data", (d) => (out += d));
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   return { child, output: () => out, exited };
-}
-
-/**
- * Polls `predicate` (every 50 ms) until it holds: a state to reach, not a time to wait. With
- * `exited`, fails at once if the process exits first (with its `output`, when given). The bound, four minutes, is no budget (a
- * slow machine reaches the state, later): it names what never came before the test's own
- * timeout (vitest.config.ts, five minutes) would say less.
- */
-export async function waitFor(predicate: () => boolean | Promise<boolean>, what: string, exited?: Promise<unknown>, output?: () => string): Promise<void> {
-  let gone = false;
-  void exited?.then(() => (gone = true));
-  // Four minutes of the clock, not a count of polls: a predicate that calls over the network
-  // stretched 4 800 polls past the test's own timeout, which then said less.
-  const until = performance.now() + 240_000;
-  while (performance.now() < until) {
-    if (await predicate()) return;
-    // With `output`, the failure shows what the process said before it went.
-    if (gone) throw new Error(`process exited before ${what}${output ? `; its output:\n${output()}` : ""}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 /** A JSON call to a service process on `port` with the demo tenant's API key: its status and parsed body. */

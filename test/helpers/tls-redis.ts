@@ -1,9 +1,9 @@
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Redis } from "ioredis";
-import { freePort, setprivDeathSignal } from "../../src/embedded-redis.js";
+import { freePort } from "../../src/embedded-redis.js";
+import { startRedisChild, type RedisChild } from "../../src/redis-child.js";
 
 export interface TlsRedis extends TlsCertificates {
   /** `rediss://localhost:<port>`: the name the server's certificate carries (and 127.0.0.1). */
@@ -24,6 +24,8 @@ export interface TlsRedisOptions {
   expired?: boolean;
   /** More redis-server arguments (e.g. `--tls-ciphers`). */
   serverArgs?: readonly string[];
+  /** How a free port is found (freePort; a test gives one that first finds a taken port). */
+  pickPort?: () => Promise<number>;
 }
 
 export interface TlsFiles {
@@ -41,7 +43,8 @@ export const OPENSSL_HINT = "openssl was not found on PATH: the TLS tests make t
  * It listens on 127.0.0.2 too (Linux routes all of 127.0.0.0/8 to loopback): an address the
  * certificate does not name, for a host name mismatch. Clients need not present a certificate
  * unless `authClients`; a client certificate from the CA, and one from a stranger CA, are made
- * either way. Takes the death signal as the other test servers do (src/embedded-redis.ts).
+ * either way. Started as the embedded server is (src/redis-child.ts): with the death signal, and
+ * on another port when the one found free is taken before it binds it.
  */
 export async function startTlsRedis(opts: TlsRedisOptions = {}): Promise<TlsRedis> {
   const dir = mkdtempSync(join(tmpdir(), "laurel-tls-"));
@@ -53,41 +56,27 @@ export async function startTlsRedis(opts: TlsRedisOptions = {}): Promise<TlsRedi
     rmSync(dir, { recursive: true, force: true });
     throw err;
   }
-  const port = await freePort();
-  const args = [
+  const args = (port: number): string[] => [
     "--port", "0", "--tls-port", String(port), "--bind", "127.0.0.1", "127.0.0.2",
     "--tls-cert-file", file("server.pem"), "--tls-key-file", file("server.key"), "--tls-ca-cert-file", file("ca.pem"), "--tls-auth-clients", opts.authClients ? "yes" : "no",
     "--dir", dir, "--save", "", "--appendonly", "no", "--loglevel", "warning", ...(opts.serverArgs ?? []),
   ];
-  const child = setprivDeathSignal() ? spawn("setpriv", ["--pdeathsig", "TERM", "--", "redis-server", ...args], { stdio: "ignore" }) : spawn("redis-server", args, { stdio: "ignore" });
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  // Ready once it answers over TLS as itself, trusting the CA made above (any certificate, when
+  // it is made expired), with the client certificate it may ask for; on another port when the
+  // one found free is taken before it binds it (src/redis-child.ts).
+  const tls = { ca: readFileSync(file("ca.pem")), cert: readFileSync(file("client.pem")), key: readFileSync(file("client.key")), rejectUnauthorized: !opts.expired };
+  let server: RedisChild;
+  try {
+    server = await startRedisChild({ args, pickPort: opts.pickPort ?? freePort, probe: { tls } });
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
   const stop = async (): Promise<void> => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGTERM");
-      await exited;
-    }
+    await server.stop();
     rmSync(dir, { recursive: true, force: true });
   };
-  // Ready once it answers PING over TLS, trusting the CA made above (any certificate, when it is
-  // made expired), with the client certificate it may ask for.
-  const tls = { ca: readFileSync(file("ca.pem")), cert: readFileSync(file("client.pem")), key: readFileSync(file("client.key")), rejectUnauthorized: !opts.expired };
-  const probe = new Redis({ host: "localhost", port, tls, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  probe.on("error", () => undefined);
-  try {
-    for (;;) {
-      if (child.exitCode !== null) throw new Error(`redis-server (TLS) exited with code ${child.exitCode}`);
-      const answered = await probe.connect().then(() => probe.ping()).then(() => true, () => false);
-      if (answered) break;
-      probe.disconnect();
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  } catch (err) {
-    await stop();
-    throw err;
-  } finally {
-    probe.disconnect();
-  }
-  return { url: `rediss://localhost:${port}`, port, ...made, stop };
+  return { url: `rediss://localhost:${server.port}`, port: server.port, ...made, stop };
 }
 
 /** What makeTlsCertificates writes: the CA, the server's files, and two client certificates. */

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { callOrderOf } from "../../src/store/call-order.js";
 import { preloadScripts, setScriptMode, type ScriptMode } from "../../src/store/redis-script.js";
 import { demoConfig, dumpKeys, startAppOnOwnRedis, startTestApp, type TestApp } from "../helpers/app.js";
+import { waitFor } from "../helpers/service-process.js";
 
 /**
  * A connection to Redis can drop after Redis ran an event's script and before its reply reached
@@ -91,7 +92,7 @@ async function withLostReplies<T>(calls: number, send: () => Promise<T>[], meanw
   const socket = socketOf(t);
   socket.pause();
   const pending = send();
-  while ((await scriptCalls()) < calls) await new Promise((r) => setTimeout(r, 5));
+  await waitFor(async () => (await scriptCalls()) >= calls, `Redis to run ${calls} script call(s)`);
   await meanwhile();
   socket.destroy();
   return Promise.all(pending);
@@ -121,13 +122,13 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
         // the reload used to do. Retried under its first number, the call was then taken for
         // applied (eval mode: acknowledged, never counted) or set the record back (function mode).
         const first = lesson(user, { "idempotency-key": `${mode}-noscript-key` });
-        while ((await scriptAttempts()) < 1) await new Promise((r) => setTimeout(r, 5));
+        await waitFor(async () => (await scriptAttempts()) >= 1, "Redis to answer the first send");
         await loadScripts(observer);
         // Another user of the same shard: the record is the writer's on the shard.
         const laterUser = sameShardUser(user);
         const before = await recorded();
         const later = lesson(laterUser);
-        while ((await recorded()) === before) await new Promise((r) => setTimeout(r, 5));
+        await waitFor(async () => (await recorded()) !== before, "the later call to run");
         const laterNumber = await recorded();
         socket.resume();
         expect(await later).toMatchObject({ status: 201, body: { total: 1 } });
@@ -252,7 +253,7 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
         await observer.config("RESETSTAT");
         socket.cork(); // the call waits in its socket's buffer and goes with the socket, unsent
         const first = lesson(user, { "idempotency-key": `${mode}-unrun-noscript-key` });
-        while (socket.writableLength === 0) await new Promise((r) => setImmediate(r));
+        await waitFor(() => socket.writableLength > 0, "the call in the socket's buffer");
         // ioredis re-sends in its ready handler, before the 'ready' event: the new socket stops
         // reading before the NOSCRIPT can be read.
         const ready = new Promise<void>((resolve) =>
@@ -264,12 +265,12 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
         );
         socket.destroy();
         await ready;
-        while ((await scriptAttempts()) < 1) await new Promise((r) => setTimeout(r, 5));
+        await waitFor(async () => (await scriptAttempts()) >= 1, "Redis to answer the first send");
         // Another process (or another client) loads the scripts: this service's socket is held.
         await loadScripts(observer);
         const before = await recorded();
         const later = lesson(laterUser);
-        while ((await recorded()) === before) await new Promise((r) => setTimeout(r, 5));
+        await waitFor(async () => (await recorded()) !== before, "the later call to run");
         resent!.resume();
         expect(await later).toMatchObject({ status: 201, body: { total: 1 } });
         const reply = await first;
@@ -304,7 +305,7 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
       const socket = socketOf(t);
       socket.cork(); // this service's call waits in its socket's buffer
       const first = lesson(`${mode}-two-clients`);
-      while (socket.writableLength === 0) await new Promise((r) => setImmediate(r));
+      await waitFor(() => socket.writableLength > 0, "the call in the socket's buffer");
       const second = await lessonVia(other, `${mode}-two-clients`);
       expect(second).toMatchObject({ status: 201, body: { total: 1 } });
       socket.uncork();
@@ -325,7 +326,7 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
       const socket = socketOf(t);
       socket.cork();
       const first = lesson(user);
-      while (socket.writableLength === 0) await new Promise((r) => setImmediate(r));
+      await waitFor(() => socket.writableLength > 0, "the call in the socket's buffer");
       expect(await lessonVia(other, user)).toMatchObject({ status: 201, body: { total: 1 } });
       socket.destroy(); // the corked call goes with the socket, unsent
       expect(await first).toMatchObject({ status: 201, body: { total: 2 } });

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { prometheusHandler } from "../../src/api/prometheus.js";
 import { loadConfigText } from "../../src/config/load.js";
 import { RequestStats } from "../../src/http/request-stats.js";
-import { startTestApp, uniqueTenantId } from "../helpers/app.js";
+import { startTestApp, TEST_HEALTH_TIMEOUT_MS, uniqueTenantId } from "../helpers/app.js";
 import { commandsDuring } from "../helpers/monitor.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { waitFor } from "../helpers/service-process.js";
@@ -14,7 +14,7 @@ import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
  * GET /metrics while the Redis connection is not ready (src/api/prometheus.ts): answered at once
  * with this process's own series and `laurel_redis_up 0`, without the series read from Redis and
  * without sending Redis a command (a command sent then would wait in the client's queue for the
- * connection, up to METRICS_REDIS_TIMEOUT_MS). (read-deadline.test.ts covers a Redis that keeps
+ * connection, up to LAUREL_HEALTH_TIMEOUT). (read-deadline.test.ts covers a Redis that keeps
  * the connection and answers nothing: the scrape's own bound.)
  */
 
@@ -63,7 +63,8 @@ describe("GET /metrics while the Redis connection is down", () => {
     // command would connect it and be answered (laurel_redis_up 1).
     const client = new Redis(server.url, { lazyConnect: true });
     const lines: Array<{ msg: string }> = [];
-    const handler = prometheusHandler(client, tenants, null, new RequestStats(), pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }));
+    // The bound never decides here: the client is not ready, then Redis answers (TEST_HEALTH_TIMEOUT_MS).
+    const handler = prometheusHandler(client, tenants, null, new RequestStats(), pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }), TEST_HEALTH_TIMEOUT_MS);
     try {
       let body = "";
       const seen = await commandsDuring(server.url, async () => {

@@ -37,7 +37,9 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
   it("answers the reads a stalled Redis keeps waiting with 503, while a write waits and is applied when Redis resumes", async () => {
     const server = await startTestRedis();
     const lines: Array<{ level: number; msg: string; reads?: number }> = [];
-    const t = await startTestApp({ redisUrl: server.url, jobs: false, readTimeoutMs: 300, logger: pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }) });
+    // /healthz's and /metrics's own bound (LAUREL_HEALTH_TIMEOUT) set small too, as the reads':
+    // the answers that expect Redis down come while it is stopped, those that expect it up are waited for.
+    const t = await startTestApp({ redisUrl: server.url, jobs: false, readTimeoutMs: 300, healthTimeoutMs: 200, logger: pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) }) });
     const pid = await redisPid(await t.redis.info("server"));
     try {
       expect((await t.call("POST", "/v1/metrics/lessons/event", lesson)).status).toBe(201);
@@ -70,6 +72,8 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
         // The event waiting for Redis, and this scrape: the timed-out reads are answered.
         expect(stalled.body).toMatch(/^laurel_http_requests_in_flight\{process="[^"]*"\} 2$/m);
         expect(stalled.body).not.toMatch(/^laurel_stream_entries\{/m);
+        // Said (the first time) before the answer.
+        expect(lines.filter((l) => l.msg === "GET /metrics: the series read from Redis were left out")).toHaveLength(1);
         // The event sent before the reads is still waiting for Redis: never answered early.
         expect(eventAnswered).toBe(false);
       } finally {
@@ -79,9 +83,10 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
       const read = await t.call("GET", "/v1/users/gate/points/xp");
       expect(read.status).toBe(200);
       expect(read.body.total).toBe(20);
-      const metrics = (await t.call("GET", "/metrics", undefined, {})).body as string;
+      // A scrape with the series read from Redis: waited for, as the 200 ms bound may pass on a loaded box.
+      let metrics = "";
+      await waitFor(async () => /^laurel_redis_up\{process="[^"]*"\} 1$/m.test((metrics = (await t.call("GET", "/metrics", undefined, {})).body as string)), "a scrape with laurel_redis_up 1");
       expect(metrics).toMatch(/^laurel_read_timeouts_total\{process="[^"]*"\} 3$/m);
-      expect(metrics).toMatch(/^laurel_redis_up\{process="[^"]*"\} 1$/m);
       expect(metrics).toMatch(/^laurel_http_requests_in_flight\{process="[^"]*"\} 1$/m);
       expect(metrics).toMatch(/^laurel_stream_entries\{tenant="[^"]+",shard="0",group="buckets"\} \d+$/m);
       expect(metrics).toMatch(/^laurel_http_requests_total\{process="[^"]*",method="GET",route="\/v1\/users\/:id\/points\/:key",status="503"\} 2$/m);
@@ -92,10 +97,9 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
       const said = lines.filter((l) => l.msg.startsWith("Redis did not answer reads in time"));
       expect(said).toHaveLength(1);
       expect(said[0]!.level).toBe(40);
-      expect(lines.filter((l) => l.msg === "GET /metrics: the series read from Redis were left out")).toHaveLength(1);
       // Redis gone (the connection down): /metrics answers at once, with this process's series.
       await server.stop();
-      while (t.redis.status === "ready") await new Promise((r) => setTimeout(r, 10));
+      await waitFor(() => t.redis.status !== "ready", "the client to see the connection go");
       const down = await t.call("GET", "/metrics", undefined, {});
       expect(down.status).toBe(200);
       expect(down.body).toMatch(/^laurel_redis_up\{process="[^"]*"\} 0$/m);
@@ -132,7 +136,7 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
         const read = t.call("GET", "/v1/users/gate/points/xp");
         // The read's LRANGE sent (the client holds it as awaiting its answer), its batch written.
         const sent = (t.redis as unknown as { commandQueue: { length: number } }).commandQueue;
-        while (sent.length === 0) await new Promise((r) => setTimeout(r, 1));
+        await waitFor(() => sent.length > 0, "the read's LRANGE sent");
         await new Promise((r) => setImmediate(r));
         expect(performance.now() - began).toBeLessThan(bound); // the set-up's margin held
         process.kill(pid, "SIGCONT");

@@ -3,13 +3,15 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEmbeddedRedis, waitForRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
+import { startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
+import { waitForRedis } from "../../src/redis-child.js";
 import { pino } from "pino";
 import { warnIfRedisEvicts, warnIfRedisForgets } from "../../src/store/durability-check.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "../../src/store/redis-client.js";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { demoConfig, dumpTenant, startTestApp, type TestApp } from "../helpers/app.js";
+import { waitFor } from "../helpers/service-process.js";
 
 /**
  * REDIS_URL may name a Unix socket (`/var/run/redis/redis-server.sock`) or a TLS server
@@ -143,7 +145,7 @@ describe("a service whose Redis went away", () => {
     expect(read.body).toEqual({ error: "Redis is not reachable; retry later" });
     // The same port and data directory: the AOF brings the first event back.
     server = await startEmbeddedRedis({ dir, appendOnly: true, port: Number(new URL(server.url).port) });
-    while (t.redis.status !== "ready") await new Promise((r) => setTimeout(r, 20));
+    await waitFor(() => t.redis.status === "ready", "the client to reconnect");
     const after = await lesson();
     expect(after.status).toBe(201);
     // Redis was stopped before the refused event was sent: only the two others count.
@@ -241,9 +243,10 @@ describe("a Redis that refuses writes for a while", () => {
         await t.redis.config("SET", "save", "3600 1");
         rmSync(dir, { recursive: true });
         await t.redis.bgsave();
-        let info = "";
-        do info = await t.redis.info("persistence");
-        while (!info.includes("rdb_bgsave_in_progress:0") || !info.includes("rdb_last_bgsave_status:err"));
+        await waitFor(async () => {
+          const info = await t.redis.info("persistence");
+          return info.includes("rdb_bgsave_in_progress:0") && info.includes("rdb_last_bgsave_status:err");
+        }, "the snapshot to fail");
       },
       // The operator turns snapshots off (or frees the disk and a snapshot succeeds). The stop
       // takes none either (a failing one keeps Redis from exiting).
@@ -310,9 +313,9 @@ describe("a Redis whose password changed under the service", () => {
       expect(counted).toBeGreaterThanOrEqual(3);
       // The password back: the client's next reconnect authenticates, and the event counts.
       await admin.call("ACL", "SETUSER", "laurel", "resetpass", ">first-pass-7Qz");
-      let after = await lesson();
-      while (after.status !== 201) after = await lesson();
-      expect(after.body.total).toBe(2);
+      let after: Awaited<ReturnType<typeof lesson>> | undefined;
+      await waitFor(async () => (after = await lesson()).status === 201, "an event taken after the password came back");
+      expect(after!.body.total).toBe(2);
     } finally {
       await t.close();
       admin.disconnect();

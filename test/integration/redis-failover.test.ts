@@ -99,7 +99,7 @@ describe("a failover behind the address in REDIS_URL", () => {
       await replica.replicaof("127.0.0.1", portOf(first.url));
       expect((await lesson()).status).toBe(201);
       // The replica holds the event before the failover (WAIT returns once it has acknowledged it).
-      while ((await primary.wait(1, 1000)) < 1) { /* its first sync is still under way */ }
+      await waitFor(async () => (await primary.wait(1, 1000)) >= 1, "the replica's first sync"); // each WAIT returns within a second
       expect(await replica.keys("*:u:moved")).toHaveLength(1);
 
       // The failover: the replica promoted, the old primary demoted to its replica, the address moved.
@@ -250,7 +250,7 @@ describe("a failover behind REDIS_URL, under the built service's stream worker a
       // The replica holds all of it: WAIT counts it once it acknowledged this write, and the
       // service's writes came before it in the replication stream.
       await primary.set("failover:mark", "1");
-      while ((await primary.wait(1, 1000)) < 1) { /* its first sync is still under way */ }
+      await waitFor(async () => (await primary.wait(1, 1000)) >= 1, "the replica's first sync"); // each WAIT returns within a second
       // Both consumers blocked on the old primary, waiting for the next record.
       let blocking: { xread?: string; xreadgroup?: string } = {};
       const bothBlocked = async () => {

@@ -5,7 +5,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pino } from "pino";
 import { checkEnvironmentOrExit } from "../../src/boot.js";
-import { portOutsideEphemeralRange } from "../../src/embedded-redis.js";
+import { freePort, portOutsideEphemeralRange } from "../../src/embedded-redis.js";
 import { createRedisClient, queueConnection } from "../../src/store/redis-client.js";
 import { parseSentinels, redisAddress, sentinelOptions } from "../../src/store/redis-sentinel.js";
 import { runService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
@@ -146,5 +146,25 @@ describe("the service through Sentinel, across a failover", () => {
     await waitFor(() => worker.output().includes("laurel stream worker running"), "the worker to run", worker.exited, worker.output);
     worker.child.kill("SIGTERM");
     expect(await worker.exited).toBe(0);
+  });
+});
+
+describe("startTestSentinel (test/helpers/redis-server.ts)", () => {
+  it("starts on another port when the one found free is taken before it binds it, as the embedded server does (src/redis-child.ts)", async () => {
+    const primary = await startTestRedis();
+    // Found free, then taken by another Redis before the sentinel binds it: the primary's own.
+    const taken = portOf(primary.url);
+    const ports = [taken];
+    const sentinel = await startTestSentinel(taken, [], "mymaster", { pickPort: async () => ports.shift() ?? (await freePort()) });
+    const client = new Redis(sentinel.port, "127.0.0.1");
+    try {
+      expect(sentinel.port).not.toBe(taken);
+      expect(await client.call("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")).toEqual(["127.0.0.1", String(taken)]);
+      expect(((await client.info("server")).match(/^redis_mode:(\w+)/m) ?? [])[1]).toBe("sentinel");
+    } finally {
+      client.disconnect();
+      await sentinel.stop();
+      await primary.stop();
+    }
   });
 });

@@ -2,9 +2,11 @@ import { spawnSync } from "node:child_process";
 import { X509Certificate } from "node:crypto";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { createServer, type AddressInfo } from "node:net";
 import { dirname, join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../src/embedded-redis.js";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis, startTestSentinel } from "../helpers/redis-server.js";
 import { callService, runService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
@@ -429,6 +431,26 @@ describe("a rediss:// URL on a Redis without TLS", () => {
 });
 
 describe("startTlsRedis", () => {
+  it("starts on another port when the one found free is taken before the server binds it, as the embedded server does (src/redis-child.ts)", async () => {
+    // A listener that takes connections and answers nothing; it reads them, so that it sees the
+    // probe that reached it close (its own close waits for that).
+    const holder = createServer((socket) => socket.resume());
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+    const taken = (holder.address() as AddressInfo).port;
+    const ports = [taken];
+    const moved = await startTlsRedis({ pickPort: async () => ports.shift() ?? (await freePort()) });
+    const client = new Redis({ host: "localhost", port: moved.port, tls: { ca: readFileSync(moved.caPath) } });
+    try {
+      expect(moved.port).not.toBe(taken);
+      expect(moved.url).toBe(`rediss://localhost:${moved.port}`);
+      expect(await client.ping()).toBe("PONG");
+    } finally {
+      client.disconnect();
+      await moved.stop();
+      await new Promise((resolve) => holder.close(resolve));
+    }
+  });
+
   it("says what to install when openssl is missing, instead of a failed command", async () => {
     const path = process.env.PATH;
     process.env.PATH = mkdtempSync(join(tmpdir(), "laurel-no-openssl-")); // an empty directory: no openssl on it

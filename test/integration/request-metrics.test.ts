@@ -5,6 +5,7 @@ import { LATENCY_BOUNDS_MS } from "../../src/http/request-stats.js";
 import { PROCESS_NAME } from "../../src/process-name.js";
 import { startTestApp, type TestApp } from "../helpers/app.js";
 import { startTestRedis } from "../helpers/redis-server.js";
+import { waitFor } from "../helpers/service-process.js";
 
 // GET /metrics: this process's answers per route (README, GET /metrics). Each test app has its
 // own router, so its counts start at zero.
@@ -77,7 +78,7 @@ describe("request metrics", () => {
     socket.destroy();
     const aborted = { method: "POST", route: "/v1/metrics/:key/event", status: "aborted" };
     // Waits for the effect (the close reaches the server), not for a time.
-    while (series(await scrape(), "laurel_http_requests_total", aborted) === null) await new Promise((r) => setTimeout(r, 20));
+    await waitFor(async () => series(await scrape(), "laurel_http_requests_total", aborted) !== null, "the aborted request counted");
     expect(series(await scrape(), "laurel_http_requests_total", aborted)).toBe(1);
   });
 });

@@ -1184,7 +1184,7 @@ describe("node dist/main.js", () => {
  * The embedded server's port is found free (freePort: the kernel's choice) and then bound by the
  * server; anything that listens on port 0 on the host in between can take it (another test's
  * server, a receiver, another service). The start then tries another port, whether the server
- * could not bind it or another Redis answers there (src/embedded-redis.ts, PortTaken).
+ * could not bind it or another Redis answers there (src/redis-child.ts, PortTaken).
  */
 describe("the embedded redis-server's port taken between its choice and its bind", () => {
   it("by a listener: the server that could not bind it is given up, and another port is used", async () => {

@@ -15,6 +15,7 @@ import { loadLua } from "../../src/store/lua-loader.js";
 import { dumpTenant, startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { bucket, day, seriesBuckets, seriesLayout } from "../helpers/buckets.js";
 import { lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
+import { waitFor } from "../helpers/service-process.js";
 import { bucketWorker } from "../helpers/worker.js";
 
 /**
@@ -249,7 +250,7 @@ describe("stream worker", () => {
     worker.start();
     await lesson("looped");
     // The loop wakes on the new record (XREAD BLOCK) and applies it: wait for the effect, not for a time.
-    while ((await today("looped"))?.total !== 1) await new Promise((r) => setTimeout(r, 25));
+    await waitFor(async () => (await today("looped"))?.total === 1, "the loop to apply the record");
     await worker.stop();
     expect(await today("looped")).toMatchObject({ total: 1, change: 1 });
     expect(await bucketWorker(t).drain()).toBe(0);
@@ -466,7 +467,7 @@ describe("the loop over many shards", () => {
       return true;
     };
     // Wait for the effect, not for a time.
-    while (!(await caughtUp())) await new Promise((r) => setTimeout(r, 25));
+    await waitFor(caughtUp, "the worker to catch up on every shard");
     await worker.stop();
     counting.disconnect();
 
@@ -490,7 +491,7 @@ describe("node dist/worker.js", () => {
     });
     const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
     // Another process does the work: wait for its effect, not for a fixed time.
-    while ((await today("standalone")).total !== 5) await new Promise((r) => setTimeout(r, 50));
+    await waitFor(async () => (await today("standalone")).total === 5, "the worker process to apply the record", exited);
     expect(await today("standalone")).toMatchObject({ total: 5, change: 5 });
     child.kill("SIGTERM");
     expect(await exited).toBe(0);
@@ -531,7 +532,8 @@ describe("node dist/worker.js", () => {
     // Killed as soon as it has applied something (wherever it then is: between two calls, or
     // with a call in flight, which Redis runs whole or not at all). Whenever the kill lands, the
     // assertions below hold.
-    while ((await watermark()) === startMark) await new Promise((r) => setTimeout(r, 10));
+    // Polled every 10 ms: killed soon after its first call, not after the whole backlog.
+    await waitFor(async () => (await watermark()) !== startMark, "the worker process to apply a first call", exited, undefined, 10);
     child.kill("SIGKILL");
     expect(await exited).toBe("SIGKILL");
     // The killed worker applied part of the backlog (the wait above; here 700-900 of the 3 000

@@ -5,6 +5,7 @@ import { TURN_RECORDS } from "../../src/jobs/webhooks/consumer.js";
 import { startTestApp, uniqueTenantId, type TestApp, type TestAppOptions } from "../helpers/app.js";
 import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
 import { commandsDuring } from "../helpers/monitor.js";
+import { waitFor } from "../helpers/service-process.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
 
 /**
@@ -395,11 +396,10 @@ describe("a drain beside the process's own loop (a manual clock move in a servic
       await receiver.waitFor(1); // the loop's first attempt, held: its record stays pending
       const drained = t.app.webhooks!.drain();
       // The drain has taken the pending record over (XAUTOCLAIM counts a second delivery).
-      for (;;) {
+      await waitFor(async () => {
         const [[, , , deliveries]] = (await t.redis.xpending(hookStream, "webhooks", "-", "+", 1)) as [string, string, number, number][];
-        if (deliveries >= 2) break;
-        await new Promise((resolve) => setImmediate(resolve));
-      }
+        return deliveries >= 2;
+      }, "the drain to take the pending record over");
       // It used to process the record again and send it a second time; it waits for the loop's call.
       receiver.hanging.shift()!.writeHead(200).end("ok");
       await drained;

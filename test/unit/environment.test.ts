@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkEnvironmentOrExit, environmentProblems, listenPort, workerPort } from "../../src/boot.js";
+import { checkEnvironmentOrExit, envMilliseconds, environmentProblems, listenPort, workerPort } from "../../src/boot.js";
 import { MAX_AWARD_ID_SLOTS } from "../../src/domain/award-ids.js";
 import { firstEnd } from "../../src/store/redis-tls.js";
 import { makeTlsCertificates, type TlsCertificates } from "../helpers/tls-redis.js";
@@ -24,12 +24,14 @@ describe("the environment check", () => {
     const edges: NodeJS.ProcessEnv[] = [
       { PORT: "65535", LAUREL_WORKER_PORT: "65535", LAUREL_REDIS_WAIT: "0.5", LAUREL_DRAIN: "0", LAUREL_AWARD_IDS: String(MAX_AWARD_ID_SLOTS), LOG_LEVEL: "silent" },
       { PORT: "0", LAUREL_WORKER_PORT: "0", LAUREL_REDIS_WAIT: "0", LAUREL_DRAIN: "2.5", LAUREL_AWARD_IDS: "0", LOG_LEVEL: "trace" },
-      { LAUREL_AWARD_IDS: "1", LOG_LEVEL: "fatal" },
+      { LAUREL_AWARD_IDS: "1", LOG_LEVEL: "fatal", LAUREL_HEALTH_TIMEOUT: "0.001" },
+      { LAUREL_HEALTH_TIMEOUT: "3600" },
+      { LAUREL_HEALTH_TIMEOUT: "3600.000" },
       // Each switch's values, both of them.
       { LAUREL_CLOCK: "manual", LAUREL_WORKER: "on", LAUREL_DELIVERIES: "on", LAUREL_COALESCE: "on", LAUREL_LUA: "function", LAUREL_AUTOPIPELINE: "0", LAUREL_REUSE_PORT: "0", LAUREL_FSYNC: "everysec" },
       { LAUREL_CLOCK: "system", LAUREL_WORKER: "off", LAUREL_DELIVERIES: "off", LAUREL_COALESCE: "off", LAUREL_LUA: "eval", LAUREL_AUTOPIPELINE: "1", LAUREL_REUSE_PORT: "1", LAUREL_FSYNC: "always" },
       // Empty is unset (a compose file's ${VAR} of an unset variable).
-      { PORT: "", LAUREL_WORKER_PORT: "", LOG_LEVEL: "", LAUREL_CLOCK: "", LAUREL_REDIS_WAIT: "", LAUREL_DRAIN: "", LAUREL_AWARD_IDS: "" },
+      { PORT: "", LAUREL_WORKER_PORT: "", LOG_LEVEL: "", LAUREL_CLOCK: "", LAUREL_REDIS_WAIT: "", LAUREL_DRAIN: "", LAUREL_AWARD_IDS: "", LAUREL_HEALTH_TIMEOUT: "" },
     ];
     for (const env of edges) expect(check(env), JSON.stringify(env)).toEqual([]);
   });
@@ -46,6 +48,20 @@ describe("the environment check", () => {
     } finally {
       if (saved === undefined) delete process.env.PORT;
       else process.env.PORT = saved;
+    }
+  });
+});
+
+describe("LAUREL_HEALTH_TIMEOUT (/healthz's and /metrics's bound on Redis)", () => {
+  it("is read in seconds, as the other timeouts are", () => {
+    expect(envMilliseconds("LAUREL_HEALTH_TIMEOUT", { LAUREL_HEALTH_TIMEOUT: "0.25" })).toBe(250);
+    expect(envMilliseconds("LAUREL_HEALTH_TIMEOUT", { LAUREL_HEALTH_TIMEOUT: "" })).toBeUndefined();
+  });
+
+  it("refuses 0, more than an hour, and anything not written as digits, named", () => {
+    // 0 would answer every probe "down"; 9999999 s is past Node's timer range (fired at once).
+    for (const bad of ["0", "0.0", "3600.001", "9999999", "1s", "-1", "1e3", " 1", "0x10", ".5"]) {
+      expect(environmentProblems({ LAUREL_HEALTH_TIMEOUT: bad }), bad).toEqual([`LAUREL_HEALTH_TIMEOUT must be a number of seconds above 0 and up to 3600, in digits (got ${JSON.stringify(bad)})`]);
     }
   });
 });
