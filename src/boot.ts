@@ -278,7 +278,7 @@ const SWITCHES: Record<string, readonly string[]> = {
 /**
  * Exit 1 naming a switch set to a value it does not take (`LAUREL_CLOCK=manul` ran the system
  * clock, `LAUREL_WORKER=false` ran the worker), a LOG_LEVEL pino does not know, a
- * LAUREL_REDIS_WAIT, LAUREL_DRAIN or LAUREL_READ_TIMEOUT that is not a number of seconds, a
+ * LAUREL_REDIS_WAIT, LAUREL_DRAIN or LAUREL_READ_TIMEOUT that is not a number of seconds up to a day, a
  * LAUREL_HEALTH_TIMEOUT outside its range, or a LAUREL_AWARD_IDS the award id table cannot take
  * (and, for the service, a PORT that is not one): all of them in one line. Run first, before
  * anything starts.
@@ -293,6 +293,8 @@ export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = 
 
 /** How a number of seconds is written in the environment: digits, with a fraction or not (no sign, unit or exponent). */
 const SECONDS = /^\d+(\.\d+)?$/;
+/** LAUREL_REDIS_WAIT's, LAUREL_DRAIN's and LAUREL_READ_TIMEOUT's ceiling: a day. */
+const MAX_WAIT_SECONDS = 86_400;
 
 /** A number of seconds in the environment (checked by checkEnvironmentOrExit), in milliseconds; undefined when unset or empty. */
 export function envMilliseconds(name: string, env: NodeJS.ProcessEnv = process.env): number | undefined {
@@ -313,9 +315,13 @@ export function environmentProblems(env: NodeJS.ProcessEnv = process.env, opts: 
     if (value && !values.includes(value)) problems.push(`${name} must be ${values.join(" or ")} (got ${JSON.stringify(value)})`);
   }
   if (logLevel(env) === null) problems.push(`LOG_LEVEL must be one of ${Object.keys(pino.levels.values).join(", ")} or silent (got ${JSON.stringify(env.LOG_LEVEL)})`);
+  // Up to a day: past 2^31 ms (24.8 days) Node's timers fire at once, so a "wait for ever" of
+  // 9999999 s drained nothing at a stop and swept reads every millisecond.
   for (const name of ["LAUREL_REDIS_WAIT", "LAUREL_DRAIN", "LAUREL_READ_TIMEOUT"]) {
     const seconds = env[name];
-    if (seconds && !SECONDS.test(seconds)) problems.push(`${name} must be a number of seconds, 0 or more, in digits (got ${JSON.stringify(seconds)})`);
+    if (seconds && !(SECONDS.test(seconds) && Number(seconds) <= MAX_WAIT_SECONDS)) {
+      problems.push(`${name} must be a number of seconds from 0 to ${MAX_WAIT_SECONDS}, in digits (got ${JSON.stringify(seconds)})`);
+    }
   }
   // Read as the others are (envMilliseconds), in a range: 0 would answer every probe "down", and
   // a bound past MAX_HEALTH_TIMEOUT_MS is no health check (past 2^31 ms, Node's timer fires at once).

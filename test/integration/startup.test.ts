@@ -1002,8 +1002,8 @@ describe("node dist/main.js", () => {
       const line = service.output().split("\n").find((l) => l.includes("invalid environment"))!;
       expect(line).toContain(`LOG_LEVEL must be one of trace, debug, info, warn, error, fatal or silent (got \\"${level}\\")`);
       expect(line).toContain("LAUREL_CLOCK must be manual or system");
-      expect(line).toContain('LAUREL_DRAIN must be a number of seconds, 0 or more, in digits (got \\"-1\\")');
-      expect(line).toContain('LAUREL_READ_TIMEOUT must be a number of seconds, 0 or more, in digits (got \\"2s\\")');
+      expect(line).toContain('LAUREL_DRAIN must be a number of seconds from 0 to 86400, in digits (got \\"-1\\")');
+      expect(line).toContain('LAUREL_READ_TIMEOUT must be a number of seconds from 0 to 86400, in digits (got \\"2s\\")');
     } finally {
       service.child.kill("SIGKILL"); // taken, the level would have started a service that runs on
     }
