@@ -173,9 +173,11 @@ function followLog(child: ChildProcess): RedisLog {
 class PortTaken extends Error {}
 
 /**
- * Waits until a redis-server just spawned answers at `address` (a URL, a port or a socket path)
- * with its data set loaded (AOF loading answers LOADING to commands), for up to 30 s; fails at
- * once if the process exits, with the last line of its log when `lastLogLine` gives one.
+ * Waits until a redis-server just spawned answers at `address` (a URL, a port or a socket path),
+ * for up to 30 s; fails at once if the process exits, with the last line of its log when
+ * `lastLogLine` gives one. Its data set may still be loading (INFO answers while a large AOF
+ * loads): the start's PING wait (waitForRedisOrExit, LAUREL_REDIS_WAIT) waits for that, not
+ * this one's 30 s.
  * `probe`: options of the probe's connection (a TLS server's).
  */
 export async function waitForRedis(address: string | number, child: ChildProcess, lastLogLine: () => Promise<string | null> = async () => null, probe: RedisOptions = {}): Promise<void> {
@@ -196,9 +198,7 @@ export async function waitForRedis(address: string | number, child: ChildProcess
       try {
         const asked = (async () => {
           await client.connect();
-          const persistence = await client.info("persistence");
-          // A sentinel's INFO has no persistence section: it loads nothing.
-          return /loading:0/.test(persistence) || !persistence.includes("loading:") ? await client.info("server") : null;
+          return await client.info("server");
         })();
         asked.catch(() => undefined); // given up below when the server exits first
         // Raced with the server's exit: a port taken by something that accepts connections but
