@@ -4,10 +4,10 @@ import type { Logger } from "pino";
 
 /**
  * Files a process reads at start and takes again when they are replaced in place, without a
- * restart: the Redis TLS files (store/redis-tls-reload.ts). Secrets and certificates are
- * renewed by a tool beside the process (cert-manager, a Vault agent, a cron job, a Kubernetes
- * secret volume), which writes each file in several steps, renames a new one over it, or swaps
- * the volume's `..data` link.
+ * restart: the Redis TLS files (store/redis-tls-reload.ts) and the Redis password file
+ * (store/redis-password-reload.ts). Secrets and certificates are renewed by a tool beside the
+ * process (cert-manager, a Vault agent, a cron job, a Kubernetes secret volume), which writes
+ * each file in several steps, renames a new one over it, or swaps the volume's `..data` link.
  *
  * The files' directories are watched, since every one of those ways shows there (a watch on the
  * file itself loses it at the first rename), with a check every minute besides (a file system

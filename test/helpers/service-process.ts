@@ -48,6 +48,16 @@ export function runService(env: Record<string, string>, entry = MAIN, opts: { ow
   return { child, output: () => out, exited };
 }
 
+/** Stops each of `processes` still running (SIGTERM) and waits for its exit: what a test file's afterAll does with those it started. */
+export async function stopRunning(processes: readonly ServiceProcess[]): Promise<void> {
+  for (const proc of processes) {
+    if (proc.child.exitCode === null && proc.child.signalCode === null) {
+      proc.child.kill("SIGTERM");
+      await proc.exited;
+    }
+  }
+}
+
 /**
  * Polls `predicate` (every 50 ms) until it holds: a state to reach, not a time to wait. With
  * `exited`, fails at once if the process exits first (with its `output`, when given). The bound, four minutes, is no budget (a
