@@ -11,6 +11,7 @@ import { answeredWithin } from "./deadline.js";
 import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/award-ids.js";
 import { redactCredentials } from "./redact.js";
 import { redisUrlProblems } from "./store/redis-client.js";
+import { redisPasswordProblems } from "./store/redis-password.js";
 import { notAnsweringAdvice, watchFirstConnection } from "./store/redis-first-connection.js";
 import { noPermission, redisRefusalOf } from "./store/redis-refusals.js";
 import { redisAddress, sentinelProblems } from "./store/redis-sentinel.js";
@@ -333,6 +334,7 @@ export function environmentProblems(env: NodeJS.ProcessEnv = process.env, opts: 
   problems.push(...redisUrlProblems(env));
   problems.push(...sentinelProblems(env));
   problems.push(...redisTlsProblems(env));
+  problems.push(...redisPasswordProblems(env));
   const slots = env.LAUREL_AWARD_IDS;
   if (slots && !(/^\d{1,8}$/.test(slots) && isAwardIdSlots(Number(slots)))) {
     problems.push(`LAUREL_AWARD_IDS must be 0 or a power of two up to ${MAX_AWARD_ID_SLOTS} (got ${JSON.stringify(slots)})`);

@@ -7,6 +7,7 @@ import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { watchRedisTlsFiles } from "./store/redis-tls-reload.js";
+import { watchRedisPasswordFile } from "./store/redis-password-reload.js";
 import { createRedisClient, logConnectionErrors } from "./store/redis-client.js";
 import { guardStateSlots } from "./store/slots-guard.js";
 import { sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
@@ -17,6 +18,8 @@ import { sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
  *   REDIS_URL       Redis to use; unset (and no REDIS_SENTINELS) → an embedded redis-server with data in ./data/redis
  *   REDIS_SENTINELS, REDIS_SENTINEL_NAME, REDIS_SENTINEL_PASSWORD: Redis through Sentinel (src/store/redis-sentinel.ts)
  *   LAUREL_REDIS_TLS_CERT, LAUREL_REDIS_TLS_KEY, LAUREL_REDIS_TLS_CA: a rediss:// REDIS_URL's client certificate and CA (src/store/redis-tls.ts)
+ *   LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: a file holding the passphrase of an encrypted LAUREL_REDIS_TLS_KEY (src/store/redis-tls.ts)
+ *   LAUREL_REDIS_PASSWORD_FILE: a file holding the Redis password, taken again when rotated (src/store/redis-password.ts)
  *   LAUREL_CONFIG   tenant file (default config/demo.yaml)
  *   LAUREL_CLOCK    "manual" enables POST /admin/v1/clock; default: the system clock
  *   LAUREL_DATA_DIR where the embedded redis-server keeps its AOF (default ./data/redis)
@@ -87,8 +90,10 @@ async function main(logger: Logger): Promise<void> {
     warnFsyncNotApplied(logger);
   }
   const redis = logConnectionErrors(createRedisClient(redisUrl, sentinelOptions()), logger);
-  // Renewed TLS files are taken without a restart (store/redis-tls-reload.ts).
+  // Renewed TLS files and a rotated password file are taken without a restart (store/redis-tls-reload.ts,
+  // store/redis-password-reload.ts): before the copies of the client are made, which take its listeners.
   const tlsWatch = watchRedisTlsFiles(logger);
+  const passwordWatch = watchRedisPasswordFile(logger, redis);
   await waitForRedisOrExit(redis, logger);
 
   const drainMs = envMilliseconds("LAUREL_DRAIN");
@@ -137,6 +142,7 @@ async function main(logger: Logger): Promise<void> {
       stopping = true;
       slotsGuard.stop();
       tlsWatch?.stop();
+      passwordWatch?.stop();
       await app.close();
       await worker?.stop();
       await cleanup();

@@ -18,6 +18,7 @@ import { startWorkerHttp, type WorkerHttp } from "./worker-http.js";
 import { checkFixedSettings } from "./store/fixed-settings.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { watchRedisTlsFiles } from "./store/redis-tls-reload.js";
+import { watchRedisPasswordFile } from "./store/redis-password-reload.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
 import { sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
 import { guardStateSlots } from "./store/slots-guard.js";
@@ -36,6 +37,8 @@ import { TenantStore } from "./store/tenant-store.js";
  *   REDIS_URL       the service's Redis (required, or REDIS_SENTINELS: the embedded Redis belongs to the service)
  *   REDIS_SENTINELS, REDIS_SENTINEL_NAME, REDIS_SENTINEL_PASSWORD: Redis through Sentinel (src/store/redis-sentinel.ts)
  *   LAUREL_REDIS_TLS_CERT, LAUREL_REDIS_TLS_KEY, LAUREL_REDIS_TLS_CA: a rediss:// REDIS_URL's client certificate and CA (src/store/redis-tls.ts)
+ *   LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: a file holding the passphrase of an encrypted LAUREL_REDIS_TLS_KEY (src/store/redis-tls.ts)
+ *   LAUREL_REDIS_PASSWORD_FILE: a file holding the Redis password, taken again when rotated (src/store/redis-password.ts)
  *   LAUREL_CONFIG   the same tenant file as the service (default config/demo.yaml)
  *   LAUREL_REDIS_WAIT seconds to wait at start for Redis to answer (default 60)
  *   LAUREL_WORKER_PORT serve GET /healthz and GET /metrics on this port (unset: no HTTP; src/worker-http.ts)
@@ -55,8 +58,10 @@ async function main(logger: Logger): Promise<void> {
   // A stop signal during the start (waiting for Redis, the webhooks' start) exits at once.
   exitOnSignalsWhileStarting(logger);
   const redis = logConnectionErrors(createRedisClient(url, sentinelOptions()), logger);
-  // Renewed TLS files are taken without a restart (store/redis-tls-reload.ts).
+  // Renewed TLS files and a rotated password file are taken without a restart (store/redis-tls-reload.ts,
+  // store/redis-password-reload.ts): before the copies of the client are made, which take its listeners.
   const tlsWatch = watchRedisTlsFiles(logger);
+  const passwordWatch = watchRedisPasswordFile(logger, redis);
   await waitForRedisOrExit(redis, logger);
   // The same refusal as the service's (store/fixed-settings.ts): a worker reading the streams by
   // another shard count would leave shards unread.
@@ -97,6 +102,7 @@ async function main(logger: Logger): Promise<void> {
     http?.close();
     slotsGuard.stop();
     tlsWatch?.stop();
+    passwordWatch?.stop();
     await worker.stop();
     await webhooks.close();
     await redis.quit().catch(() => undefined);

@@ -1,6 +1,7 @@
 import { Redis, type RedisOptions } from "ioredis";
 import type { ConnectionOptions } from "bullmq";
 import type { Logger } from "pino";
+import { withPasswordFile } from "./redis-password.js";
 import { redisRefusalOf } from "./redis-refusals.js";
 import { clientCertificateRefusal, redisTlsFiles, tlsCertificateProblem } from "./redis-tls.js";
 import { coalesceWrites } from "./write-coalescing.js";
@@ -12,6 +13,7 @@ import { coalesceWrites } from "./write-coalescing.js";
  *                            turn of the event loop (write-coalescing.ts)
  *   LAUREL_AUTOPIPELINE=1    ioredis auto-pipelining (measured no better here: bench/README.md)
  *   LAUREL_REDIS_TLS_*       a rediss:// URL's client certificate and CA (redis-tls.ts)
+ *   LAUREL_REDIS_PASSWORD_FILE  the password, from a file taken again when rotated (redis-password.ts)
  */
 export function createRedisClient(url: string | undefined, options: RedisOptions = {}, env: NodeJS.ProcessEnv = process.env): Redis {
   // A rediss:// URL alone gives ioredis `tls: true`; the files, when set, are its TLS options
@@ -19,9 +21,12 @@ export function createRedisClient(url: string | undefined, options: RedisOptions
   // queues' (queueConnection) and duplicate()'s, take them from these options.
   const files = url?.startsWith("rediss://") ? redisTlsFiles(env) : {};
   const tls = Object.keys(files).length > 0 ? { tls: files } : {};
-  const settings: RedisOptions = { maxRetriesPerRequest: 3, enableAutoPipelining: env.LAUREL_AUTOPIPELINE === "1", reconnectOnError: reconnectWhenReadOnly, ...tls, ...options };
+  // The password file's password is one object every copy of these options shares (the copies
+  // below, BullMQ's), so that a rotation reaches them all.
+  const auth = withPasswordFile(url, env);
+  const settings: RedisOptions = { maxRetriesPerRequest: 3, enableAutoPipelining: env.LAUREL_AUTOPIPELINE === "1", reconnectOnError: reconnectWhenReadOnly, ...tls, ...auth.options, ...options };
   // Without a URL (Redis through sentinels alone: redis-sentinel.ts), the options say it all.
-  return withCoalescing(url === undefined ? new Redis(settings) : new Redis(url, settings), env);
+  return withCoalescing(auth.url === undefined ? new Redis(settings) : new Redis(auth.url, settings), env);
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { ConnectionOptions, TLSSocket } from "node:tls";
 import type { Redis } from "ioredis";
 import { isAuthError } from "./redis-client.js";
+import { passwordSetting } from "./redis-password.js";
 import { noPermission } from "./redis-refusals.js";
 import { redisAddress } from "./redis-sentinel.js";
 import { askClientCertificate, clientCertificateRefusal, tlsCertificateProblem, tlsRefusal, type TlsRefusal } from "./redis-tls.js";
@@ -110,7 +111,11 @@ export function watchFirstConnection(redis: Redis): FirstConnectionWatch {
       // A user whose ACL forbids a command the first connection sends (PING) got in: its credentials are right.
       const forbidden = err instanceof Error ? noPermission(err.message) : null;
       if (forbidden !== null) return { line: `Redis at ${address} accepted the credentials in REDIS_URL, but its user ${forbidden}`, err: (err as Error).message };
-      if (isAuthError(err)) return { line: `Redis at ${address} refused the credentials in REDIS_URL (${err.message.split(" ")[0]}); check the user and password`, err: err.message };
+      if (isAuthError(err)) {
+        const code = err.message.split(" ")[0];
+        if (passwordSetting(redis.options) === "REDIS_URL") return { line: `Redis at ${address} refused the credentials in REDIS_URL (${code}); check the user and password`, err: err.message };
+        return { line: `Redis at ${address} refused the password in LAUREL_REDIS_PASSWORD_FILE (${code}); check it, and the user in REDIS_URL`, err: err.message };
+      }
       // Nor does a certificate not trusted.
       const { certificateProblem } = seen;
       if (certificateProblem !== null) {

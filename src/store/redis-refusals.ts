@@ -26,8 +26,10 @@ export const REDIS_REFUSALS = [
   // server (a rotation, an ACL edit) or its user disabled. ioredis rejects the commands it held
   // for the connection with the AUTH's error ("WRONGPASS invalid username-password pair or user is
   // disabled."); none was sent. The client reconnects and authenticates again, so requests pass
-  // again once the server accepts REDIS_URL's credentials (or REDIS_URL is changed and the process restarted).
-  { prefix: "WRONGPASS", cause: "credentials-refused", write: "REDIS_CREDENTIALS_REFUSED", read: "REDIS_CREDENTIALS_REFUSED_READ", log: "redis refused the credentials in REDIS_URL (WRONGPASS: its password changed, or its user was disabled?): requests are refused until it accepts them" },
+  // again once the server accepts REDIS_URL's credentials (or REDIS_URL is changed and the process
+  // restarted), or with LAUREL_REDIS_PASSWORD_FILE once the file holds the password the server
+  // takes (read again at the refusal and when it changes: redis-password-reload.ts).
+  { prefix: "WRONGPASS", cause: "credentials-refused", write: "REDIS_CREDENTIALS_REFUSED", read: "REDIS_CREDENTIALS_REFUSED_READ", log: "redis refused the credentials in REDIS_URL (WRONGPASS: its password changed, or its user was disabled? with LAUREL_REDIS_PASSWORD_FILE, the file's password): requests are refused until it accepts them" },
   // Every command on a connection that has not authenticated, to a Redis that asks for a password
   // REDIS_URL does not give (requirepass set on a running server): "NOAUTH Authentication required.".
   { prefix: "NOAUTH", cause: "authentication-required", write: "REDIS_AUTHENTICATION_REQUIRED", read: "REDIS_AUTHENTICATION_REQUIRED_READ", log: "redis asks for a password and REDIS_URL gives none (NOAUTH): requests are refused until it is given" },

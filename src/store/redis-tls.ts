@@ -1,8 +1,9 @@
-import { createPrivateKey, X509Certificate } from "node:crypto";
+import { createPrivateKey, X509Certificate, type KeyObject } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { connect, type ConnectionOptions } from "node:tls";
 import { deadline } from "../deadline.js";
+import { secretText, secretTextProblem, unreadableFile } from "../secret-file.js";
 
 /**
  * TLS files for Redis (a rediss:// REDIS_URL), for every connection of the process: its client,
@@ -10,6 +11,9 @@ import { deadline } from "../deadline.js";
  * through Sentinel the sentinels' and the data nodes'. Environment (PEM file paths):
  *   LAUREL_REDIS_TLS_CERT  the client certificate, for a Redis that asks for one (`tls-auth-clients
  *                          yes`, Redis's default); with LAUREL_REDIS_TLS_KEY, its private key
+ *   LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE  a file holding the passphrase of an encrypted key (a
+ *                          file, as the password's (redis-password.ts): renewed with the key, and
+ *                          never in the environment, which child processes and `ps e` see)
  *   LAUREL_REDIS_TLS_CA    the CA(s) the server's certificate is checked against, instead of
  *                          Node's (NODE_EXTRA_CA_CERTS adds to Node's; this trusts these alone)
  * Checked at start (environmentProblems), read once per process into one options object that
@@ -22,6 +26,7 @@ import { deadline } from "../deadline.js";
 export const TLS_FILES = {
   LAUREL_REDIS_TLS_CERT: "cert",
   LAUREL_REDIS_TLS_KEY: "key",
+  LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: "passphrase",
   LAUREL_REDIS_TLS_CA: "ca",
 } as const;
 
@@ -49,8 +54,18 @@ export function redisTlsPaths(env: NodeJS.ProcessEnv = process.env): Partial<Rec
 
 export type TlsOption = (typeof TLS_FILES)[FileVariable];
 
+/** A file's contents as its TLS option takes them: PEM as read, the passphrase as its text (Node takes a string). */
+export function tlsValue(option: TlsOption, contents: Buffer): Buffer | string {
+  return option === "passphrase" ? secretText(contents) : contents;
+}
+
+/** Whether two values of one option are the same (the reload takes only files that changed). */
+export function sameTlsValue(a: Buffer | string | undefined, b: Buffer | string | undefined): boolean {
+  return Buffer.isBuffer(a) && Buffer.isBuffer(b) ? a.equals(b) : a === b;
+}
+
 /**
- * The files' contents as Node's TLS options ({ cert, key, ca }, those set), for ioredis' `tls` and
+ * The files' contents as Node's TLS options ({ cert, key, passphrase, ca }, those set), for ioredis' `tls` and
  * `sentinelTLS`; {} when none is set, which leaves ioredis' own TLS (rediss://) as it was. One
  * object per process for the same paths: every client, its copies (duplicate() and the job
  * queues' keep the reference) and the sentinels' connections read it at each connection's
@@ -61,8 +76,8 @@ export function redisTlsFiles(env: NodeJS.ProcessEnv = process.env): ConnectionO
   const key = JSON.stringify(paths);
   if (shared?.paths !== key) shared = { paths: key, options: {} };
   // Read at every client's making, as before the sharing: what the files hold now.
-  const options = shared.options as Record<string, Buffer>;
-  for (const [option, path] of Object.entries(paths)) options[option] = readFileSync(path);
+  const options = shared.options as Record<string, Buffer | string>;
+  for (const [option, path] of Object.entries(paths) as [TlsOption, string][]) options[option] = tlsValue(option, readFileSync(path));
   return options;
 }
 
@@ -102,9 +117,10 @@ export function firstEnd(pem: Buffer): number {
 
 /**
  * What is wrong with the LAUREL_REDIS_TLS_* settings, for environmentProblems' one line: set
- * without TLS to use them on, a certificate without its key (or the other way), a file that
- * cannot be read or holds no PEM of its kind, a key that is not the certificate's. A key's
- * contents are never in a message (nor Node's parse error of it, which could quote it).
+ * without TLS to use them on, a certificate without its key (or the other way), a passphrase
+ * without a key, a file that cannot be read or holds no PEM of its kind, an encrypted key the
+ * passphrase does not open, a key that is not the certificate's. A key's contents and the
+ * passphrase are never in a message (nor Node's parse error of them, which could quote them).
  */
 export function redisTlsProblems(env: NodeJS.ProcessEnv = process.env): string[] {
   const given = (Object.keys(TLS_FILES) as FileVariable[]).filter((name) => set(env, name) !== undefined);
@@ -119,42 +135,92 @@ export function redisTlsProblems(env: NodeJS.ProcessEnv = process.env): string[]
   const key = set(env, "LAUREL_REDIS_TLS_KEY");
   if (cert !== undefined && key === undefined) problems.push("LAUREL_REDIS_TLS_CERT is set without LAUREL_REDIS_TLS_KEY (the client certificate's private key)");
   if (key !== undefined && cert === undefined) problems.push("LAUREL_REDIS_TLS_KEY is set without LAUREL_REDIS_TLS_CERT (the client certificate)");
+  if (key === undefined && set(env, "LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE") !== undefined) {
+    problems.push("LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE is set without LAUREL_REDIS_TLS_KEY (the encrypted key it opens)");
+  }
   problems.push(...pemProblems(env, (name) => readFileSync(set(env, name)!)));
   return problems;
 }
 
 /**
  * What is wrong with the set files' contents, as `read` gives them (it may throw: a file that
- * cannot be read): no PEM of its kind, a key that is not the certificate's. The start's check
- * (redisTlsProblems) and the reload's (redis-tls-reload.ts), one set of rules.
+ * cannot be read): no PEM of its kind, an encrypted key without its passphrase or that does not
+ * decrypt with it, a passphrase file empty or of several lines, a key that is not the
+ * certificate's. The start's check (redisTlsProblems) and the reload's (redis-tls-reload.ts),
+ * one set of rules. The passphrase is never in a message.
  */
 export function pemProblems(env: NodeJS.ProcessEnv, read: (name: FileVariable) => Buffer): string[] {
   const problems: string[] = [];
   const certificate = readPem(env, "LAUREL_REDIS_TLS_CERT", problems, read, (pem) => new X509Certificate(pem));
   readPem(env, "LAUREL_REDIS_TLS_CA", problems, read, (pem) => new X509Certificate(pem));
-  const privateKey = readPem(env, "LAUREL_REDIS_TLS_KEY", problems, read, (pem) => createPrivateKey(pem));
+  const passphrase = readPassphrase(env, problems, read);
+  const privateKey = readPem(env, "LAUREL_REDIS_TLS_KEY", problems, read, (pem) => privateKeyOf(env, pem, passphrase));
   if (certificate && privateKey && !certificate.checkPrivateKey(privateKey)) {
     problems.push(`LAUREL_REDIS_TLS_KEY (${set(env, "LAUREL_REDIS_TLS_KEY")}) is not the private key of the certificate in LAUREL_REDIS_TLS_CERT (${set(env, "LAUREL_REDIS_TLS_CERT")})`);
   }
   return problems;
 }
 
-/** The file `name` names, parsed by `parse`; undefined, with the problem pushed, when it cannot be read or parsed. */
-function readPem<T>(env: NodeJS.ProcessEnv, name: FileVariable, problems: string[], read: (name: FileVariable) => Buffer, parse: (pem: Buffer) => T): T | undefined {
+/** A problem of a file's contents that its parser's failure does not say (the key's encryption): said as it is. */
+class PemProblem extends Error {}
+
+/** An encrypted PEM key: PKCS#8's own header, or the traditional one's Proc-Type line. */
+const ENCRYPTED_KEY = /-----BEGIN ENCRYPTED PRIVATE KEY-----|^Proc-Type: 4,ENCRYPTED/m;
+
+/**
+ * The key `pem` holds, decrypted with `passphrase` when it is encrypted; undefined when the
+ * passphrase's file has a problem of its own (null: said already). Node's errors are not passed
+ * on: OpenSSL's say nothing a reader needs, and a parser's message could quote what it read.
+ */
+function privateKeyOf(env: NodeJS.ProcessEnv, pem: Buffer, passphrase: string | null | undefined): KeyObject | undefined {
+  if (!ENCRYPTED_KEY.test(pem.toString("latin1"))) return createPrivateKey(pem);
+  const key = `LAUREL_REDIS_TLS_KEY (${set(env, "LAUREL_REDIS_TLS_KEY")})`;
+  if (passphrase === null) return undefined;
+  if (passphrase === undefined) throw new PemProblem(`${key} is encrypted: give the path of a file holding its passphrase as LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE`);
+  try {
+    return createPrivateKey({ key: pem, passphrase });
+  } catch {
+    throw new PemProblem(`${key} cannot be decrypted with the passphrase in LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE (${set(env, "LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE")}): is it this key's passphrase (and the key whole)?`);
+  }
+}
+
+/** The passphrase file's text; undefined when it is not set, null (its problem pushed) when it cannot be used. */
+function readPassphrase(env: NodeJS.ProcessEnv, problems: string[], read: (name: FileVariable) => Buffer): string | null | undefined {
+  const name = "LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE";
+  const contents = readSet(env, name, problems, read);
+  if (contents === undefined) return set(env, name) === undefined ? undefined : null;
+  const text = secretText(contents);
+  const problem = secretTextProblem(name, set(env, name)!, text);
+  if (problem === null) return text;
+  problems.push(problem);
+  return null;
+}
+
+/** The contents of the file `name` names; undefined when it is not set, or cannot be read (the problem pushed). */
+function readSet(env: NodeJS.ProcessEnv, name: FileVariable, problems: string[], read: (name: FileVariable) => Buffer): Buffer | undefined {
   const path = set(env, name);
   if (path === undefined) return undefined;
-  let pem: Buffer;
   try {
-    pem = read(name);
+    return read(name);
   } catch (err) {
-    problems.push(`${name} names a file that cannot be read: ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    problems.push(unreadableFile(name, path, err));
     return undefined;
   }
+}
+
+/** The file `name` names, parsed by `parse`; undefined, with the problem pushed, when it cannot be read or parsed. */
+function readPem<T>(env: NodeJS.ProcessEnv, name: FileVariable, problems: string[], read: (name: FileVariable) => Buffer, parse: (pem: Buffer) => T): T | undefined {
+  const pem = readSet(env, name, problems, read);
+  if (pem === undefined) return undefined;
   try {
     return parse(pem);
-  } catch {
-    const kind = name === "LAUREL_REDIS_TLS_KEY" ? "an unencrypted private key (BEGIN PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY; a passphrase is not supported)" : "a certificate (BEGIN CERTIFICATE)";
-    problems.push(`${name} (${path}) is not a PEM file holding ${kind}`);
+  } catch (err) {
+    if (err instanceof PemProblem) {
+      problems.push(err.message);
+      return undefined;
+    }
+    const kind = name === "LAUREL_REDIS_TLS_KEY" ? "a private key (BEGIN PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY; BEGIN ENCRYPTED PRIVATE KEY with LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE)" : "a certificate (BEGIN CERTIFICATE)";
+    problems.push(`${name} (${set(env, name)}) is not a PEM file holding ${kind}`);
     return undefined;
   }
 }
@@ -212,8 +278,8 @@ export function clientCertificateRefusal(err: unknown): string | null {
  */
 export function askClientCertificate(host: string, port: number, tls: ConnectionOptions, timeoutMs: number): Promise<string | null> {
   return new Promise((resolve) => {
-    const { cert, key } = tls;
-    const socket = connect({ host, port, cert, key, rejectUnauthorized: false, minVersion: "TLSv1.2", maxVersion: "TLSv1.2" });
+    const { cert, key, passphrase } = tls;
+    const socket = connect({ host, port, cert, key, passphrase, rejectUnauthorized: false, minVersion: "TLSv1.2", maxVersion: "TLSv1.2" });
     const done = (answer: string | null): void => {
       timer.cancel();
       socket.destroy();

@@ -52,6 +52,16 @@ export function runService(env: Record<string, string>, entry = MAIN, opts: { ow
   return { child, output: () => out, exited };
 }
 
+/** Stops each of `processes` still running (SIGTERM) and waits for its exit: what a test file's afterAll does with those it started. */
+export async function stopRunning(processes: readonly ServiceProcess[]): Promise<void> {
+  for (const proc of processes) {
+    if (proc.child.exitCode === null && proc.child.signalCode === null) {
+      proc.child.kill("SIGTERM");
+      await proc.exited;
+    }
+  }
+}
+
 /** A JSON call to a service process on `port` with the demo tenant's API key: its status and parsed body. */
 export async function callService(port: number, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
   const res = await fetch(`http://127.0.0.1:${port}${path}`, {

@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createPrivateKey } from "node:crypto";
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
@@ -6,18 +7,20 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis, startTestSentinel } from "../helpers/redis-server.js";
 import { runService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
+import { makeTlsCertificates } from "../helpers/tls-redis.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
 
 /**
  * No credential Laurel holds is written to its output (README: Operations, Logs): not REDIS_URL's
  * user and password, nor a sentinel's password, nor a tenant's API or admin keys (nor a wrong key
  * presented), nor a webhook's signing secret or the token in its URL, nor the contents of
- * LAUREL_REDIS_TLS_KEY. Real processes (the built service, dist/worker.js, check-config) on a
- * real redis-server that requires a password and an ACL user, over a normal start, a wrong
- * password, a Redis not there, the Redis password changed under the running processes (their
- * reconnects refused, requests and the stream worker failing) and changed back, requests with
- * wrong keys, an endpoint failing; everything they print is searched for each secret, and the
- * bodies of the answers too.
+ * LAUREL_REDIS_TLS_KEY, LAUREL_REDIS_PASSWORD_FILE or LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE. Real
+ * processes (the built service, dist/worker.js, check-config) on a real redis-server that
+ * requires a password and an ACL user, over a normal start, a wrong password, a Redis not there,
+ * the Redis password changed under the running processes (their reconnects refused, requests and
+ * the stream worker failing) and changed back, or rotated in the password file, requests with
+ * wrong keys, an endpoint failing, an encrypted key's passphrase right and wrong; everything they
+ * print is searched for each secret, and the bodies of the answers too.
  */
 const USER = "lrl-user-Uq2zK";
 const PASS = "redis-pass-Qm8vT3xL";
@@ -36,7 +39,16 @@ const HOOK_PASS = "hook-userinfo-pass-Ch4uX8";
 const PATH_TOKEN = "hook-path-token-Di5vY9";
 /** Short enough for the stretch of text V8's JSON.parse quotes around an unexpected token. */
 const SHORT_KEY = "Jk3Qw9Zp8";
-const SECRETS = { USER, PASS, ROTATED, WRONG_PASS, DEFAULT_PASS, SENTINEL_PASS, SENTINEL_WRONG, API_KEY, ADMIN_KEY, WRONG_KEY, WEBHOOK_SECRET, URL_TOKEN, TLS_KEY_TEXT, HOOK_PASS, PATH_TOKEN, SHORT_KEY };
+/** The user whose password is in LAUREL_REDIS_PASSWORD_FILE, and what that file holds in turn (the last, a wrong one). */
+const PASSWORD_FILE_SECRETS = { FILE_USER: "lrl-file-user-Ek2rB6", FILE_PASS: "file-pass-Fl3sC7", FILE_ROTATED: "file-rotated-Gm4tD8", FILE_WRONG: "file-wrong-Hn5uE9" };
+const { FILE_USER, FILE_PASS, FILE_ROTATED, FILE_WRONG } = PASSWORD_FILE_SECRETS;
+/** The passphrase of an encrypted LAUREL_REDIS_TLS_KEY, in LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE, and a wrong one. */
+const PASSPHRASES = { PASSPHRASE: "key-passphrase-Io6vF1", PASSPHRASE_WRONG: "key-passphrase-wrong-Jp7wG2" };
+const { PASSPHRASE, PASSPHRASE_WRONG } = PASSPHRASES;
+const SECRETS = {
+  USER, PASS, ROTATED, WRONG_PASS, DEFAULT_PASS, SENTINEL_PASS, SENTINEL_WRONG, API_KEY, ADMIN_KEY, WRONG_KEY, WEBHOOK_SECRET, URL_TOKEN, TLS_KEY_TEXT, HOOK_PASS, PATH_TOKEN, SHORT_KEY,
+  ...PASSWORD_FILE_SECRETS, ...PASSPHRASES,
+};
 
 const CHECK_CONFIG = new URL("../../dist/check-config.js", import.meta.url).pathname;
 
@@ -113,6 +125,27 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
     p.child.kill("SIGTERM");
     await p.exited;
   };
+  /** Each of `runs` (starts that must fail) exits 1, saying what it should, with no secret in its output. */
+  const expectRefused = async (runs: readonly { p: ServiceProcess; says: string }[]) => {
+    for (const { p, says } of runs) {
+      expect(await p.exited).toBe(1);
+      expect(leakingLines(p.output())).toEqual([]);
+      expect(p.output()).toContain(says);
+    }
+  };
+  /**
+   * `user`'s password changed to `password` on the server, the user's connections closed: every
+   * reconnect's AUTH is refused (WRONGPASS), and `service`'s requests (`send`) with it, until the
+   * request's refusal is logged.
+   */
+  const passwordChanged = async (user: string, password: string, send: () => Promise<unknown>, service: ServiceProcess) => {
+    await admin.call("ACL", "SETUSER", user, "resetpass", `>${password}`);
+    await admin.client("KILL", "USER", user);
+    await waitFor(async () => {
+      await send();
+      return service.output().includes('"msg":"redis refused the credentials in REDIS_URL (WRONGPASS');
+    }, "an event to be refused on the refused reconnect", service.exited, service.output);
+  };
 
   it("through a start, requests with right and wrong keys, a failing endpoint, the Redis password changed under the service and the worker, and back", async () => {
     const servicePort = await portOutsideEphemeralRange();
@@ -144,12 +177,7 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
       // The password changed under both processes, their connections closed: every reconnect's
       // AUTH is refused (WRONGPASS), and the commands waiting fail with that refusal, which
       // carries the AUTH it answers (the user and the old password) as ioredis' `command`.
-      await admin.call("ACL", "SETUSER", USER, "resetpass", `>${ROTATED}`);
-      await admin.client("KILL", "USER", USER);
-      await waitFor(async () => {
-        await lesson();
-        return service.output().includes('"msg":"redis refused the credentials in REDIS_URL (WRONGPASS');
-      }, "an event to be refused on the refused reconnect", service.exited, service.output);
+      await passwordChanged(USER, ROTATED, lesson, service);
       await waitFor(() => worker.output().includes("redis not reachable"), "the worker to lose Redis", worker.exited, worker.output);
       // And back: the connections restored.
       await admin.call("ACL", "SETUSER", USER, "resetpass", `>${PASS}`);
@@ -187,11 +215,71 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
       { p: runService({ ...env, LAUREL_CONFIG: config, PORT: "0" }), says },
       { p: runService({ ...env, LAUREL_CONFIG: config }, WORKER), says },
     ]);
-    for (const { p, says } of runs) {
-      expect(await p.exited).toBe(1);
-      expect(leakingLines(p.output())).toEqual([]);
-      expect(p.output()).toContain(says);
+    await expectRefused(runs);
+  });
+
+  it("with the password in LAUREL_REDIS_PASSWORD_FILE: a start, a rotation under the service and the worker (reconnects refused, the file read again), a wrong one, a file of several lines", async () => {
+    await admin.call("ACL", "SETUSER", FILE_USER, "on", `>${FILE_PASS}`, "~*", "&*", "+@all");
+    mkdirSync(join(dir, "password"));
+    const file = join(dir, "password", "redis-password");
+    writeFileSync(file, `${FILE_PASS}\n`);
+    const env = { REDIS_URL: `redis://${FILE_USER}@127.0.0.1:${port}`, LAUREL_REDIS_PASSWORD_FILE: file, LAUREL_CONFIG: config };
+    const servicePort = await portOutsideEphemeralRange();
+    const service = runService({ ...env, PORT: String(servicePort) });
+    const worker = runService(env, WORKER);
+    const lesson = () => call(servicePort, "POST", "/v1/metrics/lessons/event", API_KEY, { user: { id: "grace", tz: "UTC" }, value: 1 });
+    try {
+      await waitFor(() => service.output().includes("laurel listening"), "the service to listen", service.exited, service.output);
+      await waitFor(() => worker.output().includes("laurel stream worker running"), "the worker to run", worker.exited, worker.output);
+      expect((await lesson()).status).toBe(201);
+      // The server first: each reconnect refused, and the requests with it, until the file holds the new password.
+      await passwordChanged(FILE_USER, FILE_ROTATED, lesson, service);
+      writeFileSync(`${file}.new`, `${FILE_ROTATED}\n`);
+      renameSync(`${file}.new`, file);
+      await waitFor(async () => (await lesson()).status === 201, "events served with the rotated password", service.exited, service.output);
+      await waitFor(() => worker.output().includes("read the new Redis password"), "the worker to read the rotated password", worker.exited, worker.output);
+    } finally {
+      await stop(service);
+      await stop(worker);
     }
+    // Starts refused: a password Redis refuses (and check-config's check of it), a file of several lines.
+    const wrong = join(dir, "password", "wrong");
+    writeFileSync(wrong, `${FILE_WRONG}\n`);
+    const lines = join(dir, "password", "lines");
+    writeFileSync(lines, `${FILE_PASS}\n${FILE_ROTATED}\n`);
+    const refusal = `Redis at 127.0.0.1:${port} refused the password in LAUREL_REDIS_PASSWORD_FILE (WRONGPASS); check it, and the user in REDIS_URL`;
+    const starts = [
+      { p: runService({ ...env, LAUREL_REDIS_PASSWORD_FILE: wrong, PORT: "0" }), says: refusal },
+      { p: runService({ ...env, LAUREL_REDIS_PASSWORD_FILE: wrong }, WORKER), says: refusal },
+      { p: runService({ ...env, LAUREL_REDIS_PASSWORD_FILE: wrong }, CHECK_CONFIG), says: `cannot check the stored data: ${refusal}` },
+      { p: runService({ ...env, LAUREL_REDIS_PASSWORD_FILE: lines, PORT: "0" }), says: `LAUREL_REDIS_PASSWORD_FILE (${lines}) holds more than one line` },
+      { p: runService({ ...env, LAUREL_REDIS_PASSWORD_FILE: lines }, CHECK_CONFIG), says: `LAUREL_REDIS_PASSWORD_FILE (${lines}) holds more than one line` },
+    ];
+    await expectRefused(starts);
+    expect({ service: leakingLines(service.output()), worker: leakingLines(worker.output()) }).toEqual({ service: [], worker: [] });
+  });
+
+  it("with an encrypted TLS key: a start with its passphrase (Redis not there), one with a wrong passphrase, and check-config's", async () => {
+    const tlsDir = join(dir, "tls");
+    mkdirSync(tlsDir);
+    const made = makeTlsCertificates(tlsDir);
+    const key = join(tlsDir, "encrypted.key");
+    writeFileSync(key, createPrivateKey(readFileSync(made.client.key)).export({ type: "pkcs8", format: "pem", cipher: "aes-256-cbc", passphrase: PASSPHRASE }));
+    const right = join(tlsDir, "passphrase");
+    writeFileSync(right, `${PASSPHRASE}\n`);
+    const wrong = join(tlsDir, "wrong-passphrase");
+    writeFileSync(wrong, `${PASSPHRASE_WRONG}\n`);
+    const closed = await portOutsideEphemeralRange();
+    const env = { REDIS_URL: `rediss://127.0.0.1:${closed}`, LAUREL_REDIS_TLS_CERT: made.client.cert, LAUREL_REDIS_TLS_KEY: key, LAUREL_CONFIG: config, LAUREL_REDIS_WAIT: "1" };
+    const decrypts = `LAUREL_REDIS_TLS_KEY (${key}) cannot be decrypted with the passphrase in LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE (${wrong})`;
+    const runs = [
+      { p: runService({ ...env, LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: right, PORT: "0" }), says: `Redis at 127.0.0.1:${closed} is not reachable` },
+      { p: runService({ ...env, LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: right }, WORKER), says: `Redis at 127.0.0.1:${closed} is not reachable` },
+      { p: runService({ ...env, LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: wrong, PORT: "0" }), says: decrypts },
+      { p: runService({ ...env, LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: wrong }, WORKER), says: decrypts },
+      { p: runService({ ...env, LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: wrong }, CHECK_CONFIG), says: decrypts },
+    ];
+    await expectRefused(runs);
   });
 
   it("through a sentinel with a password: a start, and one with the sentinel's password wrong", async () => {
@@ -282,10 +370,6 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
       writeFileSync(file, text);
       return [runService({ LAUREL_CONFIG: file, PORT: "0" }), runService({}, CHECK_CONFIG, { args: [file] })].map((p) => ({ p, says }));
     });
-    for (const { p, says } of runs) {
-      expect(await p.exited).toBe(1);
-      expect(leakingLines(p.output())).toEqual([]);
-      expect(p.output()).toContain(says);
-    }
+    await expectRefused(runs);
   });
 });

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { X509Certificate } from "node:crypto";
+import { createPrivateKey, X509Certificate } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -154,7 +154,7 @@ describe("the LAUREL_REDIS_TLS_* files", () => {
     expect(swapped).toEqual([
       `LAUREL_REDIS_TLS_CERT (${made.client.key}) is not a PEM file holding a certificate (BEGIN CERTIFICATE)`,
       `LAUREL_REDIS_TLS_CA (${text}) is not a PEM file holding a certificate (BEGIN CERTIFICATE)`,
-      `LAUREL_REDIS_TLS_KEY (${made.client.cert}) is not a PEM file holding an unencrypted private key (BEGIN PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY; a passphrase is not supported)`,
+      `LAUREL_REDIS_TLS_KEY (${made.client.cert}) is not a PEM file holding a private key (BEGIN PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY; BEGIN ENCRYPTED PRIVATE KEY with LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE)`,
     ]);
     const keyLines = readFileSync(made.client.key, "utf8").split("\n").filter((line) => line.length > 0 && !line.startsWith("-----"));
     for (const line of keyLines) expect(swapped.join("\n")).not.toContain(line);
@@ -163,6 +163,109 @@ describe("the LAUREL_REDIS_TLS_* files", () => {
   it("refuses a key that is not the certificate's", () => {
     expect(environmentProblems({ REDIS_URL: url, LAUREL_REDIS_TLS_CERT: made.client.cert, LAUREL_REDIS_TLS_KEY: made.strangerClient.key })).toEqual([
       `LAUREL_REDIS_TLS_KEY (${made.strangerClient.key}) is not the private key of the certificate in LAUREL_REDIS_TLS_CERT (${made.client.cert})`,
+    ]);
+  });
+
+  describe("an encrypted key and LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE", () => {
+    const passphrase = "key-passphrase-Vd3xB7";
+    /** The client key encrypted with `passphrase`, as PKCS#8 or as OpenSSL's traditional PEM (Proc-Type: 4,ENCRYPTED). */
+    const encrypted = (type: "pkcs8" | "pkcs1"): string => {
+      const path = join(dir, `encrypted-${type}.key`);
+      writeFileSync(path, createPrivateKey(readFileSync(made.client.key)).export({ type, format: "pem", cipher: "aes-256-cbc", passphrase }));
+      return path;
+    };
+    const secretFile = (name: string, text: string): string => {
+      const path = join(dir, name);
+      writeFileSync(path, text);
+      return path;
+    };
+
+    it("takes an encrypted key, of either PEM kind, with its passphrase (a trailing newline is not part of it)", () => {
+      const file = secretFile("passphrase", `${passphrase}\n`);
+      for (const type of ["pkcs8", "pkcs1"] as const) {
+        expect(environmentProblems({ REDIS_URL: url, LAUREL_REDIS_TLS_CERT: made.client.cert, LAUREL_REDIS_TLS_KEY: encrypted(type), LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: file })).toEqual([]);
+      }
+      // A passphrase beside a key that is not encrypted does no harm.
+      expect(environmentProblems({ REDIS_URL: url, ...client(), LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: file })).toEqual([]);
+    });
+
+    it("refuses an encrypted key without its passphrase, or with a wrong one, naming both files, never the passphrase", () => {
+      const key = encrypted("pkcs8");
+      const env = { REDIS_URL: url, LAUREL_REDIS_TLS_CERT: made.client.cert, LAUREL_REDIS_TLS_KEY: key };
+      expect(environmentProblems(env)).toEqual([`LAUREL_REDIS_TLS_KEY (${key}) is encrypted: give the path of a file holding its passphrase as LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE`]);
+      const wrong = secretFile("wrong-passphrase", "wrong-passphrase-Ew4yC8\n");
+      const problems = environmentProblems({ ...env, LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: wrong });
+      expect(problems).toEqual([`LAUREL_REDIS_TLS_KEY (${key}) cannot be decrypted with the passphrase in LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE (${wrong}): is it this key's passphrase (and the key whole)?`]);
+      expect(problems.join("\n")).not.toContain("wrong-passphrase-Ew4yC8");
+    });
+
+    it("refuses a passphrase file that cannot be read, is empty or holds several lines, and one without a key or without TLS", () => {
+      const key = encrypted("pkcs8");
+      const env = { REDIS_URL: url, LAUREL_REDIS_TLS_CERT: made.client.cert, LAUREL_REDIS_TLS_KEY: key };
+      const missing = join(dir, "no-passphrase");
+      expect(environmentProblems({ ...env, LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: missing })).toEqual([`LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE names a file that cannot be read: ${missing} (ENOENT)`]);
+      const empty = secretFile("empty-passphrase", "\r\n");
+      expect(environmentProblems({ ...env, LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: empty })).toEqual([`LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE (${empty}) is empty`]);
+      const lines = secretFile("lines-passphrase", `${passphrase}\nmore\n`);
+      expect(environmentProblems({ ...env, LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: lines })).toEqual([`LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE (${lines}) holds more than one line (it must hold the secret alone, on one line)`]);
+      const file = secretFile("passphrase", `${passphrase}\n`);
+      expect(environmentProblems({ REDIS_URL: url, LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: file })).toEqual(["LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE is set without LAUREL_REDIS_TLS_KEY (the encrypted key it opens)"]);
+      expect(environmentProblems({ REDIS_URL: "redis://127.0.0.1:6379", LAUREL_REDIS_TLS_CERT: made.client.cert, LAUREL_REDIS_TLS_KEY: key, LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: file })).toEqual([
+        "LAUREL_REDIS_TLS_CERT, LAUREL_REDIS_TLS_KEY, LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE are set but REDIS_URL is not a rediss:// URL (the files are for TLS to Redis; with REDIS_SENTINELS too, a rediss:// REDIS_URL turns TLS on)",
+      ]);
+    });
+  });
+});
+
+// redis-password.ts redisPasswordProblems, through environmentProblems.
+describe("LAUREL_REDIS_PASSWORD_FILE", () => {
+  let dir: string;
+  const password = "file-password-Fz5aD9";
+  const file = (name: string, text: string): string => {
+    const path = join(dir, name);
+    writeFileSync(path, text);
+    return path;
+  };
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), "laurel-password-env-"));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("takes a file of one line, with a REDIS_URL without userinfo or with a user alone, or with sentinels; empty is unset", () => {
+    for (const text of [password, `${password}\n`, `${password}\r\n`, ` ${password} with spaces \n`]) {
+      const path = file("password", text);
+      expect(environmentProblems({ REDIS_URL: "redis://127.0.0.1:6379", LAUREL_REDIS_PASSWORD_FILE: path })).toEqual([]);
+      expect(environmentProblems({ REDIS_URL: "rediss://laurel@redis.example:6380/2", LAUREL_REDIS_PASSWORD_FILE: path })).toEqual([]);
+      expect(environmentProblems({ REDIS_URL: "/run/redis/redis.sock", LAUREL_REDIS_PASSWORD_FILE: path })).toEqual([]);
+      expect(environmentProblems({ REDIS_SENTINELS: "127.0.0.1:26379", LAUREL_REDIS_PASSWORD_FILE: path })).toEqual([]);
+    }
+    expect(environmentProblems({ REDIS_URL: "redis://:pw@127.0.0.1:6379", LAUREL_REDIS_PASSWORD_FILE: "" })).toEqual([]);
+  });
+
+  it("refuses a file that cannot be read, is empty or holds several lines, naming the variable and the path, never the contents", () => {
+    const env = { REDIS_URL: "redis://127.0.0.1:6379" };
+    const missing = join(dir, "missing");
+    expect(environmentProblems({ ...env, LAUREL_REDIS_PASSWORD_FILE: missing })).toEqual([`LAUREL_REDIS_PASSWORD_FILE names a file that cannot be read: ${missing} (ENOENT)`]);
+    expect(environmentProblems({ ...env, LAUREL_REDIS_PASSWORD_FILE: dir })).toEqual([`LAUREL_REDIS_PASSWORD_FILE names a file that cannot be read: ${dir} (EISDIR)`]);
+    for (const text of ["", "\n", "\n\r\n"]) {
+      const empty = file("empty", text);
+      expect(environmentProblems({ ...env, LAUREL_REDIS_PASSWORD_FILE: empty })).toEqual([`LAUREL_REDIS_PASSWORD_FILE (${empty}) is empty`]);
+    }
+    const lines = file("lines", `REDIS_PASSWORD=${password}\nREDIS_HOST=redis\n`);
+    const problems = environmentProblems({ ...env, LAUREL_REDIS_PASSWORD_FILE: lines });
+    expect(problems).toEqual([`LAUREL_REDIS_PASSWORD_FILE (${lines}) holds more than one line (it must hold the secret alone, on one line)`]);
+    expect(problems.join("\n")).not.toContain(password);
+  });
+
+  it("refuses it beside a password in REDIS_URL (which one would be sent?), and without a Redis to send it to", () => {
+    const path = file("password", password);
+    for (const url of ["redis://:url-pw@127.0.0.1:6379", "rediss://laurel:url-pw@redis.example:6380"]) {
+      const problems = environmentProblems({ REDIS_URL: url, LAUREL_REDIS_PASSWORD_FILE: path });
+      expect(problems).toEqual(["LAUREL_REDIS_PASSWORD_FILE is set and REDIS_URL holds a password too: give the password in one place (REDIS_URL may keep the user: redis://user@host:port)"]);
+      expect(problems.join("\n")).not.toContain("url-pw");
+    }
+    expect(environmentProblems({ LAUREL_REDIS_PASSWORD_FILE: path })).toEqual([
+      "LAUREL_REDIS_PASSWORD_FILE is set without REDIS_URL or REDIS_SENTINELS (it is the password of the Redis they lead to; the embedded Redis has none)",
     ]);
   });
 });

@@ -1,0 +1,31 @@
+/**
+ * A secret given as a file rather than in the environment (LAUREL_REDIS_PASSWORD_FILE,
+ * LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE): a file can be replaced under a running process (a Vault
+ * agent, a Kubernetes secret volume) and is not inherited by every child process, nor shown by
+ * `ps e` or a container's inspect output as an environment variable is. One rule for all of
+ * them, at start and at every reread: the text of the file, the line end(s) an editor or `echo`
+ * leaves at its end removed; empty, or more than one line, refused. What is said of one names
+ * the variable and the path, never the contents.
+ */
+
+/** The secret a file holds: its UTF-8 text without the line ends at its end (`echo pass > file` writes one). */
+export function secretText(contents: Buffer): string {
+  return contents.toString("utf8").replace(/[\r\n]+$/, "");
+}
+
+/**
+ * What is wrong with `text` (secretText of the file `name` names, at `path`), or null. A line
+ * break inside is refused: no password generator writes one, and a file of several lines is
+ * most likely the wrong file (an env file, a whole secret bundle), sent as the password at every
+ * connection.
+ */
+export function secretTextProblem(name: string, path: string, text: string): string | null {
+  if (text.length === 0) return `${name} (${path}) is empty`;
+  if (/[\r\n]/.test(text)) return `${name} (${path}) holds more than one line (it must hold the secret alone, on one line)`;
+  return null;
+}
+
+/** The message for a file that cannot be read, with the system's code (ENOENT, EACCES, EISDIR), never its contents. */
+export function unreadableFile(name: string, path: string, err: unknown): string {
+  return `${name} names a file that cannot be read: ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`;
+}
