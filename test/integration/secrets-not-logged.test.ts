@@ -142,7 +142,10 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
     await admin.call("ACL", "SETUSER", user, "resetpass", `>${password}`);
     await admin.client("KILL", "USER", user);
     await waitFor(async () => {
-      await send();
+      // Not awaited to its end: a request whose call was written to the connection as it was
+      // killed waits in ioredis to be re-sent on a connection Redis accepts, which comes only
+      // after this wait (README, Left open). Given up after a second, the next one is refused.
+      await Promise.race([send().catch(() => undefined), new Promise((r) => setTimeout(r, 1000))]);
       return service.output().includes('"msg":"redis refused the credentials in REDIS_URL (WRONGPASS');
     }, "an event to be refused on the refused reconnect", service.exited, service.output);
   };
