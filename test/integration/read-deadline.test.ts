@@ -80,16 +80,25 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
         process.kill(pid, "SIGCONT");
       }
       expect((await event).status).toBe(201);
-      const read = await t.call("GET", "/v1/users/gate/points/xp");
+      // Read until answered: on a loaded box a Redis just resumed can still miss the 300 ms bound;
+      // each such 503 is counted in the figures below (`late`), so they stay exact.
+      let late = 0;
+      let read = await t.call("GET", "/v1/users/gate/points/xp");
+      await waitFor(async () => {
+        if (read.status !== 503) return true;
+        late++;
+        read = await t.call("GET", "/v1/users/gate/points/xp");
+        return false;
+      }, "a read answered once Redis resumed");
       expect(read.status).toBe(200);
       expect(read.body.total).toBe(20);
       // A scrape with the series read from Redis: waited for, as the 200 ms bound may pass on a loaded box.
       let metrics = "";
       await waitFor(async () => /^laurel_redis_up\{process="[^"]*"\} 1$/m.test((metrics = (await t.call("GET", "/metrics", undefined, {})).body as string)), "a scrape with laurel_redis_up 1");
-      expect(metrics).toMatch(/^laurel_read_timeouts_total\{process="[^"]*"\} 3$/m);
+      expect(metrics).toMatch(new RegExp(`^laurel_read_timeouts_total\\{process="[^"]*"\\} ${3 + late}$`, "m"));
       expect(metrics).toMatch(/^laurel_http_requests_in_flight\{process="[^"]*"\} 1$/m);
       expect(metrics).toMatch(/^laurel_stream_entries\{tenant="[^"]+",shard="0",group="buckets"\} \d+$/m);
-      expect(metrics).toMatch(/^laurel_http_requests_total\{process="[^"]*",method="GET",route="\/v1\/users\/:id\/points\/:key",status="503"\} 2$/m);
+      expect(metrics).toMatch(new RegExp(`^laurel_http_requests_total\\{process="[^"]*",method="GET",route="/v1/users/:id/points/:key",status="503"\\} ${2 + late}$`, "m"));
       // The timed-out read's own answer, which its handler gave once Redis resumed (before the read
       // above: Redis answers in order), was neither sent nor counted: one answer a request.
       expect(metrics).toMatch(/^laurel_http_requests_total\{process="[^"]*",method="GET",route="\/v1\/users\/:id\/points\/:key",status="200"\} 1$/m);
@@ -103,7 +112,7 @@ describe("the read deadline (LAUREL_READ_TIMEOUT)", () => {
       const down = await t.call("GET", "/metrics", undefined, {});
       expect(down.status).toBe(200);
       expect(down.body).toMatch(/^laurel_redis_up\{process="[^"]*"\} 0$/m);
-      expect(down.body).toMatch(/^laurel_read_timeouts_total\{process="[^"]*"\} 3$/m);
+      expect(down.body).toMatch(new RegExp(`^laurel_read_timeouts_total\\{process="[^"]*"\\} ${3 + late}$`, "m"));
     } finally {
       await t.close();
       await server.stop().catch(() => undefined);
