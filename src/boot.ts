@@ -294,8 +294,19 @@ export function checkEnvironmentOrExit(logger: Logger, env: NodeJS.ProcessEnv = 
 
 /** How a number of seconds is written in the environment: digits, with a fraction or not (no sign, unit or exponent). */
 const SECONDS = /^\d+(\.\d+)?$/;
-/** LAUREL_REDIS_WAIT's, LAUREL_DRAIN's and LAUREL_READ_TIMEOUT's ceiling: a day. */
-const MAX_WAIT_SECONDS = 86_400;
+
+/**
+ * The variables written in seconds, each with its range: whether 0 is taken, and the ceiling.
+ * Past 2^31 ms (24.8 days) Node's timers fire at once: a "wait for ever" of 9999999 s drained
+ * nothing at a stop and swept reads every millisecond, hence a day at most; a health bound of
+ * 0 would answer every probe "down", and one past an hour is no health check.
+ */
+const SECONDS_VARIABLES: Record<string, { zero: boolean; max: number }> = {
+  LAUREL_REDIS_WAIT: { zero: true, max: 86_400 },
+  LAUREL_DRAIN: { zero: true, max: 86_400 },
+  LAUREL_READ_TIMEOUT: { zero: true, max: 86_400 },
+  LAUREL_HEALTH_TIMEOUT: { zero: false, max: MAX_HEALTH_TIMEOUT_MS / 1000 },
+};
 
 /** A number of seconds in the environment (checked by checkEnvironmentOrExit), in milliseconds; undefined when unset or empty. */
 export function envMilliseconds(name: string, env: NodeJS.ProcessEnv = process.env): number | undefined {
@@ -316,20 +327,13 @@ export function environmentProblems(env: NodeJS.ProcessEnv = process.env, opts: 
     if (value && !values.includes(value)) problems.push(`${name} must be ${values.join(" or ")} (got ${JSON.stringify(value)})`);
   }
   if (logLevel(env) === null) problems.push(`LOG_LEVEL must be one of ${Object.keys(pino.levels.values).join(", ")} or silent (got ${JSON.stringify(env.LOG_LEVEL)})`);
-  // Up to a day: past 2^31 ms (24.8 days) Node's timers fire at once, so a "wait for ever" of
-  // 9999999 s drained nothing at a stop and swept reads every millisecond.
-  for (const name of ["LAUREL_REDIS_WAIT", "LAUREL_DRAIN", "LAUREL_READ_TIMEOUT"]) {
-    const seconds = env[name];
-    if (seconds && !(SECONDS.test(seconds) && Number(seconds) <= MAX_WAIT_SECONDS)) {
-      problems.push(`${name} must be a number of seconds from 0 to ${MAX_WAIT_SECONDS}, in digits (got ${JSON.stringify(seconds)})`);
+  for (const [name, range] of Object.entries(SECONDS_VARIABLES)) {
+    const text = env[name];
+    if (!text) continue;
+    const seconds = SECONDS.test(text) ? Number(text) : NaN;
+    if (!(seconds <= range.max && (range.zero ? seconds >= 0 : seconds > 0))) {
+      problems.push(`${name} must be a number of seconds ${range.zero ? "from 0 to" : "above 0 and up to"} ${range.max}, in digits (got ${JSON.stringify(text)})`);
     }
-  }
-  // Read as the others are (envMilliseconds), in a range: 0 would answer every probe "down", and
-  // a bound past MAX_HEALTH_TIMEOUT_MS is no health check (past 2^31 ms, Node's timer fires at once).
-  const health = env.LAUREL_HEALTH_TIMEOUT;
-  const healthMs = health && SECONDS.test(health) ? envMilliseconds("LAUREL_HEALTH_TIMEOUT", env)! : NaN;
-  if (health && !(healthMs > 0 && healthMs <= MAX_HEALTH_TIMEOUT_MS)) {
-    problems.push(`LAUREL_HEALTH_TIMEOUT must be a number of seconds above 0 and up to ${MAX_HEALTH_TIMEOUT_MS / 1000}, in digits (got ${JSON.stringify(health)})`);
   }
   problems.push(...redisUrlProblems(env));
   problems.push(...sentinelProblems(env));
