@@ -433,24 +433,35 @@ describe("streak freezes: autoEarn's everyDays changed", () => {
     });
   });
 
-  it("counts a state written before the last grant's day was kept from the day of first identification", async () => {
+  it("counts a state written before the last grant's day was kept from the day of first identification, and keeps the day from its next settlement", async () => {
     await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: yaml(7) }, async (t) => {
       expect(await visit(t, "old")).toBe(0);
+      expect(await visit(t, "migrated")).toBe(0);
       await t.setClock("2026-06-15T12:00:00Z");
       expect(await visit(t, "old")).toBe(2);
-      // Take fgd out of the stored state, as a build before it left it.
+      expect(await visit(t, "migrated")).toBe(2);
+      // Take fgd out of the stored states, as a build before it left them.
       const { store } = t.app.tenants.all[0]!;
       const slot = Number(await t.redis.hget(store.keys.slots(), "fgd"));
       expect(slot).toBeGreaterThan(0);
-      const userKey = store.keys.prefix(store.shard("old")) + "u:old";
-      await t.redis.eval("local s = cmsgpack.unpack(redis.call('HGET', KEYS[1], 's')); s[tonumber(ARGV[1])] = false; redis.call('HSET', KEYS[1], 's', cmsgpack.pack(s))", 1, userKey, slot);
+      for (const id of ["old", "migrated"]) {
+        const userKey = store.keys.prefix(store.shard(id)) + "u:" + id;
+        await t.redis.eval("local s = cmsgpack.unpack(redis.call('HGET', KEYS[1], 's')); s[tonumber(ARGV[1])] = false; redis.call('HSET', KEYS[1], 's', cmsgpack.pack(s))", 1, userKey, slot);
+      }
       // The read and the event count from 1 June by the 2 grants credited: the next on 22 June.
+      // The event, crediting none, writes the day of the last grant (15 June) all the same.
       await t.setClock("2026-06-21T12:00:00Z");
       expect((await t.call("GET", "/v1/users/old/streak")).body.freezes).toBe(2);
       expect(await visit(t, "old")).toBe(2);
+      expect(await visit(t, "migrated")).toBe(2);
       await t.setClock("2026-06-22T12:00:00Z");
       expect((await t.call("GET", "/v1/users/old/streak")).body.freezes).toBe(3);
       expect(await visit(t, "old")).toBe(3);
+    });
+    // everyDays lowered after that settlement: counted from 15 June (16 to 23 June: 8), not as 2
+    // daily grants from 1 June (20 more).
+    await withTestApp({ manualClock: "2026-06-23T12:00:00Z", jobs: false, yaml: yaml(1) }, async (t) => {
+      expect(await visit(t, "migrated")).toBe(10);
     });
   });
 });
