@@ -305,6 +305,7 @@ const SECONDS_VARIABLES: Record<string, { zero: boolean; max: number }> = {
   LAUREL_REDIS_WAIT: { zero: true, max: 86_400 },
   LAUREL_DRAIN: { zero: true, max: 86_400 },
   LAUREL_READ_TIMEOUT: { zero: true, max: 86_400 },
+  LAUREL_RESEND_WAIT: { zero: true, max: 86_400 },
   LAUREL_HEALTH_TIMEOUT: { zero: false, max: MAX_HEALTH_TIMEOUT_MS / 1000 },
 };
 

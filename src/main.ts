@@ -34,6 +34,7 @@ import { sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
  *   LAUREL_REDIS_WAIT seconds to wait at start for a REDIS_URL that does not answer yet (default 60)
  *   LAUREL_DRAIN    seconds a stop waits for the requests already taken to be answered (default 10)
  *   LAUREL_READ_TIMEOUT seconds a read waits for a stalled Redis before its 503 (default 2; 0: no bound)
+ *   LAUREL_RESEND_WAIT seconds a call on the wire at a dropped Redis connection waits to be sent again before its 503 (default 60; 0: no bound)
  *   LAUREL_HEALTH_TIMEOUT seconds /healthz and /metrics wait for Redis before saying it is down (default 1)
  *   LAUREL_AWARD_IDS award ids remembered (a power of two, default 262144, 13 MB; 0: none)
  *   LOG_LEVEL       pino level (default info)

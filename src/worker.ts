@@ -41,6 +41,7 @@ import { TenantStore } from "./store/tenant-store.js";
  *   LAUREL_REDIS_PASSWORD_FILE: a file holding the Redis password, taken again when rotated (src/store/redis-password.ts)
  *   LAUREL_CONFIG   the same tenant file as the service (default config/demo.yaml)
  *   LAUREL_REDIS_WAIT seconds to wait at start for Redis to answer (default 60)
+ *   LAUREL_RESEND_WAIT seconds a call on the wire at a dropped Redis connection waits to be sent again (default 60; src/store/resend-wait.ts)
  *   LAUREL_WORKER_PORT serve GET /healthz and GET /metrics on this port (unset: no HTTP; src/worker-http.ts)
  *   LAUREL_HEALTH_TIMEOUT seconds those two wait for Redis before saying it is down (default 1)
  *   LOG_LEVEL       pino level (default info)

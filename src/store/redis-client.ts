@@ -4,6 +4,7 @@ import type { Logger } from "pino";
 import { withPasswordFile } from "./redis-password.js";
 import { redisRefusalOf } from "./redis-refusals.js";
 import { clientCertificateRefusal, redisTlsFiles, tlsCertificateProblem } from "./redis-tls.js";
+import { RESENDS_ABANDONED, boundResendWait, resendWaitMs } from "./resend-wait.js";
 import { coalesceWrites } from "./write-coalescing.js";
 
 /**
@@ -14,6 +15,7 @@ import { coalesceWrites } from "./write-coalescing.js";
  *   LAUREL_AUTOPIPELINE=1    ioredis auto-pipelining (measured no better here: bench/README.md)
  *   LAUREL_REDIS_TLS_*       a rediss:// URL's client certificate and CA (redis-tls.ts)
  *   LAUREL_REDIS_PASSWORD_FILE  the password, from a file taken again when rotated (redis-password.ts)
+ *   LAUREL_RESEND_WAIT       seconds a command on the wire at a dropped connection waits to be sent again (resend-wait.ts)
  */
 export function createRedisClient(url: string | undefined, options: RedisOptions = {}, env: NodeJS.ProcessEnv = process.env): Redis {
   // A rediss:// URL alone gives ioredis `tls: true`; the files, when set, are its TLS options
@@ -26,7 +28,7 @@ export function createRedisClient(url: string | undefined, options: RedisOptions
   const auth = withPasswordFile(url, env);
   const settings: RedisOptions = { maxRetriesPerRequest: 3, enableAutoPipelining: env.LAUREL_AUTOPIPELINE === "1", reconnectOnError: reconnectWhenReadOnly, ...tls, ...auth.options, ...options };
   // Without a URL (Redis through sentinels alone: redis-sentinel.ts), the options say it all.
-  return withCoalescing(auth.url === undefined ? new Redis(settings) : new Redis(auth.url, settings), env);
+  return withClientHabits(auth.url === undefined ? new Redis(settings) : new Redis(auth.url, settings), env);
 }
 
 /**
@@ -68,13 +70,15 @@ function reconnectWhenReadOnly(err: Error): 1 | false {
  * must not queue ahead of the event path's calls on one socket (the webhook consumer).
  */
 export function duplicateClient(redis: Redis, env: NodeJS.ProcessEnv = process.env): Redis {
-  return withCoalescing(quietDuplicate(redis), env);
+  return withClientHabits(quietDuplicate(redis), env);
 }
 
-/** `redis.duplicate()` with the client's connection-error listeners (ioredis copies options, not listeners). */
+/** `redis.duplicate()` with the client's logging listeners (ioredis copies options, not listeners). */
 export function quietDuplicate(redis: Redis): Redis {
   const copy = redis.duplicate();
-  for (const listener of redis.listeners("error")) copy.on("error", listener as (err: Error) => void);
+  for (const event of ["error", RESENDS_ABANDONED]) {
+    for (const listener of redis.listeners(event)) copy.on(event, listener as (...args: unknown[]) => void);
+  }
   return copy;
 }
 
@@ -95,6 +99,12 @@ export function logConnectionErrors(redis: Redis, logger: Logger, name = "redis"
     down = true;
     logger.warn({ err: err.message, connection: name }, "redis not reachable; retrying");
   });
+  redis.on(RESENDS_ABANDONED, (failed: number, waitedMs: number) => {
+    logger.warn(
+      { connection: name, commands: failed, waitedMs },
+      "commands on their way when the Redis connection dropped were failed (503) without a connection to send them again on within LAUREL_RESEND_WAIT; whether they took effect is unknown",
+    );
+  });
   redis.on("ready", () => {
     everReady = true;
     if (!down) return;
@@ -109,9 +119,10 @@ export function isAuthError(err: unknown): err is Error {
   return err instanceof Error && /^(?:NOAUTH|WRONGPASS|NOPERM)\b/.test(err.message);
 }
 
-function withCoalescing(redis: Redis, env: NodeJS.ProcessEnv): Redis {
+/** What every client of the event path's kind gets: write coalescing, and the bound on re-sends. */
+function withClientHabits(redis: Redis, env: NodeJS.ProcessEnv): Redis {
   if (env.LAUREL_COALESCE !== "off") coalesceWrites(redis);
-  return redis;
+  return boundResendWait(redis, resendWaitMs(env));
 }
 
 /**

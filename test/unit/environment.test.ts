@@ -27,7 +27,8 @@ describe("the environment check", () => {
       { LAUREL_AWARD_IDS: "1", LOG_LEVEL: "fatal", LAUREL_HEALTH_TIMEOUT: "0.001" },
       { LAUREL_HEALTH_TIMEOUT: "3600" },
       { LAUREL_HEALTH_TIMEOUT: "3600.000" },
-      { LAUREL_REDIS_WAIT: "86400", LAUREL_DRAIN: "86400.0", LAUREL_READ_TIMEOUT: "86400" },
+      { LAUREL_REDIS_WAIT: "86400", LAUREL_DRAIN: "86400.0", LAUREL_READ_TIMEOUT: "86400", LAUREL_RESEND_WAIT: "86400" },
+      { LAUREL_RESEND_WAIT: "0" },
       // Each switch's values, both of them.
       { LAUREL_CLOCK: "manual", LAUREL_WORKER: "on", LAUREL_DELIVERIES: "on", LAUREL_COALESCE: "on", LAUREL_LUA: "function", LAUREL_AUTOPIPELINE: "0", LAUREL_REUSE_PORT: "0", LAUREL_FSYNC: "everysec" },
       { LAUREL_CLOCK: "system", LAUREL_WORKER: "off", LAUREL_DELIVERIES: "off", LAUREL_COALESCE: "off", LAUREL_LUA: "eval", LAUREL_AUTOPIPELINE: "1", LAUREL_REUSE_PORT: "1", LAUREL_FSYNC: "always" },
@@ -67,9 +68,9 @@ describe("LAUREL_HEALTH_TIMEOUT (/healthz's and /metrics's bound on Redis)", () 
   });
 });
 
-describe("LAUREL_REDIS_WAIT, LAUREL_DRAIN and LAUREL_READ_TIMEOUT", () => {
+describe("LAUREL_REDIS_WAIT, LAUREL_DRAIN, LAUREL_READ_TIMEOUT and LAUREL_RESEND_WAIT", () => {
   it("refuse more than a day (past 2^31 ms Node's timers fire at once) and anything not written as digits, named", () => {
-    for (const name of ["LAUREL_REDIS_WAIT", "LAUREL_DRAIN", "LAUREL_READ_TIMEOUT"]) {
+    for (const name of ["LAUREL_REDIS_WAIT", "LAUREL_DRAIN", "LAUREL_READ_TIMEOUT", "LAUREL_RESEND_WAIT"]) {
       for (const bad of ["86400.001", "9999999", "1s", "-1", "1e3", " 1", ".5"]) {
         expect(environmentProblems({ [name]: bad }), `${name}=${bad}`).toEqual([`${name} must be a number of seconds from 0 to 86400, in digits (got ${JSON.stringify(bad)})`]);
       }
