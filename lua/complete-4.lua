@@ -21,9 +21,17 @@
 
   Reply
     {2, achievedAt}                                  already completed; nothing written
-    {4, achievedAt}                                  this very call completed it already: ioredis
-                                                     re-sent it after the connection dropped before
-                                                     its reply (KEYS[4]); nothing written
+    {5, achievedAt, completed, points}               already completed, and composites above it
+                                                     whose parts were all done completed now (added
+                                                     to the tenant file, or stripped of the part the
+                                                     user lacked, since: achievements.lua complete);
+                                                     only those and what they paid are written, not
+                                                     the profile sent
+    {4, achievedAt}                                  a call applied already (its number at or below
+                                                     the writer's last on the shard): ioredis re-sent
+                                                     it after the connection dropped before its
+                                                     reply (KEYS[4]); nothing written. achievedAt is
+                                                     this call's `now` when the call completed it
     {3}                                              the user's attributes do not match; nothing written
     {1, achievedAt, completed, points}               completed now (completed = keys, in order)
 ]]
@@ -53,7 +61,19 @@ if num(a.f) then
   -- Completed by this call, whose reply was lost, or by another request: the client of this
   -- call should hear 201 only in the first case.
   if appliedBefore(writerKey, callNumber) then return { 4, num(a.f) } end
-  return { 2, num(a.f) }
+  -- Met again though done: a composite above it whose parts are all done completes now, as at
+  -- an event meeting a done part (achievements.lua complete). A composite of API parts only
+  -- has no other way to complete for a user who had them all before it was added.
+  if a.up then complete(key) end
+  if #completed == 0 then return { 2, num(a.f) } end
+  markApplied(writerKey, callNumber, true)
+  local outParts = {}
+  flushAchievements(aggKey, outParts)
+  updateBoards(boards, 0, nil, outParts)
+  local pointsReply = flushPoints(outParts)
+  flushState(userKey)
+  appendRecord(streamKey, R.wh, 'ac', userId, now, U.tz or 'UTC', key, outParts)
+  return { 5, num(a.f), completed, pointsReply }
 end
 
 local created = not num('ct')

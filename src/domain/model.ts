@@ -689,11 +689,20 @@ export function applyComplete(
   achievementKey: string,
   profile: [string, string][],
   now: number,
-): { status: "completed"; completed: string[]; points: PointsChange[] } | { status: "already"; achievedAt: number } | { status: "ineligible" } {
+): { status: "completed"; completed: string[]; points: PointsChange[] } | { status: "already"; achievedAt: number; completed: string[]; points: PointsChange[] } | { status: "ineligible" } {
   const achievement = tenant.achievementByKey.get(achievementKey)!;
   const existing = state.users.get(userId);
   const done = existing?.achievements.get(achievementKey);
-  if (done !== undefined) return { status: "already", achievedAt: done };
+  if (existing !== undefined && done !== undefined) {
+    // Met again though done: composites above it with every part done complete now (added to
+    // the tenant file since); the profile sent is not applied.
+    const req = new UserRequest(tenant, state, userId, existing, now);
+    req.complete(achievement);
+    if (req.completed.length === 0) return { status: "already", achievedAt: done, completed: [], points: [] };
+    const points = req.commit();
+    updateBoards(tenant, state, userId, existing, now, { metricKey: null, value: 0, points, streakLength: null });
+    return { status: "already", achievedAt: done, completed: req.completed, points };
+  }
   // Eligibility with the attributes this request sends, before anything is written.
   const attributes = new Map(existing?.attributes ?? []);
   for (const [field, value] of profile) if (field.startsWith("ua:")) attributes.set(field.slice(3), value);

@@ -139,7 +139,8 @@ export async function readUser(
 export type CompletionResult =
   /** `resent`: this call's reply was lost with the connection and ioredis re-sent it; what it paid went with the lost reply. */
   | { status: "completed"; achievedAt: number; completed: string[]; points: PointsChange[]; resent?: true }
-  | { status: "already"; achievedAt: number }
+  /** `completed`, `points`: composites above it whose parts were all done, completed by this call (lua/complete-4.lua, status 5). */
+  | { status: "already"; achievedAt: number; completed: string[]; points: PointsChange[] }
   | { status: "ineligible" };
 
 export async function completeAchievement(
@@ -165,8 +166,17 @@ export async function completeAchievement(
     order.next(),
   ];
   const reply = (await runScript(store.redis, store.tenantScripts.complete, keys, args, KEEP_NUMBER_IF_RESENT, () => (args[args.length - 1] = order.next()))) as unknown[];
-  if (reply[0] === 2) return { status: "already", achievedAt: reply[1] as number };
-  if (reply[0] === 4) return { status: "completed", achievedAt: reply[1] as number, completed: [achievementKey], points: [], resent: true };
+  if (reply[0] === 2) return { status: "already", achievedAt: reply[1] as number, completed: [], points: [] };
+  if (reply[0] === 5) return { status: "already", achievedAt: reply[1] as number, completed: reply[2] as string[], points: decodePoints(reply[3] as unknown[][]) };
+  if (reply[0] === 4) {
+    // Applied before its re-send (or numbered below a call applied since): the first completion
+    // if it completed the achievement (at this call's `now`, which the re-send carries too),
+    // else a repeat of one done already. A repeat in the very millisecond of another request's
+    // first completion reads as the first (README, A reply lost with the Redis connection).
+    const achievedAt = reply[1] as number;
+    if (achievedAt !== now) return { status: "already", achievedAt, completed: [], points: [] };
+    return { status: "completed", achievedAt, completed: [achievementKey], points: [], resent: true };
+  }
   if (reply[0] === 3) return { status: "ineligible" };
   return { status: "completed", achievedAt: reply[1] as number, completed: reply[2] as string[], points: decodePoints(reply[3] as unknown[][]) };
 }

@@ -139,6 +139,58 @@ ${composites}`,
   });
 });
 
+describe("a composite of API achievements only, added when users have completed all its parts", () => {
+  // No event meets an API part again, and a second completion answered 200 and changed nothing:
+  // such a composite never completed for the users who had all its parts before it was added.
+  const tenantId = uniqueTenantId();
+  const yaml = (withComposite: boolean) =>
+    tenantYaml(
+      tenantId,
+      `
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [${withComposite ? "{ key: onboarded, type: achievement, achievement: onboarding, points: 25 }" : "{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 1 }"}]
+    achievements:
+      - { key: profile, name: Profile, type: api }
+      - { key: avatar, name: Avatar, type: api }
+${withComposite ? "      - { key: onboarding, name: Onboarded, type: composite, achievements: [profile, avatar] }\n" : ""}`,
+    );
+  const complete = (t: TestApp, key: string, user: string) => t.call("POST", `/v1/achievements/${key}/complete`, { user: { id: user } });
+
+  it("completes it at the next completion of one of its parts: a 200 that carries the composite and what it paid, once", async () => {
+    let achievedAt = "";
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: yaml(false) }, async (t) => {
+      achievedAt = (await complete(t, "profile", "veteran")).body.achievement.achievedAt;
+      expect((await complete(t, "avatar", "veteran")).status).toBe(201);
+      expect((await complete(t, "profile", "halfway")).status).toBe(201);
+    });
+    await withTestApp({ manualClock: "2026-06-02T12:00:00Z", jobs: false, yaml: yaml(true) }, async (t) => {
+      const again = await complete(t, "profile", "veteran");
+      expect(again.status).toBe(200);
+      // The part keeps its first completion; the composite is completed now.
+      expect(again.body.achievement).toMatchObject({ key: "profile", achievedAt });
+      expect(again.body.achievements).toEqual([expect.objectContaining({ key: "onboarding", achievedAt: "2026-06-02T12:00:00.000Z" })]);
+      expect(again.body.points.xp).toMatchObject({ added: 25, total: 25 });
+      expect(await xpOf(t, "veteran")).toBe(25);
+      const listed = (await t.call("GET", "/v1/users/veteran/achievements")).body.map((a: { key: string }) => a.key);
+      expect(listed).toContain("onboarding");
+      // Once: the next completion of a part changes nothing.
+      const third = await complete(t, "avatar", "veteran");
+      expect(third.status).toBe(200);
+      expect(third.body).toMatchObject({ points: {}, achievements: [] });
+      expect(await xpOf(t, "veteran")).toBe(25);
+      // A user missing a part: a second completion of the part done completes nothing.
+      expect((await complete(t, "profile", "halfway")).body).toMatchObject({ points: {}, achievements: [] });
+      // The missing part completes it as ever: 201, with the composite.
+      const last = await complete(t, "avatar", "halfway");
+      expect(last.status).toBe(201);
+      expect(last.body.achievements.map((a: { key: string }) => a.key)).toEqual(["avatar", "onboarding"]);
+    });
+  });
+});
+
 describe("first identification's rules edited: user_creation triggers, streak.freezes.initial", () => {
   // Both apply at a user's first identification only: an edit reaches the users identified from
   // the start that reads it, and changes nothing for those identified before (no payment, no

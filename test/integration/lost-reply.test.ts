@@ -196,6 +196,24 @@ describe.each(["function", "eval"] as ScriptMode[])("LAUREL_LUA=%s", (mode) => {
       expect((await t.call("GET", `/v1/users/${user}/points/coins`)).body.total).toBe(50);
     });
 
+    it("a repeated API completion whose reply was lost behind a later call is answered 200, as the repeat it was", async () => {
+      const user = `${mode}-lost-repeat`;
+      const complete = () => t.call("POST", "/v1/achievements/complete-profile/complete", { user: { id: user } });
+      const first = await complete();
+      expect(first.status).toBe(201);
+      // A second later: the repeat's `now` is not the first completion's.
+      await t.setClock(new Date(t.clock.now() + 1000).toISOString());
+      // The repeat writes nothing; the event behind it, on the same shard, moves the writer's
+      // record past the repeat's number, so the re-sent repeat reads as applied: it was taken
+      // for a first completion whose reply was lost (201) before.
+      const [repeat, later] = await withLostReplies(2, () => [complete(), lesson(sameShardUser(user))]);
+      expect(later!.status).toBe(201);
+      expect(repeat!.status).toBe(200);
+      expect(repeat!.body).toMatchObject({ completionId: first.body.completionId, points: {}, achievements: [] });
+      expect(repeat!.body.achievement.achievedAt).toBe(first.body.achievement.achievedAt);
+      expect((await t.call("GET", `/v1/users/${user}/points/coins`)).body.total).toBe(50);
+    });
+
     it("does not hold back the events that follow on the new connection", async () => {
       expect((await lesson(`${mode}-lost-a`)).body.total).toBe(3);
       expect((await lesson(`${mode}-lost-c`)).body.total).toBe(1);

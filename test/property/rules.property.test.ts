@@ -254,7 +254,8 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
         else if (result.status === "already") {
           expect(res.status).toBe(200);
           expect(res.body.achievement.achievedAt).toBe(new Date(result.achievedAt).toISOString());
-          expect(res.body.points).toEqual({});
+          expect(res.body.points).toEqual(JSON.parse(pointsMapJson(tenant, cmd.user, result.points).text));
+          expect(res.body.achievements).toEqual(result.completed.map((k) => achievementJson(tenant, tenant.achievementByKey.get(k)!, now)));
         } else {
           expect(res.status).toBe(201);
           expect(res.body.points).toEqual(JSON.parse(pointsMapJson(tenant, cmd.user, result.points).text));

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { loadConfigText } from "../../src/config/load.js";
-import { applyEvent, applyStreakAdmin, applyTimeTicks, applyUpsert, applyUserBoost, emptyState, readUserPoints, refreshThresholds, streakState, type ModelState } from "../../src/domain/model.js";
+import { applyComplete, applyEvent, applyStreakAdmin, applyTimeTicks, applyUpsert, applyUserBoost, emptyState, readUserPoints, refreshThresholds, streakState, type ModelState } from "../../src/domain/model.js";
 import type { CompiledTenant } from "../../src/config/compiled.js";
 import { localDayIndex, periodOfDay } from "../../src/domain/periods.js";
 import { settleCopy, viewStreak } from "../../src/domain/streak.js";
@@ -191,5 +191,24 @@ describe("a composite added when its parts are done, in the model", () => {
     expect(send(later, state, "u", 4, 1, "lessons").achievements).toEqual([]);
     const top = rules("      - { key: both, name: Both, type: composite, achievements: [lesson-1, quiz-1] }\n      - { key: top, name: Top, type: composite, achievements: [both] }\n");
     expect(send(top, state, "u", 5, 1, "quizzes").achievements).toEqual(["top"]);
+  });
+});
+
+// lua/complete-4.lua; test/integration/config-edits.test.ts
+describe("a composite of API parts added when its parts are done, in the model", () => {
+  const rules = (composite: string) =>
+    edited(
+      `    metrics: [{ key: lessons, name: Lessons }]\n    points:\n      - key: xp\n        name: XP\n        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 1 }${composite ? ", { key: onboarded, type: achievement, achievement: onboarding, points: 25 }" : ""}]\n    achievements:\n      - { key: profile, name: Profile, type: api }\n      - { key: avatar, name: Avatar, type: api }\n${composite}`,
+    );
+
+  it("completes at the next completion of a part done, answered as already done, once", () => {
+    const state = emptyState();
+    expect(applyComplete(rules(""), state, "u", "profile", [], T0).status).toBe("completed");
+    expect(applyComplete(rules(""), state, "u", "avatar", [], T0 + 1).status).toBe("completed");
+    const later = rules("      - { key: onboarding, name: Onboarded, type: composite, achievements: [profile, avatar] }\n");
+    const again = applyComplete(later, state, "u", "profile", [], T0 + 2);
+    expect(again).toMatchObject({ status: "already", achievedAt: T0, completed: ["onboarding"] });
+    expect(again.status === "already" && again.points.map((p) => [p.systemKey, p.added])).toEqual([["xp", 25]]);
+    expect(applyComplete(later, state, "u", "avatar", [], T0 + 3)).toEqual({ status: "already", achievedAt: T0 + 1, completed: [], points: [] });
   });
 });
