@@ -98,13 +98,21 @@ export interface LuaRules {
         f: string | false;
         any: boolean;
         m: { f: string; th: number }[];
+        /**
+         * The period's value fields of metrics the streak does not count now but may hold a value
+         * (every registered sv:<metric> besides m's; a config took the metric out of the streak, or
+         * out of the tenant): restarted with m's, so a metric put back counts only that period's
+         * values (lua/includes/streak.lua extendStreak). False in scripts that extend no streak.
+         */
+        o: string[] | false;
         fz: false | { init: number; max: number; every: number; amt: number };
       };
 }
 
 export const highWaterField = (t: CompiledTrigger): string => `hw:${t.systemKey}.${t.key}`;
 export const triggerCountField = (t: CompiledTrigger): string => `tc:${t.systemKey}.${t.key}`;
-export const streakValueField = (metricKey: string): string => `sv:${metricKey}`;
+const STREAK_VALUE_PREFIX = "sv:";
+export const streakValueField = (metricKey: string): string => `${STREAK_VALUE_PREFIX}${metricKey}`;
 export const userBoostField = (systemKey: string): string => `bo:${systemKey}`;
 export const timeTriggerZset = (t: CompiledTrigger): string => `tt:${t.systemKey}.${t.key}`;
 
@@ -252,6 +260,8 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
   }
   if (streakRule) {
     const m = streakRule.metrics.map((x) => ({ f: streakValueField(x.metric), th: x.thresholdMicro }));
+    const counted = new Set(m.map((x) => x.f));
+    const others = countsForStreak && metricKey !== null ? [...slots.byName.keys()].filter((name) => name.startsWith(STREAK_VALUE_PREFIX) && !counted.has(name)) : [];
     const fz = streakRule.freezes;
     rules.streak = {
       freq: streakRule.frequency,
@@ -259,6 +269,7 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
       f: metricKey !== null && countsForStreak ? streakValueField(metricKey) : false,
       any: streakRule.mode === "any",
       m,
+      o: others.length > 0 ? others : false,
       fz: fz ? { init: fz.initial, max: fz.max, every: fz.everyDays, amt: fz.amount } : false,
     };
   }

@@ -225,3 +225,39 @@ describe("streak freezes added to a tenant whose users exist", () => {
     });
   });
 });
+
+describe("a streak metric taken out of the streak and put back on a later day", () => {
+  // The period's values are restarted when an event of a streak metric finds another period
+  // accumulated: only the metrics the streak counted then were restarted, so a metric out of the
+  // streak that day kept its value of an earlier day, and put back the same day, counted it
+  // toward today's threshold.
+  const tenantId = uniqueTenantId();
+  const yaml = (streakMetrics: string) =>
+    tenantYaml(
+      tenantId,
+      `
+    metrics: [{ key: lessons, name: Lessons }, { key: quizzes, name: Quizzes }]
+    streak:
+      frequency: daily
+      metrics: [${streakMetrics}]
+`,
+    );
+  const withLessons = "{ metric: lessons, threshold: 5 }";
+  const quizzesOnly = "{ metric: quizzes, threshold: 2 }";
+
+  it("counts toward today only the values sent today", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: yaml(withLessons) }, async (t) => {
+      // 3 of 5 lessons on 1 June: no extension.
+      expect((await event(t, { id: "u" }, 3)).body.currentStreak.length).toBe(0);
+    });
+    await withTestApp({ manualClock: "2026-06-02T12:00:00Z", jobs: false, yaml: yaml(quizzesOnly) }, async (t) => {
+      // 2 June, lessons out of the streak: a quiz starts the day's accumulation.
+      expect((await event(t, { id: "u" }, 1, "quizzes")).body.currentStreak.length).toBe(0);
+    });
+    await withTestApp({ manualClock: "2026-06-02T13:00:00Z", jobs: false, yaml: yaml(withLessons) }, async (t) => {
+      // Lessons back the same day: 2 of 5 today (with 1 June's 3 it made 5 and extended).
+      expect((await event(t, { id: "u" }, 2)).body.currentStreak.length).toBe(0);
+      expect((await event(t, { id: "u" }, 3)).body.currentStreak.length).toBe(1);
+    });
+  });
+});
