@@ -71,6 +71,12 @@ export interface LuaRules {
   /** Every registered state name and its index in the state array; their count (state-slots.ts). */
   slot: Record<string, number>;
   ns: number;
+  /**
+   * Every points system a user may hold a total of (lua/includes/user.lua applyProfile moves the
+   * user's total between the groups by attribute value): the tenant's, and those the tenant file
+   * no longer has but the registry does (p:<key>), so that one added back finds its groups as
+   * the users' attributes are now.
+   */
   allSys: string[];
   /** Boards this script can move, in tenant order; Node passes each one's current run. */
   lb: {
@@ -146,6 +152,16 @@ export interface BuiltRules {
   profileFields: string[];
   /** The boards of R.lb, in order: Node computes their current runs. */
   boards: CompiledLeaderboard[];
+}
+
+/** The tenant's points systems, then those registered by an earlier config (a total's state name p:<key>). */
+function systemsEverRegistered(tenant: CompiledTenant, slots: StateSlots): string[] {
+  const keys = tenant.systems.map((s) => s.key);
+  const known = new Set(keys);
+  for (const name of slots.byName.keys()) {
+    if (name.startsWith("p:") && !known.has(name.slice(2))) keys.push(name.slice(2));
+  }
+  return keys;
 }
 
 /** Rules for an event on `metricKey`, or for the whole tenant when metricKey is null. */
@@ -226,7 +242,7 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
     pfz: ["tz", ...attributeFields],
     slot: slots.toRecord(),
     ns: slots.size,
-    allSys: tenant.systems.map((s) => s.key),
+    allSys: systemsEverRegistered(tenant, slots),
     wh: tenantHookParts(tenant),
     streak: false,
   };
