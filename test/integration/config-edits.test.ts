@@ -299,7 +299,9 @@ describe("a metric and a points system removed from the tenant file and added ba
       expect((await t.call("PATCH", "/v1/users/u", { attributes: { plan: "pro" } })).status).toBe(200);
     });
     await withTestApp({ manualClock: "2026-06-01T14:00:00Z", jobs: false, yaml: full }, async (t) => {
-      expect((await t.call("GET", "/v1/users/u/points/xp")).body).toMatchObject({ total: 30, level: { key: "bronze" } });
+      const points = (await t.call("GET", "/v1/users/u/points/xp?awards=10")).body;
+      expect(points).toMatchObject({ total: 30, level: { key: "bronze" } });
+      expect(points.awards).toHaveLength(1);
       expect((await t.call("GET", "/v1/users/u/metrics/quizzes")).body.current).toBe(3);
       // u's 30 XP counted with pro, no longer with free.
       expect(await ranges(t, "plan:pro")).toEqual([[21, 30, 1]]);
