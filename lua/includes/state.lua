@@ -37,6 +37,11 @@ if R.streak then
   local st = R.streak
   st.fi = st.f and SLOT[st.f] or false
   for i = 1, #st.m do st.m[i].fi = SLOT[st.m[i].f] end
+  if st.o then
+    local others = {}
+    for i = 1, #st.o do others[i] = SLOT[st.o[i]] end
+    st.oi = others
+  end
 end
 
 -- The length of a msgpack array's header by its first byte (fixarray 0x90-0x9f, array 16 0xdc);

@@ -123,6 +123,14 @@ local function extendStreak(nowPeriod, nowDay, value, calendar)
       local m = st.m[i]
       if S[m.fi] then put(m.fi, 0) end
     end
+    -- And the values of metrics the streak does not count now (the tenant file took them out):
+    -- kept, a metric put back later in this period would count another period's value toward it.
+    local others = st.oi
+    if others then
+      for i = 1, #others do
+        if S[others[i]] then put(others[i], 0) end
+      end
+    end
     put(I_SQ, nowPeriod)
     put(I_SQA, now)
     if S[I_SQK] then put(I_SQK, false) end

@@ -74,7 +74,7 @@ function boardOf(tenant: CompiledTenant, key: string): CompiledLeaderboard {
 }
 
 /** The run a read names (`run=YYYY-MM-DD`, any day of the run), else the current or last one. */
-function selectRun(board: CompiledLeaderboard, query: Query, now: number): number | null {
+function selectRun(store: TenantStore, board: CompiledLeaderboard, query: Query, now: number): number | null {
   const raw = query.get("run");
   if (raw !== null && raw !== "") {
     const day = parseDay(raw);
@@ -83,6 +83,10 @@ function selectRun(board: CompiledLeaderboard, query: Query, now: number): numbe
     if (run === null) fail("OUT_OF_RANGE", `No run of ${board.key} contains ${raw}`);
     if (run < firstKeptRun(board, now)) {
       fail("RUN_NOT_KEPT", `The run of ${board.key} from ${runDate(board, run)} is no longer kept (keepFinishedRuns: ${board.keepFinishedRuns})`);
+    }
+    // Deleted under a lower keepFinishedRuns than the tenant file's now: gone all the same.
+    if (run < (store.runsDeletedBefore.get(board.key) ?? 0)) {
+      fail("RUN_NOT_KEPT", `The run of ${board.key} from ${runDate(board, run)} is no longer kept (deleted under an earlier keepFinishedRuns)`);
     }
     return run;
   }
@@ -166,7 +170,7 @@ export function getLeaderboardHandler(tenants: Tenants, clock: Clock) {
     const userId = userIdParam(req.query, "userId");
     const offset = intParam(req.query, "offset", 0, userId === null ? 0 : -100_000_000, 100_000_000);
     const limit = intParam(req.query, "limit", 10, 0, pageLimit(board));
-    const run = selectRun(board, req.query, now);
+    const run = selectRun(store, board, req.query, now);
     const breakdown = selectBreakdown(tenant, board, req.query);
     const head = { ...boardJson(tenant, board), status: boardStatus(board, now), run: run === null ? null : runDate(board, run) };
     if (run === null || limit === 0) return { status: 200, body: { ...head, rankings: [] } };
@@ -231,7 +235,7 @@ export function userLeaderboardHandler(tenants: Tenants, clock: Clock) {
     const board = boardOf(tenant, req.params[1]!);
     const numEvents = intParam(req.query, "numEvents", 10, 0, 100);
     const now = clock.now();
-    const run = selectRun(board, req.query, now);
+    const run = selectRun(store, board, req.query, now);
     const head = { ...boardJson(tenant, board), status: boardStatus(board, now), run: run === null ? null : runDate(board, run) };
     // The user (with their entry) and their history in one round trip: neither needs the other.
     const [found, raw] = await Promise.all([

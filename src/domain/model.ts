@@ -382,7 +382,9 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
   let extended = false;
   if (rule && rule.metrics.some((m) => m.metric === input.metricKey)) {
     if (s.accPeriod !== nowPeriod) {
-      for (const m of rule.metrics) if (s.acc.has(m.metric)) s.acc.set(m.metric, 0);
+      // Every metric's value, counted by the streak now or not (lua st.m and st.oi): one put back
+      // into the streak later in the period counts only the period's values.
+      for (const metric of s.acc.keys()) s.acc.set(metric, 0);
       s.accPeriod = nowPeriod;
       s.accStart = input.now;
       s.accTimes = null;

@@ -71,6 +71,12 @@ export interface LuaRules {
   /** Every registered state name and its index in the state array; their count (state-slots.ts). */
   slot: Record<string, number>;
   ns: number;
+  /**
+   * Every points system a user may hold a total of (lua/includes/user.lua applyProfile moves the
+   * user's total between the groups by attribute value): the tenant's, and those the tenant file
+   * no longer has but the registry does (p:<key>), so that one added back finds its groups as
+   * the users' attributes are now.
+   */
   allSys: string[];
   /** Boards this script can move, in tenant order; Node passes each one's current run. */
   lb: {
@@ -98,13 +104,21 @@ export interface LuaRules {
         f: string | false;
         any: boolean;
         m: { f: string; th: number }[];
+        /**
+         * The period's value fields of metrics the streak does not count now but may hold a value
+         * (every registered sv:<metric> besides m's; a config took the metric out of the streak, or
+         * out of the tenant): restarted with m's, so a metric put back counts only that period's
+         * values (lua/includes/streak.lua extendStreak). False in scripts that extend no streak.
+         */
+        o: string[] | false;
         fz: false | { init: number; max: number; every: number; amt: number };
       };
 }
 
 export const highWaterField = (t: CompiledTrigger): string => `hw:${t.systemKey}.${t.key}`;
 export const triggerCountField = (t: CompiledTrigger): string => `tc:${t.systemKey}.${t.key}`;
-export const streakValueField = (metricKey: string): string => `sv:${metricKey}`;
+const STREAK_VALUE_PREFIX = "sv:";
+export const streakValueField = (metricKey: string): string => `${STREAK_VALUE_PREFIX}${metricKey}`;
 export const userBoostField = (systemKey: string): string => `bo:${systemKey}`;
 export const timeTriggerZset = (t: CompiledTrigger): string => `tt:${t.systemKey}.${t.key}`;
 
@@ -138,6 +152,16 @@ export interface BuiltRules {
   profileFields: string[];
   /** The boards of R.lb, in order: Node computes their current runs. */
   boards: CompiledLeaderboard[];
+}
+
+/** The tenant's points systems, then those registered by an earlier config (a total's state name p:<key>). */
+function systemsEverRegistered(tenant: CompiledTenant, slots: StateSlots): string[] {
+  const keys = tenant.systems.map((s) => s.key);
+  const known = new Set(keys);
+  for (const name of slots.byName.keys()) {
+    if (name.startsWith("p:") && !known.has(name.slice(2))) keys.push(name.slice(2));
+  }
+  return keys;
 }
 
 /** Rules for an event on `metricKey`, or for the whole tenant when metricKey is null. */
@@ -218,7 +242,7 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
     pfz: ["tz", ...attributeFields],
     slot: slots.toRecord(),
     ns: slots.size,
-    allSys: tenant.systems.map((s) => s.key),
+    allSys: systemsEverRegistered(tenant, slots),
     wh: tenantHookParts(tenant),
     streak: false,
   };
@@ -252,6 +276,8 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
   }
   if (streakRule) {
     const m = streakRule.metrics.map((x) => ({ f: streakValueField(x.metric), th: x.thresholdMicro }));
+    const counted = new Set(m.map((x) => x.f));
+    const others = countsForStreak && metricKey !== null ? [...slots.byName.keys()].filter((name) => name.startsWith(STREAK_VALUE_PREFIX) && !counted.has(name)) : [];
     const fz = streakRule.freezes;
     rules.streak = {
       freq: streakRule.frequency,
@@ -259,6 +285,7 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
       f: metricKey !== null && countsForStreak ? streakValueField(metricKey) : false,
       any: streakRule.mode === "any",
       m,
+      o: others.length > 0 ? others : false,
       fz: fz ? { init: fz.initial, max: fz.max, every: fz.everyDays, amt: fz.amount } : false,
     };
   }

@@ -102,10 +102,24 @@ export class TenantStore {
   readonly awardPresence = processAwardPresence;
   private readonly systemSalts = new Map<string, number>();
 
+  /**
+   * Per board, the first run not deleted by run retention ({t}:runs-deleted) when this process
+   * started: runs before it were deleted under an earlier, lower keepFinishedRuns, and reads
+   * refuse them as no longer kept, not as runs nobody took part in (src/api/leaderboards.ts
+   * selectRun). Runs deleted since are before the first kept run of this config (firstKeptRun).
+   */
+  runsDeletedBefore: ReadonlyMap<string, number> = new Map();
+
   /** Registers the tenant's state names (state-slots.ts), then builds its scripts. */
   static async open(redis: Redis, tenant: CompiledTenant): Promise<TenantStore> {
     await learnShardsPerCall(redis);
-    return new TenantStore(redis, tenant, await registerStateSlots(redis, new TenantKeys(tenant.id), tenant));
+    const keys = new TenantKeys(tenant.id);
+    const store = new TenantStore(redis, tenant, await registerStateSlots(redis, keys, tenant));
+    if (tenant.leaderboards.some((b) => b.runUnit !== null)) {
+      const deleted = await redis.hgetall(keys.runsDeleted());
+      store.runsDeletedBefore = new Map(Object.entries(deleted).map(([board, run]) => [board, Number(run)]));
+    }
+    return store;
   }
 
   constructor(readonly redis: Redis, readonly tenant: CompiledTenant, readonly slots: StateSlots) {

@@ -277,3 +277,91 @@ describe("streak freezes added to a tenant whose users exist", () => {
     });
   });
 });
+
+describe("a streak metric taken out of the streak and put back on a later day", () => {
+  // The period's values are restarted when an event of a streak metric finds another period
+  // accumulated: only the metrics the streak counted then were restarted, so a metric out of the
+  // streak that day kept its value of an earlier day, and put back the same day, counted it
+  // toward today's threshold.
+  const tenantId = uniqueTenantId();
+  const yaml = (streakMetrics: string) =>
+    tenantYaml(
+      tenantId,
+      `
+    metrics: [{ key: lessons, name: Lessons }, { key: quizzes, name: Quizzes }]
+    streak:
+      frequency: daily
+      metrics: [${streakMetrics}]
+`,
+    );
+  const withLessons = "{ metric: lessons, threshold: 5 }";
+  const quizzesOnly = "{ metric: quizzes, threshold: 2 }";
+
+  it("counts toward today only the values sent today", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: yaml(withLessons) }, async (t) => {
+      // 3 of 5 lessons on 1 June: no extension.
+      expect((await event(t, { id: "u" }, 3)).body.currentStreak.length).toBe(0);
+    });
+    await withTestApp({ manualClock: "2026-06-02T12:00:00Z", jobs: false, yaml: yaml(quizzesOnly) }, async (t) => {
+      // 2 June, lessons out of the streak: a quiz starts the day's accumulation.
+      expect((await event(t, { id: "u" }, 1, "quizzes")).body.currentStreak.length).toBe(0);
+    });
+    await withTestApp({ manualClock: "2026-06-02T13:00:00Z", jobs: false, yaml: yaml(withLessons) }, async (t) => {
+      // Lessons back the same day: 2 of 5 today (with 1 June's 3 it made 5 and extended).
+      expect((await event(t, { id: "u" }, 2)).body.currentStreak.length).toBe(0);
+      expect((await event(t, { id: "u" }, 3)).body.currentStreak.length).toBe(1);
+    });
+  });
+});
+
+describe("a metric and a points system removed from the tenant file and added back", () => {
+  // Their stored data stays under their keys (the user's state positions are never reused), so
+  // the start that adds them back finds each user's totals, level, completions, boosts and
+  // groups as they were; what happened meanwhile on the rest of the tenant is not lost either.
+  const tenantId = uniqueTenantId();
+  const full = tenantYaml(
+    tenantId,
+    `
+    attributes: { user: [plan] }
+    metrics: [{ key: lessons, name: Lessons }, { key: quizzes, name: Quizzes }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [{ key: per-quiz, type: metric, metric: quizzes, threshold: 1, points: 10 }]
+        levels: [{ key: bronze, name: Bronze, points: 20 }]
+    achievements:
+      - { key: quiz-2, name: Two quizzes, type: metric, metric: quizzes, value: 2 }
+`,
+  );
+  const without = tenantYaml(tenantId, `\n    attributes: { user: [plan] }\n    metrics: [{ key: lessons, name: Lessons }]\n`);
+  const ranges = async (t: TestApp, filter: string) =>
+    ((await t.call("GET", `/v1/points/xp/summary?userAttributes=${filter}`)).body as { from: number; to: number; users: number }[]).filter((r) => r.users > 0).map((r) => [r.from, r.to, r.users]);
+
+  it("keeps what each user held, and the groups of a user whose attributes changed meanwhile", async () => {
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml: full }, async (t) => {
+      const res = await t.call("POST", "/v1/metrics/quizzes/event", { user: { id: "u", attributes: { plan: "free" } }, value: 3 });
+      expect(res.body).toMatchObject({ points: { xp: { total: 30 } }, achievements: [{ key: "quiz-2" }] });
+      const boost = await t.call("POST", "/admin/v1/points/xp/boosts", { userId: "u", name: "Own", multiplier: 2, start: "2026-06-01T12:00:00Z" }, { "x-api-key": "demo-admin-key" });
+      expect(boost.status).toBe(201);
+    });
+    await withTestApp({ manualClock: "2026-06-01T13:00:00Z", jobs: false, yaml: without }, async (t) => {
+      expect((await event(t, { id: "u" }, 1, "quizzes")).status).toBe(404);
+      expect((await t.call("GET", "/v1/users/u/points/xp")).status).toBe(404);
+      // u moves from free to pro while xp is out of the file.
+      expect((await t.call("PATCH", "/v1/users/u", { attributes: { plan: "pro" } })).status).toBe(200);
+    });
+    await withTestApp({ manualClock: "2026-06-01T14:00:00Z", jobs: false, yaml: full }, async (t) => {
+      const points = (await t.call("GET", "/v1/users/u/points/xp?awards=10")).body;
+      expect(points).toMatchObject({ total: 30, level: { key: "bronze" } });
+      expect(points.awards).toHaveLength(1);
+      expect((await t.call("GET", "/v1/users/u/metrics/quizzes")).body.current).toBe(3);
+      // u's 30 XP counted with pro, no longer with free.
+      expect(await ranges(t, "plan:pro")).toEqual([[21, 30, 1]]);
+      expect(await ranges(t, "plan:free")).toEqual([]);
+      // The next quiz: the own boost still applies, the achievement is not completed again.
+      const res = await event(t, { id: "u" }, 1, "quizzes");
+      expect(res.body.points.xp).toMatchObject({ added: 20, total: 50 });
+      expect(res.body.achievements).toEqual([]);
+    });
+  });
+});

@@ -212,3 +212,23 @@ describe("a composite of API parts added when its parts are done, in the model",
     expect(applyComplete(later, state, "u", "avatar", [], T0 + 3)).toEqual({ status: "already", achievedAt: T0 + 1, completed: [], points: [] });
   });
 });
+
+// lua/includes/streak.lua extendStreak (st.oi); test/integration/config-edits.test.ts
+describe("a streak metric taken out of the streak and put back on a later day, in the model", () => {
+  const rules = (streakMetrics: string) =>
+    edited(`    metrics: [{ key: lessons, name: Lessons }, { key: quizzes, name: Quizzes }]\n    streak:\n      frequency: daily\n      metrics: [${streakMetrics}]\n`);
+  const at = (rulesNow: CompiledTenant, state: ModelState, now: number, value: number, metricKey: string) => {
+    const result = applyEvent(rulesNow, state, { metricKey, userId: "u", now, eventId: `e${now}`, idempotencyKey: null, valueMicro: value * 1e6, tz: null, profile: [], eventAttributes: null });
+    if (result.outcome.kind !== "processed") throw new Error("not processed");
+    return result.outcome.streak.length;
+  };
+
+  it("counts toward the day only the values sent that day", () => {
+    const withLessons = rules("{ metric: lessons, threshold: 5 }");
+    const state = emptyState();
+    expect(at(withLessons, state, T0, 3, "lessons")).toBe(0);
+    expect(at(rules("{ metric: quizzes, threshold: 2 }"), state, T0 + DAY, 1, "quizzes")).toBe(0);
+    expect(at(withLessons, state, T0 + DAY + 1, 2, "lessons")).toBe(0);
+    expect(at(withLessons, state, T0 + DAY + 2, 3, "lessons")).toBe(1);
+  });
+});
