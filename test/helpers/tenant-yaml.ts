@@ -16,6 +16,24 @@ ${streak}`,
   );
 }
 
+/**
+ * The metric lessons and one points system xp ("XP") with `triggers` (YAML flow items); `system`,
+ * more of the system's fields (indented 8 spaces: boosts, maxPoints); `rest`, more tenant fields
+ * after it (indented 4: achievements). The tenant-file edit tests' shape (config-edits*.test.ts).
+ */
+export function xpSystemTenantYaml(tenantId: string, triggers: string, system = "", rest = ""): string {
+  return tenantYaml(
+    tenantId,
+    `
+    metrics: [{ key: lessons, name: Lessons }]
+    points:
+      - key: xp
+        name: XP
+        triggers: [${triggers}]
+${system}${rest}`,
+  );
+}
+
 /** Lessons paying 10 XP, in `shards` shards (one: every record of the tenant in one stream). */
 const lessonsXp = (shards: number): string => `
     shards: ${shards}

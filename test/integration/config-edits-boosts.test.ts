@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { uniqueTenantId, withTestApp, type TestApp } from "../helpers/app.js";
-import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { xpSystemTenantYaml } from "../helpers/tenant-yaml.js";
 
 /**
  * Global boosts (a points system's `boosts`) edited in the tenant file between two starts, and
@@ -11,17 +11,7 @@ import { tenantYaml } from "../helpers/tenant-yaml.js";
 
 const lesson = (t: TestApp, id = "u") => t.call("POST", "/v1/metrics/lessons/event", { user: { id }, value: 1 });
 const xpTenant = (tenantId: string, boosts: string) =>
-  tenantYaml(
-    tenantId,
-    `
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
-        boosts: [${boosts}]
-`,
-  );
+  xpSystemTenantYaml(tenantId, "{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }", `        boosts: [${boosts}]\n`);
 const boost = (multiplier: number, start: string, end: string | null, key = "double") =>
   `{ key: ${key}, name: Boost, multiplier: ${multiplier}, start: "${start}"${end === null ? "" : `, end: "${end}"`} }`;
 
@@ -65,18 +55,7 @@ describe("a global boost edited while it runs", () => {
 
 describe("a global boost added with its start in the past, over a time trigger's intervals not paid yet", () => {
   const tenantId = uniqueTenantId();
-  const yaml = (boosts: string) =>
-    tenantYaml(
-      tenantId,
-      `
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers: [{ key: daily, type: time, unit: day, interval: 1, points: 5 }]
-        boosts: [${boosts}]
-`,
-    );
+  const yaml = (boosts: string) => xpSystemTenantYaml(tenantId, "{ key: daily, type: time, unit: day, interval: 1, points: 5 }", `        boosts: [${boosts}]\n`);
 
   it("boosts the intervals due inside its window, paid after the start that added it (none was paid before)", async () => {
     await withTestApp({ manualClock: "2026-06-01T12:00:00Z", yaml: yaml("") }, async (t) => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { uniqueTenantId, withTestApp, type TestApp } from "../helpers/app.js";
-import { lessonsStreakTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
+import { lessonsStreakTenantYaml, tenantYaml, xpSystemTenantYaml } from "../helpers/tenant-yaml.js";
 
 /**
  * What happens to stored data when the operator edits the tenant file between two starts (same
@@ -17,18 +17,7 @@ const event = (t: TestApp, user: Record<string, unknown>, value: number, metric 
 const xpOf = async (t: TestApp, user: string) => (await t.call("GET", `/v1/users/${user}/points/xp`)).body.total as number;
 
 /** The tenant `tenantId` with the metric lessons, an event attribute `source`, and the system xp with `triggers` (a YAML list's items). */
-const xpTenant = (tenantId: string, triggers: string): string =>
-  tenantYaml(
-    tenantId,
-    `
-    attributes: { event: [source] }
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers: [${triggers}]
-`,
-  );
+const xpTenant = (tenantId: string, triggers: string): string => xpSystemTenantYaml(tenantId, triggers, "", "    attributes: { event: [source] }\n");
 
 describe("a metric trigger added to a metric users have progress on", () => {
   // Counted from the metric total 0, the new trigger paid every multiple of the user's progress
@@ -144,15 +133,11 @@ describe("a composite of API achievements only, added when users have completed 
   // such a composite never completed for the users who had all its parts before it was added.
   const tenantId = uniqueTenantId();
   const yaml = (withComposite: boolean) =>
-    tenantYaml(
+    xpSystemTenantYaml(
       tenantId,
-      `
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers: [${withComposite ? "{ key: onboarded, type: achievement, achievement: onboarding, points: 25 }" : "{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 1 }"}]
-    achievements:
+      withComposite ? "{ key: onboarded, type: achievement, achievement: onboarding, points: 25 }" : "{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 1 }",
+      "",
+      `    achievements:
       - { key: profile, name: Profile, type: api }
       - { key: avatar, name: Avatar, type: api }
 ${withComposite ? "      - { key: onboarding, name: Onboarded, type: composite, achievements: [profile, avatar] }\n" : ""}`,
@@ -220,18 +205,7 @@ describe("first identification's rules edited: user_creation triggers, streak.fr
 describe("an achievement removed from the tenant file and added back", () => {
   const tenantId = uniqueTenantId();
   const yaml = (achievements: string) =>
-    tenantYaml(
-      tenantId,
-      `
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers: [{ key: first, type: achievement, achievement: first-lesson, points: 50 }]
-    achievements:
-      - { key: other, name: Other, type: api }
-${achievements}`,
-    );
+    xpSystemTenantYaml(tenantId, "{ key: first, type: achievement, achievement: first-lesson, points: 50 }", "", `    achievements:\n      - { key: other, name: Other, type: api }\n${achievements}`);
   const first = "      - { key: first-lesson, name: First lesson, type: metric, metric: lessons, value: 1 }\n";
 
   it("keeps the users' completions: none completes it, nor is paid for it, a second time", async () => {
