@@ -91,7 +91,8 @@ export function watchFirstConnection(redis: Redis): FirstConnectionWatch {
   };
   // The last connection's AUTH refused (WRONGPASS): ioredis fails the commands waiting with it,
   // but one sent while the client waits to reconnect (up to 2 s) meets its caller's bound first.
-  // Cleared by any other error, and by the next connection (the client's "connect").
+  // Cleared by any other error, and once a connection is ready (not at the next one's "connect",
+  // before its AUTH is answered: a bound met then would have said "not reachable").
   let passwordRefused: string | null = null;
   const onError = (err: unknown): void => {
     seen.certificateProblem ??= tlsCertificateProblem(err);
@@ -120,6 +121,7 @@ export function watchFirstConnection(redis: Redis): FirstConnectionWatch {
   };
   const onReady = (): void => {
     handshakeOpen = false;
+    passwordRefused = null;
   };
   // The last sentinel asked refused the password (ioredis' "sentinelError", then the next
   // sentinel, then all of them again); cleared by any other failure of a sentinel, and once a
@@ -130,7 +132,6 @@ export function watchFirstConnection(redis: Redis): FirstConnectionWatch {
   };
   const onAnyConnect = (): void => {
     sentinelRefused = null;
-    passwordRefused = null;
   };
   /** LAUREL_REDIS_PASSWORD_FILE's password refused: WRONGPASS, the one a rotation half done may mend. */
   const filePasswordRefusal = (code: string, err: string): FirstConnectionRefusal => ({
