@@ -5,6 +5,7 @@ import { Queue, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { answeredWithin } from "../../src/deadline.js";
 import { createRedisClient, duplicateClient, queueConnection } from "../../src/store/redis-client.js";
 import { passwordFileCheck, rereadOnSentinelRefusal } from "../../src/store/redis-password-reload.js";
 import { sentinelOptions, sentinelPassword } from "../../src/store/redis-sentinel.js";
@@ -220,11 +221,14 @@ describe("the sentinels' password from the file", () => {
         await setup.setSentinelPassword(second);
         rotate(file, second);
         await setup.closeConnections();
-        // The client's question to the sentinel is refused, which reads the file: the next question sends the new password.
-        await waitFor(async () => (await redis.ping().catch(() => "refused")) === "PONG", "the client back through the sentinel with the file's password");
+        // The client's question to the sentinel is refused, which reads the file: the next question
+        // sends the new password. (Each PING bounded: while the sentinel refuses, the client holds
+        // it without end, and a failure would say nothing but the test's timeout.)
+        const pong = (client: Redis) => answeredWithin(client.ping(), 1000).catch(() => "no answer");
+        await waitFor(async () => (await pong(redis)) === "PONG", "the client back through the sentinel with the file's password");
         expect(lines.filter((line) => line.msg.startsWith(READ_NEW))).toHaveLength(1);
         // Its copy and BullMQ's connections share the password: they ask the sentinel with it too.
-        await waitFor(async () => (await copy.ping().catch(() => "refused")) === "PONG", "the copy back");
+        await waitFor(async () => (await pong(copy)) === "PONG", "the copy back");
         const job2 = await queue.add("double", { n: 2 });
         await waitFor(() => completed.has(job2.id!), "a job added after the rotation to be done by the BullMQ worker");
         expect(completed.get(job2.id!)).toBe(4);
