@@ -359,12 +359,15 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
       await asSentinel.call("ACL", "SETUSER", "default", "resetpass", `>${SENTINEL_PASS}`);
       const env = { REDIS_URL: `redis://${USER}:${PASS}@ignored:1`, REDIS_SENTINELS: `127.0.0.1:${sentinel.port}`, LAUREL_CONFIG: config };
       const right = runService({ ...env, REDIS_SENTINEL_PASSWORD: SENTINEL_PASS, PORT: String(await portOutsideEphemeralRange()), LAUREL_WORKER: "off" });
-      const wrong = runService({ ...env, REDIS_SENTINEL_PASSWORD: SENTINEL_WRONG, PORT: "0", LAUREL_REDIS_WAIT: "1" });
+      // The sentinel refuses the first question, in milliseconds: the bound is waited out, not raced.
+      const wrong = runService({ ...env, REDIS_SENTINEL_PASSWORD: SENTINEL_WRONG, PORT: "0", LAUREL_REDIS_WAIT: "3" });
       await waitFor(() => right.output().includes("laurel listening"), "the service to listen through the sentinel", right.exited, right.output);
       await stop(right);
       expect(await wrong.exited).toBe(1);
       expect({ right: leakingLines(right.output()), wrong: leakingLines(wrong.output()) }).toEqual({ right: [], wrong: [] });
       expect(wrong.output()).toContain(`via sentinels 127.0.0.1:${sentinel.port} is not reachable`);
+      // The refusal named, where ioredis says only "All sentinels are unreachable".
+      expect(wrong.output()).toContain(`; Sentinel at 127.0.0.1:${sentinel.port} refused the password in REDIS_SENTINEL_PASSWORD (WRONGPASS); check it"`);
     } finally {
       asSentinel.disconnect();
       await sentinel.stop();
