@@ -12,7 +12,7 @@ import { isAwardIdSlots, MAX_AWARD_ID_SLOTS, setAwardIdSlots } from "./domain/aw
 import { redactCredentials } from "./redact.js";
 import { redisUrlProblems } from "./store/redis-client.js";
 import { redisPasswordProblems } from "./store/redis-password.js";
-import { notAnsweringAdvice, watchFirstConnection } from "./store/redis-first-connection.js";
+import { watchFirstConnection } from "./store/redis-first-connection.js";
 import { noPermission, redisRefusalOf } from "./store/redis-refusals.js";
 import { redisAddress, sentinelProblems } from "./store/redis-sentinel.js";
 import { redisTlsProblems } from "./store/redis-tls.js";
@@ -147,12 +147,20 @@ export function exitOnSignalsWhileStarting(logger: Logger): void {
  * tls-auth-clients): store/redis-first-connection.ts, whose lines `npm run check-config` says
  * too. A Redis older than 7 (Ubuntu 22.04's is 6.0) stops the start too, saying so, instead of a
  * stack trace from the first FUNCTION LOAD.
+ *
+ * Except a password from a file (LAUREL_REDIS_PASSWORD_FILE, LAUREL_REDIS_SENTINEL_PASSWORD_FILE)
+ * refused: a process started during a rotation, the server's password changed and the file not
+ * yet, exited 1 where a few seconds later it would have started. The file is read again at each
+ * refusal (store/redis-password-reload.ts, watching since before this wait), so the start waits
+ * for it as for a Redis not answering, saying so once, and exits naming the refusal only when
+ * LAUREL_REDIS_WAIT has passed.
  */
 export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<void> {
   const seconds = Number(process.env.LAUREL_REDIS_WAIT || 60); // checked by checkEnvironmentOrExit
   const giveUpAt = Date.now() + seconds * 1000;
   const address = redisAddress(redis.options);
   const watch = watchFirstConnection(redis);
+  let saidRefused = false;
   for (let attempt = 0; ; attempt++) {
     let tooOld: RedisTooOld | null;
     try {
@@ -164,17 +172,22 @@ export async function waitForRedisOrExit(redis: Redis, logger: Logger): Promise<
       tooOld = await redisTooOld(redis, address);
     } catch (err) {
       // Refused credentials, a certificate not accepted, a client certificate refused or
-      // required: said at once, waiting would not change them.
+      // required: said at once, waiting would not change them. A password file's refused: the
+      // file may be written any moment (a rotation half done), read again at each refusal.
       const refusal = await watch.refusal(err);
-      if (refusal !== null) {
+      if (refusal !== null && refusal.rereadFile === undefined) {
         logger.fatal({ redis: address, err: refusal.err }, refusal.line);
         process.exit(1);
       }
       if (Date.now() >= giveUpAt) {
-        logger.fatal({ redis: address, err: (err as Error).message }, `Redis at ${address} is not reachable (waited ${seconds} s, LAUREL_REDIS_WAIT); ${notAnsweringAdvice(redis)}`);
+        if (refusal !== null) logger.fatal({ redis: address, err: refusal.err }, `${refusal.line} (still refused after ${seconds} s, LAUREL_REDIS_WAIT, the file read again at each refusal)`);
+        else logger.fatal({ redis: address, err: (err as Error).message }, `Redis at ${address} is not reachable (waited ${seconds} s, LAUREL_REDIS_WAIT); ${watch.notAnswering()}`);
         process.exit(1);
       }
-      if (attempt === 0) logger.warn({ redis: address }, `waiting for Redis at ${address} (up to ${seconds} s, LAUREL_REDIS_WAIT)`);
+      if (refusal !== null && !saidRefused) {
+        saidRefused = true;
+        logger.warn({ redis: address, err: refusal.err }, `${refusal.line}; waiting for ${refusal.rereadFile} to hold the password it takes (a rotation half done?), read again at each refusal (up to ${seconds} s, LAUREL_REDIS_WAIT)`);
+      } else if (attempt === 0) logger.warn({ redis: address }, `waiting for Redis at ${address} (up to ${seconds} s, LAUREL_REDIS_WAIT)`);
       await new Promise((r) => setTimeout(r, 500));
       continue;
     }

@@ -29,7 +29,7 @@ import { loadConfigFile } from "./config/load.js";
 import { answeredWithin } from "./deadline.js";
 import { fixedSettingsProblem } from "./store/fixed-settings.js";
 import { createRedisClient } from "./store/redis-client.js";
-import { notAnsweringAdvice, watchFirstConnection } from "./store/redis-first-connection.js";
+import { watchFirstConnection } from "./store/redis-first-connection.js";
 import { redisAddress, sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
 
 /** How long the check waits for Redis to answer each of its reads. */
@@ -78,7 +78,7 @@ async function checkAgainstRedis(tenants: readonly CompiledTenant[]): Promise<Re
     // What the start would stop at once for (store/redis-first-connection.ts), said as it says it.
     const refusal = await watch.refusal(err);
     if (refusal !== null) return { refused: refusal.line, address };
-    return { unreachable: err instanceof Error ? err.message : String(err), advice: notAnsweringAdvice(redis), address };
+    return { unreachable: err instanceof Error ? err.message : String(err), advice: watch.notAnswering(), address };
   } finally {
     watch.stop();
     redis.disconnect();

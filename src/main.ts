@@ -7,7 +7,7 @@ import { ManualClock, SystemClock, type Clock } from "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded-redis.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { watchRedisTlsFiles } from "./store/redis-tls-reload.js";
-import { watchRedisPasswordFile } from "./store/redis-password-reload.js";
+import { watchRedisPasswordFiles } from "./store/redis-password-reload.js";
 import { createRedisClient, logConnectionErrors } from "./store/redis-client.js";
 import { guardStateSlots } from "./store/slots-guard.js";
 import { sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
@@ -16,7 +16,7 @@ import { sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
  * `node dist/main.js` (what `npm start` runs). Environment:
  *   PORT            HTTP port (default 3000)
  *   REDIS_URL       Redis to use; unset (and no REDIS_SENTINELS) → an embedded redis-server with data in ./data/redis
- *   REDIS_SENTINELS, REDIS_SENTINEL_NAME, REDIS_SENTINEL_PASSWORD: Redis through Sentinel (src/store/redis-sentinel.ts)
+ *   REDIS_SENTINELS, REDIS_SENTINEL_NAME, REDIS_SENTINEL_PASSWORD (or LAUREL_REDIS_SENTINEL_PASSWORD_FILE): Redis through Sentinel (src/store/redis-sentinel.ts)
  *   LAUREL_REDIS_TLS_CERT, LAUREL_REDIS_TLS_KEY, LAUREL_REDIS_TLS_CA: a rediss:// REDIS_URL's client certificate and CA (src/store/redis-tls.ts)
  *   LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: a file holding the passphrase of an encrypted LAUREL_REDIS_TLS_KEY (src/store/redis-tls.ts)
  *   LAUREL_REDIS_PASSWORD_FILE: a file holding the Redis password, taken again when rotated (src/store/redis-password.ts)
@@ -91,10 +91,10 @@ async function main(logger: Logger): Promise<void> {
     warnFsyncNotApplied(logger);
   }
   const redis = logConnectionErrors(createRedisClient(redisUrl, sentinelOptions()), logger);
-  // Renewed TLS files and a rotated password file are taken without a restart (store/redis-tls-reload.ts,
+  // Renewed TLS files and rotated password files are taken without a restart (store/redis-tls-reload.ts,
   // store/redis-password-reload.ts): before the copies of the client are made, which take its listeners.
   const tlsWatch = watchRedisTlsFiles(logger);
-  const passwordWatch = watchRedisPasswordFile(logger, redis);
+  const passwordWatch = watchRedisPasswordFiles(logger, redis);
   await waitForRedisOrExit(redis, logger);
 
   const drainMs = envMilliseconds("LAUREL_DRAIN");

@@ -1,6 +1,8 @@
+import { readFileSync } from "node:fs";
+
 /**
  * A secret given as a file rather than in the environment (LAUREL_REDIS_PASSWORD_FILE,
- * LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE): a file can be replaced under a running process (a Vault
+ * LAUREL_REDIS_SENTINEL_PASSWORD_FILE, LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE): a file can be replaced under a running process (a Vault
  * agent, a Kubernetes secret volume) and is not inherited by every child process, nor shown by
  * `ps e` or a container's inspect output as an environment variable is. One rule for all of
  * them, at start and at every reread: the text of the file, the line end(s) an editor or `echo`
@@ -28,4 +30,17 @@ export function secretTextProblem(name: string, path: string, text: string): str
 /** The message for a file that cannot be read, with the system's code (ENOENT, EACCES, EISDIR), never its contents. */
 export function unreadableFile(name: string, path: string, err: unknown): string {
   return `${name} names a file that cannot be read: ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`;
+}
+
+/** The secret the file at `path` (named by the variable `name`) holds, or what is wrong with it (never its contents). */
+export function readSecretFile(name: string, path: string): { text: string } | { problem: string } {
+  let contents: Buffer;
+  try {
+    contents = readFileSync(path);
+  } catch (err) {
+    return { problem: unreadableFile(name, path, err) };
+  }
+  const text = secretText(contents);
+  const problem = secretTextProblem(name, path, text);
+  return problem === null ? { text } : { problem };
 }

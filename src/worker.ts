@@ -18,7 +18,7 @@ import { startWorkerHttp, type WorkerHttp } from "./worker-http.js";
 import { checkFixedSettings } from "./store/fixed-settings.js";
 import { StreamWorker } from "./jobs/stream-worker.js";
 import { watchRedisTlsFiles } from "./store/redis-tls-reload.js";
-import { watchRedisPasswordFile } from "./store/redis-password-reload.js";
+import { watchRedisPasswordFiles } from "./store/redis-password-reload.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "./store/redis-client.js";
 import { sentinelOptions, usesSentinels } from "./store/redis-sentinel.js";
 import { guardStateSlots } from "./store/slots-guard.js";
@@ -35,7 +35,7 @@ import { TenantStore } from "./store/tenant-store.js";
  * count twice). It also runs the
  * outbound events (src/jobs/webhooks): their consumer group, deliveries and timeline. Environment:
  *   REDIS_URL       the service's Redis (required, or REDIS_SENTINELS: the embedded Redis belongs to the service)
- *   REDIS_SENTINELS, REDIS_SENTINEL_NAME, REDIS_SENTINEL_PASSWORD: Redis through Sentinel (src/store/redis-sentinel.ts)
+ *   REDIS_SENTINELS, REDIS_SENTINEL_NAME, REDIS_SENTINEL_PASSWORD (or LAUREL_REDIS_SENTINEL_PASSWORD_FILE): Redis through Sentinel (src/store/redis-sentinel.ts)
  *   LAUREL_REDIS_TLS_CERT, LAUREL_REDIS_TLS_KEY, LAUREL_REDIS_TLS_CA: a rediss:// REDIS_URL's client certificate and CA (src/store/redis-tls.ts)
  *   LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE: a file holding the passphrase of an encrypted LAUREL_REDIS_TLS_KEY (src/store/redis-tls.ts)
  *   LAUREL_REDIS_PASSWORD_FILE: a file holding the Redis password, taken again when rotated (src/store/redis-password.ts)
@@ -59,10 +59,10 @@ async function main(logger: Logger): Promise<void> {
   // A stop signal during the start (waiting for Redis, the webhooks' start) exits at once.
   exitOnSignalsWhileStarting(logger);
   const redis = logConnectionErrors(createRedisClient(url, sentinelOptions()), logger);
-  // Renewed TLS files and a rotated password file are taken without a restart (store/redis-tls-reload.ts,
+  // Renewed TLS files and rotated password files are taken without a restart (store/redis-tls-reload.ts,
   // store/redis-password-reload.ts): before the copies of the client are made, which take its listeners.
   const tlsWatch = watchRedisTlsFiles(logger);
-  const passwordWatch = watchRedisPasswordFile(logger, redis);
+  const passwordWatch = watchRedisPasswordFiles(logger, redis);
   await waitForRedisOrExit(redis, logger);
   // The same refusal as the service's (store/fixed-settings.ts): a worker reading the streams by
   // another shard count would leave shards unread.

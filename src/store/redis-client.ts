@@ -3,6 +3,7 @@ import type { ConnectionOptions } from "bullmq";
 import type { Logger } from "pino";
 import { withPasswordFile } from "./redis-password.js";
 import { redisRefusalOf } from "./redis-refusals.js";
+import { SENTINEL_PASSWORD_FILE, sentinelAuthRefusal, sentinelPasswordSetting } from "./redis-sentinel.js";
 import { clientCertificateRefusal, redisTlsFiles, tlsCertificateProblem } from "./redis-tls.js";
 import { RESENDS_ABANDONED, boundResendWait, resendWaitMs } from "./resend-wait.js";
 import { coalesceWrites } from "./write-coalescing.js";
@@ -105,8 +106,24 @@ export function logConnectionErrors(redis: Redis, logger: Logger, name = "redis"
       "commands on their way when the Redis connection dropped were failed (503) without a connection to send them again on within LAUREL_RESEND_WAIT; whether they took effect is unknown",
     );
   });
+  // A sentinel refusing the password (ioredis says only "All sentinels are unreachable" on the
+  // client, at first without why): said once until the connection is back. Before the first
+  // connection the start says it (boot.ts waitForRedisOrExit).
+  let sentinelRefusalSaid = false;
+  redis.on("sentinelError", (err: Error) => {
+    const refusal = sentinelAuthRefusal(err);
+    if (refusal === null || sentinelRefusalSaid || !everReady) return;
+    sentinelRefusalSaid = true;
+    const setting = sentinelPasswordSetting(redis.options);
+    const line =
+      setting === null
+        ? `sentinel ${refusal.sentinel} asks for a password (${refusal.code}): set ${SENTINEL_PASSWORD_FILE} or REDIS_SENTINEL_PASSWORD; retrying`
+        : `sentinel ${refusal.sentinel} refused the password in ${setting} (${refusal.code}); retrying${setting === SENTINEL_PASSWORD_FILE ? ", the file read again at each refusal" : ""}`;
+    logger.warn({ sentinel: refusal.sentinel, err: refusal.code, connection: name }, line);
+  });
   redis.on("ready", () => {
     everReady = true;
+    sentinelRefusalSaid = false;
     if (!down) return;
     down = false;
     logger.info({ connection: name }, "redis connection restored");

@@ -1,9 +1,9 @@
 import type { ConnectionOptions, TLSSocket } from "node:tls";
 import type { Redis } from "ioredis";
 import { isAuthError } from "./redis-client.js";
-import { passwordSetting } from "./redis-password.js";
+import { PASSWORD_FILE, passwordSetting } from "./redis-password.js";
 import { noPermission } from "./redis-refusals.js";
-import { redisAddress } from "./redis-sentinel.js";
+import { redisAddress, SENTINEL_PASSWORD_FILE, sentinelAuthRefusal, sentinelPasswordSetting } from "./redis-sentinel.js";
 import { askClientCertificate, clientCertificateRefusal, tlsCertificateProblem, tlsRefusal, type TlsRefusal } from "./redis-tls.js";
 
 /**
@@ -12,12 +12,23 @@ import { askClientCertificate, clientCertificateRefusal, tlsCertificateProblem, 
  * accepted, a client certificate refused or required. One set of rules and lines for the start
  * (boot.ts waitForRedisOrExit, which exits 1 on them) and `npm run check-config` (exit 1 on them,
  * 2 for a Redis not answering), so that both say the same.
+ *
+ * One refusal waiting may mend: a password from a file (LAUREL_REDIS_PASSWORD_FILE,
+ * LAUREL_REDIS_SENTINEL_PASSWORD_FILE) refused by a server whose password was rotated before the
+ * file was. The file is read again at each refusal (redis-password-reload.ts), so a start during
+ * such a rotation goes on once the file is written: the start waits for it within
+ * LAUREL_REDIS_WAIT, and says the refusal only when that passes.
  */
 
-/** A failure waiting does not mend: its line (naming the address, the cause and what to do), and the error it was read from. */
+/** A refusal: its line (naming the address, the cause and what to do), and the error it was read from. */
 export interface FirstConnectionRefusal {
   line: string;
   err: string;
+  /**
+   * The password file whose password was refused, read again at each refusal (a rotation half
+   * done: the start waits for it); absent for a refusal waiting does not mend.
+   */
+  rereadFile?: typeof PASSWORD_FILE | typeof SENTINEL_PASSWORD_FILE;
 }
 
 export interface FirstConnectionWatch {
@@ -28,6 +39,12 @@ export interface FirstConnectionWatch {
    * (tlsRefusal), within ASK_CLIENT_CERTIFICATE_MS.
    */
   refusal(err: unknown): Promise<FirstConnectionRefusal | null>;
+  /**
+   * What to check when Redis did not answer (notAnsweringAdvice), and, through sentinels, the
+   * refusal of the password in REDIS_SENTINEL_PASSWORD by the last sentinel asked (with the
+   * sentinels ioredis asks each again and again: the client's command waits, saying nothing).
+   */
+  notAnswering(): string;
   /** Removes the watch's listeners from the client. */
   stop(): void;
 }
@@ -47,7 +64,7 @@ export function redisSetting(redis: Redis): "REDIS_SENTINELS" | "REDIS_URL" {
  * TLS, the refusals of some of them (every one refusing stops the start: refusal) hide behind
  * the others' silence, so those are named.
  */
-export function notAnsweringAdvice(redis: Redis): string {
+function notAnsweringAdvice(redis: Redis): string {
   const setting = redisSetting(redis);
   const tlsHint = !redis.options.tls
     ? ""
@@ -72,9 +89,15 @@ export function watchFirstConnection(redis: Redis): FirstConnectionWatch {
     handshake: null,
     closedAfterHandshake: false,
   };
+  // The last connection's AUTH refused (WRONGPASS): ioredis fails the commands waiting with it,
+  // but one sent while the client waits to reconnect (up to 2 s) meets its caller's bound first.
+  // Cleared by any other error, and once a connection is ready (not at the next one's "connect",
+  // before its AUTH is answered: a bound met then would have said "not reachable").
+  let passwordRefused: string | null = null;
   const onError = (err: unknown): void => {
     seen.certificateProblem ??= tlsCertificateProblem(err);
     seen.clientRefusal ??= clientCertificateRefusal(err);
+    passwordRefused = isAuthError(err) && err.message.startsWith("WRONGPASS") ? err.message : null;
   };
   // A TLS handshake that went through (ioredis' "connect" is TLS's secureConnect) and a
   // connection closed after it, before Redis answered: over TLS 1.3, how a refused client
@@ -98,12 +121,39 @@ export function watchFirstConnection(redis: Redis): FirstConnectionWatch {
   };
   const onReady = (): void => {
     handshakeOpen = false;
+    passwordRefused = null;
+  };
+  // The last sentinel asked refused the password (ioredis' "sentinelError", then the next
+  // sentinel, then all of them again); cleared by any other failure of a sentinel, and once a
+  // sentinel named the primary (the client's "connect").
+  let sentinelRefused: ReturnType<typeof sentinelAuthRefusal> = null;
+  const onSentinelError = (err: unknown): void => {
+    sentinelRefused = sentinelAuthRefusal(err);
+  };
+  const onAnyConnect = (): void => {
+    sentinelRefused = null;
+  };
+  /** LAUREL_REDIS_PASSWORD_FILE's password refused: WRONGPASS, the one a rotation half done may mend. */
+  const filePasswordRefusal = (code: string, err: string): FirstConnectionRefusal => ({
+    line: `Redis at ${address} refused the password in ${PASSWORD_FILE} (${code}); check it, and the user in REDIS_URL`,
+    err,
+    ...(code === "WRONGPASS" ? { rereadFile: PASSWORD_FILE } : {}),
+  });
+  /** The last sentinel's refusal as a line ("Sentinel at 10.0.0.5:26379 refused the password in ..."), or null. */
+  const sentinelRefusalLine = (): string | null => {
+    if (sentinelRefused === null) return null;
+    const setting = sentinelPasswordSetting(redis.options);
+    const sentinel = `Sentinel at ${sentinelRefused.sentinel}`;
+    if (setting === null) return `${sentinel} asks for a password (${sentinelRefused.code}); give it in ${SENTINEL_PASSWORD_FILE} or REDIS_SENTINEL_PASSWORD`;
+    return `${sentinel} refused the password in ${setting} (${sentinelRefused.code}); check it`;
   };
   let asked = false;
   redis.on("error", onError);
   redis.on("connect", onConnect);
   redis.on("close", onClose);
   redis.on("ready", onReady);
+  redis.on("sentinelError", onSentinelError);
+  redis.on("connect", onAnyConnect);
   return {
     async refusal(err) {
       // Refused credentials do not get better by waiting. (The command's own error: ioredis
@@ -114,7 +164,17 @@ export function watchFirstConnection(redis: Redis): FirstConnectionWatch {
       if (isAuthError(err)) {
         const code = err.message.split(" ")[0];
         if (passwordSetting(redis.options) === "REDIS_URL") return { line: `Redis at ${address} refused the credentials in REDIS_URL (${code}); check the user and password`, err: err.message };
-        return { line: `Redis at ${address} refused the password in LAUREL_REDIS_PASSWORD_FILE (${code}); check it, and the user in REDIS_URL`, err: err.message };
+        return filePasswordRefusal(code!, err.message);
+      }
+      // The command met its bound between two refused connections: the refusal stands.
+      if (passwordRefused !== null && passwordSetting(redis.options) === PASSWORD_FILE) return filePasswordRefusal("WRONGPASS", passwordRefused);
+      // A sentinel refused the password of its file: the client's command waited (the sentinels
+      // asked again and again), and the file is read again at each refusal. (Refused in
+      // REDIS_SENTINEL_PASSWORD, the start waits as for sentinels that do not answer, as it always
+      // did, and names the refusal with the rest: notAnswering.)
+      const sentinelLine = sentinelRefusalLine();
+      if (sentinelLine !== null && sentinelPasswordSetting(redis.options) === SENTINEL_PASSWORD_FILE) {
+        return { line: sentinelLine, err: sentinelRefused!.code, rereadFile: SENTINEL_PASSWORD_FILE };
       }
       // Nor does a certificate not trusted.
       const { certificateProblem } = seen;
@@ -149,11 +209,17 @@ export function watchFirstConnection(redis: Redis): FirstConnectionWatch {
       }
       return null;
     },
+    notAnswering() {
+      const sentinelLine = sentinelRefusalLine();
+      return `${notAnsweringAdvice(redis)}${sentinelLine === null ? "" : `; ${sentinelLine}`}`;
+    },
     stop() {
       redis.removeListener("error", onError);
       redis.removeListener("connect", onConnect);
       redis.removeListener("close", onClose);
       redis.removeListener("ready", onReady);
+      redis.removeListener("sentinelError", onSentinelError);
+      redis.removeListener("connect", onAnyConnect);
     },
   };
 }

@@ -1,4 +1,5 @@
 import type { RedisOptions } from "ioredis";
+import { isFilePassword, passwordFileProblem, passwordFromFile, passwordPath, type PasswordFile, type RedisPassword } from "./password-file.js";
 import { redisTlsFiles, usesTls } from "./redis-tls.js";
 
 /**
@@ -9,6 +10,10 @@ import { redisTlsFiles, usesTls } from "./redis-tls.js";
  *   REDIS_SENTINELS          the sentinels, host:port separated by commas (an IPv6 host in brackets)
  *   REDIS_SENTINEL_NAME      the group's name in their `sentinel monitor` line (default mymaster)
  *   REDIS_SENTINEL_PASSWORD  the sentinels' own password, when they require one
+ *   LAUREL_REDIS_SENTINEL_PASSWORD_FILE  instead, the path of a file holding it, read again when
+ *                            it changes and when a sentinel refuses it, so that a rotation needs
+ *                            no restart (as LAUREL_REDIS_PASSWORD_FILE for the data nodes':
+ *                            password-file.ts, redis-password-reload.ts)
  * REDIS_URL may still be given, for the data nodes' user, password, database and TLS; its host
  * and port are not used (the sentinels name the primary). A rediss:// REDIS_URL means TLS to the
  * sentinels and to the data nodes alike (a deployment that encrypts one encrypts the other; one
@@ -38,13 +43,61 @@ export function usesSentinels(env: NodeJS.ProcessEnv = process.env): boolean {
   return Boolean(env.REDIS_SENTINELS);
 }
 
+export const SENTINEL_PASSWORD_FILE = "LAUREL_REDIS_SENTINEL_PASSWORD_FILE";
+
+/** The sentinels' password file (password-file.ts holds what it shares with the data nodes' one). */
+export const REDIS_SENTINEL_PASSWORD_FILE: PasswordFile = { variable: SENTINEL_PASSWORD_FILE, whose: "sentinels' password" };
+
 /** What is wrong with the Sentinel settings, for checkEnvironmentOrExit's one line. */
 export function sentinelProblems(env: NodeJS.ProcessEnv = process.env): string[] {
   if (!env.REDIS_SENTINELS) {
-    return ["REDIS_SENTINEL_NAME", "REDIS_SENTINEL_PASSWORD"].filter((name) => env[name]).map((name) => `${name} is set without REDIS_SENTINELS`);
+    return ["REDIS_SENTINEL_NAME", "REDIS_SENTINEL_PASSWORD", SENTINEL_PASSWORD_FILE].filter((name) => env[name]).map((name) => `${name} is set without REDIS_SENTINELS`);
   }
+  const problems: string[] = [];
   const parsed = parseSentinels(env.REDIS_SENTINELS);
-  return typeof parsed === "string" ? [parsed] : [];
+  if (typeof parsed === "string") problems.push(parsed);
+  if (passwordPath(REDIS_SENTINEL_PASSWORD_FILE, env) !== undefined) {
+    // Which one would be sent? The operator would be left guessing, as with REDIS_URL's password beside LAUREL_REDIS_PASSWORD_FILE.
+    if (env.REDIS_SENTINEL_PASSWORD) problems.push(`${SENTINEL_PASSWORD_FILE} is set and REDIS_SENTINEL_PASSWORD too: give the sentinels' password in one place`);
+    const problem = passwordFileProblem(REDIS_SENTINEL_PASSWORD_FILE, env);
+    if (problem !== null) problems.push(problem);
+  }
+  return problems;
+}
+
+/**
+ * The process's sentinels' password from LAUREL_REDIS_SENTINEL_PASSWORD_FILE, read the first time
+ * (one object for every client of the process, BullMQ's too: the reload changes it for all);
+ * null without the file.
+ */
+export function sentinelPassword(env: NodeJS.ProcessEnv = process.env): RedisPassword | null {
+  return env.REDIS_SENTINELS ? passwordFromFile(REDIS_SENTINEL_PASSWORD_FILE, env) : null;
+}
+
+/** ioredis' sentinelPassword option: the file's shared object, REDIS_SENTINEL_PASSWORD, or none. */
+function sentinelPasswordOption(env: NodeJS.ProcessEnv): RedisOptions {
+  const fromFile = sentinelPassword(env);
+  // The object where ioredis' types say string (password-file.ts RedisPassword): the
+  // SentinelConnector hands it on as the `password` of each connection it opens to a sentinel.
+  if (fromFile !== null) return { sentinelPassword: fromFile as unknown as string };
+  return env.REDIS_SENTINEL_PASSWORD ? { sentinelPassword: env.REDIS_SENTINEL_PASSWORD } : {};
+}
+
+/** Where a client's sentinels' password comes from, for the line that says a sentinel refused it; null: none given. */
+export function sentinelPasswordSetting(options: RedisOptions): typeof SENTINEL_PASSWORD_FILE | "REDIS_SENTINEL_PASSWORD" | null {
+  if (isFilePassword(options.sentinelPassword)) return SENTINEL_PASSWORD_FILE;
+  return options.sentinelPassword ? "REDIS_SENTINEL_PASSWORD" : null;
+}
+
+/**
+ * The refusal a sentinel's connection failed by, from the client's "sentinelError" (ioredis'
+ * "failed to connect to sentinel <host:port> because <its error>"): its address and Redis's code
+ * (WRONGPASS: the password wrong; NOAUTH: one needed and none given); null for any other failure.
+ */
+export function sentinelAuthRefusal(err: unknown): { sentinel: string; code: "WRONGPASS" | "NOAUTH" } | null {
+  if (!(err instanceof Error)) return null;
+  const match = /^failed to connect to sentinel (\S+) because (WRONGPASS|NOAUTH)\b/.exec(err.message);
+  return match ? { sentinel: match[1]!, code: match[2] as "WRONGPASS" | "NOAUTH" } : null;
 }
 
 /** ioredis options that reach the group's primary through the sentinels; {} without REDIS_SENTINELS. */
@@ -56,7 +109,7 @@ export function sentinelOptions(env: NodeJS.ProcessEnv = process.env): RedisOpti
   // and the sentinels' own from sentinelTLS: without them both were plain TCP. A sentinel that
   // asks for a client certificate (Redis's default) gets the data nodes' one.
   const tls = usesTls(env) ? { enableTLSForSentinelMode: true, sentinelTLS: redisTlsFiles(env) } : {};
-  return { sentinels, name: env.REDIS_SENTINEL_NAME || "mymaster", ...(env.REDIS_SENTINEL_PASSWORD ? { sentinelPassword: env.REDIS_SENTINEL_PASSWORD } : {}), ...tls };
+  return { sentinels, name: env.REDIS_SENTINEL_NAME || "mymaster", ...sentinelPasswordOption(env), ...tls };
 }
 
 /** Where a client's Redis is, for the log: its address, or the group and the sentinels asked for it. */

@@ -22,8 +22,10 @@ import { startReceiver } from "../helpers/webhook-receiver.js";
  * default user's `requirepass`, an ACL user named in REDIS_URL, the primary behind a sentinel).
  * The password is rotated under the running processes, the server first or the file first, and
  * their connections are closed (CLIENT KILL): every connection comes back with the new one, and
- * events and reads are served again, without a restart. Files that cannot be used stop the start,
- * naming the variable. No password is ever in the output.
+ * events and reads are served again, without a restart. A process started in between (the server
+ * changed, the file not yet) waits for the file within LAUREL_REDIS_WAIT, and says the refusal
+ * when that passes. Files that cannot be used stop the start, naming the variable. No password is
+ * ever in the output.
  */
 
 let dir: string;
@@ -267,6 +269,54 @@ describe("the primary's password from the file, through a sentinel", () => {
       } finally {
         asSentinel.disconnect();
         await sentinel.stop();
+      }
+    });
+  });
+});
+
+describe("a start during a rotation (the server takes the new password, the file still holds the old)", () => {
+  it("waits for the file, the service and dist/worker.js alike, and starts once it is written", async () => {
+    const [old, rotated] = ["start-old-Vl1xB4", "start-rotated-Wm2yC5"];
+    await withRedis(async (server, admin) => {
+      await admin.config("SET", "requirepass", rotated);
+      await admin.auth(rotated);
+      const file = passwordFile("start-waits", old);
+      const port = await portOutsideEphemeralRange();
+      // A bound far beyond what the test takes: it must start once the file is written, however late.
+      const env = { REDIS_URL: `redis://127.0.0.1:${new URL(server.url).port}`, LAUREL_REDIS_PASSWORD_FILE: file, LAUREL_REDIS_WAIT: "3600" };
+      const service = start({ ...env, PORT: String(port) });
+      const worker = start(env, WORKER);
+      const waiting = `Redis at 127.0.0.1:${new URL(server.url).port} refused the password in LAUREL_REDIS_PASSWORD_FILE (WRONGPASS); check it, and the user in REDIS_URL; waiting for LAUREL_REDIS_PASSWORD_FILE to hold the password it takes`;
+      for (const proc of [service, worker]) await waitFor(() => proc.output().includes(waiting), "the start to wait for the file", proc.exited, proc.output);
+      rotate(file, rotated);
+      await waitFor(() => service.output().includes("laurel listening"), "the service to listen", service.exited, service.output);
+      await waitFor(() => worker.output().includes("laurel stream worker running"), "the worker to run", worker.exited, worker.output);
+      expect(await served(port, "started")).toBe(true);
+      for (const proc of [service, worker]) {
+        // Said once, however many times Redis refused it meanwhile.
+        expect(linesStarting(proc, "Redis at ")).toBe(1);
+        proc.child.kill("SIGTERM");
+        expect(await proc.exited).toBe(0);
+        for (const password of [old, rotated]) expect(proc.output()).not.toContain(password);
+      }
+    });
+  });
+
+  it("exits 1 naming the refusal and the bound once LAUREL_REDIS_WAIT has passed without the file written", async () => {
+    const [old, rotated] = ["bound-old-Xn3zD6", "bound-rotated-Yo4aE7"];
+    await withRedis(async (server, admin) => {
+      await admin.config("SET", "requirepass", rotated);
+      const file = passwordFile("start-gives-up", old);
+      const address = `127.0.0.1:${new URL(server.url).port}`;
+      // The bound is what the start waits out, not a race: Redis refuses the first connection's
+      // AUTH, within milliseconds, and every one after it.
+      const env = { REDIS_URL: `redis://${address}`, LAUREL_REDIS_PASSWORD_FILE: file, LAUREL_REDIS_WAIT: "10" };
+      const line = `Redis at ${address} refused the password in LAUREL_REDIS_PASSWORD_FILE (WRONGPASS); check it, and the user in REDIS_URL (still refused after 10 s, LAUREL_REDIS_WAIT, the file read again at each refusal)`;
+      for (const proc of [start({ ...env, PORT: "0" }), start(env, WORKER)]) {
+        expect(await proc.exited).toBe(1);
+        expect(proc.output()).toContain(line);
+        expect(proc.output()).not.toContain("laurel listening");
+        for (const password of [old, rotated]) expect(proc.output()).not.toContain(password);
       }
     });
   });

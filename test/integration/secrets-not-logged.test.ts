@@ -14,11 +14,13 @@ import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
  * No credential Laurel holds is written to its output (README: Operations, Logs): not REDIS_URL's
  * user and password, nor a sentinel's password, nor a tenant's API or admin keys (nor a wrong key
  * presented), nor a webhook's signing secret or the token in its URL, nor the contents of
- * LAUREL_REDIS_TLS_KEY, LAUREL_REDIS_PASSWORD_FILE or LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE. Real
+ * LAUREL_REDIS_TLS_KEY, LAUREL_REDIS_PASSWORD_FILE, LAUREL_REDIS_SENTINEL_PASSWORD_FILE or
+ * LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE. Real
  * processes (the built service, dist/worker.js, check-config) on a real redis-server that
  * requires a password and an ACL user, over a normal start, a wrong password, a Redis not there,
  * the Redis password changed under the running processes (their reconnects refused, requests and
- * the stream worker failing) and changed back, or rotated in the password file, requests with
+ * the stream worker failing) and changed back, or rotated in the password file (the sentinels'
+ * too, their refusals said), starts during a rotation that give up at their bound, requests with
  * wrong keys, an endpoint failing, an encrypted key's passphrase right and wrong; everything they
  * print is searched for each secret, and the bodies of the answers too.
  */
@@ -45,9 +47,12 @@ const { FILE_USER, FILE_PASS, FILE_ROTATED, FILE_WRONG } = PASSWORD_FILE_SECRETS
 /** The passphrase of an encrypted LAUREL_REDIS_TLS_KEY, in LAUREL_REDIS_TLS_KEY_PASSPHRASE_FILE, and a wrong one. */
 const PASSPHRASES = { PASSPHRASE: "key-passphrase-Io6vF1", PASSPHRASE_WRONG: "key-passphrase-wrong-Jp7wG2" };
 const { PASSPHRASE, PASSPHRASE_WRONG } = PASSPHRASES;
+/** What LAUREL_REDIS_SENTINEL_PASSWORD_FILE holds in turn: the sentinel's password, the rotated one, a wrong one. */
+const SENTINEL_FILE_SECRETS = { SENTINEL_FILE_PASS: "sentinel-file-pass-Kq8xH3", SENTINEL_FILE_ROTATED: "sentinel-file-rotated-Lr9yJ4", SENTINEL_FILE_WRONG: "sentinel-file-wrong-Ms1zK5" };
+const { SENTINEL_FILE_PASS, SENTINEL_FILE_ROTATED, SENTINEL_FILE_WRONG } = SENTINEL_FILE_SECRETS;
 const SECRETS = {
   USER, PASS, ROTATED, WRONG_PASS, DEFAULT_PASS, SENTINEL_PASS, SENTINEL_WRONG, API_KEY, ADMIN_KEY, WRONG_KEY, WEBHOOK_SECRET, URL_TOKEN, TLS_KEY_TEXT, HOOK_PASS, PATH_TOKEN, SHORT_KEY,
-  ...PASSWORD_FILE_SECRETS, ...PASSPHRASES,
+  ...PASSWORD_FILE_SECRETS, ...PASSPHRASES, ...SENTINEL_FILE_SECRETS,
 };
 
 const CHECK_CONFIG = new URL("../../dist/check-config.js", import.meta.url).pathname;
@@ -245,21 +250,81 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
       await stop(service);
       await stop(worker);
     }
-    // Starts refused: a password Redis refuses (and check-config's check of it), a file of several lines.
+    // Starts refused: a password Redis refuses (waited for within LAUREL_REDIS_WAIT, the file read
+    // again at each refusal; check-config's check of it at once), a file of several lines. The
+    // bound is waited out, not raced: the refusal comes at the first connection, in milliseconds.
     const wrong = join(dir, "password", "wrong");
     writeFileSync(wrong, `${FILE_WRONG}\n`);
     const lines = join(dir, "password", "lines");
     writeFileSync(lines, `${FILE_PASS}\n${FILE_ROTATED}\n`);
     const refusal = `Redis at 127.0.0.1:${port} refused the password in LAUREL_REDIS_PASSWORD_FILE (WRONGPASS); check it, and the user in REDIS_URL`;
     const starts = [
-      { p: runService({ ...env, LAUREL_REDIS_PASSWORD_FILE: wrong, PORT: "0" }), says: refusal },
-      { p: runService({ ...env, LAUREL_REDIS_PASSWORD_FILE: wrong }, WORKER), says: refusal },
+      { p: runService({ ...env, LAUREL_REDIS_PASSWORD_FILE: wrong, LAUREL_REDIS_WAIT: "10", PORT: "0" }), says: `${refusal} (still refused after 10 s` },
+      { p: runService({ ...env, LAUREL_REDIS_PASSWORD_FILE: wrong, LAUREL_REDIS_WAIT: "10" }, WORKER), says: `${refusal} (still refused after 10 s` },
       { p: runService({ ...env, LAUREL_REDIS_PASSWORD_FILE: wrong }, CHECK_CONFIG), says: `cannot check the stored data: ${refusal}` },
       { p: runService({ ...env, LAUREL_REDIS_PASSWORD_FILE: lines, PORT: "0" }), says: `LAUREL_REDIS_PASSWORD_FILE (${lines}) holds more than one line` },
       { p: runService({ ...env, LAUREL_REDIS_PASSWORD_FILE: lines }, CHECK_CONFIG), says: `LAUREL_REDIS_PASSWORD_FILE (${lines}) holds more than one line` },
     ];
     await expectRefused(starts);
     expect({ service: leakingLines(service.output()), worker: leakingLines(worker.output()) }).toEqual({ service: [], worker: [] });
+  });
+
+  it("with the sentinels' password in LAUREL_REDIS_SENTINEL_PASSWORD_FILE: a start, a rotation under the service and the worker (their questions to the sentinel refused, the file read again), a wrong one, a file of several lines", async () => {
+    const sentinel = await startTestSentinel(port);
+    const asSentinel = new Redis(sentinel.port, "127.0.0.1");
+    const servicePort = await portOutsideEphemeralRange();
+    mkdirSync(join(dir, "sentinel-password"));
+    const file = join(dir, "sentinel-password", "password");
+    writeFileSync(file, `${SENTINEL_FILE_PASS}\n`);
+    // The sentinel reaches the primary as the service's user, and asks its own clients for the file's password.
+    const env = { REDIS_URL: `redis://${USER}:${PASS}@ignored:1`, REDIS_SENTINELS: `127.0.0.1:${sentinel.port}`, LAUREL_REDIS_SENTINEL_PASSWORD_FILE: file, LAUREL_CONFIG: config };
+    let service: ServiceProcess | undefined;
+    let worker: ServiceProcess | undefined;
+    try {
+      await asSentinel.call("SENTINEL", "SET", "mymaster", "auth-user", USER, "auth-pass", PASS);
+      await asSentinel.call("ACL", "SETUSER", "default", "resetpass", `>${SENTINEL_FILE_PASS}`);
+      await asSentinel.auth(SENTINEL_FILE_PASS);
+      service = runService({ ...env, PORT: String(servicePort), LAUREL_WORKER: "off" });
+      worker = runService(env, WORKER);
+      const lesson = () => call(servicePort, "POST", "/v1/metrics/lessons/event", API_KEY, { user: { id: "hopper", tz: "UTC" }, value: 1 });
+      await waitFor(() => service!.output().includes("laurel listening"), "the service to listen through the sentinel", service.exited, service.output);
+      await waitFor(() => worker!.output().includes("laurel stream worker running"), "the worker to run", worker.exited, worker.output);
+      expect((await lesson()).status).toBe(201);
+      // The sentinel first: the processes' connections to the primary closed, each question to the
+      // sentinel refused (WRONGPASS, its AUTH carrying the password) and said, until the file holds the new one.
+      await asSentinel.call("ACL", "SETUSER", "default", "resetpass", `>${SENTINEL_FILE_ROTATED}`);
+      await admin.client("KILL", "USER", USER);
+      for (const proc of [service, worker]) {
+        await waitFor(() => proc.output().includes(`"msg":"sentinel 127.0.0.1:${sentinel.port} refused the password in LAUREL_REDIS_SENTINEL_PASSWORD_FILE (WRONGPASS)`), "the sentinel's refusal to be said", proc.exited, proc.output);
+      }
+      writeFileSync(`${file}.new`, `${SENTINEL_FILE_ROTATED}\n`);
+      renameSync(`${file}.new`, file);
+      await waitFor(async () => (await lesson()).status === 201, "events served with the rotated password", service.exited, service.output);
+      await waitFor(() => worker!.output().includes("read the new sentinels' password"), "the worker to read the rotated password", worker.exited, worker.output);
+    } finally {
+      if (service) await stop(service);
+      if (worker) await stop(worker);
+    }
+    try {
+      // Starts refused: a password the sentinel refuses (waited for within LAUREL_REDIS_WAIT, the
+      // file read again at each refusal; check-config's check of it, within its own 5 s), a file of several lines.
+      const wrong = join(dir, "sentinel-password", "wrong");
+      writeFileSync(wrong, `${SENTINEL_FILE_WRONG}\n`);
+      const lines = join(dir, "sentinel-password", "lines");
+      writeFileSync(lines, `${SENTINEL_FILE_PASS}\n${SENTINEL_FILE_ROTATED}\n`);
+      const refusal = `Sentinel at 127.0.0.1:${sentinel.port} refused the password in LAUREL_REDIS_SENTINEL_PASSWORD_FILE (WRONGPASS); check it`;
+      await expectRefused([
+        { p: runService({ ...env, LAUREL_REDIS_SENTINEL_PASSWORD_FILE: wrong, LAUREL_REDIS_WAIT: "10", PORT: "0" }), says: `${refusal} (still refused after 10 s` },
+        { p: runService({ ...env, LAUREL_REDIS_SENTINEL_PASSWORD_FILE: wrong, LAUREL_REDIS_WAIT: "10" }, WORKER), says: `${refusal} (still refused after 10 s` },
+        { p: runService({ ...env, LAUREL_REDIS_SENTINEL_PASSWORD_FILE: wrong }, CHECK_CONFIG), says: `cannot check the stored data: ${refusal}` },
+        { p: runService({ ...env, LAUREL_REDIS_SENTINEL_PASSWORD_FILE: lines, PORT: "0" }), says: `LAUREL_REDIS_SENTINEL_PASSWORD_FILE (${lines}) holds more than one line` },
+        { p: runService({ ...env, LAUREL_REDIS_SENTINEL_PASSWORD_FILE: lines }, CHECK_CONFIG), says: `LAUREL_REDIS_SENTINEL_PASSWORD_FILE (${lines}) holds more than one line` },
+      ]);
+    } finally {
+      asSentinel.disconnect();
+      await sentinel.stop();
+    }
+    expect({ service: leakingLines(service!.output()), worker: leakingLines(worker!.output()) }).toEqual({ service: [], worker: [] });
   });
 
   it("with an encrypted TLS key: a start with its passphrase (Redis not there), one with a wrong passphrase, and check-config's", async () => {
@@ -294,12 +359,15 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
       await asSentinel.call("ACL", "SETUSER", "default", "resetpass", `>${SENTINEL_PASS}`);
       const env = { REDIS_URL: `redis://${USER}:${PASS}@ignored:1`, REDIS_SENTINELS: `127.0.0.1:${sentinel.port}`, LAUREL_CONFIG: config };
       const right = runService({ ...env, REDIS_SENTINEL_PASSWORD: SENTINEL_PASS, PORT: String(await portOutsideEphemeralRange()), LAUREL_WORKER: "off" });
-      const wrong = runService({ ...env, REDIS_SENTINEL_PASSWORD: SENTINEL_WRONG, PORT: "0", LAUREL_REDIS_WAIT: "1" });
+      // The sentinel refuses the first question, in milliseconds: the bound is waited out, not raced.
+      const wrong = runService({ ...env, REDIS_SENTINEL_PASSWORD: SENTINEL_WRONG, PORT: "0", LAUREL_REDIS_WAIT: "10" });
       await waitFor(() => right.output().includes("laurel listening"), "the service to listen through the sentinel", right.exited, right.output);
       await stop(right);
       expect(await wrong.exited).toBe(1);
       expect({ right: leakingLines(right.output()), wrong: leakingLines(wrong.output()) }).toEqual({ right: [], wrong: [] });
       expect(wrong.output()).toContain(`via sentinels 127.0.0.1:${sentinel.port} is not reachable`);
+      // The refusal named, where ioredis says only "All sentinels are unreachable".
+      expect(wrong.output()).toContain(`; Sentinel at 127.0.0.1:${sentinel.port} refused the password in REDIS_SENTINEL_PASSWORD (WRONGPASS); check it"`);
     } finally {
       asSentinel.disconnect();
       await sentinel.stop();

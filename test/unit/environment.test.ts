@@ -3,10 +3,12 @@ import { createPrivateKey, X509Certificate } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { inspect } from "node:util";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkEnvironmentOrExit, envMilliseconds, environmentProblems, listenPort, workerPort } from "../../src/boot.js";
 import { MAX_AWARD_ID_SLOTS } from "../../src/domain/award-ids.js";
+import { sentinelOptions, sentinelPasswordSetting } from "../../src/store/redis-sentinel.js";
 import { firstEnd } from "../../src/store/redis-tls.js";
 import { makeTlsCertificates, type TlsCertificates } from "../helpers/tls-redis.js";
 
@@ -268,5 +270,67 @@ describe("LAUREL_REDIS_PASSWORD_FILE", () => {
     expect(environmentProblems({ LAUREL_REDIS_PASSWORD_FILE: path })).toEqual([
       "LAUREL_REDIS_PASSWORD_FILE is set without REDIS_URL or REDIS_SENTINELS (it is the password of the Redis they lead to; the embedded Redis has none)",
     ]);
+  });
+});
+
+// redis-sentinel.ts sentinelProblems, through environmentProblems; sentinelOptions for what a client is given.
+describe("LAUREL_REDIS_SENTINEL_PASSWORD_FILE", () => {
+  let dir: string;
+  const password = "sentinel-file-password-Nt2aL6";
+  const sentinels = "127.0.0.1:26379";
+  const file = (name: string, text: string): string => {
+    const path = join(dir, name);
+    writeFileSync(path, text);
+    return path;
+  };
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), "laurel-sentinel-password-env-"));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("takes a file of one line with REDIS_SENTINELS, beside the data nodes' LAUREL_REDIS_PASSWORD_FILE too; empty is unset", () => {
+    for (const text of [password, `${password}\n`, `${password}\r\n`]) {
+      const path = file("password", text);
+      expect(environmentProblems({ REDIS_SENTINELS: sentinels, LAUREL_REDIS_SENTINEL_PASSWORD_FILE: path })).toEqual([]);
+      expect(environmentProblems({ REDIS_SENTINELS: sentinels, REDIS_URL: "redis://laurel@ignored:1", LAUREL_REDIS_SENTINEL_PASSWORD_FILE: path, LAUREL_REDIS_PASSWORD_FILE: path })).toEqual([]);
+    }
+    expect(environmentProblems({ REDIS_SENTINELS: sentinels, REDIS_SENTINEL_PASSWORD: "pw", LAUREL_REDIS_SENTINEL_PASSWORD_FILE: "" })).toEqual([]);
+  });
+
+  it("gives the client the file's password as one object the copies of its options share, printed as [REDACTED]", () => {
+    const path = file("shared", `${password}\n`);
+    const env = { REDIS_SENTINELS: sentinels, LAUREL_REDIS_SENTINEL_PASSWORD_FILE: path };
+    const options = sentinelOptions(env);
+    // The same object for every client of the process (the reload changes it for all of them).
+    expect(sentinelOptions(env).sentinelPassword).toBe(options.sentinelPassword);
+    expect(String(options.sentinelPassword)).toBe(password);
+    expect(JSON.stringify(options)).not.toContain(password);
+    expect(inspect(options)).not.toContain(password);
+    expect(sentinelPasswordSetting(options)).toBe("LAUREL_REDIS_SENTINEL_PASSWORD_FILE");
+    expect(sentinelPasswordSetting(sentinelOptions({ REDIS_SENTINELS: sentinels, REDIS_SENTINEL_PASSWORD: "pw" }))).toBe("REDIS_SENTINEL_PASSWORD");
+    expect(sentinelPasswordSetting(sentinelOptions({ REDIS_SENTINELS: sentinels }))).toBeNull();
+  });
+
+  it("refuses a file that cannot be read, is empty or holds several lines, naming the variable and the path, never the contents", () => {
+    const env = { REDIS_SENTINELS: sentinels };
+    const missing = join(dir, "missing");
+    expect(environmentProblems({ ...env, LAUREL_REDIS_SENTINEL_PASSWORD_FILE: missing })).toEqual([`LAUREL_REDIS_SENTINEL_PASSWORD_FILE names a file that cannot be read: ${missing} (ENOENT)`]);
+    expect(environmentProblems({ ...env, LAUREL_REDIS_SENTINEL_PASSWORD_FILE: dir })).toEqual([`LAUREL_REDIS_SENTINEL_PASSWORD_FILE names a file that cannot be read: ${dir} (EISDIR)`]);
+    for (const text of ["", "\n"]) {
+      const empty = file("empty", text);
+      expect(environmentProblems({ ...env, LAUREL_REDIS_SENTINEL_PASSWORD_FILE: empty })).toEqual([`LAUREL_REDIS_SENTINEL_PASSWORD_FILE (${empty}) is empty`]);
+    }
+    const lines = file("lines", `SENTINEL_PASSWORD=${password}\nSENTINEL_HOST=sentinel\n`);
+    const problems = environmentProblems({ ...env, LAUREL_REDIS_SENTINEL_PASSWORD_FILE: lines });
+    expect(problems).toEqual([`LAUREL_REDIS_SENTINEL_PASSWORD_FILE (${lines}) holds more than one line (it must hold the secret alone, on one line)`]);
+    expect(problems.join("\n")).not.toContain(password);
+  });
+
+  it("refuses it beside REDIS_SENTINEL_PASSWORD (which one would be sent?), and without sentinels to send it to", () => {
+    const path = file("password", password);
+    const problems = environmentProblems({ REDIS_SENTINELS: sentinels, REDIS_SENTINEL_PASSWORD: "variable-pw", LAUREL_REDIS_SENTINEL_PASSWORD_FILE: path });
+    expect(problems).toEqual(["LAUREL_REDIS_SENTINEL_PASSWORD_FILE is set and REDIS_SENTINEL_PASSWORD too: give the sentinels' password in one place"]);
+    expect(problems.join("\n")).not.toContain("variable-pw");
+    expect(environmentProblems({ REDIS_URL: "redis://127.0.0.1:6379", LAUREL_REDIS_SENTINEL_PASSWORD_FILE: path })).toEqual(["LAUREL_REDIS_SENTINEL_PASSWORD_FILE is set without REDIS_SENTINELS"]);
   });
 });
