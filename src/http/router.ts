@@ -64,13 +64,14 @@ function decodeParam(raw: string): string {
 /**
  * ioredis gave up on a command: the connection stayed down through its retries
  * (maxRetriesPerRequest) or was closed for good, or it was on the wire at a drop and no
- * connection came back to send it again on (resend-wait.ts). Whether Redis ran it is unknown, so the answer
+ * connection came back to send it again on (resend-wait.ts), or it waited for a connection past
+ * its bound (offline-wait.ts: through sentinels none of which answers). Whether Redis ran it is unknown, so the answer
  * says so; 503 rather than 500 because nothing is wrong with the request, and the official SDK
  * retries either (trophy-compat §1.4).
  */
 function isRedisUnreachable(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
-  return err.name === "MaxRetriesPerRequestError" || err.name === "ResendAbandonedError" || err.message === "Connection is closed.";
+  return err.name === "MaxRetriesPerRequestError" || err.name === "ResendAbandonedError" || err.name === "OfflineWaitExpiredError" || err.message === "Connection is closed.";
 }
 
 /** Why a request failed, as its answer says it: the client's error, Redis's state, or a fault of Laurel's (logged). */

@@ -5,6 +5,7 @@ import { withPasswordFile } from "./redis-password.js";
 import { redisRefusalOf } from "./redis-refusals.js";
 import { SENTINEL_PASSWORD_FILE, sentinelAuthRefusal, sentinelPasswordSetting } from "./redis-sentinel.js";
 import { clientCertificateRefusal, redisTlsFiles, tlsCertificateProblem } from "./redis-tls.js";
+import { boundOfflineWait } from "./offline-wait.js";
 import { RESENDS_ABANDONED, boundResendWait, resendWaitMs } from "./resend-wait.js";
 import { coalesceWrites } from "./write-coalescing.js";
 
@@ -136,10 +137,10 @@ export function isAuthError(err: unknown): err is Error {
   return err instanceof Error && /^(?:NOAUTH|WRONGPASS|NOPERM)\b/.test(err.message);
 }
 
-/** What every client of the event path's kind gets: write coalescing, and the bound on re-sends. */
+/** What every client of the event path's kind gets: write coalescing, and bounds on the waits for a connection. */
 function withClientHabits(redis: Redis, env: NodeJS.ProcessEnv): Redis {
   if (env.LAUREL_COALESCE !== "off") coalesceWrites(redis);
-  return boundResendWait(redis, resendWaitMs(env));
+  return boundOfflineWait(boundResendWait(redis, resendWaitMs(env)));
 }
 
 /**
