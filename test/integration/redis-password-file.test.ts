@@ -1,19 +1,18 @@
-import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Queue, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import { pino } from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { duplicateClient, createRedisClient, queueConnection } from "../../src/store/redis-client.js";
+import { describe, expect, it } from "vitest";
+import { createRedisClient } from "../../src/store/redis-client.js";
 import { passwordFileCheck, rereadOnRefusal } from "../../src/store/redis-password-reload.js";
 import { redisPassword } from "../../src/store/redis-password.js";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis, startTestSentinel } from "../helpers/redis-server.js";
 
 type TestRedis = Awaited<ReturnType<typeof startTestRedis>>;
-import { callService, runService, stopRunning, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
-import { lessonsTenantYaml, lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
+import { callService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
+import { linesStarting, passwordFileFixture, served, withCopyAndQueue, type RefusedStart } from "../helpers/password-files.js";
+import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
 import { startReceiver } from "../helpers/webhook-receiver.js";
 
 /**
@@ -28,40 +27,8 @@ import { startReceiver } from "../helpers/webhook-receiver.js";
  * ever in the output.
  */
 
-let dir: string;
-let config: string;
-const running: ServiceProcess[] = [];
-
-beforeAll(() => {
-  dir = mkdtempSync(join(tmpdir(), "laurel-password-file-"));
-  config = join(dir, "tenant.yaml");
-  writeFileSync(config, lessonsXpTenantYaml("pwfile"));
-});
-
-afterAll(async () => {
-  await stopRunning(running);
-  rmSync(dir, { recursive: true, force: true });
-});
-
-function start(env: Record<string, string>, entry?: string): ServiceProcess {
-  const proc = runService({ LAUREL_CONFIG: config, ...env }, entry);
-  running.push(proc);
-  return proc;
-}
-
-/** A password file in a directory of its own (as a secret volume), holding `password` and a newline (as `echo` writes it). */
-function passwordFile(name: string, password: string): string {
-  mkdirSync(join(dir, name));
-  const path = join(dir, name, "redis-password");
-  writeFileSync(path, `${password}\n`);
-  return path;
-}
-
-/** Replaces the file as a rotation tool does: written beside it, then renamed over it (never seen half written). */
-function rotate(path: string, password: string): void {
-  writeFileSync(`${path}.new`, `${password}\n`);
-  renameSync(`${path}.new`, path);
-}
+const fixture = passwordFileFixture("pwfile", "redis-password");
+const { start, passwordFile, rotate } = fixture;
 
 /** A redis-server of the test's own, and the operator's connection to it, both gone after `test`. */
 async function withRedis(test: (server: TestRedis, admin: Redis) => Promise<void>): Promise<void> {
@@ -76,16 +43,6 @@ async function withRedis(test: (server: TestRedis, admin: Redis) => Promise<void
 }
 
 /** How many of the process's output's JSON lines have a msg that starts with `start`. */
-const linesStarting = (proc: ServiceProcess, start: string): number => proc.output().split("\n").filter((line) => line.includes(`"msg":"${start}`)).length;
-
-/** A lesson for `user`, then that user's XP read back: both must be served. */
-async function served(port: number, user: string): Promise<boolean> {
-  const event = await callService(port, "POST", "/v1/metrics/lessons/event", { user: { id: user }, value: 1 });
-  if (event.status !== 201) return false;
-  const read = await callService(port, "GET", `/v1/users/${user}/points/xp`);
-  return read.status === 200 && read.body.total === 10;
-}
-
 describe("the default user's password (requirepass) from the file", () => {
   it("is rotated under the service without a restart: the server first (its reconnects refused meanwhile), then the file first", async () => {
     const [first, second, third] = ["pw-first-Ka8mQ2", "pw-second-Lb9nR3", "pw-third-Mc1oS4"];
@@ -128,7 +85,7 @@ describe("an ACL user's password from the file, the user in REDIS_URL", () => {
     // A webhook endpoint: its delivery queues are BullMQ's, each with connections of its own. The
     // first event after the rotation is answered 500, for a retry through them.
     const receiver = await startReceiver((_request, index) => (index === 1 ? 500 : 200));
-    const hooked = join(dir, "hooked.yaml");
+    const hooked = join(fixture.dir(), "hooked.yaml");
     writeFileSync(hooked, lessonsTenantYaml("pwhooks", { url: receiver.url, events: ["points.changed"] }));
     await withRedis(async (server, admin) => {
       await admin.call("ACL", "SETUSER", "laurel", "on", `>${first}`, "~*", "&*", "+@all");
@@ -199,19 +156,14 @@ describe("the refused password read again (no watcher running)", () => {
       redis.on("error", () => undefined);
       // The refusal's reread alone: the directory is not watched, and the minute's check is not started.
       const stopRereading = rereadOnRefusal(redis, passwordFileCheck(redisPassword(env)!, logger));
-      const copy = duplicateClient(redis);
-      const name = `password-file-${process.pid}`;
-      const queue = new Queue(name, { connection: queueConnection(redis) });
-      const worker = new Worker(name, async (job) => (job.data as { n: number }).n * 2, { connection: queueConnection(redis) });
-      queue.on("error", () => undefined);
-      worker.on("error", () => undefined);
-      const completed = new Map<string, unknown>();
-      worker.on("completed", (job, result) => completed.set(job.id!, result));
-      try {
+      const release = async () => {
+        await admin.call("ACL", "SETUSER", "jobs", "nopass");
+        stopRereading();
+      };
+      await withCopyAndQueue(redis, `password-file-${process.pid}`, async ({ copy, doubled }) => {
         expect(await redis.ping()).toBe("PONG");
         expect(await copy.ping()).toBe("PONG");
-        const job1 = await queue.add("double", { n: 1 });
-        await waitFor(() => completed.has(job1.id!), "the first job to be done");
+        expect(await doubled(1)).toBe(2);
 
         // The server first, then the file (unseen: nothing watches it), then every connection closed.
         await admin.call("ACL", "SETUSER", "jobs", "resetpass", `>${second}`);
@@ -222,22 +174,12 @@ describe("the refused password read again (no watcher running)", () => {
         expect(lines.filter((line) => line.msg.startsWith("read the new Redis password"))).toHaveLength(1);
         // Its copy and BullMQ's connections share the password: they reconnect with it too.
         await waitFor(async () => (await copy.ping().catch(() => "refused")) === "PONG", "the copy back");
-        const job2 = await queue.add("double", { n: 2 });
-        await waitFor(() => completed.has(job2.id!), "a job added after the rotation to be done by the BullMQ worker");
-        expect(completed.get(job2.id!)).toBe(4);
+        expect(await doubled(2)).toBe(4);
         const clients = ((await admin.call("CLIENT", "LIST", "TYPE", "normal")) as string).split("\n").filter((line) => line.includes(" user=jobs "));
         // The client, its copy, the queue's connection, the worker's and its blocking one.
         expect(clients.length).toBeGreaterThanOrEqual(4);
         expect(JSON.stringify(lines)).not.toContain(second);
-      } finally {
-        // Any password taken, so that connections still refused come back and close (BullMQ's close waits for them).
-        await admin.call("ACL", "SETUSER", "jobs", "nopass");
-        stopRereading();
-        await worker.close(true);
-        await queue.close();
-        copy.disconnect();
-        redis.disconnect();
-      }
+      }, release);
     });
   });
 });
@@ -275,30 +217,24 @@ describe("the primary's password from the file, through a sentinel", () => {
 });
 
 describe("a start during a rotation (the server takes the new password, the file still holds the old)", () => {
+  const refused = (server: TestRedis, file: string, secrets: string[]): RefusedStart => {
+    const address = `127.0.0.1:${new URL(server.url).port}`;
+    return {
+      env: { REDIS_URL: `redis://${address}`, LAUREL_REDIS_PASSWORD_FILE: file },
+      refusal: `Redis at ${address} refused the password in LAUREL_REDIS_PASSWORD_FILE (WRONGPASS); check it, and the user in REDIS_URL`,
+      prefix: "Redis at ",
+      variable: "LAUREL_REDIS_PASSWORD_FILE",
+      secrets,
+    };
+  };
+
   it("waits for the file, the service and dist/worker.js alike, and starts once it is written", async () => {
     const [old, rotated] = ["start-old-Vl1xB4", "start-rotated-Wm2yC5"];
     await withRedis(async (server, admin) => {
       await admin.config("SET", "requirepass", rotated);
       await admin.auth(rotated);
       const file = passwordFile("start-waits", old);
-      const port = await portOutsideEphemeralRange();
-      // A bound far beyond what the test takes: it must start once the file is written, however late.
-      const env = { REDIS_URL: `redis://127.0.0.1:${new URL(server.url).port}`, LAUREL_REDIS_PASSWORD_FILE: file, LAUREL_REDIS_WAIT: "3600" };
-      const service = start({ ...env, PORT: String(port) });
-      const worker = start(env, WORKER);
-      const waiting = `Redis at 127.0.0.1:${new URL(server.url).port} refused the password in LAUREL_REDIS_PASSWORD_FILE (WRONGPASS); check it, and the user in REDIS_URL; waiting for LAUREL_REDIS_PASSWORD_FILE to hold the password it takes`;
-      for (const proc of [service, worker]) await waitFor(() => proc.output().includes(waiting), "the start to wait for the file", proc.exited, proc.output);
-      rotate(file, rotated);
-      await waitFor(() => service.output().includes("laurel listening"), "the service to listen", service.exited, service.output);
-      await waitFor(() => worker.output().includes("laurel stream worker running"), "the worker to run", worker.exited, worker.output);
-      expect(await served(port, "started")).toBe(true);
-      for (const proc of [service, worker]) {
-        // Said once, however many times Redis refused it meanwhile.
-        expect(linesStarting(proc, "Redis at ")).toBe(1);
-        proc.child.kill("SIGTERM");
-        expect(await proc.exited).toBe(0);
-        for (const password of [old, rotated]) expect(proc.output()).not.toContain(password);
-      }
+      await fixture.startsOnceWritten(refused(server, file, [old, rotated]), () => rotate(file, rotated));
     });
   });
 
@@ -306,18 +242,7 @@ describe("a start during a rotation (the server takes the new password, the file
     const [old, rotated] = ["bound-old-Xn3zD6", "bound-rotated-Yo4aE7"];
     await withRedis(async (server, admin) => {
       await admin.config("SET", "requirepass", rotated);
-      const file = passwordFile("start-gives-up", old);
-      const address = `127.0.0.1:${new URL(server.url).port}`;
-      // The bound is what the start waits out, not a race: Redis refuses the first connection's
-      // AUTH, within milliseconds, and every one after it.
-      const env = { REDIS_URL: `redis://${address}`, LAUREL_REDIS_PASSWORD_FILE: file, LAUREL_REDIS_WAIT: "10" };
-      const line = `Redis at ${address} refused the password in LAUREL_REDIS_PASSWORD_FILE (WRONGPASS); check it, and the user in REDIS_URL (still refused after 10 s, LAUREL_REDIS_WAIT, the file read again at each refusal)`;
-      for (const proc of [start({ ...env, PORT: "0" }), start(env, WORKER)]) {
-        expect(await proc.exited).toBe(1);
-        expect(proc.output()).toContain(line);
-        expect(proc.output()).not.toContain("laurel listening");
-        for (const password of [old, rotated]) expect(proc.output()).not.toContain(password);
-      }
+      await fixture.givesUpAtTheBound(refused(server, passwordFile("start-gives-up", old), [old, rotated]));
     });
   });
 });
@@ -325,11 +250,7 @@ describe("a start during a rotation (the server takes the new password, the file
 describe("a password file the start cannot use", () => {
   it("stops the service and dist/worker.js, naming the variable and the file, never its contents", async () => {
     const secret = "bad-file-secret-Uk9wA3";
-    const empty = join(dir, "empty");
-    writeFileSync(empty, "\n");
-    const lines = join(dir, "lines");
-    writeFileSync(lines, `REDIS_HOST=redis\nREDIS_PASSWORD=${secret}\n`);
-    const missing = join(dir, "missing");
+    const { empty, lines, missing } = fixture.unusableFiles(secret);
     const url = "redis://127.0.0.1:6379";
     const starts: { env: Record<string, string>; says: string }[] = [
       { env: { REDIS_URL: url, LAUREL_REDIS_PASSWORD_FILE: empty }, says: `LAUREL_REDIS_PASSWORD_FILE (${empty}) is empty` },
@@ -337,12 +258,6 @@ describe("a password file the start cannot use", () => {
       { env: { REDIS_URL: url, LAUREL_REDIS_PASSWORD_FILE: missing }, says: `LAUREL_REDIS_PASSWORD_FILE names a file that cannot be read: ${missing} (ENOENT)` },
       { env: { REDIS_URL: `redis://laurel:${secret}@127.0.0.1:6379`, LAUREL_REDIS_PASSWORD_FILE: passwordFile("beside-url", "file-pw") }, says: "LAUREL_REDIS_PASSWORD_FILE is set and REDIS_URL holds a password too" },
     ];
-    const runs = starts.flatMap(({ env, says }) => [start({ ...env, PORT: "0" }), start(env, WORKER)].map((proc) => ({ proc, says })));
-    for (const { proc, says } of runs) {
-      expect(await proc.exited).toBe(1);
-      expect(proc.output()).toContain("invalid environment: ");
-      expect(proc.output()).toContain(says);
-      expect(proc.output()).not.toContain(secret);
-    }
+    await fixture.refusedAtStart(starts, secret);
   });
 });

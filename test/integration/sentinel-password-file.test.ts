@@ -1,18 +1,17 @@
-import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Queue, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import { pino } from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { answeredWithin } from "../../src/deadline.js";
-import { createRedisClient, duplicateClient, queueConnection } from "../../src/store/redis-client.js";
+import { createRedisClient } from "../../src/store/redis-client.js";
 import { passwordFileCheck, rereadOnSentinelRefusal } from "../../src/store/redis-password-reload.js";
 import { sentinelOptions, sentinelPassword } from "../../src/store/redis-sentinel.js";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis, startTestSentinel } from "../helpers/redis-server.js";
-import { callService, runService, stopRunning, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
-import { lessonsTenantYaml, lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
+import { callService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
+import { linesStarting, passwordFileFixture, served, withCopyAndQueue, type RefusedStart } from "../helpers/password-files.js";
+import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
 import { startReceiver } from "../helpers/webhook-receiver.js";
 
 /**
@@ -29,40 +28,8 @@ import { startReceiver } from "../helpers/webhook-receiver.js";
  * that passes. No password is ever in the output.
  */
 
-let dir: string;
-let config: string;
-const running: ServiceProcess[] = [];
-
-beforeAll(() => {
-  dir = mkdtempSync(join(tmpdir(), "laurel-sentinel-password-"));
-  config = join(dir, "tenant.yaml");
-  writeFileSync(config, lessonsXpTenantYaml("spwfile"));
-});
-
-afterAll(async () => {
-  await stopRunning(running);
-  rmSync(dir, { recursive: true, force: true });
-});
-
-function start(env: Record<string, string>, entry?: string): ServiceProcess {
-  const proc = runService({ LAUREL_CONFIG: config, ...env }, entry);
-  running.push(proc);
-  return proc;
-}
-
-/** A password file in a directory of its own (as a secret volume), holding `password` and a newline (as `echo` writes it). */
-function passwordFile(name: string, password: string): string {
-  mkdirSync(join(dir, name));
-  const path = join(dir, name, "sentinel-password");
-  writeFileSync(path, `${password}\n`);
-  return path;
-}
-
-/** Replaces the file as a rotation tool does: written beside it, then renamed over it (never seen half written). */
-function rotate(path: string, password: string): void {
-  writeFileSync(`${path}.new`, `${password}\n`);
-  renameSync(`${path}.new`, path);
-}
+const fixture = passwordFileFixture("spwfile", "sentinel-password");
+const { start, passwordFile, rotate } = fixture;
 
 interface Setup {
   /** The primary's port, and the operator's connection to it (named test-admin in its CLIENT LIST). */
@@ -112,16 +79,6 @@ async function withSentinel(first: string, test: (setup: Setup) => Promise<void>
 }
 
 /** How many of the process's output's JSON lines have a msg that starts with `start`. */
-const linesStarting = (proc: ServiceProcess, start: string): number => proc.output().split("\n").filter((line) => line.includes(`"msg":"${start}`)).length;
-
-/** A lesson for `user`, then that user's XP read back: both must be served. */
-async function served(port: number, user: string): Promise<boolean> {
-  const event = await callService(port, "POST", "/v1/metrics/lessons/event", { user: { id: user }, value: 1 });
-  if (event.status !== 201) return false;
-  const read = await callService(port, "GET", `/v1/users/${user}/points/xp`);
-  return read.status === 200 && read.body.total === 10;
-}
-
 const READ_NEW = "read the new sentinels' password from LAUREL_REDIS_SENTINEL_PASSWORD_FILE";
 
 describe("the sentinels' password from the file", () => {
@@ -130,7 +87,7 @@ describe("the sentinels' password from the file", () => {
     // A webhook endpoint: its delivery queues are BullMQ's, each with connections of its own. The
     // first event after the rotation is answered 500, for a retry through them.
     const receiver = await startReceiver((_request, index) => (index === 1 ? 500 : 200));
-    const hooked = join(dir, "hooked.yaml");
+    const hooked = join(fixture.dir(), "hooked.yaml");
     writeFileSync(hooked, lessonsTenantYaml("spwhooks", { url: receiver.url, events: ["points.changed"] }));
     await withSentinel(first, async (setup) => {
       const file = passwordFile("rotation", first);
@@ -203,19 +160,14 @@ describe("the sentinels' password from the file", () => {
       redis.on("error", () => undefined);
       // The refusal's reread alone: the directory is not watched, and the minute's check is not started.
       const stopRereading = rereadOnSentinelRefusal(redis, passwordFileCheck(sentinelPassword(env)!, logger));
-      const copy = duplicateClient(redis);
-      const name = `sentinel-password-file-${process.pid}`;
-      const queue = new Queue(name, { connection: queueConnection(redis) });
-      const worker = new Worker(name, async (job) => (job.data as { n: number }).n * 2, { connection: queueConnection(redis) });
-      queue.on("error", () => undefined);
-      worker.on("error", () => undefined);
-      const completed = new Map<string, unknown>();
-      worker.on("completed", (job, result) => completed.set(job.id!, result));
-      try {
+      const release = async () => {
+        await setup.sentinel.call("ACL", "SETUSER", "default", "nopass");
+        stopRereading();
+      };
+      await withCopyAndQueue(redis, `sentinel-password-file-${process.pid}`, async ({ copy, doubled }) => {
         expect(await redis.ping()).toBe("PONG");
         expect(await copy.ping()).toBe("PONG");
-        const job1 = await queue.add("double", { n: 1 });
-        await waitFor(() => completed.has(job1.id!), "the first job to be done");
+        expect(await doubled(1)).toBe(2);
 
         // The sentinel first, then the file (unseen: nothing watches it), then every connection to the primary closed.
         await setup.setSentinelPassword(second);
@@ -229,65 +181,36 @@ describe("the sentinels' password from the file", () => {
         expect(lines.filter((line) => line.msg.startsWith(READ_NEW))).toHaveLength(1);
         // Its copy and BullMQ's connections share the password: they ask the sentinel with it too.
         await waitFor(async () => (await pong(copy)) === "PONG", "the copy back");
-        const job2 = await queue.add("double", { n: 2 });
-        await waitFor(() => completed.has(job2.id!), "a job added after the rotation to be done by the BullMQ worker");
-        expect(completed.get(job2.id!)).toBe(4);
+        expect(await doubled(2)).toBe(4);
         // The client, its copy, the queue's connection, the worker's and its blocking one.
         await waitFor(async () => (await setup.connections()) >= 4, "every connection back on the primary");
         expect(JSON.stringify(lines)).not.toContain(second);
-      } finally {
-        // Any password taken, so that connections still refused come back and close (BullMQ's close waits for them).
-        await setup.sentinel.call("ACL", "SETUSER", "default", "nopass");
-        stopRereading();
-        await worker.close(true);
-        await queue.close();
-        copy.disconnect();
-        redis.disconnect();
-      }
+      }, release);
     });
   });
 });
 
 describe("a start during a rotation of the sentinels' password (the sentinel takes the new one, the file still holds the old)", () => {
+  const refused = (sentinelPort: number, file: string, secrets: string[]): RefusedStart => ({
+    env: { REDIS_SENTINELS: `127.0.0.1:${sentinelPort}`, LAUREL_REDIS_SENTINEL_PASSWORD_FILE: file },
+    refusal: `Sentinel at 127.0.0.1:${sentinelPort} refused the password in LAUREL_REDIS_SENTINEL_PASSWORD_FILE (WRONGPASS); check it`,
+    prefix: "Sentinel at ",
+    variable: "LAUREL_REDIS_SENTINEL_PASSWORD_FILE",
+    secrets,
+  });
+
   it("waits for the file, the service and dist/worker.js alike, and starts once it is written", async () => {
     const [old, rotated] = ["start-old-Fs8pV3", "start-rotated-Gt9qW4"];
     await withSentinel(rotated, async (setup) => {
       const file = passwordFile("start-waits", old);
-      const port = await portOutsideEphemeralRange();
-      // A bound far beyond what the test takes: it must start once the file is written, however late.
-      const env = { REDIS_SENTINELS: `127.0.0.1:${setup.sentinelPort}`, LAUREL_REDIS_SENTINEL_PASSWORD_FILE: file, LAUREL_REDIS_WAIT: "3600" };
-      const service = start({ ...env, PORT: String(port) });
-      const worker = start(env, WORKER);
-      const waiting = `Sentinel at 127.0.0.1:${setup.sentinelPort} refused the password in LAUREL_REDIS_SENTINEL_PASSWORD_FILE (WRONGPASS); check it; waiting for LAUREL_REDIS_SENTINEL_PASSWORD_FILE to hold the password it takes`;
-      for (const proc of [service, worker]) await waitFor(() => proc.output().includes(waiting), "the start to wait for the file", proc.exited, proc.output);
-      rotate(file, rotated);
-      await waitFor(() => service.output().includes("laurel listening"), "the service to listen", service.exited, service.output);
-      await waitFor(() => worker.output().includes("laurel stream worker running"), "the worker to run", worker.exited, worker.output);
-      expect(await served(port, "started")).toBe(true);
-      for (const proc of [service, worker]) {
-        // Said once, however many times the sentinel refused it meanwhile.
-        expect(linesStarting(proc, "Sentinel at ")).toBe(1);
-        proc.child.kill("SIGTERM");
-        expect(await proc.exited).toBe(0);
-        for (const password of [old, rotated]) expect(proc.output()).not.toContain(password);
-      }
+      await fixture.startsOnceWritten(refused(setup.sentinelPort, file, [old, rotated]), () => rotate(file, rotated));
     });
   });
 
   it("exits 1 naming the sentinel, the variable and the bound once LAUREL_REDIS_WAIT has passed without the file written", async () => {
     const [old, rotated] = ["bound-old-Hu1rX5", "bound-rotated-Iv2sY6"];
     await withSentinel(rotated, async (setup) => {
-      const file = passwordFile("start-gives-up", old);
-      // The bound is what the start waits out, not a race: the sentinel refuses the first question,
-      // within milliseconds, and refuses every one after it.
-      const env = { REDIS_SENTINELS: `127.0.0.1:${setup.sentinelPort}`, LAUREL_REDIS_SENTINEL_PASSWORD_FILE: file, LAUREL_REDIS_WAIT: "10" };
-      const line = `Sentinel at 127.0.0.1:${setup.sentinelPort} refused the password in LAUREL_REDIS_SENTINEL_PASSWORD_FILE (WRONGPASS); check it (still refused after 10 s, LAUREL_REDIS_WAIT, the file read again at each refusal)`;
-      for (const proc of [start({ ...env, PORT: "0" }), start(env, WORKER)]) {
-        expect(await proc.exited).toBe(1);
-        expect(proc.output()).toContain(line);
-        expect(proc.output()).not.toContain("laurel listening");
-        for (const password of [old, rotated]) expect(proc.output()).not.toContain(password);
-      }
+      await fixture.givesUpAtTheBound(refused(setup.sentinelPort, passwordFile("start-gives-up", old), [old, rotated]));
     });
   });
 });
@@ -295,11 +218,7 @@ describe("a start during a rotation of the sentinels' password (the sentinel tak
 describe("a sentinels' password file the start cannot use", () => {
   it("stops the service and dist/worker.js, naming the variable and the file, never its contents", async () => {
     const secret = "bad-sentinel-file-secret-Jw3tZ7";
-    const empty = join(dir, "empty");
-    writeFileSync(empty, "\n");
-    const lines = join(dir, "lines");
-    writeFileSync(lines, `SENTINEL_HOST=sentinel\nSENTINEL_PASSWORD=${secret}\n`);
-    const missing = join(dir, "missing");
+    const { empty, lines, missing } = fixture.unusableFiles(secret);
     const sentinels = "127.0.0.1:26379";
     const beside = passwordFile("beside-variable", "file-pw");
     const starts: { env: Record<string, string>; says: string }[] = [
@@ -309,12 +228,6 @@ describe("a sentinels' password file the start cannot use", () => {
       { env: { REDIS_SENTINELS: sentinels, REDIS_SENTINEL_PASSWORD: secret, LAUREL_REDIS_SENTINEL_PASSWORD_FILE: beside }, says: "LAUREL_REDIS_SENTINEL_PASSWORD_FILE is set and REDIS_SENTINEL_PASSWORD too" },
       { env: { REDIS_URL: "redis://127.0.0.1:6379", LAUREL_REDIS_SENTINEL_PASSWORD_FILE: beside }, says: "LAUREL_REDIS_SENTINEL_PASSWORD_FILE is set without REDIS_SENTINELS" },
     ];
-    const runs = starts.flatMap(({ env, says }) => [start({ ...env, PORT: "0" }), start(env, WORKER)].map((proc) => ({ proc, says })));
-    for (const { proc, says } of runs) {
-      expect(await proc.exited).toBe(1);
-      expect(proc.output()).toContain("invalid environment: ");
-      expect(proc.output()).toContain(says);
-      expect(proc.output()).not.toContain(secret);
-    }
+    await fixture.refusedAtStart(starts, secret);
   });
 });
