@@ -53,3 +53,95 @@ export function configBoundaries(tenant: CompiledTenant, from: number, to: numbe
   for (const board of tenant.leaderboards) out.push(...boardBoundaries(board, from, to));
   return out.sort((a, b) => a.at - b.at);
 }
+
+/**
+ * Boundaries edited in the tenant file (README: Webhooks, Time-driven events). The timeline keeps
+ * a snapshot of the edit-prone instants as it last read them ({t}:wh:bounds, fields "g:<boost
+ * id>" → "<start> <end>" and "b:<board>" → "<end>", "-" for none; entries of boosts and boards
+ * taken out of the file are kept), so that comparing the file it runs with against the snapshot
+ * and the cursor (the last tick) tells, for each boundary an edit moved:
+ *
+ *  - not announced yet (its old instant after the cursor, or none) and now at or before the
+ *    cursor: due at once (`late`), since the window (cursor, now] never holds it;
+ *  - announced (its old instant at or before the cursor) and now later, or gone: its old instant
+ *    is recorded as announced (`moved`: "s:<type>|<subject>"), so that it is announced again at
+ *    its new instant under an id of its own (`movedEventSubject`), and at once if that is past too;
+ *  - announced and now earlier: nothing (an announcement is never made twice).
+ *
+ * A board's `end` is its only edit-prone boundary once it has users (start and schedule are
+ * fixed then): it moves the finish of the run that held the day before it (the runs after an end
+ * moved later, between the old end and the cursor, are not announced). A board or a boost new to
+ * the snapshot has no old instants: a boost's are taken as none (a boost added with its start in
+ * the past is announced started), a board's boundaries before the cursor are history, as at the
+ * first start. Without a snapshot (the first tick of a version that keeps one) nothing is late.
+ */
+export interface EditedBoundaries {
+  late: ConfigBoundary[];
+  /** "<type>|<subject>" → the instant it was announced at, for boundaries announced and then moved later. */
+  moved: Map<string, number>;
+  /** The snapshot of this tenant file (fields as above). */
+  snapshot: Map<string, string>;
+}
+
+const NONE = Number.POSITIVE_INFINITY;
+const instant = (t: number | null): string => (t === null || t === NONE ? "-" : String(t));
+const parseInstant = (s: string | undefined): number => (s === undefined || s === "-" ? NONE : Number(s));
+
+export const boundaryKey = (type: string, subject: string): string => `${type}|${subject}`;
+
+function boostInstants(boost: CompiledBoost): [number, number] {
+  if (boost.end !== null && boost.end <= boost.start) return [NONE, NONE];
+  return [boost.start, boost.end ?? NONE];
+}
+
+export function editedBoundaries(tenant: CompiledTenant, previous: Map<string, string> | null, cursor: number): EditedBoundaries {
+  const snapshot = new Map(previous ?? []);
+  const late: ConfigBoundary[] = [];
+  const moved = new Map<string, number>();
+  /** One boundary from `from` to `to` (NONE: none); `make` builds it at its new instant. */
+  const compare = (key: string, from: number, to: number, make: () => ConfigBoundary | null): void => {
+    if (from === to) return;
+    if (from <= cursor && to > from) moved.set(key, from);
+    if (to <= cursor && (from > cursor || to > from)) {
+      const b = make();
+      if (b) late.push(b);
+    }
+  };
+  for (const system of tenant.systems) {
+    for (const boost of system.boosts) {
+      const field = `g:${boost.id}`;
+      const [start, end] = boostInstants(boost);
+      const old = snapshot.get(field)?.split(" ");
+      snapshot.set(field, `${instant(start)} ${instant(end)}`);
+      if (previous === null) continue;
+      const [oldStart, oldEnd] = old ? [parseInstant(old[0]), parseInstant(old[1])] : [NONE, NONE];
+      compare(boundaryKey("points.boost_started", boost.id), oldStart, start, () => ({ type: "points.boost_started", at: start, subject: boost.id, system, boost }));
+      compare(boundaryKey("points.boost_finished", boost.id), oldEnd, end, () => ({ type: "points.boost_finished", at: end, subject: boost.id, system, boost }));
+    }
+  }
+  for (const board of tenant.leaderboards) {
+    const field = `b:${board.key}`;
+    const end = board.endDay === null ? NONE : board.endDay * DAY_MS;
+    const old = snapshot.get(field);
+    snapshot.set(field, instant(end));
+    if (previous === null || old === undefined) continue;
+    const oldEnd = parseInstant(old);
+    if (oldEnd === end) continue;
+    const before: CompiledLeaderboard = { ...board, endDay: oldEnd === NONE ? null : oldEnd / DAY_MS };
+    // The run whose finish the edit moves: the last one under the earlier of the two ends.
+    const earlier = end < oldEnd ? board : before;
+    const run = runOfDay(earlier, earlier.endDay! - 1);
+    if (run === null) continue;
+    const finish = (b: CompiledLeaderboard): number => {
+      const day = runEndDay(b, run);
+      return day === null ? NONE : day * DAY_MS;
+    };
+    const subject = `${board.key}:${run}`;
+    const at = finish(board);
+    compare(boundaryKey("leaderboard.finished", subject), finish(before), at, () => ({ type: "leaderboard.finished", at, subject, board, run }));
+  }
+  return { late: late.sort((a, b) => a.at - b.at), moved, snapshot };
+}
+
+/** The subject a boundary announced again after an edit moved it is identified by (its event id): its own plus the new instant. */
+export const movedEventSubject = (subject: string, at: number): string => `${subject}@${at}`;
