@@ -146,4 +146,29 @@ ${hook("leaderboard.started, leaderboard.finished")}`,
     expect(finished()[1]!.body.id).not.toBe(first);
     expect(events("leaderboard.started", "2026-06-15")).toHaveLength(1);
   });
+  it("announces the runs an end moved later brings back, up to the last tick, once", async () => {
+    // A tenant of its own (the same board key), on a receiver of its own.
+    const id = uniqueTenantId("wr");
+    const own = await startReceiver();
+    const file = (end: string) => yaml(end).replace(`id: ${tenantId}`, `id: ${id}`).replace("URL", own.url);
+    const runEvents = (type: string, run: string) => own.received.filter((r) => r.body.type === type && r.body.leaderboard.run === run).map((r) => r.body.timestamp);
+    try {
+      // Ends with its run of 8 June (on 15 June, that run's own end), announced finished at 16 June.
+      await startAt(id, file("2026-06-15"), "2026-06-14T12:00:00Z", async (t) => {
+        await t.setClock("2026-06-16T00:00:00Z");
+      });
+      expect(runEvents("leaderboard.finished", "2026-06-08")).toEqual(["2026-06-15T00:00:00.000Z"]);
+      // End moved to 30 June on the 17th: the run of 15 June is back, started before the last tick.
+      await startAt(id, file("2026-06-30"), "2026-06-17T00:00:00Z");
+      expect(runEvents("leaderboard.started", "2026-06-15")).toEqual(["2026-06-15T00:00:00.000Z"]);
+      // Moved before it and back: announced already, not again (nor the finish of 8 June).
+      await startAt(id, file("2026-06-15"), "2026-06-17T12:00:00Z");
+      await startAt(id, file("2026-06-30"), "2026-06-18T00:00:00Z");
+      expect(runEvents("leaderboard.started", "2026-06-15")).toHaveLength(1);
+      expect(runEvents("leaderboard.finished", "2026-06-08")).toHaveLength(1);
+      expect(runEvents("leaderboard.finished", "2026-06-15")).toHaveLength(0);
+    } finally {
+      await own.close();
+    }
+  });
 });

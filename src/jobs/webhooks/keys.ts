@@ -9,8 +9,8 @@
  *   {t}:wh:due     zset   user boost boundaries (JSON members) by instant
  *   {t}:wh:cursor  zset   member "c": the service instant up to which calendar boundaries were emitted
  *   {t}:wh:bounds  hash   the tenant file's edit-prone boundaries as the last tick read them ("v" → "1",
- *                          "g:<boost id>" → "<start> <end>", "b:<board>" → "<end>", ms or "-"), and
- *                          "s:<type>|<subject>" → the instant a boundary announced and then moved later
+ *                          "g:<boost id>" → "<start> <end>", "b:<board>" → "<end> <announced up to>", ms or "-"), and
+ *                          "s:<type>|<subject>" → the instant a boundary announced and then moved
  *                          was last announced at (timeline.ts, boundaries.ts editedBoundaries)
  */
 export const JOBS_PREFIX = "{laurel-jobs}";

@@ -132,7 +132,7 @@ export class Timeline {
   /**
    * The calendar boundaries due: those in (cursor, now], and those an edit of the tenant file
    * moved to before the cursor without their being announced (boundaries.ts editedBoundaries,
-   * against the snapshot in {t}:wh:bounds). A boundary announced and then moved later has its
+   * against the snapshot in {t}:wh:bounds). A boundary announced and then moved has its
    * announced instant recorded ("s:<type>|<subject>"): it is announced again only at a later
    * instant, under an id derived from that instant too; every other boundary keeps the id of
    * its boost or run alone.
@@ -142,7 +142,7 @@ export class Timeline {
     const key = this.keys.bounds();
     const cursor = Number((await redis.zscore(this.keys.cursor(), "c")) ?? now);
     const stored = await redis.hgetall(key);
-    const previous = stored.v === undefined ? null : new Map(Object.entries(stored).filter(([f]) => f.startsWith("g:") || f.startsWith("b:")));
+    const previous = stored.v === undefined ? null : new Map(Object.entries(stored));
     const edited = editedBoundaries(this.ctx.tenant, previous, cursor);
     if (edited.moved.size > 0) await redis.hset(key, ...[...edited.moved].flatMap(([k, at]) => [`s:${k}`, String(at)]));
     const due = [...edited.late, ...configBoundaries(this.ctx.tenant, cursor, now)];
