@@ -57,10 +57,10 @@ export function configBoundaries(tenant: CompiledTenant, from: number, to: numbe
 /**
  * Boundaries edited in the tenant file (README: Webhooks, Time-driven events). The timeline keeps
  * a snapshot of the edit-prone instants as it last read them ({t}:wh:bounds, fields "g:<boost
- * id>" → "<start> <end>" and "b:<board>" → "<end> <announced up to>", "-" for none; entries of boosts and boards
- * taken out of the file are kept), so that comparing the file it runs with against the snapshot
- * and the cursor (the last tick) tells, for each boundary an edit moved (a board's field is
- * "<end> <announced up to>", below):
+ * id>" → "<start> <end>" and "b:<board>" → "<end> <announced up to>" (below), "-" for none;
+ * entries of boosts and boards taken out of the file are kept), so that comparing the file it
+ * runs with against the snapshot and the cursor (the last tick) tells, for each boundary an edit
+ * moved:
  *
  *  - not announced yet (its old instant after the cursor, or none) and now at or before the
  *    cursor: due at once (`late`), since the window (cursor, now] never holds it;
