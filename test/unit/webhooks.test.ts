@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { ConfigError } from "../../src/config/compile.js";
 import { loadConfigText } from "../../src/config/load.js";
 import { decodeStreamRecord } from "../../src/domain/stream-record.js";
-import { configBoundaries } from "../../src/jobs/webhooks/boundaries.js";
+import { configBoundaries, editedBoundaries } from "../../src/jobs/webhooks/boundaries.js";
 import { backoffDelay, DEFAULT_BACKOFF, DEFAULT_DELIVERY, deliveryOptions } from "../../src/jobs/webhooks/deliveries.js";
 import { boardParts, recordEvents, streamEventId } from "../../src/jobs/webhooks/kinds.js";
 import { signedHeaders, standardSignature, trophySignature } from "../../src/jobs/webhooks/signing.js";
@@ -193,6 +193,83 @@ describe("calendar boundaries", () => {
     const weekly = list("2026-06-01T00:00:00Z", "2027-06-01T00:00:00Z").filter(([, s]) => String(s).startsWith("weekly"));
     expect(weekly).toHaveLength(10);
     expect(weekly.at(-1)).toEqual(["leaderboard.started", "weekly:52", "2027-05-31T00:00:00.000Z"]);
+  });
+});
+
+describe("calendar boundaries edited in the tenant file", () => {
+  const at = (iso: string) => Date.parse(iso);
+  const file = (launchEnd: string, monthlyEnd: string) =>
+    loadConfigText(tenantYaml("bnd", BASE.replace('end: "2026-06-04T00:00:00Z"', `end: "${launchEnd}"`).replace('end: "2026-05-01"', `end: "${monthlyEnd}"`)), "b.yaml", {})[0]!;
+  /** The file edited from `before` to `after`, the last tick at `cursor`: late boundaries and moved records. */
+  const edit = (before: ReturnType<typeof file>, after: ReturnType<typeof file>, cursor: string) => {
+    const first = editedBoundaries(before, null, at(cursor));
+    expect(first.late).toEqual([]);
+    const { late, moved, snapshot } = editedBoundaries(after, first.snapshot, at(cursor));
+    // Read again with the same file, nothing is late any more.
+    expect(editedBoundaries(after, snapshot, at(cursor)).late).toEqual([]);
+    return { late: late.map((b) => [b.type, b.subject, new Date(b.at).toISOString()]), moved: Object.fromEntries([...moved].map(([k, t]) => [k.replace(/\|.*:/, "|").replace(/\|[0-9a-f-]{36}$/, "|boost"), new Date(t).toISOString()])) };
+  };
+  const original = file("2026-06-04T00:00:00Z", "2026-05-01");
+
+  it("an end moved before the last tick, not announced yet: late; moved later after it was announced: recorded", () => {
+    // The monthly board's end moved from 1 May to 15 March, read on 20 March: the run of 28 Feb finishes on 15 March.
+    expect(edit(original, file("2026-06-04T00:00:00Z", "2026-03-15"), "2026-03-20T00:00:00Z")).toEqual({ late: [["leaderboard.finished", "monthly:1", "2026-03-15T00:00:00.000Z"]], moved: {} });
+    // Read on 10 March, the new end is still ahead: the window (cursor, now] holds it.
+    expect(edit(original, file("2026-06-04T00:00:00Z", "2026-03-15"), "2026-03-10T00:00:00Z")).toEqual({ late: [], moved: {} });
+    // Moved from 15 March (announced) to 20 March, read on 25 March: late, and the announcement recorded.
+    const march15 = file("2026-06-04T00:00:00Z", "2026-03-15");
+    expect(edit(march15, file("2026-06-04T00:00:00Z", "2026-03-20"), "2026-03-25T00:00:00Z")).toEqual({
+      late: [["leaderboard.finished", "monthly:1", "2026-03-20T00:00:00.000Z"]],
+      moved: { "leaderboard.finished|1": "2026-03-15T00:00:00.000Z" },
+    });
+    // Moved earlier after it was announced: not again; the instant it was announced at recorded.
+    expect(edit(march15, file("2026-06-04T00:00:00Z", "2026-03-10"), "2026-03-25T00:00:00Z")).toEqual({ late: [], moved: { "leaderboard.finished|1": "2026-03-15T00:00:00.000Z" } });
+    // A boost's end moved from 4 June (announced) to 1 July: recorded; to 3 June 12:00 before that was announced: late.
+    expect(edit(original, file("2026-07-01T00:00:00Z", "2026-05-01"), "2026-06-05T00:00:00Z")).toEqual({ late: [], moved: { "points.boost_finished|boost": "2026-06-04T00:00:00.000Z" } });
+    expect(edit(original, file("2026-06-03T12:00:00Z", "2026-05-01"), "2026-06-03T18:00:00Z")).toEqual({ late: [["points.boost_finished", original.systems[0]!.boosts[0]!.id, "2026-06-03T12:00:00.000Z"]], moved: {} });
+  });
+
+  it("an end moved earlier after it was announced, then back or later: announced again only later than it was", () => {
+    /** Reads the files one after the other, each at its cursor, keeping the snapshot and the records as the timeline does. */
+    const reads = (steps: [ReturnType<typeof file>, string][]) => {
+      let stored: Map<string, string> | null = null;
+      return steps.map(([tenant, cursor]) => {
+        const { late, moved, snapshot } = editedBoundaries(tenant, stored, at(cursor));
+        stored = new Map([...(stored ?? []), ...snapshot, ...[...moved].map(([k, t]): [string, string] => [`s:${k}`, String(t)])]);
+        for (const b of late) if (stored.has(`s:${b.type}|${b.subject}`)) stored.set(`s:${b.type}|${b.subject}`, String(b.at));
+        return late.map((b) => [b.type, b.subject, new Date(b.at).toISOString()]);
+      });
+    };
+    // The monthly board's run of 28 Feb finished (announced) on 31 March; end moved to 15 March on 10 April, back on 12 April.
+    expect(reads([[original, "2026-04-01T00:00:00Z"], [file("2026-06-04T00:00:00Z", "2026-03-15"), "2026-04-10T00:00:00Z"], [original, "2026-04-12T00:00:00Z"]])).toEqual([[], [], []]);
+    // The boost's end announced on 4 June, moved to 3 June 12:00, then to 4 June 12:00 (later than announced): announced again.
+    const launchId = original.systems[0]!.boosts[0]!.id;
+    expect(
+      reads([
+        [original, "2026-06-05T00:00:00Z"],
+        [file("2026-06-03T12:00:00Z", "2026-05-01"), "2026-06-05T06:00:00Z"],
+        [original, "2026-06-05T07:00:00Z"],
+        [file("2026-06-04T12:00:00Z", "2026-05-01"), "2026-06-05T08:00:00Z"],
+        [file("2026-06-04T12:00:00Z", "2026-05-01"), "2026-06-05T09:00:00Z"],
+      ]),
+    ).toEqual([[], [], [], [["points.boost_finished", launchId, "2026-06-04T12:00:00.000Z"]], []]);
+    // The weekly board ended on 15 June (its run of 8 June's own end) and moved to 1 July on the 20th: the runs of 15 and 22 June are back.
+    const weekly = (end: string) => loadConfigText(tenantYaml("bnd", BASE.replace('runUnit: day, runInterval: 7 }', `runUnit: day, runInterval: 7, end: "${end}" }`)), "b.yaml", {})[0]!;
+    expect(reads([[weekly("2026-06-15"), "2026-06-16T00:00:00Z"], [weekly("2026-07-01"), "2026-06-23T00:00:00Z"]]).at(-1)!.filter(([, s]) => String(s).startsWith("weekly"))).toEqual([
+      ["leaderboard.started", "weekly:2", "2026-06-15T00:00:00.000Z"],
+      ["leaderboard.finished", "weekly:2", "2026-06-22T00:00:00.000Z"],
+      ["leaderboard.started", "weekly:3", "2026-06-22T00:00:00.000Z"],
+    ]);
+    // Moved back before them on the 24th and later again on the 25th: announced already.
+    expect(reads([[weekly("2026-06-15"), "2026-06-16T00:00:00Z"], [weekly("2026-07-01"), "2026-06-23T00:00:00Z"], [weekly("2026-06-15"), "2026-06-24T00:00:00Z"], [weekly("2026-07-01"), "2026-06-25T00:00:00Z"]]).slice(2)).toEqual([[], []]);
+  });
+
+  it("without a snapshot (the first tick of a version that keeps one), nothing is late", () => {
+    const { late, moved, snapshot } = editedBoundaries(file("2026-06-03T12:00:00Z", "2026-03-15"), null, at("2026-06-05T00:00:00Z"));
+    expect([late, moved.size]).toEqual([[], 0]);
+    // A board's end, and the instant up to which its boundaries count as announced (the cursor, short of the end).
+    expect(snapshot.get("b:monthly")).toBe(`${at("2026-03-15")} ${at("2026-03-15") - 1}`);
+    expect(snapshot.get("b:weekly")).toBe(`- ${at("2026-06-05T00:00:00Z")}`);
   });
 });
 

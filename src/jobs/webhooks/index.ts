@@ -168,5 +168,5 @@ async function forget(redis: Redis, connection: ConnectionOptions, ctx: PayloadC
   const queue = new Queue(timelineQueueName(ctx.tenant.id), { connection, prefix: JOBS_PREFIX });
   await queue.removeJobScheduler("tick");
   await queue.close();
-  await redis.del(hooks.cursor(), hooks.boostDue(), hooks.coalesced(), hooks.coalesceDue());
+  await redis.del(hooks.cursor(), hooks.bounds(), hooks.boostDue(), hooks.coalesced(), hooks.coalesceDue());
 }

@@ -8,6 +8,10 @@
  *   {t}:wh:cod     zset   coalesce keys by the instant (ms, service clock) their window closes
  *   {t}:wh:due     zset   user boost boundaries (JSON members) by instant
  *   {t}:wh:cursor  zset   member "c": the service instant up to which calendar boundaries were emitted
+ *   {t}:wh:bounds  hash   the tenant file's edit-prone boundaries as the last tick read them ("v" → "1",
+ *                          "g:<boost id>" → "<start> <end>", "b:<board>" → "<end> <announced up to>", ms or "-"), and
+ *                          "s:<type>|<subject>" → the instant a boundary announced and then moved
+ *                          was last announced at (timeline.ts, boundaries.ts editedBoundaries)
  */
 export const JOBS_PREFIX = "{laurel-jobs}";
 export const WEBHOOK_GROUP = "webhooks";
@@ -32,6 +36,10 @@ export class WebhookKeys {
 
   cursor(): string {
     return `{${this.tenantId}}:wh:cursor`;
+  }
+
+  bounds(): string {
+    return `{${this.tenantId}}:wh:bounds`;
   }
 }
 

@@ -4,7 +4,7 @@ import type { Logger } from "pino";
 import type { Clock } from "../../clock.js";
 import { iso } from "../../api/wire.js";
 import type { BoostDetail } from "../../domain/stream-record.js";
-import { configBoundaries, type ConfigBoundary } from "./boundaries.js";
+import { boundaryKey, configBoundaries, editedBoundaries, movedEventSubject, type ConfigBoundary } from "./boundaries.js";
 import type { Coalescer } from "./coalesce.js";
 import type { DeliveryJob, DeliveryQueue } from "./deliveries.js";
 import { boundaryEventId } from "./kinds.js";
@@ -23,6 +23,10 @@ import { logQueueErrors } from "../../log-throttle.js";
  *     finishing (boundaries.ts), then user boosts (the {t}:wh:due zset the webhook consumer
  *     fills from the "ub" records lua/userBoost-3.lua writes with each admin boost change). Each boundary's event id derives from the boost or the run, so it fires once
  *     however many ticks or processes see it.
+ *     Boundaries an edit of the tenant file moved are announced once (boundaries.ts
+ *     editedBoundaries): one moved to before the cursor when it was not announced yet, at the
+ *     first tick that reads the edit; one announced and then moved later again at its new
+ *     instant, under an id that derives from that instant too.
  *  2. Coalesced events whose window has closed (coalesce.ts).
  *
  * Streak expiry (streak.lost, streak.freeze_consumed) is not here: ../streak-expiry.ts settles
@@ -104,35 +108,63 @@ export class Timeline {
     return { boundaries, coalesced };
   }
 
-  private async emit(type: string, subject: string, at: number, fields: Record<string, unknown>, userId: string | null): Promise<void> {
+  private async emit(type: string, subject: string, at: number, fields: Record<string, unknown>, userId: string | null, idSubject = subject): Promise<void> {
     const endpoints = this.ctx.tenant.webhooks.filter((w) => w.events.has(type));
     if (endpoints.length === 0) return;
-    const eventId = boundaryEventId(this.ctx.tenant.ns, this.ctx.tenant.id, type, subject);
+    const eventId = boundaryEventId(this.ctx.tenant.ns, this.ctx.tenant.id, type, idSubject);
     const body = JSON.stringify({ id: eventId, type, timestamp: iso(at), ...fields });
     const jobs: DeliveryJob[] = endpoints.map((w) => ({ endpoint: w.key, eventId, type, userId, body }));
     await this.deliveries.enqueue(jobs);
   }
 
-  private async emitConfig(b: ConfigBoundary): Promise<void> {
+  private async emitConfig(b: ConfigBoundary, idSubject: string): Promise<void> {
     if ("boost" in b) {
       const status = b.type === "points.boost_started" ? "active" : "finished";
-      await this.emit(b.type, b.subject, b.at, { boost: globalBoostPayloadJson(b.system, b.boost, status) }, null);
+      await this.emit(b.type, b.subject, b.at, { boost: globalBoostPayloadJson(b.system, b.boost, status) }, null, idSubject);
       return;
     }
     // A run's payload reads the board (the finish's top 10): only when someone subscribes.
     if (!this.ctx.tenant.webhooks.some((w) => w.events.has(b.type))) return;
     const status = b.type === "leaderboard.started" ? "active" : "finished";
-    await this.emit(b.type, b.subject, b.at, { leaderboard: await runPayloadJson(this.ctx, b.board, b.run, status) }, null);
+    await this.emit(b.type, b.subject, b.at, { leaderboard: await runPayloadJson(this.ctx, b.board, b.run, status) }, null, idSubject);
   }
 
+  /**
+   * The calendar boundaries due: those in (cursor, now], and those an edit of the tenant file
+   * moved to before the cursor without their being announced (boundaries.ts editedBoundaries,
+   * against the snapshot in {t}:wh:bounds). A boundary announced and then moved has its
+   * announced instant recorded ("s:<type>|<subject>"): it is announced again only at a later
+   * instant, under an id derived from that instant too; every other boundary keeps the id of
+   * its boost or run alone.
+   */
   private async configBoundaries(now: number): Promise<number> {
     const redis = this.ctx.store.redis;
+    const key = this.keys.bounds();
     const cursor = Number((await redis.zscore(this.keys.cursor(), "c")) ?? now);
-    const due = configBoundaries(this.ctx.tenant, cursor, now);
-    for (const b of due) await this.emitConfig(b);
+    const stored = await redis.hgetall(key);
+    const previous = stored.v === undefined ? null : new Map(Object.entries(stored));
+    const edited = editedBoundaries(this.ctx.tenant, previous, cursor);
+    if (edited.moved.size > 0) await redis.hset(key, ...[...edited.moved].flatMap(([k, at]) => [`s:${k}`, String(at)]));
+    const due = [...edited.late, ...configBoundaries(this.ctx.tenant, cursor, now)];
+    let fired = 0;
+    if (due.length > 0) {
+      const sent = await redis.hmget(key, ...due.map((b) => `s:${boundaryKey(b.type, b.subject)}`));
+      for (let i = 0; i < due.length; i++) {
+        const b = due[i]!;
+        const announced = sent[i] === null || sent[i] === undefined ? null : Number(sent[i]);
+        if (announced === null) await this.emitConfig(b, b.subject);
+        else if (b.at > announced) {
+          await this.emitConfig(b, movedEventSubject(b.subject, b.at));
+          await redis.hset(key, `s:${boundaryKey(b.type, b.subject)}`, String(b.at));
+        } else continue;
+        fired++;
+      }
+    }
+    const changed = previous === null || [...edited.snapshot].some(([f, v]) => stored[f] !== v);
+    if (changed) await redis.hset(key, "v", "1", ...[...edited.snapshot].flat());
     // Only forward (GT): a clock set back, or a slower process, never moves it back.
     await redis.zadd(this.keys.cursor(), "GT", now, "c");
-    return due.length;
+    return fired;
   }
 
   /**
