@@ -17,7 +17,7 @@ import type { Redis } from "ioredis";
  * Before the first connection the start waits for Redis on its own terms (boot.ts
  * waitForRedisOrExit, LAUREL_REDIS_WAIT), so commands queued then are left to ioredis.
  */
-export const OFFLINE_WAIT_MS = 2_000;
+const OFFLINE_WAIT_MS = 2_000;
 
 export class OfflineWaitExpiredError extends Error {
   override readonly name = "OfflineWaitExpiredError";

@@ -24,7 +24,7 @@ import { isFilePassword, passwordFileProblem, passwordFromFile, passwordPath, ty
 export const PASSWORD_FILE = "LAUREL_REDIS_PASSWORD_FILE";
 
 /** The data nodes' password file (password-file.ts holds what it shares with the sentinels' one). */
-export const REDIS_PASSWORD_FILE: PasswordFile = { variable: PASSWORD_FILE, whose: "Redis password" };
+const REDIS_PASSWORD_FILE: PasswordFile = { variable: PASSWORD_FILE, whose: "Redis password" };
 
 /** Whether REDIS_URL's userinfo holds a password (as ioredis reads it: what follows the user's colon); false for a socket path or a URL that does not parse (redisUrlProblems says that). */
 function urlHasPassword(url: string | undefined): boolean {

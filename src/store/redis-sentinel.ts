@@ -46,7 +46,7 @@ export function usesSentinels(env: NodeJS.ProcessEnv = process.env): boolean {
 export const SENTINEL_PASSWORD_FILE = "LAUREL_REDIS_SENTINEL_PASSWORD_FILE";
 
 /** The sentinels' password file (password-file.ts holds what it shares with the data nodes' one). */
-export const REDIS_SENTINEL_PASSWORD_FILE: PasswordFile = { variable: SENTINEL_PASSWORD_FILE, whose: "sentinels' password" };
+const REDIS_SENTINEL_PASSWORD_FILE: PasswordFile = { variable: SENTINEL_PASSWORD_FILE, whose: "sentinels' password" };
 
 /** What is wrong with the Sentinel settings, for checkEnvironmentOrExit's one line. */
 export function sentinelProblems(env: NodeJS.ProcessEnv = process.env): string[] {

@@ -29,7 +29,7 @@ export class ResendAbandonedError extends Error {
 export const RESENDS_ABANDONED = "laurel:resends-abandoned";
 
 /** Default bound: a restart of Redis with a modest data set, or a Sentinel failover, fits in it. */
-export const DEFAULT_RESEND_WAIT_MS = 60_000;
+const DEFAULT_RESEND_WAIT_MS = 60_000;
 
 /** LAUREL_RESEND_WAIT in milliseconds (checked at start with the other seconds variables, boot.ts). */
 export function resendWaitMs(env: NodeJS.ProcessEnv = process.env): number {

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect } from "vitest";
 import { duplicateClient, queueConnection } from "../../src/store/redis-client.js";
 import { portOutsideEphemeralRange } from "./ports.js";
 import { callService, runService, stopRunning, waitFor, WORKER, type ServiceProcess } from "./service-process.js";
-import { lessonsXpTenantYaml } from "./tenant-yaml.js";
+import { lessonsTenantYaml, lessonsXpTenantYaml } from "./tenant-yaml.js";
 
 /**
  * The password-file tests' set-up (redis-password-file, sentinel-password-file): a directory of
@@ -61,6 +61,15 @@ export async function withCopyAndQueue(
   }
 }
 
+/** Each process stopped (SIGTERM) exits 0, and no output of its holds any of `secrets`. */
+export async function stopsCleanly(processes: readonly ServiceProcess[], secrets: readonly string[]): Promise<void> {
+  for (const proc of processes) {
+    proc.child.kill("SIGTERM");
+    expect(await proc.exited).toBe(0);
+    for (const secret of secrets) expect(proc.output()).not.toContain(secret);
+  }
+}
+
 /** What a start refused a file's password says and holds (a rotation half done). */
 export interface RefusedStart {
   env: Record<string, string>;
@@ -94,6 +103,12 @@ export function passwordFileFixture(tenantId: string, fileName: string) {
       const proc = runService({ LAUREL_CONFIG: config, ...env }, entry);
       running.push(proc);
       return proc;
+    },
+    /** A tenant file (tenant `hookTenantId`) whose webhook endpoint at `url` takes points.changed: deliveries go through BullMQ's connections. */
+    hookedConfig(hookTenantId: string, url: string): string {
+      const path = join(dir, `${hookTenantId}.yaml`);
+      writeFileSync(path, lessonsTenantYaml(hookTenantId, { url, events: ["points.changed"] }));
+      return path;
     },
     /** A password file in a directory of its own (as a secret volume), holding `password` and a newline (as `echo` writes it). */
     passwordFile(name: string, password: string): string {
@@ -140,13 +155,9 @@ export function passwordFileFixture(tenantId: string, fileName: string) {
       await waitFor(() => service.output().includes("laurel listening"), "the service to listen", service.exited, service.output);
       await waitFor(() => worker.output().includes("laurel stream worker running"), "the worker to run", worker.exited, worker.output);
       expect(await served(port, "started")).toBe(true);
-      for (const proc of [service, worker]) {
-        // Said once, however many times the password was refused meanwhile.
-        expect(linesStarting(proc, start.prefix)).toBe(1);
-        proc.child.kill("SIGTERM");
-        expect(await proc.exited).toBe(0);
-        for (const secret of start.secrets) expect(proc.output()).not.toContain(secret);
-      }
+      // Said once, however many times the password was refused meanwhile.
+      for (const proc of [service, worker]) expect(linesStarting(proc, start.prefix)).toBe(1);
+      await stopsCleanly([service, worker], start.secrets);
     },
     /**
      * Starts the service and dist/worker.js refused, with a bound of 10 s: each exits 1 with the

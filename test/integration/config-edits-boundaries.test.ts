@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stableId, tenantNamespace } from "../../src/domain/ids.js";
 import { boundaryEventId } from "../../src/jobs/webhooks/kinds.js";
 import { uniqueTenantId, withTestApp, type TestApp } from "../helpers/app.js";
-import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { xpSystemTenantYaml } from "../helpers/tenant-yaml.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
 
 /**
@@ -30,6 +30,8 @@ const hook = (types: string) => `
         events: [${types}]
 `;
 
+const PER_LESSON = "{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }";
+
 /** Starts the service with `yaml` at `now`, moves the clock to `now` (a tick), waits for the deliveries, then runs `body`. */
 async function startAt(tenantId: string, yaml: string, now: string, body: (t: TestApp) => Promise<void> = async () => undefined): Promise<void> {
   await withTestApp({ manualClock: now, yaml: yaml.replace("URL", receiver.url) }, async (t) => {
@@ -42,18 +44,7 @@ async function startAt(tenantId: string, yaml: string, now: string, body: (t: Te
 
 describe("a global boost's boundaries edited in the tenant file", () => {
   const tenantId = uniqueTenantId("wb");
-  const yaml = (boosts: string) =>
-    tenantYaml(
-      tenantId,
-      `
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
-        boosts: [${boosts}]
-${hook("points.boost_started, points.boost_finished")}`,
-    );
+  const yaml = (boosts: string) => xpSystemTenantYaml(tenantId, PER_LESSON, `        boosts: [${boosts}]\n`, hook("points.boost_started, points.boost_finished"));
   const boost = (key: string, start: string, end: string | null) => `{ key: ${key}, name: Boost, multiplier: 2, start: "${start}"${end === null ? "" : `, end: "${end}"`} }`;
   const boostId = (key: string) => stableId(tenantNamespace(tenantId), "boost", `xp/${key}`);
   const events = (type: string, key: string) => receiver.received.filter((r) => r.body.type === type && r.body.boost?.id === boostId(key));
@@ -102,15 +93,11 @@ ${hook("points.boost_started, points.boost_finished")}`,
 describe("a board's end edited in the tenant file", () => {
   const tenantId = uniqueTenantId("wl");
   const yaml = (end: string) =>
-    tenantYaml(
+    xpSystemTenantYaml(
       tenantId,
-      `
-    metrics: [{ key: lessons, name: Lessons }]
-    points:
-      - key: xp
-        name: XP
-        triggers: [{ key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }]
-    leaderboards:
+      PER_LESSON,
+      "",
+      `    leaderboards:
       - { key: weekly, name: Weekly, rankBy: points, points: xp, start: "2026-06-01", runUnit: day, runInterval: 7, end: "${end}" }
 ${hook("leaderboard.started, leaderboard.finished")}`,
     );

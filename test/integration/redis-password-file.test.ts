@@ -1,5 +1,3 @@
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
@@ -8,12 +6,11 @@ import { passwordFileCheck, rereadOnRefusal } from "../../src/store/redis-passwo
 import { redisPassword } from "../../src/store/redis-password.js";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis, startTestSentinel } from "../helpers/redis-server.js";
+import { callService, waitFor, WORKER } from "../helpers/service-process.js";
+import { linesStarting, passwordFileFixture, served, stopsCleanly, withCopyAndQueue, type RefusedStart } from "../helpers/password-files.js";
+import { startReceiver } from "../helpers/webhook-receiver.js";
 
 type TestRedis = Awaited<ReturnType<typeof startTestRedis>>;
-import { callService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
-import { linesStarting, passwordFileFixture, served, withCopyAndQueue, type RefusedStart } from "../helpers/password-files.js";
-import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
-import { startReceiver } from "../helpers/webhook-receiver.js";
 
 /**
  * LAUREL_REDIS_PASSWORD_FILE (README: Configuration; Operations, Rotating the Redis password):
@@ -85,8 +82,7 @@ describe("an ACL user's password from the file, the user in REDIS_URL", () => {
     // A webhook endpoint: its delivery queues are BullMQ's, each with connections of its own. The
     // first event after the rotation is answered 500, for a retry through them.
     const receiver = await startReceiver((_request, index) => (index === 1 ? 500 : 200));
-    const hooked = join(fixture.dir(), "hooked.yaml");
-    writeFileSync(hooked, lessonsTenantYaml("pwhooks", { url: receiver.url, events: ["points.changed"] }));
+    const hooked = fixture.hookedConfig("pwhooks", receiver.url);
     await withRedis(async (server, admin) => {
       await admin.call("ACL", "SETUSER", "laurel", "on", `>${first}`, "~*", "&*", "+@all");
       const file = passwordFile("acl", first);
@@ -134,11 +130,7 @@ describe("an ACL user's password from the file, the user in REDIS_URL", () => {
       await waitFor(async () => (await connections()) >= before, `the processes' ${before} connections back again`, service.exited, service.output);
       await waitFor(workerHealthy, "the worker back on Redis again", worker.exited, worker.output);
 
-      for (const proc of [service, worker]) {
-        proc.child.kill("SIGTERM");
-        expect(await proc.exited).toBe(0);
-        for (const password of [first, second, third]) expect(proc.output()).not.toContain(password);
-      }
+      await stopsCleanly([service, worker], [first, second, third]);
     }).finally(() => receiver.close());
   });
 });

@@ -1,5 +1,3 @@
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { Redis } from "ioredis";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
@@ -9,9 +7,8 @@ import { passwordFileCheck, rereadOnSentinelRefusal } from "../../src/store/redi
 import { sentinelOptions, sentinelPassword } from "../../src/store/redis-sentinel.js";
 import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startTestRedis, startTestSentinel } from "../helpers/redis-server.js";
-import { callService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
-import { linesStarting, passwordFileFixture, served, withCopyAndQueue, type RefusedStart } from "../helpers/password-files.js";
-import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
+import { callService, waitFor, WORKER } from "../helpers/service-process.js";
+import { linesStarting, passwordFileFixture, served, stopsCleanly, withCopyAndQueue, type RefusedStart } from "../helpers/password-files.js";
 import { startReceiver } from "../helpers/webhook-receiver.js";
 
 /**
@@ -78,7 +75,7 @@ async function withSentinel(first: string, test: (setup: Setup) => Promise<void>
   }
 }
 
-/** How many of the process's output's JSON lines have a msg that starts with `start`. */
+/** What a process logs when it takes a new sentinels' password from the file. */
 const READ_NEW = "read the new sentinels' password from LAUREL_REDIS_SENTINEL_PASSWORD_FILE";
 
 describe("the sentinels' password from the file", () => {
@@ -87,8 +84,7 @@ describe("the sentinels' password from the file", () => {
     // A webhook endpoint: its delivery queues are BullMQ's, each with connections of its own. The
     // first event after the rotation is answered 500, for a retry through them.
     const receiver = await startReceiver((_request, index) => (index === 1 ? 500 : 200));
-    const hooked = join(fixture.dir(), "hooked.yaml");
-    writeFileSync(hooked, lessonsTenantYaml("spwhooks", { url: receiver.url, events: ["points.changed"] }));
+    const hooked = fixture.hookedConfig("spwhooks", receiver.url);
     await withSentinel(first, async (setup) => {
       const file = passwordFile("rotation", first);
       const port = await portOutsideEphemeralRange();
@@ -141,11 +137,7 @@ describe("the sentinels' password from the file", () => {
       await waitFor(async () => (await setup.connections()) >= before, `the processes' ${before} connections back again`, service.exited, service.output);
       await waitFor(workerHealthy, "the worker back on Redis again", worker.exited, worker.output);
 
-      for (const proc of [service, worker]) {
-        proc.child.kill("SIGTERM");
-        expect(await proc.exited).toBe(0);
-        for (const password of [first, second, third]) expect(proc.output()).not.toContain(password);
-      }
+      await stopsCleanly([service, worker], [first, second, third]);
     }).finally(() => receiver.close());
   });
 
