@@ -162,18 +162,25 @@ export class DeliveryQueue {
     return Object.fromEntries(DELIVERY_STATUSES.map((status) => [status, sum(status)])) as Record<DeliveryStatus, number>;
   }
 
-  /** `redis`: a connection to the queue's Redis for the first attempts' one script per batch. */
+  /**
+   * `connection`: the options BullMQ makes its worker's and queue events' blocking connections
+   * from. `redis`: a connection to the queue's Redis for the first attempts' one script per
+   * batch. `queueClient`: the queue's own calls (the admin API's listings and replays, enqueues),
+   * a client with the event path's bounds on waiting for a connection (Webhooks.start:
+   * duplicateClient); without it (tools), BullMQ's own from `connection`, which has neither bound.
+   */
   constructor(
     tenant: CompiledTenant,
     private readonly connection: ConnectionOptions,
     private readonly opts: DeliveryOptions,
     private readonly logger: Logger,
     redis: Redis,
+    queueClient?: Redis,
   ) {
     this.targets = new Map(tenant.webhooks.map((w) => [w.key, { ...w, target: new URL(w.url) }]));
     const name = deliveryQueueName(tenant.id);
     this.queue = new Queue<DeliveryJob>(name, {
-      connection,
+      connection: queueClient ?? connection,
       prefix: JOBS_PREFIX,
       defaultJobOptions: {
         attempts: opts.attempts,

@@ -51,6 +51,8 @@ export class Webhooks {
     private readonly logger: Logger,
     /** The connection the consumer, its payload reads and its first attempts' records use (null without endpoints). */
     private readonly own: Redis | null,
+    /** The delivery queues' client (null without endpoints). */
+    private readonly queueClient: Redis | null,
     /** DeliveryOptions.stopGraceMs: how long close() lets the attempts in flight finish. */
     private readonly deliveryGraceMs: number,
   ) {}
@@ -63,18 +65,23 @@ export class Webhooks {
     // attempts' records), and on the caller's connection (the service's event path) every event
     // call would wait behind them. Redis serves its clients in turn.
     const own = opts.contexts.some((ctx) => ctx.tenant.webhooks.length > 0) ? duplicateClient(opts.redis) : null;
+    // The delivery queues' calls on a client of the event path's kind, one for every tenant:
+    // BullMQ's own client, made from options, waited minutes for a connection (its offline queue
+    // through twenty reconnect attempts) or without end (a command on the wire at a drop), and
+    // an admin replay with it. Not `own`: the consumer's turns would hold the admin API's calls.
+    const queueClient = own === null ? null : duplicateClient(opts.redis);
     for (const shared of opts.contexts) {
-      if (shared.tenant.webhooks.length === 0 || own === null) {
+      if (shared.tenant.webhooks.length === 0 || own === null || queueClient === null) {
         await forget(opts.redis, opts.connection, shared);
         continue;
       }
       const ctx: PayloadContext = { ...shared, store: shared.store.onConnection(own) };
-      const deliveries = new DeliveryQueue(ctx.tenant, opts.connection, delivery, opts.logger, own);
+      const deliveries = new DeliveryQueue(ctx.tenant, opts.connection, delivery, opts.logger, own, queueClient);
       const coalescer = new Coalescer(ctx);
       const timeline = new Timeline(ctx, deliveries, coalescer, { connection: opts.connection, clock: opts.clock, logger: opts.logger, tickEveryMs });
       tenants.set(ctx.tenant.id, { ctx, deliveries, coalescer, timeline });
     }
-    if (own === null) return new Webhooks(tenants, null, opts.logger, null, delivery.stopGraceMs);
+    if (own === null) return new Webhooks(tenants, null, opts.logger, null, null, delivery.stopGraceMs);
     const consumer = new WebhookConsumer(own, tenants, opts.logger, { consumer: opts.options?.consumer, claimIdleMs: opts.options?.claimIdleMs });
     // The group exists from now on, before this process writes: every later change reaches the endpoints.
     await consumer.ensureGroups();
@@ -87,7 +94,7 @@ export class Webhooks {
       if (opts.options?.deliveryWorkers !== false) await t.deliveries.startWorker();
       await t.timeline.start();
     }
-    return new Webhooks(tenants, consumer, opts.logger, own, delivery.stopGraceMs);
+    return new Webhooks(tenants, consumer, opts.logger, own, queueClient, delivery.stopGraceMs);
   }
 
   /** Another consumer of the same group on the same queues (tests: a second worker; tools). */
@@ -146,6 +153,7 @@ export class Webhooks {
       await t.deliveries.close();
     }
     await this.own?.quit().catch(() => undefined);
+    await this.queueClient?.quit().catch(() => undefined);
   }
 }
 
