@@ -1,4 +1,6 @@
 import { createServer, connect, type Server, type Socket } from "node:net";
+import { portOutsideEphemeralRange } from "./ports.js";
+import { runService, waitFor, type ServiceProcess } from "./service-process.js";
 
 /**
  * A TCP proxy in front of a Redis whose connections a test can drop at an exact point: `hold()`
@@ -73,4 +75,23 @@ export class HoldingProxy {
     for (const socket of this.sockets) socket.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
+}
+
+/**
+ * The built service (`env` added to its environment; its stream worker and webhook consumer off)
+ * on a proxy of its own to the Redis at `redisUrl`, started and answering. The proxy and the
+ * process are added to `owned`, for the test file's afterAll to stop.
+ */
+export async function serviceBehindProxy(
+  redisUrl: string,
+  env: Record<string, string>,
+  owned: { proxies: HoldingProxy[]; processes: ServiceProcess[] },
+): Promise<{ port: number; proxy: HoldingProxy; proc: ServiceProcess }> {
+  const proxy = new HoldingProxy(Number(new URL(redisUrl).port));
+  owned.proxies.push(proxy);
+  const port = await portOutsideEphemeralRange();
+  const proc = runService({ REDIS_URL: await proxy.listen(), PORT: String(port), LAUREL_WORKER: "off", ...env });
+  owned.processes.push(proc);
+  await waitFor(() => proc.output().includes("laurel listening"), "the service to start", proc.exited, proc.output);
+  return { port, proxy, proc };
 }

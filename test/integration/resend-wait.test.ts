@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorCodes } from "../../src/domain/errors.js";
-import { HoldingProxy } from "../helpers/holding-proxy.js";
-import { portOutsideEphemeralRange } from "../helpers/ports.js";
+import { HoldingProxy, serviceBehindProxy } from "../helpers/holding-proxy.js";
 import { startTestRedis } from "../helpers/redis-server.js";
-import { callService, runService, stopRunning, waitFor, type ServiceProcess } from "../helpers/service-process.js";
+import { callService, stopRunning, waitFor, type ServiceProcess } from "../helpers/service-process.js";
 
 /**
  * An event on the wire when the Redis connection drops waits to be sent again on the next
@@ -35,16 +34,7 @@ describe("an event on the wire when the Redis connection drops (LAUREL_RESEND_WA
     await redis?.stop();
   });
 
-  /** The built service on a proxy of its own to the test's Redis, started and answering. */
-  async function serviceBehindProxy(env: Record<string, string>): Promise<{ port: number; proxy: HoldingProxy; proc: ServiceProcess }> {
-    const proxy = new HoldingProxy(Number(new URL(redis.url).port));
-    proxies.push(proxy);
-    const port = await portOutsideEphemeralRange();
-    const proc = runService({ REDIS_URL: await proxy.listen(), PORT: String(port), LAUREL_WORKER: "off", ...env });
-    processes.push(proc);
-    await waitFor(() => proc.output().includes("laurel listening"), "the service to start", proc.exited, proc.output);
-    return { port, proxy, proc };
-  }
+  const serviceBehindProxyOf = (env: Record<string, string>) => serviceBehindProxy(redis.url, env, { proxies, processes });
 
   /** Sends `user`'s event, waits until its command is held by the proxy (on the wire), then drops every connection. */
   // The answer is returned in an object: an async function's promise would take on its state.
@@ -57,7 +47,7 @@ describe("an event on the wire when the Redis connection drops (LAUREL_RESEND_WA
   }
 
   it("answers 503 once the bound passes without a connection, and never applies it when Redis comes back", async () => {
-    const { port, proxy, proc } = await serviceBehindProxy({ LAUREL_RESEND_WAIT: "1" });
+    const { port, proxy, proc } = await serviceBehindProxyOf({ LAUREL_RESEND_WAIT: "1" });
     expect((await event(port, "resend-before")).status).toBe(201);
 
     const { answer } = await eventOnTheWireAtADrop(port, proxy, "resend-abandoned");
@@ -80,7 +70,7 @@ describe("an event on the wire when the Redis connection drops (LAUREL_RESEND_WA
   });
 
   it("still sends it again, counted once, when a connection comes back within the bound (the default, 60 s)", async () => {
-    const { port, proxy, proc } = await serviceBehindProxy({});
+    const { port, proxy, proc } = await serviceBehindProxyOf({});
     expect((await event(port, "resend-kept-before")).status).toBe(201);
 
     const { answer } = await eventOnTheWireAtADrop(port, proxy, "resend-kept");

@@ -3,10 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorCodes } from "../../src/domain/errors.js";
-import { HoldingProxy } from "../helpers/holding-proxy.js";
-import { portOutsideEphemeralRange } from "../helpers/ports.js";
+import { HoldingProxy, serviceBehindProxy } from "../helpers/holding-proxy.js";
 import { startTestRedis } from "../helpers/redis-server.js";
-import { runService, stopRunning, waitFor, type ServiceProcess } from "../helpers/service-process.js";
+import { stopRunning, waitFor, type ServiceProcess } from "../helpers/service-process.js";
 import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
 
 /**
@@ -57,19 +56,14 @@ describe("the webhook admin API's replays while Redis is out of reach", () => {
   });
 
   /** The built service (its deliveries queued, not sent: no worker) on a proxy of its own to the test's Redis, answering a replay. */
-  async function serviceBehindProxy(env: Record<string, string>): Promise<{ port: number; proxy: HoldingProxy; proc: ServiceProcess }> {
-    const proxy = new HoldingProxy(Number(new URL(redis.url).port));
-    proxies.push(proxy);
-    const port = await portOutsideEphemeralRange();
-    const proc = runService({ REDIS_URL: await proxy.listen(), PORT: String(port), LAUREL_CONFIG: config, LAUREL_WORKER: "off", LAUREL_DELIVERIES: "off", ...env });
-    processes.push(proc);
-    await waitFor(() => proc.output().includes("laurel listening"), "the service to start", proc.exited, proc.output);
-    expect(await replay(port)).toMatchObject(notFound);
-    return { port, proxy, proc };
+  async function serviceBehindProxyOf(env: Record<string, string>): Promise<{ port: number; proxy: HoldingProxy; proc: ServiceProcess }> {
+    const started = await serviceBehindProxy(redis.url, { LAUREL_CONFIG: config, LAUREL_DELIVERIES: "off", ...env }, { proxies, processes });
+    expect(await replay(started.port)).toMatchObject(notFound);
+    return started;
   }
 
   it("answers 503 within a few seconds when no connection can be made, and answers again once one can", async () => {
-    const { port, proxy } = await serviceBehindProxy({});
+    const { port, proxy } = await serviceBehindProxyOf({});
     proxy.cut();
     // Without the bound this waited for BullMQ's twentieth reconnect attempt, minutes away.
     expect(await replay(port)).toEqual(unreachable);
@@ -79,7 +73,7 @@ describe("the webhook admin API's replays while Redis is out of reach", () => {
   });
 
   it("answers 503 once LAUREL_RESEND_WAIT passes for a replay on the wire when the connection dropped", async () => {
-    const { port, proxy, proc } = await serviceBehindProxy({ LAUREL_RESEND_WAIT: "1" });
+    const { port, proxy, proc } = await serviceBehindProxyOf({ LAUREL_RESEND_WAIT: "1" });
     proxy.hold();
     const answer = replay(port);
     await waitFor(() => proxy.held().includes(UNKNOWN), "the replay's command to be written to Redis");
