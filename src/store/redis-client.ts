@@ -78,6 +78,7 @@ export function duplicateClient(redis: Redis, env: NodeJS.ProcessEnv = process.e
 /** `redis.duplicate()` with the client's logging listeners (ioredis copies options, not listeners). */
 export function quietDuplicate(redis: Redis): Redis {
   const copy = redis.duplicate();
+  keepStreamErrorsHeard(copy);
   for (const event of ["error", RESENDS_ABANDONED]) {
     for (const listener of redis.listeners(event)) copy.on(event, listener as (...args: unknown[]) => void);
   }
@@ -137,10 +138,47 @@ export function isAuthError(err: unknown): err is Error {
   return err instanceof Error && /^(?:NOAUTH|WRONGPASS|NOPERM)\b/.test(err.message);
 }
 
-/** What every client of the event path's kind gets: write coalescing, and bounds on the waits for a connection. */
+/** What every client of the event path's kind gets: every socket's errors heard, write coalescing, and bounds on the waits for a connection. */
 function withClientHabits(redis: Redis, env: NodeJS.ProcessEnv): Redis {
+  keepStreamErrorsHeard(redis);
   if (env.LAUREL_COALESCE !== "off") coalesceWrites(redis);
   return boundOfflineWait(boundResendWait(redis, resendWaitMs(env)));
+}
+
+/** The clients keepStreamErrorsHeard guards, and the sockets it gave a listener. */
+const heardClients = new WeakSet<Redis>();
+const heardStreams = new WeakSet<object>();
+
+/**
+ * Every socket the client opens keeps an "error" listener for its whole life. ioredis listens for
+ * a socket's first error only (`stream.once("error")`, its connectors' and its own), and a TLS
+ * socket can emit two: a server's alert (a client certificate refused after a TLS 1.3 handshake),
+ * then the reset that follows it (`read ECONNRESET`). The second had no listener and ended the
+ * process as an uncaught exception (seen under load: the start that should have said "requires
+ * a TLS client certificate" crashed instead). ioredis has the first error and the close; the
+ * later ones of the same socket are dropped. Set through the client's `stream` property, which
+ * ioredis assigns each new connection's socket to (after its constructor has made the first:
+ * a wrapper around its connector would come too late for that one).
+ */
+function keepStreamErrorsHeard(redis: Redis): void {
+  if (heardClients.has(redis)) return;
+  heardClients.add(redis);
+  let current: Redis["stream"] = redis.stream;
+  const hear = (stream: Redis["stream"] | undefined): void => {
+    if (!stream || typeof stream.on !== "function" || heardStreams.has(stream)) return;
+    heardStreams.add(stream);
+    stream.on("error", () => undefined);
+  };
+  hear(current);
+  Object.defineProperty(redis, "stream", {
+    configurable: true,
+    enumerable: true,
+    get: () => current,
+    set: (stream: Redis["stream"]) => {
+      current = stream;
+      hear(stream);
+    },
+  });
 }
 
 /**

@@ -83,11 +83,11 @@ export function watchFirstConnection(redis: Redis): FirstConnectionWatch {
   const address = redisAddress(redis.options);
   const setting = redisSetting(redis);
   const tlsOptions: ConnectionOptions = typeof redis.options.tls === "object" ? redis.options.tls : {};
-  const seen: { certificateProblem: string | null; clientRefusal: string | null; handshake: { host: string; port: number } | null; closedAfterHandshake: boolean } = {
+  const seen: { certificateProblem: string | null; clientRefusal: string | null; handshake: { host: string; port: number } | null; failedAfterHandshake: boolean } = {
     certificateProblem: null,
     clientRefusal: null,
     handshake: null,
-    closedAfterHandshake: false,
+    failedAfterHandshake: false,
   };
   // The last connection's AUTH refused (WRONGPASS): ioredis fails the commands waiting with it,
   // but one sent while the client waits to reconnect (up to 2 s) meets its caller's bound first.
@@ -97,11 +97,15 @@ export function watchFirstConnection(redis: Redis): FirstConnectionWatch {
   const onError = (err: unknown): void => {
     seen.certificateProblem ??= tlsCertificateProblem(err);
     seen.clientRefusal ??= clientCertificateRefusal(err);
+    // A connection's error after its handshake is its end, as its close is; it comes first, and
+    // alone until the close's own turn of the event loop (onClose below): a command's bound met
+    // in between read the alert without asking (refusal), and said another code.
+    if (handshakeOpen) seen.failedAfterHandshake = true;
     passwordRefused = isAuthError(err) && err.message.startsWith("WRONGPASS") ? err.message : null;
   };
   // A TLS handshake that went through (ioredis' "connect" is TLS's secureConnect) and a
-  // connection closed after it, before Redis answered: over TLS 1.3, how a refused client
-  // certificate mostly shows (a reset), asked about below. Only then: a Redis that answers but is
+  // connection that failed (an error) or closed after it, before Redis answered: over TLS 1.3,
+  // how a refused client certificate shows (an alert, mostly a reset), asked about below. Only then: a Redis that answers but is
   // not ready (loading) is not asked. The address is the client's own; through sentinels, the
   // primary's as the socket tells it, which it often no longer does by then: such a process goes
   // by the alert alone.
@@ -116,7 +120,7 @@ export function watchFirstConnection(redis: Redis): FirstConnectionWatch {
     if (host && port) seen.handshake = { host, port };
   };
   const onClose = (): void => {
-    if (handshakeOpen) seen.closedAfterHandshake = true;
+    if (handshakeOpen) seen.failedAfterHandshake = true;
     handshakeOpen = false;
   };
   const onReady = (): void => {
@@ -185,11 +189,12 @@ export function watchFirstConnection(redis: Redis): FirstConnectionWatch {
         };
       }
       // Nor does a client certificate refused (or missing). Over TLS 1.3 the refusal's alert is
-      // mostly lost to a reset (redis-tls.ts askClientCertificate), so after a connection closed
-      // right after its handshake the server is asked once, over TLS 1.2, where its answer is
-      // certain: one answer whether an alert came through or not. The alert stands when the
-      // question gets none (a server without TLS 1.2).
-      if (seen.handshake !== null && seen.closedAfterHandshake && !asked) {
+      // mostly lost to a reset (redis-tls.ts askClientCertificate), so after a connection failed
+      // or closed right after its handshake the server is asked once, over TLS 1.2, where its
+      // answer is certain: one answer whether an alert came through or not, and whether the
+      // connection's close was seen yet or not. The alert stands when the question gets none (a
+      // server without TLS 1.2).
+      if (seen.handshake !== null && seen.failedAfterHandshake && !asked) {
         asked = true;
         seen.clientRefusal = (await askClientCertificate(seen.handshake.host, seen.handshake.port, tlsOptions, ASK_CLIENT_CERTIFICATE_MS)) ?? seen.clientRefusal;
       }
