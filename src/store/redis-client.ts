@@ -30,7 +30,9 @@ export function createRedisClient(url: string | undefined, options: RedisOptions
   const auth = withPasswordFile(url, env);
   const settings: RedisOptions = { maxRetriesPerRequest: 3, enableAutoPipelining: env.LAUREL_AUTOPIPELINE === "1", reconnectOnError: reconnectWhenReadOnly, ...tls, ...auth.options, ...options };
   // Without a URL (Redis through sentinels alone: redis-sentinel.ts), the options say it all.
-  return withClientHabits(auth.url === undefined ? new Redis(settings) : new Redis(auth.url, settings), env);
+  const redis = auth.url === undefined ? new Redis(settings) : new Redis(auth.url, settings);
+  keepStreamErrorsHeard(redis);
+  return withClientHabits(redis, env);
 }
 
 /**
@@ -80,7 +82,7 @@ export function quietDuplicate(redis: Redis): Redis {
   const copy = redis.duplicate();
   keepStreamErrorsHeard(copy);
   for (const event of ["error", RESENDS_ABANDONED]) {
-    for (const listener of redis.listeners(event)) copy.on(event, listener as (...args: unknown[]) => void);
+    for (const listener of redis.listeners(event)) if (!streamGuards.has(listener)) copy.on(event, listener as (...args: unknown[]) => void);
   }
   return copy;
 }
@@ -138,47 +140,45 @@ export function isAuthError(err: unknown): err is Error {
   return err instanceof Error && /^(?:NOAUTH|WRONGPASS|NOPERM)\b/.test(err.message);
 }
 
-/** What every client of the event path's kind gets: every socket's errors heard, write coalescing, and bounds on the waits for a connection. */
+/** What every client of the event path's kind gets: write coalescing, and bounds on the waits for a connection. */
 function withClientHabits(redis: Redis, env: NodeJS.ProcessEnv): Redis {
-  keepStreamErrorsHeard(redis);
   if (env.LAUREL_COALESCE !== "off") coalesceWrites(redis);
   return boundOfflineWait(boundResendWait(redis, resendWaitMs(env)));
 }
 
-/** The clients keepStreamErrorsHeard guards, and the sockets it gave a listener. */
-const heardClients = new WeakSet<Redis>();
+/** The sockets keepStreamErrorsHeard gave a listener, and its own listeners (not copied by quietDuplicate). */
 const heardStreams = new WeakSet<object>();
+const streamGuards = new WeakSet<object>();
 
 /**
- * Every socket the client opens keeps an "error" listener for its whole life. ioredis listens for
- * a socket's first error only (`stream.once("error")`, its connectors' and its own), and a TLS
- * socket can emit two: a server's alert (a client certificate refused after a TLS 1.3 handshake),
- * then the reset that follows it (`read ECONNRESET`). The second had no listener and ended the
- * process as an uncaught exception (seen under load: the start that should have said "requires
- * a TLS client certificate" crashed instead). ioredis has the first error and the close; the
- * later ones of the same socket are dropped. Set through the client's `stream` property, which
- * ioredis assigns each new connection's socket to (after its constructor has made the first:
- * a wrapper around its connector would come too late for that one).
+ * For every client made here (createRedisClient, quietDuplicate), once: each socket of the
+ * client keeps an "error" listener for the rest of its life. ioredis listens for a socket's first
+ * error only (`stream.once("error")`, its connectors' and its own), and a TLS socket can emit
+ * two: a server's alert (a client certificate refused after a TLS 1.3 handshake), then the reset
+ * that follows it (`read ECONNRESET`). The second had no listener and ended the process as an
+ * uncaught exception (seen under load: the start that should have said "requires a TLS client
+ * certificate" crashed instead). ioredis has the first error and the close; the later ones of the
+ * same socket are dropped.
+ *
+ * The listener is added when the socket connects (the client's "connect") or, for one that fails
+ * before, while ioredis passes its first error on (the client's "error", emitted from that
+ * error's own emit): once a connection, nothing on a command's path. Measured, so kept simple: a
+ * `stream` accessor defined on the client, tried first, made every event call ~17k instructions
+ * dearer (137k to 154k, `COST_TRAFFIC=events node bench/read-cost.mjs`), and so did a WeakSet of
+ * the clients, added to here just after the client's construction to make this idempotent (the
+ * client is in other WeakMaps, added to later, at no such cost; why was not found). Hence one
+ * call per client, from the two places that make one.
  */
 function keepStreamErrorsHeard(redis: Redis): void {
-  if (heardClients.has(redis)) return;
-  heardClients.add(redis);
-  let current: Redis["stream"] = redis.stream;
-  const hear = (stream: Redis["stream"] | undefined): void => {
+  const guard = (): void => {
+    const stream = redis.stream;
     if (!stream || typeof stream.on !== "function" || heardStreams.has(stream)) return;
     heardStreams.add(stream);
     stream.on("error", () => undefined);
   };
-  hear(current);
-  Object.defineProperty(redis, "stream", {
-    configurable: true,
-    enumerable: true,
-    get: () => current,
-    set: (stream: Redis["stream"]) => {
-      current = stream;
-      hear(stream);
-    },
-  });
+  streamGuards.add(guard);
+  redis.on("connect", guard);
+  redis.on("error", guard);
 }
 
 /**
