@@ -1,5 +1,5 @@
 import { Redis, type RedisOptions } from "ioredis";
-import type { ConnectionOptions } from "bullmq";
+import { RedisConnection, createIORedisClient, type ConnectionOptions } from "bullmq";
 import type { Logger } from "pino";
 import { withPasswordFile } from "./redis-password.js";
 import { redisRefusalOf } from "./redis-refusals.js";
@@ -190,8 +190,26 @@ function keepStreamErrorsHeard(redis: Redis): void {
  * and the primary when the process's client uses it).
  */
 export function queueConnection(redis: Redis): ConnectionOptions {
+  hearQueueSocketErrors();
   const { host, port, path, username, password, db, tls, reconnectOnError, sentinels, name, sentinelPassword, enableTLSForSentinelMode, sentinelTLS } = redis.options;
   const common = { username, password, db, reconnectOnError };
   if (sentinels && sentinels.length > 0) return { ...common, tls, sentinels, name, sentinelPassword, enableTLSForSentinelMode, sentinelTLS };
   return path ? { path, ...common } : { host, port, ...common, tls };
+}
+
+/**
+ * BullMQ's own clients (its workers', queue events' and schedulers' connections, made from
+ * queueConnection's options) made as BullMQ makes them, each socket's errors heard
+ * (keepStreamErrorsHeard): a second error of one of their sockets, as a TLS client certificate
+ * refused mid-run brings about, ended the process too. BullMQ's hook for this is process-wide
+ * (RedisConnection.clientFactory); set by every queueConnection, which each process asks for
+ * before its first queue.
+ */
+function hearQueueSocketErrors(): void {
+  RedisConnection.clientFactory ??= (opts) => {
+    const { url, ...rest } = opts as RedisOptions & { url?: string };
+    const redis = url === undefined ? new Redis(rest) : new Redis(url, rest);
+    keepStreamErrorsHeard(redis);
+    return createIORedisClient(redis);
+  };
 }

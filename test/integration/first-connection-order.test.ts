@@ -1,7 +1,8 @@
 import { EventEmitter } from "node:events";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createRedisClient } from "../../src/store/redis-client.js";
+import { Worker } from "bullmq";
+import { createRedisClient, queueConnection } from "../../src/store/redis-client.js";
 import { watchFirstConnection } from "../../src/store/redis-first-connection.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { startTlsRedis, type TlsRedis } from "../helpers/tls-redis.js";
@@ -62,6 +63,28 @@ describe("a client's socket (store/redis-client.ts)", () => {
       }).not.toThrow();
       expect(errors).toEqual(["tlsv13 alert certificate required"]);
     } finally {
+      redis.disconnect();
+    }
+  });
+
+  it("takes it on the job queues' own connections too (BullMQ's, made from queueConnection's options)", async () => {
+    const redis = createRedisClient(server.url);
+    // A worker's blocking connection, as the streak expiry's and the webhooks' workers make one.
+    const worker = new Worker("first-connection-order", async () => undefined, { connection: queueConnection(redis), prefix: "{laurel-test}", autorun: false });
+    worker.on("error", () => undefined);
+    try {
+      await worker.waitUntilReady();
+      const backend = worker.getBackend();
+      // Its connection for commands, and its blocking one (a connection of its own, made by BullMQ).
+      for (const client of [await backend.client, await backend.blockingClient]) {
+        const stream = (client as unknown as Redis).stream;
+        expect(() => {
+          stream.emit("error", Object.assign(new Error("tlsv13 alert certificate required"), { code: "ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED" }));
+          stream.emit("error", Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" }));
+        }).not.toThrow();
+      }
+    } finally {
+      await worker.close(true);
       redis.disconnect();
     }
   });
