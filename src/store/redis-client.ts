@@ -162,12 +162,9 @@ const streamGuards = new WeakSet<object>();
  *
  * The listener is added when the socket connects (the client's "connect") or, for one that fails
  * before, while ioredis passes its first error on (the client's "error", emitted from that
- * error's own emit): once a connection, nothing on a command's path. Measured, so kept simple: a
- * `stream` accessor defined on the client, tried first, made every event call ~17k instructions
- * dearer (137k to 154k, `COST_TRAFFIC=events node bench/read-cost.mjs`), and so did a WeakSet of
- * the clients, added to here just after the client's construction to make this idempotent (the
- * client is in other WeakMaps, added to later, at no such cost; why was not found). Hence one
- * call per client, from the two places that make one.
+ * error's own emit): once a connection, nothing on a command's path, and nothing defined on a
+ * client ioredis owns (the first form of this was a `stream` accessor on the client). One call per
+ * client, from the two places that make one (each call adds its listeners).
  */
 function keepStreamErrorsHeard(redis: Redis): void {
   const guard = (): void => {
