@@ -62,11 +62,11 @@ export async function stopRunning(processes: readonly ServiceProcess[]): Promise
   }
 }
 
-/** A JSON call to a service process on `port` with the demo tenant's API key: its status and parsed body. */
-export async function callService(port: number, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+/** A JSON call to a service process on `port` with the demo tenant's API key (or `key`: "demo-admin-key" for the admin routes): its status and parsed body. */
+export async function callService(port: number, method: string, path: string, body?: unknown, key = "demo-key"): Promise<{ status: number; body: any }> {
   const res = await fetch(`http://127.0.0.1:${port}${path}`, {
     method,
-    headers: { "x-api-key": "demo-key", "content-type": "application/json" },
+    headers: { "x-api-key": key, "content-type": "application/json" },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   return { status: res.status, body: await res.json() };

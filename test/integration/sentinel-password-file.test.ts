@@ -98,10 +98,7 @@ describe("the sentinels' password from the file", () => {
       // Both processes' clients, and their delivery queues' (BullMQ) connections, each found through the sentinel.
       let before = 0;
       await waitFor(async () => (before = await setup.connections()) > 4, "the processes' connections, their job queues' too", service.exited, service.output);
-      const adminCall = async (method: string, path: string) => {
-        const res = await fetch(`http://127.0.0.1:${port}${path}`, { method, headers: { "x-api-key": "demo-admin-key", "content-type": "application/json" }, body: method === "POST" ? "{}" : undefined });
-        return { status: res.status, body: (await res.json()) as any };
-      };
+      const adminCall = (method: string, path: string) => callService(port, method, path, method === "POST" ? {} : undefined, "demo-admin-key");
       // The worker's probe: its client answers a PING within a second.
       const workerHealthy = async () => (await fetch(`http://127.0.0.1:${workerPort}/healthz`)).status === 200;
 

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorCodes } from "../../src/domain/errors.js";
 import { HoldingProxy, serviceBehindProxy } from "../helpers/holding-proxy.js";
 import { startTestRedis } from "../helpers/redis-server.js";
-import { stopRunning, waitFor, type ServiceProcess } from "../helpers/service-process.js";
+import { callService, stopRunning, waitFor, type ServiceProcess } from "../helpers/service-process.js";
 import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
 
 /**
@@ -24,15 +24,7 @@ import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
 const TENANT = "hooks-redis-down";
 const UNKNOWN = "no-such-delivery.main";
 
-async function admin(port: number, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`http://127.0.0.1:${port}${path}`, {
-    method,
-    headers: { "x-api-key": "demo-admin-key", "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, body: await res.json() };
-}
-
+const admin = (port: number, method: string, path: string, body?: unknown) => callService(port, method, path, body, "demo-admin-key");
 const replay = (port: number) => admin(port, "POST", `/admin/v1/webhooks/deliveries/${UNKNOWN}/replay`);
 const notFound = { status: 404, body: { error: expect.stringContaining(UNKNOWN) } };
 const unreachable = { status: 503, body: { error: ErrorCodes.REDIS_UNREACHABLE.message } };
