@@ -7,6 +7,7 @@ import { SENTINEL_PASSWORD_FILE, sentinelAuthRefusal, sentinelPasswordSetting } 
 import { clientCertificateRefusal, redisTlsFiles, tlsCertificateProblem } from "./redis-tls.js";
 import { boundOfflineWait } from "./offline-wait.js";
 import { RESENDS_ABANDONED, boundResendWait, resendWaitMs } from "./resend-wait.js";
+import { isStreamGuard, keepStreamErrorsHeard } from "./stream-errors.js";
 import { coalesceWrites } from "./write-coalescing.js";
 
 /**
@@ -82,7 +83,7 @@ export function quietDuplicate(redis: Redis): Redis {
   const copy = redis.duplicate();
   keepStreamErrorsHeard(copy);
   for (const event of ["error", RESENDS_ABANDONED]) {
-    for (const listener of redis.listeners(event)) if (!streamGuards.has(listener)) copy.on(event, listener as (...args: unknown[]) => void);
+    for (const listener of redis.listeners(event)) if (!isStreamGuard(listener)) copy.on(event, listener as (...args: unknown[]) => void);
   }
   return copy;
 }
@@ -146,38 +147,6 @@ function withClientHabits(redis: Redis, env: NodeJS.ProcessEnv): Redis {
   return boundOfflineWait(boundResendWait(redis, resendWaitMs(env)));
 }
 
-/** The sockets keepStreamErrorsHeard gave a listener, and its own listeners (not copied by quietDuplicate). */
-const heardStreams = new WeakSet<object>();
-const streamGuards = new WeakSet<object>();
-
-/**
- * For every client made here (createRedisClient, quietDuplicate), once: each socket of the
- * client keeps an "error" listener for the rest of its life. ioredis listens for a socket's first
- * error only (`stream.once("error")`, its connectors' and its own), and a TLS socket can emit
- * two: a server's alert (a client certificate refused after a TLS 1.3 handshake), then the reset
- * that follows it (`read ECONNRESET`). The second had no listener and ended the process as an
- * uncaught exception (seen under load: the start that should have said "requires a TLS client
- * certificate" crashed instead). ioredis has the first error and the close; the later ones of the
- * same socket are dropped.
- *
- * The listener is added when the socket connects (the client's "connect") or, for one that fails
- * before, while ioredis passes its first error on (the client's "error", emitted from that
- * error's own emit): once a connection, nothing on a command's path, and nothing defined on a
- * client ioredis owns (the first form of this was a `stream` accessor on the client). One call per
- * client, from the two places that make one (each call adds its listeners).
- */
-function keepStreamErrorsHeard(redis: Redis): void {
-  const guard = (): void => {
-    const stream = redis.stream;
-    if (!stream || typeof stream.on !== "function" || heardStreams.has(stream)) return;
-    heardStreams.add(stream);
-    stream.on("error", () => undefined);
-  };
-  streamGuards.add(guard);
-  redis.on("connect", guard);
-  redis.on("error", guard);
-}
-
 /**
  * BullMQ's connection options for the Redis a client talks to: its address (TCP host and port,
  * a Unix socket path, or the sentinels and the group they name the primary of), credentials,
@@ -188,9 +157,9 @@ function keepStreamErrorsHeard(redis: Redis): void {
  */
 export function queueConnection(redis: Redis): ConnectionOptions {
   hearQueueSocketErrors();
-  const { host, port, path, username, password, db, tls, reconnectOnError, sentinels, name, sentinelPassword, enableTLSForSentinelMode, sentinelTLS } = redis.options;
+  const { host, port, path, username, password, db, tls, reconnectOnError, sentinels, name, sentinelPassword, enableTLSForSentinelMode, sentinelTLS, Connector } = redis.options;
   const common = { username, password, db, reconnectOnError };
-  if (sentinels && sentinels.length > 0) return { ...common, tls, sentinels, name, sentinelPassword, enableTLSForSentinelMode, sentinelTLS };
+  if (sentinels && sentinels.length > 0) return { ...common, tls, sentinels, name, sentinelPassword, enableTLSForSentinelMode, sentinelTLS, Connector };
   return path ? { path, ...common } : { host, port, ...common, tls };
 }
 

@@ -1,6 +1,7 @@
 import type { RedisOptions } from "ioredis";
 import { isFilePassword, passwordFileProblem, passwordFromFile, passwordPath, type PasswordFile, type RedisPassword } from "./password-file.js";
 import { redisTlsFiles, usesTls } from "./redis-tls.js";
+import { SentinelConnectorHearingErrors } from "./stream-errors.js";
 
 /**
  * Redis through Sentinel, the failover of a self-hosted Redis: the process asks the sentinels
@@ -109,7 +110,8 @@ export function sentinelOptions(env: NodeJS.ProcessEnv = process.env): RedisOpti
   // and the sentinels' own from sentinelTLS: without them both were plain TCP. A sentinel that
   // asks for a client certificate (Redis's default) gets the data nodes' one.
   const tls = usesTls(env) ? { enableTLSForSentinelMode: true, sentinelTLS: redisTlsFiles(env) } : {};
-  return { sentinels, name: env.REDIS_SENTINEL_NAME || "mymaster", ...sentinelPasswordOption(env), ...tls };
+  // The connector: ioredis' own, its clients to the sentinels hearing their sockets' later errors (stream-errors.ts).
+  return { sentinels, name: env.REDIS_SENTINEL_NAME || "mymaster", ...sentinelPasswordOption(env), ...tls, Connector: SentinelConnectorHearingErrors };
 }
 
 /** Where a client's Redis is, for the log: its address, or the group and the sentinels asked for it. */

@@ -3,6 +3,7 @@ import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Worker } from "bullmq";
 import { createRedisClient, queueConnection } from "../../src/store/redis-client.js";
+import { sentinelOptions } from "../../src/store/redis-sentinel.js";
 import { watchFirstConnection } from "../../src/store/redis-first-connection.js";
 import { startTestRedis } from "../helpers/redis-server.js";
 import { startTlsRedis, type TlsRedis } from "../helpers/tls-redis.js";
@@ -63,6 +64,28 @@ describe("a client's socket (store/redis-client.ts)", () => {
       }).not.toThrow();
       expect(errors).toEqual(["tlsv13 alert certificate required"]);
     } finally {
+      redis.disconnect();
+    }
+  });
+
+  it("takes it on the clients ioredis makes to ask the sentinels (inside its connector, out of the client's reach)", async () => {
+    const { port } = new URL(server.url);
+    // A client through sentinels, as the start makes one; lazy: it never asks them here.
+    const redis = createRedisClient(undefined, { ...sentinelOptions({ REDIS_SENTINELS: `127.0.0.1:${port}` }), lazyConnect: true });
+    // The connector ioredis made from the client's options, and a client of the kind its
+    // address lookup makes (any Redis serves for a connection: no sentinel command is sent).
+    const connector = (redis as unknown as { connector: { connectToSentinel(endpoint: { host: string; port: number }): Redis } }).connector;
+    const asker = connector.connectToSentinel({ host: "127.0.0.1", port: Number(port) });
+    asker.on("error", () => undefined); // as ioredis' own lookup does
+    try {
+      expect(await asker.ping()).toBe("PONG");
+      const stream = asker.stream;
+      expect(() => {
+        stream.emit("error", Object.assign(new Error("tlsv13 alert certificate required"), { code: "ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED" }));
+        stream.emit("error", Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" }));
+      }).not.toThrow();
+    } finally {
+      asker.disconnect();
       redis.disconnect();
     }
   });

@@ -8,6 +8,7 @@ import { checkEnvironmentOrExit } from "../../src/boot.js";
 import { freePort, portOutsideEphemeralRange } from "../../src/embedded-redis.js";
 import { createRedisClient, queueConnection } from "../../src/store/redis-client.js";
 import { parseSentinels, redisAddress, sentinelOptions } from "../../src/store/redis-sentinel.js";
+import { SentinelConnectorHearingErrors } from "../../src/store/stream-errors.js";
 import { runService, waitFor, WORKER, type ServiceProcess } from "../helpers/service-process.js";
 import { startTestRedis, startTestSentinel } from "../helpers/redis-server.js";
 
@@ -50,10 +51,10 @@ describe("REDIS_SENTINELS", () => {
       "invalid environment: REDIS_SENTINEL_NAME is set without REDIS_SENTINELS",
     ]);
     const options = sentinelOptions({ REDIS_SENTINELS: "127.0.0.1:26379,127.0.0.2:26379", REDIS_SENTINEL_PASSWORD: "s3cret" });
-    expect(options).toEqual({ sentinels: [{ host: "127.0.0.1", port: 26379 }, { host: "127.0.0.2", port: 26379 }], name: "mymaster", sentinelPassword: "s3cret" });
+    expect(options).toEqual({ sentinels: [{ host: "127.0.0.1", port: 26379 }, { host: "127.0.0.2", port: 26379 }], name: "mymaster", sentinelPassword: "s3cret", Connector: SentinelConnectorHearingErrors });
     const redis = createRedisClient("redis://:data-pw@ignored:1/2", { ...options, lazyConnect: true });
     try {
-      expect(queueConnection(redis)).toMatchObject({ sentinels: options.sentinels, name: "mymaster", sentinelPassword: "s3cret", password: "data-pw", db: 2 });
+      expect(queueConnection(redis)).toMatchObject({ sentinels: options.sentinels, name: "mymaster", sentinelPassword: "s3cret", password: "data-pw", db: 2, Connector: SentinelConnectorHearingErrors });
       expect(redisAddress(redis.options)).toBe('primary "mymaster" via sentinels 127.0.0.1:26379,127.0.0.2:26379');
     } finally {
       redis.disconnect();
