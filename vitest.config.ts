@@ -18,5 +18,14 @@ export default defineConfig({
     // time is spent waiting on the redis-servers, services and workers they start; two at a time
     // took 4 min 12 s there. Files keep apart by their own tenant ids (global-setup.ts).
     maxWorkers: Math.max(2, availableParallelism()),
+    // The files of a worker share its process and its modules instead of a fresh process each
+    // (vitest's default, isolate: true), where every file loaded the service's modules again
+    // (ioredis, BullMQ, uWS, typia's validators: ~2 s of CPU a file) beside the services and
+    // redis-servers the other worker's tests start. On a slow 2-core box: 10 min 37 s isolated,
+    // 7 min 14 s shared (bench/README.md, the fifty-fifth stop). Files keep apart as they did:
+    // their own tenant ids, and what one changes process-wide it puts back (process.env,
+    // process.exit, setScriptMode). Checked in one process with the files in a shuffled order
+    // (`--no-isolate --maxWorkers=1 --sequence.shuffle.files`): every test passed.
+    isolate: false,
   },
 });
