@@ -7,6 +7,8 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/helpers/global-setup.ts"],
+    // What a file left running ends with the file (the files of a worker share its process: isolate below).
+    setupFiles: ["test/helpers/file-cleanup.ts"],
     // A guard against a hang, never a limit a test should meet: a test cut off by it runs on in
     // the background, and a property's runs still under way FLUSHDB and move the clock under the
     // next test of its file. The travel property takes 25 s on a slow box alone, and went past

@@ -1,5 +1,4 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { afterAll } from "vitest";
 
 // In a module of its own, without this one's hook, for helpers that global-setup.ts runs too; the tests import it from here.
 export { waitFor } from "./wait-for.js";
@@ -12,15 +11,18 @@ export const WORKER = new URL("../../dist/worker.js", import.meta.url).pathname;
 /**
  * Every service this test process started and has not seen exit. A test that fails before its own
  * kill (an expect between the start and the stop) left its service, and that service's embedded
- * redis-server, running after the test run; they are killed after the file's tests (a service's
- * embedded server then stops with it: src/redis-child.ts, the death signal).
+ * redis-server, running after the test run; they are killed after each file's tests
+ * (file-cleanup.ts; a service's embedded server then stops with it: src/redis-child.ts, the death
+ * signal).
  */
 const running = new Set<ChildProcess>();
-// Registered while the test file imports this module (vitest evaluates it again for each file),
-// so it runs after each file's own hooks.
-afterAll(() => {
+
+/** Kills the services still running (file-cleanup.ts, after each file's own hooks); how many there were. */
+export function killServicesLeftRunning(): number {
+  const left = running.size;
   for (const child of running) child.kill("SIGKILL");
-});
+  return left;
+}
 
 export interface ServiceProcess {
   child: ChildProcess;
