@@ -55,9 +55,25 @@ export function tenantNamespace(tenantId: string): string {
   return uuidV5(`tenant:${tenantId}`, LAUREL_NAMESPACE);
 }
 
-/** The id of a configured object: `kind` is e.g. "metric", `path` its key (or sys/key). */
+/**
+ * The id of a configured object: `kind` is e.g. "metric", `path` its key (or sys/key).
+ *
+ * Returned as the string table's own copy (an object literal's key is internalized; Object.keys
+ * gives that copy back). Why: a config id lives as long as its config, and the first time one is
+ * used as a property key V8 internalizes it; a string not already in the table is copied there
+ * and the original turned into a ThinString, which a young-generation collection does not
+ * replace once its holder is old. Node 20's V8 has one ThinString map, whose encoding bit says
+ * two-byte, and TurboFan's inline concatenation takes the encoding from the inputs' maps: the
+ * event reply's `{"metricId":"${metricId}",...` then came out a two-byte string in some runs and
+ * not others, and uWS's `res.end` flattened it to two bytes a character and encoded it to UTF-8
+ * the slow way, ~16k instructions an event call more (`String::Utf8Value` 24.0k against 7.8k;
+ * the event call's bimodal ~138k / ~155k, bench/README.md, "The fifty-fourth stop"). Found with a
+ * scratch probe testing the reply's parts through v8.serialize's string tag: two-byte replies in
+ * 2 of 3 `node bench/gc-trace.mjs` runs of the start (every reply from ~5 000 events on, when
+ * eventReply is optimised), in none with this change.
+ */
 export function stableId(namespace: string, kind: string, path: string): string {
-  return uuidV5(`${kind}:${path}`, namespace);
+  return Object.keys({ [uuidV5(`${kind}:${path}`, namespace)]: 0 })[0]!;
 }
 
 /** Award ids: one per (user, system, sequence number); the sequence lives in the user's state. */
