@@ -67,7 +67,7 @@ export function tenantNamespace(tenantId: string): string {
  * event reply's `{"metricId":"${metricId}",...` then came out a two-byte string in some runs and
  * not others, and uWS's `res.end` flattened it to two bytes a character and encoded it to UTF-8
  * the slow way, ~16k instructions an event call more (`String::Utf8Value` 24.0k against 7.8k;
- * the event call's bimodal ~138k / ~155k, bench/README.md, "The fifty-fourth stop"). Found with a
+ * the event call's bimodal ~138k / ~155k, bench/README.md, "The fifty-fifth stop"). Found with a
  * scratch probe testing the reply's parts through v8.serialize's string tag: two-byte replies in
  * 2 of 3 `node bench/gc-trace.mjs` runs of the start (every reply from ~5 000 events on, when
  * eventReply is optimised), in none with this change.
