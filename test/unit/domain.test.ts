@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { setFlagsFromString } from "node:v8";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { floorDiv, fromMicro, toMicro } from "../../src/domain/decimal.js";
@@ -203,6 +204,17 @@ describe("ids", () => {
     expect(stableId(ns, "metric", "lessons")).toBe("e673ce80-9ed7-5efd-9513-f33fc403f160");
     expect(stableId(ns, "points", "xp")).toBe("e207b8f5-4a18-5dd8-9839-f85d6a748e02");
     expect(stableId(ns, "points", "energy")).toBe("55311e08-25c8-5788-ba33-36b98b51a7fd");
+  });
+
+  it("gives a configured object's id as the string table's own copy, which V8 never makes a ThinString of", () => {
+    // A ThinString id made a whole event reply two-byte once TurboFan optimised its
+    // concatenation, and uWS converted each reply the slow way (ids.ts stableId). V8's own
+    // check, through its natives syntax (allowed here for this test's one function).
+    setFlagsFromString("--allow-natives-syntax");
+    const isInternalized = new Function("s", "return %IsInternalizedString(s)") as (s: string) => boolean;
+    const ns = tenantNamespace(`t${Date.now()}`); // ids no earlier test made (and so internalized)
+    expect(isInternalized(uuidV5("metric:fresh", ns))).toBe(false); // what stableId computes: a new string
+    for (const kind of ["metric", "points", "achievement", "leaderboard"]) expect(isInternalized(stableId(ns, kind, "fresh"))).toBe(true);
   });
 
   it("derives stable, tenant-scoped ids", () => {
