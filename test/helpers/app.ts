@@ -71,9 +71,10 @@ export interface TestAppOptions {
 
 /**
  * The test apps started and not closed yet. One a test left open (a failure before its close, a
- * close forgotten) went on serving, and delivering webhooks and retrying them to receivers whose
- * ports a later test may have, in the worker's process that the next files share
- * (vitest.config.ts isolate: false); closed after each file's tests (file-cleanup.ts).
+ * close forgotten) would go on serving, and delivering webhooks and retrying them to receivers
+ * whose ports a later test may be given, in the worker's process that the next files share
+ * (vitest.config.ts isolate: false); closed after each file's tests (file-cleanup.ts). None was
+ * left in a full run when this was added.
  */
 const openApps = new Set<TestApp>();
 

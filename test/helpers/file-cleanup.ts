@@ -6,8 +6,8 @@ import { killServicesLeftRunning } from "./service-process.js";
  * Run before each test file (vitest.config.ts setupFiles), so that its hook runs after the file's
  * own: what a file's tests left running (a failure between a start and its stop, a close
  * forgotten) ends with the file, as it did when each file had a process of its own. The files of
- * a worker now share one (isolate: false), and a test app left open went on delivering webhooks,
- * with their retries, to ports a later file's receivers may be given. What was left is said on
+ * a worker now share one (isolate: false), and a test app left open would go on delivering
+ * webhooks, with their retries, to ports a later file's receivers may be given. What was left is said on
  * stderr, to be mended in the file that left it.
  */
 // The file's path, read while it is being set up: an afterAll hook is not given it.
