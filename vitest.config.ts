@@ -7,7 +7,7 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/helpers/global-setup.ts"],
-    // What a file left running ends with the file (the files of a worker share its process: isolate below).
+    // The services a file left running are killed with the file (the files of a worker share its process: isolate below).
     setupFiles: ["test/helpers/file-cleanup.ts"],
     // A guard against a hang, never a limit a test should meet: a test cut off by it runs on in
     // the background, and a property's runs still under way FLUSHDB and move the clock under the

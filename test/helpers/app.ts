@@ -69,22 +69,6 @@ export interface TestAppOptions {
   healthTimeoutMs?: number;
 }
 
-/**
- * The test apps started and not closed yet. One a test left open (a failure before its close, a
- * close forgotten) would go on serving, and delivering webhooks and retrying them to receivers
- * whose ports a later test may be given, in the worker's process that the next files share
- * (vitest.config.ts isolate: false); closed after each file's tests (file-cleanup.ts). None was
- * left in a full run when this was added.
- */
-const openApps = new Set<TestApp>();
-
-/** Closes the test apps still open (file-cleanup.ts, after each file's own hooks); how many there were. */
-export async function closeAppsLeftOpen(): Promise<number> {
-  const left = [...openApps];
-  await Promise.allSettled(left.map((t) => t.close()));
-  return left.length;
-}
-
 export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> {
   const yaml = opts.yaml ?? demoConfig().yaml;
   const tenants = loadConfigText(yaml, "test.yaml", {});
@@ -140,12 +124,10 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
       if (res.status !== 200) throw new Error(`clock: ${res.status} ${JSON.stringify(res.body)}`);
     },
     async close() {
-      openApps.delete(testApp);
       await app.close();
       await redis.quit();
     },
   };
-  openApps.add(testApp);
   return testApp;
 }
 
