@@ -5,8 +5,8 @@ const heardStreams = new WeakSet<object>();
 const streamGuards = new WeakSet<object>();
 
 /**
- * For every client made here (createRedisClient, quietDuplicate), once: each socket of the
- * client keeps an "error" listener for the rest of its life. ioredis listens for a socket's first
+ * For every client the process makes, once: each socket of the client keeps an "error" listener
+ * for the rest of its life. ioredis listens for a socket's first
  * error only (`stream.once("error")`, its connectors' and its own), and a TLS socket can emit
  * two: a server's alert (a client certificate refused after a TLS 1.3 handshake), then the reset
  * that follows it (`read ECONNRESET`). The second had no listener and ended the process as an

@@ -110,7 +110,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     }
     return { status: res.status, body: parsed };
   };
-  const testApp: TestApp = {
+  return {
     url,
     app,
     redis,
@@ -128,7 +128,6 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
       await redis.quit();
     },
   };
-  return testApp;
 }
 
 /** Runs `body` against an app started with `opts`, and closes the app however `body` ends. */
