@@ -64,6 +64,15 @@ export async function startReceiver(respond: Receiver["respond"] = () => 200, po
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
+      // Deliveries are POSTs. Anything else reached this port by mistake: most likely another
+      // test's probe of a service it had on this port before (a port picked free is reused), as
+      // once in a clean-clone CI run (webhook-rank-changes.test.ts). Kept out of `received`, and
+      // said on stderr so that its source shows the next time.
+      if (req.method !== "POST") {
+        process.stderr.write(`webhook receiver ${receiver.url}: not a delivery, ignored: ${req.method} ${req.url} (user-agent ${req.headers["user-agent"] ?? "none"})\n`);
+        res.writeHead(405, { "content-type": "text/plain" }).end("deliveries are POSTs");
+        return;
+      }
       const raw = Buffer.concat(chunks).toString("utf8");
       let body: unknown = raw;
       try {

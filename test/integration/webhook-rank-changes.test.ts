@@ -80,7 +80,8 @@ describe("rank changes the consumer reaches late", () => {
       await app.app.webhooks!.settled();
       // `user?.`: once, under a clean-clone CI run on a loaded box, this receiver (a port picked
       // free) also got a request that was not this tenant's (no user): another test's, to a port
-      // it had known before. Only the user's rank changes are this test's to read.
+      // it had known before. Only the user's rank changes are this test's to read. (The receiver
+      // now drops requests other than POSTs and names them on stderr: webhook-receiver.ts.)
       return late.received.filter((r) => r.body?.user?.id === "solo").map((r) => [r.body.leaderboard.previousRank, r.body.leaderboard.rank, r.body.leaderboard.value]);
     } finally {
       await app.close();
