@@ -1,5 +1,6 @@
 /**
- * The only place Redis key names are built (in the manner of BullMQ's queue-keys.ts).
+ * Where Redis key names are built (in the manner of BullMQ's queue-keys.ts); the webhook
+ * delivery's own keys are in src/jobs/webhooks/keys.ts, BullMQ's under its prefix {laurel-jobs}.
  *
  * Every key of a user carries the hash tag {<tenant>:<shard>}, so one user's keys, the shard's
  * counters and the shard's stream share a Redis Cluster slot and the event script stays atomic
@@ -40,8 +41,9 @@
  *   {t}:meta                hash  first-seen and last-changed times of configured objects
  *   {t}:runs-deleted        hash  board → the first run not deleted yet (keepFinishedRuns:
  *                                  src/jobs/run-retention.ts)
- *   {t}:fixed               hash  settings the data is laid out by: shards, streak.frequency (checked at
- *                                  every start: src/store/fixed-settings.ts)
+ *   {t}:fixed               hash  settings the data is laid out by: shards, streak.frequency,
+ *                                  leaderboards.<board> (each board's layout; checked at every
+ *                                  start: src/store/fixed-settings.ts)
  *   {t}:time-scheduled      hash  time trigger's due set name (tt:<sys>.<trig>) → when the users who
  *                                  existed before the trigger were put on it (src/jobs/time-trigger-backfill.ts)
  *   {t}:lbc:<board>:<run>   hash  the run's counters (lua/includes/leaderboards.lua; read with every
