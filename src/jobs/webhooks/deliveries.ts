@@ -37,7 +37,7 @@ export interface BackoffOptions {
 }
 
 export interface DeliveryOptions {
-  /** Attempts in all, the first included. @default 10 (about 21 hours from the first to the last) */
+  /** Attempts in all, the first included. @default 10 (about 20 hours from the first to the last) */
   attempts: number;
   backoff: BackoffOptions;
   /** Concurrent POSTs per tenant and process. @default 16 */
@@ -87,7 +87,7 @@ export function deliveryOptions(input: DeliveryOptionsInput = {}): DeliveryOptio
  * factor in [1 − jitter, 1 + jitter], at most maxMs (capped after the jitter: the cap is the
  * longest wait, as the README says; capped before it, a wait reached 14.4 h). With the
  * defaults: 30 s, 75 s, 3.1 min, 7.8 min, 20 min, 49 min, 2 h, 5.1 h, 12 h (10.2-12 h): ten
- * attempts over about 21 hours.
+ * attempts over about 20 hours (20.5 h without the jitter, 17 to 22 h with it).
  */
 export function backoffDelay(retry: number, opts: BackoffOptions, random: () => number = Math.random): number {
   const base = opts.firstMs * opts.factor ** Math.max(0, retry - 1);
