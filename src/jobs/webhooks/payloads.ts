@@ -45,23 +45,46 @@ async function userView(ctx: PayloadContext, record: StreamRecord, boards: reado
 
 const levelOrNull = (level: CompiledLevel | undefined) => (level ? levelJson(level) : null);
 
+/** Award records a points.changed event reads first, newest first (the rest only when the change is not among them). */
+const AWARDS_READ = 20;
+
 /**
  * The awards of one change: the newest awards of the system made at the record's instant whose
  * amounts add up to the change and that end at its total (the award list is written by the same
- * script as the record). Chronological; empty when they have left the list (100 kept).
+ * script as the record). Chronological. The newest AWARDS_READ are read first, the rest of the
+ * list (100-120 kept, lua/includes/points.lua) only when the change is not wholly among them (a
+ * consumer behind: it sent `awards: []` for a change more than 20 awards old). Empty when the
+ * change has left the list.
  */
 async function awardsOf(ctx: PayloadContext, system: CompiledSystem, record: StreamRecord, added: number, total: number) {
   const shard = ctx.store.shard(record.userId);
-  const list = (await ctx.store.redis.lrange(ctx.store.keys.awards(shard, system.key, record.userId), 0, 19)).map(parseAwardRecord);
-  const end = list.findIndex((a) => a.ms === record.ms && a.total === total);
-  if (end < 0) return [];
-  const picked = [];
+  const key = ctx.store.keys.awards(shard, system.key, record.userId);
+  let list = (await ctx.store.redis.lrange(key, 0, AWARDS_READ - 1)).map(parseAwardRecord);
+  let picked = pickAwards(list, record.ms, added, total);
+  // Not found, or running off the end of what was read: the change may lie deeper.
+  if ((picked === null || picked.cut) && list.length === AWARDS_READ) {
+    list = list.concat((await ctx.store.redis.lrange(key, AWARDS_READ, -1)).map(parseAwardRecord));
+    picked = pickAwards(list, record.ms, added, total);
+  }
+  return (picked?.awards ?? []).reverse().map((a) => awardJson(ctx.tenant, system, record.userId, a));
+}
+
+/**
+ * The awards of the change made at `ms` that ends at `total` and adds `added`, newest first, from
+ * a list read newest first; null when the list does not reach the change's last award. `cut`:
+ * the list ended before the awards added up to `added`.
+ */
+function pickAwards<A extends { ms: number; total: number; awarded: number }>(list: readonly A[], ms: number, added: number, total: number): { awards: A[]; cut: boolean } | null {
+  const end = list.findIndex((a) => a.ms === ms && a.total === total);
+  if (end < 0) return null;
+  const awards: A[] = [];
   let sum = 0;
-  for (let i = end; i < list.length && list[i]!.ms === record.ms && sum !== added; i++) {
-    picked.push(list[i]!);
+  let i = end;
+  for (; i < list.length && list[i]!.ms === ms && sum !== added; i++) {
+    awards.push(list[i]!);
     sum += list[i]!.awarded;
   }
-  return picked.reverse().map((a) => awardJson(ctx.tenant, system, record.userId, a));
+  return { awards, cut: sum !== added && i === list.length };
 }
 
 /** The streak as BaseStreakResponse at the record's period (trophy-compat §3.3). */
