@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded-redis.js";
-import { waitForRedis } from "../../src/redis-child.js";
+import { setprivDeathSignal, waitForRedis } from "../../src/redis-child.js";
 import { pino } from "pino";
 import { warnIfRedisEvicts, warnIfRedisForgets } from "../../src/store/durability-check.js";
 import { createRedisClient, logConnectionErrors, queueConnection } from "../../src/store/redis-client.js";
@@ -90,7 +90,9 @@ describe("a service on a Redis reached only by its Unix socket", () => {
     dir = mkdtempSync(join(tmpdir(), "laurel-sock-"));
     socket = join(dir, "redis.sock");
     // --port 0: no TCP listener at all, so nothing can silently reach another server instead.
-    server = spawn("redis-server", ["--port", "0", "--unixsocket", socket, "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", dir], { stdio: "ignore" });
+    // With the death signal, as every server of the run (src/redis-child.ts): a run cut short leaves it not running.
+    const args = ["--port", "0", "--unixsocket", socket, "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", dir];
+    server = setprivDeathSignal() ? spawn("setpriv", ["--pdeathsig", "TERM", "--", "redis-server", ...args], { stdio: "ignore" }) : spawn("redis-server", args, { stdio: "ignore" });
     await waitForRedis(socket, server);
     t = await startTestApp({ redisUrl: socket, manualClock: "2026-03-02T12:00:00Z" });
   });
