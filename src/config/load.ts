@@ -97,7 +97,9 @@ const WEBHOOK_URL_PATH = /\.webhooks\[\d+\]\.url$/;
  * The refused value as the error shows it. The start's error is logged, and the {sha256} form of
  * keys exists so that no secret is written down: a credential is shown by its kind and length
  * only, whatever its type (a key written as a number too). The value of an unknown field is never
- * shown (describeError): it may be a misspelt credential field (`apikeys`, `secrte`).
+ * shown (describeError): it may be a misspelt credential field (`apikeys`, `secrte`). Nor is an
+ * object's or a list's: it may hold credentials anywhere inside (a refused `webhooks` map printed
+ * its endpoints' secrets and URLs whole).
  */
 function describeValue(path: string, value: unknown): string {
   const text = JSON.stringify(value) ?? "undefined";
@@ -105,7 +107,15 @@ function describeValue(path: string, value: unknown): string {
   // undefined of 9 characters", the length of the word).
   if (value === undefined) return text;
   if (SECRET_PATH.test(path)) return `a ${Array.isArray(value) ? "list" : typeof value} of ${typeof value === "string" ? [...value].length : text.length} characters (not shown: a credential)`;
-  // A webhook endpoint's URL may hold one (its userinfo, query or path): its scheme and host only.
-  if (WEBHOOK_URL_PATH.test(path) && typeof value === "string") return urlForDisplay(value);
+  // A webhook endpoint's URL may hold one (its userinfo, query or path): its scheme and host only;
+  // so does any text that reads as a URL (an endpoint's URL written where the list belongs).
+  if (typeof value === "string" && (WEBHOOK_URL_PATH.test(path) || value.includes("://"))) return urlForDisplay(value);
+  // A refused object or list (a tenant written as a list, `webhooks` as a map) may hold keys,
+  // secrets and URLs at any depth: its kind and size only.
+  if (Array.isArray(value)) return `a list of ${value.length} item${value.length === 1 ? "" : "s"} (not shown: it may hold a credential)`;
+  if (typeof value === "object" && value !== null) {
+    const fields = Object.keys(value).length;
+    return `an object of ${fields} field${fields === 1 ? "" : "s"} (not shown: it may hold a credential)`;
+  }
   return text;
 }

@@ -132,6 +132,25 @@ describe("config", () => {
     expect(errorOf(DEMO_YAML.replace("points: 10\n        levels:", "points: ten\n        levels:")).message).toContain('got "ten"');
   });
 
+  it("never shows the credentials inside a refused object or list, nor a URL written where a list belongs", () => {
+    const secret = "whsec_Inside-A-Refused-Map";
+    const url = "https://hookuser:Url-Pass-9f@hooks.example/T0?token=Url-Token-3c";
+    const endpoint = `{ key: w, url: "${url}", secret: "${secret}", events: [points.changed] }`;
+    for (const [text, path] of [
+      // `webhooks` written as a map (the hosted service's shape), not a list: the whole map refused.
+      [DEMO_YAML + `    webhooks:\n      endpoints: [${endpoint}]\n`, "$input.tenants[0].webhooks"],
+      // A tenant written as a list: the tenant refused, its keys inside.
+      [DEMO_YAML.replace("  - id: demo\n", "  - - id: demo\n      apiKeys: [Key-In-A-List-77]\n  - id: demo\n"), "$input.tenants[0]"],
+      // An endpoint's URL where the list of endpoints belongs.
+      [DEMO_YAML + `    webhooks: "${url}"\n`, "$input.tenants[0].webhooks"],
+    ] as const) {
+      const err = errorOf(text);
+      expect(err.message).toContain(path);
+      for (const shown of [secret, "Url-Pass-9f", "Url-Token-3c", "Key-In-A-List-77", "demo-key", "demo-admin-key"]) expect(err.message, path).not.toContain(shown);
+      expect(err.message).toContain("not shown");
+    }
+  });
+
   it("refuses two tenants with one id", () => {
     const second = DEMO_YAML.slice(DEMO_YAML.indexOf("  - id: demo")).replace("[demo-key]", "[other-key]").replace("[demo-admin-key]", "[other-admin-key]");
     const err = errorOf(`${DEMO_YAML}${second}`);
