@@ -25,8 +25,8 @@ import { failUserNotFound } from "./lookup.js";
  * rules). `year` is 1 to the current year in the user's zone, default the current one.
  * Optional fields are left out: percentiles (they need every user's change) and byAttribute
  * values (`{}`); `leaderboards` is `{}` until leaderboards exist.
- * Cost: one script on the user's shard (two when `year` is omitted within 14 hours of a new
- * year in UTC, where the user's zone decides which year is current).
+ * Cost: one script on the user's shard (two when `year` is omitted from 14 hours before a new
+ * year in UTC until 12 hours after it, where the user's zone decides which year is current).
  */
 const HOUR_MS = 3_600_000;
 
