@@ -3,6 +3,7 @@ import { MAX_POINTS, toMicro } from "../domain/decimal.js";
 import { stableId, tenantNamespace } from "../domain/ids.js";
 import { MAX_EVENT_FILTERED_TRIGGERS } from "../domain/filters.js";
 import { parseDay } from "../domain/periods.js";
+import { deliveryQueueName, timelineQueueName } from "../jobs/webhooks/keys.js";
 import { urlForDisplay } from "../redact.js";
 import type { ApiKeyConfig, AttributeFilter, ConfigFile, TenantConfig, WebhookConfig, WebhookEventType } from "./types.js";
 import type {
@@ -53,7 +54,7 @@ function unique<T extends { key: string }>(items: T[], path: string): void {
 export function compileConfig(file: ConfigFile): CompiledTenant[] {
   const ids = new Set<string>();
   const allKeys = new Map<string, string>();
-  return file.tenants.map((tenant, i) => {
+  const tenants = file.tenants.map((tenant, i) => {
     const path = `$input.tenants[${i}]`;
     if (ids.has(tenant.id)) throw new ConfigError(`${path}.id`, `duplicate tenant id "${tenant.id}"`);
     ids.add(tenant.id);
@@ -67,6 +68,27 @@ export function compileConfig(file: ConfigFile): CompiledTenant[] {
       });
     }
     return compiled;
+  });
+  refuseSharedQueues(tenants);
+  return tenants;
+}
+
+/**
+ * Tenants' BullMQ queues share one prefix, and their names hold the tenant id: a tenant
+ * `time-<t>` beside a tenant `<t>` would give the first's webhook delivery queue the name of the
+ * second's webhook timeline queue (`laurel-hooks-time-<t>`), so that each tenant's worker took the
+ * other's jobs (its deliveries run as ticks, never sent; the other's ticks listed as deliveries by
+ * the admin API). Refused whether or not either has endpoints yet: an id is fixed for the life of
+ * the tenant's data, and endpoints may be added later. The other queues' names (laurel-time-,
+ * laurel-runs-, laurel-streaks-) cannot meet.
+ */
+function refuseSharedQueues(tenants: readonly CompiledTenant[]): void {
+  const timelines = new Map(tenants.map((t) => [timelineQueueName(t.id), t.id]));
+  tenants.forEach((tenant, i) => {
+    const other = timelines.get(deliveryQueueName(tenant.id));
+    if (other !== undefined) {
+      throw new ConfigError(`$input.tenants[${i}].id`, `tenant id "${tenant.id}" would share a job queue (${deliveryQueueName(tenant.id)}) with tenant "${other}": ids "<t>" and "time-<t>" cannot both be used`);
+    }
   });
 }
 

@@ -158,6 +158,20 @@ describe("config", () => {
     expect(err.message).toContain('duplicate tenant id "demo"');
   });
 
+  it("refuses tenant ids <t> and time-<t>, whose webhook queues would be one BullMQ queue (laurel-hooks-time-<t>)", () => {
+    const tenant = (id: string, n: number) =>
+      `  - id: ${id}\n    apiKeys: [key-${n}-12345678]\n    adminKeys: [admin-${n}-12345678]\n    metrics: [{ key: lessons, name: Lessons }]\n`;
+    // Either order, and without endpoints: an id is fixed for good, endpoints may come later.
+    for (const [first, second, refused] of [["acme", "time-acme", "time-acme"], ["time-acme", "acme", "time-acme"]] as const) {
+      const err = errorOf(`tenants:\n${tenant(first, 1)}${tenant(second, 2)}`);
+      expect(err.path).toBe(`$input.tenants[${first === refused ? 0 : 1}].id`);
+      expect(err.message).toContain(`tenant id "${refused}" would share a job queue (laurel-hooks-time-acme) with tenant "acme"`);
+    }
+    // Ids that only look alike are fine: time-acme alone, acme with timex-acme or time-acme2.
+    expect(loadConfigText(`tenants:\n${tenant("time-acme", 1)}`, "x.yaml", {})).toHaveLength(1);
+    expect(loadConfigText(`tenants:\n${tenant("acme", 1)}${tenant("timex-acme", 2)}${tenant("time-acme2", 3)}`, "x.yaml", {})).toHaveLength(3);
+  });
+
   it("refuses the demo keys in production, written plain or as their digest", () => {
     expect(errorOf(DEMO_YAML, { NODE_ENV: "production" }).path).toBe("$input.tenants[0].apiKeys[0]");
     const digest = (key: string) => `{ sha256: ${createHash("sha256").update(key).digest("hex")} }`;
