@@ -48,7 +48,15 @@ export function redisUrlProblems(env: NodeJS.ProcessEnv = process.env): string[]
   const url = env.REDIS_URL;
   if (!url) return [];
   try {
-    new Redis(url, { lazyConnect: true }).disconnect();
+    const client = new Redis(url, { lazyConnect: true });
+    client.disconnect();
+    // ioredis reads a URL of another scheme (http://, valkey://, a one-slash redis:/) as a Unix
+    // socket path, the whole text after the scheme's colon: its userinfo, the password, became
+    // the path that "waiting for Redis at ..." and "connect ENOENT ..." printed. Only a text
+    // written as a path (or unix:///path, which can hold no userinfo) is one.
+    if (client.options.path && !url.startsWith("/") && !/^unix:\/\/\//i.test(url)) {
+      return ["REDIS_URL is not a redis:// or rediss:// URL (nor a Unix socket's path, /run/redis/redis.sock) and would be read as a socket path (the URL not shown: it may hold the password): write it redis://[user:password@]host:port[/db] (rediss:// for TLS)"];
+    }
     return [];
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err);

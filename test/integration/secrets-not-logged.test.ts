@@ -218,6 +218,8 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
       // URLs Node's parser refuses (a port past 65535, a "%" without its hex digits): its error carries the text.
       { env: { REDIS_URL: `redis://${USER}:${PASS}@127.0.0.1:99999` }, says: "REDIS_URL cannot be read (Invalid URL;" },
       { env: { REDIS_URL: `redis://${USER}:${PASS}%zz@127.0.0.1:${port}` }, says: "REDIS_URL cannot be read (URI malformed;" },
+      // Another scheme, which ioredis read as a socket path holding the password, and printed.
+      { env: { REDIS_URL: `http://${USER}:${PASS}@127.0.0.1:${port}`, LAUREL_REDIS_WAIT: "1" }, says: "REDIS_URL is not a redis:// or rediss:// URL" },
     ];
     const runs = starts.flatMap(({ env, says }) => [
       { p: runService({ ...env, LAUREL_CONFIG: config, PORT: "0" }), says },
@@ -382,6 +384,7 @@ describe("no secret in the output of a Laurel process, nor in its answers", () =
       { env: { REDIS_URL: `redis://${USER}:${WRONG_PASS}@127.0.0.1:${port}` }, code: 1, says: `cannot check the stored data: Redis at 127.0.0.1:${port} refused the credentials in REDIS_URL (WRONGPASS)` },
       { env: { REDIS_URL: `rediss://${USER}:${PASS}@127.0.0.1:${port}`, LAUREL_REDIS_TLS_CERT: keyFile, LAUREL_REDIS_TLS_KEY: keyFile }, code: 1, says: "invalid environment" },
       { env: { REDIS_URL: `redis://${USER}:${PASS}@127.0.0.1:99999` }, code: 1, says: "REDIS_URL cannot be read (Invalid URL;" },
+      { env: { REDIS_URL: `valkey://${USER}:${PASS}@127.0.0.1:${port}` }, code: 1, says: "REDIS_URL is not a redis:// or rediss:// URL" },
     ];
     const runs = cases.map((c) => ({ ...c, p: runService({ ...c.env, LAUREL_CONFIG: config }, CHECK_CONFIG) }));
     for (const { p, code, says } of runs) {

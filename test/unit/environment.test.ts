@@ -56,6 +56,25 @@ describe("the environment check", () => {
   });
 });
 
+describe("REDIS_URL", () => {
+  const PASS = "Url-Pass-Q7v2";
+  it("refuses another scheme, which ioredis would read as a socket path, password and all, without showing it", () => {
+    // Each was read as the socket path "//:<password>@host:port" (or "/:<password>@..."), which the
+    // start's "waiting for Redis at ..." and check-config's "Redis at ... did not answer" printed.
+    for (const url of [`http://:${PASS}@127.0.0.1:6379`, `valkey://laurel:${PASS}@redis:6379`, `redis:/:${PASS}@redis:6379`, `redis//:${PASS}@redis:6379`, `unix://:${PASS}@/run/redis.sock`]) {
+      const problems = environmentProblems({ REDIS_URL: url });
+      expect(problems.join("\n"), url).toContain("REDIS_URL is not a redis:// or rediss:// URL");
+      expect(problems.join("\n"), url).not.toContain(PASS);
+    }
+  });
+
+  it("takes redis:// and rediss:// (any case), a socket's path and unix:///path", () => {
+    for (const url of [`redis://:${PASS}@127.0.0.1:6379/2`, `REDIS://u:${PASS}@h:1`, "redis://h", "/run/redis/redis.sock", "/run/redis/redis.sock?db=3", "unix:///run/redis/redis.sock", "127.0.0.1:6379"]) {
+      expect(environmentProblems({ REDIS_URL: url }), url).toEqual([]);
+    }
+  });
+});
+
 describe("LAUREL_HEALTH_TIMEOUT (/healthz's and /metrics's bound on Redis)", () => {
   it("is read in seconds, as the other timeouts are", () => {
     expect(envMilliseconds("LAUREL_HEALTH_TIMEOUT", { LAUREL_HEALTH_TIMEOUT: "0.25" })).toBe(250);
