@@ -32,6 +32,16 @@ describe("REDIS_SENTINELS", () => {
     for (const bad of ["10.0.0.1", "host:0", "host:70000", "host:26379,", "a b:1", "::1:26379"]) expect(parseSentinels(bad)).toMatch(/^REDIS_SENTINELS must be host:port pairs/);
   });
 
+  it("refuses an entry written with a userinfo (a URL, user:password@host:port) without showing it", () => {
+    for (const text of ["laurel:Sentinel-Pw-1@10.0.0.1:26379", "redis://:Sentinel-Pw-1@10.0.0.1:26379", "10.0.0.2:26379, :Sentinel-Pw-1@10.0.0.1:26379"]) {
+      const refusal = parseSentinels(text);
+      expect(refusal, text).toMatch(/^REDIS_SENTINELS must be host:port pairs/);
+      expect(refusal, text).toContain('"<userinfo not shown>@10.0.0.1:26379"');
+      expect(refusal, text).toContain("the sentinels' password goes in REDIS_SENTINEL_PASSWORD");
+      expect(refusal, text).not.toContain("Sentinel-Pw-1");
+    }
+  });
+
   it("is checked with the rest of the environment, and reaches BullMQ's connections too", () => {
     const lines: string[] = [];
     const logger = pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line).msg) });
