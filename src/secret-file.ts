@@ -27,9 +27,16 @@ export function secretTextProblem(name: string, path: string, text: string): str
   return null;
 }
 
-/** The message for a file that cannot be read, with the system's code (ENOENT, EACCES, EISDIR), never its contents. */
+/**
+ * The message for a file that cannot be read, with the system's code (ENOENT, EACCES, EISDIR),
+ * never its contents. The value is quoted when written as a path (from "/", "./" or "../");
+ * otherwise by its length only: a value that names no file and is not written as one is most
+ * likely the secret itself, pasted where its file's path belongs (LAUREL_REDIS_PASSWORD_FILE=
+ * <the password>, a PEM key's text in LAUREL_REDIS_TLS_KEY), and this message is logged.
+ */
 export function unreadableFile(name: string, path: string, err: unknown): string {
-  return `${name} names a file that cannot be read: ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`;
+  const shown = /^\.{0,2}\//.test(path) ? path : `a value of ${[...path].length} characters not written as a path (not shown: is it the secret itself? give its file's path, from / or ./)`;
+  return `${name} names a file that cannot be read: ${shown} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`;
 }
 
 /** The secret the file at `path` (named by the variable `name`) holds, or what is wrong with it (never its contents). */

@@ -68,6 +68,24 @@ describe("REDIS_URL", () => {
     }
   });
 
+  it("does not quote a *_FILE or TLS value that names no file and is not written as a path (the secret pasted in its place)", () => {
+    const pasted = "Pasted-Secret-w8K";
+    const envs: NodeJS.ProcessEnv[] = [
+      { REDIS_URL: "redis://127.0.0.1:6379", LAUREL_REDIS_PASSWORD_FILE: pasted },
+      { REDIS_SENTINELS: "127.0.0.1:26379", LAUREL_REDIS_SENTINEL_PASSWORD_FILE: pasted },
+      { REDIS_URL: "rediss://127.0.0.1:6379", LAUREL_REDIS_TLS_CERT: `-----BEGIN CERTIFICATE-----\n${pasted}`, LAUREL_REDIS_TLS_KEY: `-----BEGIN PRIVATE KEY-----\n${pasted}` },
+    ];
+    for (const env of envs) {
+      const problems = environmentProblems(env).join("\n");
+      expect(problems, JSON.stringify(env)).toContain("names a file that cannot be read: a value of");
+      expect(problems, JSON.stringify(env)).not.toContain(pasted);
+    }
+    // A path is quoted, relative ones written from ./ or ../ too.
+    for (const path of ["/nonexistent/laurel-pw", "./nonexistent-laurel-pw", "../nonexistent-laurel-pw"]) {
+      expect(environmentProblems({ REDIS_URL: "redis://127.0.0.1:6379", LAUREL_REDIS_PASSWORD_FILE: path })).toEqual([`LAUREL_REDIS_PASSWORD_FILE names a file that cannot be read: ${path} (ENOENT)`]);
+    }
+  });
+
   it("takes redis:// and rediss:// (any case), a socket's path and unix:///path", () => {
     for (const url of [`redis://:${PASS}@127.0.0.1:6379/2`, `REDIS://u:${PASS}@h:1`, "redis://h", "/run/redis/redis.sock", "/run/redis/redis.sock?db=3", "unix:///run/redis/redis.sock", "127.0.0.1:6379"]) {
       expect(environmentProblems({ REDIS_URL: url }), url).toEqual([]);
