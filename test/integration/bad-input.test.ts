@@ -159,6 +159,13 @@ describe("malformed bodies (400)", () => {
     expect(await refused(400, () => event("\uFEFF\uFEFF{}"))).toBe("Malformed JSON body");
   });
 
+  it("takes a key named twice in one object with its last value (README, Errors: decided, not refused)", async () => {
+    const twice = await event('{"user": {"id": "first-named"}, "value": 1, "user": {"id": "last-named"}}');
+    expect(twice.status, JSON.stringify(twice.body)).toBe(201);
+    expect((await t.call("GET", "/v1/users/last-named")).status).toBe(200);
+    expect((await t.call("GET", "/v1/users/first-named")).status).toBe(404);
+  });
+
   it("says a body that is not an object is not one", async () => {
     expect(await refused(400, () => event(JSON.stringify([{ user: { id: "seed" }, value: 1 }])))).toBe("body must be a JSON object (got an array)");
     expect(await refused(400, () => event("null"))).toBe("body must be a JSON object (got null)");
