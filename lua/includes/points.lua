@@ -17,9 +17,12 @@ local function boostAt(sysIndex, t)
   -- Most systems have no boost at all: answer without a closure.
   if #boosts == 0 and (not own or own == '') then return 1, 'down' end
   local mult, rounding = 1, nil
+  -- A boost's rounding mode applies only to a decimal multiplier (spec: Points boost): a whole
+  -- one (its mode `down` by default) takes no part in choosing the stack's mode
+  -- (src/domain/boosts.ts combineBoosts).
   local function apply(m, r)
     mult = mult * m
-    if rounding == nil or ROUNDING_RANK[r] < ROUNDING_RANK[rounding] then rounding = r end
+    if m % 1 ~= 0 and (rounding == nil or ROUNDING_RANK[r] < ROUNDING_RANK[rounding]) then rounding = r end
   end
   for i = 1, #boosts do
     local b = boosts[i]

@@ -7,7 +7,8 @@ import type { Rounding } from "../config/compiled.js";
  * - Active boosts multiply: 2 × 1.5 × 3 = 9.
  * - Only grants are boosted: a deduction (a metering charge) is never multiplied.
  * - When stacked boosts disagree on rounding, the most conservative mode wins (down, then
- *   nearest, then up): stacking never pays more than the stingiest active boost's rule.
+ *   nearest, then up): stacking never pays more than the stingiest active boost's rule. Only
+ *   decimal multipliers have a say: a rounding mode applies only to them (spec: Points boost).
  * - A product that misses an integer by float noise is that integer (10 × 1.1 = 11 under "up").
  */
 const ROUNDING_RANK: Record<Rounding, number> = { down: 1, nearest: 2, up: 3 };
@@ -22,7 +23,9 @@ export function combineBoosts(boosts: readonly ActiveBoost[]): { multiplier: num
   let rounding: Rounding | null = null;
   for (const b of boosts) {
     multiplier *= b.multiplier;
-    if (rounding === null || ROUNDING_RANK[b.rounding] < ROUNDING_RANK[rounding]) rounding = b.rounding;
+    // A rounding mode applies only to a decimal multiplier (spec: Points boost): a whole one's
+    // (`down` by default) takes no part in the choice (lua/includes/points.lua boostAt).
+    if (!Number.isInteger(b.multiplier) && (rounding === null || ROUNDING_RANK[b.rounding] < ROUNDING_RANK[rounding])) rounding = b.rounding;
   }
   return { multiplier, rounding: rounding ?? "down" };
 }

@@ -239,12 +239,15 @@ describe("stacking, rounding and deductions", () => {
     expect((await userList("free-only", "coins")).map((b) => [b.key, b.status, b.rounding])).toEqual([["weekend", "active", "up"]]);
   });
 
-  it("stacked boosts that disagree on rounding take the most conservative mode (down, then nearest, then up)", async () => {
+  it("stacked boosts that disagree on rounding take the most conservative mode (down, then nearest, then up) of their decimal multipliers", async () => {
     // 1 coin for a mobile lesson, × the weekend's 1.5 (up) × the user's own.
     const cases = [
       ["stack-nearest", 1.5, "nearest", 2], // 2.25: nearest 2 (up would be 3)
       ["stack-down", 1.7, "down", 2], // 2.55: down 2 (nearest or up would be 3)
       ["stack-up", 1.7, "up", 3], // 2.55: both up
+      // 4.5: a whole multiplier's mode has no say (spec: a rounding mode applies only to decimal
+      // multipliers), so the weekend's up rounds it: 5, not 4.
+      ["stack-whole", 3, "down", 5],
     ] as const;
     for (const [id, multiplier, rounding, paid] of cases) {
       await identify(id);
