@@ -5,11 +5,11 @@ import type { Clock } from "../clock.js";
 import { MAX_EVENT_VALUE, toMicro } from "../domain/decimal.js";
 import { fail } from "../domain/errors.js";
 import { settledStreak, viewStreak } from "../domain/streak.js";
-import { RawJson } from "../http/raw-json.js";
+import { RawJson, renderedOnce } from "../http/raw-json.js";
 import type { ApiRequest, ApiReply } from "../http/router.js";
 import type { TenantContext, Tenants } from "../tenants.js";
 import type { RecordedEvent } from "../store/tenant-store.js";
-import type { CompiledTenant } from "../config/compiled.js";
+import type { CompiledMetric, CompiledTenant } from "../config/compiled.js";
 import type { EventInput } from "../domain/outcome.js";
 import { parseJson, quoted, validated } from "./body.js";
 import { eventLeaderboardsJson } from "./leaderboards.js";
@@ -51,7 +51,7 @@ export function recordEventHandler(tenants: Tenants, clock: Clock, logger: Logge
     const input = checkedEvent(tenant, metricKey, body, req.idempotencyKey, "Idempotency-Key", now);
     const recorded = await store.recordEvent(input);
     if (recorded.outcome.kind === "resent") logResent(logger, tenant.id, input, recorded.outcome.eventId);
-    return eventReply(context, metric.id, body.user.id, now, recorded, input.idempotencyKey);
+    return eventReply(context, metric, body.user.id, now, recorded, input.idempotencyKey);
   };
 }
 
@@ -93,9 +93,16 @@ export function logResent(logger: Logger, tenantId: string, input: Pick<EventInp
   logger.warn({ tenant: tenantId, metric: input.metricKey, user: input.userId, eventId }, "event re-sent after a dropped Redis connection was already recorded: counted once, answered without its changes");
 }
 
+/**
+ * The reply's opening, rendered once per metric: `metricId` and `metricName` (spec: Metric, "The
+ * response carries metricId (uuid string) and metricName (string)"; the SDK's EventResponse
+ * keeps fields it does not declare).
+ */
+const replyHead = renderedOnce((metric: CompiledMetric) => `{"metricId":"${metric.id}","metricName":${JSON.stringify(metric.name)},`);
+
 export function eventReply(
   context: TenantContext,
-  metricId: string,
+  metric: CompiledMetric,
   userId: string,
   now: number,
   recorded: RecordedEvent,
@@ -116,7 +123,7 @@ export function eventReply(
   const points = processed ? pointsMapJson(tenant, userId, outcome.points).text : "{}";
   const boards = processed ? eventLeaderboardsJson(tenant, outcome.boards).text : "{}";
   let text =
-    `{"metricId":"${metricId}","eventId":"${outcome.eventId}","total":${metricTotalJson(outcome.totalMicro)},"achievements":[${achievements}],` +
+    `${replyHead(metric)}"eventId":"${outcome.eventId}","total":${metricTotalJson(outcome.totalMicro)},"achievements":[${achievements}],` +
     `"currentStreak":${streakText(streak, processed && outcome.extended)},"points":${points},"leaderboards":${boards}`;
   if (idempotencyKey !== null) text += `,"idempotencyKey":${JSON.stringify(idempotencyKey)},"idempotentReplayed":${replayed}`;
   const body = new RawJson(`${text}}`);

@@ -48,6 +48,8 @@ describe("metrics.event through the SDK", () => {
 
     expect(res.total).toBe(1);
     expect(res.metricId).toMatch(/^[0-9a-f-]{36}$/);
+    // Not in the SDK's EventResponse, which keeps it as an extra field (service-spec, Metric).
+    expect((res as unknown as { metricName: string }).metricName).toBe("Lessons completed");
     expect(res.eventId).toMatch(/^[0-9a-f-]{36}$/);
     expect(res.idempotencyKey).toBeUndefined();
     expect(res.idempotentReplayed).toBeUndefined();

@@ -17,6 +17,7 @@ describe("POST /v1/metrics/{key}/event", () => {
     const body = res.body;
     expect(body.total).toBe(1);
     expect(body.metricId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(body.metricName).toBe("Lessons completed"); // service-spec, Metric
     expect(body.eventId).toMatch(/^[0-9a-f-]{36}$/);
     expect(body.achievements.map((a: any) => a.key)).toEqual(["first-lesson"]);
     expect(body.achievements[0].achievedAt).toBe("2026-03-02T12:00:00.000Z");

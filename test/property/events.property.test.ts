@@ -208,7 +208,7 @@ async function runSequence(commands: Command[]): Promise<void> {
         profile,
         eventAttributes: null,
       });
-      expected = onTheWire(eventReply(context, metric.id, cmd.user, now, { ...result }, cmd.idem));
+      expected = onTheWire(eventReply(context, metric, cmd.user, now, { ...result }, cmd.idem));
     } catch (err) {
       expect(err).toBeInstanceOf(LaurelError);
       expect(res.status).toBe((err as LaurelError).status);

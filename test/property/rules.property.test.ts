@@ -225,7 +225,7 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
           profile,
           eventAttributes: attributes,
         });
-        const expected = onTheWire(eventReply(context, tenant.metricByKey.get(cmd.metric)!.id, cmd.user, now, { ...result, nowDay: localDayIndex(now, result.tz) }, cmd.idem));
+        const expected = onTheWire(eventReply(context, tenant.metricByKey.get(cmd.metric)!, cmd.user, now, { ...result, nowDay: localDayIndex(now, result.tz) }, cmd.idem));
         expect({ status: res.status, body: res.body }).toEqual({ status: expected.status, body: expected.body });
         break;
       }
