@@ -1,7 +1,8 @@
+import type { Logger } from "pino";
 import typia, { type tags } from "typia";
 import type { Clock } from "../clock.js";
-import { fail } from "../domain/errors.js";
-import type { ApiReply, ApiRequest } from "../http/router.js";
+import { fail, LaurelError } from "../domain/errors.js";
+import { errorAnswer, type ApiReply, type ApiRequest, type Router } from "../http/router.js";
 import type { Tenants } from "../tenants.js";
 import { streakAdmin } from "../store/user-store.js";
 import { parseJson, validated } from "./body.js";
@@ -36,8 +37,53 @@ function issue(userId: string, level: Issue["level"], reason: string): Issue {
 /** Restore windows (trophy-compat §2.2 #25): 90 days (daily), one year (weekly), two years (monthly). */
 const RESTORE_WINDOW = { daily: 90, weekly: 52, monthly: 24 } as const;
 
+/** How a failure part way is logged, as the router logs a request's (batch-events.ts does the same). */
+export interface FailureLog {
+  logger: Logger;
+  logRefusal: Router["logRefusal"];
+}
+
+/**
+ * Applies `apply` to each user in turn, one script each; `take` files the result and says whether
+ * it recorded something. The SDK sends a request answered 5xx again at once, twice (trophy-compat
+ * §1.4), so once this request has recorded something a failure part way must not be answered
+ * with one: the users before it would be granted their freezes again. So: a user whose zone kept
+ * changing (ZONE_CHANGING: nothing written for that user, the others untouched) is an issue and
+ * the batch goes on; any other failure (Redis unreachable or refusing writes, a fault) stops it,
+ * and that user and each user not yet applied are issues (errors) of the 200. When nothing was
+ * recorded, the first failure is the answer, as for a single user (sending it again is harmless).
+ */
+async function applyInTurn<R>(
+  userIds: readonly string[],
+  apply: (userId: string) => Promise<R>,
+  take: (userId: string, result: R) => boolean,
+  issues: Issue[],
+  log: FailureLog,
+): Promise<void> {
+  let recorded = false;
+  let first: { err: unknown } | null = null;
+  for (let i = 0; i < userIds.length; i++) {
+    const userId = userIds[i]!;
+    let result: R;
+    try {
+      result = await apply(userId);
+    } catch (err) {
+      first ??= { err };
+      const answer = errorAnswer(err, false);
+      if (answer.kind === "internal") log.logger.error({ err, userId }, "streak admin operation failed");
+      else if (answer.kind === "refused") log.logRefusal(answer.cause!, err);
+      issues.push(issue(userId, "error", answer.message));
+      if (err instanceof LaurelError && err.code === "ZONE_CHANGING") continue;
+      for (const rest of userIds.slice(i + 1)) issues.push(issue(rest, "error", `Not applied: the request stopped at user ${userId} (${answer.message}); send it again`));
+      break;
+    }
+    if (take(userId, result)) recorded = true;
+  }
+  if (first !== null && !recorded) throw first.err;
+}
+
 /** POST /admin/v1/streaks/freezes {freezes: [{userId}]}: one freeze per entry, up to the maximum. */
-export function grantFreezesHandler(tenants: Tenants, clock: Clock) {
+export function grantFreezesHandler(tenants: Tenants, clock: Clock, log: FailureLog) {
   return async (req: ApiRequest): Promise<ApiReply> => {
     const { tenant, store } = tenants.authenticateAdmin(req.apiKey);
     const body = validated(parseJson(req.body), validateFreezes);
@@ -47,19 +93,25 @@ export function grantFreezesHandler(tenants: Tenants, clock: Clock) {
     for (const f of body.freezes) counts.set(f.userId, (counts.get(f.userId) ?? 0) + 1);
     const issues: Issue[] = [];
     const now = clock.now();
-    for (const [userId, asked] of counts) {
-      const result = await streakAdmin(store, userId, "freeze", now, () => asked);
-      if (result.status === "missing") issues.push(issue(userId, "error", "User does not exist"));
-      else if (result.status === "frozen" && result.granted < asked) issues.push(issue(userId, "warning", "Would exceed maximum freeze limit"));
-      // "already-applied": the grant ran before a dropped connection lost its reply; what it
-      // granted went with that reply, so no issue is reported for it.
-    }
+    await applyInTurn(
+      [...counts.keys()],
+      (userId) => streakAdmin(store, userId, "freeze", now, () => counts.get(userId)!),
+      (userId, result) => {
+        if (result.status === "missing") issues.push(issue(userId, "error", "User does not exist"));
+        else if (result.status === "frozen" && result.granted < counts.get(userId)!) issues.push(issue(userId, "warning", "Would exceed maximum freeze limit"));
+        // "already-applied": the grant ran before a dropped connection lost its reply; what it
+        // granted went with that reply, so no issue is reported for it.
+        return result.status === "already-applied" || (result.status === "frozen" && result.granted > 0);
+      },
+      issues,
+      log,
+    );
     return { status: 200, body: { issues } };
   };
 }
 
 /** POST /admin/v1/streaks/restore {users: [{id}]}: back to the longest length within the window. */
-export function restoreStreaksHandler(tenants: Tenants, clock: Clock) {
+export function restoreStreaksHandler(tenants: Tenants, clock: Clock, log: FailureLog) {
   return async (req: ApiRequest): Promise<ApiReply> => {
     const { tenant, store } = tenants.authenticateAdmin(req.apiKey);
     const body = validated(parseJson(req.body), validateRestore);
@@ -68,13 +120,22 @@ export function restoreStreaksHandler(tenants: Tenants, clock: Clock) {
     const restoredUsers: string[] = [];
     const issues: Issue[] = [];
     const now = clock.now();
-    for (const userId of new Set(body.users.map((u) => u.id))) {
-      const result = await streakAdmin(store, userId, "restore", now, (nowPeriod) => nowPeriod - RESTORE_WINDOW[rule.frequency]);
-      if (result.status === "missing") issues.push(issue(userId, "error", "User does not exist"));
-      else if (result.status === "nothing-to-restore") issues.push(issue(userId, "warning", "No streak to restore"));
-      else if (result.status === "already-longest") issues.push(issue(userId, "warning", "Streak is already at maximum length"));
-      else restoredUsers.push(userId);
-    }
+    await applyInTurn(
+      [...new Set(body.users.map((u) => u.id))],
+      (userId) => streakAdmin(store, userId, "restore", now, (nowPeriod) => nowPeriod - RESTORE_WINDOW[rule.frequency]),
+      (userId, result) => {
+        if (result.status === "missing") issues.push(issue(userId, "error", "User does not exist"));
+        else if (result.status === "nothing-to-restore") issues.push(issue(userId, "warning", "No streak to restore"));
+        else if (result.status === "already-longest") issues.push(issue(userId, "warning", "Streak is already at maximum length"));
+        else {
+          restoredUsers.push(userId);
+          return true;
+        }
+        return false;
+      },
+      issues,
+      log,
+    );
     return { status: 200, body: { restoredUsers, issues } };
   };
 }
