@@ -14,25 +14,48 @@
   --@each-shard replies) costs Redis ~5k instructions each to convert. A standalone Redis is
   given every shard in one call; a Cluster node one shard a call, whose counts Node adds up.
 
+  The asking users are not counted above themselves: a user whose streak was read at a length
+  and extended before this call holds a longer active streak here, and was counted as one of the
+  users ahead of them (rank 2 with nobody else on the tenant's streaks). For each asking user the
+  reply says whether their own entry was counted in their length's count (ahead of their length,
+  and not taken out as a lost streak awaiting settlement), which the caller subtracts.
+
   KEYS     {t:s}:sa, {t:s}:sd of each shard in turn
   ARGV[1]  now, ms
   ARGV[2]  cap
-  ARGV[3 ..] the lengths
+  ARGV[3]  n, the number of lengths; ARGV[4 .. 3+n] the lengths
+  ARGV[4+n ..] the asking users, each as three: the position of their shard among KEYS' shards
+           (1-based), their user id, the position of their length among the lengths (1-based)
 
-  Reply {count for ARGV[3], count for ARGV[4], ...} | {-1}
+  Reply {count for the first length, ..., count for the n-th length, then for each asking user 1
+        (their own entry counted) or 0} | {-1}
 ]]
 --@no-writes
 --@body
 local rcall = redis.call
 local now, cap = ARGV[1], tonumber(ARGV[2])
-local lengths, above, n = {}, {}, #ARGV - 2
+local lengths, above, n = {}, {}, tonumber(ARGV[3])
 for i = 1, n do
-  lengths[i] = tonumber(ARGV[i + 2])
+  lengths[i] = tonumber(ARGV[i + 3])
   above[i] = 0
+end
+-- The asking users' own entries: counted above their length, unless lost awaiting settlement
+-- (then taken back out below with the others).
+local own = {}
+for u = 4 + n, #ARGV, 3 do
+  local base = (tonumber(ARGV[u]) - 1) * 2
+  local user, length = ARGV[u + 1], lengths[tonumber(ARGV[u + 2])]
+  local held = rcall('ZSCORE', KEYS[base + 1], user)
+  local counted = 0
+  if held and tonumber(held) > length then
+    local deadline = rcall('ZSCORE', KEYS[base + 2], user)
+    if not (deadline and tonumber(deadline) <= tonumber(now)) then counted = 1 end
+  end
+  own[#own + 1] = counted
 end
 for base = 0, #KEYS - 2, 2 do
   local active, deadlines = KEYS[base + 1], KEYS[base + 2]
-  for i = 1, n do above[i] = above[i] + rcall('ZCOUNT', active, '(' .. ARGV[i + 2], '+inf') end
+  for i = 1, n do above[i] = above[i] + rcall('ZCOUNT', active, '(' .. ARGV[i + 3], '+inf') end
   -- Most shards hold no lost streak awaiting settlement (the expiry sweep settles them within a
   -- tick: src/jobs/streak-expiry.ts): a count says so for less than the range read.
   if rcall('ZCOUNT', deadlines, '-inf', now) > 0 then
@@ -49,4 +72,5 @@ for base = 0, #KEYS - 2, 2 do
     end
   end
 end
+for u = 1, #own do above[n + u] = own[u] end
 return above

@@ -132,7 +132,8 @@ export function userStreakHandler(tenants: Tenants, clock: Clock, backlog: Backl
     const alive = current.view.length > 0;
     const extended = (result[state] as Stored[])[EXTENDED_AT] ?? null;
     // Null for a live streak only when a shard holds too many lost streaks to tell.
-    const rank = alive ? await read.streakRank(current.view.length, now) : null;
+    // Not counting the user: their streak may be longer by now than the length read (read-store.ts streakRank).
+    const rank = alive ? await read.streakRank(current.view.length, now, userId) : null;
     if (alive && rank === null) backlog(tenant.id, "rank");
     return {
       status: 200,

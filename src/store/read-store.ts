@@ -189,23 +189,42 @@ export class ReadStore {
    * (LOST_STREAK_CAP). The ranks asked for in one batch go out as one call (ReadsInBatch.gather:
    * under load a turn holds dozens of streak reads), each distinct length counted once, at the
    * latest of their instants (every caller's `now` is at or before it, and the call is sent after
-   * all of them asked): lua/streakRanks-2.lua, on every shard in one call (one a shard on a
-   * Cluster node).
+   * all of them asked): lua/streakRanks-2.lua, on every shard in one call (one a Cluster node's
+   * shard a call). With `userId` (the user whose streak was read at `length`), that user's own
+   * entry is never among those counted: a streak extended between the read of its length and
+   * this call is a longer active streak, and ranked the user behind themselves (rank 2 alone).
    */
-  streakRank(length: number, now: number): Promise<number | null> {
-    return readsInBatch(this.redis).gather(`streakRank\n${this.keys.prefix(0)}`, { length, now }, (asked) => this.streakRanks(asked));
+  streakRank(length: number, now: number, userId: string | null = null): Promise<number | null> {
+    return readsInBatch(this.redis).gather(`streakRank\n${this.keys.prefix(0)}`, { length, now, userId }, (asked) => this.streakRanks(asked));
   }
 
   /** streakRank for each of `asked`, in one read. */
-  private async streakRanks(asked: readonly { length: number; now: number }[]): Promise<(number | null)[]> {
+  private async streakRanks(asked: readonly { length: number; now: number; userId: string | null }[]): Promise<(number | null)[]> {
     const lengths = [...new Set(asked.map((a) => a.length))];
+    const lengthIndex = new Map(lengths.map((length, i) => [length, i + 1]));
     const now = Math.max(...asked.map((a) => a.now));
-    const args = [now, LOST_STREAK_CAP, ...lengths];
-    const calls = shardsInOneCall(this.redis) ? [(this.allStreakKeys ??= this.streakKeys().flat())] : this.streakKeys();
-    const replies = (await Promise.all(calls.map((keys) => runScript(this.redis, streakRanksScript, keys, args)))) as number[][];
+    const oneCall = shardsInOneCall(this.redis);
+    const shards = this.shards();
+    // Per call, its shards' keys and the asking users on them (a user's entry is on their shard).
+    const calls = oneCall ? [{ keys: (this.allStreakKeys ??= this.streakKeys().flat()), shards }] : this.streakKeys().map((keys, s) => ({ keys, shards: [s] }));
+    const owners = calls.map((call) => asked.flatMap((a, i) => (a.userId !== null && call.shards.includes(this.shard(a.userId)) ? [i] : [])));
+    const replies = (await Promise.all(
+      calls.map((call, c) =>
+        runScript(this.redis, streakRanksScript, call.keys, [
+          now,
+          LOST_STREAK_CAP,
+          lengths.length,
+          ...lengths,
+          ...owners[c]!.flatMap((i) => [call.shards.indexOf(this.shard(asked[i]!.userId!)) + 1, asked[i]!.userId!, lengthIndex.get(asked[i]!.length)!]),
+        ]),
+      ),
+    )) as number[][];
     if (replies.some((counts) => counts[0]! < 0)) return asked.map(() => null);
     const rankOfLength = new Map(lengths.map((length, i) => [length, replies.reduce((rank, counts) => rank + counts[i]!, 1)]));
-    return asked.map((a) => rankOfLength.get(a.length)!);
+    // The asking users' own entries counted above their lengths.
+    const ownCounted = asked.map(() => 0);
+    replies.forEach((counts, c) => owners[c]!.forEach((i, k) => (ownCounted[i]! += counts[lengths.length + k]!)));
+    return asked.map((a, i) => rankOfLength.get(a.length)! - ownCounted[i]!);
   }
 
   /**
