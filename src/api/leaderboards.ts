@@ -7,7 +7,7 @@ import type { BoardChange } from "../domain/outcome.js";
 import { formatDay, parseDay } from "../domain/periods.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import { openObject, RawJson, renderedOnce } from "../http/raw-json.js";
-import { boardKeys, boardRank, entryInRun, placeOnBoard, rankOf, readBoardUser, topEntries, userEntry } from "../store/leaderboard-store.js";
+import { boardKeys, entryInRun, placeOnBoard, rankOf, readBoardUser, topEntries, userBoardRank, userEntry } from "../store/leaderboard-store.js";
 import type { TenantStore } from "../store/tenant-store.js";
 import { readStoreOf } from "../store/read-store.js";
 import type { Tenants } from "../tenants.js";
@@ -244,9 +244,9 @@ export function userLeaderboardHandler(tenants: Tenants, clock: Clock) {
     ]);
     if (found === null) failUserNotFound(userId);
     if (run === null) return { status: 200, body: { ...head, rank: null, value: null, history: [] } };
-    const own = await entryInRun(store, board, run, userId, found);
-    let rank: number | null = null;
-    if (own) rank = await boardRank(store, board, boardKeys(store, board, run, own.breakdown), own.value, own.member);
+    // The rank of the entry read, checked against the user's entry after it was counted (an
+    // event of the user between the two put the user ahead of themselves: userBoardRank).
+    const { own, rank } = await userBoardRank(store, board, run, userId, await entryInRun(store, board, run, userId, found));
     const history = raw.map((text) => {
       const h = JSON.parse(text) as { t: number; pr: number | null; r: number | null; pv: number | null; v: number | null };
       return {

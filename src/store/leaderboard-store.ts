@@ -276,6 +276,34 @@ export async function userEntry(
   return entryInRun(store, board, run, userId, await readBoardUser(store, board, userId));
 }
 
+/** Reads of a user's rank (userBoardRank) before it answers with an entry that may have moved. */
+const RANK_ATTEMPTS = 4;
+
+/**
+ * The rank of the user's entry `own` in `run` (read before, by entryInRun), with the entry it is
+ * the rank of. The entry is read again after the rank was counted: when it moved meanwhile (an
+ * event of the user between the two reads), the user's new entry was on the board when the
+ * entries ahead of `own` were counted, ahead of it when it rose, and the user ranked behind
+ * themselves (rank 2 on a board of one). The rank is then counted again for the entry read
+ * last, up to RANK_ATTEMPTS times (a user whose entry moves under every read gets the last).
+ */
+export async function userBoardRank(
+  store: TenantStore,
+  board: CompiledLeaderboard,
+  run: number,
+  userId: string,
+  own: { value: number; member: string; breakdown: string } | null,
+): Promise<{ own: { value: number; member: string; breakdown: string } | null; rank: number | null }> {
+  for (let attempt = 1; own !== null; attempt++) {
+    const rank = await boardRank(store, board, boardKeys(store, board, run, own.breakdown), own.value, own.member);
+    if (attempt === RANK_ATTEMPTS) return { own, rank };
+    const again = await userEntry(store, board, run, userId);
+    if (again !== null && again.member === own.member && again.value === own.value && again.breakdown === own.breakdown) return { own, rank };
+    own = again;
+  }
+  return { own: null, rank: null };
+}
+
 /** The user (null: none) with what entryInRun needs of their state: their entry in the board's latest run. */
 export function readBoardUser(store: TenantStore, board: CompiledLeaderboard, userId: string): ReturnType<typeof readUser> {
   return readUser(store, userId, boardEntryKeys(board.key));
