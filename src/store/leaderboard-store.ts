@@ -8,6 +8,7 @@ import { runScript } from "./redis-script.js";
 import { countEachShard, readAll, readEachShard, shardsInOneCall, type PlainRead } from "./cross-shard.js";
 import { readUser } from "./user-store.js";
 import { readsInBatch } from "./reads-in-batch.js";
+import { beforeBatchWrite } from "./write-coalescing.js";
 import type { TenantStore } from "./tenant-store.js";
 
 const boardPlacesScript = loadLua("boardPlaces-1");
@@ -276,28 +277,45 @@ export async function userEntry(
   return entryInRun(store, board, run, userId, await readBoardUser(store, board, userId));
 }
 
-/** Reads of a user's rank (userBoardRank) before it answers with an entry that may have moved. */
+/** Counts of a user's rank (userBoardRank) before it answers with an entry that may have moved. */
 const RANK_ATTEMPTS = 4;
+
+type OwnEntry = { value: number; member: string; breakdown: string };
+
+/** `read`'s promise, sent behind the commands of this turn's batch (the gathered reads first), or at once where the client holds no batch. */
+function behindBatch<T>(redis: Redis, read: () => Promise<T>): Promise<T> {
+  return new Promise<T>((resolve) => {
+    if (!beforeBatchWrite(redis, () => resolve(read()))) resolve(read());
+  });
+}
 
 /**
  * The rank of the user's entry `own` in `run` (read before, by entryInRun), with the entry it is
- * the rank of. The entry is read again after the rank was counted: when it moved meanwhile (an
- * event of the user between the two reads), the user's new entry was on the board when the
- * entries ahead of `own` were counted, ahead of it when it rose, and the user ranked behind
- * themselves (rank 2 on a board of one). The rank is then counted again for the entry read
- * last, up to RANK_ATTEMPTS times (a user whose entry moves under every read gets the last).
+ * the rank of. The entry is read again behind the count of the entries ahead of it: when it moved
+ * (an event of the user between the first read and the count), the user's new entry may have
+ * been counted ahead of the old one (rank 2 on a board of one), and the rank is counted again
+ * for the entry read last, up to RANK_ATTEMPTS counts (a user whose entry moves under every
+ * count gets the last). Unmoved, the entry was the user's one on the board when it was counted.
+ *
+ * Where the count is one call sent with this turn's batch (a standalone Redis; not for a dense
+ * ranking, which counts the distinct values above in a call after it), the entry's second read
+ * goes right behind it on the connection, in the same round trip: Redis runs it after the count,
+ * so an entry found unmoved was unmoved at the count. Otherwise it is read after the count's reply.
  */
 export async function userBoardRank(
   store: TenantStore,
   board: CompiledLeaderboard,
   run: number,
   userId: string,
-  own: { value: number; member: string; breakdown: string } | null,
-): Promise<{ own: { value: number; member: string; breakdown: string } | null; rank: number | null }> {
+  own: OwnEntry | null,
+): Promise<{ own: OwnEntry | null; rank: number | null }> {
+  const behind = shardsInOneCall(store.redis) && board.ranking !== "dense";
   for (let attempt = 1; own !== null; attempt++) {
-    const rank = await boardRank(store, board, boardKeys(store, board, run, own.breakdown), own.value, own.member);
-    if (attempt === RANK_ATTEMPTS) return { own, rank };
-    const again = await userEntry(store, board, run, userId);
+    const counted = boardRank(store, board, boardKeys(store, board, run, own.breakdown), own.value, own.member);
+    if (attempt === RANK_ATTEMPTS) return { own, rank: await counted };
+    const [rank, again] = behind
+      ? await Promise.all([counted, behindBatch(store.redis, () => userEntry(store, board, run, userId))])
+      : [await counted, await userEntry(store, board, run, userId)];
     if (again !== null && again.member === own.member && again.value === own.value && again.breakdown === own.breakdown) return { own, rank };
     own = again;
   }
