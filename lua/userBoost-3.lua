@@ -29,7 +29,8 @@
   (the boost's window after the change, ms; end '' when open; an "end" of a scheduled boost
   leaves an empty window, end = start).
 
-  Reply {0} unknown user | {1} done | {2} "end" of a boost that is not active or scheduled
+  Reply {0} unknown user | {1} done (an "add" of a boost the index holds already: done before,
+        nothing written) | {2} "end" of a boost that is not active or scheduled
 ]]
 -- @include "includes/hooks.lua"
 -- @include "includes/state-read.lua"
@@ -41,6 +42,11 @@ local op, field, now, id = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local got = rcall('HMGET', userKey, 's', 'tz')
 local blob = got[1]
 if not blob then return { 0 } end
+-- An "add" whose boost is in the index already is this call again: ioredis re-sent it after the
+-- connection dropped before its reply (every add has a new id, src/api/boosts.ts). Run again, it
+-- ended the boost it found at `now` and added it once more: two entries of one boost, both
+-- active before `now`, and a time trigger's catch-up over that window boosted twice.
+if op == 'add' and rcall('HEXISTS', indexKey, id) == 1 then return { 1 } end
 local S = cmsgpack.unpack(blob)
 local slot = field
 if S[1] ~= nil then
