@@ -210,8 +210,23 @@ export function periodStartInstant(period: number, frequency: Frequency, zoneNam
   const key = 4 * period + FREQUENCY_INDEX[frequency];
   let ms = instantCache.get(zoneName, key);
   if (ms === undefined) {
-    const { y, m, d } = dayToDate(periodStartDay(period, frequency));
-    ms = DateTime.fromObject({ year: y, month: m, day: d }, { zone: zoneFor(zoneName) ?? "UTC" }).toMillis();
+    const day = periodStartDay(period, frequency);
+    const { y, m, d } = dayToDate(day);
+    const zone = zoneFor(zoneName);
+    ms = DateTime.fromObject({ year: y, month: m, day: d }, { zone: zone ?? "UTC" }).toMillis();
+    // Where a change sets the clock back across midnight (Havana and the Azores at the end of DST,
+    // 01:00 to 00:00; Casey, Vostok: offsets lowered), local midnight happens twice and luxon
+    // gives the second; the day began at the first, under the offset before the change (an event
+    // then is dated that day: localDayIndex). Stepped back while the offset just before the
+    // instant also puts midnight earlier (was: a deadline on such a day an hour late, or three).
+    if (zone !== null) {
+      for (let guard = 0; guard < 4; guard++) {
+        const before = zone.offset(ms - 1);
+        const earlier = day * DAY_MS - before * 60_000;
+        if (!(earlier < ms) || zone.offset(earlier) !== before) break;
+        ms = earlier;
+      }
+    }
     instantCache.set(zoneName, key, ms);
   }
   return ms;

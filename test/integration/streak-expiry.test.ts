@@ -102,6 +102,38 @@ describe("streak expiry", () => {
     }
   });
 
+  it("places the deadline at a day's first midnight where the clock goes back across it (Havana, Azores: 01:00 to 00:00)", async () => {
+    const tenantId = uniqueTenantId("expiry");
+    const t = await startTestApp({ yaml: streakTenantYaml(tenantId), manualClock: "2026-10-30T16:00:00Z" });
+    try {
+      const cases: [string, string, string][] = [
+        // Havana leaves DST at 01:00 CDT on 1 November 2026: 00:00 comes at 04:00Z (-04) and again at 05:00Z (-05).
+        ["havana", "America/Havana", "2026-11-01T04:00:00Z"],
+        // The Azores at 01:00 (+00) on 25 October 2026: 00:00 at 00:00Z and again at 01:00Z (-01).
+        ["azores", "Atlantic/Azores", "2026-10-25T00:00:00Z"],
+      ];
+      for (const [user, tz, deadline] of cases) {
+        // One lesson on the day before the day before the deadline (local): the streak is lost when the deadline's day begins.
+        const day = new Date(Date.parse(deadline) - 2 * 86_400_000 + 12 * 3_600_000).toISOString();
+        await t.setClock(day);
+        const res = await t.call("POST", "/v1/metrics/lessons/event", { user: { id: user, tz }, value: 1 });
+        expect(res.status, JSON.stringify(res.body)).toBe(201);
+        expect(Number(await redis.zscore(`{${tenantId}:0}:sd`, user)), user).toBe(Date.parse(deadline));
+      }
+      // The Azores' deadline: at 00:30Z it is 00:30 on 25 October there, the streak's day after its last one.
+      await t.setClock("2026-10-25T00:30:00Z");
+      expect(await redis.zscore(`{${tenantId}:0}:sa`, "azores")).toBeNull();
+      // Havana's: at 04:30Z it is 00:30 on 1 November (-04). Lost in the index, the rankings and the user's read alike.
+      await t.setClock("2026-11-01T04:30:00Z");
+      expect(await redis.zrange(`{${tenantId}:0}:sa`, 0, -1)).toEqual([]);
+      expect((await t.call("GET", "/v1/streaks/rankings?type=active")).body).toEqual([]);
+      const havana = await t.call("GET", "/v1/users/havana/streak");
+      expect([havana.body.length, havana.body.periodStart]).toEqual([0, "2026-11-01"]);
+    } finally {
+      await t.close();
+    }
+  });
+
   it("consumes a freeze at the deadline instead of losing the streak", async () => {
     const tenantId = uniqueTenantId("expiry");
     const yaml = streakTenantYaml(tenantId).replace("      metrics: [{ metric: lessons, threshold: 1 }]\n", "      metrics: [{ metric: lessons, threshold: 1 }]\n      freezes: { initial: 1, max: 2 }\n");

@@ -312,6 +312,25 @@ describe("periods", () => {
     expect(new Date(periodStartInstant(675, "monthly", zone)).toISOString()).toBe("2026-03-31T22:00:00.000Z");
     expect(new Date(periodStartInstant(675, "daily", zone)).toISOString()).toBe("1971-11-06T23:00:00.000Z");
   });
+
+  it("a period begins at the first of two local midnights (the clock set back across midnight), where localDayIndex dates it", () => {
+    const cases: [string, string, string][] = [
+      ["America/Havana", "2026-11-01", "2026-11-01T04:00:00.000Z"],
+      ["Atlantic/Azores", "2026-10-25", "2026-10-25T00:00:00.000Z"],
+      ["Antarctica/Casey", "2023-03-09", "2023-03-08T13:00:00.000Z"],
+      ["Asia/Gaza", "2021-10-29", "2021-10-28T21:00:00.000Z"],
+      // A midnight the clock skips (Santiago enters DST at 00:00): the day's first instant, 01:00 local.
+      ["America/Santiago", "2026-09-06", "2026-09-06T04:00:00.000Z"],
+      ["Europe/London", "2026-10-25", "2026-10-24T23:00:00.000Z"],
+    ];
+    for (const [zone, date, first] of cases) {
+      const start = periodStartInstant(parseDay(date)!, "daily", zone);
+      expect(new Date(start).toISOString(), zone).toBe(first);
+      expect([localDayIndex(start - 1, zone), localDayIndex(start, zone)], zone).toEqual([parseDay(date)! - 1, parseDay(date)!]);
+    }
+    // The monthly period of Havana's November 2026 begins there too.
+    expect(new Date(periodStartInstant(periodOfDay(parseDay("2026-11-01")!, "monthly"), "monthly", "America/Havana")).toISOString()).toBe("2026-11-01T04:00:00.000Z");
+  });
 });
 
 describe("board members' order", () => {
