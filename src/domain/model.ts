@@ -781,15 +781,21 @@ export function applyUserBoost(
   return true;
 }
 
-/** lua/streakAdmin-4.lua: settle, then grant freezes or restore the streak. */
+/** lua/streakAdmin-4.lua: settle, then grant freezes or restore the streak ("settle": only settle, the expiry sweep's op). */
 export function applyStreakAdmin(
   tenant: CompiledTenant,
   state: ModelState,
   userId: string,
-  op: "freeze" | "restore",
+  op: "freeze" | "restore" | "settle",
   amountOrWindowStart: number,
   now: number,
-): { status: "missing" } | { status: "frozen"; granted: number } | { status: "restored"; length: number } | { status: "nothing-to-restore" } | { status: "already-longest" } {
+):
+  | { status: "missing" }
+  | { status: "frozen"; granted: number }
+  | { status: "restored"; length: number }
+  | { status: "nothing-to-restore" }
+  | { status: "already-longest" }
+  | { status: "settled"; consumed: number; lost: number } {
   const user = state.users.get(userId);
   if (!user) return { status: "missing" };
   const rule = tenant.streak!;
@@ -800,10 +806,33 @@ export function applyStreakAdmin(
   const settlement = settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod);
   recordSettlement(state, userId, s, settlement);
   placeDeadline(state, userId, s, rule.frequency, tz, nowPeriod, now);
+  if (op === "settle") {
+    updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points: [], streakLength: settlement.lost > 0 ? s.length : null });
+    return { status: "settled", consumed: settlement.consumed, lost: settlement.lost };
+  }
   const result = streakAdminOp(state, userId, s, op, amountOrWindowStart, rule, tz, nowPeriod);
   const restored = result.status === "restored";
   updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points: [], streakLength: restored || settlement.lost > 0 ? s.length : null });
   return result;
+}
+
+/**
+ * src/jobs/streak-expiry.ts sweepExpiredStreaks: every user whose streak deadline has passed
+ * (sd <= now) settled as lua/streakAdmin-4.lua "settle" settles, in the stored zone, shard by
+ * shard in the index's order (deadline, then user id). Returns how many settlements changed
+ * something (a freeze consumed or the streak lost), as the sweep counts them.
+ */
+export function applyStreakSweep(tenant: CompiledTenant, state: ModelState, now: number): number {
+  if (!tenant.streak) return 0;
+  const due = [...state.streakDeadline]
+    .filter(([, at]) => at <= now)
+    .sort(([ua, da], [ub, db]) => shardOf(ua, tenant.shards) - shardOf(ub, tenant.shards) || da - db || (ua < ub ? -1 : ua > ub ? 1 : 0));
+  let changed = 0;
+  for (const [userId] of due) {
+    const result = applyStreakAdmin(tenant, state, userId, "settle", 0, now);
+    if (result.status === "settled" && (result.consumed > 0 || result.lost > 0)) changed += 1;
+  }
+  return changed;
 }
 
 function streakAdminOp(

@@ -12,6 +12,7 @@ import {
   applyComplete,
   applyEvent,
   applyStreakAdmin,
+  applyStreakSweep,
   applyTimeTicks,
   applyUpsert,
   applyUserBoost,
@@ -29,6 +30,7 @@ import type { CompiledTenant } from "../../src/config/compiled.js";
 import { formatDay, localDayIndex, periodEndDay, periodOfDay, periodStartDay } from "../../src/domain/periods.js";
 import { settleCopy, viewStreak } from "../../src/domain/streak.js";
 import { runTimeTrigger } from "../../src/jobs/time-triggers.js";
+import { sweepExpiredStreaks } from "../../src/jobs/streak-expiry.js";
 import { awardJson } from "../../src/api/wire.js";
 import { startAppOnOwnRedis, type TestApp } from "../helpers/app.js";
 import { expectStateEqual } from "./state-check.js";
@@ -64,7 +66,8 @@ type Command =
   | { kind: "outage"; ms: number }
   | { kind: "read"; user: string; system: "xp" | "gems" | "coins" }
   | { kind: "streak"; user: string; periods: number }
-  | { kind: "board"; board: string; region: "eu" | "us"; user: string | null; offset: number; limit: number };
+  | { kind: "board"; board: string; region: "eu" | "us"; user: string | null; offset: number; limit: number }
+  | { kind: "sweep"; user: string | null };
 
 const HOUR = 3_600_000;
 const commandArb: fc.Arbitrary<Command> = fc.oneof(
@@ -131,6 +134,9 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     ms: fc.oneof(fc.integer({ min: 60_000, max: 5 * HOUR }), fc.integer({ min: 20 * HOUR, max: 50 * HOUR }), fc.integer({ min: 49 * HOUR, max: 100 * HOUR })),
   }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("read" as const), user: fc.constantFrom(...USERS), system: fc.constantFrom("xp" as const, "gems" as const, "coins" as const) }) },
+  // The streak expiry sweep (src/jobs/streak-expiry.ts, lua/streakAdmin-4.lua "settle"): at now,
+  // or with a user, the clock first moved (as an "advance") to that user's deadline itself.
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("sweep" as const), user: fc.option(fc.constantFrom(...USERS), { freq: 2 }) }) },
   { weight: 2, arbitrary: fc.record({
     kind: fc.constant("board" as const),
     board: fc.constantFrom("xp-ever", "lessons-2d", "streaks", "gems-region", "quiz-monthly", "coins-top"),
@@ -176,6 +182,19 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
         refreshThresholds(tenant, model, clock.now());
         for (let i = 1; i <= store.tenantRules.rules.tt.length; i++) await runTimeTrigger(store, i, clock.now());
         applyTimeTicks(tenant, model, clock.now());
+        break;
+      }
+      case "sweep": {
+        // To the user's deadline (sd) when it is ahead: the sweep settles at the deadline itself.
+        const deadline = cmd.user === null ? undefined : model.streakDeadline.get(cmd.user);
+        if (deadline !== undefined && deadline > now) {
+          await clock.set(deadline);
+          refreshThresholds(tenant, model, clock.now());
+          for (let i = 1; i <= store.tenantRules.rules.tt.length; i++) await runTimeTrigger(store, i, clock.now());
+          applyTimeTicks(tenant, model, clock.now());
+        }
+        const changed = await sweepExpiredStreaks(store, clock.now());
+        expect(changed, "users the sweep changed").toBe(applyStreakSweep(tenant, model, clock.now()));
         break;
       }
       case "outage": {
@@ -469,6 +488,9 @@ const travelArb: fc.Arbitrary<Command> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("complete" as const), user: fc.constantFrom(...TRAVELLERS), achievement: fc.constant("profile" as const), plan: fc.constant(null), tz: spelled(fc.constantFrom(...TRAVEL_ZONES)) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("freeze" as const), user: fc.constantFrom(...TRAVELLERS), count: fc.integer({ min: 1, max: 2 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("restore" as const), user: fc.constantFrom(...TRAVELLERS) }) },
+  // The expiry sweep, now or at a traveller's deadline: freezes consumed and streaks lost when the
+  // deadline passes, in the zone stored then, before the user's next event, restore or read.
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("sweep" as const), user: fc.option(fc.constantFrom(...TRAVELLERS), { freq: 2 }) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant("streak" as const), user: fc.constantFrom(...TRAVELLERS), periods: fc.integer({ min: 1, max: 10 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("read" as const), user: fc.constantFrom(...TRAVELLERS), system: fc.constant("xp" as const) }) },
   { weight: 1, arbitrary: fc.record({
