@@ -6,7 +6,8 @@ import { onTheWire } from "../helpers/wire.js";
 import { profileZone, userProfileFields } from "../../src/api/user-input.js";
 import { toMicro } from "../../src/domain/decimal.js";
 import { LaurelError } from "../../src/domain/errors.js";
-import { applyEvent, applyUpsert, emptyState, readUserPoints, type ModelState } from "../../src/domain/model.js";
+import { applyEvent, applyStreakSweep, applyUpsert, emptyState, readUserPoints, type ModelState } from "../../src/domain/model.js";
+import { sweepExpiredStreaks } from "../../src/jobs/streak-expiry.js";
 import type { ManualClock } from "../../src/clock.js";
 import type { CompiledTenant } from "../../src/config/compiled.js";
 import { awardJson } from "../../src/api/wire.js";
@@ -41,7 +42,8 @@ type Command =
   | { kind: "landmark"; index: number }
   | { kind: "read"; tenant: string; user: string; system: number; awards: number }
   | { kind: "move"; tenant: string; user: string; tz: string }
-  | { kind: "boundary"; tenant: string; tz: string };
+  | { kind: "boundary"; tenant: string; tz: string }
+  | { kind: "sweep"; tenant: string; user: string | null };
 
 const valueArb = fc.oneof(
   { weight: 3, arbitrary: fc.integer({ min: 1, max: 3 }) },
@@ -73,6 +75,9 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     ),
   }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("landmark" as const), index: fc.nat(LANDMARKS.length - 1) }) },
+  // The streak expiry sweep (src/jobs/streak-expiry.ts, lua/streakAdmin-4.lua "settle"), at now or
+  // with the clock first moved to a user's deadline itself: streaks lost when the deadline passes.
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("sweep" as const), tenant: fc.constant(""), user: fc.option(fc.constantFrom(...USERS), { freq: 2 }) }) },
   { weight: 2, arbitrary: fc.record({
     kind: fc.constant("read" as const),
     tenant: fc.constant(""),
@@ -110,6 +115,8 @@ const travelArb: fc.Arbitrary<Command> = fc.oneof(
   // sent then, and a later move to that zone (or to another spelling of it) within the period,
   // reads the work's instant at the very start of the new calendar's period (moveCalendar).
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("boundary" as const), tenant: fc.constant(""), tz: fc.constantFrom(...ZONES_SENT) }) },
+  // The expiry sweep between the moves: lost at the deadline of the zone stored then.
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("sweep" as const), tenant: fc.constant(""), user: fc.option(fc.constantFrom("u0", "u1"), { freq: 2 }) }) },
   // The zone changed by an update alone (lua/user-3.lua), between events.
   { weight: 1, arbitrary: fc.record({
     kind: fc.constant("move" as const),
@@ -164,6 +171,14 @@ async function runSequence(commands: Command[]): Promise<void> {
     }
     const context = t.app.tenants.all.find((c) => c.tenant.id === cmd.tenant)!;
     const model = models.get(cmd.tenant)!;
+    if (cmd.kind === "sweep") {
+      // To the user's deadline (sd) when it is ahead: the sweep settles at the deadline itself.
+      const deadline = cmd.user === null ? undefined : model.streakDeadline.get(cmd.user);
+      if (deadline !== undefined && deadline > clock.now()) await clock.set(deadline);
+      const changed = await sweepExpiredStreaks(context.store, clock.now());
+      expect(changed, "users the sweep changed").toBe(applyStreakSweep(tenant, model, clock.now()));
+      continue;
+    }
     const headers = { "x-api-key": KEYS[cmd.tenant]! };
     if (cmd.kind === "move") {
       const res = await t.call("PUT", `/v1/users/${encodeURIComponent(cmd.user)}`, { tz: cmd.tz }, headers);

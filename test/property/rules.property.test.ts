@@ -44,11 +44,15 @@ import { spelled } from "../helpers/zones.js";
  * through the reference model. Rerun a failure with FC_SEED=<seed>.
  */
 const YAML = readFileSync(new URL("./rules.yaml", import.meta.url), "utf8");
-/** The tenants a sequence can run on (rules.yaml): propx, propt (the travel property's, a streak met at two lessons) and proptw (propt's rules with weekly streaks met by one). */
+/**
+ * The tenants a sequence can run on (rules.yaml): propx, propt (the travel property's, a streak met at two lessons),
+ * proptw (propt's rules with weekly streaks met by one) and proptm (monthly, two lessons or a quiz score of 3, a freeze earned every 60 days).
+ */
 const KEYS: Record<string, { api: Record<string, string>; admin: Record<string, string> }> = {
   propx: { api: { "x-api-key": "prop-rules-key" }, admin: { "x-api-key": "prop-rules-admin" } },
   propt: { api: { "x-api-key": "prop-travel-key" }, admin: { "x-api-key": "prop-travel-admin" } },
   proptw: { api: { "x-api-key": "prop-travel-weekly-key" }, admin: { "x-api-key": "prop-travel-weekly-admin" } },
+  proptm: { api: { "x-api-key": "prop-travel-monthly-key" }, admin: { "x-api-key": "prop-travel-monthly-admin" } },
 };
 const USERS = ["r0", "r1", "r2"];
 const START = Date.parse("2026-03-05T09:00:00Z");
@@ -531,6 +535,33 @@ const travelSequenceArb = fc
   });
 
 /**
+ * Monthly travel (proptm): the travel commands between steps of one to five weeks, sometimes a
+ * missed month or two, three to four months, or about two years (a restore's 24-month window):
+ * months frozen, freezes earned every 60 days, streaks lost, restored and swept on a monthly
+ * calendar among zone changes.
+ */
+const DAY = 24 * HOUR;
+const travelMonthArb = fc
+  .tuple(
+    fc.constantFrom("advance" as const, "advance" as const, "advance" as const, "outage" as const),
+    fc.oneof(
+      { weight: 8, arbitrary: fc.integer({ min: 8 * DAY, max: 20 * DAY }) },
+      { weight: 4, arbitrary: fc.integer({ min: 20 * DAY, max: 35 * DAY }) },
+      { weight: 2, arbitrary: fc.integer({ min: 40 * DAY, max: 70 * DAY }) },
+      { weight: 1, arbitrary: fc.integer({ min: 90 * DAY, max: 130 * DAY }) },
+      { weight: 1, arbitrary: fc.integer({ min: 700 * DAY, max: 760 * DAY }) },
+    ),
+    fc.array(travelArb, { minLength: 1, maxLength: 7, size: "max" }),
+  )
+  .map(([kind, ms, commands]): Command[] => [{ kind, ms }, ...commands]);
+const travelMonthlySequenceArb = fc
+  .tuple(fc.boolean(), fc.array(travelArb, { maxLength: 4 }), fc.array(travelMonthArb, { minLength: 1, maxLength: 12, size: "max" }))
+  .map(([alone, first, months]) => {
+    const commands = [...first, ...months.flat()];
+    return alone ? commands.map((c) => ("user" in c && c.user === "r1" ? { ...c, user: "r0" } : c)) : commands;
+  });
+
+/**
  * README "Time and zones": with a threshold one event meets, a user who sends one at least once in
  * every 23 hours never loses the streak, whatever the zones. r0 sends a lesson that meets it (2 or 3:
  * both tenants' thresholds) after every gap of at most 23 hours, from any zone or the stored one,
@@ -591,6 +622,10 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
 
   it("agrees on users who travel between zones among freezes, restores and missed days", async () => {
     await fc.assert(fc.asyncProperty(travelSequenceArb, ([tenantId, commands]) => runSequence(commands, tenantId)), propertyParameters(200));
+  });
+
+  it("agrees on monthly streaks met by either metric, with freezes, restores and sweeps, among zone changes", async () => {
+    await fc.assert(fc.asyncProperty(travelMonthlySequenceArb, (commands) => runSequence(commands, "proptm")), propertyParameters(100));
   });
 
   it("never loses the streak of a user who meets the threshold at least once in every 23 hours, whatever the zones", async () => {
