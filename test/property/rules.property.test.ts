@@ -59,7 +59,7 @@ const START = Date.parse("2026-03-05T09:00:00Z");
 
 type Command =
   | { kind: "event"; user: string; metric: "lessons" | "quiz"; value: number; tz: string | null; source: string | null; level: string | null; plan: string | null; idem: string | null }
-  | { kind: "identify"; user: string; plan: string | null; region: string | null; tz: string | null }
+  | { kind: "identify"; user: string; plan: string | null; region: string | null; tz: string | null; patch?: boolean }
   | { kind: "complete"; user: string; achievement: "profile" | "pro-only"; plan: string | null; tz?: string }
   | { kind: "boost"; user: string; system: "xp" | "gems"; multiplier: number; startIn: number | "due"; length: number | null; rounding: "down" | "up" | "nearest" }
   | { kind: "endBoost"; pick: number }
@@ -93,6 +93,8 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     plan: fc.constantFrom(null, "pro", "free"),
     region: fc.constantFrom(null, "eu", "us"),
     tz: spelled(fc.constantFrom(null, "UTC", "Asia/Kolkata", "Pacific/Kiritimati", "Pacific/Pago_Pago")),
+    // PATCH /v1/users/{id} (lua/user-3.lua "update"): the user must exist (404, nothing created).
+    patch: fc.constantFrom(false, false, false, true),
   }) },
   { weight: 1, arbitrary: fc.record({
     kind: fc.constant("complete" as const),
@@ -259,12 +261,15 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
         if (cmd.plan) attributes.plan = cmd.plan;
         if (cmd.region) attributes.region = cmd.region;
         body.attributes = attributes;
-        const res = await t.call("PUT", `/v1/users/${cmd.user}`, body, API);
+        const res = await t.call(cmd.patch ? "PATCH" : "PUT", `/v1/users/${cmd.user}`, body, API);
+        const result = applyUpsert(tenant, model, cmd.user, cmd.patch ? "update" : "upsert", userProfileFields({ id: cmd.user, ...body } as never, tenant.userAttributes), now);
+        if (result.status === "missing") {
+          expect(res.status).toBe(404);
+          break;
+        }
         expect(res.status).toBe(200);
-        const result = applyUpsert(tenant, model, cmd.user, "upsert", userProfileFields({ id: cmd.user, ...body } as never, tenant.userAttributes), now);
         expect(res.body.created).toBe(new Date(model.users.get(cmd.user)!.created).toISOString());
         expect(res.body.updated).toBe(new Date(model.users.get(cmd.user)!.updated).toISOString());
-        expect(result.status).not.toBe("missing");
         break;
       }
       case "complete": {
@@ -485,6 +490,7 @@ const travelArb: fc.Arbitrary<Command> = fc.oneof(
     plan: fc.constant(null),
     region: fc.constantFrom(null, "eu"),
     tz: spelled(fc.constantFrom(...TRAVEL_ZONES)),
+    patch: fc.constantFrom(false, false, true),
   }) },
   // Within a day: a few hours (a long gap starts each day, below).
   { weight: 2, arbitrary: fc.record({ kind: fc.constant("advance" as const), ms: fc.integer({ min: HOUR, max: 8 * HOUR }) }) },
