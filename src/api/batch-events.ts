@@ -119,12 +119,19 @@ async function recordInOrder(store: TenantStore, inputs: readonly EventInput[], 
   // key both carried (the earlier event's value became the replay), and the zone it set judged
   // the earlier event. Events that send no zone need not wait: each is refused and sent again
   // alike, in the batch's order.
+  // The other way round: a user's event without `tz` after their event that sends a zone other
+  // than the cached one, both in flight, went on the cached zone, was refused (the earlier event
+  // had stored its zone) and sent again after the events sent meanwhile: another user's later
+  // event was recorded before it (its rank on a board, the ties between them). It waits for the
+  // earlier event (found by the rules property's batches, test/property/rules.property.test.ts).
   const zoneless = new Map<string, Promise<void>>();
+  const zoned = new Map<string, { tz: string; done: Promise<void> }>();
   let next = 0;
   for (; next < inputs.length && stoppedAt === null; next++) {
     if (next >= BATCH_IN_FLIGHT) await settled[next - BATCH_IN_FLIGHT];
     const input = inputs[next]!;
-    const before = input.tz === null ? undefined : zoneless.get(input.userId);
+    const pendingZone = input.tz === null ? zoned.get(input.userId) : undefined;
+    const before = input.tz === null ? (pendingZone !== undefined && pendingZone.tz !== (store.zones.get(input.userId) ?? "UTC") ? pendingZone.done : undefined) : zoneless.get(input.userId);
     if (before) await before;
     // A failure seen while waiting stops the batch here.
     if (stoppedAt !== null) break;
@@ -144,6 +151,7 @@ async function recordInOrder(store: TenantStore, inputs: readonly EventInput[], 
     );
     settled.push(done);
     if (input.tz === null) zoneless.set(input.userId, done);
+    else zoned.set(input.userId, { tz: input.tz, done });
   }
   await Promise.all(settled);
   for (let index = next; index < inputs.length; index++) {

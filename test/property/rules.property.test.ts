@@ -8,6 +8,7 @@ import { profileZone, userProfileFields } from "../../src/api/user-input.js";
 import { achievementJson } from "../../src/api/wire.js";
 import type { ManualClock } from "../../src/clock.js";
 import { toMicro } from "../../src/domain/decimal.js";
+import { LaurelError } from "../../src/domain/errors.js";
 import {
   applyComplete,
   applyEvent,
@@ -57,8 +58,10 @@ const KEYS: Record<string, { api: Record<string, string>; admin: Record<string, 
 const USERS = ["r0", "r1", "r2"];
 const START = Date.parse("2026-03-05T09:00:00Z");
 
+type EventCommand = { kind: "event"; user: string; metric: "lessons" | "quiz"; value: number; tz: string | null; source: string | null; level: string | null; plan: string | null; idem: string | null };
 type Command =
-  | { kind: "event"; user: string; metric: "lessons" | "quiz"; value: number; tz: string | null; source: string | null; level: string | null; plan: string | null; idem: string | null }
+  | EventCommand
+  | { kind: "batch"; events: EventCommand[] }
   | { kind: "identify"; user: string; plan: string | null; region: string | null; tz: string | null; patch?: boolean }
   | { kind: "complete"; user: string; achievement: "profile" | "pro-only"; plan: string | null; tz?: string }
   | { kind: "boost"; user: string; system: "xp" | "gems"; multiplier: number; startIn: number | "due"; length: number | null; rounding: "down" | "up" | "nearest" }
@@ -74,8 +77,7 @@ type Command =
   | { kind: "sweep"; user: string | null };
 
 const HOUR = 3_600_000;
-const commandArb: fc.Arbitrary<Command> = fc.oneof(
-  { weight: 8, arbitrary: fc.record({
+const eventArb: fc.Arbitrary<EventCommand> = fc.record({
     kind: fc.constant("event" as const),
     user: fc.constantFrom(...USERS),
     metric: fc.constantFrom("lessons" as const, "quiz" as const),
@@ -86,7 +88,13 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     level: fc.constantFrom(null, "hard", "easy"),
     plan: fc.constantFrom(null, "pro", "free"),
     idem: fc.option(fc.constantFrom("a", "b"), { freq: 4 }),
-  }) },
+  });
+const commandArb: fc.Arbitrary<Command> = fc.oneof(
+  { weight: 8, arbitrary: eventArb },
+  // POST /admin/v1/metrics/events: the events recorded in the batch's order at one instant, as
+  // one by one (src/api/batch-events.ts: up to 32 in flight, a user's event with a zone waiting
+  // for their earlier one without).
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("batch" as const), events: fc.array(eventArb, { minLength: 1, maxLength: 6 }) }) },
   { weight: 2, arbitrary: fc.record({
     kind: fc.constant("identify" as const),
     user: fc.constantFrom(...USERS),
@@ -174,6 +182,11 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
   const { api: API, admin: ADMIN } = KEYS[tenantId]!;
   const context = t.app.tenants.all.find((c) => c.tenant.id === tenantId)!;
   const { tenant, store } = context;
+  // The process's zone cache as for users Redis does not hold (the stored zone of a new user is
+  // UTC): after the FLUSHDB it held the zones of the last sequence's users, as if another process
+  // had changed them. With a stale zone a batch still records a user's zoneless event behind other
+  // users' later events in flight (refused on the cached zone and sent again: not fixed).
+  for (const user of USERS) store.zones.set(user, "UTC");
   const model: ModelState = emptyState();
   const boosts: { id: string; user: string; system: string; start: number; end: number | null; multiplier: number; rounding: "down" | "up" | "nearest" }[] = [];
 
@@ -252,6 +265,48 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
         });
         const expected = onTheWire(eventReply(context, tenant.metricByKey.get(cmd.metric)!, cmd.user, now, { ...result, nowDay: localDayIndex(now, result.tz) }, cmd.idem));
         expect({ status: res.status, body: res.body }).toEqual({ status: expected.status, body: expected.body });
+        break;
+      }
+      case "batch": {
+        const body = cmd.events.map((e) => ({ key: e.metric, ...eventBody(e), ...(e.idem ? { idempotencyKey: e.idem } : {}) }));
+        const res = await t.call("POST", "/admin/v1/metrics/events", body, ADMIN);
+        let accepted = 0;
+        const rejected: { index: number; status: number }[] = [];
+        const keyed: EventCommand[] = [];
+        cmd.events.forEach((e, index) => {
+          try {
+            const { user, attributes } = eventBody(e);
+            const profile = userProfileFields(user, tenant.userAttributes);
+            const { outcome } = applyEvent(tenant, model, {
+              metricKey: e.metric,
+              userId: e.user,
+              now,
+              eventId: `batch ${index}`,
+              idempotencyKey: e.idem,
+              valueMicro: toMicro(e.value),
+              tz: profileZone(profile),
+              profile,
+              eventAttributes: attributes,
+            });
+            accepted += 1;
+            if (outcome.kind === "processed" && e.idem !== null) keyed.push(e);
+          } catch (err) {
+            if (!(err instanceof LaurelError)) throw err;
+            rejected.push({ index, status: err.status });
+          }
+        });
+        if (accepted === 0) expect(res.status).toBe(rejected[0]!.status);
+        else {
+          expect(res.status).toBe(202);
+          expect({ accepted: res.body.accepted, rejected: res.body.rejected.map((r: { index: number; status: number }) => ({ index: r.index, status: r.status })) }).toEqual({ accepted, rejected });
+        }
+        // The batch answers no event ids: the one each new key recorded, where the event script keeps it
+        // (the user's hash, i:<metric>:<key>: these tenants remember keys forever), for a later replay's answer.
+        for (const e of keyed) {
+          const eventId = await t.redis.hget(store.keys.user(store.shard(e.user), e.user), `i:${e.metric}:${e.idem}`);
+          expect(eventId, `event id of key ${e.idem}`).not.toBeNull();
+          model.users.get(e.user)!.idempotency.get(`${e.metric}:${e.idem}`)!.eventId = eventId!;
+        }
         break;
       }
       case "identify": {
@@ -348,6 +403,17 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
     for (const user of USERS) await expectBoardsEqual(tenant, model, { kind: "board", board: board.key, region: "eu", user, offset: 0, limit: 3 }, clock.now(), API);
   }
   check?.(model);
+}
+
+/** An event command's body fields (the event route's and a batch event's). */
+function eventBody(e: EventCommand): { user: { id: string; tz?: string; attributes?: Record<string, string> }; value: number; attributes: Record<string, string> } {
+  const user: { id: string; tz?: string; attributes?: Record<string, string> } = { id: e.user };
+  if (e.tz) user.tz = e.tz;
+  if (e.plan) user.attributes = { plan: e.plan };
+  const attributes: Record<string, string> = {};
+  if (e.source) attributes.source = e.source;
+  if (e.level) attributes.level = e.level;
+  return { user, value: e.value, attributes };
 }
 
 /**
@@ -469,8 +535,7 @@ async function expectStreakEqual(tenant: CompiledTenant, model: ModelState, cmd:
  */
 const TRAVEL_ZONES = ["Pacific/Kiritimati", "Pacific/Pago_Pago", "Asia/Tokyo", "America/New_York", "Asia/Kolkata", "UTC"];
 const TRAVELLERS = ["r0", "r1"];
-const travelArb: fc.Arbitrary<Command> = fc.oneof(
-  { weight: 9, arbitrary: fc.record({
+const travelEventArb: fc.Arbitrary<EventCommand> = fc.record({
     kind: fc.constant("event" as const),
     user: fc.constantFrom(...TRAVELLERS),
     metric: fc.constantFrom("lessons" as const, "lessons" as const, "lessons" as const, "lessons" as const, "quiz" as const),
@@ -483,7 +548,12 @@ const travelArb: fc.Arbitrary<Command> = fc.oneof(
     plan: fc.constantFrom(null, null, "pro"),
     // A replay now and then (one in eight events).
     idem: fc.constantFrom(null, null, null, null, null, null, null, "a"),
-  }) },
+  });
+const travelArb: fc.Arbitrary<Command> = fc.oneof(
+  { weight: 9, arbitrary: travelEventArb },
+  // A batch: a traveller's events with and without a zone in one request (a zoneless one sent on the
+  // cached zone, refused and sent again when the stored one differs; one with a zone waits for it).
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("batch" as const), events: fc.array(travelEventArb, { minLength: 2, maxLength: 6 }) }) },
   { weight: 2, arbitrary: fc.record({
     kind: fc.constant("identify" as const),
     user: fc.constantFrom(...TRAVELLERS),
@@ -690,6 +760,18 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
       lesson("r0"),
       { kind: "streak", user: "r0", periods: 3 },
       { kind: "streak", user: "r1", periods: 3 },
+    ]);
+  });
+
+  // A batch with a user's event that sends a new zone, then their event without one: the second
+  // waits for the first (src/api/batch-events.ts), else it was refused on the cached zone and sent
+  // again after r1's event, which then entered quiz-monthly at rank 1 instead of 2.
+  it("agrees on a batch with a user's zoneless event after their event that moves the zone", async () => {
+    const quiz = (user: string, tz: string | null, metric: "lessons" | "quiz" = "quiz"): EventCommand => ({ kind: "event", user, metric, value: 1, tz, source: null, level: null, plan: null, idem: null });
+    await runSequence([
+      quiz("r0", null),
+      { kind: "batch", events: [quiz("r0", "America/Denver", "lessons"), quiz("r0", null), quiz("r1", null)] },
+      { kind: "board", board: "quiz-monthly", region: "eu", user: "r1", offset: 0, limit: 2 },
     ]);
   });
 
