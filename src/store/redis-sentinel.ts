@@ -28,25 +28,26 @@ export interface SentinelAddress {
 const SENTINEL = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/;
 
 /**
- * An entry of REDIS_SENTINELS as its refusal quotes it: what comes before its last "@" (a
- * userinfo: `:password@host:26379`, `redis://user:password@host:26379`, written as a URL) not
- * shown, since the refusal is logged and printed by check-config.
+ * REDIS_SENTINELS as its refusal quotes it, when it holds an "@" (a userinfo:
+ * `:password@host:26379`, `redis://user:password@host:26379`, written as a URL): everything
+ * before its last "@" not shown, since the refusal is logged and printed by check-config. The
+ * whole text, not each entry: a password may hold the comma the entries are split at.
  */
-function shownSentinel(part: string): string {
-  const at = part.lastIndexOf("@");
-  return at < 0 ? part : `<userinfo not shown>${part.slice(at)}`;
+function shownWithUserinfo(text: string): string {
+  return `<userinfo not shown>${text.slice(text.lastIndexOf("@"))}`;
 }
 
 /** REDIS_SENTINELS as addresses, or the text of what is wrong with it. */
 export function parseSentinels(text: string): SentinelAddress[] | string {
   const addresses: SentinelAddress[] = [];
-  const parts = text.split(",").map((p) => p.trim());
-  for (const part of parts) {
+  for (const part of text.split(",").map((p) => p.trim())) {
     const match = SENTINEL.exec(part);
     const port = match ? Number(match[3]) : 0;
     if (!match || port < 1 || port > 65535) {
-      const credential = part.includes("@") ? "; the sentinels' password goes in REDIS_SENTINEL_PASSWORD, the data nodes' in REDIS_URL" : "";
-      return `REDIS_SENTINELS must be host:port pairs separated by commas (got ${JSON.stringify(shownSentinel(part))} in ${JSON.stringify(parts.map(shownSentinel).join(","))}${credential})`;
+      if (text.includes("@")) {
+        return `REDIS_SENTINELS must be host:port pairs separated by commas, without a userinfo (got ${JSON.stringify(shownWithUserinfo(text))}; the sentinels' password goes in REDIS_SENTINEL_PASSWORD, the data nodes' in REDIS_URL)`;
+      }
+      return `REDIS_SENTINELS must be host:port pairs separated by commas (got ${JSON.stringify(part)} in ${JSON.stringify(text)})`;
     }
     addresses.push({ host: match[1] ?? match[2]!, port });
   }
