@@ -215,7 +215,8 @@ export class ReadStore {
           LOST_STREAK_CAP,
           lengths.length,
           ...lengths,
-          ...owners[c]!.flatMap((i) => [call.shards.indexOf(this.shard(asked[i]!.userId!)) + 1, asked[i]!.userId!, lengthIndex.get(asked[i]!.length)!]),
+          ownerPositions(owners[c]!.map((i) => [call.shards.indexOf(this.shard(asked[i]!.userId!)) + 1, lengthIndex.get(asked[i]!.length)!])),
+          ...owners[c]!.map((i) => asked[i]!.userId!),
         ]),
       ),
     )) as number[][];
@@ -288,6 +289,20 @@ export class ReadStore {
 }
 
 /** The users a turn's callers of a gathered read asked for, each once (a single caller's list as it is). */
+/**
+ * lua/streakRanks-2.lua's positions of the asking users: [shard's position, length's position]
+ * each, as two little-endian uint16 (a shard count is at most 1 024; the distinct lengths of a
+ * batch fit as well, a batch being far fewer reads).
+ */
+function ownerPositions(pairs: readonly (readonly [number, number])[]): Buffer {
+  const out = Buffer.allocUnsafe(4 * pairs.length);
+  pairs.forEach(([shardAt, lengthAt], k) => {
+    out.writeUInt16LE(shardAt, 4 * k);
+    out.writeUInt16LE(lengthAt, 4 * k + 2);
+  });
+  return out;
+}
+
 function unionOfIds(asked: readonly (readonly string[])[]): readonly string[] {
   return asked.length === 1 ? asked[0]! : [...new Set(asked.flat())];
 }

@@ -91,9 +91,9 @@ describe("active streaks at the edges", () => {
     const seen = await commandsDuring(`redis://${host}:${port}`, async () => (ranks = await Promise.all([5, 5, 8, 5].map((length) => read.streakRank(length, NOW)))), t.redis);
     const calls = seen.commands.filter((c) => c[0]!.toLowerCase() === "fcall");
     expect(calls).toHaveLength(1);
-    // FCALL <function> 2 <sa> <sd> <now> <cap> <n> <length>... (then the asking users: none
-    // here): 5 and 8, once each.
-    expect(calls[0]!.slice(7)).toEqual(["2", "5", "8"]);
+    // FCALL <function> 2 <sa> <sd> <now> <cap> <n> <length>... <the asking users' positions>
+    // (then their ids: none here, the positions empty): 5 and 8, once each.
+    expect(calls[0]!.slice(7)).toEqual(["2", "5", "8", ""]);
     expect(ranks).toEqual([2, 2, 1, 2]);
   });
 
