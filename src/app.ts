@@ -28,7 +28,6 @@ import { TimeTriggers } from "./jobs/time-triggers.js";
 import { StreakExpiry } from "./jobs/streak-expiry.js";
 import { RunRetention } from "./jobs/run-retention.js";
 import { Router } from "./http/router.js";
-import type { RedisRefusal } from "./store/redis-refusals.js";
 import { assertNativeUws, listenedPort, listenOn } from "./http/listen.js";
 // issue 4 (read endpoints, stream worker lag): begin
 import { registerReadRoutes } from "./api/read-routes.js";
@@ -176,12 +175,13 @@ export async function startApp(opts: AppOptions): Promise<RunningApp> {
   router.add("post", "/admin/v1/points/:key/boosts", 1, createBoostHandler(tenants, opts.clock));
   router.add("get", "/admin/v1/points/:key/boosts", 1, listUserBoostsHandler(tenants, opts.clock));
   router.add("del", "/admin/v1/points/:key/boosts/:id", 2, endBoostHandler(tenants, opts.clock));
-  router.add("post", "/admin/v1/metrics/events", 0, batchEventsHandler(tenants, opts.clock, opts.logger, (cause, err) => router.logRefusal(cause, err)), {
+  // Failures inside a batch (its events, its users) logged as the router logs a request's.
+  const logFailure: Router["logFailure"] = (err, answer, fields, message) => router.logFailure(err, answer, fields, message);
+  router.add("post", "/admin/v1/metrics/events", 0, batchEventsHandler(tenants, opts.clock, opts.logger, logFailure), {
     maxBodyBytes: BATCH_BODY_FACTOR * (opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
   });
-  const streakAdminLog = { logger: opts.logger, logRefusal: (cause: RedisRefusal, err: unknown) => router.logRefusal(cause, err) };
-  router.add("post", "/admin/v1/streaks/freezes", 0, grantFreezesHandler(tenants, opts.clock, streakAdminLog));
-  router.add("post", "/admin/v1/streaks/restore", 0, restoreStreaksHandler(tenants, opts.clock, streakAdminLog));
+  router.add("post", "/admin/v1/streaks/freezes", 0, grantFreezesHandler(tenants, opts.clock, logFailure));
+  router.add("post", "/admin/v1/streaks/restore", 0, restoreStreaksHandler(tenants, opts.clock, logFailure));
   router.add("get", "/v1/leaderboards", 0, listLeaderboardsHandler(tenants, opts.clock));
   router.add("get", "/v1/leaderboards/:key", 1, getLeaderboardHandler(tenants, opts.clock));
   router.add("get", "/v1/users/:id/leaderboards/:key", 2, userLeaderboardHandler(tenants, opts.clock));

@@ -1,4 +1,3 @@
-import type { Logger } from "pino";
 import typia, { type tags } from "typia";
 import type { Clock } from "../clock.js";
 import { fail, LaurelError } from "../domain/errors.js";
@@ -37,12 +36,6 @@ function issue(userId: string, level: Issue["level"], reason: string): Issue {
 /** Restore windows (trophy-compat §2.2 #25): 90 days (daily), one year (weekly), two years (monthly). */
 const RESTORE_WINDOW = { daily: 90, weekly: 52, monthly: 24 } as const;
 
-/** How a failure part way is logged, as the router logs a request's (batch-events.ts does the same). */
-export interface FailureLog {
-  logger: Logger;
-  logRefusal: Router["logRefusal"];
-}
-
 /**
  * Applies `apply` to each user in turn, one script each; `take` files the result and says whether
  * it recorded something. The SDK sends a request answered 5xx again at once, twice (trophy-compat
@@ -58,7 +51,7 @@ async function applyInTurn<R>(
   apply: (userId: string) => Promise<R>,
   take: (userId: string, result: R) => boolean,
   issues: Issue[],
-  log: FailureLog,
+  logFailure: Router["logFailure"],
 ): Promise<void> {
   let recorded = false;
   let first: { err: unknown } | null = null;
@@ -70,8 +63,7 @@ async function applyInTurn<R>(
     } catch (err) {
       first ??= { err };
       const answer = errorAnswer(err, false);
-      if (answer.kind === "internal") log.logger.error({ err, userId }, "streak admin operation failed");
-      else if (answer.kind === "refused") log.logRefusal(answer.cause!, err);
+      logFailure(err, answer, { userId }, "streak admin operation failed");
       issues.push(issue(userId, "error", answer.message));
       if (err instanceof LaurelError && err.code === "ZONE_CHANGING") continue;
       for (const rest of userIds.slice(i + 1)) issues.push(issue(rest, "error", `Not applied: the request stopped at user ${userId} (${answer.message}); send it again`));
@@ -83,7 +75,7 @@ async function applyInTurn<R>(
 }
 
 /** POST /admin/v1/streaks/freezes {freezes: [{userId}]}: one freeze per entry, up to the maximum. */
-export function grantFreezesHandler(tenants: Tenants, clock: Clock, log: FailureLog) {
+export function grantFreezesHandler(tenants: Tenants, clock: Clock, logFailure: Router["logFailure"]) {
   return async (req: ApiRequest): Promise<ApiReply> => {
     const { tenant, store } = tenants.authenticateAdmin(req.apiKey);
     const body = validated(parseJson(req.body), validateFreezes);
@@ -104,14 +96,14 @@ export function grantFreezesHandler(tenants: Tenants, clock: Clock, log: Failure
         return result.status === "already-applied" || (result.status === "frozen" && result.granted > 0);
       },
       issues,
-      log,
+      logFailure,
     );
     return { status: 200, body: { issues } };
   };
 }
 
 /** POST /admin/v1/streaks/restore {users: [{id}]}: back to the longest length within the window. */
-export function restoreStreaksHandler(tenants: Tenants, clock: Clock, log: FailureLog) {
+export function restoreStreaksHandler(tenants: Tenants, clock: Clock, logFailure: Router["logFailure"]) {
   return async (req: ApiRequest): Promise<ApiReply> => {
     const { tenant, store } = tenants.authenticateAdmin(req.apiKey);
     const body = validated(parseJson(req.body), validateRestore);
@@ -134,7 +126,7 @@ export function restoreStreaksHandler(tenants: Tenants, clock: Clock, log: Failu
         return false;
       },
       issues,
-      log,
+      logFailure,
     );
     return { status: 200, body: { restoredUsers, issues } };
   };

@@ -54,10 +54,10 @@ interface Rejected {
  * answer is the stopping failure's status and error (else the first failure's), so that a
  * retried 5xx sends again only what was not recorded.
  *
- * `logRefusal`: the router's log of commands Redis refused (store/redis-refusals.ts;
- * Router.logRefusal, once per 30 s a cause for the app), so that a batch's refusals share its throttle.
+ * `logFailure`: the router's (Router.logFailure), so that an event's failure is logged as a
+ * request's, its refusals sharing the router's throttle.
  */
-export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logger, logRefusal: Router["logRefusal"]) {
+export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logger, logFailure: Router["logFailure"]) {
   return async (req: ApiRequest): Promise<ApiReply> => {
     const { tenant, store } = tenants.authenticateAdmin(req.apiKey);
     const events = validated(parseJsonArray(req.body), validateBatch);
@@ -71,11 +71,7 @@ export function batchEventsHandler(tenants: Tenants, clock: Clock, logger: Logge
     );
     const { accepted, rejected, stoppedAt } = await recordInOrder(store, inputs, {
       resent: (input, eventId) => logResent(logger, tenant.id, input, eventId),
-      failed: (err, answer, index) => {
-        // As the router logs a request's failure: a fault with its stack, Redis's refusals throttled.
-        if (answer.kind === "internal") logger.error({ err, index }, "batch event failed");
-        else if (answer.kind === "refused") logRefusal(answer.cause!, err);
-      },
+      failed: (err, answer, index) => logFailure(err, answer, { index }, "batch event failed"),
     });
     if (accepted > 0) return { status: 202, body: { accepted, rejected } };
     // Nothing recorded. When Redis (or a fault) stopped the batch, its failure is the answer, a

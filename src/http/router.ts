@@ -245,10 +245,8 @@ export class Router {
       const fail = (err: unknown): void => {
         const answer = errorAnswer(err, read);
         // Redis unreachable is not logged per request: the client's connection log says it once per outage (main.ts).
-        if (answer.kind === "refused") {
-          redisAnswered = true;
-          this.logRefusal(answer.cause!, err);
-        } else if (answer.kind === "internal") this.opts.logger.error({ err, path: pattern }, "request failed");
+        if (answer.kind === "refused") redisAnswered = true;
+        this.logFailure(err, answer, { path: pattern }, "request failed");
         finish(answer.status, errorJson(answer.message));
       };
       // The body's framing first (framing.ts): a refused one closes the connection, whose
@@ -335,6 +333,18 @@ export class Router {
    * requests (or a batch's events) it refuses, and each counted (GET /metrics,
    * laurel_redis_refusals_total, to alert on). The answers (503) say it to every client.
    */
+  /**
+   * A failure as the log should hear it: a fault (500) with its stack, under `message` and
+   * `fields`; Redis refusing the command (logRefusal) throttled and counted; anything else (a
+   * request's own 4xx, Redis unreachable: the connection log says it once an outage) not at all.
+   * For a request's failure, and for the failures inside one (a batch's events, an admin
+   * batch's users).
+   */
+  logFailure(err: unknown, answer: ErrorAnswer, fields: Record<string, unknown>, message: string): void {
+    if (answer.kind === "refused") this.logRefusal(answer.cause!, err);
+    else if (answer.kind === "internal") this.opts.logger.error({ err, ...fields }, message);
+  }
+
   logRefusal(cause: RedisRefusal, err: unknown): void {
     this.stats.refused(cause);
     const log = this.refusalLogs.get(cause)!;

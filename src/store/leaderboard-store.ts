@@ -8,7 +8,6 @@ import { runScript } from "./redis-script.js";
 import { countEachShard, readAll, readEachShard, shardsInOneCall, type PlainRead } from "./cross-shard.js";
 import { readUser } from "./user-store.js";
 import { readsInBatch } from "./reads-in-batch.js";
-import { beforeBatchWrite } from "./write-coalescing.js";
 import type { TenantStore } from "./tenant-store.js";
 
 const boardPlacesScript = loadLua("boardPlaces-1");
@@ -282,13 +281,6 @@ const RANK_ATTEMPTS = 4;
 
 type OwnEntry = { value: number; member: string; breakdown: string };
 
-/** `read`'s promise, sent behind the commands of this turn's batch (the gathered reads first), or at once where the client holds no batch. */
-function behindBatch<T>(redis: Redis, read: () => Promise<T>): Promise<T> {
-  return new Promise<T>((resolve) => {
-    if (!beforeBatchWrite(redis, () => resolve(read()))) resolve(read());
-  });
-}
-
 /**
  * The rank of the user's entry `own` in `run` (read before, by entryInRun), with the entry it is
  * the rank of. The entry is read again behind the count of the entries ahead of it: when it moved
@@ -314,7 +306,7 @@ export async function userBoardRank(
     const counted = boardRank(store, board, boardKeys(store, board, run, own.breakdown), own.value, own.member);
     if (attempt === RANK_ATTEMPTS) return { own, rank: await counted };
     const [rank, again] = behind
-      ? await Promise.all([counted, behindBatch(store.redis, () => userEntry(store, board, run, userId))])
+      ? await Promise.all([counted, readsInBatch(store.redis).behind(() => userEntry(store, board, run, userId))])
       : [await counted, await userEntry(store, board, run, userId)];
     if (again !== null && again.member === own.member && again.value === own.value && again.breakdown === own.breakdown) return { own, rank };
     own = again;

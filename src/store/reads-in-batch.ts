@@ -29,6 +29,17 @@ export class ReadsInBatch {
   }
 
   /**
+   * `send`'s reply, sent just before the batch is written, behind the reads of the batch asked
+   * for before it (at once where there is no batch, as they were): for a read that must reach
+   * Redis after another caller's read, not shared with anyone.
+   */
+  behind<T>(send: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve) => {
+      if (!beforeBatchWrite(this.redis, () => resolve(send()))) resolve(send());
+    });
+  }
+
+  /**
    * The reply to `item` of one call for every caller in the batch asking under `key`: `send`
    * (the first caller's) is given every caller's item, in order, and answers one reply each.
    */
