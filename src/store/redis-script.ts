@@ -126,25 +126,54 @@ export type MayHaveRun = () => void;
 
 /**
  * A command ioredis sends as encodeCommand builds it; replies as ioredis' own (utf8 strings).
- * ioredis' Command constructor copies its arguments with Array.prototype.flat, which costs Node 20
- * ~250 ns per argument (the generic path: a property lookup per element; ~3 µs for an event
- * call, measured in bench/README.md), so the constructor gets none and the arguments, flat
- * already, are set after it. Its conversion of numbers to text runs in the constructor too, so
- * numbers become text here.
  * Sent with sendCommand (sendEncoded), it bypasses ioredis' auto-pipelining (LAUREL_AUTOPIPELINE=1
  * pipelines every other command, not these); write coalescing (write-coalescing.ts) covers it.
  * ioredis asks for a command's bytes each time it writes it, with the socket it writes to (its
  * own Script relies on that): a second socket means a re-send, and `mayHaveRun` is told.
+ *
+ * A Command to ioredis (its prototype's methods, every field its constructor sets), but not built
+ * by that constructor, which is shared by every kind of command the process makes: BullMQ's
+ * scripts each define a subclass of Command (ioredis Script.js), and once its stores had seen
+ * more object shapes than V8 keeps per site, each of its ~13 stores went through the generic
+ * StoreIC (~1.5k instructions a metering read; bench/README.md, "The fifty-seventh stop"). These
+ * stores see this class's shape alone. The constructor also copied its arguments with
+ * Array.prototype.flat (~250 ns an argument on Node 20's generic path); these arguments come
+ * flat, with numbers turned to text here as ioredis' constructor would.
+ * test/unit/encode-command.test.ts holds the field list to ioredis' own, so that an ioredis that
+ * sets another field fails a test rather than a command.
  */
-export class EncodedCommand extends Command {
-  private encoded: string | Buffer | undefined;
-  private written = false;
-  private firstSocket: unknown;
-  constructor(name: string, args: readonly (string | number | Buffer)[], private mayHaveRun?: MayHaveRun) {
-    super(name, [], { replyEncoding: "utf8" });
-    this.args = args.map((arg) => (typeof arg === "number" ? String(arg) : arg));
+export interface EncodedCommand extends Command {}
+export class EncodedCommand {
+  private declare encoded: string | Buffer | undefined;
+  private declare written: boolean;
+  private declare firstSocket: unknown;
+  private declare mayHaveRun: MayHaveRun | undefined;
+  constructor(name: string, args: readonly (string | number | Buffer)[], mayHaveRun?: MayHaveRun) {
+    // ioredis' Command constructor and initPromise, in their order (ioredis 5.11.1), for a command
+    // with no options but the reply's encoding, no callback, and arguments that need no transformer.
+    const fields = this as unknown as CommandFields;
+    fields.name = name;
+    fields.inTransaction = false;
+    fields.isTraced = false;
+    fields.isResolved = false;
+    fields.transformed = true;
+    fields.replyEncoding = "utf8";
+    fields.errorStack = undefined;
+    fields.args = args.map((arg) => (typeof arg === "number" ? String(arg) : arg));
+    fields.callback = undefined;
+    fields.promise = new Promise((resolve, reject) => {
+      fields.resolve = fields._convertValue(resolve);
+      fields.reject = (err: Error) => {
+        fields._clearTimers();
+        reject(err);
+      };
+    });
+    this.encoded = undefined;
+    this.written = false;
+    this.firstSocket = undefined;
+    this.mayHaveRun = mayHaveRun;
   }
-  override toWritable(socket?: unknown): string | Buffer {
+  toWritable(socket?: unknown): string | Buffer {
     if (this.mayHaveRun !== undefined) {
       if (!this.written) {
         this.written = true;
@@ -159,9 +188,28 @@ export class EncodedCommand extends Command {
     return this.encoded;
   }
   /** The reply's Buffers as utf8 text, as ioredis' own does, with this module's Buffer (ioredis' reads the global's getter per element). */
-  override transformReply(result: Buffer | Buffer[]): string | string[] | Buffer | Buffer[] {
+  transformReply(result: Buffer | Buffer[]): string | string[] | Buffer | Buffer[] {
     return replyText(result) as string | string[];
   }
+}
+Object.setPrototypeOf(EncodedCommand.prototype, Command.prototype);
+
+/** What ioredis' Command constructor sets, its private fields included, and the two methods it calls to do so. */
+interface CommandFields {
+  name: string;
+  inTransaction: boolean;
+  isTraced: boolean;
+  isResolved: boolean;
+  transformed: boolean;
+  replyEncoding: BufferEncoding;
+  errorStack: Error | undefined;
+  args: (string | Buffer)[];
+  callback: undefined;
+  resolve: (result: unknown) => void;
+  reject: (err: Error) => void;
+  promise: Promise<unknown>;
+  _convertValue(resolve: (value: unknown) => void): (result: unknown) => void;
+  _clearTimers(): void;
 }
 
 function replyText(value: unknown): unknown {

@@ -57,6 +57,30 @@ describe("encodeCommand", () => {
   });
 });
 
+// EncodedCommand is a Command not built by Command's constructor (redis-script.ts says why): it
+// must hold every field that constructor sets, with the same values, and settle as ioredis' own.
+describe("EncodedCommand as a Command", () => {
+  const own = new Set(["encoded", "written", "firstSocket", "mayHaveRun"]);
+  it("holds the fields ioredis' Command constructor sets, in its order, with its values", () => {
+    const theirs = new Command("lrange", ["{t:3}:aw:energy:ada", "0", "9"], { replyEncoding: "utf8" });
+    const ours = new EncodedCommand("lrange", ["{t:3}:aw:energy:ada", 0, 9]);
+    expect(ours).toBeInstanceOf(Command);
+    expect(Object.keys(ours).filter((key) => !own.has(key))).toEqual(Object.keys(theirs));
+    const values = (command: object) => Object.fromEntries(Object.entries(command).filter(([key, value]) => !own.has(key) && typeof value !== "function" && !(value instanceof Promise)));
+    expect(values(ours)).toEqual(values(theirs));
+  });
+  it("resolves with its reply as text, and rejects with the error ioredis gives it", async () => {
+    const answered = new EncodedCommand("lrange", ["k", 0, 9]);
+    answered.resolve([Buffer.from("a"), Buffer.from("日本")]);
+    await expect(answered.promise).resolves.toEqual(["a", "日本"]);
+    expect(answered.isResolved).toBe(true);
+    const failed = new EncodedCommand("lrange", ["k", 0, 9]);
+    const error = new Error("Connection is closed.");
+    failed.reject(error);
+    await expect(failed.promise).rejects.toBe(error);
+  });
+});
+
 // EncodedCommand turns the reply's Buffers into text itself (redis-script.ts replyText): it must
 // give what ioredis' own utf8 command gives, for every shape a script or LRANGE replies.
 describe("EncodedCommand replies", () => {
