@@ -27,7 +27,7 @@
 
   Stream record: k "ub", u user, t now, z the user's zone, e "<op>|<sys>|<boost id>|<start>|<end>"
   (the boost's window after the change, ms; end '' when open; an "end" of a scheduled boost
-  leaves an empty window, end = start).
+  leaves an empty window, end = start; of an active one, end = now, or start + 1 when start = now).
 
   Reply {0} unknown user | {1} done (an "add" of a boost the index holds already: done before,
         nothing written) | {2} "end" of a boost that is not active or scheduled
@@ -79,10 +79,12 @@ for entry in string.gmatch(stateValue(S, ARGV[9], field) or '', '[^;]+') do
   else
     if eid == id then
       found = true
-      -- Ending: a scheduled boost is removed (its window becomes empty); an active one finishes now.
+      -- Ending: a scheduled boost is removed (its window becomes empty); an active one finishes
+      -- now, or 1 ms after its start when it started this millisecond: grants in it were boosted,
+      -- so its window must not be empty (src/domain/boosts.ts endedBoostEnd).
       windowStart = s
       if start <= now then
-        windowEnd = ARGV[3]
+        windowEnd = start == now and string.format('%d', now + 1) or ARGV[3]
         kept[#kept + 1] = table.concat({ eid, m, s, windowEnd, r }, ',')
       else
         windowEnd = s

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import typia, { type tags } from "typia";
 import type { Clock } from "../clock.js";
 import type { CompiledBoost, CompiledSystem, Rounding } from "../config/compiled.js";
-import { boostStatus, encodeUserBoosts } from "../domain/boosts.js";
+import { boostStatus, encodeUserBoosts, endedBoostEnd } from "../domain/boosts.js";
 import { fail } from "../domain/errors.js";
 import { userFiltersMatch } from "../domain/filters.js";
 import { parseDay } from "../domain/periods.js";
@@ -168,8 +168,9 @@ export function endBoostHandler(tenants: Tenants, clock: Clock) {
     if (!record) fail("BOOST_NOT_FOUND", `Boost not found: ${quoted(id)}`);
     const now = clock.now();
     if (boostStatus(record.start, record.end, now) === "finished") return { status: 200, body: userBoostJson(system, record, now) };
-    // A scheduled boost gets an empty window (it never runs); an active one ends now.
-    const ended: UserBoostRecord = { ...record, end: record.start > now ? record.start : now };
+    // A scheduled boost gets an empty window (it never runs); an active one ends now (1 ms after
+    // its start when it started this millisecond: it ran, so its window is not empty).
+    const ended: UserBoostRecord = { ...record, end: endedBoostEnd(record.start, now) };
     const result = await changeUserBoost(context.store, record.userId, "end", system.key, now, id, "", JSON.stringify(ended));
     if (result === "no-user") failUserNotFound(record.userId);
     return { status: 200, body: userBoostJson(system, ended, now) };

@@ -51,6 +51,17 @@ export function boostStatus(start: number, end: number | null, now: number): "sc
   return "active";
 }
 
+/**
+ * The end DELETE gives a live user boost at `now` (lua/userBoost-3.lua does the same): a
+ * scheduled one is cancelled (an empty window, end = start); an active one finishes now, but one
+ * that started in this very millisecond ends 1 ms after it. Grants in that millisecond were
+ * boosted, so its window must not read as empty ("never ran"), which would also drop its
+ * points.boost_finished.
+ */
+export function endedBoostEnd(start: number, now: number): number {
+  return start > now ? start : Math.max(now, start + 1);
+}
+
 /** A user boost as kept in the state field bo:<sys>: "id,multiplier,start,end,rounding;...". */
 export interface UserBoost {
   id: string;

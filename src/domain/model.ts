@@ -1,5 +1,5 @@
 import type { CompiledAchievement, CompiledLeaderboard, CompiledSystem, CompiledTenant, CompiledTrigger } from "../config/compiled.js";
-import { boostAtInstant, boostedPoints, intervalPoints, type ActiveBoost, type BoostWindow, type UserBoost } from "./boosts.js";
+import { boostAtInstant, boostedPoints, endedBoostEnd, intervalPoints, type ActiveBoost, type BoostWindow, type UserBoost } from "./boosts.js";
 import { floorDiv, MAX_TOTAL_MICRO } from "./decimal.js";
 import { LaurelError } from "./errors.js";
 import { eventFiltersMatch, userFiltersMatch } from "./filters.js";
@@ -745,7 +745,8 @@ export function applyTimeTicks(tenant: CompiledTenant, state: ModelState, now: n
 /**
  * lua/userBoost-3.lua: live boosts are kept; a finished one is dropped once no unpaid interval of
  * the system's time triggers is due before its end (a catch-up boosts each interval by the boosts
- * active at its due instant); ending keeps an active one until now.
+ * active at its due instant); ending keeps an active one until now (endedBoostEnd: 1 ms after its
+ * start when it started this millisecond).
  */
 export function applyUserBoost(
   tenant: CompiledTenant,
@@ -772,7 +773,7 @@ export function applyUserBoost(
     }
     if (b.id === boost.id) {
       found = true;
-      if (b.start <= now) kept.push({ ...b, end: now });
+      if (b.start <= now) kept.push({ ...b, end: endedBoostEnd(b.start, now) });
     } else kept.push(b);
   }
   if (op === "add") kept.push(boost);

@@ -198,6 +198,20 @@ describe("DELETE /admin/v1/points/{key}/boosts/{id}", () => {
     expect(ended).toEqual({ status: 200, body: { ...boost, status: "finished" } });
     expect(await dumpTenant(t.redis, tenantId)).toEqual(before);
   });
+
+  it("ends a boost DELETEd in the millisecond it started 1 ms after its start: it ran, so its window is not empty", async () => {
+    await t.setClock("2026-11-23T15:00:00Z");
+    await identify("blink");
+    const boost = await createBoost("xp", { userId: "blink", name: "Blink", multiplier: 3, start: now() });
+    expect(await lesson("blink")).toBe(30);
+    const ended = await t.call("DELETE", `/admin/v1/points/xp/boosts/${boost.id}`, undefined, ADMIN());
+    expect(ended.status).toBe(200);
+    // Active for the rest of its millisecond, then finished: not the empty window of a cancelled one.
+    expect(ended.body).toEqual({ ...boost, status: "active", end: "2026-11-23T15:00:00.001Z" });
+    await t.setClock("2026-11-23T15:00:00.001Z");
+    expect(await lesson("blink")).toBe(10);
+    expect(await adminList("xp", "?userId=blink&includeFinished=true")).toEqual([{ ...ended.body, status: "finished" }]);
+  });
 });
 
 describe("stacking, rounding and deductions", () => {

@@ -320,6 +320,20 @@ describe("time-driven events fire when the service clock passes their instant, w
     expect(finished!.body).toMatchObject({ timestamp: "2026-06-04T05:00:00.000Z", boost: { id, status: "finished" } });
   });
 
+  it("points.boost_finished for a user boost DELETEd in the millisecond it started (it ran: its window is that millisecond)", async () => {
+    await t.setClock("2026-06-04T06:00:00Z");
+    const res = await t.call("POST", "/admin/v1/points/xp/boosts", { userId: "tim", name: "Blink", multiplier: 2, start: "2026-06-04T06:00:00Z" }, admin);
+    expect(res.status).toBe(201);
+    expect((await t.call("DELETE", `/admin/v1/points/xp/boosts/${res.body.id}`, undefined, admin)).status).toBe(200);
+    const ended = (await boostRecords(res.body.id)).at(-1)!;
+    expect(ended.fields.e).toBe(`end|xp|${res.body.id}|${Date.parse("2026-06-04T06:00:00Z")}|${Date.parse("2026-06-04T06:00:00.001Z")}`);
+    await t.setClock("2026-06-04T06:00:00.001Z");
+    const [started] = await receiver.waitFor(1, userBoostEvent("points.boost_started", res.body.id));
+    const [finished] = await receiver.waitFor(1, userBoostEvent("points.boost_finished", res.body.id));
+    expect(started!.body).toMatchObject({ timestamp: "2026-06-04T06:00:00.000Z" });
+    expect(finished!.body).toMatchObject({ timestamp: "2026-06-04T06:00:00.001Z", boost: { id: res.body.id, status: "finished", end: "2026-06-04T06:00:00.001Z" } });
+  });
+
   it("leaderboard.finished with the top rankings and leaderboard.started at the run boundary", async () => {
     await t.setClock("2026-06-08T00:00:00Z");
     const [finished] = await receiver.waitFor(1, of("leaderboard.finished"));

@@ -7,6 +7,7 @@ import { pointsMapJson } from "../../src/api/points-json.js";
 import { profileZone, userProfileFields } from "../../src/api/user-input.js";
 import { achievementJson } from "../../src/api/wire.js";
 import type { ManualClock } from "../../src/clock.js";
+import { endedBoostEnd } from "../../src/domain/boosts.js";
 import { toMicro } from "../../src/domain/decimal.js";
 import { LaurelError } from "../../src/domain/errors.js";
 import {
@@ -373,7 +374,7 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
         expect(res.status).toBe(200);
         const live = boost.end === null || boost.end > now;
         if (live) applyUserBoost(tenant, model, boost.user, boost.system, "end", { ...boost }, now);
-        boost.end = live ? (boost.start > now ? boost.start : now) : boost.end;
+        boost.end = live ? endedBoostEnd(boost.start, now) : boost.end;
         break;
       }
       case "freeze": {
