@@ -43,6 +43,17 @@ function refuseRepeats(items: readonly string[], path: string): void {
   });
 }
 
+/**
+ * An endpoint's `secrets` listing one secret twice: a rotation meant to list the new one and the
+ * old one, and signs with one. Named by place only (a credential is never shown).
+ */
+function refuseRepeatedSecrets(secrets: readonly string[], path: string): void {
+  secrets.forEach((secret, k) => {
+    const first = secrets.indexOf(secret);
+    if (first !== k) throw new ConfigError(`${path}[${k}]`, `the same secret as ${path}[${first}] (not shown: a credential); a rotation lists the new secret and the old one`);
+  });
+}
+
 function unique<T extends { key: string }>(items: T[], path: string): void {
   const seen = new Set<string>();
   items.forEach((item, i) => {
@@ -413,6 +424,7 @@ function compileWebhooks(webhooks: WebhookConfig[], path: string): CompiledWebho
         throw new ConfigError(w.secrets ? `${at}.secrets[${k}]` : `${at}.secret`, "a whsec_ secret must be followed by base64");
       }
     });
+    refuseRepeatedSecrets(secrets, `${at}.secrets`);
     refuseRepeats(w.events, `${at}.events`);
     const events = new Set<string>(w.events);
     const coalesceMs = new Map<string, number>();

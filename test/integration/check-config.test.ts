@@ -53,6 +53,16 @@ describe("node dist/check-config.js", () => {
     expect(output).not.toContain("configuration ok");
   });
 
+  it("refuses an endpoint's secrets listing one secret twice, naming the place, never the secret, exit 1", async () => {
+    const secret = "a-plain-secret-listed-twice";
+    const hook = `    webhooks:\n      - { key: w, url: "https://x.example/h", secrets: ["${secret}", "${secret}"], events: [points.changed] }\n`;
+    const twice = file("twice.yaml", lessonsXpTenantYaml("twice", 1, hook));
+    const { code, output } = await runCheck(twice);
+    expect(code).toBe(1);
+    expect(output).toContain(`invalid configuration ${twice}: $input.tenants[0].webhooks[0].secrets[1]: the same secret as $input.tenants[0].webhooks[0].secrets[0]`);
+    expect(output).not.toContain(secret);
+  });
+
   it("refuses the environment the service's start would refuse, every bad variable named", async () => {
     const { code, output } = await runCheck(DEMO, { LAUREL_CLOCK: "manul", LAUREL_READ_TIMEOUT: "2s", PORT: "70000" });
     expect(code).toBe(1);

@@ -132,6 +132,23 @@ describe("config", () => {
     expect(errorOf(DEMO_YAML.replace("points: 10\n        levels:", "points: ten\n        levels:")).message).toContain('got "ten"');
   });
 
+  it("refuses an endpoint's secrets listing one secret twice, naming the second place, never the secret", () => {
+    const secret = "whsec_" + Buffer.from("the-one-secret-twice").toString("base64");
+    const twice = (list: string) => errorOf(DEMO_YAML + `    webhooks:\n      - { key: w, url: "https://x.example/h", secrets: [${list}], events: [points.changed] }\n`);
+    for (const [list, path, first] of [
+      [`"${secret}", "${secret}"`, "$input.tenants[0].webhooks[0].secrets[1]", "secrets[0]"],
+      [`"${secret}", "another-secret-0123", "${secret}"`, "$input.tenants[0].webhooks[0].secrets[2]", "secrets[0]"],
+    ] as const) {
+      const err = twice(list);
+      expect(err.path).toBe(path);
+      expect(err.message).toContain(`the same secret as $input.tenants[0].webhooks[0].${first}`);
+      expect(err.message).not.toContain(secret.slice(6));
+    }
+    // Two different secrets (a rotation) compile.
+    const [tenant] = loadConfigText(DEMO_YAML + `    webhooks:\n      - { key: w, url: "https://x.example/h", secrets: ["${secret}", "another-secret-0123"], events: [points.changed] }\n`, "x.yaml", {});
+    expect(tenant!.webhooks[0]!.secrets).toEqual([secret, "another-secret-0123"]);
+  });
+
   it("never shows the credentials inside a refused object or list, nor a URL written where a list belongs", () => {
     const secret = "whsec_Inside-A-Refused-Map";
     const url = "https://hookuser:Url-Pass-9f@hooks.example/T0?token=Url-Token-3c";
