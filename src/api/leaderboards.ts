@@ -115,10 +115,12 @@ function selectBreakdown(tenant: CompiledTenant, board: CompiledLeaderboard, que
     const at = pair.indexOf(":");
     if (at > 0 && pair.slice(0, at) === board.breakdownAttribute) {
       const value = pair.slice(at + 1);
-      // As attributeFilterParam (query.ts): a pair without a value or a second pair of the
-      // attribute is malformed, and no stored attribute value holds a control character
-      // (user-input.ts checkAttributes).
-      if (value === "" || !isCleanText(value)) fail("INVALID_QUERY", `userAttributes must be ${board.breakdownAttribute}:<value> with a value without control characters`);
+      // As attributeFilterParam (query.ts): a second pair of the attribute is malformed, and no
+      // stored attribute value holds a control character (user-input.ts checkAttributes).
+      if (!isCleanText(value)) fail("INVALID_QUERY", `userAttributes must be ${board.breakdownAttribute}:<value> with a value without control characters`);
+      // Well formed (the empty string elsewhere), but the board ranks only users with a value
+      // (lua/includes/leaderboards.lua): an empty one is on no group, as a missing one.
+      if (value === "") fail("OUT_OF_RANGE", `Leaderboard ${board.key} is broken down by ${board.breakdownAttribute}: users whose ${board.breakdownAttribute} is empty are on no group; pass a value`);
       if (group !== null) fail("INVALID_QUERY", `userAttributes names the attribute ${board.breakdownAttribute} more than once`);
       group = value;
     }

@@ -75,8 +75,10 @@ export function enumParam<T extends string, F extends T | null | undefined>(quer
 
 /**
  * `userAttributes=key:value,key2:value2` (trophy-compat §5.3): all pairs must match. A pair
- * without a key or a value, or a key named twice, is malformed (400); a key the tenant does not declare is refused
- * like an unknown attribute of an event (422, "Invalid attribute keys: ...").
+ * without a key, or a key named twice, is malformed (400); a key the tenant does not declare is refused
+ * like an unknown attribute of an event (422, "Invalid attribute keys: ..."). An empty value
+ * (`plan:`) is the empty string: a user saved with `plan: ""` has it (lua/includes/user.lua keeps
+ * that group as any other), and a user without the attribute does not.
  */
 export function attributeFilterParam(query: Query, name: string, declared: ReadonlySet<string>): Map<string, string> | null {
   const raw = query.get(name);
@@ -84,7 +86,7 @@ export function attributeFilterParam(query: Query, name: string, declared: Reado
   const pairs = new Map<string, string>();
   for (const part of raw.split(",")) {
     const colon = part.indexOf(":");
-    if (colon <= 0 || colon === part.length - 1) fail("INVALID_QUERY", `${name} must be key:value pairs separated by commas`);
+    if (colon <= 0) fail("INVALID_QUERY", `${name} must be key:value pairs separated by commas`);
     const key = part.slice(0, colon);
     const value = part.slice(colon + 1);
     // No stored attribute value holds a control character (user-input.ts checkAttributes): such a

@@ -478,8 +478,13 @@ describe("a breakdown board (breakdownAttribute region)", () => {
       expect(res.status, query).toBe(422);
       expect(res.body).toEqual({ error: expect.any(String) });
     }
-    // Naming it with no value, or a value no attribute can hold, is malformed (400).
-    for (const query of ["?userAttributes=region:", "?userAttributes=region:%00", "?userAttributes=region:e%01u"]) {
+    // Naming it with an empty value: well formed, but users whose region is empty are on no group.
+    expect(await t.call("GET", "/v1/leaderboards/regional?userAttributes=region:")).toEqual({
+      status: 422,
+      body: { error: "Leaderboard regional is broken down by region: users whose region is empty are on no group; pass a value" },
+    });
+    // Naming it with a value no attribute can hold is malformed (400).
+    for (const query of ["?userAttributes=region:%00", "?userAttributes=region:e%01u"]) {
       const res = await t.call("GET", `/v1/leaderboards/regional${query}`);
       expect(res.status, query).toBe(400);
       expect(res.body).toEqual({ error: expect.stringContaining("userAttributes must be region:<value>") });
@@ -508,11 +513,14 @@ describe("a breakdown board (breakdownAttribute region)", () => {
     expect(await t.call("GET", "/v1/leaderboards/walkers?userAttributes=color:red")).toEqual({ status: 422, body: { error: "Invalid attribute keys: color" } });
   });
 
-  it("leaves a user without the attribute on no group", async () => {
+  it("leaves a user without the attribute, or with it empty, on no group", async () => {
     const t = app();
     const none = await event(t, "km", "nomad", 50);
     expect(none.leaderboards).toEqual({});
     expect(await userBoard(t, "nomad", "regional")).toMatchObject({ rank: null, value: null, history: [] });
+    const blank = await event(t, "km", "blank", 50, { region: "" });
+    expect(blank.leaderboards).toEqual({});
+    expect(await userBoard(t, "blank", "regional")).toMatchObject({ rank: null, value: null, history: [] });
     for (const region of ["eu", "us"]) {
       expect((await rows(t, "regional", `?userAttributes=region:${region}`)).map(([id]) => id)).not.toContain("nomad");
     }

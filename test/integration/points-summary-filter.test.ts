@@ -56,6 +56,20 @@ describe("points summary filtered by user attributes", () => {
     }
   });
 
+  it("an empty value counts the users saved with the empty string, not those without the attribute", async () => {
+    await t.call("PUT", "/v1/users/e1", { attributes: { plan: "" } });
+    await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "e1" }, value: 2 }); // 20 xp
+    await t.call("PUT", "/v1/users/e2", { attributes: { plan: "", region: "eu" } }); // no xp at all
+    // n1 (no attributes, 50 xp) is not among them.
+    const res = await t.call("GET", "/v1/points/xp/summary?userAttributes=plan:");
+    expect(res.status).toBe(200);
+    expect(users(res.body)).toEqual([[0, 0, 1], [11, 20, 1]]);
+    expect(users((await t.call("GET", "/v1/points/xp/summary?userAttributes=plan:,region:eu")).body)).toEqual([[0, 0, 1]]);
+    // A value set later moves the user out of the empty group.
+    await t.call("PATCH", "/v1/users/e1", { attributes: { plan: "pro" } });
+    expect(users((await t.call("GET", "/v1/points/xp/summary?userAttributes=plan:")).body)).toEqual([[0, 0, 1]]);
+  });
+
   it("an undeclared attribute is refused", async () => {
     expect((await t.call("GET", "/v1/points/xp/summary?userAttributes=tier:gold")).status).toBe(422);
   });

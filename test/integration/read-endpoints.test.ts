@@ -161,8 +161,10 @@ describe("achievements with completions and rarity", () => {
     const pro = await t.call("GET", "/v1/achievements?userAttributes=plan:pro");
     expect(pro.body).toHaveLength(4);
     expect((await t.call("GET", "/v1/achievements?userAttributes=plan")).status).toBe(400);
-    // A pair without a value is malformed, not a filter on the empty value.
-    expect((await t.call("GET", "/v1/achievements?userAttributes=plan:")).status).toBe(400);
+    // An empty value is the empty string (a user saved with plan: ""): the pro-only one is not theirs.
+    const empty = await t.call("GET", "/v1/achievements?userAttributes=plan:");
+    expect(empty.status).toBe(200);
+    expect(empty.body.map((a: { key: string }) => a.key)).toEqual(["first-lesson", "ten-lessons", "three-days"]);
     expect((await t.call("GET", "/v1/achievements?userAttributes=plan:pro,plan:pro")).status).toBe(400);
     expect(await t.call("GET", "/v1/achievements?userAttributes=tier:gold")).toEqual({ status: 422, body: { error: "Invalid attribute keys: tier" } });
   });

@@ -163,11 +163,13 @@ describe("query parameters", () => {
     }
   };
 
-  it("userAttributes: key:value pairs, values may hold colons; malformed 400, undeclared 422", () => {
+  it("userAttributes: key:value pairs, values may hold colons or be empty; malformed 400, undeclared 422", () => {
     const declared = new Set(["plan", "region"]);
     expect(attributeFilterParam(q("userAttributes=plan:pro,region:us:east"), "userAttributes", declared)).toEqual(new Map([["plan", "pro"], ["region", "us:east"]]));
     expect(attributeFilterParam(q(""), "userAttributes", declared)).toBeNull();
-    for (const bad of ["plan", "plan:", ":pro", "plan:pro,,region:x"]) expect(status(() => attributeFilterParam(q(`userAttributes=${bad}`), "userAttributes", declared))).toBe(400);
+    // An empty value is the empty string, a value a user can be saved with.
+    expect(attributeFilterParam(q("userAttributes=plan:,region:eu"), "userAttributes", declared)).toEqual(new Map([["plan", ""], ["region", "eu"]]));
+    for (const bad of ["plan", ":pro", ":", "plan:pro,,region:x"]) expect(status(() => attributeFilterParam(q(`userAttributes=${bad}`), "userAttributes", declared))).toBe(400);
     expect(status(() => attributeFilterParam(q("userAttributes=tier:1"), "userAttributes", declared))).toBe(422);
   });
 
