@@ -48,23 +48,44 @@ async function settleOrSkip(store: TenantStore, userId: string, now: number): Pr
   }
 }
 
-/** Settles every user of the tenant whose streak deadline has passed; returns how many changed. Exported for its test. */
-export async function sweepExpiredStreaks(store: TenantStore, now: number): Promise<number> {
+/**
+ * Settles every user of the tenant whose streak deadline has passed; returns how many changed.
+ * Exported for its test, with `batch` (users read at a time) to make pages of a few users.
+ */
+export async function sweepExpiredStreaks(store: TenantStore, now: number, batch = BATCH): Promise<number> {
   let changed = 0;
-  for (let shard = 0; shard < store.tenant.shards; shard++) {
-    // A settlement takes the user out of the due range (lost, or its deadline placed on the
-    // stored zone's calendar); one it leaves there (a user missing its state) is skipped past.
-    for (let offset = 0; ; ) {
-      const due = await store.redis.zrangebyscore(store.keys.streakDeadline(shard), "-inf", now, "LIMIT", offset, BATCH);
-      for (let i = 0; i < due.length; i += IN_FLIGHT) {
-        const results = await Promise.all(due.slice(i, i + IN_FLIGHT).map((userId) => settleOrSkip(store, userId, now)));
-        changed += results.filter((r) => r !== null && r.status === "settled" && (r.consumed > 0 || r.lost > 0)).length;
-        offset += results.filter((r) => r === null || r.status !== "settled" || r.stillDue).length;
-      }
-      if (due.length < BATCH) break;
-    }
-  }
+  for (let shard = 0; shard < store.tenant.shards; shard++) changed += await sweepShard(store, shard, now, batch);
   return changed;
+}
+
+/**
+ * One shard's due users, a page at a time. A settlement takes the user out of the due range
+ * (lost, or its deadline placed on the stored zone's calendar); one it leaves there (a user
+ * missing its state, a zone on the move, a deadline moved but still past) is stepped over for the
+ * rest of the sweep. Such a user may have moved within the range (its deadline re-placed), so
+ * each page is read from the range's start, past the users left: an offset counting them skipped
+ * an unseen user whenever one of them moved behind it. They are few (the exceptions), and each
+ * page reads them again.
+ */
+async function sweepShard(store: TenantStore, shard: number, now: number, batch: number): Promise<number> {
+  let changed = 0;
+  const left = new Set<string>();
+  for (;;) {
+    const limit = left.size + batch;
+    const page = await store.redis.zrangebyscore(store.keys.streakDeadline(shard), "-inf", now, "LIMIT", 0, limit);
+    const due = page.filter((userId) => !left.has(userId));
+    for (let i = 0; i < due.length; i += IN_FLIGHT) {
+      const users = due.slice(i, i + IN_FLIGHT);
+      const results = await Promise.all(users.map((userId) => settleOrSkip(store, userId, now)));
+      results.forEach((r, k) => {
+        if (r !== null && r.status === "settled" && (r.consumed > 0 || r.lost > 0)) changed++;
+        if (r === null || r.status !== "settled" || r.stillDue) left.add(users[k]!);
+      });
+    }
+    // A page short of its limit held the whole range; a full one holds at least `batch` users not
+    // seen before (at most left.size of it were left), so every page moves on.
+    if (page.length < limit) return changed;
+  }
 }
 
 /** The first streak deadline of the tenant after `now` (ms), or null when none is known. */

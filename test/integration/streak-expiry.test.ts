@@ -203,6 +203,43 @@ describe("a user whose zone keeps changing during the sweep", () => {
   });
 });
 
+describe("a due user whose deadline moves during the sweep but stays past", () => {
+  it("skips no other due user: each page is read past the users left, wherever they moved", async () => {
+    const tenantId = uniqueTenantId("expiry");
+    const t = await startTestApp({ yaml: streakTenantYaml(tenantId), manualClock: "2026-06-01T12:00:00Z", jobs: false });
+    // As in the test above, "a-mover" finds its zone changed at every attempt (left due); and its
+    // deadline is re-placed an hour later each time, still before now, as a zone change places it.
+    // Every deadline is the end of June 2: the range is in name order, a-mover first.
+    const sweepRedis = new Redis(inject("redisUrl"));
+    const send = sweepRedis.sendCommand.bind(sweepRedis);
+    let flips = 0;
+    try {
+      const users = ["a-mover", "b", "c", "d", "e"];
+      for (const user of users) await lesson(t, user);
+      const { store } = t.app.tenants.all[0]!;
+      const moverKey = store.keys.user(store.shard("a-mover"), "a-mover");
+      const sd = `{${tenantId}:0}:sd`;
+      const moved = Date.parse("2026-06-03T01:00:00Z");
+      sweepRedis.sendCommand = ((command: Command, stream?: unknown) => {
+        if (["fcall", "evalsha"].includes(command.name.toLowerCase()) && command.args.some((a) => String(a) === "a-mover")) {
+          void send(new Command("hset", [moverKey, "tz", ++flips % 2 === 0 ? "Asia/Tokyo" : "America/New_York"]));
+          void send(new Command("zadd", [sd, moved, "a-mover"]));
+        }
+        return send(command, stream as never);
+      }) as Redis["sendCommand"];
+      const sweeping = store.onConnection(sweepRedis);
+      // Pages of two: [a-mover, b], then a-mover sits behind c, d and e. An offset of one (the
+      // user left) read [d, e] next and skipped c until the next sweep.
+      const now = Date.parse("2026-06-04T12:00:00Z");
+      expect(await sweepExpiredStreaks(sweeping, now, 2)).toBe(users.length - 1);
+      expect(await redis.zrange(sd, 0, -1, "WITHSCORES")).toEqual(["a-mover", String(moved)]);
+    } finally {
+      sweepRedis.disconnect();
+      await t.close();
+    }
+  });
+});
+
 describe("with the system clock", () => {
   it("queues a sweep at the next deadline when it comes before the next tick, and none when it does not", async () => {
     const tenantId = uniqueTenantId("expiry");
