@@ -8,9 +8,13 @@ const readPlanScript = loadLua("readPlan-1");
 /**
  * The steps of lua/readPlan-1.lua: everything one user-scoped read needs from the user's
  * shard, gathered into one script call. Each step method returns the index of its result.
+ * A step that reads a key passes it in KEYS (after the user's hash), not in ARGV: Redis Cluster
+ * routes and checks a script by its declared keys, every one of the user's slot.
  */
 export class ReadPlan {
   private readonly args: (string | number)[] = [];
+  /** The keys the steps read, in the steps' order (KEYS[2..]). */
+  private readonly keys: string[] = [];
   private steps = 0;
 
   /** `slots`: where each state key is in the user's state array (state-slots.ts). */
@@ -19,6 +23,12 @@ export class ReadPlan {
   private step(...args: (string | number)[]): number {
     this.args.push(...args);
     return this.steps++;
+  }
+
+  /** A step that reads `key` (taken by the script from KEYS, in order). */
+  private keyStep(key: string, ...args: (string | number)[]): number {
+    this.keys.push(key);
+    return this.step(...args);
   }
 
   /** Keys of the hot state `s`; a missing key reads as null. */
@@ -33,17 +43,17 @@ export class ReadPlan {
 
   /** Members with min <= score <= max, ascending; limit -1 = all. Bounds as ZRANGEBYSCORE takes them. */
   range(key: string, min: number | string, max: number | string, limit = -1): number {
-    return this.step("Z", key, min, max, limit);
+    return this.keyStep(key, "Z", min, max, limit);
   }
 
   /** Members with max >= score >= min, descending. */
   revRange(key: string, max: number | string, min: number | string, limit = -1): number {
-    return this.step("R", key, max, min, limit);
+    return this.keyStep(key, "R", max, min, limit);
   }
 
   /** HMGET of a hash of the user's shard. */
   hash(key: string, fields: readonly string[]): number {
-    return this.step("H", key, fields.length, ...fields);
+    return this.keyStep(key, "H", fields.length, ...fields);
   }
 
   /**
@@ -52,12 +62,12 @@ export class ReadPlan {
    * total, ...]; [] when none.
    */
   openMonth(key: string, field: string): number {
-    return this.step("O", key, field);
+    return this.keyStep(key, "O", field);
   }
 
   /** Runs the plan: null for an unknown user, else one result per step. */
   async run(redis: Redis, userKey: string): Promise<unknown[][] | null> {
-    const reply = (await runScript(redis, readPlanScript, [userKey], this.args)) as unknown[];
+    const reply = (await runScript(redis, readPlanScript, [userKey, ...this.keys], this.args)) as unknown[];
     return reply[0] === 0 ? null : (reply.slice(1) as unknown[][]);
   }
 }
