@@ -26,8 +26,8 @@
  *   {t:s}:ub                hash  every user boost of the shard: id → JSON record (admin listing)
  *   {t:s}:uv:<attr>:<value> set   users with that custom attribute value
  *   {t:s}:pa:<sys>:<attr>:<value> zset  their totals in a system (points summary filter)
- *   {t:s}:lb:<board>:<run>[:<group>] zset  a run's participants (lua/includes/leaderboards.lua;
- *                                  store/leaderboard-store.ts boardKeys)
+ *   {t:s}:lb:<board>:<run>[:<group>] zset  a run's participants (lua/includes/leaderboards.lua,
+ *                                  which appends the run and group to boardRunHead; boardRun)
  *   {t:s}:lg:<board>:<run> set   a breakdown board's groups with entries in the run on the shard
  *                                  (lua/includes/leaderboards.lua; read by run retention)
  *   {t:s}:lh:<board>:<run>:<user> list  the user's rank history in the run, newest first
@@ -66,6 +66,20 @@
  *   {t:s}:xw                hash  consumer group → last stream id applied (the watermark); during an
  *                                  upgrade from a version whose webhook consumer read {t:s}:x itself,
  *                                  also "webhooks:cutover" (lua/hookUpgrade-3.lua)
+ *
+ * Read once for every request of a turn that asks the same (src/store/reads-in-batch.ts: a reply
+ * shared by the turn's callers, or one call for all their items), each over every shard, and so
+ * one command or call per shard on a Redis Cluster node (src/store/cross-shard.ts):
+ *   {t:s}:agg               achievement counters (read-store.ts counters)
+ *   {t:s}:pz:<system>       users per level, the points histogram (usersAtLevels, pointsHistogram;
+ *                                  with {t:s}:agg, and {t:s}:uv and {t:s}:pa for a filter)
+ *   {t:s}:sa, {t:s}:sd      the longest active streaks, streak ranks (activeStreaks, streakRank)
+ *   {t:s}:sb                the longest streaks ever (longestStreaks)
+ *   {t:s}:lb:<board>:<run>[:<group>]  a board page's entries, a rank, places among equal values
+ *                                  (leaderboard-store.ts topEntries, rankOf, shardPlaces)
+ *   {t:s}:u:<user>          names and hot state of the users a turn lists (names, users)
+ * Every such key is built here, so that a read shared by a batch names the keys its callers' own
+ * reads would.
  */
 
 export { shardOf, userIdHash } from "../domain/shards.js";
@@ -174,6 +188,19 @@ export class TenantKeys {
   /** A run's counters (falls, entries added: lua/includes/leaderboards.lua); "" gives the head the scripts append the run to. */
   boardCounters(boardKey: string, run: number | ""): string {
     return `{${this.tenantId}}:lbc:${boardKey}:${run}`;
+  }
+
+  /**
+   * What a run's participants on a shard are named by, before the run: lua/includes/leaderboards.lua
+   * appends the run (and ":<group>") to it (store/rules.ts gives the scripts one a shard).
+   */
+  boardRunHead(shard: number, boardKey: string): string {
+    return `${this.prefix(shard)}lb:${boardKey}:`;
+  }
+
+  /** A run's participants on a shard: of the whole board, or of one breakdown group ("" for none). */
+  boardRun(shard: number, boardKey: string, run: number, group = ""): string {
+    return `${this.boardRunHead(shard, boardKey)}${run}${group === "" ? "" : `:${group}`}`;
   }
 
   /** A breakdown board's groups with entries in the run on the shard. */

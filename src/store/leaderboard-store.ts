@@ -20,8 +20,7 @@ const boardPlacesScript = loadLua("boardPlaces-1");
  * where more than a page rank ahead (shardPlaces).
  */
 export function boardKeys(store: TenantStore, board: CompiledLeaderboard, run: number, breakdown: string): string[] {
-  const suffix = breakdown === "" ? "" : `:${breakdown}`;
-  return Array.from({ length: store.tenant.shards }, (_, shard) => `${store.keys.prefix(shard)}lb:${board.key}:${run}${suffix}`);
+  return Array.from({ length: store.tenant.shards }, (_, shard) => store.keys.boardRun(shard, board.key, run, breakdown));
 }
 
 /**
@@ -350,7 +349,6 @@ async function pastEntry(
   groups: string[],
 ): Promise<{ value: number; member: string; breakdown: string } | null> {
   const shard = store.shard(userId);
-  const prefix = store.keys.prefix(shard);
   const newest = await store.redis.lindex(store.keys.rankHistory(shard, board.key, run, userId), 0);
   if (newest === null) return null;
   const h = JSON.parse(newest) as { t: number; v: number | null };
@@ -358,7 +356,7 @@ async function pastEntry(
   const member = boardMember(h.t, userId);
   const scores = await readAll<string | null>(
     store.redis,
-    groups.map((g) => ["zscore", `${prefix}lb:${board.key}:${run}${g === "" ? "" : `:${g}`}`, member]),
+    groups.map((g) => ["zscore", store.keys.boardRun(shard, board.key, run, g), member]),
   );
   const at = scores.findIndex((score) => score !== null && Number(score) === h.v);
   return at < 0 ? null : { value: h.v, member, breakdown: groups[at]! };

@@ -251,6 +251,7 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
   const boards = tenant.leaderboards.filter((b) =>
     b.rankBy === "metric" ? metricKey !== null && b.metric === metricKey : b.rankBy === "points" ? sysIndex.has(b.points!) : streakRule !== null,
   );
+  const tenantKeys = new TenantKeys(tenant.id);
   rules.lb = boards.map((b) => ({
     k: b.key,
     by: b.rankBy,
@@ -258,8 +259,8 @@ export function buildRules(tenant: CompiledTenant, metricKey: string | null, slo
     bd: b.breakdownAttribute === null ? false : userAttributeField(b.breakdownAttribute),
     style: b.ranking,
     max: b.maxParticipants,
-    keys: Array.from({ length: tenant.shards }, (_, shard) => `{${tenant.id}:${shard}}:lb:${b.key}:`),
-    ck: new TenantKeys(tenant.id).boardCounters(b.key, ""),
+    keys: Array.from({ length: tenant.shards }, (_, shard) => tenantKeys.boardRunHead(shard, b.key)),
+    ck: tenantKeys.boardCounters(b.key, ""),
   }));
   for (const t of triggers) if (t.type === "achievement") (rules.at[t.achievement] ??= []).push(lua(t));
   for (const a of achievements) {
