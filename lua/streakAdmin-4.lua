@@ -24,7 +24,9 @@
 
   Reply
     {-1, storedZone}         the zone assumption was wrong; nothing written
-    {0}                      unknown user; nothing written
+    {0}                      unknown user; nothing written, except that "settle" removes the
+                             user's entries in {t:s}:sa and {t:s}:sd, which a state lost or deleted
+                             by hand left there (the sweep read them again at every page and tick)
     "freeze":  {1, granted, held}      granted may be less than asked (the maximum)
     "restore": {1, length} restored | {3} no streak in the window | {4} already at that length
     "settle":  {1, consumed, lost length (0 = not lost), due (1: still due in {t:s}:sd)}
@@ -49,8 +51,20 @@ local deadlinePrevious, deadlineCurrent = tonumber(ARGV[8]), tonumber(ARGV[9])
 local amount = tonumber(ARGV[10])
 local boards = boardsOf(ARGV[11], 1)
 
+-- A user without state has no streak: what the streak indexes hold of them is an orphan. Only the
+-- sweep ("settle") reads those indexes for work, so it clears them, as settling a lost streak does
+-- (includes/streak.lua) and as timeTick-1.lua drops such a user from its due set. Keys of the
+-- shard, built from the prefix as the streak's other writes here are (KEYS[1]'s hash tag).
+local function forgetOrphanStreak()
+  rcall('ZREM', prefix .. 'sa', userId)
+  rcall('ZREM', prefix .. 'sd', userId)
+end
+
 loadState(userKey, { 'tz' })
-if not num('ct') then return { 0 } end
+if not num('ct') then
+  if op == 'settle' then forgetOrphanStreak() end
+  return { 0 }
+end
 local callNumber = tonumber(ARGV[12])
 if op == 'freeze' and appliedBefore(writerKey, callNumber) then return { 5 } end
 if (U.tz or 'UTC') ~= tzAssumed then return { -1, U.tz or 'UTC' } end

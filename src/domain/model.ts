@@ -798,7 +798,14 @@ export function applyStreakAdmin(
   | { status: "already-longest" }
   | { status: "settled"; consumed: number; lost: number } {
   const user = state.users.get(userId);
-  if (!user) return { status: "missing" };
+  if (!user) {
+    // The sweep's settlement removes what the streak indexes hold of a user without state.
+    if (op === "settle") {
+      state.streakActive.delete(userId);
+      state.streakDeadline.delete(userId);
+    }
+    return { status: "missing" };
+  }
   const rule = tenant.streak!;
   const tz = user.profile.get("tz") ?? "UTC";
   const nowDay = localDayIndex(now, tz);

@@ -60,32 +60,50 @@ export async function sweepExpiredStreaks(store: TenantStore, now: number, batch
 
 /**
  * One shard's due users, a page at a time. A settlement takes the user out of the due range
- * (lost, or its deadline placed on the stored zone's calendar); one it leaves there (a user
- * missing its state, a zone on the move, a deadline moved but still past) is stepped over for the
- * rest of the sweep. Such a user may have moved within the range (its deadline re-placed), so
- * each page is read from the range's start, past the users left: an offset counting them skipped
- * an unseen user whenever one of them moved behind it. They are few (the exceptions), and each
- * page reads them again.
+ * (lost, its deadline placed on the stored zone's calendar, or, for a user without state, the
+ * index entries the lost state left removed); one it leaves there (a zone on the move, a deadline
+ * moved but still past) is stepped over for the rest of the sweep. Such a user may have moved
+ * within the range (its deadline re-placed), so each page is read from the range's start, past
+ * the users left: an offset counting them skipped an unseen user whenever one of them moved
+ * behind it. They are few (the exceptions), and each page reads them again. A user without state
+ * was one of them until the settlement removed its entries: orphans piled up after a data loss
+ * were read again by every page of every sweep.
  */
 async function sweepShard(store: TenantStore, shard: number, now: number, batch: number): Promise<number> {
   let changed = 0;
+  // Every user settled in this sweep, and those of them still in the range.
+  const tried = new Set<string>();
   const left = new Set<string>();
   for (;;) {
     const limit = left.size + batch;
     const page = await store.redis.zrangebyscore(store.keys.streakDeadline(shard), "-inf", now, "LIMIT", 0, limit);
-    const due = page.filter((userId) => !left.has(userId));
+    const due = page.filter((userId) => !tried.has(userId));
     for (let i = 0; i < due.length; i += IN_FLIGHT) {
       const users = due.slice(i, i + IN_FLIGHT);
       const results = await Promise.all(users.map((userId) => settleOrSkip(store, userId, now)));
       results.forEach((r, k) => {
+        tried.add(users[k]!);
         if (r !== null && r.status === "settled" && (r.consumed > 0 || r.lost > 0)) changed++;
-        if (r === null || r.status !== "settled" || r.stillDue) left.add(users[k]!);
+        if (leftDue(r)) left.add(users[k]!);
       });
     }
     // A page short of its limit held the whole range; a full one holds at least `batch` users not
-    // seen before (at most left.size of it were left), so every page moves on.
-    if (page.length < limit) return changed;
+    // seen before (at most left.size of it were left, and the others tried are out of the range),
+    // so every page moves on. A page of none (a user tried but still there, against the script's
+    // word) ends the sweep rather than read it forever: the next sweep goes on.
+    if (page.length < limit || due.length === 0) return changed;
   }
+}
+
+/**
+ * Whether a settlement left its user in the due range: a zone on the move (null), or a deadline
+ * still past. A user without state ("missing") is out of it: lua/streakAdmin-4.lua removed the
+ * entries its lost state left.
+ */
+function leftDue(r: StreakAdminResult | null): boolean {
+  if (r === null) return true;
+  if (r.status === "missing") return false;
+  return r.status !== "settled" || r.stillDue;
 }
 
 /** The first streak deadline of the tenant after `now` (ms), or null when none is known. */

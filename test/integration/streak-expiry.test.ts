@@ -240,6 +240,45 @@ describe("a due user whose deadline moves during the sweep but stays past", () =
   });
 });
 
+describe("a due user whose state is missing (lost data, or deleted by hand)", () => {
+  it("leaves the active set and the deadline index at the sweep that finds it, and the others are settled", async () => {
+    const tenantId = uniqueTenantId("expiry");
+    const t = await startTestApp({ yaml: streakTenantYaml(tenantId), manualClock: "2026-06-01T12:00:00Z", jobs: false });
+    // The settlements the sweep asks of Redis, by user.
+    const sweepRedis = new Redis(inject("redisUrl"));
+    const send = sweepRedis.sendCommand.bind(sweepRedis);
+    const settled: string[] = [];
+    try {
+      const orphans = ["a-orphan", "b-orphan"];
+      const users = [...orphans, "c", "d", "e"];
+      for (const user of users) await lesson(t, user);
+      const { store } = t.app.tenants.all[0]!;
+      for (const orphan of orphans) await redis.del(store.keys.user(store.shard(orphan), orphan));
+      const [sa, sd] = [`{${tenantId}:0}:sa`, `{${tenantId}:0}:sd`];
+      expect(await redis.zcard(sd)).toBe(users.length);
+      sweepRedis.sendCommand = ((command: Command, stream?: unknown) => {
+        if (["fcall", "evalsha"].includes(command.name.toLowerCase())) settled.push(...users.filter((u) => command.args.some((a) => String(a) === u)));
+        return send(command, stream as never);
+      }) as Redis["sendCommand"];
+      const sweeping = store.onConnection(sweepRedis);
+      // Pages of two: the orphans are the first page (the range is in name order, every deadline
+      // the end of June 2); left in the index, they were read again at the head of every page.
+      const now = Date.parse("2026-06-04T12:00:00Z");
+      expect(await sweepExpiredStreaks(sweeping, now, 2)).toBe(3);
+      expect(await redis.zcard(sd)).toBe(0);
+      expect(await redis.zcard(sa)).toBe(0);
+      expect(settled.sort()).toEqual([...users].sort());
+      // Nothing is left for the next sweep to read.
+      settled.length = 0;
+      expect(await sweepExpiredStreaks(sweeping, now, 2)).toBe(0);
+      expect(settled).toEqual([]);
+    } finally {
+      sweepRedis.disconnect();
+      await t.close();
+    }
+  });
+});
+
 describe("with the system clock", () => {
   it("queues a sweep at the next deadline when it comes before the next tick, and none when it does not", async () => {
     const tenantId = uniqueTenantId("expiry");
