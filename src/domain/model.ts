@@ -3,6 +3,7 @@ import { boostAtInstant, boostedPoints, endedBoostEnd, intervalPoints, type Acti
 import { floorDiv, MAX_TOTAL_MICRO } from "./decimal.js";
 import { LaurelError } from "./errors.js";
 import { eventFiltersMatch, userFiltersMatch } from "./filters.js";
+import { histogramTop, rangesOfTop } from "./histogram.js";
 import { levelIndex } from "./levels.js";
 import type { AwardRecord, BoardChange, EventInput, EventOutcome, PointsChange, StreakState } from "./outcome.js";
 import { activeRun, boardMember, compareCodePoints, compareEntries, shownThreshold, thresholdOfEntries, type BoardEntry } from "./leaderboards.js";
@@ -44,6 +45,8 @@ export interface ModelStreak {
   grants: number;
   /** The local day of the last auto-earned freeze (lua fgd), kept from the first settlement on. */
   grantDay?: number | null;
+  /** The instant of the last extension, or of a restore that brought the streak back (lua sxt): the streak reads' `extended`. */
+  extendedAt: number | null;
 }
 
 export interface ModelUser {
@@ -260,7 +263,7 @@ function newUser(now: number, createdDay: number): ModelUser {
     highWater: new Map(),
     triggerCounts: new Map(),
     achievements: new Map(),
-    streak: { length: 0, startPeriod: null, startDay: null, lastPeriod: null, metAt: null, metPeriod: null, best: 0, accPeriod: null, accStart: null, accTimes: null, acc: new Map(), freezes: null, grants: 0 },
+    streak: { length: 0, startPeriod: null, startDay: null, lastPeriod: null, metAt: null, metPeriod: null, best: 0, accPeriod: null, accStart: null, accTimes: null, acc: new Map(), freezes: null, grants: 0, extendedAt: null },
     idempotency: new Map(),
     boosts: new Map(),
     boards: new Map(),
@@ -413,6 +416,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
         s.startDay = nowDay;
       }
       s.lastPeriod = nowPeriod;
+      s.extendedAt = input.now;
       if (s.length > s.best) {
         s.best = s.length;
         state.streakBest.set(input.userId, s.best);
@@ -635,6 +639,33 @@ export function readUserPoints(state: ModelState, userId: string, systemKey: str
   return { total: user.points.get(systemKey)?.total ?? 0, awards: (user.awards.get(systemKey) ?? []).slice(0, awards) };
 }
 
+/**
+ * GET /v1/points/{key}/summary (src/api/points-summary.ts, lua/pointsHistogram-2.lua): the users
+ * (those whose attributes match every pair of `filter`) by total: 0..0 every such user without a
+ * point (never earned in the system, or 0), then the ten ranges up to the highest total's power of ten.
+ */
+export function modelPointsSummary(state: ModelState, systemKey: string, filter: ReadonlyMap<string, string> | null): { from: number; to: number; users: number }[] {
+  const users = [...state.users.values()].filter((u) => filter === null || [...filter].every(([k, v]) => u.attributes.get(k) === v));
+  const totals = users.flatMap((u) => u.points.get(systemKey)?.total ?? []);
+  const withPoints = totals.filter((total) => total >= 1).length;
+  const ranges = rangesOfTop(histogramTop(Math.max(0, ...totals)));
+  return [{ from: 0, to: 0, users: users.length - withPoints }, ...ranges.map(([from, to]) => ({ from, to, users: totals.filter((total) => total >= from && total <= to).length }))];
+}
+
+/**
+ * GET /v1/streaks/rankings (src/api/streaks.ts): the `limit` longest streaks, active (those in
+ * {t:s}:sa whose deadline has not passed: lua/streakTop-2.lua) or longest ever ({t:s}:sb), ties by
+ * user id descending in bytes (read-store.ts topStreaks).
+ */
+export function modelStreakRankings(state: ModelState, type: "active" | "longest", limit: number, now: number): { userId: string; name: string | null; streakLength: number }[] {
+  const entries =
+    type === "active" ? [...state.streakActive].filter(([userId]) => !((state.streakDeadline.get(userId) ?? Infinity) <= now)) : [...state.streakBest];
+  return entries
+    .sort(([ua, la], [ub, lb]) => lb - la || compareCodePoints(ub, ua))
+    .slice(0, limit)
+    .map(([userId, streakLength]) => ({ userId, name: state.users.get(userId)?.profile.get("nm") ?? null, streakLength }));
+}
+
 /* ---------- Identify, completion, time triggers, admin: the other writers of user state ---------- */
 
 export type ModelUpsertMode = "upsert" | "update" | "prefs";
@@ -818,7 +849,7 @@ export function applyStreakAdmin(
     updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points: [], streakLength: settlement.lost > 0 ? s.length : null });
     return { status: "settled", consumed: settlement.consumed, lost: settlement.lost };
   }
-  const result = streakAdminOp(state, userId, s, op, amountOrWindowStart, rule, tz, nowPeriod);
+  const result = streakAdminOp(state, userId, s, op, amountOrWindowStart, rule, tz, nowPeriod, now);
   const restored = result.status === "restored";
   updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points: [], streakLength: restored || settlement.lost > 0 ? s.length : null });
   return result;
@@ -852,6 +883,7 @@ function streakAdminOp(
   rule: NonNullable<CompiledTenant["streak"]>,
   tz: string,
   nowPeriod: number,
+  now: number,
 ) {
   if (op === "freeze") {
     const held = s.freezes ?? 0;
@@ -868,6 +900,8 @@ function streakAdminOp(
   if (best === 0) return { status: "nothing-to-restore" as const };
   if (alive && s.length >= best) return { status: "already-longest" as const };
   const newLast = last !== null && last >= nowPeriod ? last : nowPeriod - 1;
+  // lua streakAdmin: `extended` kept when the restored streak keeps its last period, else now.
+  if (newLast !== last) s.extendedAt = now;
   s.length = best;
   s.startPeriod = newLast - best + 1;
   s.startDay = null; // lua streakAdmin: a restored streak shows its first period's first day

@@ -24,7 +24,10 @@ import {
   modelBoardOrder,
   modelRank,
   refreshThresholds,
+  modelPointsSummary,
+  modelStreakRankings,
   type ModelState,
+  type ModelUser,
 } from "../../src/domain/model.js";
 import { activeRun, boardStatus, memberUser, runOfDay } from "../../src/domain/leaderboards.js";
 import { fromMicro } from "../../src/domain/decimal.js";
@@ -75,9 +78,13 @@ type Command =
   | { kind: "read"; user: string; system: "xp" | "gems" | "coins" }
   | { kind: "streak"; user: string; periods: number }
   | { kind: "board"; board: string; region: "eu" | "us"; user: string | null; offset: number; limit: number }
-  | { kind: "sweep"; user: string | null };
+  | { kind: "sweep"; user: string | null }
+  | { kind: "summary"; system: "xp" | "gems" | "coins"; filter: string | null }
+  | { kind: "rankings"; type: "active" | "longest"; limit: number }
+  | { kind: "streaks"; users: string[] };
 
 const HOUR = 3_600_000;
+const SUMMARY_FILTERS = [null, "plan:pro", "plan:free", "region:eu", "region:us", "plan:pro,region:eu", "region:us,plan:free", "region:mars"];
 const eventArb: fc.Arbitrary<EventCommand> = fc.record({
     kind: fc.constant("event" as const),
     user: fc.constantFrom(...USERS),
@@ -160,7 +167,21 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     offset: fc.integer({ min: -2, max: 2 }),
     limit: fc.integer({ min: 1, max: 4 }),
   }) },
+  ...readArbs(["xp", "gems", "coins"]),
 );
+
+/**
+ * The cross-user reads against the model: the points summary, unfiltered and filtered by user
+ * attributes (one pair: a group's own totals; two: their intersection; a value nobody holds),
+ * the streak rankings (active and longest) and the bulk streak read (unknown ids among them).
+ */
+function readArbs(systems: ("xp" | "gems" | "coins")[]): { weight: number; arbitrary: fc.Arbitrary<Command> }[] {
+  return [
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant("summary" as const), system: fc.constantFrom(...systems), filter: fc.constantFrom(...SUMMARY_FILTERS) }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant("rankings" as const), type: fc.constantFrom("active" as const, "longest" as const), limit: fc.integer({ min: 1, max: 4 }) }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant("streaks" as const), users: fc.uniqueArray(fc.constantFrom(...USERS, "nobody"), { minLength: 1, maxLength: 4 }) }) },
+  ];
+}
 
 /** README, Streak freezes and restore: the restore looks back 90 days (daily), 52 weeks (weekly) or 24 months (monthly). */
 const RESTORE_WINDOW = { daily: 90, weekly: 52, monthly: 24 } as const;
@@ -228,6 +249,18 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
       }
       case "streak": {
         await expectStreakEqual(tenant, model, cmd, now, API);
+        break;
+      }
+      case "summary": {
+        await expectSummaryEqual(tenant, model, cmd.system, cmd.filter, API);
+        break;
+      }
+      case "rankings": {
+        await expectRankingsEqual(model, cmd.type, cmd.limit, now, API);
+        break;
+      }
+      case "streaks": {
+        await expectStreakListEqual(tenant, model, cmd.users, now, API);
         break;
       }
       case "read": {
@@ -403,6 +436,9 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
   for (const board of tenant.leaderboards) {
     for (const user of USERS) await expectBoardsEqual(tenant, model, { kind: "board", board: board.key, region: "eu", user, offset: 0, limit: 3 }, clock.now(), API);
   }
+  for (const system of tenant.systems) for (const filter of [null, "region:eu", "plan:pro,region:eu"]) await expectSummaryEqual(tenant, model, system.key, filter, API);
+  for (const type of ["active", "longest"] as const) await expectRankingsEqual(model, type, 3, clock.now(), API);
+  await expectStreakListEqual(tenant, model, [...USERS, "nobody"], clock.now(), API);
   check?.(model);
 }
 
@@ -521,9 +557,48 @@ async function expectStreakEqual(tenant: CompiledTenant, model: ModelState, cmd:
     rank = 1;
     for (const [other, length] of model.streakActive) if (length > view.length && !((model.streakDeadline.get(other) ?? Infinity) <= now)) rank += 1;
   }
-  const { extended, ...body } = res.body;
-  expect(body, `streak of ${cmd.user}`).toEqual({ ...view, streakHistory: history, rank });
-  expect(extended === null, `extended of ${cmd.user}`).toBe(view.length === 0);
+  expect(res.body, `streak of ${cmd.user}`).toEqual({ ...view, streakHistory: history, rank, extended: extendedJson(user, view.length) });
+}
+
+/** A streak read's `extended`: the last extension (or bringing restore) of a live streak. */
+function extendedJson(user: ModelUser, length: number): string | null {
+  return length > 0 && user.streak.extendedAt !== null ? new Date(user.streak.extendedAt).toISOString() : null;
+}
+
+/** The length a streak read shows now: the model's streak settled as a reader settles it (settleCopy, without writing). */
+function streakLengthNow(tenant: CompiledTenant, user: ModelUser, now: number): number {
+  const rule = tenant.streak!;
+  const nowDay = localDayIndex(now, user.profile.get("tz") ?? "UTC");
+  const nowPeriod = periodOfDay(nowDay, rule.frequency);
+  const { streak } = settleCopy(tenant, { ...streakState(user), metPeriod: user.streak.metPeriod }, nowDay, nowPeriod);
+  return viewStreak(rule, streak, nowDay, nowPeriod).length;
+}
+
+/** GET /v1/points/{key}/summary (with `filter` as userAttributes) against modelPointsSummary. */
+async function expectSummaryEqual(tenant: CompiledTenant, model: ModelState, system: string, filter: string | null, api: Record<string, string>): Promise<void> {
+  const res = await t.call("GET", `/v1/points/${system}/summary${filter === null ? "" : `?userAttributes=${filter}`}`, undefined, api);
+  expect(res.status).toBe(200);
+  const pairs = filter === null ? null : new Map(filter.split(",").map((p) => p.split(":") as [string, string]));
+  expect(res.body, `${system} summary of ${filter ?? "all"}`).toEqual(modelPointsSummary(model, system, pairs));
+}
+
+/** GET /v1/streaks/rankings against modelStreakRankings. */
+async function expectRankingsEqual(model: ModelState, type: "active" | "longest", limit: number, now: number, api: Record<string, string>): Promise<void> {
+  const res = await t.call("GET", `/v1/streaks/rankings?type=${type}&limit=${limit}`, undefined, api);
+  expect(res.status).toBe(200);
+  expect(res.body, `${type} streak rankings`).toEqual(modelStreakRankings(model, type, limit, now));
+}
+
+/** GET /v1/streaks?userIds=...: each user's length as their streak read shows it, longest first (ties in the asked order), an unknown user at 0. */
+async function expectStreakListEqual(tenant: CompiledTenant, model: ModelState, users: readonly string[], now: number, api: Record<string, string>): Promise<void> {
+  const res = await t.call("GET", `/v1/streaks?${users.map((u) => `userIds=${encodeURIComponent(u)}`).join("&")}`, undefined, api);
+  expect(res.status).toBe(200);
+  const items = users.map((userId) => {
+    const user = model.users.get(userId);
+    const length = user ? streakLengthNow(tenant, user, now) : 0;
+    return { userId, streakLength: length, extended: user ? extendedJson(user, length) : null };
+  });
+  expect(res.body, `streaks of ${users.join(",")}`).toEqual(items.sort((a, b) => b.streakLength - a.streakLength));
 }
 
 /**
@@ -582,6 +657,7 @@ const travelArb: fc.Arbitrary<Command> = fc.oneof(
     offset: fc.integer({ min: -1, max: 1 }),
     limit: fc.integer({ min: 1, max: 3 }),
   }) },
+  ...readArbs(["xp"]),
 );
 // A day: the clock moves 16 to 32 hours (mostly under 24, so that streaks grow), sometimes 40 to 60
 // (a missed day), now and then four to five days or exactly 90, by an advance or an outage, then a few commands. One or two travellers a sequence.
