@@ -60,7 +60,13 @@ local function forgetOrphanStreak()
   rcall('ZREM', prefix .. 'sd', userId)
 end
 
-loadState(userKey, { 'tz' })
+-- The zone, and each breakdown board's attribute: updateBoards moves a streak restored or lost
+-- here in the user's group (without it, U held no attribute and the breakdown boards were skipped).
+local readFields = { 'tz' }
+for i = 1, #R.lb do
+  if R.lb[i].bd then readFields[#readFields + 1] = R.lb[i].bd end
+end
+loadState(userKey, readFields)
 if not num('ct') then
   if op == 'settle' then forgetOrphanStreak() end
   return { 0 }

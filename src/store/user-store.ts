@@ -166,6 +166,14 @@ export async function completeAchievement(
     order.next(),
   ];
   const reply = (await runScript(store.redis, store.tenantScripts.complete, keys, args, KEEP_NUMBER_IF_RESENT, () => (args[args.length - 1] = order.next()))) as unknown[];
+  // A first completion stored the profile sent, its zone too: remembered for the user's next
+  // event without one (ZoneCache), as an identify's. Not remembered, that event went on the old
+  // zone, was refused and sent again: in a batch, after another user's later event (a tie on a
+  // board ranked out of the batch's order; found by the rules property's final board checks).
+  if (reply[0] === 1 || (reply[0] === 4 && reply[1] === now)) {
+    const tz = profile.find(([field]) => field === "tz")?.[1];
+    if (tz !== undefined) store.zones.remember(userId, tz);
+  }
   if (reply[0] === 2) return { status: "already", achievedAt: reply[1] as number, completed: [], points: [] };
   if (reply[0] === 5) return { status: "already", achievedAt: reply[1] as number, completed: reply[2] as string[], points: decodePoints(reply[3] as unknown[][]) };
   if (reply[0] === 4) {
