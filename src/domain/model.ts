@@ -666,6 +666,49 @@ export function modelStreakRankings(state: ModelState, type: "active" | "longest
     .map(([userId, streakLength]) => ({ userId, name: state.users.get(userId)?.profile.get("nm") ?? null, streakLength }));
 }
 
+/** A user's achievement as the user reads list it: its key and completion instant (null: still open to the user). */
+export interface ModelUserAchievement {
+  key: string;
+  achievedAt: number | null;
+}
+
+/**
+ * The achievements a user sees (src/api/achievements.ts userAchievementList): among `list`, the
+ * completed ones, and with `includeIncomplete` those whose attribute filter the user matches.
+ */
+function userAchievements(user: ModelUser, list: readonly CompiledAchievement[], includeIncomplete: boolean): ModelUserAchievement[] {
+  return list
+    .filter((a) => user.achievements.has(a.key) || (includeIncomplete && userFiltersMatch(a.userAttributes, user.attributes)))
+    .map((a) => ({ key: a.key, achievedAt: user.achievements.get(a.key) ?? null }));
+}
+
+/**
+ * GET /v1/users/{id}/achievements: the user's achievements in config order, each with how many
+ * users completed it and that as a percentage of the tenant's users (2 decimals); null for an unknown user.
+ */
+export function modelUserAchievements(tenant: CompiledTenant, state: ModelState, userId: string, includeIncomplete: boolean): (ModelUserAchievement & { completions: number; rarity: number })[] | null {
+  const user = state.users.get(userId);
+  if (!user) return null;
+  return userAchievements(user, tenant.achievements, includeIncomplete).map((a) => {
+    const completions = state.completions.get(a.key) ?? 0;
+    return { ...a, completions, rarity: state.userCount > 0 ? Math.round((completions / state.userCount) * 10_000) / 100 : 0 };
+  });
+}
+
+/**
+ * GET /v1/users/{id}/metrics (src/api/user-metrics.ts): each metric's total (micro) and its
+ * metric achievements completed or still open to the user; null for an unknown user.
+ */
+export function modelUserMetrics(tenant: CompiledTenant, state: ModelState, userId: string): { key: string; totalMicro: number; achievements: ModelUserAchievement[] }[] | null {
+  const user = state.users.get(userId);
+  if (!user) return null;
+  return tenant.metrics.map((m) => ({
+    key: m.key,
+    totalMicro: user.metrics.get(m.key) ?? 0,
+    achievements: userAchievements(user, tenant.achievements.filter((a) => a.type === "metric" && a.metric === m.key), true),
+  }));
+}
+
 /* ---------- Identify, completion, time triggers, admin: the other writers of user state ---------- */
 
 export type ModelUpsertMode = "upsert" | "update" | "prefs";

@@ -26,6 +26,8 @@ import {
   refreshThresholds,
   modelPointsSummary,
   modelStreakRankings,
+  modelUserAchievements,
+  modelUserMetrics,
   type ModelState,
   type ModelUser,
 } from "../../src/domain/model.js";
@@ -81,7 +83,8 @@ type Command =
   | { kind: "sweep"; user: string | null }
   | { kind: "summary"; system: "xp" | "gems" | "coins"; filter: string | null }
   | { kind: "rankings"; type: "active" | "longest"; limit: number }
-  | { kind: "streaks"; users: string[] };
+  | { kind: "streaks"; users: string[] }
+  | { kind: "userReads"; user: string; includeIncomplete: boolean };
 
 const HOUR = 3_600_000;
 const SUMMARY_FILTERS = [null, "plan:pro", "plan:free", "region:eu", "region:us", "plan:pro,region:eu", "region:us,plan:free", "region:mars"];
@@ -180,6 +183,7 @@ function readArbs(systems: ("xp" | "gems" | "coins")[]): { weight: number; arbit
     { weight: 1, arbitrary: fc.record({ kind: fc.constant("summary" as const), system: fc.constantFrom(...systems), filter: fc.constantFrom(...SUMMARY_FILTERS) }) },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant("rankings" as const), type: fc.constantFrom("active" as const, "longest" as const), limit: fc.integer({ min: 1, max: 4 }) }) },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant("streaks" as const), users: fc.uniqueArray(fc.constantFrom(...USERS, "nobody"), { minLength: 1, maxLength: 4 }) }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant("userReads" as const), user: fc.constantFrom(...USERS), includeIncomplete: fc.boolean() }) },
   ];
 }
 
@@ -261,6 +265,10 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
       }
       case "streaks": {
         await expectStreakListEqual(tenant, model, cmd.users, now, API);
+        break;
+      }
+      case "userReads": {
+        await expectUserReadsEqual(tenant, model, cmd.user, cmd.includeIncomplete, API);
         break;
       }
       case "read": {
@@ -438,14 +446,23 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
     }
   }
   await expectStateEqual(t, tenant, model);
+  // The final reads change nothing: all in flight at once (the service gathers those of one turn
+  // into shared calls, store/reads-in-batch.ts, which each must still answer as if alone).
+  const now = clock.now();
+  const reads: Promise<void>[] = [];
   for (const board of tenant.leaderboards) {
-    for (const region of board.breakdownAttribute ? (["eu", "us"] as const) : (["eu"] as const)) {
-      for (const user of USERS) await expectBoardsEqual(tenant, model, { kind: "board", board: board.key, region, user, offset: 0, limit: 3 }, clock.now(), API);
+    for (const user of USERS) {
+      // A breakdown board: the group of the user's own region (eu for a user without one).
+      const region = model.users.get(user)?.attributes.get("region") === "us" ? "us" : "eu";
+      reads.push(expectBoardsEqual(tenant, model, { kind: "board", board: board.key, region, user, offset: 0, limit: 3 }, now, API));
     }
   }
-  for (const system of tenant.systems) for (const filter of [null, "region:eu", "plan:pro,region:eu"]) await expectSummaryEqual(tenant, model, system.key, filter, API);
-  for (const type of ["active", "longest"] as const) await expectRankingsEqual(model, type, 3, clock.now(), API);
-  await expectStreakListEqual(tenant, model, [...USERS, "nobody"], clock.now(), API);
+  // One pair (a group's own totals) is read by the "summary" commands; two intersect the groups.
+  for (const system of tenant.systems) for (const filter of [null, "plan:pro,region:eu"]) reads.push(expectSummaryEqual(tenant, model, system.key, filter, API));
+  for (const type of ["active", "longest"] as const) for (const limit of [1, 3]) reads.push(expectRankingsEqual(model, type, limit, now, API));
+  reads.push(expectStreakListEqual(tenant, model, [...USERS, "nobody"], now, API));
+  for (const user of USERS) reads.push(expectUserReadsEqual(tenant, model, user, true, API));
+  await Promise.all(reads);
   check?.(model);
 }
 
@@ -579,6 +596,26 @@ function streakLengthNow(tenant: CompiledTenant, user: ModelUser, now: number): 
   const nowPeriod = periodOfDay(nowDay, rule.frequency);
   const { streak } = settleCopy(tenant, { ...streakState(user), metPeriod: user.streak.metPeriod }, nowDay, nowPeriod);
   return viewStreak(rule, streak, nowDay, nowPeriod).length;
+}
+
+/**
+ * The user's achievements and metrics reads (lua/readPlan-1.lua: state fields and attributes in
+ * one call) against modelUserAchievements and modelUserMetrics; 404 for an unknown user.
+ */
+async function expectUserReadsEqual(tenant: CompiledTenant, model: ModelState, user: string, includeIncomplete: boolean, api: Record<string, string>): Promise<void> {
+  const achievements = await t.call("GET", `/v1/users/${user}/achievements${includeIncomplete ? "?includeIncomplete=true" : ""}`, undefined, api);
+  const expectedAchievements = modelUserAchievements(tenant, model, user, includeIncomplete);
+  const metrics = await t.call("GET", `/v1/users/${user}/metrics`, undefined, api);
+  const expectedMetrics = modelUserMetrics(tenant, model, user);
+  if (expectedAchievements === null || expectedMetrics === null) {
+    expect([achievements.status, metrics.status], `reads of unknown ${user}`).toEqual([404, 404]);
+    return;
+  }
+  const json = (a: { key: string; achievedAt: number | null }) => achievementJson(tenant, tenant.achievementByKey.get(a.key)!, a.achievedAt);
+  expect(achievements.body, `achievements of ${user}`).toEqual(expectedAchievements.map((a) => ({ ...json(a), completions: a.completions, rarity: a.rarity })));
+  expect(metrics.body.map((m: { key: string; current: number; achievements: unknown[] }) => ({ key: m.key, current: m.current, achievements: m.achievements })), `metrics of ${user}`).toEqual(
+    expectedMetrics.map((m) => ({ key: m.key, current: fromMicro(m.totalMicro), achievements: m.achievements.map(json) })),
+  );
 }
 
 /** GET /v1/points/{key}/summary (with `filter` as userAttributes) against modelPointsSummary. */
