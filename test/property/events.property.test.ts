@@ -15,6 +15,7 @@ import { levelOf } from "../../src/domain/levels.js";
 import { localDayIndex, periodOfDay, periodStartInstant } from "../../src/domain/periods.js";
 import { startAppOnOwnRedis, type TestApp } from "../helpers/app.js";
 import { expectStateEqual } from "./state-check.js";
+import { expectRankingsEqual, expectStreakListEqual, expectSummaryEqual, expectUserReadsEqual } from "./read-check.js";
 import { propertyParameters } from "../helpers/property.js";
 import { spelled } from "../helpers/zones.js";
 
@@ -233,6 +234,21 @@ async function runSequence(commands: Command[]): Promise<void> {
   }
 
   for (const [tenantId, model] of models) await expectStateEqual(t, tenantOf(tenantId), model);
+  // The reads against the model's twins (read-check.ts), all in flight at once: each system's
+  // points summary (totals at caps, floors and past 1000), the streak rankings (the non-ASCII id
+  // among ties), every user's streak length and achievements and metrics.
+  const reads: Promise<void>[] = [];
+  for (const [tenantId, model] of models) {
+    // The sequence's tenant (the others hold no user).
+    if (model.users.size === 0) continue;
+    const tenant = tenantOf(tenantId);
+    const headers = { "x-api-key": KEYS[tenantId]! };
+    for (const system of tenant.systems) reads.push(expectSummaryEqual(t, tenant, model, system.key, null, headers));
+    for (const type of ["active", "longest"] as const) reads.push(expectRankingsEqual(t, model, type, 2, clock.now(), headers));
+    reads.push(expectStreakListEqual(t, tenant, model, [...USERS, "nobody"], clock.now(), headers));
+    for (const user of USERS) reads.push(expectUserReadsEqual(t, tenant, model, user, true, headers));
+  }
+  await Promise.all(reads);
 }
 
 describe("event path: HTTP + Lua equals the reference model", () => {

@@ -24,12 +24,7 @@ import {
   modelBoardOrder,
   modelRank,
   refreshThresholds,
-  modelPointsSummary,
-  modelStreakRankings,
-  modelUserAchievements,
-  modelUserMetrics,
   type ModelState,
-  type ModelUser,
 } from "../../src/domain/model.js";
 import { activeRun, boardStatus, memberUser, runOfDay } from "../../src/domain/leaderboards.js";
 import { fromMicro } from "../../src/domain/decimal.js";
@@ -41,6 +36,7 @@ import { sweepExpiredStreaks } from "../../src/jobs/streak-expiry.js";
 import { awardJson } from "../../src/api/wire.js";
 import { startAppOnOwnRedis, type TestApp } from "../helpers/app.js";
 import { expectStateEqual } from "./state-check.js";
+import { expectRankingsEqual, expectStreakListEqual, expectSummaryEqual, expectUserReadsEqual, extendedJson } from "./read-check.js";
 import { propertyParameters } from "../helpers/property.js";
 import { spelled } from "../helpers/zones.js";
 
@@ -256,19 +252,19 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
         break;
       }
       case "summary": {
-        await expectSummaryEqual(tenant, model, cmd.system, cmd.filter, API);
+        await expectSummaryEqual(t, tenant, model, cmd.system, cmd.filter, API);
         break;
       }
       case "rankings": {
-        await expectRankingsEqual(model, cmd.type, cmd.limit, now, API);
+        await expectRankingsEqual(t, model, cmd.type, cmd.limit, now, API);
         break;
       }
       case "streaks": {
-        await expectStreakListEqual(tenant, model, cmd.users, now, API);
+        await expectStreakListEqual(t, tenant, model, cmd.users, now, API);
         break;
       }
       case "userReads": {
-        await expectUserReadsEqual(tenant, model, cmd.user, cmd.includeIncomplete, API);
+        await expectUserReadsEqual(t, tenant, model, cmd.user, cmd.includeIncomplete, API);
         break;
       }
       case "read": {
@@ -458,10 +454,10 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
     }
   }
   // One pair (a group's own totals) is read by the "summary" commands; two intersect the groups.
-  for (const system of tenant.systems) for (const filter of [null, "plan:pro,region:eu"]) reads.push(expectSummaryEqual(tenant, model, system.key, filter, API));
-  for (const type of ["active", "longest"] as const) for (const limit of [1, 3]) reads.push(expectRankingsEqual(model, type, limit, now, API));
-  reads.push(expectStreakListEqual(tenant, model, [...USERS, "nobody"], now, API));
-  for (const user of USERS) reads.push(expectUserReadsEqual(tenant, model, user, true, API));
+  for (const system of tenant.systems) for (const filter of [null, "plan:pro,region:eu"]) reads.push(expectSummaryEqual(t, tenant, model, system.key, filter, API));
+  for (const type of ["active", "longest"] as const) for (const limit of [1, 3]) reads.push(expectRankingsEqual(t, model, type, limit, now, API));
+  reads.push(expectStreakListEqual(t, tenant, model, [...USERS, "nobody"], now, API));
+  for (const user of USERS) reads.push(expectUserReadsEqual(t, tenant, model, user, true, API));
   await Promise.all(reads);
   check?.(model);
 }
@@ -582,67 +578,6 @@ async function expectStreakEqual(tenant: CompiledTenant, model: ModelState, cmd:
     for (const [other, length] of model.streakActive) if (length > view.length && !((model.streakDeadline.get(other) ?? Infinity) <= now)) rank += 1;
   }
   expect(res.body, `streak of ${cmd.user}`).toEqual({ ...view, streakHistory: history, rank, extended: extendedJson(user, view.length) });
-}
-
-/** A streak read's `extended`: the last extension (or bringing restore) of a live streak. */
-function extendedJson(user: ModelUser, length: number): string | null {
-  return length > 0 && user.streak.extendedAt !== null ? new Date(user.streak.extendedAt).toISOString() : null;
-}
-
-/** The length a streak read shows now: the model's streak settled as a reader settles it (settleCopy, without writing). */
-function streakLengthNow(tenant: CompiledTenant, user: ModelUser, now: number): number {
-  const rule = tenant.streak!;
-  const nowDay = localDayIndex(now, user.profile.get("tz") ?? "UTC");
-  const nowPeriod = periodOfDay(nowDay, rule.frequency);
-  const { streak } = settleCopy(tenant, { ...streakState(user), metPeriod: user.streak.metPeriod }, nowDay, nowPeriod);
-  return viewStreak(rule, streak, nowDay, nowPeriod).length;
-}
-
-/**
- * The user's achievements and metrics reads (lua/readPlan-1.lua: state fields and attributes in
- * one call) against modelUserAchievements and modelUserMetrics; 404 for an unknown user.
- */
-async function expectUserReadsEqual(tenant: CompiledTenant, model: ModelState, user: string, includeIncomplete: boolean, api: Record<string, string>): Promise<void> {
-  const achievements = await t.call("GET", `/v1/users/${user}/achievements${includeIncomplete ? "?includeIncomplete=true" : ""}`, undefined, api);
-  const expectedAchievements = modelUserAchievements(tenant, model, user, includeIncomplete);
-  const metrics = await t.call("GET", `/v1/users/${user}/metrics`, undefined, api);
-  const expectedMetrics = modelUserMetrics(tenant, model, user);
-  if (expectedAchievements === null || expectedMetrics === null) {
-    expect([achievements.status, metrics.status], `reads of unknown ${user}`).toEqual([404, 404]);
-    return;
-  }
-  const json = (a: { key: string; achievedAt: number | null }) => achievementJson(tenant, tenant.achievementByKey.get(a.key)!, a.achievedAt);
-  expect(achievements.body, `achievements of ${user}`).toEqual(expectedAchievements.map((a) => ({ ...json(a), completions: a.completions, rarity: a.rarity })));
-  expect(metrics.body.map((m: { key: string; current: number; achievements: unknown[] }) => ({ key: m.key, current: m.current, achievements: m.achievements })), `metrics of ${user}`).toEqual(
-    expectedMetrics.map((m) => ({ key: m.key, current: fromMicro(m.totalMicro), achievements: m.achievements.map(json) })),
-  );
-}
-
-/** GET /v1/points/{key}/summary (with `filter` as userAttributes) against modelPointsSummary. */
-async function expectSummaryEqual(tenant: CompiledTenant, model: ModelState, system: string, filter: string | null, api: Record<string, string>): Promise<void> {
-  const res = await t.call("GET", `/v1/points/${system}/summary${filter === null ? "" : `?userAttributes=${filter}`}`, undefined, api);
-  expect(res.status).toBe(200);
-  const pairs = filter === null ? null : new Map(filter.split(",").map((p) => p.split(":") as [string, string]));
-  expect(res.body, `${system} summary of ${filter ?? "all"}`).toEqual(modelPointsSummary(model, system, pairs));
-}
-
-/** GET /v1/streaks/rankings against modelStreakRankings. */
-async function expectRankingsEqual(model: ModelState, type: "active" | "longest", limit: number, now: number, api: Record<string, string>): Promise<void> {
-  const res = await t.call("GET", `/v1/streaks/rankings?type=${type}&limit=${limit}`, undefined, api);
-  expect(res.status).toBe(200);
-  expect(res.body, `${type} streak rankings`).toEqual(modelStreakRankings(model, type, limit, now));
-}
-
-/** GET /v1/streaks?userIds=...: each user's length as their streak read shows it, longest first (ties in the asked order), an unknown user at 0. */
-async function expectStreakListEqual(tenant: CompiledTenant, model: ModelState, users: readonly string[], now: number, api: Record<string, string>): Promise<void> {
-  const res = await t.call("GET", `/v1/streaks?${users.map((u) => `userIds=${encodeURIComponent(u)}`).join("&")}`, undefined, api);
-  expect(res.status).toBe(200);
-  const items = users.map((userId) => {
-    const user = model.users.get(userId);
-    const length = user ? streakLengthNow(tenant, user, now) : 0;
-    return { userId, streakLength: length, extended: user ? extendedJson(user, length) : null };
-  });
-  expect(res.body, `streaks of ${users.join(",")}`).toEqual(items.sort((a, b) => b.streakLength - a.streakLength));
 }
 
 /**

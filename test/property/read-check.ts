@@ -1,0 +1,75 @@
+import { expect } from "vitest";
+import type { CompiledTenant } from "../../src/config/compiled.js";
+import { fromMicro } from "../../src/domain/decimal.js";
+import { modelPointsSummary, modelStreakRankings, modelUserAchievements, modelUserMetrics, streakState, type ModelState, type ModelUser } from "../../src/domain/model.js";
+import { localDayIndex, periodOfDay } from "../../src/domain/periods.js";
+import { settleCopy, viewStreak } from "../../src/domain/streak.js";
+import { achievementJson } from "../../src/api/wire.js";
+import type { TestApp } from "../helpers/app.js";
+
+/**
+ * The cross-user and user-scoped reads the property tests compare with the model's twins
+ * (src/domain/model.ts): the points summary, the streak rankings and the bulk streak read, the
+ * user's achievements and metrics. Each read changes nothing: callers may have several in flight.
+ */
+
+/** A streak read's `extended`: the last extension (or bringing restore) of a live streak. */
+export function extendedJson(user: ModelUser, length: number): string | null {
+  return length > 0 && user.streak.extendedAt !== null ? new Date(user.streak.extendedAt).toISOString() : null;
+}
+
+/** The length a streak read shows now: the model's streak settled as a reader settles it (settleCopy, without writing). */
+function streakLengthNow(tenant: CompiledTenant, user: ModelUser, now: number): number {
+  const rule = tenant.streak!;
+  const nowDay = localDayIndex(now, user.profile.get("tz") ?? "UTC");
+  const nowPeriod = periodOfDay(nowDay, rule.frequency);
+  const { streak } = settleCopy(tenant, { ...streakState(user), metPeriod: user.streak.metPeriod }, nowDay, nowPeriod);
+  return viewStreak(rule, streak, nowDay, nowPeriod).length;
+}
+
+/**
+ * The user's achievements and metrics reads (lua/readPlan-1.lua: state fields and attributes in
+ * one call) against modelUserAchievements and modelUserMetrics; 404 for an unknown user.
+ */
+export async function expectUserReadsEqual(t: TestApp, tenant: CompiledTenant, model: ModelState, user: string, includeIncomplete: boolean, api: Record<string, string>): Promise<void> {
+  const achievements = await t.call("GET", `/v1/users/${encodeURIComponent(user)}/achievements${includeIncomplete ? "?includeIncomplete=true" : ""}`, undefined, api);
+  const expectedAchievements = modelUserAchievements(tenant, model, user, includeIncomplete);
+  const metrics = await t.call("GET", `/v1/users/${encodeURIComponent(user)}/metrics`, undefined, api);
+  const expectedMetrics = modelUserMetrics(tenant, model, user);
+  if (expectedAchievements === null || expectedMetrics === null) {
+    expect([achievements.status, metrics.status], `reads of unknown ${user}`).toEqual([404, 404]);
+    return;
+  }
+  const json = (a: { key: string; achievedAt: number | null }) => achievementJson(tenant, tenant.achievementByKey.get(a.key)!, a.achievedAt);
+  expect(achievements.body, `achievements of ${user}`).toEqual(expectedAchievements.map((a) => ({ ...json(a), completions: a.completions, rarity: a.rarity })));
+  expect(metrics.body.map((m: { key: string; current: number; achievements: unknown[] }) => ({ key: m.key, current: m.current, achievements: m.achievements })), `metrics of ${user}`).toEqual(
+    expectedMetrics.map((m) => ({ key: m.key, current: fromMicro(m.totalMicro), achievements: m.achievements.map(json) })),
+  );
+}
+
+/** GET /v1/points/{key}/summary (with `filter` as userAttributes) against modelPointsSummary. */
+export async function expectSummaryEqual(t: TestApp, tenant: CompiledTenant, model: ModelState, system: string, filter: string | null, api: Record<string, string>): Promise<void> {
+  const res = await t.call("GET", `/v1/points/${system}/summary${filter === null ? "" : `?userAttributes=${filter}`}`, undefined, api);
+  expect(res.status).toBe(200);
+  const pairs = filter === null ? null : new Map(filter.split(",").map((p) => p.split(":") as [string, string]));
+  expect(res.body, `${system} summary of ${filter ?? "all"}`).toEqual(modelPointsSummary(model, system, pairs));
+}
+
+/** GET /v1/streaks/rankings against modelStreakRankings. */
+export async function expectRankingsEqual(t: TestApp, model: ModelState, type: "active" | "longest", limit: number, now: number, api: Record<string, string>): Promise<void> {
+  const res = await t.call("GET", `/v1/streaks/rankings?type=${type}&limit=${limit}`, undefined, api);
+  expect(res.status).toBe(200);
+  expect(res.body, `${type} streak rankings`).toEqual(modelStreakRankings(model, type, limit, now));
+}
+
+/** GET /v1/streaks?userIds=...: each user's length as their streak read shows it, longest first (ties in the asked order), an unknown user at 0. */
+export async function expectStreakListEqual(t: TestApp, tenant: CompiledTenant, model: ModelState, users: readonly string[], now: number, api: Record<string, string>): Promise<void> {
+  const res = await t.call("GET", `/v1/streaks?${users.map((u) => `userIds=${encodeURIComponent(u)}`).join("&")}`, undefined, api);
+  expect(res.status).toBe(200);
+  const items = users.map((userId) => {
+    const user = model.users.get(userId);
+    const length = user ? streakLengthNow(tenant, user, now) : 0;
+    return { userId, streakLength: length, extended: user ? extendedJson(user, length) : null };
+  });
+  expect(res.body, `streaks of ${users.join(",")}`).toEqual(items.sort((a, b) => b.streakLength - a.streakLength));
+}
