@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { dumpTenant, uniqueTenantId, withTestApp, type TestApp } from "../helpers/app.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
+import { sweepExpiredStreaks } from "../../src/jobs/streak-expiry.js";
 
 /**
  * Edges of the admin streak operations (POST /admin/v1/streaks/restore and /freezes,
@@ -149,6 +150,45 @@ describe("bad admin streak requests write nothing", () => {
       const grant = await t.call("POST", "/admin/v1/streaks/freezes", { freezes: [{ userId: "seed" }] }, ADMIN);
       expect(grant).toEqual({ status: 422, body: { error: "Streak freezes are not enabled for this tenant" } });
       expect(await dumpTenant(t.redis, t.tenants[0]!.id)).toEqual(before);
+    });
+  });
+});
+
+describe("a streak board broken down by an attribute, after the admin streak script", () => {
+  // lua/streakAdmin-4.lua read the zone alone: updateBoards found no attribute and skipped the
+  // breakdown boards, so a restored streak stayed off its group and a streak the sweep found lost
+  // stayed on it (found by the rules property's breakdown streak boards).
+  it("holds a restored streak in the user's group, and drops one the expiry sweep finds lost", async () => {
+    const yaml = tenantYaml(
+      uniqueTenantId(),
+      `
+    attributes: { user: [region] }
+    metrics: [{ key: lessons, name: Lessons }]
+    streak:
+      frequency: daily
+      metrics: [{ metric: lessons, threshold: 1 }]
+    leaderboards:
+      - { key: by-region, name: By region, rankBy: streak, start: "2026-01-01", breakdownAttribute: region }`,
+    );
+    await withTestApp({ manualClock: "2026-06-01T12:00:00Z", jobs: false, yaml }, async (t) => {
+      for (const at of ["2026-06-01T12:00:00Z", "2026-06-02T12:00:00Z", "2026-06-03T12:00:00Z"]) {
+        await t.setClock(at);
+        for (const id of ["back", "gone"]) {
+          const res = await t.call("POST", "/v1/metrics/lessons/event", { user: { id, attributes: { region: "eu" } }, value: 1 });
+          expect(res.status).toBe(201);
+        }
+      }
+      const group = async () =>
+        (await t.call("GET", "/v1/leaderboards/by-region?userAttributes=region:eu")).body.rankings.map((r: { userId: string; value: number }) => [r.userId, r.value]);
+      expect(await group()).toEqual([["gone", 3], ["back", 3]]);
+      // 4 and 5 June missed: both lost. The sweep settles them, leaving the board; `back` is restored to 3.
+      await t.setClock("2026-06-06T12:00:00Z");
+      const { store } = t.app.tenants.all[0]!;
+      expect(await sweepExpiredStreaks(store, t.clock.now())).toBe(2);
+      expect(await group()).toEqual([]);
+      const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: "back" }] }, ADMIN);
+      expect(res.body).toEqual({ restoredUsers: ["back"], issues: [] });
+      expect(await group()).toEqual([["back", 3]]);
     });
   });
 });
