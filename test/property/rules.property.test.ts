@@ -865,6 +865,22 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
     ]);
   });
 
+  // A catch-up over the global boosts of the time-trigger systems (rules.yaml): gems' intervals due
+  // before gem-rush, inside it (with pro-gems for a pro user: 2 × 1.5), after it (pro-gems alone,
+  // rounded to nearest); coins' for eu users, the one due in eu-coins' window boosted (rounded up).
+  it("agrees on a catch-up across global boost windows, a cohort's boost by the user's attributes", async () => {
+    await runSequence([
+      { kind: "identify", user: "r0", plan: "pro", region: "eu", tz: null },
+      { kind: "identify", user: "r1", plan: "free", region: "eu", tz: null },
+      { kind: "outage", ms: 100 * HOUR },
+      { kind: "advance", ms: HOUR },
+      { kind: "read", user: "r0", system: "gems" },
+      { kind: "read", user: "r1", system: "gems" },
+      { kind: "read", user: "r0", system: "coins" },
+      { kind: "summary", system: "gems", filter: "plan:pro" },
+    ]);
+  });
+
   it("agrees on a catch-up after a user boost finished during an outage and another boost came", async () => {
     await runSequence([
       { kind: "identify", user: "r0", plan: null, region: null, tz: "UTC" },
