@@ -26,7 +26,7 @@ import {
   refreshThresholds,
   type ModelState,
 } from "../../src/domain/model.js";
-import { activeRun, boardStatus, memberUser, runOfDay } from "../../src/domain/leaderboards.js";
+import { activeRun, boardStatus, memberUser, runOfDay, runStartDay } from "../../src/domain/leaderboards.js";
 import { fromMicro } from "../../src/domain/decimal.js";
 import type { CompiledTenant } from "../../src/config/compiled.js";
 import { formatDay, localDayIndex, periodEndDay, periodOfDay, periodStartDay } from "../../src/domain/periods.js";
@@ -77,7 +77,7 @@ type Command =
   | { kind: "outage"; ms: number }
   | { kind: "read"; user: string; system: "xp" | "gems" | "coins" }
   | { kind: "streak"; user: string; periods: number }
-  | { kind: "board"; board: string; region: "eu" | "us"; user: string | null; offset: number; limit: number }
+  | { kind: "board"; board: string; region: "eu" | "us"; user: string | null; offset: number; limit: number; back?: number }
   | { kind: "sweep"; user: string | null }
   | { kind: "summary"; system: "xp" | "gems" | "coins"; filter: string | null }
   | { kind: "rankings"; type: "active" | "longest"; limit: number }
@@ -170,6 +170,8 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     user: fc.option(fc.constantFrom(...USERS), { freq: 2 }),
     offset: fc.integer({ min: -2, max: 2 }),
     limit: fc.integer({ min: 1, max: 4 }),
+    // A page of an earlier run (run=<its first day>) of a repeating board: runs are kept.
+    back: fc.constantFrom(0, 0, 1, 2),
   }) },
   ...readArbs(["xp", "gems", "coins"]),
 );
@@ -473,6 +475,8 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
       const region = model.users.get(user)?.attributes.get("region") === "us" ? "us" : "eu";
       reads.push(expectBoardsEqual(tenant, model, { kind: "board", board: board.key, region, user, offset: 0, limit: 3 }, now, API));
     }
+    // The run before the current one, of a repeating board (each region's group of a breakdown board).
+    if (board.runUnit !== null) for (const region of ["eu", "us"] as const) reads.push(expectBoardsEqual(tenant, model, { kind: "board", board: board.key, region, user: null, offset: 0, limit: 3, back: 1 }, now, API));
   }
   // One pair (a group's own totals) is read by the "summary" commands; two intersect the groups.
   for (const system of tenant.systems) for (const filter of [null, "plan:pro,region:eu"]) reads.push(expectSummaryEqual(t, tenant, model, system.key, filter, API));
@@ -512,7 +516,11 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
   const board = tenant.leaderboardByKey.get(cmd.board)!;
   const query = new URLSearchParams({ limit: String(cmd.limit) });
   if (board.breakdownAttribute) query.set("userAttributes", `region:${cmd.region}`);
-  const run = activeRun(board, now) ?? (boardStatus(board, now) === "finished" ? runOfDay(board, board.endDay! - 1) : null);
+  const current = activeRun(board, now) ?? (boardStatus(board, now) === "finished" ? runOfDay(board, board.endDay! - 1) : null);
+  // A page (not a user's read) of the run `back` runs before the current one, when there is one.
+  const back = cmd.user === null && board.runUnit !== null && current !== null && current - (cmd.back ?? 0) >= 0 ? (cmd.back ?? 0) : 0;
+  const run = current === null ? null : current - back;
+  if (back > 0) query.set("run", formatDay(runStartDay(board, run!)));
   const group = run === null ? new Map() : (model.boards.get(`${board.key}:${run}:${board.breakdownAttribute ? cmd.region : ""}`) ?? new Map());
   const order = modelBoardOrder(group);
   const unit = (v: number) => (board.rankBy === "metric" ? fromMicro(v) : v);
@@ -521,6 +529,7 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
     query.set("offset", String(Math.max(0, cmd.offset)));
     const res = await t.call("GET", `/v1/leaderboards/${board.key}?${query}`, undefined, api);
     expect(res.status).toBe(200);
+    expect(res.body.run, `${board.key} run`).toBe(run === null ? null : formatDay(runStartDay(board, run)));
     const start = Math.max(0, cmd.offset);
     const expected = ranked.slice(start, Math.min(start + cmd.limit, board.maxParticipants));
     expect(res.body.rankings.map((r: { userId: string; rank: number; value: number }) => ({ userId: r.userId, value: r.value, rank: r.rank })), `${board.key} page`).toEqual(expected);
@@ -657,6 +666,7 @@ const travelArb: fc.Arbitrary<Command> = fc.oneof(
     user: fc.option(fc.constantFrom(...TRAVELLERS), { freq: 2 }),
     offset: fc.integer({ min: -1, max: 1 }),
     limit: fc.integer({ min: 1, max: 3 }),
+    back: fc.constantFrom(0, 0, 1),
   }) },
   ...readArbs(["xp"]),
 );
