@@ -29,7 +29,8 @@ function streakLengthNow(tenant: CompiledTenant, user: ModelUser, now: number): 
 
 /**
  * The user's achievements and metrics reads (lua/readPlan-1.lua: state fields and attributes in
- * one call) against modelUserAchievements and modelUserMetrics; 404 for an unknown user.
+ * one call) against modelUserAchievements and modelUserMetrics, and the profile read against the
+ * model user's fields; 404 for an unknown user.
  */
 export async function expectUserReadsEqual(t: TestApp, tenant: CompiledTenant, model: ModelState, user: string, includeIncomplete: boolean, api: Record<string, string>): Promise<void> {
   const achievements = await t.call("GET", `/v1/users/${encodeURIComponent(user)}/achievements${includeIncomplete ? "?includeIncomplete=true" : ""}`, undefined, api);
@@ -40,6 +41,19 @@ export async function expectUserReadsEqual(t: TestApp, tenant: CompiledTenant, m
     expect([achievements.status, metrics.status], `reads of unknown ${user}`).toEqual([404, 404]);
     return;
   }
+  // GET /v1/users/{id} (lua/readUser-1.lua): the stored profile, attributes and instants.
+  const profile = await t.call("GET", `/v1/users/${encodeURIComponent(user)}`, undefined, api);
+  const u = model.users.get(user)!;
+  const { deviceTokens: _tokens, subscribeToEmails: _subscribed, control: _control, ...shown } = profile.body;
+  expect(shown, `profile of ${user}`).toEqual({
+    id: user,
+    email: u.profile.get("se") === "0" ? null : u.profile.get("em") || null,
+    name: u.profile.get("nm") ?? null,
+    tz: u.profile.get("tz") ?? null,
+    attributes: Object.fromEntries([...u.attributes].filter(([k]) => tenant.userAttributes.has(k))),
+    created: new Date(u.created).toISOString(),
+    updated: new Date(u.updated).toISOString(),
+  });
   const json = (a: { key: string; achievedAt: number | null }) => achievementJson(tenant, tenant.achievementByKey.get(a.key)!, a.achievedAt);
   expect(achievements.body, `achievements of ${user}`).toEqual(expectedAchievements.map((a) => ({ ...json(a), completions: a.completions, rarity: a.rarity })));
   expect(metrics.body.map((m: { key: string; current: number; achievements: unknown[] }) => ({ key: m.key, current: m.current, achievements: m.achievements })), `metrics of ${user}`).toEqual(
