@@ -245,7 +245,8 @@ export function userLeaderboardHandler(tenants: Tenants, clock: Clock) {
       run === null || numEvents === 0 ? [] : store.redis.lrange(store.keys.rankHistory(store.shard(userId), board.key, run, userId), 0, numEvents - 1),
     ]);
     if (found === null) failUserNotFound(userId);
-    if (run === null) return { status: 200, body: { ...head, rank: null, value: null, history: [] } };
+    // The same fields as with a run: breakdownAttributeValue too (it was absent before the board's start).
+    if (run === null) return { status: 200, body: { ...head, rank: null, value: null, breakdownAttributeValue: null, history: [] } };
     // The rank of the entry read, checked against the user's entry after it was counted (an
     // event of the user between the two put the user ahead of themselves: userBoardRank).
     const { own, rank } = await userBoardRank(store, board, run, userId, await entryInRun(store, board, run, userId, found));

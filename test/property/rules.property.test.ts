@@ -547,7 +547,17 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
     if (!board.breakdownAttribute) {
       expect(res.body.rank, `${board.key} rank of ${cmd.user}`).toBe(onOwnGroup ? rank : null);
       expect(res.body.value, `${board.key} value of ${cmd.user}`).toBe(onOwnGroup && rank !== null ? unit(entry.value) : null);
+    } else {
+      // A breakdown board: the rank in the group of the user's entry (the attribute's value at the
+      // user's latest change on the board, whatever the attribute is now).
+      const own = onOwnGroup ? (model.boards.get(`${board.key}:${run}:${entry.breakdown}`) ?? new Map()) : new Map<string, { value: number; reachedAt: number }>();
+      const ordered = modelBoardOrder(own);
+      const position = ordered.findIndex((e) => memberUser(e.member) === cmd.user);
+      const ownRank = position >= 0 && position < board.maxParticipants ? modelRank(board, own, ordered[position]!.value, ordered[position]!.member) : null;
+      expect(res.body.rank, `${board.key} rank of ${cmd.user}`).toBe(ownRank);
+      expect(res.body.value, `${board.key} value of ${cmd.user}`).toBe(ownRank !== null ? unit(entry!.value) : null);
     }
+    expect(res.body.breakdownAttributeValue, `${board.key} group of ${cmd.user}`).toBe(onOwnGroup ? entry.breakdown || null : null);
     // "Around me": offset counts from the user's position.
     query.set("userId", cmd.user);
     query.set("offset", String(cmd.offset));
