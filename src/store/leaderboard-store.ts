@@ -1,6 +1,6 @@
 import type { Redis } from "ioredis";
 import type { CompiledLeaderboard, CompiledTenant } from "../config/compiled.js";
-import { boardMember, compareEntries, firstInBoardOrder, firstRunAfter, lastInBoardOrder, type BoardEntry } from "../domain/leaderboards.js";
+import { boardMember, compareEntries, firstInBoardOrder, firstRunAfter, lastInBoardOrder, memberUser, type BoardEntry } from "../domain/leaderboards.js";
 import { TenantKeys } from "./keys.js";
 import { boardStateNames, userAttributeField } from "./fields.js";
 import { loadLua } from "./lua-loader.js";
@@ -264,7 +264,7 @@ export function boardEntryOf(state: ReadonlyMap<string, unknown>, boardKey: stri
  * A user's entry in a run: the one the scripts keep in the user's state next to the zset entry,
  * for the user's latest run (boardEntryOf). Null when the user has no value in that run. An
  * earlier run (the user has moved in a later one since) is found by the newest change of the
- * run's rank history instead (pastEntry).
+ * run's rank history instead, else among the run's first places on the user's shard (pastEntry).
  */
 export async function userEntry(
   store: TenantStore,
@@ -338,8 +338,10 @@ export async function entryInRun(
 /**
  * The user's entry in a finished run of theirs: the newest history change ({t, v}) names the
  * member (reachedAt = t), confirmed by ZSCORE in the run's set of one of `groups` on the user's
- * shard. A last change that stayed off the board is not in the history (lua updateBoards), so
- * such a user reads as having no value in that run.
+ * shard. A later change that stayed off the board is not in the history (lua updateBoards): then
+ * the entry is looked for among the first maxParticipants of those sets (entryAmongTop), where
+ * it is if others' falls since moved it onto the board (it read as no value in the run before,
+ * though the run's page listed it); anywhere below, it is off the board, as no value reads.
  */
 async function pastEntry(
   store: TenantStore,
@@ -349,17 +351,40 @@ async function pastEntry(
   groups: string[],
 ): Promise<{ value: number; member: string; breakdown: string } | null> {
   const shard = store.shard(userId);
+  const keys = groups.map((g) => store.keys.boardRun(shard, board.key, run, g));
   const newest = await store.redis.lindex(store.keys.rankHistory(shard, board.key, run, userId), 0);
-  if (newest === null) return null;
-  const h = JSON.parse(newest) as { t: number; v: number | null };
-  if (h.v === null) return null;
-  const member = boardMember(h.t, userId);
-  const scores = await readAll<string | null>(
-    store.redis,
-    groups.map((g) => ["zscore", store.keys.boardRun(shard, board.key, run, g), member]),
-  );
-  const at = scores.findIndex((score) => score !== null && Number(score) === h.v);
-  return at < 0 ? null : { value: h.v, member, breakdown: groups[at]! };
+  // No history does not mean no entry: changes off the board before and after write none.
+  const h = newest === null ? null : (JSON.parse(newest) as { t: number; v: number | null });
+  if (h !== null && h.v !== null) {
+    const member = boardMember(h.t, userId);
+    const scores = await readAll<string | null>(store.redis, keys.map((key) => ["zscore", key, member]));
+    const at = scores.findIndex((score) => score !== null && Number(score) === h.v);
+    if (at >= 0) return { value: h.v, member, breakdown: groups[at]! };
+  }
+  return entryAmongTop(store, board, userId, keys, groups);
+}
+
+/**
+ * The user's member among the first maxParticipants entries of each of `keys` (sets of one run on
+ * the user's shard, one a group): a user within the board's first maxParticipants is within its
+ * own shard's. One ZREVRANGE a group, O(log n + maxParticipants); only for a past run's entry the
+ * history does not name.
+ */
+async function entryAmongTop(
+  store: TenantStore,
+  board: CompiledLeaderboard,
+  userId: string,
+  keys: string[],
+  groups: string[],
+): Promise<{ value: number; member: string; breakdown: string } | null> {
+  const lists = await readAll<string[]>(store.redis, keys.map((key) => ["zrevrange", key, 0, board.maxParticipants - 1, "WITHSCORES"]));
+  for (let i = 0; i < lists.length; i++) {
+    const list = lists[i]!;
+    for (let j = 0; j < list.length; j += 2) {
+      if (memberUser(list[j]!) === userId) return { value: Number(list[j + 1]), member: list[j]!, breakdown: groups[i]! };
+    }
+  }
+  return null;
 }
 
 /**
