@@ -7,9 +7,10 @@ import { histogramTop, rangesOfTop } from "./histogram.js";
 import { levelIndex } from "./levels.js";
 import type { AwardRecord, BoardChange, EventInput, EventOutcome, PointsChange, StreakState } from "./outcome.js";
 import { activeRun, boardMember, compareCodePoints, compareEntries, shownThreshold, thresholdOfEntries, type BoardEntry } from "./leaderboards.js";
-import { localDayIndex, periodOfDay, periodStartInstant, streakDeadline, type Frequency } from "./periods.js";
+import { dateToDay, dayToDate, formatDay, localDayIndex, periodEndDay, periodOfDay, periodStartDay, periodStartInstant, streakDeadline, type Frequency } from "./periods.js";
 import { shardOf } from "./shards.js";
-import { coveredPeriod, settleStreak, STREAK_HISTORY_KEPT, type StreakSettlement } from "./streak.js";
+import { coveredPeriod, settleStreak, streakFirstDay, STREAK_HISTORY_KEPT, type StreakSettlement } from "./streak.js";
+import { longestStreakIn } from "./wrapped.js";
 
 /**
  * The reference model: every rule Laurel applies, in plain TypeScript over in-memory state. It is
@@ -71,6 +72,20 @@ export interface ModelUser {
   boards: Map<string, { run: number; value: number; reachedAt: number; breakdown: string; rank: number | null }>;
   /** Newest first, at most AWARDS_KEPT. */
   awards: Map<string, AwardRecord[]>;
+  /**
+   * Per series ("m:<metric>", "p:<system>"): the daily buckets the stream worker keeps from the
+   * records (lua/applyStream-2.lua), oldest first: each day's number of changes, net change and
+   * total after the last (recordSeries).
+   */
+  buckets: Map<string, ModelBucket[]>;
+}
+
+/** One local day of a series (src/domain/buckets.ts DayBucket). */
+export interface ModelBucket {
+  day: number;
+  count: number;
+  change: number;
+  total: number;
 }
 
 export interface ModelState {
@@ -268,7 +283,35 @@ function newUser(now: number, createdDay: number): ModelUser {
     boosts: new Map(),
     boards: new Map(),
     awards: new Map(),
+    buckets: new Map(),
   };
+}
+
+/**
+ * The changes one stream record carries into the daily buckets (lua/applyStream-2.lua): an
+ * event's metric change (micro, with the total after it) and every points change, all on the
+ * record's local day (the event's day on its zone; for other records the day of `now` in the
+ * user's zone after the change). Days only move forward in a series: a day at or before the
+ * series' latest bucket counts in that bucket.
+ */
+function recordSeries(user: ModelUser, day: number, metric: { key: string; change: number; total: number } | null, points: readonly PointsChange[]): void {
+  const add = (series: string, change: number, total: number) => {
+    const buckets = user.buckets.get(series) ?? [];
+    user.buckets.set(series, buckets);
+    const last = buckets.at(-1);
+    if (last !== undefined && day <= last.day) {
+      last.count += 1;
+      last.change += change;
+      last.total = total;
+    } else buckets.push({ day, count: 1, change, total });
+  };
+  if (metric !== null) add(`m:${metric.key}`, metric.change, metric.total);
+  for (const p of points) add(`p:${p.systemKey}`, p.added, p.total);
+}
+
+/** recordSeries for a record other than an event's: on the day of `now` in the user's stored zone. */
+function recordPointsSeries(user: ModelUser, now: number, points: readonly PointsChange[]): void {
+  if (points.length > 0) recordSeries(user, localDayIndex(now, user.profile.get("tz") ?? "UTC"), null, points);
 }
 
 /** lua applyProfile: returns whether a stored value changed. */
@@ -446,6 +489,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
   }
 
   const points = req.commit();
+  recordSeries(user, nowDay, { key: input.metricKey, change: input.valueMicro, total: newTotal }, points);
   const streakLength = extended || settlement.lost > 0 ? s.length : null;
   const boards = updateBoards(tenant, state, input.userId, user, input.now, { metricKey: input.metricKey, value: input.valueMicro, points, streakLength });
   return {
@@ -709,6 +753,174 @@ export function modelUserMetrics(tenant: CompiledTenant, state: ModelState, user
   }));
 }
 
+/** A series' total at the end of `day`: its last bucket's at or before it, 0 before its first. */
+function seriesTotalAt(buckets: readonly ModelBucket[], day: number): number {
+  let total = 0;
+  for (const b of buckets) if (b.day <= day) total = b.total;
+  return total;
+}
+
+/**
+ * GET /v1/users/{id}/metrics/{key}/event-summary and /points/{key}/event-summary
+ * (src/api/event-summary.ts, trophy-compat §2.2 #12, #16): per daily, weekly (ISO) or monthly
+ * period overlapping the local days [from, to], oldest first, its first day, the changes of its
+ * days inside the range and the total at the end of its last day inside it (amounts as stored:
+ * micro for metrics); null for an unknown user.
+ */
+export function modelEventSummary(state: ModelState, userId: string, series: string, from: number, to: number, aggregation: Frequency): { date: string; total: number; change: number }[] | null {
+  const user = state.users.get(userId);
+  if (!user) return null;
+  const buckets = user.buckets.get(series) ?? [];
+  const items: { date: string; total: number; change: number }[] = [];
+  for (let period = periodOfDay(from, aggregation); period <= periodOfDay(to, aggregation); period++) {
+    const first = Math.max(periodStartDay(period, aggregation), from);
+    const last = Math.min(periodEndDay(period, aggregation), to);
+    const change = buckets.filter((b) => b.day >= first && b.day <= last).reduce((sum, b) => sum + b.change, 0);
+    items.push({ date: formatDay(periodStartDay(period, aggregation)), total: seriesTotalAt(buckets, last), change });
+  }
+  return items;
+}
+
+/** One span of wrapped: each metric's and system's total at its end, change in it and percent change; the achievements completed in it. */
+export interface ModelWrappedSpan {
+  from: number;
+  to: number;
+  metrics: { key: string; total: number; change: number; percentChange: number }[];
+  points: { key: string; total: number; change: number; percentChange: number }[];
+  achievements: { key: string; achievedAt: number }[];
+}
+
+export type ModelWrapped =
+  | { status: 404 | 422 }
+  | {
+      status: 200;
+      daysActive: number;
+      weeksActive: number;
+      monthsActive: number;
+      mostActiveDay: ModelWrappedSpan;
+      mostActiveWeek: ModelWrappedSpan;
+      mostActiveMonth: { month: number } & ModelWrappedSpan;
+      entireYear: ModelWrappedSpan;
+      longestStreak: { length: number; periodStart: number | null; periodEnd: number | null; started: number | null };
+    };
+
+/**
+ * GET /v1/users/{id}/wrapped?year= (src/api/wrapped.ts, trophy-compat §3.8, the decisions in
+ * domain/wrapped.ts): the year on the user's calendar; `year` null is the current one in the
+ * user's zone; 422 past it (or past the UTC year + 1, before the user is looked up), 404 for an
+ * unknown user. Active days: days with a metric event; the most active day, ISO week (clipped to
+ * the year) and month by events, ties to the earliest, none: the first. percentChange: change ÷
+ * |total before| × 100 truncated to one decimal, 100 from 0, 0 without change.
+ */
+export function modelWrapped(tenant: CompiledTenant, state: ModelState, userId: string, year: number | null, now: number): ModelWrapped {
+  const yearOf = (tz: string) => dayToDate(localDayIndex(now, tz)).y;
+  if (year !== null && (year < 1 || year > yearOf("UTC") + 1)) return { status: 422 };
+  const user = state.users.get(userId);
+  if (!user) return { status: 404 };
+  const tz = user.profile.get("tz") ?? "UTC";
+  const y = year ?? yearOf(tz);
+  if (y > yearOf(tz)) return { status: 422 };
+  const yearFrom = dateToDay(y, 1, 1);
+  const yearTo = dateToDay(y + 1, 1, 1) - 1;
+  const perDay = new Map<number, number>();
+  for (const m of tenant.metrics) {
+    for (const b of user.buckets.get(`m:${m.key}`) ?? []) if (b.day >= yearFrom && b.day <= yearTo) perDay.set(b.day, (perDay.get(b.day) ?? 0) + b.count);
+  }
+  const busiest = (keyOf: (day: number) => number, none: number): number => {
+    const counts = new Map<number, number>();
+    for (const [day, n] of perDay) counts.set(keyOf(day), (counts.get(keyOf(day)) ?? 0) + n);
+    let best = none;
+    let most = 0;
+    for (const [key, n] of [...counts].sort(([a], [b]) => a - b)) if (n > most) [best, most] = [key, n];
+    return best;
+  };
+  const percent = (before: number, change: number) => (change === 0 ? 0 : before === 0 ? 100 : Math.trunc((change / Math.abs(before)) * 1000) / 10);
+  const seriesIn = (series: string, from: number, to: number) => {
+    const buckets = user.buckets.get(series) ?? [];
+    const before = seriesTotalAt(buckets, from - 1);
+    const change = buckets.filter((b) => b.day >= from && b.day <= to).reduce((sum, b) => sum + b.change, 0);
+    return { total: before + change, change, percentChange: percent(before, change) };
+  };
+  const span = (from: number, to: number): ModelWrappedSpan => ({
+    from,
+    to,
+    metrics: tenant.metrics.map((m) => ({ key: m.key, ...seriesIn(`m:${m.key}`, from, to) })),
+    points: tenant.systems.map((s) => ({ key: s.key, ...seriesIn(`p:${s.key}`, from, to) })),
+    achievements: tenant.achievements
+      .filter((a) => user.achievements.has(a.key))
+      .map((a) => ({ key: a.key, achievedAt: user.achievements.get(a.key)! }))
+      .filter((a) => localDayIndex(a.achievedAt, tz) >= from && localDayIndex(a.achievedAt, tz) <= to),
+  });
+  const day = busiest((d) => d, yearFrom);
+  const week = busiest((d) => periodOfDay(d, "weekly"), periodOfDay(yearFrom, "weekly"));
+  const month = busiest((d) => dayToDate(d).m - 1, 0);
+  const frequency = tenant.streak?.frequency ?? "daily";
+  const fromPeriod = periodOfDay(yearFrom, frequency);
+  const toPeriod = periodOfDay(yearTo, frequency);
+  const history = [...(state.streakHistory.get(userId) ?? [])].filter(([period]) => period <= toPeriod).map(([, member]) => member);
+  const longest = longestStreakIn(history, fromPeriod, toPeriod);
+  const s = user.streak;
+  return {
+    status: 200,
+    daysActive: perDay.size,
+    weeksActive: new Set([...perDay.keys()].map((d) => periodOfDay(d, "weekly"))).size,
+    monthsActive: new Set([...perDay.keys()].map((d) => dayToDate(d).m)).size,
+    mostActiveDay: span(day, day),
+    mostActiveWeek: span(Math.max(periodStartDay(week, "weekly"), yearFrom), Math.min(periodEndDay(week, "weekly"), yearTo)),
+    mostActiveMonth: { month, ...span(dateToDay(y, month + 1, 1), dateToDay(y, month + 2, 1) - 1) },
+    entireYear: span(yearFrom, yearTo),
+    longestStreak: {
+      length: longest.length,
+      periodStart: longest.startPeriod === null ? null : periodStartDay(longest.startPeriod, frequency),
+      periodEnd: longest.endPeriod === null ? null : periodEndDay(longest.endPeriod, frequency),
+      // The day the streak began is known for the user's last streak (its start period the stored one).
+      started: longest.startPeriod === null ? null : streakFirstDay(longest.startPeriod, longest.startPeriod === s.startPeriod ? s.startDay : null, frequency),
+    },
+  };
+}
+
+/**
+ * A board's status in GET /v1/leaderboards (README, Leaderboards: by the service clock's UTC day):
+ * scheduled before its start day, finished from its end day (exclusive end) on, else active.
+ */
+export function modelBoardStatus(board: CompiledLeaderboard, now: number): "scheduled" | "active" | "finished" {
+  const day = Math.floor(now / 86_400_000);
+  if (day < board.startDay) return "scheduled";
+  return board.endDay !== null && day >= board.endDay ? "finished" : "active";
+}
+
+/**
+ * keepFinishedRuns (README, Leaderboards): the first run a read still finds; a board keeps its
+ * newest `keepFinishedRuns` finished runs and the active one, all of them without the setting.
+ */
+export function modelFirstKeptRun(board: CompiledLeaderboard, now: number): number {
+  const status = modelBoardStatus(board, now);
+  if (board.keepFinishedRuns === null || status === "scheduled") return 0;
+  const day = Math.floor(now / 86_400_000);
+  // The run holding the day (the active one), or the day before the end (the last one).
+  let current = 0;
+  while (runFirstDay(board, current + 1) <= (status === "active" ? day : board.endDay! - 1)) current++;
+  const newestFinished = status === "active" ? current - 1 : current;
+  return Math.max(0, newestFinished - board.keepFinishedRuns + 1);
+}
+
+/** The first UTC day of a board's run k: k intervals of days, months or years after its start (a 31st kept as the month's last day). */
+function runFirstDay(board: CompiledLeaderboard, run: number): number {
+  if (board.runUnit === null) return run === 0 ? board.startDay : Infinity;
+  if (board.runUnit === "day") return board.startDay + run * board.runInterval!;
+  const { y, m, d } = dayToDate(board.startDay);
+  const months = m - 1 + run * board.runInterval! * (board.runUnit === "year" ? 12 : 1);
+  const year = y + Math.floor(months / 12);
+  const month = (months % 12) + 1;
+  return Math.min(dateToDay(year, month, d), dateToDay(year, month + 1, 1) - 1);
+}
+
+/** A boost's status (trophy-compat §5.5): finished from its end on (an empty window, a cancelled scheduled boost, at once), scheduled before its start, else active. */
+export function modelBoostStatus(start: number, end: number | null, now: number): "scheduled" | "active" | "finished" {
+  if (end !== null && (now >= end || end <= start)) return "finished";
+  return now < start ? "scheduled" : "active";
+}
+
 /* ---------- Identify, completion, time triggers, admin: the other writers of user state ---------- */
 
 export type ModelUpsertMode = "upsert" | "update" | "prefs";
@@ -753,6 +965,7 @@ export function applyUpsert(
   if (!existing && mode !== "upsert") return { status: "missing", points: [] };
   const { user, req } = identifyUser(tenant, state, userId, profile, now);
   const points = req.commit();
+  recordPointsSeries(user, now, points);
   updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
   return { status: existing ? "updated" : "created", points };
 }
@@ -776,6 +989,7 @@ export function applyComplete(
     req.complete(achievement);
     if (req.completed.length === 0) return { status: "already", achievedAt: done, completed: [], points: [] };
     const points = req.commit();
+    recordPointsSeries(existing, now, points);
     updateBoards(tenant, state, userId, existing, now, { metricKey: null, value: 0, points, streakLength: null });
     return { status: "already", achievedAt: done, completed: req.completed, points };
   }
@@ -786,6 +1000,7 @@ export function applyComplete(
   const { user, req } = identifyUser(tenant, state, userId, profile, now);
   req.complete(achievement);
   const points = req.commit();
+  recordPointsSeries(user, now, points);
   updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
   return { status: "completed", completed: req.completed, points };
 }
@@ -810,6 +1025,7 @@ export function applyTimeTicks(tenant: CompiledTenant, state: ModelState, now: n
       const system = tenant.systemByKey.get(t.systemKey)!;
       if (req.matches(t.userAttributes)) req.award(system, t.key, intervalPoints(req.boostWindows(system), t.points, dueAt, t.intervalMs, n), true);
       const points = req.commit();
+      recordPointsSeries(user, now, points);
       updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
       due.set(userId, dueAt + n * t.intervalMs);
     }

@@ -1,8 +1,11 @@
 import { expect } from "vitest";
 import type { CompiledTenant } from "../../src/config/compiled.js";
 import { fromMicro } from "../../src/domain/decimal.js";
-import { modelPointsSummary, modelStreakRankings, modelUserAchievements, modelUserMetrics, streakState, type ModelState, type ModelUser } from "../../src/domain/model.js";
-import { localDayIndex, periodOfDay } from "../../src/domain/periods.js";
+import { modelEventSummary, modelPointsSummary, modelStreakRankings, modelUserAchievements, modelUserMetrics, modelWrapped, streakState, type ModelState, type ModelUser, type ModelWrappedSpan } from "../../src/domain/model.js";
+import { formatDay, localDayIndex, periodOfDay, type Frequency } from "../../src/domain/periods.js";
+import { userJson } from "../../src/api/users.js";
+import { bucketWorker } from "../helpers/worker.js";
+import { onTheWire } from "../helpers/wire.js";
 import { settleCopy, viewStreak } from "../../src/domain/streak.js";
 import { achievementJson } from "../../src/api/wire.js";
 import type { TestApp } from "../helpers/app.js";
@@ -86,4 +89,89 @@ export async function expectStreakListEqual(t: TestApp, tenant: CompiledTenant, 
     return { userId, streakLength: length, extended: user ? extendedJson(user, length) : null };
   });
   expect(res.body, `streaks of ${users.join(",")}`).toEqual(items.sort((a, b) => b.streakLength - a.streakLength));
+}
+
+/** The stream worker applies what the streams hold (the event summaries and wrapped read its buckets). */
+async function drainBuckets(t: TestApp): Promise<void> {
+  await bucketWorker(t).drain();
+}
+
+/**
+ * GET /v1/users/{id}/metrics|points/{key}/event-summary over the local days [from, to] against
+ * modelEventSummary, once the stream worker has applied the streams; 404 for an unknown user,
+ * 422 for a range backwards or longer than 400 days.
+ */
+export async function expectEventSummaryEqual(t: TestApp, tenant: CompiledTenant, model: ModelState, user: string, series: string, aggregation: Frequency, from: number, to: number, api: Record<string, string>): Promise<void> {
+  await drainBuckets(t);
+  const [kind, key] = series.split(":") as ["m" | "p", string];
+  const path = `/v1/users/${encodeURIComponent(user)}/${kind === "m" ? "metrics" : "points"}/${key}/event-summary?aggregation=${aggregation}&startDate=${formatDay(from)}&endDate=${formatDay(to)}`;
+  const res = await t.call("GET", path, undefined, api);
+  if (from > to || to - from > 400) {
+    expect(res.status, path).toBe(422);
+    return;
+  }
+  const expected = modelEventSummary(model, user, series, from, to, aggregation);
+  if (expected === null) {
+    expect(res.status, path).toBe(404);
+    return;
+  }
+  const wire = kind === "m" ? fromMicro : (n: number) => n;
+  expect({ status: res.status, body: res.body }, path).toEqual({ status: 200, body: expected.map((i) => ({ ...i, total: wire(i.total), change: wire(i.change) })) });
+}
+
+/** GET /v1/users/{id}/wrapped[?year=] against modelWrapped, once the stream worker has applied the streams. */
+export async function expectWrappedEqual(t: TestApp, tenant: CompiledTenant, model: ModelState, user: string, year: number | null, now: number, api: Record<string, string>): Promise<void> {
+  await drainBuckets(t);
+  const path = `/v1/users/${encodeURIComponent(user)}/wrapped${year === null ? "" : `?year=${year}`}`;
+  const res = await t.call("GET", path, undefined, api);
+  const expected = modelWrapped(tenant, model, user, year, now);
+  if (expected.status !== 200) {
+    expect(res.status, path).toBe(expected.status);
+    return;
+  }
+  const u = model.users.get(user)!;
+  const fields = new Map([...u.profile, ...[...u.attributes].map(([k, v]) => [`ua:${k}`, v] as [string, string])]);
+  const period = (s: ModelWrappedSpan) => ({
+    metrics: Object.fromEntries(
+      s.metrics.map((m) => {
+        const metric = tenant.metricByKey.get(m.key)!;
+        return [m.key, { name: metric.name, units: metric.units, currentTotal: fromMicro(m.total), changeThisPeriod: fromMicro(m.change), percentChange: m.percentChange, byAttribute: {} }];
+      }),
+    ),
+    points: Object.fromEntries(
+      s.points.map((p) => {
+        const system = tenant.systemByKey.get(p.key)!;
+        return [p.key, { name: system.name, description: system.description, currentTotal: p.total, changeThisPeriod: p.change, percentChange: p.percentChange }];
+      }),
+    ),
+    achievements: s.achievements.map((a) => achievementJson(tenant, tenant.achievementByKey.get(a.key)!, a.achievedAt)),
+    leaderboards: {},
+  });
+  const day = (d: number | null) => (d === null ? null : formatDay(d));
+  expect({ status: res.status, body: res.body }, path).toEqual(
+    onTheWire({
+      status: 200,
+      body: {
+        user: userJson(tenant, user, { created: u.created, updated: u.updated, fields }),
+        activity: {
+          daysActive: expected.daysActive,
+          weeksActive: expected.weeksActive,
+          monthsActive: expected.monthsActive,
+          mostActiveDay: { date: formatDay(expected.mostActiveDay.from), ...period(expected.mostActiveDay) },
+          mostActiveWeek: { start: formatDay(expected.mostActiveWeek.from), end: formatDay(expected.mostActiveWeek.to), ...period(expected.mostActiveWeek) },
+          mostActiveMonth: { month: expected.mostActiveMonth.month, ...period(expected.mostActiveMonth) },
+          entireYear: {
+            ...period(expected.entireYear),
+            longestStreak: {
+              length: expected.longestStreak.length,
+              frequency: tenant.streak?.frequency ?? "daily",
+              periodStart: day(expected.longestStreak.periodStart),
+              periodEnd: day(expected.longestStreak.periodEnd),
+              started: day(expected.longestStreak.started),
+            },
+          },
+        },
+      },
+    }),
+  );
 }

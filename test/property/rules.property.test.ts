@@ -24,8 +24,13 @@ import {
   modelBoardOrder,
   modelRank,
   refreshThresholds,
+  modelBoardStatus,
+  modelBoostStatus,
+  modelFirstKeptRun,
   type ModelState,
 } from "../../src/domain/model.js";
+import { boardJson } from "../../src/api/leaderboards.js";
+import { deleteOldRuns } from "../../src/jobs/run-retention.js";
 import { activeRun, boardStatus, memberUser, runOfDay, runStartDay } from "../../src/domain/leaderboards.js";
 import { fromMicro } from "../../src/domain/decimal.js";
 import type { CompiledTenant } from "../../src/config/compiled.js";
@@ -38,7 +43,7 @@ import { globalBoostJson, userBoostJson } from "../../src/api/boosts.js";
 import { userFiltersMatch } from "../../src/domain/filters.js";
 import { startAppOnOwnRedis, type TestApp } from "../helpers/app.js";
 import { expectStateEqual } from "./state-check.js";
-import { expectRankingsEqual, expectStreakListEqual, expectSummaryEqual, expectUserReadsEqual, extendedJson } from "./read-check.js";
+import { expectEventSummaryEqual, expectRankingsEqual, expectStreakListEqual, expectSummaryEqual, expectUserReadsEqual, expectWrappedEqual, extendedJson } from "./read-check.js";
 import { propertyParameters } from "../helpers/property.js";
 import { spelled } from "../helpers/zones.js";
 
@@ -83,7 +88,10 @@ type Command =
   | { kind: "rankings"; type: "active" | "longest"; limit: number }
   | { kind: "streaks"; users: string[] }
   | { kind: "userReads"; user: string; includeIncomplete: boolean }
-  | { kind: "boostsRead"; user: string; system: "xp" | "gems" | "coins"; includeFinished: boolean };
+  | { kind: "boostsRead"; user: string; system: "xp" | "gems" | "coins"; includeFinished: boolean; scope?: "user" | "global" | "admin" | "adminOfUser" }
+  | { kind: "boardList"; includeFinished: boolean }
+  | { kind: "eventSummary"; user: string; series: string; aggregation: "daily" | "weekly" | "monthly"; back: number; days: number }
+  | { kind: "wrapped"; user: string; year: number | null };
 
 const HOUR = 3_600_000;
 const SUMMARY_FILTERS = [null, "plan:pro", "plan:free", "region:eu", "region:us", "plan:pro,region:eu", "region:us,plan:free", "region:mars"];
@@ -133,7 +141,17 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
   }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("endBoost" as const), pick: fc.nat(10) }) },
   // GET /v1/users/{id}/points/{key}/boosts: the global boosts whose cohort the user is in, then the user's own.
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant("boostsRead" as const), user: fc.constantFrom(...USERS), system: fc.constantFrom("xp" as const, "gems" as const, "coins" as const), includeFinished: fc.boolean() }) },
+  // Also the system's global boosts (GET /v1/points/{key}/boosts) and the admin listing of user
+  // boosts (GET /admin/v1/points/{key}/boosts), of every user or of one (userId=).
+  { weight: 1, arbitrary: fc.record({
+    kind: fc.constant("boostsRead" as const),
+    user: fc.constantFrom(...USERS),
+    system: fc.constantFrom("xp" as const, "gems" as const, "coins" as const),
+    includeFinished: fc.boolean(),
+    scope: fc.constantFrom("user" as const, "user" as const, "global" as const, "admin" as const, "adminOfUser" as const),
+  }) },
+  // GET /v1/leaderboards: every board's status (gems-region scheduled, active, then finished).
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("boardList" as const), includeFinished: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("freeze" as const), user: fc.constantFrom(...USERS), count: fc.integer({ min: 1, max: 3 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("restore" as const), user: fc.constantFrom(...USERS) }) },
   { weight: 3, arbitrary: fc.record({
@@ -187,6 +205,19 @@ function readArbs(systems: ("xp" | "gems" | "coins")[]): { weight: number; arbit
     { weight: 1, arbitrary: fc.record({ kind: fc.constant("rankings" as const), type: fc.constantFrom("active" as const, "longest" as const), limit: fc.integer({ min: 1, max: 4 }) }) },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant("streaks" as const), users: fc.uniqueArray(fc.constantFrom(...USERS, "nobody"), { minLength: 1, maxLength: 4 }) }) },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant("userReads" as const), user: fc.constantFrom(...USERS), includeIncomplete: fc.boolean() }) },
+    // The event summaries over local days from `back` days before today (UTC) for `days` more
+    // (a range backwards or past 400 days sometimes: 422), and wrapped of the current year in the
+    // user's zone (no year), or of the UTC year moved by `year`: the one before, this one, the
+    // next (the current one in zones ahead near New Year, else 422) or the one after (422).
+    { weight: 1, arbitrary: fc.record({
+      kind: fc.constant("eventSummary" as const),
+      user: fc.constantFrom(...USERS),
+      series: fc.constantFrom("m:lessons", "m:quiz", ...systems.map((s) => `p:${s}`)),
+      aggregation: fc.constantFrom("daily" as const, "weekly" as const, "monthly" as const),
+      back: fc.oneof(fc.integer({ min: 0, max: 12 }), fc.integer({ min: 0, max: 120 }), fc.constant(400), fc.constant(800)),
+      days: fc.oneof(fc.integer({ min: 0, max: 15 }), fc.integer({ min: 0, max: 400 }), fc.constantFrom(-1, 401)),
+    }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant("wrapped" as const), user: fc.constantFrom(...USERS), year: fc.constantFrom(null, null, -1, 0, 0, 1, 2) }) },
   ];
 }
 
@@ -219,6 +250,13 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
   const model: ModelState = emptyState();
   const boosts: { id: string; user: string; system: string; start: number; end: number | null; multiplier: number; rounding: "down" | "up" | "nearest"; created: number }[] = [];
 
+  // The run retention job (src/jobs/run-retention.ts) as the manual clock's move runs it: the runs
+  // of keepFinishedRuns boards before the first kept one deleted (an outage's move runs nothing).
+  const deleteRuns = async (at: number) => {
+    for (const board of tenant.leaderboards) if (board.keepFinishedRuns !== null) await deleteOldRuns(store, board, at);
+  };
+  await deleteRuns(START);
+
   for (const cmd of commands) {
     const now = clock.now();
     switch (cmd.kind) {
@@ -230,6 +268,7 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
         refreshThresholds(tenant, model, clock.now());
         for (let i = 1; i <= store.tenantRules.rules.tt.length; i++) await runTimeTrigger(store, i, clock.now());
         applyTimeTicks(tenant, model, clock.now());
+        await deleteRuns(clock.now());
         break;
       }
       case "sweep": {
@@ -240,6 +279,7 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
           refreshThresholds(tenant, model, clock.now());
           for (let i = 1; i <= store.tenantRules.rules.tt.length; i++) await runTimeTrigger(store, i, clock.now());
           applyTimeTicks(tenant, model, clock.now());
+          await deleteRuns(clock.now());
         }
         const changed = await sweepExpiredStreaks(store, clock.now());
         expect(changed, "users the sweep changed").toBe(applyStreakSweep(tenant, model, clock.now()));
@@ -270,20 +310,50 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
         await expectStreakListEqual(t, tenant, model, cmd.users, now, API);
         break;
       }
+      case "boardList": {
+        const res = await t.call("GET", `/v1/leaderboards${cmd.includeFinished ? "?includeFinished=true" : ""}`, undefined, API);
+        const expected = tenant.leaderboards.map((b) => ({ ...boardJson(tenant, b), status: modelBoardStatus(b, now) })).filter((b) => cmd.includeFinished || b.status !== "finished");
+        expect({ status: res.status, body: res.body }, "leaderboards").toEqual(onTheWire({ status: 200, body: expected }));
+        break;
+      }
       case "boostsRead": {
+        const system = tenant.systemByKey.get(cmd.system)!;
+        // Each boost's status as the model reads it (modelBoostStatus), the rest of its fields as sent or configured.
+        const withStatus = (b: object, start: number, end: number | null) => ({ ...b, status: modelBoostStatus(start, end, now) });
+        const listed = (list: { status: string }[]) => list.filter((b) => cmd.includeFinished || b.status !== "finished");
+        const ownBoosts = (user: string | null) =>
+          boosts
+            .filter((b) => (user === null || b.user === user) && b.system === cmd.system)
+            .sort((a, b) => a.created - b.created || a.id.localeCompare(b.id))
+            .map((b) => withStatus(userBoostJson(system, { ...b, name: "b", userId: b.user, pointsSystemKey: b.system }, now), b.start, b.end));
+        const globalBoosts = (attributes: Map<string, string> | null) =>
+          system.boosts.filter((b) => attributes === null || userFiltersMatch(b.userAttributes, attributes)).map((b) => withStatus(globalBoostJson(system, b, now), b.start, b.end));
+        if (cmd.scope === "global" || cmd.scope === "admin" || cmd.scope === "adminOfUser") {
+          const path =
+            cmd.scope === "global"
+              ? `/v1/points/${cmd.system}/boosts?includeFinished=${cmd.includeFinished}`
+              : `/admin/v1/points/${cmd.system}/boosts?includeFinished=${cmd.includeFinished}${cmd.scope === "adminOfUser" ? `&userId=${cmd.user}` : ""}`;
+          const res = await t.call("GET", path, undefined, cmd.scope === "global" ? API : ADMIN);
+          const expected = cmd.scope === "global" ? globalBoosts(null) : ownBoosts(cmd.scope === "admin" ? null : cmd.user);
+          expect({ status: res.status, body: res.body }, path).toEqual({ status: 200, body: listed(expected) });
+          break;
+        }
         const res = await t.call("GET", `/v1/users/${cmd.user}/points/${cmd.system}/boosts?includeFinished=${cmd.includeFinished}`, undefined, API);
         const user = model.users.get(cmd.user);
         if (!user) {
           expect(res.status).toBe(404);
           break;
         }
-        const system = tenant.systemByKey.get(cmd.system)!;
-        const global = system.boosts.filter((b) => userFiltersMatch(b.userAttributes, user.attributes)).map((b) => globalBoostJson(system, b, now));
-        const own = boosts
-          .filter((b) => b.user === cmd.user && b.system === cmd.system)
-          .sort((a, b) => a.created - b.created || a.id.localeCompare(b.id))
-          .map((b) => userBoostJson(system, { ...b, name: "b", userId: b.user, pointsSystemKey: b.system }, now));
-        expect(res.body, `${cmd.system} boosts of ${cmd.user}`).toEqual([...global, ...own].filter((b) => cmd.includeFinished || b.status !== "finished"));
+        expect(res.body, `${cmd.system} boosts of ${cmd.user}`).toEqual(listed([...globalBoosts(user.attributes), ...ownBoosts(cmd.user)]));
+        break;
+      }
+      case "eventSummary": {
+        const today = localDayIndex(now, "UTC");
+        await expectEventSummaryEqual(t, tenant, model, cmd.user, cmd.series, cmd.aggregation, today - cmd.back, today - cmd.back + cmd.days, API);
+        break;
+      }
+      case "wrapped": {
+        await expectWrappedEqual(t, tenant, model, cmd.user, cmd.year === null ? null : new Date(now).getUTCFullYear() + cmd.year, now, API);
         break;
       }
       case "userReads": {
@@ -465,6 +535,7 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
     }
   }
   await expectStateEqual(t, tenant, model);
+  await expectRunsDeleted(tenant, model, clock.now());
   // The final reads change nothing: all in flight at once (the service gathers those of one turn
   // into shared calls, store/reads-in-batch.ts, which each must still answer as if alone).
   const now = clock.now();
@@ -512,6 +583,28 @@ function msToDue(tenant: CompiledTenant, model: ModelState, cmd: Extract<Command
 }
 
 /** A page of a board and a user's entry, against the model's board order and rank rule. */
+/**
+ * After the retention job at `now`: no key of a keepFinishedRuns board's run before the first kept
+ * one is left (its sets, group lists, rank histories), and every kept run the model has entries in
+ * still has its set.
+ */
+async function expectRunsDeleted(tenant: CompiledTenant, model: ModelState, now: number): Promise<void> {
+  const store = t.app.tenants.all.find((c) => c.tenant.id === tenant.id)!.store;
+  for (const board of tenant.leaderboards) {
+    if (board.keepFinishedRuns === null) continue;
+    await deleteOldRuns(store, board, now);
+    const first = modelFirstKeptRun(board, now);
+    const keys = await t.redis.keys(`{${tenant.id}:*}:l[bgh]:${board.key}:*`);
+    const runs = keys.map((k) => Number(/:l[bgh]:[^:]+:(\d+)/.exec(k)![1]));
+    expect(runs.filter((r) => r < first), `${board.key} runs before ${first} left`).toEqual([]);
+    for (const [key, entries] of model.boards) {
+      const [boardKey, run, group] = key.split(":");
+      if (boardKey !== board.key || Number(run) < first || entries.size === 0) continue;
+      expect(keys.some((k) => k.endsWith(`:lb:${board.key}:${run}${group ? `:${group}` : ""}`)), `${key} kept`).toBe(true);
+    }
+  }
+}
+
 async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd: Extract<Command, { kind: "board" }>, now: number, api: Record<string, string>): Promise<void> {
   const board = tenant.leaderboardByKey.get(cmd.board)!;
   const query = new URLSearchParams({ limit: String(cmd.limit) });
@@ -522,6 +615,17 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
   const back = (cmd.user === null || !board.breakdownAttribute) && board.runUnit !== null && current !== null && current - (cmd.back ?? 0) >= 0 ? (cmd.back ?? 0) : 0;
   const run = current === null ? null : current - back;
   if (back > 0) query.set("run", formatDay(runStartDay(board, run!)));
+  if (run !== null && run < modelFirstKeptRun(board, now)) {
+    // A run past keepFinishedRuns: refused by every read, whether or not its keys are deleted yet.
+    const gone = { status: 404, body: { error: `The run of ${board.key} from ${query.get("run")} is no longer kept (keepFinishedRuns: ${board.keepFinishedRuns})` } };
+    const page = await t.call("GET", `/v1/leaderboards/${board.key}?${query}`, undefined, api);
+    expect({ status: page.status, body: page.body }, `${board.key} run ${query.get("run")} page`).toEqual(gone);
+    if (cmd.user !== null && model.users.has(cmd.user)) {
+      const res = await t.call("GET", `/v1/users/${cmd.user}/leaderboards/${board.key}?run=${query.get("run")}`, undefined, api);
+      expect({ status: res.status, body: res.body }, `${board.key} run ${query.get("run")} of ${cmd.user}`).toEqual(gone);
+    }
+    return;
+  }
   const group = run === null ? new Map() : (model.boards.get(`${board.key}:${run}:${board.breakdownAttribute ? cmd.region : ""}`) ?? new Map());
   const order = modelBoardOrder(group);
   const unit = (v: number) => (board.rankBy === "metric" ? fromMicro(v) : v);
