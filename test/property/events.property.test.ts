@@ -15,7 +15,7 @@ import { levelOf } from "../../src/domain/levels.js";
 import { localDayIndex, periodOfDay, periodStartInstant } from "../../src/domain/periods.js";
 import { startAppOnOwnRedis, type TestApp } from "../helpers/app.js";
 import { expectStateEqual } from "./state-check.js";
-import { expectRankingsEqual, expectStreakListEqual, expectSummaryEqual, expectUserReadsEqual } from "./read-check.js";
+import { drainBuckets, expectEventSummaryEqual, expectRankingsEqual, expectStreakListEqual, expectSummaryEqual, expectUserReadsEqual, expectWrappedEqual } from "./read-check.js";
 import { propertyParameters } from "../helpers/property.js";
 import { spelled } from "../helpers/zones.js";
 
@@ -238,6 +238,7 @@ async function runSequence(commands: Command[]): Promise<void> {
   // points summary (totals at caps, floors and past 1000), the streak rankings (the non-ASCII id
   // among ties), every user's streak length and achievements and metrics.
   const reads: Promise<void>[] = [];
+  await drainBuckets(t);
   for (const [tenantId, model] of models) {
     // The sequence's tenant (the others hold no user).
     if (model.users.size === 0) continue;
@@ -247,6 +248,19 @@ async function runSequence(commands: Command[]): Promise<void> {
     for (const type of ["active", "longest"] as const) reads.push(expectRankingsEqual(t, model, type, 2, clock.now(), headers));
     reads.push(expectStreakListEqual(t, tenant, model, [...USERS, "nobody"], clock.now(), headers));
     for (const user of USERS) reads.push(expectUserReadsEqual(t, tenant, model, user, true, headers));
+    // Each user's event summaries of every metric and system from the day before the start (on
+    // the UTC calendar: a day before it in zones behind) to the day after now, at most 400 days,
+    // one aggregation a series (turn by turn over sequences); wrapped of the current year in the
+    // user's zone and of the start's year.
+    const now = clock.now();
+    const from = localDayIndex(START, "UTC") - 1;
+    const to = Math.min(localDayIndex(now, "UTC") + 1, from + 400);
+    const series = [...tenant.metrics.map((m) => `m:${m.key}`), ...tenant.systems.map((s) => `p:${s.key}`)];
+    const aggregations = ["daily", "weekly", "monthly"] as const;
+    for (const [u, user] of USERS.entries()) {
+      series.forEach((name, i) => reads.push(expectEventSummaryEqual(t, tenant, model, user, name, aggregations[(commands.length + u + i) % 3]!, from, to, headers, false)));
+      for (const year of [null, new Date(START).getUTCFullYear()]) reads.push(expectWrappedEqual(t, tenant, model, user, year, now, headers, false));
+    }
   }
   await Promise.all(reads);
 }
@@ -265,6 +279,23 @@ describe("event path: HTTP + Lua equals the reference model", () => {
   it("agrees on the newest 100 awards of a user who has more", async () => {
     const lessons = Array.from({ length: 101 }, (): Command => ({ kind: "event", tenant: "propd", user: "u0", metric: 0, value: 1, tz: null, idem: null, email: false }));
     await runSequence([...lessons, { kind: "read", tenant: "propd", user: "u0", system: 0, awards: 100 }]);
+  });
+
+  // Wrapped without a year near New Year: the current year is the user's zone's (2027 already in
+  // Kiritimati at 11:00 UTC on 31 December, still 2026 in Pago Pago and UTC), read after a move
+  // to a zone across the line; the event summaries across the year's end on each calendar.
+  it("agrees on wrapped's current year and the event summaries in zones either side of New Year", async () => {
+    const event = (user: string, tz: string | null, value = 1): Command => ({ kind: "event", tenant: "propd", user, metric: 0, value, tz, idem: null, email: false });
+    await runSequence([
+      event("u0", "Pacific/Kiritimati"),
+      event("u1", "Pacific/Pago_Pago"),
+      event("ü/3 ☃", "UTC"),
+      { kind: "advance", ms: Date.parse("2026-12-31T11:00:00Z") - START },
+      event("u0", null, 2),
+      event("u1", null, 3),
+      event("ü/3 ☃", "Pacific/Kiritimati", 4),
+      { kind: "move", tenant: "propd", user: "u1", tz: "Pacific/Kiritimati" },
+    ]);
   });
 
   // The metric total's range, ±9e9 units (MAX_TOTAL_MICRO): a total reaching either end exactly is

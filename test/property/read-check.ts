@@ -91,8 +91,8 @@ export async function expectStreakListEqual(t: TestApp, tenant: CompiledTenant, 
   expect(res.body, `streaks of ${users.join(",")}`).toEqual(items.sort((a, b) => b.streakLength - a.streakLength));
 }
 
-/** The stream worker applies what the streams hold (the event summaries and wrapped read its buckets). */
-async function drainBuckets(t: TestApp): Promise<void> {
+/** The stream worker applies what the streams hold (the event summaries and wrapped read its buckets; `drain` false: the caller did). */
+export async function drainBuckets(t: TestApp): Promise<void> {
   await bucketWorker(t).drain();
 }
 
@@ -101,8 +101,8 @@ async function drainBuckets(t: TestApp): Promise<void> {
  * modelEventSummary, once the stream worker has applied the streams; 404 for an unknown user,
  * 422 for a range backwards or longer than 400 days.
  */
-export async function expectEventSummaryEqual(t: TestApp, tenant: CompiledTenant, model: ModelState, user: string, series: string, aggregation: Frequency, from: number, to: number, api: Record<string, string>): Promise<void> {
-  await drainBuckets(t);
+export async function expectEventSummaryEqual(t: TestApp, tenant: CompiledTenant, model: ModelState, user: string, series: string, aggregation: Frequency, from: number, to: number, api: Record<string, string>, drain = true): Promise<void> {
+  if (drain) await drainBuckets(t);
   const [kind, key] = series.split(":") as ["m" | "p", string];
   const path = `/v1/users/${encodeURIComponent(user)}/${kind === "m" ? "metrics" : "points"}/${key}/event-summary?aggregation=${aggregation}&startDate=${formatDay(from)}&endDate=${formatDay(to)}`;
   const res = await t.call("GET", path, undefined, api);
@@ -120,8 +120,8 @@ export async function expectEventSummaryEqual(t: TestApp, tenant: CompiledTenant
 }
 
 /** GET /v1/users/{id}/wrapped[?year=] against modelWrapped, once the stream worker has applied the streams. */
-export async function expectWrappedEqual(t: TestApp, tenant: CompiledTenant, model: ModelState, user: string, year: number | null, now: number, api: Record<string, string>): Promise<void> {
-  await drainBuckets(t);
+export async function expectWrappedEqual(t: TestApp, tenant: CompiledTenant, model: ModelState, user: string, year: number | null, now: number, api: Record<string, string>, drain = true): Promise<void> {
+  if (drain) await drainBuckets(t);
   const path = `/v1/users/${encodeURIComponent(user)}/wrapped${year === null ? "" : `?year=${year}`}`;
   const res = await t.call("GET", path, undefined, api);
   const expected = modelWrapped(tenant, model, user, year, now);
