@@ -967,6 +967,10 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
       lesson("r0"),
       { kind: "streak", user: "r0", periods: 3 },
       { kind: "streak", user: "r1", periods: 3 },
+      // Wrapped's longest streak of each year from the trimmed history, and the summaries back 400 days.
+      ...[-2, -1, 0].flatMap((year): Command[] => USERS.slice(0, 2).map((user) => ({ kind: "wrapped", user, year }))),
+      { kind: "eventSummary", user: "r0", series: "m:lessons", aggregation: "weekly", back: 400, days: 400 },
+      { kind: "eventSummary", user: "r1", series: "p:xp", aggregation: "monthly", back: 800, days: 400 },
     ]);
   });
 
