@@ -944,7 +944,12 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
   // lessons at one instant, each a change of r0's value and rank on lessons-2d, read at numEvents=100.
   it("agrees on the newest 100 rank changes of a user who has more", async () => {
     const lesson: Command = { kind: "event", user: "r0", metric: "lessons", value: 1, tz: null, source: null, level: null, plan: null, idem: null };
-    await runSequence([...Array.from({ length: 101 }, () => lesson), { kind: "board", board: "lessons-2d", region: "eu", user: "r0", offset: 0, limit: 2 }]);
+    await runSequence([
+      ...Array.from({ length: 101 }, () => lesson),
+      { kind: "board", board: "lessons-2d", region: "eu", user: "r0", offset: 0, limit: 2 },
+      { kind: "eventSummary", user: "r0", series: "m:lessons", aggregation: "daily", back: 1, days: 2 },
+      { kind: "eventSummary", user: "r0", series: "p:xp", aggregation: "daily", back: 1, days: 2 },
+    ]);
   });
 
   // A streak's history is trimmed to its last 800 periods (STREAK_HISTORY_KEPT) at an extension on a
