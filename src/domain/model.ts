@@ -78,6 +78,11 @@ export interface ModelUser {
    * total after the last (recordSeries).
    */
   buckets: Map<string, ModelBucket[]>;
+  /**
+   * The user's stream records (src/domain/stream-record.ts) with a creation, achievement or points
+   * part, oldest first: their kind and those parts (logRecord), what the webhooks are made from.
+   */
+  records: { kind: "ev" | "us" | "ac" | "tt"; parts: string[] }[];
 }
 
 /** One local day of a series (src/domain/buckets.ts DayBucket). */
@@ -284,7 +289,23 @@ function newUser(now: number, createdDay: number): ModelUser {
     boards: new Map(),
     awards: new Map(),
     buckets: new Map(),
+    records: [],
   };
+}
+
+/**
+ * A stream record's creation, achievement and points parts (src/domain/stream-record.ts: "c",
+ * "a:<achievement>" per completion, "p:<sys>:<added>:<total>:<level before>:<level after>" per
+ * system changed, level indexes by levelIndex, 0 = none); a record without any is not kept.
+ */
+function logRecord(tenant: CompiledTenant, user: ModelUser, kind: "ev" | "us" | "ac" | "tt", created: boolean, completed: readonly string[], points: readonly PointsChange[]): void {
+  const levels = (key: string) => tenant.systemByKey.get(key)!.levels;
+  const parts = [
+    ...(created ? ["c"] : []),
+    ...completed.map((key) => `a:${key}`),
+    ...points.map((p) => `p:${p.systemKey}:${p.added}:${p.total}:${levelIndex(levels(p.systemKey), p.before)}:${levelIndex(levels(p.systemKey), p.total)}`),
+  ];
+  if (parts.length > 0) user.records.push({ kind, parts });
 }
 
 /**
@@ -490,6 +511,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
 
   const points = req.commit();
   recordSeries(user, nowDay, { key: input.metricKey, change: input.valueMicro, total: newTotal }, points);
+  logRecord(tenant, user, "ev", created, req.completed, points);
   const streakLength = extended || settlement.lost > 0 ? s.length : null;
   const boards = updateBoards(tenant, state, input.userId, user, input.now, { metricKey: input.metricKey, value: input.valueMicro, points, streakLength });
   return {
@@ -966,6 +988,7 @@ export function applyUpsert(
   const { user, req } = identifyUser(tenant, state, userId, profile, now);
   const points = req.commit();
   recordPointsSeries(user, now, points);
+  logRecord(tenant, user, "us", !existing, req.completed, points);
   updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
   return { status: existing ? "updated" : "created", points };
 }
@@ -990,6 +1013,7 @@ export function applyComplete(
     if (req.completed.length === 0) return { status: "already", achievedAt: done, completed: [], points: [] };
     const points = req.commit();
     recordPointsSeries(existing, now, points);
+    logRecord(tenant, existing, "ac", false, req.completed, points);
     updateBoards(tenant, state, userId, existing, now, { metricKey: null, value: 0, points, streakLength: null });
     return { status: "already", achievedAt: done, completed: req.completed, points };
   }
@@ -1001,6 +1025,7 @@ export function applyComplete(
   req.complete(achievement);
   const points = req.commit();
   recordPointsSeries(user, now, points);
+  logRecord(tenant, user, "ac", existing === undefined, req.completed, points);
   updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
   return { status: "completed", completed: req.completed, points };
 }
@@ -1026,6 +1051,7 @@ export function applyTimeTicks(tenant: CompiledTenant, state: ModelState, now: n
       if (req.matches(t.userAttributes)) req.award(system, t.key, intervalPoints(req.boostWindows(system), t.points, dueAt, t.intervalMs, n), true);
       const points = req.commit();
       recordPointsSeries(user, now, points);
+      logRecord(tenant, user, "tt", false, req.completed, points);
       updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
       due.set(userId, dueAt + n * t.intervalMs);
     }

@@ -50,6 +50,30 @@ export async function expectStateEqual(t: TestApp, tenant: CompiledTenant, model
       expect(await readStoreOf(store).usersAtLevels(system.key, levels), `users per level of ${system.key}`).toEqual(usersAtLevels(tenant, model, system.key));
     }
   }
+  // The stream records' creation, achievement and points parts (what webhooks are made from), per
+  // user in order. Once the stream worker has applied records (the summaries' and wrapped's reads
+  // drain it) the stream is trimmed below them: what is left of a user's records is then the
+  // newest of the model's.
+  const records = new Map<string, { kind: string; parts: string[] }[]>();
+  let trimmed = false;
+  for (let shard = 0; shard < (model.users.size > 0 ? tenant.shards : 0); shard++) {
+    const stream = `{${tenant.id}:${shard}}:x`;
+    if ((await t.redis.exists(stream)) && ((await t.redis.xinfo("GROUPS", stream)) as unknown[]).length > 0) trimmed = true;
+    for (const [, flat] of await t.redis.xrange(stream, "-", "+")) {
+      const f: Record<string, string> = {};
+      for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i]!] = flat[i + 1]!;
+      const parts = (f.o ?? "").split(";").filter((p) => p === "c" || p.startsWith("a:") || p.startsWith("p:"));
+      if (parts.length === 0) continue;
+      const list = records.get(f.u!) ?? [];
+      list.push({ kind: f.k!, parts: parts.sort() });
+      records.set(f.u!, list);
+    }
+  }
+  for (const [userId, user] of model.users) {
+    const stored = records.get(userId) ?? [];
+    const expected = user.records.map((r) => ({ kind: r.kind, parts: [...r.parts].sort() }));
+    expect(stored, `stream records of ${userId}`).toEqual(trimmed ? expected.slice(expected.length - stored.length) : expected);
+  }
   for (const [trigger, due] of model.timeDue) {
     expect(await zsetAcrossShards(t, tenant, `tt:${trigger}`), `time trigger ${trigger}`).toEqual(Object.fromEntries(due));
   }
