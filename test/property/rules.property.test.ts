@@ -506,10 +506,13 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
         const boost = boosts[cmd.pick % Math.max(1, boosts.length)];
         if (!boost) break;
         const res = await t.call("DELETE", `/admin/v1/points/${boost.system}/boosts/${boost.id}`, undefined, ADMIN);
-        expect(res.status).toBe(200);
         const live = boost.end === null || boost.end > now;
         if (live) applyUserBoost(tenant, model, boost.user, boost.system, "end", { ...boost }, now);
         boost.end = live ? endedBoostEnd(boost.start, now) : boost.end;
+        // The boost as it is now: a live one ended (a scheduled one cancelled), a finished one as it was.
+        const system = tenant.systemByKey.get(boost.system)!;
+        const ended = { ...userBoostJson(system, { ...boost, name: "b", userId: boost.user, pointsSystemKey: boost.system }, now), status: modelBoostStatus(boost.start, boost.end, now) };
+        expect({ status: res.status, body: res.body }, `end of boost ${boost.id}`).toEqual({ status: 200, body: ended });
         break;
       }
       case "freeze": {
