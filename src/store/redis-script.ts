@@ -61,20 +61,24 @@ export function packDoubles(values: readonly number[]): Buffer {
  * (bench/README.md, "The sixteenth stop").
  */
 export function encodeCommand(name: string, args: readonly (string | Buffer)[]): string | Buffer {
-  let text = `*${args.length + 1}\r\n$${name.length}\r\n${name}\r\n`;
+  let text = `*${args.length + 1}\r\n$${name.length}\r\n${name}`;
   let parts: (string | Buffer)[] | null = null;
   let bound = 0;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
+    // Two concatenations an argument, its head ("\r\n$<length>\r\n", the previous one's end
+    // included) a string made once: a template of four parts a text argument cost the metering
+    // read's LRANGE 21 StringAdds and 4 number conversions: 3.35k instructions in encodeCommand a read, now 2.55k (bench/read-cost.mjs).
+    text += bulkHead(arg.length);
     if (typeof arg === "string") {
-      text += `$${arg.length}\r\n${arg}\r\n`;
+      text += arg;
     } else {
-      text += `$${arg.length}\r\n`;
       (parts ??= []).push(text, arg);
       bound += 3 * text.length + arg.length;
-      text = "\r\n";
+      text = "";
     }
   }
+  text += "\r\n";
   // The metering read's LRANGE: text, which the socket writes as ioredis would.
   if (parts === null) return Buffer.byteLength(text) === text.length ? text : encodeExact(name, args);
   parts.push(text);
@@ -92,6 +96,14 @@ export function encodeCommand(name: string, args: readonly (string | Buffer)[]):
     }
   }
   return out.subarray(0, at);
+}
+
+/** "\r\n$<n>\r\n" for the lengths most arguments have, made once. */
+const BULK_HEADS = Array.from({ length: 256 }, (_, n) => `\r\n$${n}\r\n`);
+
+/** What ends one argument of a command and starts the next, of `length` (a count that is bytes only when the text is ASCII, as encodeCommand checks). */
+function bulkHead(length: number): string {
+  return length < BULK_HEADS.length ? BULK_HEADS[length]! : `\r\n$${length}\r\n`;
 }
 
 /** Buffer's own UTF-8 writer, which `buf.write(text, at, "utf8")` reaches after parsing its arguments (not in @types/node). */
