@@ -1,9 +1,10 @@
 import { Buffer } from "node:buffer"; // not the global, an accessor (see store/redis-script.ts)
 import type { HttpRequest } from "uWebSockets.js";
+import { textBytes } from "./respond.js";
 
-// Header names as bytes (see router.ts: uWS takes an ArrayBufferView as it is).
-export const CONTENT_LENGTH = Buffer.from("content-length");
-const TRANSFER_ENCODING = Buffer.from("transfer-encoding");
+// Header names as bytes (respond.ts textBytes says why).
+export const CONTENT_LENGTH = textBytes("content-length");
+const TRANSFER_ENCODING = textBytes("transfer-encoding");
 
 /** A request whose body's end Laurel and a proxy in front of it could see differently: its answer, after which the connection closes. */
 export interface FramingRefusal {

@@ -1,5 +1,4 @@
-import { Buffer } from "node:buffer"; // not the global, an accessor (see store/redis-script.ts)
-import { performance } from "node:perf_hooks"; // the same
+import { performance } from "node:perf_hooks"; // not the global, an accessor (see store/redis-script.ts)
 import type { HttpRequest, HttpResponse, TemplatedApp } from "uWebSockets.js";
 import type { Logger } from "pino";
 import { ErrorCodes, LaurelError } from "../domain/errors.js";
@@ -8,7 +7,7 @@ import { pastDrainLimit, readBody } from "./body.js";
 import { RawQuery, type Query } from "./query.js";
 import { ABORTED, RequestStats } from "./request-stats.js";
 import { stringifyReply } from "./raw-json.js";
-import { errorJson, sendJson } from "./respond.js";
+import { errorJson, sendJson, textBytes } from "./respond.js";
 import { LogThrottle } from "../log-throttle.js";
 import { ReadDeadline, type WaitingRead } from "./read-deadline.js";
 import { CONTENT_LENGTH, framingRefusal } from "./framing.js";
@@ -113,12 +112,12 @@ function patternRegex(pattern: string): RegExp {
   return new RegExp(`^${parts.join("/")}$`);
 }
 
-// Header names as bytes: uWS takes an ArrayBufferView as it is, where a string name costs a
-// UTF-8 conversion (a Utf8Value) on every getHeader.
-const X_API_KEY = Buffer.from("x-api-key");
-const IDEMPOTENCY_KEY = Buffer.from("idempotency-key");
-const CONTENT_TYPE = Buffer.from("content-type");
-const CONTENT_ENCODING = Buffer.from("content-encoding");
+// Header names as bytes, where a string name costs a UTF-8 conversion (a Utf8Value) on every
+// getHeader (respond.ts textBytes says why an ArrayBuffer).
+const X_API_KEY = textBytes("x-api-key");
+const IDEMPOTENCY_KEY = textBytes("idempotency-key");
+const CONTENT_TYPE = textBytes("content-type");
+const CONTENT_ENCODING = textBytes("content-encoding");
 const JSON_TYPE = /^application\/(?:[a-z0-9.+-]*\+)?json\s*(?:;|$)/i;
 // Bodies are read as UTF-8 (JSON's only interchange encoding, RFC 8259 §8.1): a declared charset
 // must say so, or the body would be decoded as something it is not.
