@@ -172,6 +172,41 @@ export function queueConnection(redis: Redis): ConnectionOptions {
 }
 
 /**
+ * BullMQ's Redis client, its scripts defined on the class's prototype, once for all its
+ * clients, instead of on each client. BullMQ defines ~50 scripts on every client it makes
+ * (RedisConnection.loadCommands; ioredis' defineCommand: a method and its Buffer twin each), and
+ * ~100 own properties put each client in V8's dictionary mode. ioredis' methods are shared by
+ * every client of the process, the event path's included (sendCommand, the reply handler): once
+ * one receiver of their property loads was a dictionary-mode object, they were all generic loads,
+ * for every client. That cost the metering read ~2k instructions (bench/read-cost.mjs: ioredis'
+ * sendCommand 7.2k inclusive a read, 5.2k with these clients, 4.8k with no BullMQ client at all).
+ * BullMQ asks a client for a script before it defines it, so a later client finds them all on the
+ * prototype, and its pipelines in the shared scriptsSet (ioredis' Pipeline copies them from
+ * there). The scripts are defined with no keyPrefix: BullMQ refuses a client with one.
+ */
+class QueueRedis extends Redis {
+  /** A client as ioredis makes it, sharing the scripts. */
+  static make(url: string | undefined, options: RedisOptions): QueueRedis {
+    const redis = url === undefined ? new QueueRedis(options) : new QueueRedis(url, options);
+    (redis as unknown as { scriptsSet: typeof queueScripts }).scriptsSet = queueScripts;
+    return redis;
+  }
+
+  override defineCommand(name: string, definition: { lua: string; numberOfKeys?: number; readOnly?: boolean }): void {
+    Redis.prototype.defineCommand.call(QueueRedis.prototype, name, definition);
+  }
+
+  /** As ioredis' (a client of these options and the override's), a QueueRedis: BullMQ duplicates some of its clients. */
+  override duplicate(override?: Partial<RedisOptions>): Redis {
+    return QueueRedis.make(undefined, { ...this.options, ...override });
+  }
+}
+/** What ioredis' defineCommand reads of its `this` besides (each client has its own, which shadow these). */
+const queueScripts: Record<string, unknown> = {};
+Object.defineProperty(QueueRedis.prototype, "options", { value: {}, writable: true, configurable: true });
+Object.defineProperty(QueueRedis.prototype, "scriptsSet", { value: queueScripts, writable: true, configurable: true });
+
+/**
  * BullMQ's own clients (its workers', queue events' and schedulers' connections, made from
  * queueConnection's options) made as BullMQ makes them, each socket's errors heard
  * (keepStreamErrorsHeard): a second error of one of their sockets, as a TLS client certificate
@@ -182,7 +217,7 @@ export function queueConnection(redis: Redis): ConnectionOptions {
 function hearQueueSocketErrors(): void {
   RedisConnection.clientFactory ??= (opts) => {
     const { url, ...rest } = opts as RedisOptions & { url?: string };
-    const redis = url === undefined ? new Redis(rest) : new Redis(url, rest);
+    const redis = QueueRedis.make(url, rest);
     keepStreamErrorsHeard(redis);
     return createIORedisClient(redis);
   };
