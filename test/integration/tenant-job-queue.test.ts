@@ -58,6 +58,16 @@ describe("a job waited for", () => {
     await expect(waitAfterCompletion(WAITED_JOB_OPTIONS)).resolves.toBeUndefined();
   });
 
+  it("ran on BullMQ clients that hold none of its scripts as their own properties (redis-client.ts QueueRedis)", async () => {
+    // ~100 own script properties put a client in V8's dictionary mode, and ioredis' shared
+    // methods went generic for every client of the process, the event path's too.
+    const clients = await Promise.all([jobs.queue, events].map((owner) => (owner.getBackend() as unknown as { client: Promise<object> }).client));
+    for (const client of clients) {
+      const scripts = Object.keys(Object.getPrototypeOf(client)).filter((name) => name.startsWith("addStandardJob:"));
+      expect(scripts.length).toBeGreaterThan(0);
+      expect(Object.keys(client).filter((name) => name.includes(":"))).toEqual([]);
+    }
+  });
   it("is what runAndWait adds (TenantJobQueue.run and Timeline.runNow): its completed job stays", async () => {
     const before = (await jobs.queue.getJobCounts("completed")).completed!;
     await runAndWait(jobs.queue as Queue, events, "tick", {});
