@@ -1027,6 +1027,18 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
     ]);
   });
 
+  // A replay (the same Idempotency-Key) sending the cached zone behind the event that moved it: the
+  // user's zoneless events after both wait for the move, not for the replay alone, and stay ahead of
+  // r2's lesson on the board (CI, FC_SEED=1379847807; src/api/batch-events.ts zoneMovesBefore).
+  it("agrees on a batch whose replay sends the cached zone behind the event that moved it", async () => {
+    const lesson = (user: string, tz: string | null, idem: string | null): EventCommand => ({ kind: "event", user, metric: "lessons", value: 1, tz, source: null, level: null, plan: null, idem });
+    await runSequence([
+      { kind: "identify", user: "r0", plan: null, region: null, tz: "Asia/Kolkata", patch: false },
+      { kind: "batch", events: [lesson("r0", "America/Denver", "b"), lesson("r0", "Asia/Kolkata", "b"), lesson("r0", null, null), lesson("r2", null, null), lesson("r0", null, null)] },
+      { kind: "streaks", users: ["r0"] },
+    ]);
+  });
+
   // A catch-up over the global boosts of the time-trigger systems (rules.yaml): gems' intervals due
   // before gem-rush, inside it (with pro-gems for a pro user: 2 × 1.5), after it (pro-gems alone,
   // rounded to nearest); coins' for eu users, the one due in eu-coins' window boosted (rounded up).
