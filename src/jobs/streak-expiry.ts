@@ -71,11 +71,11 @@ export async function sweepExpiredStreaks(store: TenantStore, now: number, batch
  */
 async function sweepShard(store: TenantStore, shard: number, now: number, batch: number): Promise<number> {
   let changed = 0;
-  // Every user settled in this sweep, and those of them still in the range.
+  // Every user settled in this sweep, and how many of them it left in the range.
   const tried = new Set<string>();
-  const left = new Set<string>();
+  let left = 0;
   for (;;) {
-    const limit = left.size + batch;
+    const limit = left + batch;
     const page = await store.redis.zrangebyscore(store.keys.streakDeadline(shard), "-inf", now, "LIMIT", 0, limit);
     const due = page.filter((userId) => !tried.has(userId));
     for (let i = 0; i < due.length; i += IN_FLIGHT) {
@@ -84,11 +84,11 @@ async function sweepShard(store: TenantStore, shard: number, now: number, batch:
       results.forEach((r, k) => {
         tried.add(users[k]!);
         if (r !== null && r.status === "settled" && (r.consumed > 0 || r.lost > 0)) changed++;
-        if (leftDue(r)) left.add(users[k]!);
+        if (leftDue(r)) left++;
       });
     }
     // A page short of its limit held the whole range; a full one holds at least `batch` users not
-    // seen before (at most left.size of it were left, and the others tried are out of the range),
+    // seen before (at most `left` of it were left, and the others tried are out of the range),
     // so every page moves on. A page of none (a user tried but still there, against the script's
     // word) ends the sweep rather than read it forever: the next sweep goes on.
     if (page.length < limit || due.length === 0) return changed;

@@ -795,28 +795,35 @@ const travelArb: fc.Arbitrary<Command> = fc.oneof(
 // (a missed day), now and then four to five days or exactly 90, by an advance or an outage, then a few commands. One or two travellers a sequence.
 // size "max": without it fast-check's default size keeps an array to about 10 + 2 * minLength
 // elements whatever its maxLength (a streak then rarely grows past 2).
-const travelDayArb = fc
-  .tuple(
-    fc.constantFrom("advance" as const, "advance" as const, "advance" as const, "outage" as const),
-    fc.oneof(
-      { weight: 8, arbitrary: fc.integer({ min: 16 * HOUR, max: 24 * HOUR }) },
-      { weight: 4, arbitrary: fc.integer({ min: 24 * HOUR, max: 32 * HOUR }) },
-      { weight: 2, arbitrary: fc.integer({ min: 40 * HOUR, max: 60 * HOUR }) },
-      // Four to five days: more missed days than the freezes held cover, the streak lost (a later
-      // restore reinstates it, also over a new streak begun that day).
-      { weight: 1, arbitrary: fc.integer({ min: 100 * HOUR, max: 130 * HOUR }) },
-      // 90 days to the hour: a restore then looks back to the day of the last lesson, the first
-      // day of its window (daily tenants).
-      { weight: 1, arbitrary: fc.constant(90 * 24 * HOUR) },
-    ),
-    fc.array(travelArb, { minLength: 1, maxLength: 7, size: "max" }),
-  )
-  .map(([kind, ms, commands]): Command[] => [{ kind, ms }, ...commands]);
+/** A sequence with one traveller: r1's commands given to r0. */
+function travellerAlone(commands: Command[]): Command[] {
+  return commands.map((c) => ("user" in c && c.user === "r1" ? { ...c, user: "r0" } : c));
+}
+
+/** A step of a travel sequence: the clock moved by `gap` (an advance, or now and then an outage), then one to seven travel commands. */
+function travelStepArb(gap: fc.Arbitrary<number>): fc.Arbitrary<Command[]> {
+  return fc
+    .tuple(fc.constantFrom("advance" as const, "advance" as const, "advance" as const, "outage" as const), gap, fc.array(travelArb, { minLength: 1, maxLength: 7, size: "max" }))
+    .map(([kind, ms, commands]): Command[] => [{ kind, ms }, ...commands]);
+}
+const travelDayArb = travelStepArb(
+  fc.oneof(
+    { weight: 8, arbitrary: fc.integer({ min: 16 * HOUR, max: 24 * HOUR }) },
+    { weight: 4, arbitrary: fc.integer({ min: 24 * HOUR, max: 32 * HOUR }) },
+    { weight: 2, arbitrary: fc.integer({ min: 40 * HOUR, max: 60 * HOUR }) },
+    // Four to five days: more missed days than the freezes held cover, the streak lost (a later
+    // restore reinstates it, also over a new streak begun that day).
+    { weight: 1, arbitrary: fc.integer({ min: 100 * HOUR, max: 130 * HOUR }) },
+    // 90 days to the hour: a restore then looks back to the day of the last lesson, the first
+    // day of its window (daily tenants).
+    { weight: 1, arbitrary: fc.constant(90 * 24 * HOUR) },
+  ),
+);
 const travelSequenceArb = fc
   .tuple(fc.constantFrom("propx", "propt", "proptw"), fc.boolean(), fc.array(travelArb, { maxLength: 4 }), fc.array(travelDayArb, { minLength: 1, maxLength: 12, size: "max" }))
   .map(([tenantId, alone, first, days]) => {
     const commands = [...first, ...days.flat()];
-    return [tenantId, alone ? commands.map((c) => ("user" in c && c.user === "r1" ? { ...c, user: "r0" } : c)) : commands] as const;
+    return [tenantId, alone ? travellerAlone(commands) : commands] as const;
   });
 
 /**
@@ -826,24 +833,20 @@ const travelSequenceArb = fc
  * calendar among zone changes.
  */
 const DAY = 24 * HOUR;
-const travelMonthArb = fc
-  .tuple(
-    fc.constantFrom("advance" as const, "advance" as const, "advance" as const, "outage" as const),
-    fc.oneof(
-      { weight: 8, arbitrary: fc.integer({ min: 8 * DAY, max: 20 * DAY }) },
-      { weight: 4, arbitrary: fc.integer({ min: 20 * DAY, max: 35 * DAY }) },
-      { weight: 2, arbitrary: fc.integer({ min: 40 * DAY, max: 70 * DAY }) },
-      { weight: 1, arbitrary: fc.integer({ min: 90 * DAY, max: 130 * DAY }) },
-      { weight: 1, arbitrary: fc.integer({ min: 700 * DAY, max: 760 * DAY }) },
-    ),
-    fc.array(travelArb, { minLength: 1, maxLength: 7, size: "max" }),
-  )
-  .map(([kind, ms, commands]): Command[] => [{ kind, ms }, ...commands]);
+const travelMonthArb = travelStepArb(
+  fc.oneof(
+    { weight: 8, arbitrary: fc.integer({ min: 8 * DAY, max: 20 * DAY }) },
+    { weight: 4, arbitrary: fc.integer({ min: 20 * DAY, max: 35 * DAY }) },
+    { weight: 2, arbitrary: fc.integer({ min: 40 * DAY, max: 70 * DAY }) },
+    { weight: 1, arbitrary: fc.integer({ min: 90 * DAY, max: 130 * DAY }) },
+    { weight: 1, arbitrary: fc.integer({ min: 700 * DAY, max: 760 * DAY }) },
+  ),
+);
 const travelMonthlySequenceArb = fc
   .tuple(fc.boolean(), fc.array(travelArb, { maxLength: 4 }), fc.array(travelMonthArb, { minLength: 1, maxLength: 12, size: "max" }))
   .map(([alone, first, months]) => {
     const commands = [...first, ...months.flat()];
-    return alone ? commands.map((c) => ("user" in c && c.user === "r1" ? { ...c, user: "r0" } : c)) : commands;
+    return alone ? travellerAlone(commands) : commands;
   });
 
 /**
