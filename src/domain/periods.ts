@@ -113,18 +113,27 @@ const offsetCache = new ZoneNumberCache(100_000);
 
 /**
  * A zone's UTC offset (minutes) at an instant. luxon's lookup formats a date through Intl
- * (several µs, the largest Node cost per event in the first bench); offsets only change on the
- * quarter hour (DST and zone changes happen at such instants), so they are cached per quarter hour.
+ * (several µs, the largest Node cost per event in the first bench); offsets change on the quarter
+ * hour nearly always (DST and zone changes happen at such instants), so they are cached per
+ * quarter hour. Not always: Newfoundland changed at 00:01 local from 1987 to 2011, so the quarter
+ * hour holding such a change has two offsets (its first minute one, the rest the other, and the
+ * local date differs across a change that sets the clock back over midnight). A quarter hour whose
+ * first and last millisecond disagree is cached as NaN: its instants are each looked up.
  */
 function offsetMinutes(zoneName: string, ms: number): number {
   const bucket = Math.floor(ms / QUARTER_HOUR_MS);
   let offset = offsetCache.get(zoneName, bucket);
   if (offset === undefined) {
     const zone = zoneFor(zoneName);
-    offset = zone ? zone.offset(bucket * QUARTER_HOUR_MS) : 0;
+    if (zone === null) offset = 0;
+    else {
+      const first = zone.offset(bucket * QUARTER_HOUR_MS);
+      offset = zone.offset((bucket + 1) * QUARTER_HOUR_MS - 1) === first ? first : NaN;
+    }
     offsetCache.set(zoneName, bucket, offset);
   }
-  return offset;
+  // NaN only for a quarter hour with a change inside it (rare, historical): the exact offset.
+  return offset === offset ? offset : zoneFor(zoneName)!.offset(ms);
 }
 
 /** Day index of the local date of instant `ms` in `zone` (defaults to UTC for unknown zones). */

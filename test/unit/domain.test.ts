@@ -304,6 +304,24 @@ describe("periods", () => {
     expect(formatDay(localDayIndex(Date.parse("2022-09-21T20:31:00Z"), "Asia/Tehran"))).toBe("2022-09-22");
   });
 
+  it("takes an offset change inside a quarter hour at its instant (Newfoundland's changes at 00:01, 1987-2011)", () => {
+    // St. John's set its clock back from 00:01 NDT to 23:01 NST on 2010-11-07, at 02:31Z: 02:35Z
+    // is 23:05 on the 6th, where the offset at the quarter hour's start (02:30Z, NDT) made it
+    // 00:05 on the 7th. Each side of the change, in the same quarter hour, asked in either order.
+    const zone = "America/St_Johns";
+    expect(formatDay(localDayIndex(Date.parse("2010-11-07T02:35:00Z"), zone))).toBe("2010-11-06");
+    expect(formatDay(localDayIndex(Date.parse("2010-11-07T02:30:59Z"), zone))).toBe("2010-11-07");
+    expect(formatDay(localDayIndex(Date.parse("2010-11-07T02:44:59Z"), zone))).toBe("2010-11-06");
+    // Forward from 00:01 NST to 01:01 NDT on 2010-03-14 (03:31Z): the day is the 14th both sides.
+    expect(formatDay(localDayIndex(Date.parse("2010-03-14T03:30:30Z"), zone))).toBe("2010-03-14");
+    expect(formatDay(localDayIndex(Date.parse("2010-03-14T03:40:00Z"), zone))).toBe("2010-03-14");
+    // The quarter hours either side are whole and cached as before: the 6th's last second under
+    // NDT, then under NST (the hour it had twice), then the 7th again.
+    expect(formatDay(localDayIndex(Date.parse("2010-11-07T02:29:59Z"), zone))).toBe("2010-11-06");
+    expect(formatDay(localDayIndex(Date.parse("2010-11-07T03:29:59Z"), zone))).toBe("2010-11-06");
+    expect(formatDay(localDayIndex(Date.parse("2010-11-07T03:31:00Z"), zone))).toBe("2010-11-07");
+  });
+
   it("a period's first instant is its own frequency's, whichever frequency was asked first for the same number", () => {
     // Period 675: daily 1971-11-07, weekly from Monday 1982-12-06, monthly 2026-04 (Paris: +1, +1, +2).
     const zone = "Europe/Paris";
