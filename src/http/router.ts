@@ -41,6 +41,8 @@ export interface RouterOptions {
 }
 
 type Method = "get" | "post" | "put" | "patch" | "del";
+/** What uWS serves: the routes' methods, and HEAD, which every GET route also answers. */
+type ServedMethod = Method | "head";
 
 function decodeParam(raw: string): string {
   // uWS hands over a path's bytes decoded leniently, each sequence that is not UTF-8 as U+FFFD:
@@ -104,7 +106,9 @@ export interface RouteOptions {
 }
 
 const BODY_METHODS = new Set<Method>(["post", "put", "patch"]);
-const METHOD_NAMES: Record<Method, string> = { get: "GET", post: "POST", put: "PUT", patch: "PATCH", del: "DELETE" };
+const METHOD_NAMES: Record<ServedMethod, string> = { get: "GET", head: "HEAD", post: "POST", put: "PUT", patch: "PATCH", del: "DELETE" };
+/** A HEAD's answer: the GET's status and headers, no body (RFC 9110 §9.3.2). */
+const HEADERS_ONLY = { headersOnly: true } as const;
 
 /** A uWS pattern ("/v1/users/:id/points/:key", "/admin/*") as a regex of the paths it matches. */
 function patternRegex(pattern: string): RegExp {
@@ -200,13 +204,27 @@ export class Router {
     if (this.stats.inFlight === 0) this.drained?.();
   }
 
+  /**
+   * A route. A GET route answers HEAD too, as the GET with no body (RFC 9110 §9.1: a server
+   * supports HEAD wherever it supports GET), so that a monitor checking `HEAD /healthz` (uptime
+   * services do by default) sees its status rather than a 405.
+   */
   add(method: Method, pattern: string, paramCount: number, handler: Handler, options: RouteOptions = {}): void {
     let route = this.routes.get(pattern);
     if (!route) this.routes.set(pattern, (route = { regex: patternRegex(pattern), methods: new Set() }));
     route.methods.add(METHOD_NAMES[method]);
-    const withBody = BODY_METHODS.has(method);
+    this.serve(method, pattern, paramCount, handler, options);
+    if (method === "get") {
+      route.methods.add(METHOD_NAMES.head);
+      this.serve("head", pattern, paramCount, handler, options);
+    }
+  }
+
+  private serve(method: ServedMethod, pattern: string, paramCount: number, handler: Handler, options: RouteOptions): void {
+    const withBody = BODY_METHODS.has(method as Method);
     // A read changes nothing either way, so its 503 does not speak of retrying a write.
-    const read = method === "get";
+    const read = method === "get" || method === "head";
+    const extras = method === "head" ? HEADERS_ONLY : undefined;
     const readBound = read && !options.ownDeadline ? this.readDeadline : null;
     const maxBodyBytes = options.maxBodyBytes ?? this.opts.maxBodyBytes;
     const stats = this.stats.route(METHOD_NAMES[method], pattern);
@@ -238,7 +256,7 @@ export class Router {
       // answer later, which must not be written after the first.
       const finish = (status: number, json: string, close = false, contentType?: string): void => {
         if (settled) return;
-        if (!aborted) sendJson(res, status, json, close || this.draining, contentType);
+        if (!aborted) sendJson(res, status, json, close || this.draining, contentType, extras);
         end(status);
       };
       const fail = (err: unknown): void => {

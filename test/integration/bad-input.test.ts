@@ -404,9 +404,9 @@ describe("a known path with a method it does not take (405)", () => {
   it.each([
     ["GET", "/v1/metrics/lessons/event", "POST"],
     ["PUT", "/v1/metrics/lessons/event", "POST"],
-    ["POST", "/v1/points/xp", "GET"],
-    ["DELETE", "/v1/users/seed/points/xp", "GET"],
-    ["PATCH", "/healthz", "GET"],
+    ["POST", "/v1/points/xp", "GET, HEAD"],
+    ["DELETE", "/v1/users/seed/points/xp", "GET, HEAD"],
+    ["PATCH", "/healthz", "GET, HEAD"],
   ])("%s %s: 405 with Allow: %s, and writes nothing", async (method, path, allow) => {
     const before = await dumpTenant(t.redis, tenantId);
     const res = await fetch(`${t.url}${path}`, { method, headers: { "x-api-key": t.apiKey } });
@@ -420,18 +420,39 @@ describe("a known path with a method it does not take (405)", () => {
     // /v1/users/{id}: GET reads, PATCH and PUT write (the users API).
     const res = await fetch(`${t.url}/v1/users/seed`, { method: "DELETE", headers: { "x-api-key": t.apiKey } });
     expect(res.status).toBe(405);
-    expect(res.headers.get("allow")).toBe("GET, PATCH, PUT");
+    expect(res.headers.get("allow")).toBe("GET, HEAD, PATCH, PUT");
   });
 
   it("answers HEAD without a body, so the connection's next answer is read whole", async () => {
-    // One connection, two requests: a body after the HEAD's headers would be read as the start of the next answer.
-    const text = await exchange(t.url, `HEAD /v1/points/xp HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${t.apiKey}\r\n\r\nHEAD /nope HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/points/xp HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${t.apiKey}\r\nConnection: close\r\n\r\n`);
+    // One connection, several requests sent at once: a body after a HEAD's headers would be read
+    // as the start of the next answer. A GET route answers HEAD as the GET, with its status and
+    // headers: the read (200), the read with a wrong key (401); a path served with other methods
+    // only, 405; a path no route serves, 404. (Answers that need no Redis: uWS drops requests
+    // sent behind one whose answer waits, STACK.md.)
+    const head = (path: string, key = t.apiKey) => `HEAD ${path} HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${key}\r\n\r\n`;
+    const text = await exchange(
+      t.url,
+      head("/v1/points/xp") + head("/v1/points/xp", "wrong") + head("/v1/metrics/lessons/event") + head("/nope") +
+        `GET /v1/points/xp HTTP/1.1\r\nHost: x\r\nX-API-KEY: ${t.apiKey}\r\nConnection: close\r\n\r\n`,
+    );
     const answers = text.split(/(?=HTTP\/1\.1 )/);
-    expect(answers.map((a) => a.split("\r\n")[0])).toEqual(["HTTP/1.1 405 Method Not Allowed", "HTTP/1.1 404 Not Found", "HTTP/1.1 200 OK"]);
-    expect(answers[0]).toMatch(/\r\nallow: GET\r\n/i);
-    expect(answers[0]!.endsWith("\r\n\r\n")).toBe(true);
-    expect(answers[1]!.endsWith("\r\n\r\n")).toBe(true);
-    expect(JSON.parse(answers[2]!.slice(answers[2]!.indexOf("\r\n\r\n") + 4))).toMatchObject({ key: "xp" });
+    expect(answers.map((a) => a.split("\r\n")[0])).toEqual(["HTTP/1.1 200 OK", "HTTP/1.1 401 Unauthorized", "HTTP/1.1 405 Method Not Allowed", "HTTP/1.1 404 Not Found", "HTTP/1.1 200 OK"]);
+    expect(answers[0]).toMatch(/\r\ncontent-type: application\/json\r\n/i);
+    expect(answers[2]).toMatch(/\r\nallow: POST\r\n/i);
+    for (const answer of answers.slice(0, 4)) expect(answer.endsWith("\r\n\r\n")).toBe(true);
+    expect(JSON.parse(answers[4]!.slice(answers[4]!.indexOf("\r\n\r\n") + 4))).toMatchObject({ key: "xp" });
+  });
+
+  it("answers HEAD /healthz with the GET's status (uptime monitors check with HEAD), and a user's read likewise", async () => {
+    const health = await fetch(`${t.url}/healthz`, { method: "HEAD" });
+    expect(health.status).toBe(200);
+    expect(await health.text()).toBe("");
+    const read = await fetch(`${t.url}/v1/users/seed/points/xp`, { method: "HEAD", headers: { "x-api-key": t.apiKey } });
+    expect(read.status).toBe(200);
+    expect(read.headers.get("content-type")).toBe("application/json");
+    expect(await read.text()).toBe("");
+    const unknown = await fetch(`${t.url}/v1/users/nobody-at-all/points/xp`, { method: "HEAD", headers: { "x-api-key": t.apiKey } });
+    expect(unknown.status).toBe(404);
   });
 });
 

@@ -40,6 +40,7 @@ describe("request metrics", () => {
     expect((await t.call("GET", "/no/such/path")).status).toBe(404);
     expect((await t.call("DELETE", "/another/path")).status).toBe(404);
     expect((await t.call("GET", "/v1/metrics/lessons/event")).status).toBe(405);
+    expect((await fetch(`${t.url}/healthz`, { method: "HEAD" })).status).toBe(200);
 
     const text = await scrape();
     expect(text).toContain("# TYPE laurel_http_requests_total counter");
@@ -52,6 +53,8 @@ describe("request metrics", () => {
     // Paths no route serves share one series, whatever the method: a scan of random paths makes no new ones.
     expect(count({ method: "ANY", route: "unmatched", status: "404" })).toBe(2);
     expect(count({ method: "ANY", route: "unmatched", status: "405" })).toBe(1);
+    // A GET route's HEAD is its own series.
+    expect(count({ method: "HEAD", route: "/healthz", status: "200" })).toBe(1);
     // A route no request reached has no series yet; this scrape is counted after it answers.
     expect(count({ method: "POST", route: "/api/metrics/:key/event", status: "201" })).toBeNull();
     expect(count({ method: "GET", route: "/metrics", status: "200" })).toBeNull();
