@@ -3,12 +3,12 @@
   Cluster node the users of one shard a call; on a standalone Redis, which runs a script on keys
   of any slots, every user in one call (src/store/cross-shard.ts).
 
-  KEYS[1] a shard's counters {t:s}:agg: names the users' slot so the call is routed there
-          (Redis Cluster); not read
+  KEYS    the users' state hashes {t:s}:u:<userId>, at least one (on a Cluster node, all of
+          one shard): every key the script reads is declared, as Redis Cluster expects of a
+          script (DESIGN.md); the call is routed by them
   ARGV[1] ns, the number of state keys; ARGV[2 .. 1+2ns] the keys, each as its index and its
           name (includes/state-read.lua)
   ARGV[2+2ns] nf, the number of profile fields; then the fields
-  then the users' state hashes {t:s}:u:<userId> (on a Cluster node, all of KEYS[1]'s shard)
 
   Reply, flat, user after user: 0 (unknown user) | 1, then the state values, then the field
   values (absent: false). Flat: Redis converts each Lua table of a reply with ~5k instructions,
@@ -21,10 +21,9 @@
 local rcall = redis.call
 local ns = tonumber(ARGV[1])
 local nf = tonumber(ARGV[2 + 2 * ns])
-local first = 3 + 2 * ns + nf
 local reply, n = {}, 0
-for u = first, #ARGV do
-  local vals = rcall('HMGET', ARGV[u], 's', unpack(ARGV, 3 + 2 * ns, 2 + 2 * ns + nf))
+for u = 1, #KEYS do
+  local vals = rcall('HMGET', KEYS[u], 's', unpack(ARGV, 3 + 2 * ns, 2 + 2 * ns + nf))
   n = n + 1
   if not vals[1] then
     reply[n] = 0

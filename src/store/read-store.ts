@@ -264,14 +264,14 @@ export class ReadStore {
     const groups = shardsInOneCall(this.redis) ? [[...userIds]] : [...groupByShard(userIds, (id) => this.shard(id)).values()];
     await Promise.all(
       groups.map(async (ids) => {
-        // KEYS[1] routes the call to the shard of its users (Redis Cluster); a standalone Redis reads any.
-        const reply = (await runScript(this.redis, readUsersScript, [this.keys.agg(this.shard(ids[0]!))], [
-          stateKeys.length,
-          ...this.slots.readArgs(stateKeys),
-          fields.length,
-          ...fields,
-          ...ids.map((id) => this.keys.user(this.shard(id), id)),
-        ])) as Stored[];
+        // The users' hashes are the call's KEYS (every key it reads, declared: Redis Cluster routes
+        // the call by them, to one shard's); a standalone Redis reads any slots in one call.
+        const reply = (await runScript(
+          this.redis,
+          readUsersScript,
+          ids.map((id) => this.keys.user(this.shard(id), id)),
+          [stateKeys.length, ...this.slots.readArgs(stateKeys), fields.length, ...fields],
+        )) as Stored[];
         // User after user: 0 (unknown), or 1 then the state values and the field values.
         let i = 0;
         for (const id of ids) {

@@ -8,6 +8,12 @@ export interface Observed {
   luaCalls: string[];
   /** The same commands with their arguments. */
   luaCommands: string[][];
+  /**
+   * Each script call the service sent (FCALL, EVALSHA, EVAL, lower-case name first), with the
+   * commands that ran inside it: Redis 7.0 shows a script's call, then its commands, and runs
+   * nothing else in between. For one call's declared keys against the keys it touched.
+   */
+  scriptCalls: { call: string[]; touched: string[][] }[];
 }
 
 /**
@@ -38,7 +44,15 @@ export async function commandsDuring(redisUrl: string, action: () => Promise<unk
   const window = seen
     .slice(seen.findIndex((a) => a.args[1] === begin) + 1, seen.findIndex((a) => a.args[1] === end))
     .filter((a) => own === null || a.source === own || a.source === "lua");
+  const scriptCalls: Observed["scriptCalls"] = [];
+  let current: Observed["scriptCalls"][number] | null = null;
+  for (const a of window) {
+    if (a.source === "lua") current?.touched.push(a.args);
+    else if (/^(fcall|fcall_ro|evalsha|evalsha_ro|eval|eval_ro)$/i.test(a.args[0]!)) scriptCalls.push((current = { call: [a.args[0]!.toLowerCase(), ...a.args.slice(1)], touched: [] }));
+    else current = null;
+  }
   return {
+    scriptCalls,
     commands: window.filter((a) => a.source !== "lua").map((a) => a.args),
     luaCalls: window.filter((a) => a.source === "lua").map((a) => a.args[0]!.toLowerCase()),
     luaCommands: window.filter((a) => a.source === "lua").map((a) => a.args),
@@ -83,3 +97,12 @@ async function openMonitor(redisUrl: string, onCommand: (args: string[], source:
   });
   return socket;
 }
+
+/** A script call's declared keys (FCALL and EVALSHA alike: name, function or sha, numkeys, keys...) and its other arguments. */
+export function keysOfCall(call: readonly string[]): { declared: string[]; args: string[] } {
+  const n = Number(call[2]);
+  return { declared: call.slice(3, 3 + n), args: call.slice(3 + n) };
+}
+
+/** The hash tag a key starts with ("{t:s}"). */
+export const hashTagOf = (key: string): string => key.slice(0, key.indexOf("}") + 1);
