@@ -8,36 +8,41 @@
   change an attribute or a total): one pair reads that group as it reads the whole shard
   (O(log n) per range); several pairs intersect the groups (O(size of the smallest group)).
 
-  KEYS[1] shard counters        {t:s}:agg
-  KEYS[2] points totals zset    {t:s}:pz:<system>
-  ARGV[1] the system key; ARGV[2] n, the number of attribute pairs; ARGV[3 .. 2+2n] attr, value
+  KEYS[1] shard counters        {t:s}:agg (read without a filter)
+  KEYS[2] points totals zset    {t:s}:pz:<system> (read without a filter)
+  KEYS[1+2i], KEYS[2+2i], for each attribute pair i of the filter (1..n): the group's users
+          {t:s}:uv:<attr>:<value> and their totals {t:s}:pa:<system>:<attr>:<value>
+  Every key the script reads is declared, all of the shard's slot, as Redis Cluster expects of
+  a script (DESIGN.md); the script builds no key name.
+  ARGV[1] the system key; ARGV[2] n, the number of attribute pairs; ARGV[3 .. 2+2n] attr,
+          value (the system key and the pairs are not read since the keys that name them are
+          given: kept, so that ARGV's layout did not move)
   ARGV[3+2n ..] pairs: from, to (inclusive)
 
   Reply {users of the shard (in the filter), users with a total >= 1, highest total (0 if none), count per range...}
 
-  Called on every shard at once (--@each-shard: KEYS are each shard's two in turn, the reply one
-  of these per shard).
+  Called on every shard at once (--@each-shard perShard: KEYS are each shard's 2 + 2n in turn,
+  the reply one of these per shard).
 ]]
 --@no-writes
 --@body
 local rcall = redis.call
-local systemKey, pairs = ARGV[1], tonumber(ARGV[2])
+local pairs = tonumber(ARGV[2])
 local first = 3 + 2 * pairs
+local perShard = 2 + 2 * pairs
 
 local function rangeCounts(reply, countIn)
   for i = first, #ARGV, 2 do reply[#reply + 1] = countIn(tonumber(ARGV[i]), tonumber(ARGV[i + 1])) end
   return reply
 end
---@each-shard
-local prefix = string.sub(KEYS[1], 1, -4)
+--@each-shard perShard
 
 if pairs <= 1 then
   local users, zset
   if pairs == 0 then
     users, zset = tonumber(rcall('HGET', KEYS[1], 'users') or '0'), KEYS[2]
   else
-    users = rcall('SCARD', prefix .. 'uv:' .. ARGV[3] .. ':' .. ARGV[4])
-    zset = prefix .. 'pa:' .. systemKey .. ':' .. ARGV[3] .. ':' .. ARGV[4]
+    users, zset = rcall('SCARD', KEYS[3]), KEYS[4]
   end
   local top = rcall('ZREVRANGE', zset, 0, 0, 'WITHSCORES')
   return rangeCounts({ users, rcall('ZCOUNT', zset, 1, '+inf'), top[2] and tonumber(top[2]) or 0 }, function(from, to)
@@ -47,8 +52,8 @@ end
 
 local sets, zsets = {}, {}
 for i = 3, 2 + 2 * pairs, 2 do
-  sets[#sets + 1] = prefix .. 'uv:' .. ARGV[i] .. ':' .. ARGV[i + 1]
-  zsets[#zsets + 1] = prefix .. 'pa:' .. systemKey .. ':' .. ARGV[i] .. ':' .. ARGV[i + 1]
+  sets[#sets + 1] = KEYS[i]
+  zsets[#zsets + 1] = KEYS[i + 1]
 end
 local users = rcall('SINTERCARD', #sets, unpack(sets))
 -- unpack only expands as the last argument: build the argument list.

@@ -25,7 +25,7 @@
  *   {t:s}:tt:<sys>.<trig>   zset  users by the instant a time trigger next pays them
  *   {t:s}:ub                hash  every user boost of the shard: id → JSON record (admin listing)
  *   {t:s}:uv:<attr>:<value> set   users with that custom attribute value
- *   {t:s}:pa:<sys>:<attr>:<value> zset  their totals in a system (points summary filter)
+ *   {t:s}:pa:<system>:<attr>:<value> zset  their totals in a system (points summary filter)
  *   {t:s}:lb:<board>:<run>[:<group>] zset  a run's participants (lua/includes/leaderboards.lua,
  *                                  which appends the run and group to boardRunHead; boardRun)
  *   {t:s}:lg:<board>:<run> set   a breakdown board's groups with entries in the run on the shard
@@ -183,6 +183,16 @@ export class TenantKeys {
 
   runGroupsFrom(): string {
     return `{${this.tenantId}}:run-groups-from`;
+  }
+
+  /** The shard's users with a custom attribute value (lua/includes/user.lua keeps it; the points summary filter reads it). */
+  attributeUsers(shard: number, attr: string, value: string): string {
+    return `${this.prefix(shard)}uv:${attr}:${value}`;
+  }
+
+  /** Their totals in a points system (lua/includes/points.lua, user.lua keep it). */
+  attributePoints(shard: number, systemKey: string, attr: string, value: string): string {
+    return `${this.prefix(shard)}pa:${systemKey}:${attr}:${value}`;
   }
 
   /** A run's counters (falls, entries added: lua/includes/leaderboards.lua); "" gives the head the scripts append the run to. */

@@ -46,8 +46,11 @@ const NO_WRITES_MARK = /^--@no-writes$/m;
  * and returns the shard's reply; above it, what every shard shares, run once a call (the
  * arguments read, strings built): run per shard, that cost ~5 µs of a 16-shard read's ~34
  * (the streak rank's script of the forty-sixth stop, bench/README.md).
+ * `--@each-shard <name>`: a shard's keys are as many as the shared part's local `<name>` says
+ * (at least numKeys): a call whose arguments decide which keys each shard reads passes them all
+ * in KEYS (lua/pointsHistogram-2.lua: a filter's groups), as many for every shard.
  */
-const EACH_SHARD_MARK = /^--@each-shard$/m;
+const EACH_SHARD_MARK = /^--@each-shard(?: ([A-Za-z_][A-Za-z0-9_]*))?$/m;
 
 /**
  * Every read-only script loaded so far (the modules that read load theirs as they are imported).
@@ -100,7 +103,9 @@ export function loadLua(name: string, rules?: unknown): LuaSource {
   const numKeys = Number(match[2]);
   const afterBody = mark ? source.slice(mark.index + mark[0].length) : source;
   const eachShard = EACH_SHARD_MARK.exec(afterBody);
-  const call = eachShard ? everyShardCall(afterBody.slice(0, eachShard.index), afterBody.slice(eachShard.index + eachShard[0].length), numKeys) : afterBody;
+  const call = eachShard
+    ? everyShardCall(afterBody.slice(0, eachShard.index), afterBody.slice(eachShard.index + eachShard[0].length), eachShard[1] ?? String(numKeys))
+    : afterBody;
   const text = `${prelude}${call}`;
   const sha = createHash("sha1").update(text).digest("hex");
   const functionName = `laurel_${sha.slice(0, 20)}`;
@@ -118,18 +123,19 @@ export function loadLua(name: string, rules?: unknown): LuaSource {
  * The call of a script with an `--@each-shard` part: the shared part, then the shard's part as a
  * local function run on each shard's keys in turn, its replies gathered in order. One table
  * holds the shard's keys, refilled for each shard (a table a shard cost ~5 µs of a 16-shard
- * read): the shard's part must not keep KEYS.
+ * read): the shard's part must not keep KEYS. `perShard`: a shard's key count, a number or the
+ * name of a local of the shared part.
  */
-function everyShardCall(shared: string, oneShard: string, numKeys: number): string {
+function everyShardCall(shared: string, oneShard: string, perShard: string): string {
   return [
     shared,
     "local oneShard = function(KEYS)",
     oneShard,
     "end",
     "local all, replies, keys = KEYS, {}, {}",
-    `for base = 0, #all - ${numKeys}, ${numKeys} do`,
-    `  for i = 1, ${numKeys} do keys[i] = all[base + i] end`,
-    `  replies[base / ${numKeys} + 1] = oneShard(keys)`,
+    `for base = 0, #all - ${perShard}, ${perShard} do`,
+    `  for i = 1, ${perShard} do keys[i] = all[base + i] end`,
+    `  replies[base / ${perShard} + 1] = oneShard(keys)`,
     "end",
     "return replies",
   ].join("\n");

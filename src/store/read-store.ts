@@ -131,7 +131,14 @@ export class ReadStore {
   }
 
   private async countHistogram(systemKey: string, ranges: readonly [number, number][], pairs: readonly string[]): Promise<PointsHistogram> {
-    const perShard = await onEveryShard<number[]>(this.redis, histogramScript, this.shards().map((s) => [this.keys.agg(s), this.keys.pointsZset(s, systemKey)]), [
+    // Each shard's keys: its counters and points zset, then each filter pair's group (its users,
+    // their totals): every key the script reads, declared (lua/pointsHistogram-2.lua).
+    const keysByShard = this.shards().map((s) => {
+      const keys = [this.keys.agg(s), this.keys.pointsZset(s, systemKey)];
+      for (let i = 0; i < pairs.length; i += 2) keys.push(this.keys.attributeUsers(s, pairs[i]!, pairs[i + 1]!), this.keys.attributePoints(s, systemKey, pairs[i]!, pairs[i + 1]!));
+      return keys;
+    });
+    const perShard = await onEveryShard<number[]>(this.redis, histogramScript, keysByShard, [
       systemKey,
       pairs.length / 2,
       ...pairs,

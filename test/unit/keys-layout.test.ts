@@ -43,6 +43,8 @@ const BUILT: Record<string, () => string> = {
   fixed: () => keys.fixed(),
   timeScheduled: () => keys.timeScheduled(),
   runGroupsFrom: () => keys.runGroupsFrom(),
+  attributeUsers: () => keys.attributeUsers(s, "<attr>", "<value>"),
+  attributePoints: () => keys.attributePoints(s, "<system>", "<attr>", "<value>"),
   boardCounters: () => keys.boardCounters("<board>", run),
   runGroups: () => keys.runGroups(s, "<board>", run),
   meta: () => keys.meta(),

@@ -28,3 +28,18 @@ describe("the Lua loader's includes", () => {
     expect(loadLua(relative(LUA_DIR, join(dir, "once-0"))).text).toContain("local function helper() return 1 end");
   });
 });
+
+describe("the Lua loader's --@each-shard", () => {
+  it("steps through KEYS by the script's name without a count, by the shared part's local with one", () => {
+    writeFileSync(join(dir, "fixed-2.lua"), "--@body\nlocal a = 1\n--@each-shard\nreturn KEYS[1]\n");
+    const fixed = loadLua(relative(LUA_DIR, join(dir, "fixed-2"))).text;
+    expect(fixed).toContain("for base = 0, #all - 2, 2 do");
+    expect(fixed).toContain("replies[base / 2 + 1] = oneShard(keys)");
+    // pointsHistogram-2.lua: a filter's groups are more keys a shard, as many as the arguments say.
+    writeFileSync(join(dir, "counted-2.lua"), "--@body\nlocal perShard = 2 + 2 * tonumber(ARGV[1])\n--@each-shard perShard\nreturn KEYS[1]\n");
+    const counted = loadLua(relative(LUA_DIR, join(dir, "counted-2"))).text;
+    expect(counted).toContain("for base = 0, #all - perShard, perShard do");
+    expect(counted).toContain("for i = 1, perShard do keys[i] = all[base + i] end");
+    expect(counted.indexOf("local perShard = 2 + 2 * tonumber(ARGV[1])")).toBeLessThan(counted.indexOf("local oneShard = function(KEYS)"));
+  });
+});
