@@ -1031,7 +1031,7 @@ export function applyComplete(
 }
 
 /**
- * lua/timeTick-1.lua for every time trigger, in config order: each due user is paid every
+ * lua/timeTick-4.lua for every time trigger, in config order: each due user is paid every
  * interval that has fully elapsed, as one award (each interval boosted as at its due instant),
  * and is next due one interval after the last.
  */
@@ -1098,7 +1098,7 @@ export function applyUserBoost(
   return true;
 }
 
-/** lua/streakAdmin-4.lua: settle, then grant freezes or restore the streak ("settle": only settle, the expiry sweep's op). */
+/** lua/streakAdmin-9.lua: settle, then grant freezes or restore the streak ("settle": only settle, the expiry sweep's op). */
 export function applyStreakAdmin(
   tenant: CompiledTenant,
   state: ModelState,
@@ -1142,7 +1142,7 @@ export function applyStreakAdmin(
 
 /**
  * src/jobs/streak-expiry.ts sweepExpiredStreaks: every user whose streak deadline has passed
- * (sd <= now) settled as lua/streakAdmin-4.lua "settle" settles, in the stored zone, shard by
+ * (sd <= now) settled as lua/streakAdmin-9.lua "settle" settles, in the stored zone, shard by
  * shard in the index's order (deadline, then user id). Returns how many settlements changed
  * something (a freeze consumed or the streak lost), as the sweep counts them.
  */

@@ -13,7 +13,7 @@ import { JOB_OPTIONS, jobsPrefix, removeStaleScheduler, TenantJobQueue, TenantJo
  * up (null) once a shard held more than 1 000 (lua/streakRanks-2.lua). An app whose users churn
  * reaches that in weeks.
  *
- * Settling is what an event would do first (lua/streakAdmin-4.lua "settle": a freeze consumed, or
+ * Settling is what an event would do first (lua/streakAdmin-9.lua "settle": a freeze consumed, or
  * the streak lost), by the service clock in the user's stored zone; the `sl:`/`fc:` parts of the
  * records it writes are where the webhook consumer finds streak.lost and streak.freeze_consumed.
  * Every tenant with a streak rule gets one BullMQ job scheduler here (queue
@@ -97,7 +97,7 @@ async function sweepShard(store: TenantStore, shard: number, now: number, batch:
 
 /**
  * Whether a settlement left its user in the due range: a zone on the move (null), or a deadline
- * still past. A user without state ("missing") is out of it: lua/streakAdmin-4.lua removed the
+ * still past. A user without state ("missing") is out of it: lua/streakAdmin-9.lua removed the
  * entries its lost state left.
  */
 function leftDue(r: StreakAdminResult | null): boolean {

@@ -7,7 +7,7 @@ import { jobsPrefix, TenantJobQueue, TenantJobsSet, type TenantJobs, type Tenant
  * Time triggers (trophy-compat §5.5: "every N hours/days"). One BullMQ job scheduler per
  * (tenant, trigger), not one job per user: each tick pays the users who are due, found in the
  * per-shard sorted sets {t:s}:tt:<sys>.<trig> (score = next due instant), in batches of
- * BATCH users per script call (lua/timeTick-1.lua has the catch-up rule).
+ * BATCH users per script call (lua/timeTick-4.lua has the catch-up rule).
  *
  * The scheduler ticks every `tickEveryMs` of wall time and pays by the service clock. With the
  * manual clock, moving the clock runs every trigger at once (runAll), and POST /admin/v1/clock
@@ -25,10 +25,15 @@ interface TickJob {
 /** Pays one trigger on every shard of a tenant; returns the number of users paid. */
 export async function runTimeTrigger(store: TenantStore, index: number, now: number): Promise<number> {
   const profileFields = store.tenantRules.profileFields;
+  const { rules } = store.tenantRules;
+  const trigger = rules.tt[index - 1]!;
+  const systemKey = rules.sys[trigger.s - 1]!.key;
   let paid = 0;
   for (let shard = 0; shard < store.tenant.shards; shard++) {
+    // The keys lua/timeTick-4.lua can be given (its due users' keys it learns from the due set).
+    const keys = [store.keys.stream(shard), store.keys.hookStream(shard), store.keys.timeDue(shard, systemKey, trigger.k), store.keys.pointsZset(shard, systemKey)];
     for (let more = true; more; ) {
-      const reply = (await runScript(store.redis, store.tenantScripts.timeTick, [store.keys.stream(shard)], [
+      const reply = (await runScript(store.redis, store.tenantScripts.timeTick, keys, [
         store.keys.prefix(shard),
         now,
         index,

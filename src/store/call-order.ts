@@ -3,7 +3,7 @@ import type { Redis } from "ioredis";
 
 /**
  * Who sends a write that must not apply twice, and its place among that sender's calls: the
- * event script (lua/event-2.lua, step 1), the admin freeze grant (lua/streakAdmin-4.lua) and the
+ * event script (lua/event-2.lua, step 1), the admin freeze grant (lua/streakAdmin-9.lua) and the
  * API completion (lua/complete-4.lua, which answers a re-sent completion as the first).
  *
  * When the connection to Redis drops, ioredis re-sends on the new connection every command that

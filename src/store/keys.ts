@@ -22,7 +22,7 @@
  *   {t:s}:sb                zset  users by longest streak ever
  *   {t:s}:sh:<user>         zset  the user's extended periods: score period, member "period:length"
  *                                  (":f" when a freeze covered the period)
- *   {t:s}:tt:<sys>.<trig>   zset  users by the instant a time trigger next pays them
+ *   {t:s}:tt:<system>.<trigger> zset  users by the instant a time trigger next pays them
  *   {t:s}:ub                hash  every user boost of the shard: id → JSON record (admin listing)
  *   {t:s}:uv:<attr>:<value> set   users with that custom attribute value
  *   {t:s}:pa:<system>:<attr>:<value> zset  their totals in a system (points summary filter)
@@ -183,6 +183,11 @@ export class TenantKeys {
 
   runGroupsFrom(): string {
     return `{${this.tenantId}}:run-groups-from`;
+  }
+
+  /** A time trigger's due set: the shard's users by the instant it next pays them (store/rules.ts timeTriggerZset names it for the scripts). */
+  timeDue(shard: number, systemKey: string, triggerKey: string): string {
+    return `${this.prefix(shard)}tt:${systemKey}.${triggerKey}`;
   }
 
   /** The shard's users with a custom attribute value (lua/includes/user.lua keeps it; the points summary filter reads it). */

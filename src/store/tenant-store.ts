@@ -130,8 +130,8 @@ export class TenantStore {
     this.tenantScripts = {
       user: loadLua("user-3", rules),
       complete: loadLua("complete-4", rules),
-      timeTick: loadLua("timeTick-1", rules),
-      streakAdmin: loadLua("streakAdmin-4", rules),
+      timeTick: loadLua("timeTick-4", rules),
+      streakAdmin: loadLua("streakAdmin-9", rules),
     };
     for (const system of tenant.systems) this.systemSalts.set(system.key, systemSalt(tenant.id, system.key));
     for (const metric of tenant.metrics) {

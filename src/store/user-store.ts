@@ -249,12 +249,22 @@ export async function streakAdmin(
   const rule = store.tenant.streak!;
   let tz = store.zones.get(userId) ?? "UTC";
   const order = callOrderOf(store.redis);
-  const keys = [...userKeys(store, userId), store.keys.writer(store.shard(userId), order.writer)];
+  const shard = store.shard(userId);
+  // Every key lua/streakAdmin-9.lua touches, all of the user's slot (but a leaderboard's: see there).
+  const keys = [
+    ...userKeys(store, userId),
+    store.keys.writer(shard, order.writer),
+    store.keys.hookStream(shard),
+    store.keys.streakActive(shard),
+    store.keys.streakDeadline(shard),
+    store.keys.streakBest(shard),
+    store.keys.streakHistory(shard, userId),
+  ];
   for (let attempt = 0; attempt < ZONE_ATTEMPTS; attempt++) {
     const nowDay = localDayIndex(now, tz);
     const nowPeriod = periodOfDay(nowDay, rule.frequency);
     const args = [
-      store.keys.prefix(store.shard(userId)),
+      store.keys.prefix(shard),
       userId,
       now,
       op,

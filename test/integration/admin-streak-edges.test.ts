@@ -5,7 +5,7 @@ import { sweepExpiredStreaks } from "../../src/jobs/streak-expiry.js";
 
 /**
  * Edges of the admin streak operations (POST /admin/v1/streaks/restore and /freezes,
- * lua/streakAdmin-4.lua, src/api/admin-streaks.ts) that the oracle property tests reach too
+ * lua/streakAdmin-9.lua, src/api/admin-streaks.ts) that the oracle property tests reach too
  * rarely to hold them (found by mutation testing): each test fails when the rule it names is
  * broken. No background jobs: only the requests settle the streaks, at the instants chosen.
  */
@@ -155,7 +155,7 @@ describe("bad admin streak requests write nothing", () => {
 });
 
 describe("a streak board broken down by an attribute, after the admin streak script", () => {
-  // lua/streakAdmin-4.lua read the zone alone: updateBoards found no attribute and skipped the
+  // lua/streakAdmin-9.lua read the zone alone: updateBoards found no attribute and skipped the
   // breakdown boards, so a restored streak stayed off its group and a streak the sweep found lost
   // stayed on it (found by the rules property's breakdown streak boards).
   it("holds a restored streak in the user's group, and drops one the expiry sweep finds lost", async () => {

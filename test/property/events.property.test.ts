@@ -76,7 +76,7 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     ),
   }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("landmark" as const), index: fc.nat(LANDMARKS.length - 1) }) },
-  // The streak expiry sweep (src/jobs/streak-expiry.ts, lua/streakAdmin-4.lua "settle"), at now or
+  // The streak expiry sweep (src/jobs/streak-expiry.ts, lua/streakAdmin-9.lua "settle"), at now or
   // with the clock first moved to a user's deadline itself: streaks lost when the deadline passes.
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("sweep" as const), tenant: fc.constant(""), user: fc.option(fc.constantFrom(...USERS), { freq: 2 }) }) },
   { weight: 2, arbitrary: fc.record({

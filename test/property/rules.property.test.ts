@@ -178,7 +178,7 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     ms: fc.oneof(fc.integer({ min: 60_000, max: 5 * HOUR }), fc.integer({ min: 20 * HOUR, max: 50 * HOUR }), fc.integer({ min: 49 * HOUR, max: 100 * HOUR })),
   }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("read" as const), user: fc.constantFrom(...USERS), system: fc.constantFrom("xp" as const, "gems" as const, "coins" as const) }) },
-  // The streak expiry sweep (src/jobs/streak-expiry.ts, lua/streakAdmin-4.lua "settle"): at now,
+  // The streak expiry sweep (src/jobs/streak-expiry.ts, lua/streakAdmin-9.lua "settle"): at now,
   // or with a user, the clock first moved (as an "advance") to that user's deadline itself.
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("sweep" as const), user: fc.option(fc.constantFrom(...USERS), { freq: 2 }) }) },
   { weight: 2, arbitrary: fc.record({
@@ -997,7 +997,7 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
     ]);
   });
 
-  // lua/streakAdmin-4.lua read only the zone of the user, so updateBoards found no breakdown
+  // lua/streakAdmin-9.lua read only the zone of the user, so updateBoards found no breakdown
   // attribute and skipped the breakdown boards: a restored streak stayed off streaks-region (and
   // its history lacked the restore), a streak the expiry sweep found lost stayed on it.
   it("agrees on a streak board broken down by region after a restore and after the sweep's loss", async () => {

@@ -33,7 +33,7 @@ const keyArb = fc.oneof(
 );
 /**
  * A length or count: at least 1 where the writers write one (streak.lua streakOutcome,
- * streakAdmin-4.lua); 1 and the numbers that begin with it often ("s:1" alone is streak.started).
+ * streakAdmin-9.lua); 1 and the numbers that begin with it often ("s:1" alone is streak.started).
  */
 const countArb = fc.oneof(fc.constantFrom(1, 10, 11, 12, 100, 101), fc.integer({ min: 1, max: 9 }), fc.integer({ min: 10, max: 99 }), fc.integer({ min: 100, max: 100_000 }));
 /** A level index (0 = none): one digit usually, several sometimes (hooks.lua reads both). */

@@ -43,6 +43,7 @@ const BUILT: Record<string, () => string> = {
   fixed: () => keys.fixed(),
   timeScheduled: () => keys.timeScheduled(),
   runGroupsFrom: () => keys.runGroupsFrom(),
+  timeDue: () => keys.timeDue(s, "<system>", "<trigger>"),
   attributeUsers: () => keys.attributeUsers(s, "<attr>", "<value>"),
   attributePoints: () => keys.attributePoints(s, "<system>", "<attr>", "<value>"),
   boardCounters: () => keys.boardCounters("<board>", run),

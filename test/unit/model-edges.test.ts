@@ -84,7 +84,7 @@ describe("a board's values that fell since its threshold was read, in the model"
   });
 });
 
-// lua/streakAdmin-4.lua; test/integration/admin-streak-edges.test.ts, test/integration/streaks.test.ts ("weekly: `started`")
+// lua/streakAdmin-9.lua; test/integration/admin-streak-edges.test.ts, test/integration/streaks.test.ts ("weekly: `started`")
 describe("a restore in the model", () => {
   const streakTenant = (frequency: "daily" | "weekly") =>
     loadConfigText(

@@ -10,7 +10,19 @@
   A user whose attributes do not match the trigger's filter at the tick is not paid for those
   intervals.
 
-  KEYS[1] shard stream      {t:s}:x, and the hook stream {t:s}:xh (includes/hooks.lua)
+  KEYS[1] shard stream      {t:s}:x
+  KEYS[2] the hook stream   {t:s}:xh (includes/hooks.lua)
+  KEYS[3] the trigger's due set  {t:s}:tt:<system>.<trigger>
+  KEYS[4] the trigger's system's points zset  {t:s}:pz:<system>
+  These are the keys the caller can know. The others the call touches are of the same slot (the
+  shard's hash tag, ARGV[1]) but cannot be declared up front, so they are built here from ARGV[1]:
+  the due users' keys, which the script learns from KEYS[3] (their state hashes {t:s}:u:<user>,
+  award lists {t:s}:aw:<system>:<user>, and their groups' totals {t:s}:pa:<system>:<attr>:<value>,
+  named by the attribute values read from the hashes); and, for a tenant with leaderboards, the
+  boards' keys (includes/leaderboards.lua: the rank counted over every shard's set of the run,
+  and the run's counters {t}:lbc:<board>:<run>, a tenant key; README, Operations: Scaling).
+  Declaring the users' keys would take a read of the due set first (a second round trip a batch,
+  and a batch could change between the two).
 
   ARGV[1] key prefix {t:s}:
   ARGV[2] now, ms
@@ -29,19 +41,20 @@
 -- @include "includes/leaderboards.lua"
 -- @include "includes/hooks.lua"
 --@body
-beginCall(tonumber(ARGV[2]), ARGV[1], '')
-local streamKey = KEYS[1]
 local trigger = R.tt[tonumber(ARGV[3])]
+-- The declared keys the includes use (keysGiven, context.lua): the trigger's system's points zset.
+beginCall(tonumber(ARGV[2]), ARGV[1], '', nil, { pz = { [R.sys[trigger.s].key] = KEYS[4] } })
+local streamKey, hookStreamKey, dueKey = KEYS[1], KEYS[2], KEYS[3]
 local limit = tonumber(ARGV[4])
 local boards = boardsOf(ARGV[5], 1)
 local readFields = { unpack(ARGV, 7, 6 + tonumber(ARGV[6])) }
-local dueKey = prefix .. trigger.z
 
 local due = rcall('ZRANGEBYSCORE', dueKey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
 local paid = 0
 for j = 1, #due, 2 do
   local user, dueAt = due[j], tonumber(due[j + 1])
   beginUser(user)
+  -- Learned from the due set: undeclared (the header).
   local userKey = prefix .. 'u:' .. user
   loadState(userKey, readFields)
   if not num('ct') then
@@ -55,7 +68,7 @@ for j = 1, #due, 2 do
     if #pointsReply > 0 then
       paid = paid + 1
       flushState(userKey)
-      appendRecord(streamKey, R.wh, 'tt', user, now, U.tz or 'UTC', trigger.k, outParts)
+      appendRecord(streamKey, R.wh, 'tt', user, now, U.tz or 'UTC', trigger.k, outParts, hookStreamKey)
     end
     rcall('ZADD', dueKey, dueAt + n * trigger.ms, user)
   end

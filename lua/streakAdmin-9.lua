@@ -5,10 +5,20 @@
 
   KEYS[1] user state hash   {t:s}:u:<userId>
   KEYS[2] shard counters    {t:s}:agg, not read: the keys of every user script (user-store.ts userKeys)
-  KEYS[3] shard stream      {t:s}:x, and the hook stream {t:s}:xh (includes/hooks.lua)
+  KEYS[3] shard stream      {t:s}:x
   KEYS[4] the writer's record on the shard  {t:s}:wr:<writer> (includes/call-order.lua)
+  KEYS[5] the hook stream   {t:s}:xh (includes/hooks.lua)
+  KEYS[6] active streaks    {t:s}:sa
+  KEYS[7] streak deadlines  {t:s}:sd
+  KEYS[8] longest streaks   {t:s}:sb
+  KEYS[9] the user's streak history {t:s}:sh:<userId>
+  Every key the script touches is one of these, all of the user's slot, as Redis Cluster expects
+  of a script (DESIGN.md), but a tenant's leaderboards': a streak board moved by a restore or a
+  loss counts its rank over every shard's set of the run and writes the run's counters
+  {t}:lbc:<board>:<run>, a tenant key (README, Operations: Scaling, what still assumes one Redis),
+  so includes/leaderboards.lua builds the board keys from ARGV[1] as it does for the event script.
 
-  ARGV[1] key prefix {t:s}:
+  ARGV[1] key prefix {t:s}: (read by includes/leaderboards.lua alone)
   ARGV[2] user id
   ARGV[3] now, ms
   ARGV[4] op: "freeze", "restore" or "settle"
@@ -42,9 +52,13 @@
 -- @include "includes/streak.lua"
 -- @include "includes/leaderboards.lua"
 -- @include "includes/hooks.lua"
+-- The declared keys the includes use (keysGiven, context.lua), refilled for each call.
+local given = {}
 --@body
-beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
-local userKey, streamKey, writerKey = KEYS[1], KEYS[3], KEYS[4]
+given.sa, given.sd, given.sb, given.sh = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2], nil, given)
+local userKey, streamKey, writerKey, hookStreamKey = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
+local activeKey, deadlineKey, historyKey = KEYS[6], KEYS[7], KEYS[9]
 local op, tzAssumed = ARGV[4], ARGV[5]
 local nowDay, nowPeriod = tonumber(ARGV[6]), tonumber(ARGV[7])
 local deadlinePrevious, deadlineCurrent = tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -53,11 +67,10 @@ local boards = boardsOf(ARGV[11], 1)
 
 -- A user without state has no streak: what the streak indexes hold of them is an orphan. Only the
 -- sweep ("settle") reads those indexes for work, so it clears them, as settling a lost streak does
--- (includes/streak.lua) and as timeTick-1.lua drops such a user from its due set. Keys of the
--- shard, built from the prefix as the streak's other writes here are (KEYS[1]'s hash tag).
+-- (includes/streak.lua) and as timeTick-4.lua drops such a user from its due set.
 local function forgetOrphanStreak()
-  rcall('ZREM', prefix .. 'sa', userId)
-  rcall('ZREM', prefix .. 'sd', userId)
+  rcall('ZREM', activeKey, userId)
+  rcall('ZREM', deadlineKey, userId)
 end
 
 -- The zone, and each breakdown board's attribute: updateBoards moves a streak restored or lost
@@ -84,7 +97,7 @@ local outParts = {}
 local reply
 if op == 'settle' then
   -- due: still in the index at or before now (the sweep steps past it rather than loop on it).
-  local score = rcall('ZSCORE', prefix .. 'sd', userId)
+  local score = rcall('ZSCORE', deadlineKey, userId)
   reply = { 1, streakOut.consumed, streakOut.lost, (score and tonumber(score) <= now) and 1 or 0 }
 elseif op == 'freeze' then
   local held = num('fz') or 0
@@ -98,7 +111,7 @@ elseif op == 'freeze' then
 else
   -- The longest length the streak reached within the window (history: "period:length[:f]").
   local best = 0
-  for _, member in ipairs(rcall('ZRANGEBYSCORE', prefix .. 'sh:' .. userId, amount, '+inf')) do
+  for _, member in ipairs(rcall('ZRANGEBYSCORE', historyKey, amount, '+inf')) do
     local length = tonumber(string.match(member, '^[^:]+:(%d+)'))
     if length > best then best = length end
   end
@@ -129,7 +142,6 @@ else
     -- before (a gap, the start of a new streak, the old streak's own entries) is replaced.
     -- In ZADDs of at most 1000 entries: unpack refuses more than ~8000 values, and a streak of
     -- thousands of days would fail after the ZREMRANGEBYSCORE (a script's writes are not undone).
-    local historyKey = prefix .. 'sh:' .. userId
     rcall('ZREMRANGEBYSCORE', historyKey, first, newLast)
     for from = 1, best, 1000 do
       local entries = {}
@@ -149,6 +161,6 @@ updateBoards(boards, 0, (restored or streakOut.lost > 0) and (num('sl') or 0) or
 local pointsReply = flushPoints(outParts)
 flushState(userKey)
 if #outParts > 0 then
-  appendRecord(streamKey, R.wh, 'sa', userId, now, U.tz or 'UTC', op, outParts)
+  appendRecord(streamKey, R.wh, 'sa', userId, now, U.tz or 'UTC', op, outParts, hookStreamKey)
 end
 return reply
