@@ -18,7 +18,8 @@
   {t}:lbc:<board>:<run>, a tenant key (README, Operations: Scaling, what still assumes one Redis),
   so includes/leaderboards.lua builds the board keys from ARGV[1] as it does for the event script.
 
-  ARGV[1] key prefix {t:s}: (read by includes/leaderboards.lua alone)
+  ARGV[1] key prefix {t:s}: (read by includes/leaderboards.lua alone: the script awards no
+          points, so points.lua names no award list or group total with it)
   ARGV[2] user id
   ARGV[3] now, ms
   ARGV[4] op: "freeze", "restore" or "settle"
