@@ -329,17 +329,21 @@ export async function entryInRun(
   const entry = found ? boardEntryOf(found.state, board.key, userId) : null;
   if (!entry || entry.run < run) return null;
   if (entry.run === run) return { value: entry.value, member: entry.member, breakdown: entry.breakdown };
-  // The group of a breakdown board is not in the history: the one of the latest run, else the
-  // user's attribute now.
+  // The group of a breakdown board is not in the history: the one of the latest run, the user's
+  // attribute now, and the groups the run lists on the user's shard (pastEntry): the user's group
+  // of that run may be neither (eu then, us in the latest run and now: looked for in us alone,
+  // the entry read as none while eu's page of the run listed it).
   const groups = board.breakdownAttribute === null ? [""] : [entry.breakdown, found!.profile.fields.get(userAttributeField(board.breakdownAttribute)) ?? ""];
-  return pastEntry(store, board, run, userId, [...new Set(groups)].filter((g) => g !== "" || board.breakdownAttribute === null));
+  return pastEntry(store, board, run, userId, groups);
 }
 
 /**
  * The user's entry in a finished run of theirs: the newest history change ({t, v}) names the
  * member (reachedAt = t), confirmed by ZSCORE in the run's set of one of `groups` on the user's
- * shard. A later change that stayed off the board is not in the history (lua updateBoards): then
- * the entry is looked for among the first maxParticipants of those sets (entryAmongTop), where
+ * shard (`known`, and on a breakdown board the groups the run lists there, {t:s}:lg, read with
+ * the history in the same round trip; a run stored before those lists has none: `known` alone).
+ * A later change that stayed off the board is not in the history (lua updateBoards): then the
+ * entry is looked for among the first maxParticipants of those sets (entryAmongTop), where
  * it is if others' falls since moved it onto the board (it read as no value in the run before,
  * though the run's page listed it); anywhere below, it is off the board, as no value reads.
  */
@@ -348,11 +352,15 @@ async function pastEntry(
   board: CompiledLeaderboard,
   run: number,
   userId: string,
-  groups: string[],
+  known: string[],
 ): Promise<{ value: number; member: string; breakdown: string } | null> {
   const shard = store.shard(userId);
+  const [newest, listed] = await Promise.all([
+    store.redis.lindex(store.keys.rankHistory(shard, board.key, run, userId), 0),
+    board.breakdownAttribute === null ? [] : store.redis.smembers(store.keys.runGroups(shard, board.key, run)),
+  ]);
+  const groups = board.breakdownAttribute === null ? [""] : [...new Set([...known, ...listed.sort()])].filter((g) => g !== "");
   const keys = groups.map((g) => store.keys.boardRun(shard, board.key, run, g));
-  const newest = await store.redis.lindex(store.keys.rankHistory(shard, board.key, run, userId), 0);
   // No history does not mean no entry: changes off the board before and after write none.
   const h = newest === null ? null : (JSON.parse(newest) as { t: number; v: number | null });
   if (h !== null && h.v !== null) {

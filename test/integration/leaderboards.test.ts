@@ -1242,3 +1242,34 @@ describe("a user's place on a full board (lua/boardPlaces-1.lua)", () => {
     expect(calls.filter((c) => c === "zrevrangebyscore")).toHaveLength(4);
   });
 });
+
+describe("a user's read of an earlier run of a breakdown board, in a group they have left", () => {
+  // The user's entry of an earlier run was looked for in the group of their latest run and the
+  // attribute's value now only: amy ranked in eu in the first week, in us since (both her latest
+  // run's group and her region now), read rank and value null in the first week, whose eu page
+  // listed her first. The run's groups on her shard ({t:s}:lg) are now looked in too.
+  const app = useTenantApp(
+    "lbgroups",
+    `
+    shards: 2
+    metrics: [{ key: km, name: Kilometres }]
+    attributes:
+      user: [region]
+    leaderboards:
+      - { key: weekly-km, name: Weekly km, rankBy: metric, metric: km, start: "2026-03-02", runUnit: day, runInterval: 7, breakdownAttribute: region }
+`,
+    "2026-03-03T12:00:00Z",
+  );
+
+  it("finds the entry in the group the user was in then", async () => {
+    const t = app();
+    await event(t, "km", "amy", 5, { region: "eu" });
+    await event(t, "km", "bob", 3, { region: "eu" });
+    await tick(t, 7 * 86_400_000);
+    await event(t, "km", "amy", 2, { region: "us" });
+    expect(await rows(t, "weekly-km", "?run=2026-03-02&userAttributes=region:eu")).toEqual([["amy", 1, 5], ["bob", 2, 3]]);
+    expect(await userBoard(t, "amy", "weekly-km", "?run=2026-03-02")).toMatchObject({ run: "2026-03-02", rank: 1, value: 5, breakdownAttributeValue: "eu" });
+    expect(await userBoard(t, "amy", "weekly-km")).toMatchObject({ run: "2026-03-09", rank: 1, value: 2, breakdownAttributeValue: "us" });
+    expect((await rows(t, "weekly-km", "?run=2026-03-02&userAttributes=region:eu&userId=amy&offset=0&limit=2"))).toEqual([["amy", 1, 5], ["bob", 2, 3]]);
+  });
+});
