@@ -65,16 +65,23 @@ const KEYS: Record<string, { api: Record<string, string>; admin: Record<string, 
   proptm: { api: { "x-api-key": "prop-travel-monthly-key" }, admin: { "x-api-key": "prop-travel-monthly-admin" } },
 };
 const USERS = ["r0", "r1", "r2"];
+/**
+ * The crowd of the streak rankings' sequences: more users than lua/streakTop-2.lua reads a shard
+ * in one chunk (limit + 16), some ids non-ASCII (ties in byte order).
+ */
+const CROWD = Array.from({ length: 64 }, (_, i) => (i % 8 === 7 ? `ç${i}☃` : i % 8 === 3 ? `Z${i}😀` : `c${String(i).padStart(2, "0")}`));
 const START = Date.parse("2026-03-05T09:00:00Z");
 
-type EventCommand = { kind: "event"; user: string; metric: "lessons" | "quiz"; value: number; tz: string | null; source: string | null; level: string | null; plan: string | null; idem: string | null };
+type EventCommand = { kind: "event"; user: string; metric: "lessons" | "quiz"; value: number; tz: string | null; source: string | null; level: string | null; plan: string | null; idem: string | null; name?: string | null };
 type Command =
   | EventCommand
   | { kind: "batch"; events: EventCommand[] }
-  | { kind: "identify"; user: string; plan: string | null; region: string | null; tz: string | null; patch?: boolean }
+  | { kind: "identify"; user: string; plan: string | null; region: string | null; tz: string | null; patch?: boolean; name?: string | null }
   | { kind: "complete"; user: string; achievement: "profile" | "pro-only"; plan: string | null; tz?: string }
   | { kind: "boost"; user: string; system: "xp" | "gems"; multiplier: number; startIn: number | "due"; length: number | null; rounding: "down" | "up" | "nearest" }
   | { kind: "endBoost"; pick: number }
+  | { kind: "boostEdge"; global: boolean; user: string; pick: number; edge: "start" | "end"; offset: number }
+  | { kind: "idemEdge"; pick: number; offset: number }
   | { kind: "freeze"; user: string; count: number }
   | { kind: "restore"; user: string }
   | { kind: "advance"; ms: number }
@@ -94,6 +101,14 @@ type Command =
   | { kind: "wrapped"; user: string; year: number | null };
 
 const HOUR = 3_600_000;
+/**
+ * Users' names (sent by events and identifies, shown by the streak rankings and board pages):
+ * non-ASCII letters, combining marks, astral characters, right-to-left text, zero-width and
+ * emoji sequences, quotes and backslashes, the empty name and the longest one (200 characters,
+ * counted in UTF-16 units).
+ */
+const NAMES = ["Ann", "Zoë", "李小龙", "e\u0301clair", "𝔘𝔫𝔦 🦄", "שלום", "a\u200bb", "👩‍👩‍👧", "\"quoted\" \\ back", "", " ", "Ω".repeat(200), "😀".repeat(100)];
+const nameArb = fc.option(fc.constantFrom(...NAMES), { freq: 2 });
 const SUMMARY_FILTERS = [null, "plan:pro", "plan:free", "region:eu", "region:us", "plan:pro,region:eu", "region:us,plan:free", "region:mars"];
 const eventArb: fc.Arbitrary<EventCommand> = fc.record({
     kind: fc.constant("event" as const),
@@ -106,6 +121,7 @@ const eventArb: fc.Arbitrary<EventCommand> = fc.record({
     level: fc.constantFrom(null, "hard", "easy"),
     plan: fc.constantFrom(null, "pro", "free"),
     idem: fc.option(fc.constantFrom("a", "b"), { freq: 4 }),
+    name: nameArb,
   });
 const commandArb: fc.Arbitrary<Command> = fc.oneof(
   { weight: 8, arbitrary: eventArb },
@@ -121,6 +137,7 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     tz: spelled(fc.constantFrom(null, "UTC", "Asia/Kolkata", "Pacific/Kiritimati", "Pacific/Pago_Pago")),
     // PATCH /v1/users/{id} (lua/user-3.lua "update"): the user must exist (404, nothing created).
     patch: fc.constantFrom(false, false, false, true),
+    name: nameArb,
   }) },
   { weight: 1, arbitrary: fc.record({
     kind: fc.constant("complete" as const),
@@ -140,6 +157,9 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     rounding: fc.constantFrom("down" as const, "up" as const, "nearest" as const),
   }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("endBoost" as const), pick: fc.nat(10) }) },
+  // To a user boost's or a global boost's start or end (a millisecond either side now and then):
+  // its status there, and whether an event there is boosted.
+  { weight: 1, arbitrary: boostEdgeArb(USERS) },
   // GET /v1/users/{id}/points/{key}/boosts: the global boosts whose cohort the user is in, then the user's own.
   // Also the system's global boosts (GET /v1/points/{key}/boosts) and the admin listing of user
   // boosts (GET /admin/v1/points/{key}/boosts), of every user or of one (userId=).
@@ -194,6 +214,21 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
   ...readArbs(["xp", "gems", "coins"]),
 );
 
+/** boostEdge commands for `users` (a global boost's edge read with the user's listing and event). */
+function boostEdgeArb(users: string[]): fc.Arbitrary<Command> {
+  return fc.record({
+    kind: fc.constant("boostEdge" as const),
+    global: fc.boolean(),
+    user: fc.constantFrom(...users),
+    pick: fc.nat(10),
+    edge: fc.constantFrom("start" as const, "end" as const),
+    offset: fc.constantFrom(-1, 0, 0, 0, 1),
+  });
+}
+
+/** idemEdge: a remembered key (of any user) sent again at the end of its window, or a millisecond either side. */
+const idemEdgeArb: fc.Arbitrary<Command> = fc.record({ kind: fc.constant("idemEdge" as const), pick: fc.nat(10), offset: fc.constantFrom(-1, 0, 0, 1) });
+
 /**
  * The cross-user reads against the model: the points summary, unfiltered and filtered by user
  * attributes (one pair: a group's own totals; two: their intersection; a value nobody holds),
@@ -246,7 +281,7 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
   // UTC): after the FLUSHDB it held the zones of the last sequence's users, as if another process
   // had changed them. With a stale zone a batch still records a user's zoneless event behind other
   // users' later events in flight (refused on the cached zone and sent again: not fixed).
-  for (const user of USERS) store.zones.set(user, "UTC");
+  for (const user of [...USERS, ...CROWD]) store.zones.set(user, "UTC");
   const model: ModelState = emptyState();
   const boosts: { id: string; user: string; system: string; start: number; end: number | null; multiplier: number; rounding: "down" | "up" | "nearest"; created: number }[] = [];
 
@@ -257,30 +292,56 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
   };
   await deleteRuns(START);
 
-  for (const cmd of commands) {
+  // Moving the manual clock refreshes the service's thresholds, then the ticks run (with those
+  // thresholds), then the retention job: the model in the same order.
+  const moveTo = async (at: number) => {
+    await clock.set(at);
+    refreshThresholds(tenant, model, clock.now());
+    for (let i = 1; i <= store.tenantRules.rules.tt.length; i++) await runTimeTrigger(store, i, clock.now());
+    applyTimeTicks(tenant, model, clock.now());
+    await deleteRuns(clock.now());
+  };
+
+  // A command may put the commands that follow it at the front (boostEdge, idemEdge: their
+  // instant is known only once the sequence has run to them).
+  const queue = [...commands];
+  for (let cmd = queue.shift(); cmd !== undefined; cmd = queue.shift()) {
     const now = clock.now();
     switch (cmd.kind) {
       case "toDue":
       case "advance": {
-        // Moving the manual clock refreshes the service's thresholds, then the ticks run (with
-        // those thresholds): the model in the same order.
-        await clock.set(now + (cmd.kind === "advance" ? cmd.ms : msToDue(tenant, model, cmd, now)));
-        refreshThresholds(tenant, model, clock.now());
-        for (let i = 1; i <= store.tenantRules.rules.tt.length; i++) await runTimeTrigger(store, i, clock.now());
-        applyTimeTicks(tenant, model, clock.now());
-        await deleteRuns(clock.now());
+        await moveTo(now + (cmd.kind === "advance" ? cmd.ms : msToDue(tenant, model, cmd, now)));
+        break;
+      }
+      case "boostEdge": {
+        // A user boost's (or a global boost's) start or end, or a millisecond either side: the
+        // clock moved there when it is ahead, then the boost listings and an event of the user.
+        const edges: { user: string; system: "xp" | "gems" | "coins"; at: number | null }[] = cmd.global
+          ? tenant.systems.flatMap((s) => s.boosts.map((b) => ({ user: cmd.user, system: s.key as "xp" | "gems" | "coins", at: cmd.edge === "start" ? b.start : b.end })))
+          : boosts.map((b) => ({ user: b.user, system: b.system as "xp" | "gems", at: cmd.edge === "start" ? b.start : b.end }));
+        const edge = edges[cmd.pick % Math.max(1, edges.length)];
+        if (!edge || edge.at === null) break;
+        if (edge.at + cmd.offset > now) await moveTo(edge.at + cmd.offset);
+        const read = (scope: "user" | "global" | "adminOfUser"): Command => ({ kind: "boostsRead", user: edge.user, system: edge.system, includeFinished: true, scope });
+        const lesson: EventCommand = { kind: "event", user: edge.user, metric: edge.system === "gems" ? "quiz" : "lessons", value: 1, tz: null, source: null, level: null, plan: null, idem: null };
+        queue.unshift(read("user"), read(cmd.global ? "global" : "adminOfUser"), lesson, { kind: "read", user: edge.user, system: edge.system });
+        break;
+      }
+      case "idemEdge": {
+        // A key remembered for a window (propt, proptm): the clock to a millisecond before the
+        // window's end, to the end itself or after it, when that is ahead, then the key sent again.
+        const keyed = [...model.users].flatMap(([user, u]) => [...u.idempotency].filter(([, k]) => k.until !== null).map(([key, k]) => ({ user, key, until: k.until! })));
+        const picked = keyed[cmd.pick % Math.max(1, keyed.length)];
+        if (!picked) break;
+        if (picked.until + cmd.offset > now) await moveTo(picked.until + cmd.offset);
+        const [metric, idem] = picked.key.split(":") as ["lessons" | "quiz", string];
+        queue.unshift({ kind: "event", user: picked.user, metric, value: 1, tz: null, source: null, level: null, plan: null, idem });
         break;
       }
       case "sweep": {
         // To the user's deadline (sd) when it is ahead: the sweep settles at the deadline itself.
         const deadline = cmd.user === null ? undefined : model.streakDeadline.get(cmd.user);
-        if (deadline !== undefined && deadline > now) {
-          await clock.set(deadline);
-          refreshThresholds(tenant, model, clock.now());
-          for (let i = 1; i <= store.tenantRules.rules.tt.length; i++) await runTimeTrigger(store, i, clock.now());
-          applyTimeTicks(tenant, model, clock.now());
-          await deleteRuns(clock.now());
-        }
+        if (deadline !== undefined && deadline > now) await moveTo(deadline);
         const changed = await sweepExpiredStreaks(store, clock.now());
         expect(changed, "users the sweep changed").toBe(applyStreakSweep(tenant, model, clock.now()));
         break;
@@ -374,6 +435,7 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
       case "event": {
         const user: Record<string, unknown> = { id: cmd.user };
         if (cmd.tz) user.tz = cmd.tz;
+        if (cmd.name != null) user.name = cmd.name;
         if (cmd.plan) user.attributes = { plan: cmd.plan };
         const attributes: Record<string, string> = {};
         if (cmd.source) attributes.source = cmd.source;
@@ -448,6 +510,7 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
       case "identify": {
         const body: Record<string, unknown> = {};
         if (cmd.tz) body.tz = cmd.tz;
+        if (cmd.name != null) body.name = cmd.name;
         const attributes: Record<string, string> = {};
         if (cmd.plan) attributes.plan = cmd.plan;
         if (cmd.region) attributes.region = cmd.region;
@@ -551,6 +614,10 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
     }
     // The run before the current one, of a repeating board (each region's group of a breakdown board).
     if (board.runUnit !== null) for (const region of ["eu", "us"] as const) reads.push(expectBoardsEqual(tenant, model, { kind: "board", board: board.key, region, user: null, offset: 0, limit: 3, back: 1 }, now, API));
+    // And each user's read of that run (a breakdown board's: the group the user was in then, the page around them in each group).
+    if (board.runUnit !== null) {
+      for (const user of USERS) for (const region of ["eu", "us"] as const) reads.push(expectBoardsEqual(tenant, model, { kind: "board", board: board.key, region, user, offset: -1, limit: 3, back: 1 }, now, API));
+    }
   }
   // One pair (a group's own totals) is read by the "summary" commands; two intersect the groups.
   for (const system of tenant.systems) for (const filter of [null, "plan:pro,region:eu"]) reads.push(expectSummaryEqual(t, tenant, model, system.key, filter, API));
@@ -562,9 +629,10 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
 }
 
 /** An event command's body fields (the event route's and a batch event's). */
-function eventBody(e: EventCommand): { user: { id: string; tz?: string; attributes?: Record<string, string> }; value: number; attributes: Record<string, string> } {
-  const user: { id: string; tz?: string; attributes?: Record<string, string> } = { id: e.user };
+function eventBody(e: EventCommand): { user: { id: string; tz?: string; name?: string; attributes?: Record<string, string> }; value: number; attributes: Record<string, string> } {
+  const user: { id: string; tz?: string; name?: string; attributes?: Record<string, string> } = { id: e.user };
   if (e.tz) user.tz = e.tz;
+  if (e.name != null) user.name = e.name;
   if (e.plan) user.attributes = { plan: e.plan };
   const attributes: Record<string, string> = {};
   if (e.source) attributes.source = e.source;
@@ -613,9 +681,8 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
   const query = new URLSearchParams({ limit: String(cmd.limit) });
   if (board.breakdownAttribute) query.set("userAttributes", `region:${cmd.region}`);
   const current = activeRun(board, now) ?? (boardStatus(board, now) === "finished" ? runOfDay(board, board.endDay! - 1) : null);
-  // The run `back` runs before the current one, when there is one: a page, or a user's read on a
-  // board without breakdown (a breakdown board's past group is the latest run's or the attribute's now).
-  const back = (cmd.user === null || !board.breakdownAttribute) && board.runUnit !== null && current !== null && current - (cmd.back ?? 0) >= 0 ? (cmd.back ?? 0) : 0;
+  // The run `back` runs before the current one, when there is one: a page, or a user's read.
+  const back = board.runUnit !== null && current !== null && current - (cmd.back ?? 0) >= 0 ? (cmd.back ?? 0) : 0;
   const run = current === null ? null : current - back;
   if (back > 0) query.set("run", formatDay(runStartDay(board, run!)));
   if (run !== null && run < modelFirstKeptRun(board, now)) {
@@ -632,7 +699,13 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
   const group = run === null ? new Map() : (model.boards.get(`${board.key}:${run}:${board.breakdownAttribute ? cmd.region : ""}`) ?? new Map());
   const order = modelBoardOrder(group);
   const unit = (v: number) => (board.rankBy === "metric" ? fromMicro(v) : v);
-  const ranked = order.map((e) => ({ userId: memberUser(e.member), value: unit(e.value), rank: modelRank(board, group, e.value, e.member) }));
+  // Each listed user's name now (the user's hash, read at the page).
+  const ranked = order.map((e) => ({
+    userId: memberUser(e.member),
+    userName: model.users.get(memberUser(e.member))?.profile.get("nm") ?? null,
+    value: unit(e.value),
+    rank: modelRank(board, group, e.value, e.member),
+  }));
   if (cmd.user === null) {
     query.set("offset", String(Math.max(0, cmd.offset)));
     const res = await t.call("GET", `/v1/leaderboards/${board.key}?${query}`, undefined, api);
@@ -640,7 +713,7 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
     expect(res.body.run, `${board.key} run`).toBe(run === null ? null : formatDay(runStartDay(board, run)));
     const start = Math.max(0, cmd.offset);
     const expected = ranked.slice(start, Math.min(start + cmd.limit, board.maxParticipants));
-    expect(res.body.rankings.map((r: { userId: string; rank: number; value: number }) => ({ userId: r.userId, value: r.value, rank: r.rank })), `${board.key} page`).toEqual(expected);
+    expect(res.body.rankings.map((r: { userId: string; userName: string | null; rank: number; value: number }) => ({ userId: r.userId, userName: r.userName, value: r.value, rank: r.rank })), `${board.key} page`).toEqual(expected);
   } else {
     const res = await t.call("GET", `/v1/users/${cmd.user}/leaderboards/${board.key}?numEvents=100${back > 0 ? `&run=${query.get("run")}` : ""}`, undefined, api);
     if (!model.users.has(cmd.user)) {
@@ -650,8 +723,12 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
     const mine = ranked.find((r) => r.userId === cmd.user);
     // The user's entry in the run: the latest one's, or in an earlier run the one the run kept.
     const latest = model.users.get(cmd.user)!.boards.get(board.key);
-    const kept = group.get(cmd.user) as { value: number; reachedAt: number } | undefined;
-    const entry = back === 0 ? latest : kept && { run: run!, value: kept.value, breakdown: "" };
+    // In an earlier run, the user's entry in whichever group of the run holds it (a breakdown
+    // board's user is in one group of a run: the attribute's value at their last change in it).
+    const prefix = `${board.key}:${run}:`;
+    const userId = cmd.user;
+    const kept = back === 0 ? undefined : [...model.boards].find(([key, g]) => key.startsWith(prefix) && g.has(userId));
+    const entry = back === 0 ? latest : kept && { run: run!, value: kept[1].get(userId)!.value, breakdown: kept[0].slice(prefix.length) };
     const onOwnGroup = entry && run !== null && entry.run === run;
     // On the board: within the first maxParticipants entries in board order (the listed ones).
     const rank = mine && ranked.indexOf(mine) < board.maxParticipants ? mine.rank : null;
@@ -677,7 +754,7 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
     const position = ranked.findIndex((r) => r.userId === cmd.user);
     const start = Math.max(0, position + cmd.offset);
     const window = position < 0 || !onOwnGroup || rank === null ? [] : ranked.slice(start, start + cmd.limit).filter((_, i) => start + i < board.maxParticipants);
-    expect(around.body.rankings.map((r: { userId: string; rank: number; value: number }) => ({ userId: r.userId, value: r.value, rank: r.rank })), `${board.key} around ${cmd.user}`).toEqual(window);
+    expect(around.body.rankings.map((r: { userId: string; userName: string | null; rank: number; value: number }) => ({ userId: r.userId, userName: r.userName, value: r.value, rank: r.rank })), `${board.key} around ${cmd.user}`).toEqual(window);
     const history = run === null ? [] : (model.boardHistory.get(`${board.key}:${run}:${cmd.user}`) ?? []);
     expect(res.body.history, `${board.key} history of ${cmd.user}`).toEqual(
       history.map((h) => ({
@@ -698,7 +775,7 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
  * the read itself freezes), and the rank among the live streaks whose deadline has not passed.
  */
 async function expectStreakEqual(tenant: CompiledTenant, model: ModelState, cmd: Extract<Command, { kind: "streak" }>, now: number, api: Record<string, string>): Promise<void> {
-  const res = await t.call("GET", `/v1/users/${cmd.user}/streak?historyPeriods=${cmd.periods}`, undefined, api);
+  const res = await t.call("GET", `/v1/users/${encodeURIComponent(cmd.user)}/streak?historyPeriods=${cmd.periods}`, undefined, api);
   const user = model.users.get(cmd.user);
   if (!user) {
     expect(res.status).toBe(404);
@@ -773,6 +850,8 @@ const travelArb: fc.Arbitrary<Command> = fc.oneof(
   // A completion moves the zone too (lua/complete-4.lua), the first one of an achievement only.
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("complete" as const), user: fc.constantFrom(...TRAVELLERS), achievement: fc.constant("profile" as const), plan: fc.constant(null), tz: spelled(fc.constantFrom(...TRAVEL_ZONES)) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("freeze" as const), user: fc.constantFrom(...TRAVELLERS), count: fc.integer({ min: 1, max: 2 }) }) },
+  // A remembered key sent again at its window's end (propt, proptm), or a millisecond either side.
+  { weight: 1, arbitrary: idemEdgeArb },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("restore" as const), user: fc.constantFrom(...TRAVELLERS) }) },
   // The expiry sweep, now or at a traveller's deadline: freezes consumed and streaks lost when the
   // deadline passes, in the zone stored then, before the user's next event, restore or read.
@@ -885,6 +964,76 @@ const steadySequenceArb = fc
   .tuple(fc.constantFrom("propx", "propt"), steadyEventArb("r0"), fc.array(steadyStepArb, { minLength: 1, maxLength: 16, size: "max" }))
   .map(([tenantId, first, steps]) => [tenantId, [first as Command, ...steps.flat()]] as const);
 
+/**
+ * Streak rankings past three users: a crowd of 20 to 48 users (propx: 2 shards, so more users a
+ * shard than lua/streakTop-2.lua's first chunk of limit + 16), each sending a lesson (in batches)
+ * on consecutive days from its own first day for its own number of days, so that by the last days
+ * most streaks are lost and unsettled (no sweep, now and then one) while ranked above the live
+ * ones; the rankings (active and longest, limits 1 to 4, 20 and 100), the bulk streak read and a
+ * crowd user's streak read (its rank) each day, and each user's name (odd Unicode among them).
+ */
+const crowdSequenceArb = fc
+  .tuple(
+    fc.integer({ min: 40, max: CROWD.length }),
+    fc.array(
+      fc.record({
+        // Most users early and long (lost by the end), a few late and short (live, shorter).
+        first: fc.oneof({ weight: 5, arbitrary: fc.integer({ min: 0, max: 1 }) }, fc.integer({ min: 2, max: 7 })),
+        days: fc.oneof({ weight: 3, arbitrary: fc.integer({ min: 2, max: 5 }) }, fc.integer({ min: 1, max: 2 })),
+        tz: fc.constantFrom(null, null, "UTC", "Asia/Tokyo", "America/Denver"),
+        name: nameArb,
+      }),
+      { minLength: CROWD.length, maxLength: CROWD.length },
+    ),
+    fc.array(
+      fc.record({
+        hours: fc.integer({ min: 20, max: 27 }),
+        limits: fc.array(fc.constantFrom(1, 2, 3, 4, 20, 100), { minLength: 1, maxLength: 3 }),
+        sweep: fc.constantFrom(false, false, false, false, false, false, false, false, false, true),
+        reader: fc.nat(CROWD.length - 1),
+      }),
+      { minLength: 8, maxLength: 8 },
+    ),
+  )
+  .map(([count, plans, days]) => {
+    const users = CROWD.slice(0, count);
+    const commands: Command[] = [];
+    days.forEach((day, d) => {
+      const lessons: EventCommand[] = users.flatMap((user, i) => {
+        const plan = plans[i]!;
+        if (d < plan.first || d >= plan.first + plan.days) return [];
+        // The name sent with the first lesson (a user's later lessons send none: it stays).
+        return [{ kind: "event", user, metric: "lessons", value: 1, tz: plan.tz, source: null, level: null, plan: null, idem: null, name: d === plan.first ? plan.name : null }];
+      });
+      for (let i = 0; i < lessons.length; i += 16) commands.push({ kind: "batch", events: lessons.slice(i, i + 16) });
+      if (day.sweep) commands.push({ kind: "sweep", user: null });
+      for (const limit of day.limits) commands.push({ kind: "rankings", type: "active", limit }, { kind: "rankings", type: "longest", limit });
+      const reader = users[day.reader % users.length]!;
+      commands.push({ kind: "streaks", users: [...new Set([reader, ...users.slice(0, 3)]), "nobody"] }, { kind: "streak", user: reader, periods: 3 });
+      commands.push({ kind: "advance", ms: day.hours * HOUR });
+    });
+    return commands;
+  });
+
+/**
+ * Idempotency windows on the rules tenants (propt: 20 hours, proptm: 720): keyed events and
+ * batches, keys sent again at the end of their window or a millisecond either side (202 before
+ * it, a new event from it), among clock moves and reads.
+ */
+const idemSequenceArb = fc.tuple(
+  fc.constantFrom("propt", "proptm"),
+  fc.array(
+    fc.oneof(
+      { weight: 4, arbitrary: travelEventArb.map((e): Command => ({ ...e, idem: e.idem ?? "b" })) },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant("batch" as const), events: fc.array(travelEventArb.map((e) => ({ ...e, idem: e.idem ?? "b" })), { minLength: 1, maxLength: 4 }) }) },
+      { weight: 4, arbitrary: idemEdgeArb },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant("advance" as const), ms: fc.integer({ min: HOUR, max: 30 * HOUR }) }) },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant("read" as const), user: fc.constantFrom(...TRAVELLERS), system: fc.constant("xp" as const) }) },
+    ),
+    { minLength: 1, maxLength: 24, size: "max" },
+  ),
+);
+
 describe("every points and achievement rule: HTTP + Lua equals the reference model", () => {
   it("agrees on random sequences of events, identifications, completions, boosts, freezes and clock jumps", async () => {
     await fc.assert(fc.asyncProperty(fc.array(commandArb, { minLength: 1, maxLength: 70, size: "max" }), (commands) => runSequence(commands)), propertyParameters(80));
@@ -907,6 +1056,14 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
     // size "max": at fast-check's default size the array stops at about 12 commands whatever its
     // maxLength. At full length, 100 runs (120 before, which added ~7 s) still send twice the commands.
     await fc.assert(fc.asyncProperty(fc.array(focused, { minLength: 1, maxLength: 30, size: "max" }), (commands) => runSequence(commands)), propertyParameters(100));
+  });
+
+  it("agrees on streak rankings over a crowd of users, most of their streaks lost and unsettled", async () => {
+    await fc.assert(fc.asyncProperty(crowdSequenceArb, (commands) => runSequence(commands)), propertyParameters(6));
+  });
+
+  it("agrees on keys sent again at the end of the idempotency window, and a millisecond either side", async () => {
+    await fc.assert(fc.asyncProperty(idemSequenceArb, ([tenantId, commands]) => runSequence(commands, tenantId)), propertyParameters(30));
   });
 
   it("agrees on users who travel between zones among freezes, restores and missed days", async () => {
@@ -1073,6 +1230,22 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
       lesson("r2", 1),
       { kind: "board", board: "lessons-2d", region: "eu", user: null, offset: 0, limit: 3, back: 1 },
       { kind: "board", board: "lessons-2d", region: "eu", user: "r2", offset: 0, limit: 3, back: 1 },
+    ]);
+  });
+
+  // r0 on lessons-yearly in eu in the run to 8 March, in us in the next (and now): r0's read of
+  // the earlier run answered rank null, as the service looked for the entry in us alone (the latest
+  // run's group and the attribute now), not in eu, whose page listed r0 (FC_SEED=1383216897;
+  // leaderboard-store.ts pastEntry now also looks in the groups the run lists on the user's shard).
+  it("agrees on a user's read of an earlier run of a breakdown board, in a group the user has left", async () => {
+    const lesson: EventCommand = { kind: "event", user: "r0", metric: "lessons", value: 1, tz: null, source: null, level: null, plan: null, idem: null };
+    await runSequence([
+      { kind: "identify", user: "r0", plan: null, region: "eu", tz: null },
+      lesson,
+      { kind: "advance", ms: 96 * HOUR },
+      { kind: "identify", user: "r0", plan: null, region: "us", tz: null },
+      lesson,
+      { kind: "board", board: "lessons-yearly", region: "eu", user: "r0", offset: 0, limit: 2, back: 1 },
     ]);
   });
 
