@@ -29,6 +29,7 @@ const KEYS: Record<string, string> = { propd: "prop-daily-key", propw: "prop-wee
 const ZONES = [null, "UTC", "America/New_York", "Europe/London", "Asia/Tokyo", "Australia/Lord_Howe", "Pacific/Kiritimati", "America/St_Johns", "Pacific/Pago_Pago"];
 const USERS = ["u0", "u1", "ü/3 ☃"];
 const START = Date.parse("2026-03-05T09:00:00Z");
+const SUMMARY_FILTERS = [null, "plan:pro", "plan:free", "plan:", "plan:gold"];
 // Instants just before and after DST changes in the zones above, and month ends.
 const LANDMARKS = [
   "2026-03-08T06:59:00Z", "2026-03-08T07:01:00Z", "2026-03-29T00:59:00Z", "2026-03-29T01:01:00Z",
@@ -38,7 +39,7 @@ const LANDMARKS = [
 ].map(Date.parse);
 
 type Command =
-  | { kind: "event"; tenant: string; user: string; metric: number; value: number; tz: string | null; idem: string | null; email: boolean }
+  | { kind: "event"; tenant: string; user: string; metric: number; value: number; tz: string | null; idem: string | null; email: boolean; plan?: string | null }
   | { kind: "advance"; ms: number }
   | { kind: "landmark"; index: number }
   | { kind: "read"; tenant: string; user: string; system: number; awards: number }
@@ -62,6 +63,8 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     tz: spelled(fc.constantFrom(...ZONES)),
     idem: fc.option(fc.constantFrom("k1", "k2", "k3"), { freq: 3 }),
     email: fc.boolean(),
+    // The user attribute plan (the empty value is a value: summaries filtered by "plan:" count it).
+    plan: fc.constantFrom(null, null, null, "pro", "free", ""),
   }) },
   { weight: 2, arbitrary: fc.record({
     kind: fc.constant("advance" as const),
@@ -205,6 +208,7 @@ async function runSequence(commands: Command[]): Promise<void> {
     const user: Record<string, unknown> = { id: cmd.user };
     if (cmd.tz !== null) user.tz = cmd.tz;
     if (cmd.email) user.email = `${cmd.user.length}@example.com`;
+    if (cmd.plan != null) user.attributes = { plan: cmd.plan };
     const reqHeaders: Record<string, string> = { ...headers };
     if (cmd.idem !== null) reqHeaders["idempotency-key"] = cmd.idem;
     const res = await t.call("POST", `/v1/metrics/${metric.key}/event`, { user, value: cmd.value }, reqHeaders);
@@ -235,7 +239,7 @@ async function runSequence(commands: Command[]): Promise<void> {
 
   for (const [tenantId, model] of models) await expectStateEqual(t, tenantOf(tenantId), model);
   // The reads against the model's twins (read-check.ts), all in flight at once: each system's
-  // points summary (totals at caps, floors and past 1000), the streak rankings (the non-ASCII id
+  // points summary (totals at caps, floors and past 1000; by plan too), the streak rankings (the non-ASCII id
   // among ties), every user's streak length and achievements and metrics.
   const reads: Promise<void>[] = [];
   await drainBuckets(t);
@@ -244,7 +248,8 @@ async function runSequence(commands: Command[]): Promise<void> {
     if (model.users.size === 0) continue;
     const tenant = tenantOf(tenantId);
     const headers = { "x-api-key": KEYS[tenantId]! };
-    for (const system of tenant.systems) reads.push(expectSummaryEqual(t, tenant, model, system.key, null, headers));
+    // Unfiltered and filtered by the plan: each value's users (the empty one's too), a value nobody holds.
+    for (const system of tenant.systems) for (const filter of SUMMARY_FILTERS) reads.push(expectSummaryEqual(t, tenant, model, system.key, filter, headers));
     for (const type of ["active", "longest"] as const) reads.push(expectRankingsEqual(t, model, type, 2, clock.now(), headers));
     reads.push(expectStreakListEqual(t, tenant, model, [...USERS, "nobody"], clock.now(), headers));
     for (const user of USERS) reads.push(expectUserReadsEqual(t, tenant, model, user, true, headers));

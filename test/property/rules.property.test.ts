@@ -319,8 +319,10 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
         const edges: { user: string; system: "xp" | "gems" | "coins"; at: number | null }[] = cmd.global
           ? tenant.systems.flatMap((s) => s.boosts.map((b) => ({ user: cmd.user, system: s.key as "xp" | "gems" | "coins", at: cmd.edge === "start" ? b.start : b.end })))
           : boosts.map((b) => ({ user: b.user, system: b.system as "xp" | "gems", at: cmd.edge === "start" ? b.start : b.end }));
-        const edge = edges[cmd.pick % Math.max(1, edges.length)];
-        if (!edge || edge.at === null) break;
+        // Among the edges not passed yet (the clock only moves forward).
+        const ahead = edges.filter((e): e is typeof e & { at: number } => e.at !== null && e.at + cmd.offset >= now);
+        const edge = ahead[cmd.pick % Math.max(1, ahead.length)];
+        if (!edge) break;
         if (edge.at + cmd.offset > now) await moveTo(edge.at + cmd.offset);
         const read = (scope: "user" | "global" | "adminOfUser"): Command => ({ kind: "boostsRead", user: edge.user, system: edge.system, includeFinished: true, scope });
         const lesson: EventCommand = { kind: "event", user: edge.user, metric: edge.system === "gems" ? "quiz" : "lessons", value: 1, tz: null, source: null, level: null, plan: null, idem: null };
@@ -330,7 +332,7 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
       case "idemEdge": {
         // A key remembered for a window (propt, proptm): the clock to a millisecond before the
         // window's end, to the end itself or after it, when that is ahead, then the key sent again.
-        const keyed = [...model.users].flatMap(([user, u]) => [...u.idempotency].filter(([, k]) => k.until !== null).map(([key, k]) => ({ user, key, until: k.until! })));
+        const keyed = [...model.users].flatMap(([user, u]) => [...u.idempotency].filter(([, k]) => k.until !== null && k.until + cmd.offset >= now).map(([key, k]) => ({ user, key, until: k.until! })));
         const picked = keyed[cmd.pick % Math.max(1, keyed.length)];
         if (!picked) break;
         if (picked.until + cmd.offset > now) await moveTo(picked.until + cmd.offset);
