@@ -80,7 +80,7 @@ type Command =
   | { kind: "complete"; user: string; achievement: "profile" | "pro-only"; plan: string | null; tz?: string }
   | { kind: "boost"; user: string; system: "xp" | "gems"; multiplier: number; startIn: number | "due"; length: number | null; rounding: "down" | "up" | "nearest" }
   | { kind: "endBoost"; pick: number }
-  | { kind: "boostEdge"; global: boolean; user: string; pick: number; edge: "start" | "end"; offset: number }
+  | { kind: "boostEdge"; global: boolean; user: string; pick: number; edge: "start" | "end"; offset: number; thenEnd: boolean }
   | { kind: "idemEdge"; pick: number; offset: number }
   | { kind: "freeze"; user: string; count: number }
   | { kind: "restore"; user: string }
@@ -224,6 +224,7 @@ function boostEdgeArb(users: string[]): fc.Arbitrary<Command> {
     pick: fc.nat(10),
     edge: fc.constantFrom("start" as const, "end" as const),
     offset: fc.constantFrom(-1, 0, 0, 0, 1),
+    thenEnd: fc.constantFrom(false, false, true),
   });
 }
 
@@ -317,9 +318,9 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
       case "boostEdge": {
         // A user boost's (or a global boost's) start or end, or a millisecond either side: the
         // clock moved there when it is ahead, then the boost listings and an event of the user.
-        const edges: { user: string; system: "xp" | "gems" | "coins"; at: number | null }[] = cmd.global
-          ? tenant.systems.flatMap((s) => s.boosts.map((b) => ({ user: cmd.user, system: s.key as "xp" | "gems" | "coins", at: cmd.edge === "start" ? b.start : b.end })))
-          : boosts.map((b) => ({ user: b.user, system: b.system as "xp" | "gems", at: cmd.edge === "start" ? b.start : b.end }));
+        const edges: { user: string; system: "xp" | "gems" | "coins"; at: number | null; index: number | null }[] = cmd.global
+          ? tenant.systems.flatMap((s) => s.boosts.map((b) => ({ user: cmd.user, system: s.key as "xp" | "gems" | "coins", at: cmd.edge === "start" ? b.start : b.end, index: null })))
+          : boosts.map((b, index) => ({ user: b.user, system: b.system as "xp" | "gems", at: cmd.edge === "start" ? b.start : b.end, index }));
         // Among the edges not passed yet (the clock only moves forward).
         const ahead = edges.filter((e): e is typeof e & { at: number } => e.at !== null && e.at + cmd.offset >= now);
         const edge = ahead[cmd.pick % Math.max(1, ahead.length)];
@@ -327,7 +328,9 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
         if (edge.at + cmd.offset > now) await moveTo(edge.at + cmd.offset);
         const read = (scope: "user" | "global" | "adminOfUser"): Command => ({ kind: "boostsRead", user: edge.user, system: edge.system, includeFinished: true, scope });
         const lesson: EventCommand = { kind: "event", user: edge.user, metric: edge.system === "gems" ? "quiz" : "lessons", value: 1, tz: null, source: null, level: null, plan: null, idem: null };
-        queue.unshift(read("user"), read(cmd.global ? "global" : "adminOfUser"), lesson, { kind: "read", user: edge.user, system: edge.system });
+        // With thenEnd, a user boost then deleted there (at its start: ended 1 ms after it) and listed again.
+        const ending: Command[] = cmd.thenEnd && edge.index !== null ? [{ kind: "endBoost", pick: edge.index }, read("adminOfUser")] : [];
+        queue.unshift(read("user"), read(cmd.global ? "global" : "adminOfUser"), lesson, { kind: "read", user: edge.user, system: edge.system }, ...ending);
         break;
       }
       case "idemEdge": {
@@ -1081,6 +1084,8 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
       { weight: 2, arbitrary: commandArb.filter((c) => c.kind === "identify") },
       { weight: 3, arbitrary: commandArb.filter((c) => c.kind === "boost" && c.system === "gems") },
       { weight: 1, arbitrary: commandArb.filter((c) => c.kind === "endBoost") },
+      // The clock to a boost's start or end: the ticks due there paid boosted or not.
+      { weight: 1, arbitrary: boostEdgeArb(USERS) },
       { weight: 3, arbitrary: commandArb.filter((c) => c.kind === "advance") },
       { weight: 2, arbitrary: commandArb.filter((c) => c.kind === "toDue") },
       { weight: 3, arbitrary: commandArb.filter((c) => c.kind === "outage") },
