@@ -113,6 +113,45 @@ export interface ModelState {
   boardFalls: Map<string, number>;
   /** Per "<board>:<run>:<user>": rank history, newest first ({t:s}:lh:...). */
   boardHistory: Map<string, { t: number; pr: number | null; r: number | null; pv: number | null; v: number | null }[]>;
+  /**
+   * When set (a test that wants it), every change of a user's state is appended, in order, with
+   * what it did: the outcome a stream record carries (src/domain/stream-record.ts), which the
+   * outbound events are made from (test/helpers/webhook-expect.ts). Not kept otherwise.
+   */
+  journal?: ModelChange[];
+}
+
+/** One change of a user's state as the model made it (ModelState.journal). */
+export interface ModelChange {
+  userId: string;
+  /** The service time of the change, and the zone, local day and period it was made in (the record's). */
+  ms: number;
+  tz: string;
+  day: number;
+  period: number;
+  created: boolean;
+  completed: string[];
+  points: PointsChange[];
+  /** The length the streak was extended to (null: not extended). */
+  extended: number | null;
+  /** Settlement: the length lost (0: none), freezes consumed and auto-earned; freezes granted by an admin. */
+  lost: number;
+  consumed: number;
+  earned: number;
+  granted: number;
+  boards: BoardChange[];
+}
+
+function journal(state: ModelState, change: ModelChange): void {
+  const touched = change.created || change.completed.length > 0 || change.points.length > 0 || change.extended !== null || change.lost > 0 || change.consumed > 0 || change.earned > 0 || change.granted > 0 || change.boards.length > 0;
+  if (state.journal && touched) state.journal.push(change);
+}
+
+/** The zone, local day and period of `now` for a user (their stored zone). */
+function placeOf(tenant: CompiledTenant, user: ModelUser, now: number): { tz: string; day: number; period: number } {
+  const tz = user.profile.get("tz") ?? "UTC";
+  const day = localDayIndex(now, tz);
+  return { tz, day, period: periodOfDay(day, tenant.streak?.frequency ?? "daily") };
 }
 
 export const AWARDS_KEPT = 100;
@@ -514,6 +553,7 @@ export function applyEvent(tenant: CompiledTenant, state: ModelState, input: Eve
   logRecord(tenant, user, "ev", created, req.completed, points);
   const streakLength = extended || settlement.lost > 0 ? s.length : null;
   const boards = updateBoards(tenant, state, input.userId, user, input.now, { metricKey: input.metricKey, value: input.valueMicro, points, streakLength });
+  journal(state, { userId: input.userId, ms: input.now, tz, day: nowDay, period: nowPeriod, created, completed: req.completed, points, extended: extended ? s.length : null, lost: settlement.lost, consumed: settlement.consumed, earned: settlement.earned, granted: 0, boards });
   return {
     outcome: {
       kind: "processed",
@@ -989,7 +1029,8 @@ export function applyUpsert(
   const points = req.commit();
   recordPointsSeries(user, now, points);
   logRecord(tenant, user, "us", !existing, req.completed, points);
-  updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
+  const boards = updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
+  journal(state, { userId, ms: now, ...placeOf(tenant, user, now), created: !existing, completed: req.completed, points, extended: null, lost: 0, consumed: 0, earned: 0, granted: 0, boards });
   return { status: existing ? "updated" : "created", points };
 }
 
@@ -1014,7 +1055,8 @@ export function applyComplete(
     const points = req.commit();
     recordPointsSeries(existing, now, points);
     logRecord(tenant, existing, "ac", false, req.completed, points);
-    updateBoards(tenant, state, userId, existing, now, { metricKey: null, value: 0, points, streakLength: null });
+    const boards = updateBoards(tenant, state, userId, existing, now, { metricKey: null, value: 0, points, streakLength: null });
+    journal(state, { userId, ms: now, ...placeOf(tenant, existing, now), created: false, completed: req.completed, points, extended: null, lost: 0, consumed: 0, earned: 0, granted: 0, boards });
     return { status: "already", achievedAt: done, completed: req.completed, points };
   }
   // Eligibility with the attributes this request sends, before anything is written.
@@ -1026,7 +1068,8 @@ export function applyComplete(
   const points = req.commit();
   recordPointsSeries(user, now, points);
   logRecord(tenant, user, "ac", existing === undefined, req.completed, points);
-  updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
+  const boards = updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
+  journal(state, { userId, ms: now, ...placeOf(tenant, user, now), created: existing === undefined, completed: req.completed, points, extended: null, lost: 0, consumed: 0, earned: 0, granted: 0, boards });
   return { status: "completed", completed: req.completed, points };
 }
 
@@ -1052,7 +1095,8 @@ export function applyTimeTicks(tenant: CompiledTenant, state: ModelState, now: n
       const points = req.commit();
       recordPointsSeries(user, now, points);
       logRecord(tenant, user, "tt", false, req.completed, points);
-      updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
+      const boards = updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points, streakLength: null });
+      journal(state, { userId, ms: now, ...placeOf(tenant, user, now), created: false, completed: req.completed, points, extended: null, lost: 0, consumed: 0, earned: 0, granted: 0, boards });
       due.set(userId, dueAt + n * t.intervalMs);
     }
   }
@@ -1130,13 +1174,16 @@ export function applyStreakAdmin(
   const settlement = settleStreak(tenant, s, user.createdDay, nowDay, nowPeriod);
   recordSettlement(state, userId, s, settlement);
   placeDeadline(state, userId, s, rule.frequency, tz, nowPeriod, now);
+  const settled = { userId, ms: now, tz, day: nowDay, period: nowPeriod, created: false, completed: [], points: [], extended: null, lost: settlement.lost, consumed: settlement.consumed, earned: settlement.earned };
   if (op === "settle") {
-    updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points: [], streakLength: settlement.lost > 0 ? s.length : null });
+    const boards = updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points: [], streakLength: settlement.lost > 0 ? s.length : null });
+    journal(state, { ...settled, granted: 0, boards });
     return { status: "settled", consumed: settlement.consumed, lost: settlement.lost };
   }
   const result = streakAdminOp(state, userId, s, op, amountOrWindowStart, rule, tz, nowPeriod, now);
   const restored = result.status === "restored";
-  updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points: [], streakLength: restored || settlement.lost > 0 ? s.length : null });
+  const boards = updateBoards(tenant, state, userId, user, now, { metricKey: null, value: 0, points: [], streakLength: restored || settlement.lost > 0 ? s.length : null });
+  journal(state, { ...settled, granted: result.status === "frozen" ? result.granted : 0, boards });
   return result;
 }
 
