@@ -220,6 +220,16 @@ local function flushPoints(outParts, outcomes)
         sys.partFormat = partFormat
       end
       outParts[#outParts + 1] = sformat(partFormat, o.added, o.total, lvBefore, lvAfter)
+      -- The change's last award number: the webhook consumer finds the change's own awards by it
+      -- (src/jobs/webhooks/payloads.ts), where two changes of the user at one instant can end at
+      -- the same total. A part of its own, after the points part: every reader of "p:" parts
+      -- keeps reading them as they were, and the hook selection ignores it.
+      local seqFormat = sys.seqFormat
+      if not seqFormat then
+        seqFormat = 'n:' .. string.gsub(sys.key, '%%', '%%%%') .. ':%d'
+        sys.seqFormat = seqFormat
+      end
+      outParts[#outParts + 1] = sformat(seqFormat, o.seq)
     end
   end
   return reply

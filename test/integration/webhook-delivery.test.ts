@@ -6,7 +6,7 @@ import { Coalescer } from "../../src/jobs/webhooks/coalesce.js";
 import { WEBHOOK_GROUP } from "../../src/jobs/webhooks/keys.js";
 import { streamEventId } from "../../src/jobs/webhooks/kinds.js";
 import { startTestApp, uniqueTenantId, type TestApp, type TestAppOptions } from "../helpers/app.js";
-import { lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
+import { lessonsXpTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
 
 /**
@@ -462,6 +462,47 @@ describe("two changes of a user at one instant", () => {
       [10, 10, [[10, 10]]],
       [20, 10, [[10, 20]]],
     ]);
+  });
+});
+
+describe("two changes of a user at one instant that end at the same total", () => {
+  let s: Scenario;
+  beforeAll(async () => {
+    // Lessons pay 10 XP, minutes take 10: up, down and up again at one instant (10, 0, 10).
+    s = await scenarioOf(
+      "whs",
+      (tenantId, url) =>
+        tenantYaml(
+          tenantId,
+          `
+    metrics: [{ key: lessons, name: Lessons }, { key: minutes, name: Minutes }]
+    points:
+      - key: xp
+        name: XP
+        triggers:
+          - { key: per-lesson, type: metric, metric: lessons, threshold: 1, points: 10 }
+          - { key: per-minute, type: metric, metric: minutes, threshold: 1, points: -10 }
+    webhooks:
+${endpoint("main", url)}`,
+        ),
+      {},
+      () => 200,
+    );
+  });
+  afterAll(() => close(s));
+
+  it("send points.changed each with its own award, not the later change's at that total (the record's n: part)", async () => {
+    for (const metric of ["lessons", "minutes", "lessons"]) expect((await s.t.call("POST", `/v1/metrics/${metric}/event`, { user: { id: "yoyo" }, value: 1 })).status).toBe(201);
+    // Drained together, as a consumer behind (or a batch) reads them: the first change's payload is
+    // built after the third wrote its award at the same instant and total.
+    await s.t.app.webhooks!.drain();
+    const got = await s.receiver.waitFor(3);
+    await s.t.app.webhooks!.settled(s.tenantId);
+    // The user's awards, newest first: 10 (third change), -10 (second), 10 (first).
+    const list = (await s.t.call("GET", "/v1/users/yoyo/points/xp?awards=3")).body.awards as { id: string; awarded: number; total: number }[];
+    expect(list.map((a) => [a.awarded, a.total])).toEqual([[10, 10], [-10, 0], [10, 10]]);
+    const sent = got.map((r) => r.body.points.awards.map((a: { id: string }) => a.id));
+    expect(sent.sort()).toEqual([[list[0]!.id], [list[1]!.id], [list[2]!.id]].sort());
   });
 });
 

@@ -56,26 +56,29 @@ const AWARDS_READ = 20;
  * consumer behind: it sent `awards: []` for a change more than 20 awards old). Empty when the
  * change has left the list.
  */
-async function awardsOf(ctx: PayloadContext, system: CompiledSystem, record: StreamRecord, added: number, total: number) {
+async function awardsOf(ctx: PayloadContext, system: CompiledSystem, record: StreamRecord, added: number, total: number, lastAward: number | null) {
   const shard = ctx.store.shard(record.userId);
   const key = ctx.store.keys.awards(shard, system.key, record.userId);
   let list = (await ctx.store.redis.lrange(key, 0, AWARDS_READ - 1)).map(parseAwardRecord);
-  let picked = pickAwards(list, record.ms, added, total);
+  let picked = pickAwards(list, record.ms, added, total, lastAward);
   // Not found, or running off the end of what was read: the change may lie deeper.
   if ((picked === null || picked.cut) && list.length === AWARDS_READ) {
     list = list.concat((await ctx.store.redis.lrange(key, AWARDS_READ, -1)).map(parseAwardRecord));
-    picked = pickAwards(list, record.ms, added, total);
+    picked = pickAwards(list, record.ms, added, total, lastAward);
   }
   return (picked?.awards ?? []).reverse().map((a) => awardJson(ctx.tenant, system, record.userId, a));
 }
 
 /**
  * The awards of the change made at `ms` that ends at `total` and adds `added`, newest first, from
- * a list read newest first; null when the list does not reach the change's last award. `cut`:
- * the list ended before the awards added up to `added`.
+ * a list read newest first; null when the list does not reach the change's last award. That is
+ * the award numbered `lastAward` (the record's "n:" part); in a record written before it, the
+ * newest award of the instant at that total, which is another change's when a later change of
+ * the same instant came back to the same total (up, down, up again: a batch, or a consumer behind).
+ * `cut`: the list ended before the awards added up to `added`.
  */
-function pickAwards<A extends { ms: number; total: number; awarded: number }>(list: readonly A[], ms: number, added: number, total: number): { awards: A[]; cut: boolean } | null {
-  const end = list.findIndex((a) => a.ms === ms && a.total === total);
+function pickAwards<A extends { seq: number; ms: number; total: number; awarded: number }>(list: readonly A[], ms: number, added: number, total: number, lastAward: number | null): { awards: A[]; cut: boolean } | null {
+  const end = list.findIndex((a) => a.ms === ms && a.total === total && (lastAward === null || a.seq === lastAward));
   if (end < 0) return null;
   const awards: A[] = [];
   let sum = 0;
@@ -175,7 +178,7 @@ export async function recordPayloads(ctx: PayloadContext, record: StreamRecord, 
               ...systemHeadJson(system),
               total: p.total,
               added: p.added,
-              awards: await awardsOf(ctx, system, record, p.added, p.total),
+              awards: await awardsOf(ctx, system, record, p.added, p.total, p.lastAward),
               level: levelOrNull(levelOf(system.levels, p.total) ?? undefined),
             },
           };
