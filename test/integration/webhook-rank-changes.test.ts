@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { commandsDuring } from "../helpers/monitor.js";
-import { lessonsXpTenantYaml } from "../helpers/tenant-yaml.js";
+import { lessonsXpTenantYaml, tenantYaml } from "../helpers/tenant-yaml.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
 
 /**
@@ -154,5 +154,51 @@ describe("a change off the board, behind a later change onto it", () => {
       await app.close();
       await receiver.close();
     }
+  });
+});
+
+describe("a change back to a value the user held on the board earlier in the same instant", () => {
+  const id = uniqueTenantId("wrb");
+  let r: Receiver;
+  let app: TestApp;
+  beforeAll(async () => {
+    r = await startReceiver();
+    const yaml = tenantYaml(
+      id,
+      `
+    metrics: [{ key: lessons, name: Lessons }]
+    leaderboards:
+      - { key: top, name: Top, rankBy: metric, metric: lessons, start: "2026-06-01", maxParticipants: 1 }
+    webhooks:
+      - { key: main, url: "${r.url}", secret: "a-test-secret-0123456789", events: [leaderboard.rank_changed] }
+`,
+    );
+    app = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z" });
+  });
+  afterAll(async () => {
+    await app.close();
+    await r.close();
+  });
+
+  it("sends nothing for it when it had no rank: not the ranks of the earlier change at that value", async () => {
+    const lesson = async (user: string, value: number) => expect((await app.call("POST", "/v1/metrics/lessons/event", { user: { id: user }, value })).status).toBe(201);
+    // The clock stands still: one instant. yo takes the board's one place at 1, lead passes at 2,
+    // yo falls to -2 (its rank goes), then comes back to 1: second, off the board, as before the fall.
+    await lesson("yo", 1);
+    await lesson("lead", 2);
+    await lesson("yo", -3);
+    await lesson("yo", 3);
+    await app.app.webhooks!.drain();
+    await app.app.webhooks!.settled(id);
+    const counts = (await app.call("GET", "/admin/v1/webhooks", undefined, { "x-api-key": "demo-admin-key" })).body.deliveries;
+    expect(counts.delivered).toBe(3);
+    const sent = r.received.map((x) => [x.body.user.id, x.body.leaderboard.previousValue, x.body.leaderboard.value, x.body.leaderboard.previousRank, x.body.leaderboard.rank]);
+    expect(sent.sort()).toEqual(
+      [
+        ["lead", null, 2, null, 1],
+        ["yo", null, 1, null, 1],
+        ["yo", 1, -2, 1, null],
+      ].sort(),
+    );
   });
 });

@@ -5,6 +5,7 @@ import type { ManualClock } from "../../src/clock.js";
 import type { CompiledTenant } from "../../src/config/compiled.js";
 import { endedBoostEnd } from "../../src/domain/boosts.js";
 import { toMicro } from "../../src/domain/decimal.js";
+import { localDayIndex } from "../../src/domain/periods.js";
 import { applyComplete, applyEvent, applyStreakAdmin, applyStreakSweep, applyTimeTicks, applyUpsert, applyUserBoost, emptyState, refreshThresholds, type ModelState } from "../../src/domain/model.js";
 import { WEBHOOK_EVENT_TYPES } from "../../src/jobs/webhooks/kinds.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
@@ -71,6 +72,8 @@ function yaml(tenantId: string, url: string): string {
           # Up with lessons, down with minutes: a user's total can come back to where it was at one instant.
           - { key: refill, type: metric, metric: lessons, threshold: 3, points: 6 }
           - { key: daily, type: time, unit: day, interval: 1, points: 4 }
+        boosts:
+          - { key: eu-gems, name: EU gems, multiplier: 1.5, start: "2026-03-06T12:00:00Z", end: "2026-03-12T00:00:00Z", rounding: nearest, userAttributes: { region: eu } }
         levels:
           - { key: low, name: Low, points: 0 }
           - { key: high, name: High, points: 25 }
@@ -109,6 +112,7 @@ type Command =
   | { kind: "identify"; user: string; tz: string | null; region: string | null; name: string | null }
   | { kind: "complete"; user: string }
   | { kind: "freeze"; user: string }
+  | { kind: "restore"; user: string }
   | { kind: "boost"; user: string; multiplier: number; startIn: number; length: number | null }
   | { kind: "endBoost"; pick: number }
   | { kind: "advance"; ms: number };
@@ -141,6 +145,8 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("complete" as const), user: fc.constantFrom(...USERS) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("freeze" as const), user: fc.constantFrom(...USERS) }) },
+  // A restore sends no event of its own, but settles the streak first (freezes, a loss) and moves the streak board.
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("restore" as const), user: fc.constantFrom(...USERS) }) },
   {
     weight: 1,
     arbitrary: fc.record({
@@ -277,6 +283,14 @@ async function runOn(t: TestApp, tenantId: string, commands: readonly Command[])
         applyStreakAdmin(tenant, model, cmd.user, "freeze", 1, now);
         break;
       }
+      case "restore": {
+        const res = await t.call("POST", "/admin/v1/streaks/restore", { users: [{ id: cmd.user }] }, admin);
+        expect(res.status).toBe(200);
+        const tz = model.users.get(cmd.user)?.profile.get("tz") ?? "UTC";
+        // README, Streak freezes and restore: a daily streak looks back 90 days.
+        applyStreakAdmin(tenant, model, cmd.user, "restore", localDayIndex(now, tz) - 90, now);
+        break;
+      }
       case "boost": {
         const start = now + cmd.startIn;
         const end = cmd.length === null ? null : start + cmd.length;
@@ -311,7 +325,6 @@ async function runOn(t: TestApp, tenantId: string, commands: readonly Command[])
   // Settled: nothing waiting, in flight or waiting for a retry (the admin counts), none dead.
   await t.app.webhooks!.settled(tenantId);
   const counts = (await t.call("GET", "/admin/v1/webhooks", undefined, admin)).body.deliveries;
-  expect(counts, "delivery counts").toEqual({ pending: 0, delivering: 0, retrying: 0, delivered: expected.length, dead: 0 });
 
   // One id per change: every delivery a different id (the receiver answers 200: none is sent twice), its header the body's.
   const received = receiver.received;
@@ -320,6 +333,7 @@ async function runOn(t: TestApp, tenantId: string, commands: readonly Command[])
 
   const order = (hooks: Record<string, unknown>[]) => hooks.map((h) => [canonical(h), h] as const).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, h]) => h);
   expect(order(received.map((r) => withoutId(r.body))), "delivered payloads").toEqual(order(expected));
+  expect(counts, "delivery counts").toEqual({ pending: 0, delivering: 0, retrying: 0, delivered: expected.length, dead: 0 });
 }
 
 describe("webhooks: the delivered payloads equal the reference model's", () => {

@@ -143,7 +143,11 @@ async function ranksOf(ctx: PayloadContext, board: CompiledLeaderboard, record: 
   const left = board.rankBy === "streak" && change.newValue === 0;
   let history = (await ctx.store.redis.lrange(key, 0, HISTORY_READ - 1)).map((text) => JSON.parse(text) as HistoryEntry);
   if (history.length === HISTORY_READ) history = history.concat((await ctx.store.redis.lrange(key, HISTORY_READ, -1)).map((text) => JSON.parse(text) as HistoryEntry));
-  const entry = history.find((h) => h.t === record.ms && h.v === (left ? null : change.newValue));
+  // The change's own entry: its instant, and the values before and after it. The value after
+  // alone is not enough: a user who left the board and came back to the same value within the same
+  // instant (a batch, or a consumer behind) would get the earlier change's ranks for a change
+  // that had none (off the board before and after).
+  const entry = history.find((h) => h.t === record.ms && h.v === (left ? null : change.newValue) && h.pv === change.oldValue);
   if (entry) return { rank: entry.r, previousRank: entry.pr };
   // Not there, in a history never trimmed (fewer entries than a trim keeps) or reaching back past
   // the change: it had no rank before or after. (An oldest entry of the change's own instant may
