@@ -311,7 +311,11 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
         local shown = info[2]
         if shown ~= shown or shown == -math.huge then shown = 0 end
         boardOut[n + 5], boardOut[n + 6], boardOut[n + 7], boardOut[n + 8] = breakdown, rank or false, previousRank or false, shown
-        outParts[#outParts + 1] = old and sformat('%s%d:%d', board.partHead, old, new) or sformat('%s:%d', board.partHead, new)
+        -- The record's part: values before and after, then the ranks before and after ('' for
+        -- none), so that the webhook consumer sends the ranks of this change (payloads.ts ranksOf)
+        -- without telling it apart in the history from another of the same instant and values.
+        local ranks = (previousRank and sformat('%d', previousRank) or '') .. ':' .. (rank and sformat('%d', rank) or '')
+        outParts[#outParts + 1] = old and sformat('%s%d:%d:%s', board.partHead, old, new, ranks) or sformat('%s:%d:%s', board.partHead, new, ranks)
       end
     end
   end

@@ -157,7 +157,7 @@ describe("a change off the board, behind a later change onto it", () => {
   });
 });
 
-describe("a change back to a value the user held on the board earlier in the same instant", () => {
+describe("changes of one instant with the same values, one ranked and one not", () => {
   const id = uniqueTenantId("wrb");
   let r: Receiver;
   let app: TestApp;
@@ -198,6 +198,30 @@ describe("a change back to a value the user held on the board earlier in the sam
         ["lead", null, 2, null, 1],
         ["yo", null, 1, null, 1],
         ["yo", 1, -2, 1, null],
+      ].sort(),
+    );
+  });
+
+  it("sends nothing for it when an earlier change of the instant had the same values before and after and a rank (the record carries its ranks)", async () => {
+    const lesson = async (user: string, value: number) => expect((await app.call("POST", "/v1/metrics/lessons/event", { user: { id: user }, value })).status).toBe(201);
+    // Still one instant (a board of one, alone on it or not): up from 1 to 2 onto the board, lead
+    // passes, down to 1 off it, then up from 1 to 2 again, still behind lead: the same values as
+    // the first rise, but no rank before or after, so no entry in the history; the earlier rise's
+    // entry matched its instant and values and sent "rank 1" a second time.
+    await lesson("lead2", 2);
+    await lesson("yo2", 1);
+    await lesson("lead2", -2);
+    await lesson("yo2", 1);
+    await lesson("lead2", 5);
+    await lesson("yo2", -1);
+    await lesson("yo2", 1);
+    await app.app.webhooks!.drain();
+    await app.app.webhooks!.settled(id);
+    const sent = r.received.filter((x) => x.body.user.id === "yo2").map((x) => [x.body.leaderboard.previousValue, x.body.leaderboard.value, x.body.leaderboard.previousRank, x.body.leaderboard.rank]);
+    expect(sent.sort()).toEqual(
+      [
+        [1, 2, null, 1],
+        [2, 1, 1, null],
       ].sort(),
     );
   });

@@ -15,7 +15,7 @@ import type { StreamRecord } from "../../domain/stream-record.js";
  *   sl:<length>                                   streak.lost
  *   fc:<n>                                        streak.freeze_consumed
  *   fe:<n> (auto-earned), fa:<n> (admin grant)    streak.freeze_earned
- *   b:<board>:<run>:<old>:<new>                   leaderboard.rank_changed (when the rank moved)
+ *   b:<board>:<run>:<old>:<new>:<pr>:<r>          leaderboard.rank_changed (when the rank moved)
  *
  * Each event's id is a UUIDv5 of the tenant, the shard, the record's entry id in the shard stream
  * (a hook stream's copy carries it as "x", lua/includes/hooks.lua), the type and the subject
@@ -94,6 +94,8 @@ export interface BoardPart {
   /** null: the user had no value in the run before. Metric boards in micro-units. */
   oldValue: number | null;
   newValue: number;
+  /** The ranks before and after the change as the script counted them (null: off the board); undefined in records written before the part carried them. */
+  ranks?: { previousRank: number | null; rank: number | null };
 }
 
 /** One event a record stands for, before its payload is built. */
@@ -114,8 +116,11 @@ export function boardParts(flat: readonly string[]): BoardPart[] {
   for (const part of outcome.split(";")) {
     if (!part.startsWith("b:")) continue;
     // Board keys cannot contain ":" (config Key pattern).
-    const [, boardKey, run, old, next] = part.split(":");
-    parts.push({ boardKey: boardKey!, run: Number(run), oldValue: old === "" || old === undefined ? null : Number(old), newValue: Number(next) });
+    const [, boardKey, run, old, next, previousRank, rank] = part.split(":");
+    const board: BoardPart = { boardKey: boardKey!, run: Number(run), oldValue: old === "" || old === undefined ? null : Number(old), newValue: Number(next) };
+    // "b:<board>:<run>:<old>:<new>:<previous rank>:<rank>" ('' for none); without the ranks in records of earlier builds.
+    if (rank !== undefined) board.ranks = { previousRank: previousRank === "" ? null : Number(previousRank), rank: rank === "" ? null : Number(rank) };
+    parts.push(board);
   }
   return parts;
 }

@@ -15,7 +15,7 @@ import type { TenantStore } from "../../store/tenant-store.js";
 import { STREAK_START_DAY } from "../../store/state-slots.js";
 import { readUser } from "../../store/user-store.js";
 import { readStoreOf } from "../../store/read-store.js";
-import type { RecordEvent } from "./kinds.js";
+import type { BoardPart, RecordEvent } from "./kinds.js";
 
 /**
  * Payloads of the outbound events (trophy-compat §3.12 and §5.8): every one has `id`, `type`
@@ -125,7 +125,9 @@ const HISTORY_READ = 20;
 const HISTORY_KEPT = 100;
 
 /**
- * Rank and previous rank of a board change. The event script records both in the user's rank
+ * Rank and previous rank of a board change. The record's board part carries both, as the script
+ * counted them ("b:<board>:<run>:<old>:<new>:<previous rank>:<rank>"). A record written by an
+ * earlier build has only the values: its ranks are read from the history. The event script records both in the user's rank
  * history of the run ({t:s}:lh:<board>:<run>:<user>) in the same call as the stream record, so
  * they are the ranks of the change itself. It records every change that had or got a rank
  * (lua/includes/leaderboards.lua), and the history keeps at least its newest 100 entries. The
@@ -138,7 +140,10 @@ const HISTORY_KEPT = 100;
  * each shard's set, one call each on a standalone Redis: store/cross-shard.ts); it used to run for every change off the board, ~85% of the rank changes in the
  * webhooks bench with every type subscribed (bench/README.md, "The tenth stop").
  */
-async function ranksOf(ctx: PayloadContext, board: CompiledLeaderboard, record: StreamRecord, run: number, change: { oldValue: number | null; newValue: number }, breakdown: string, own: BoardEntry | null) {
+async function ranksOf(ctx: PayloadContext, board: CompiledLeaderboard, record: StreamRecord, run: number, change: BoardPart, breakdown: string, own: BoardEntry | null) {
+  // Carried by the record (the script writes them into the board part with the history entry).
+  if (change.ranks !== undefined) return change.ranks;
+  // A record of an earlier build: the change's entry in the history.
   const key = ctx.store.keys.rankHistory(ctx.store.shard(record.userId), board.key, run, record.userId);
   const left = board.rankBy === "streak" && change.newValue === 0;
   let history = (await ctx.store.redis.lrange(key, 0, HISTORY_READ - 1)).map((text) => JSON.parse(text) as HistoryEntry);
