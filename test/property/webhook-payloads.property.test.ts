@@ -17,8 +17,8 @@ import { spelled } from "../helpers/zones.js";
 
 /**
  * The delivered webhooks against the reference model (README: Webhooks): random sequences of
- * events (with and without zones, replays), identifications, API completions, freezes granted,
- * user boosts and clock jumps across days, weeks and board runs go through the real service (the
+ * events (with and without zones, replays, batches), identifications, API completions, freezes
+ * granted, restores, user boosts and clock jumps across days, weeks and board runs go through the real service (the
  * manual clock, its time triggers and streak sweep, the webhook consumer, timeline and delivery
  * workers) with one endpoint subscribed to every type, a real receiver on loopback; and through
  * the model, whose journal of changes and state say what should have been sent
@@ -26,8 +26,8 @@ import { spelled } from "../helpers/zones.js";
  * pending, in flight or waiting for a retry, none dead), the receiver must hold exactly those
  * events, payload for payload, each change under one event id of its own. The records are
  * drained after every command, so what a payload reads besides the change (the user, the freezes
- * held) is the state right after it, as the model holds it then. Rerun a failure with
- * FC_SEED=<seed>.
+ * held) is the state right after it, as the model holds it then; a batch's records are drained
+ * together, as a consumer behind reads them. Rerun a failure with FC_SEED=<seed> (FC_RUNS for more runs).
  *
  * Each run has its own tenant and app (the queues' workers must not lose their keys to a FLUSHDB),
  * on the run's shared redis-server; one receiver for all.
@@ -338,7 +338,7 @@ async function runOn(t: TestApp, tenantId: string, commands: readonly Command[])
 
 describe("webhooks: the delivered payloads equal the reference model's", () => {
   it("agrees on random sequences of events, identifications, completions, freezes, boosts and clock jumps", async () => {
-    await fc.assert(fc.asyncProperty(fc.array(commandArb, { minLength: 1, maxLength: 40, size: "max" }), (commands) => runSequence(commands)), propertyParameters(16));
+    await fc.assert(fc.asyncProperty(fc.array(commandArb, { minLength: 1, maxLength: 40, size: "max" }), (commands) => runSequence(commands)), propertyParameters(25));
   });
 
   it("agrees on two changes of a user at one instant that end at the same total", async () => {
