@@ -17,7 +17,7 @@
     a table      the wanted parts, each a key set to true:
       a    a part "a:..."                              achievement.completed
       p    a part "p:..."                              points.changed
-      L    a part "p:sys:added:total:lvBefore:lvAfter" with lvBefore ~= lvAfter   points.level_changed
+      L    a part "p:sys:added:total:lvBefore:lvAfter[:lastAward]" with lvBefore ~= lvAfter   points.level_changed
       s    a part "s:..."                              streak.extended
       S    the part "s:1"                              streak.started
       sl   a part "sl:..."                             streak.lost
@@ -37,10 +37,10 @@ local function hookWanted(parts, W)
       if c == 112 then
         if W.p then return true end
         if W.L then
-          -- The two level indexes end the part. Both single digits (":b:a", the usual case) are
-          -- read with one string.byte (~1k instructions); a pattern costs ~5k.
-          local c4, before, c2, after = string.byte(part, -4, -1)
-          if c4 ~= 58 or c2 ~= 58 then before, after = string.match(part, ':(%d+):(%d+)$') end
+          -- The two level indexes are the fifth and sixth fields ("p:sys:added:total:lvBefore:
+          -- lvAfter:lastAward"; a record of an earlier build, lua/hookUpgrade-3.lua, ends at lvAfter).
+          -- A pattern (~5k instructions), only for an endpoint on level changes without points.changed.
+          local before, after = string.match(part, '^p:[^:]*:[^:]*:[^:]*:(%d+):(%d+)')
           if before ~= after then return true end
         end
       elseif c == 97 then

@@ -314,8 +314,12 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
         -- The record's part: values before and after, then the ranks before and after ('' for
         -- none), so that the webhook consumer sends the ranks of this change (payloads.ts ranksOf)
         -- without telling it apart in the history from another of the same instant and values.
-        local ranks = (previousRank and sformat('%d', previousRank) or '') .. ':' .. (rank and sformat('%d', rank) or '')
-        outParts[#outParts + 1] = old and sformat('%s%d:%d:%s', board.partHead, old, new, ranks) or sformat('%s:%d:%s', board.partHead, new, ranks)
+        -- A rank is a count, which %s writes as %d does; one string.format a part.
+        if old then
+          outParts[#outParts + 1] = sformat('%s%d:%d:%s:%s', board.partHead, old, new, previousRank or '', rank or '')
+        else
+          outParts[#outParts + 1] = sformat('%s:%d:%s:%s', board.partHead, new, previousRank or '', rank or '')
+        end
       end
     end
   end

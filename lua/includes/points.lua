@@ -214,22 +214,17 @@ local function flushPoints(outParts, outcomes)
         for j = 1, #o.recs do entry[4 + j] = o.recs[j] end
         reply[#reply + 1] = entry
       end
+      -- Last, the number of the change's last award: the webhook consumer finds the change's own
+      -- awards by it (src/jobs/webhooks/payloads.ts), where two changes of the user at one instant
+      -- can end at the same total. A field at the end, so that a reader of the first six (an
+      -- earlier build's consumer, the stream worker) reads the part as it did, and one more %d in
+      -- the one string.format (a part of its own cost the event script ~4k instructions).
       local partFormat = sys.partFormat
       if not partFormat then
-        partFormat = 'p:' .. string.gsub(sys.key, '%%', '%%%%') .. ':%d:%d:%d:%d'
+        partFormat = 'p:' .. string.gsub(sys.key, '%%', '%%%%') .. ':%d:%d:%d:%d:%d'
         sys.partFormat = partFormat
       end
-      outParts[#outParts + 1] = sformat(partFormat, o.added, o.total, lvBefore, lvAfter)
-      -- The change's last award number: the webhook consumer finds the change's own awards by it
-      -- (src/jobs/webhooks/payloads.ts), where two changes of the user at one instant can end at
-      -- the same total. A part of its own, after the points part: every reader of "p:" parts
-      -- keeps reading them as they were, and the hook selection ignores it.
-      local seqFormat = sys.seqFormat
-      if not seqFormat then
-        seqFormat = 'n:' .. string.gsub(sys.key, '%%', '%%%%') .. ':%d'
-        sys.seqFormat = seqFormat
-      end
-      outParts[#outParts + 1] = sformat(seqFormat, o.seq)
+      outParts[#outParts + 1] = sformat(partFormat, o.added, o.total, lvBefore, lvAfter, o.seq)
     end
   end
   return reply

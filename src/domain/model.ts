@@ -342,7 +342,8 @@ function logRecord(tenant: CompiledTenant, user: ModelUser, kind: "ev" | "us" | 
   const parts = [
     ...(created ? ["c"] : []),
     ...completed.map((key) => `a:${key}`),
-    ...points.map((p) => `p:${p.systemKey}:${p.added}:${p.total}:${levelIndex(levels(p.systemKey), p.before)}:${levelIndex(levels(p.systemKey), p.total)}`),
+    // A change has one award at least (UserRequest.commit): the last one's number ends the part.
+    ...points.map((p) => `p:${p.systemKey}:${p.added}:${p.total}:${levelIndex(levels(p.systemKey), p.before)}:${levelIndex(levels(p.systemKey), p.total)}:${p.awards.at(-1)!.seq}`),
   ];
   if (parts.length > 0) user.records.push({ kind, parts });
 }

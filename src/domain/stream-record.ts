@@ -15,9 +15,9 @@
  *   o  outcome parts, ";"-separated:
  *        c                                  the user was created
  *        a:<achievement>                    achievement completed
- *        p:<sys>:<added>:<total>:<lvBefore>:<lvAfter>   points changed (level indexes, 0 = none)
-        n:<sys>:<seq>                      after each "p:" part: the number of the change's last
-                                           award (records of earlier versions: none)
+ *        p:<sys>:<added>:<total>:<lvBefore>:<lvAfter>:<lastAward>   points changed (level
+ *                                           indexes, 0 = none; the number of the change's last
+ *                                           award, absent in records of earlier versions)
  *        s:<length>                         streak extended to length
  *        sl:<length>                        streak of that length lost
  *        fc:<n>, fe:<n>, fa:<n>             freezes consumed, auto-earned, granted by an admin
@@ -29,7 +29,7 @@ export interface StreamPointsPart {
   total: number;
   levelBefore: number;
   levelAfter: number;
-  /** The number (seq) of the change's last award, from the "n:" part; null in records written before it. */
+  /** The number (seq) of the change's last award, the part's last field; null in records written before it. */
   lastAward: number | null;
 }
 
@@ -83,13 +83,8 @@ export function decodeStreamRecord(id: string, flat: string[]): StreamRecord {
     else if (part.startsWith("fa:")) record.freezesGranted = Number(part.slice(3));
     else if (part.startsWith("p:")) {
       // System keys cannot contain ":" (config Key pattern), so the split is unambiguous.
-      const [, systemKey, added, total, before, after] = part.split(":");
-      record.points.push({ systemKey: systemKey!, added: Number(added), total: Number(total), levelBefore: Number(before), levelAfter: Number(after), lastAward: null });
-    } else if (part.startsWith("n:")) {
-      // Written right after its system's "p:" part.
-      const colon = part.lastIndexOf(":");
-      const points = record.points.at(-1);
-      if (points !== undefined && points.systemKey === part.slice(2, colon)) points.lastAward = Number(part.slice(colon + 1));
+      const [, systemKey, added, total, before, after, lastAward] = part.split(":");
+      record.points.push({ systemKey: systemKey!, added: Number(added), total: Number(total), levelBefore: Number(before), levelAfter: Number(after), lastAward: lastAward === undefined ? null : Number(lastAward) });
     }
   }
   return record;

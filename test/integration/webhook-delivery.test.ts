@@ -491,7 +491,7 @@ ${endpoint("main", url)}`,
   });
   afterAll(() => close(s));
 
-  it("send points.changed each with its own award, not the later change's at that total (the record's n: part)", async () => {
+  it("send points.changed each with its own award, not the later change's at that total (the last award's number in the record's p: part)", async () => {
     for (const metric of ["lessons", "minutes", "lessons"]) expect((await s.t.call("POST", `/v1/metrics/${metric}/event`, { user: { id: "yoyo" }, value: 1 })).status).toBe(201);
     // Drained together, as a consumer behind (or a batch) reads them: the first change's payload is
     // built after the third wrote its award at the same instant and total.

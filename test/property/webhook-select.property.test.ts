@@ -41,14 +41,19 @@ const levelArb = fc.oneof({ weight: 3, arbitrary: fc.nat(9) }, { weight: 1, arbi
 /** A %d integer: points added or a total, a board value (may be negative). */
 const intArb = fc.oneof(fc.constant(0), fc.integer({ min: -1_000, max: 1_000 }), fc.integer({ min: -(2 ** 53) + 1, max: 2 ** 53 - 1 }));
 
-/** p:<sys>:<added>:<total>:<lvBefore>:<lvAfter> (points.lua flushPoints, '%d' each); the levels often equal. */
+/**
+ * p:<sys>:<added>:<total>:<lvBefore>:<lvAfter>:<lastAward> (points.lua flushPoints, '%d' each);
+ * the levels often equal; now and then without the award number, as earlier builds wrote it
+ * (lua/hookUpgrade-3.lua selects such records).
+ */
 const pointsPart = fc
-  .tuple(keyArb, fc.oneof(fc.constant(0), intArb), intArb, levelArb, fc.option(levelArb, { freq: 2 }))
-  .map(([sys, added, total, before, after]) => `p:${sys}:${added}:${total}:${before}:${after ?? before}`);
-/** b:<board>:<run>:<old>:<new>, b:<board>:<run>::<new> without an old value (leaderboards.lua updateBoards). */
+  .tuple(keyArb, fc.oneof(fc.constant(0), intArb), intArb, levelArb, fc.option(levelArb, { freq: 2 }), fc.option(fc.oneof(countArb, fc.nat(9)), { freq: 4 }))
+  .map(([sys, added, total, before, after, lastAward]) => `p:${sys}:${added}:${total}:${before}:${after ?? before}${lastAward === null ? "" : `:${lastAward}`}`);
+/** b:<board>:<run>:<old>:<new>:<previous rank>:<rank>, b:<board>:<run>::<new>:... without an old value, ranks empty for none (leaderboards.lua updateBoards); without the ranks as earlier builds wrote it. */
+const rankText = fc.option(countArb, { freq: 3 }).map((rank) => (rank === null ? "" : String(rank)));
 const boardPart = fc
-  .tuple(keyArb, fc.oneof(fc.nat(9), fc.nat(100_000)), fc.option(intArb, { freq: 3 }), intArb)
-  .map(([board, run, old, value]) => `b:${board}:${run}:${old ?? ""}:${value}`);
+  .tuple(keyArb, fc.oneof(fc.nat(9), fc.nat(100_000)), fc.option(intArb, { freq: 3 }), intArb, fc.option(fc.tuple(rankText, rankText), { freq: 4 }))
+  .map(([board, run, old, value, ranks]) => `b:${board}:${run}:${old ?? ""}:${value}${ranks === null ? "" : `:${ranks[0]}:${ranks[1]}`}`);
 
 /** A record's outcome parts, in any order (the writers' orders differ; the selection must not care). */
 const outcomeArb = fc

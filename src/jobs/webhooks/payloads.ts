@@ -72,7 +72,7 @@ async function awardsOf(ctx: PayloadContext, system: CompiledSystem, record: Str
 /**
  * The awards of the change made at `ms` that ends at `total` and adds `added`, newest first, from
  * a list read newest first; null when the list does not reach the change's last award. That is
- * the award numbered `lastAward` (the record's "n:" part); in a record written before it, the
+ * the award numbered `lastAward` (the last field of the record's "p:" part); in a record written before it, the
  * newest award of the instant at that total, which is another change's when a later change of
  * the same instant came back to the same total (up, down, up again: a batch, or a consumer behind).
  * `cut`: the list ended before the awards added up to `added`.
