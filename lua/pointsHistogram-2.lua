@@ -14,10 +14,8 @@
           {t:s}:uv:<attr>:<value> and their totals {t:s}:pa:<system>:<attr>:<value>
   Every key the script reads is declared, all of the shard's slot, as Redis Cluster expects of
   a script (DESIGN.md); the script builds no key name.
-  ARGV[1] the system key; ARGV[2] n, the number of attribute pairs; ARGV[3 .. 2+2n] attr,
-          value (the system key and the pairs are not read since the keys that name them are
-          given: kept, so that ARGV's layout did not move)
-  ARGV[3+2n ..] pairs: from, to (inclusive)
+  ARGV[1] n, the number of attribute pairs (their keys are KEYS' 2n after the first two)
+  ARGV[2 ..] ranges: from, to (inclusive)
 
   Reply {users of the shard (in the filter), users with a total >= 1, highest total (0 if none), count per range...}
 
@@ -27,12 +25,11 @@
 --@no-writes
 --@body
 local rcall = redis.call
-local pairs = tonumber(ARGV[2])
-local first = 3 + 2 * pairs
+local pairs = tonumber(ARGV[1])
 local perShard = 2 + 2 * pairs
 
 local function rangeCounts(reply, countIn)
-  for i = first, #ARGV, 2 do reply[#reply + 1] = countIn(tonumber(ARGV[i]), tonumber(ARGV[i + 1])) end
+  for i = 2, #ARGV, 2 do reply[#reply + 1] = countIn(tonumber(ARGV[i]), tonumber(ARGV[i + 1])) end
   return reply
 end
 --@each-shard perShard

@@ -143,12 +143,7 @@ export class ReadStore {
       for (let i = 0; i < pairs.length; i += 2) keys.push(this.keys.attributeUsers(s, pairs[i]!, pairs[i + 1]!), this.keys.attributePoints(s, systemKey, pairs[i]!, pairs[i + 1]!));
       return keys;
     });
-    const perShard = await onEveryShard<number[]>(this.redis, histogramScript, keysByShard, [
-      systemKey,
-      pairs.length / 2,
-      ...pairs,
-      ...ranges.flat(),
-    ]);
+    const perShard = await onEveryShard<number[]>(this.redis, histogramScript, keysByShard, [pairs.length / 2, ...ranges.flat()]);
     const out = { users: 0, withPoints: 0, max: 0, counts: ranges.map(() => 0) };
     for (const [users, withPoints, max, ...counts] of perShard) {
       out.users += users!;
