@@ -9,7 +9,7 @@ import type { StreamRecord } from "../../domain/stream-record.js";
  * The record a state-changing script appends to its shard stream, in the same atomic call as
  * the change (src/domain/stream-record.ts), is the single source of the events about users:
  *
- *   p:<sys>:<added>:<total>:<lvBefore>:<lvAfter>  points.changed; points.level_changed when the levels differ
+ *   p:<sys>:<added>:<total>:<lvBefore>:<lvAfter>:<lastAward>  points.changed; points.level_changed when the levels differ
  *   a:<achievement>                               achievement.completed
  *   s:<length>                                    streak.extended; streak.started too when length is 1
  *   sl:<length>                                   streak.lost
