@@ -12,6 +12,7 @@ import { LogThrottle } from "../log-throttle.js";
 import { ReadDeadline, type WaitingRead } from "./read-deadline.js";
 import { CONTENT_LENGTH, framingRefusal } from "./framing.js";
 import { deadline } from "../deadline.js";
+import { isRedisUnreachable } from "../store/redis-unreachable.js";
 
 /** What a handler sees: everything read synchronously from uWS before the first await. */
 export interface ApiRequest {
@@ -62,19 +63,6 @@ function decodeParam(raw: string): string {
   }
 }
 
-/**
- * ioredis gave up on a command: the connection stayed down through its retries
- * (maxRetriesPerRequest) or was closed for good, or it was on the wire at a drop and no
- * connection came back to send it again on (resend-wait.ts), or it waited for a connection past
- * its bound (offline-wait.ts: through sentinels none of which answers). Whether Redis ran it is unknown, so the answer
- * says so; 503 rather than 500 because nothing is wrong with the request, and the official SDK
- * retries either (trophy-compat §1.4).
- */
-function isRedisUnreachable(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  return err.name === "MaxRetriesPerRequestError" || err.name === "ResendAbandonedError" || err.name === "OfflineWaitExpiredError" || err.message === "Connection is closed.";
-}
-
 /** Why a request failed, as its answer says it: the client's error, Redis's state, or a fault of Laurel's (logged). */
 export interface ErrorAnswer {
   status: number;
@@ -91,6 +79,9 @@ export interface ErrorAnswer {
  */
 export function errorAnswer(err: unknown, read: boolean): ErrorAnswer {
   if (err instanceof LaurelError) return { status: err.status, message: err.message, kind: "request" };
+  // Redis unreachable (store/redis-unreachable.ts): whether a write ran is unknown, so the answer
+  // says so; 503 rather than 500 because nothing is wrong with the request, and the official SDK
+  // retries either (trophy-compat §1.4).
   if (isRedisUnreachable(err)) return { ...ErrorCodes[read ? "REDIS_UNREACHABLE_READ" : "REDIS_UNREACHABLE"], kind: "unreachable" };
   const refusal = redisRefusalOf(err);
   if (refusal) return { ...ErrorCodes[read ? refusal.read : refusal.write], kind: "refused", cause: refusal.cause };

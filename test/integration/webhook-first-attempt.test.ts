@@ -1,12 +1,18 @@
 import type { Job } from "bullmq";
+import { Redis } from "ioredis";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { DeliveryJob } from "../../src/jobs/webhooks/attempt.js";
 import { TURN_RECORDS } from "../../src/jobs/webhooks/consumer.js";
 import { startTestApp, uniqueTenantId, type TestApp, type TestAppOptions } from "../helpers/app.js";
 import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
 import { commandsDuring } from "../helpers/monitor.js";
-import { waitFor } from "../helpers/service-process.js";
+import { runService, waitFor } from "../helpers/service-process.js";
+import { portOutsideEphemeralRange } from "../helpers/ports.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
+import { HoldingProxy } from "../helpers/holding-proxy.js";
 
 /**
  * The first attempt of a delivery, made by the webhook consumer before it acknowledges the record
@@ -338,6 +344,54 @@ describe("a stop's grace for the attempts in flight (stopGraceMs)", () => {
     } finally {
       await next?.close();
       await s.receiver.close();
+    }
+  });
+});
+
+describe("first attempts answered while Redis cannot be reached", () => {
+  it("wait for Redis to record their outcome, then acknowledge the record: one POST, delivered, nothing pending", async () => {
+    // Before, the write failed after a command's 2 s wait for a connection (store/offline-wait.ts),
+    // the record stayed pending, and the delivery was sent again (same id) by whoever took it
+    // over: bench/chaos.mjs CHAOS_HOOKS=1 counted 32 such re-sends after two long Redis restarts.
+    // The built service, its Redis behind a proxy: the receiver holds the POST while the proxy is
+    // cut, and answers once a client of the service has tried to connect again (every connection
+    // was closed at once: the consumer's too has seen the drop by then); the proxy opens again
+    // when the service logs that the outcome waits, whatever the box's speed.
+    const proxy = new HoldingProxy(Number(new URL(inject("redisUrl")).port));
+    const receiver = await startReceiver(() => "hang");
+    const tenantId = uniqueTenantId("wfa");
+    const config = join(mkdtempSync(join(tmpdir(), "laurel-wfa-")), "hooks.yaml");
+    writeFileSync(config, lessonsTenantYaml(tenantId, { url: receiver.url, events: ["achievement.completed"] }));
+    const port = await portOutsideEphemeralRange();
+    const service = runService({ PORT: String(port), REDIS_URL: await proxy.listen(), LAUREL_CONFIG: config });
+    const redis = new Redis(inject("redisUrl"));
+    try {
+      await waitFor(() => service.output().includes("laurel listening"), "the service listening", service.exited, service.output);
+      const res = await fetch(`http://127.0.0.1:${port}/v1/metrics/lessons/event`, { method: "POST", headers: { "x-api-key": "demo-key", "content-type": "application/json" }, body: JSON.stringify({ user: { id: "rw1" }, value: 1 }) });
+      expect(res.status).toBe(201);
+      await receiver.waitFor(1);
+      proxy.cut();
+      await waitFor(() => proxy.refused > 0, "a client of the service connecting again", service.exited, service.output);
+      receiver.hanging.shift()!.writeHead(200).end("ok");
+      await waitFor(() => service.output().includes("webhook attempts made wait for Redis to record their outcome"), "the outcome waiting", service.exited, service.output);
+      proxy.open();
+      // Recorded delivered by the consumer (its first attempt), then the record acknowledged.
+      const hookStream = `{${tenantId}:0}:xh`;
+      await waitFor(async () => ((await redis.xpending(hookStream, "webhooks")) as [number])[0] === 0, "the record acknowledged", service.exited, service.output);
+      const jobs = await redis.keys(`{laurel-jobs}:laurel-hooks-${tenantId}:*`);
+      const completed = jobs.find((key) => key.endsWith(":completed"))!;
+      const [id] = await redis.zrange(completed, 0, -1);
+      expect(await redis.hget(`{laurel-jobs}:laurel-hooks-${tenantId}:${id}`, "returnvalue")).toMatch(/"by":"consumer"/);
+      expect(receiver.received).toHaveLength(1);
+    } finally {
+      proxy.open();
+      service.child.kill("SIGTERM");
+      expect(await service.exited).toBe(0);
+      // Nothing was left to send again: the stop found no record pending and no job queued.
+      expect(receiver.received).toHaveLength(1);
+      redis.disconnect();
+      await receiver.close();
+      await proxy.close();
     }
   });
 });

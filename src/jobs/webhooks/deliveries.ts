@@ -200,6 +200,8 @@ export class DeliveryQueue {
         retryDelay: (retry) => backoffDelay(retry, opts.backoff),
         track: (controller) => this.track(controller),
         deadLettered: (id, reason) => this.deadLettered(id, reason),
+        stopping: () => this.stopping,
+        recordWaits: (err) => this.recordWaits(err),
       },
       opts.firstAttempt,
     );
@@ -277,6 +279,14 @@ export class DeliveryQueue {
 
   private endpointOf(key: string): Target | undefined {
     return this.targets.get(key);
+  }
+
+  /**
+   * First attempts were made and answered, and Redis cannot be reached to record them: the
+   * outcome waits for it (first-attempt.ts RECORD_WAIT_MS). Public for a test to act at that point.
+   */
+  recordWaits(err: Error): void {
+    this.logger.warn({ err: err.message, queue: this.queue.name }, "webhook attempts made wait for Redis to record their outcome");
   }
 
   /** Whoever made the last attempt (a worker, or the consumer when the queue allows one attempt). */

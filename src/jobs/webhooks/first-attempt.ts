@@ -2,6 +2,7 @@ import type { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import { loadLua } from "../../store/lua-loader.js";
 import { runScript } from "../../store/redis-script.js";
+import { isRedisUnreachable } from "../../store/redis-unreachable.js";
 import { attemptDelivery, outcomeLine, type AttemptOutcome, type AttemptResult, type DeliveryJob, type Target } from "./attempt.js";
 import { deliveryId } from "./keys.js";
 
@@ -58,6 +59,10 @@ export interface FirstAttemptHost {
   endpoint(key: string): Target | undefined;
   /** The wait before retry n (backoffDelay with the queue's options). */
   retryDelay(retry: number): number;
+  /** Whether the process is stopping: the outcome of attempts made then waits no more for Redis. */
+  stopping(): boolean;
+  /** The outcome of attempts made could not be written (Redis unreachable) and waits for Redis (said once a batch). */
+  recordWaits(err: Error): void;
   /** Registers an attempt to cut when the process stops (aborted at once if it is stopping); returns its release. */
   track(controller: AbortController): () => void;
   /** Reports a delivery whose last attempt failed (logged as the queue's workers log theirs). */
@@ -65,6 +70,17 @@ export interface FirstAttemptHost {
 }
 
 const script = loadLua("firstAttempts-5");
+
+/**
+ * How long the outcome of attempts already made waits for an unreachable Redis, tried again every
+ * RECORD_RETRY_MS, before it is given up. Given up (or thrown at once), its records stay
+ * unacknowledged and another turn or process delivers them again, to receivers that have answered:
+ * a Redis restart longer than a command's 2 s wait for a connection (store/offline-wait.ts) sent
+ * every delivery of its batches twice (bench/chaos.mjs, bench/README.md "The fifty-eighth stop").
+ * No client waits for this write, so it waits as long as LAUREL_RESEND_WAIT's default.
+ */
+export const RECORD_WAIT_MS = 60_000;
+const RECORD_RETRY_MS = 250;
 
 export class FirstAttempts {
   /** Endpoint key → until when (ms, wall clock) its deliveries skip the first attempt. */
@@ -161,7 +177,21 @@ export class FirstAttempts {
       }
     }
     const k = queue.keys;
-    await runScript(this.host.redis, script, [k.completed!, k.delayed!, k.wait!, k.marker!, k.failed!], args);
+    const keys = [k.completed!, k.delayed!, k.wait!, k.marker!, k.failed!];
+    // The script writes a job only where its id is not held yet, so a try that ran though its
+    // reply was lost is harmless to repeat. Not while the process stops: its records stay pending
+    // for another process, as those of the attempts a stop cuts do.
+    const giveUpAt = Date.now() + RECORD_WAIT_MS;
+    for (let tried = 0; ; tried++) {
+      try {
+        await runScript(this.host.redis, script, keys, args);
+        break;
+      } catch (err) {
+        if (!isRedisUnreachable(err) || this.host.stopping() || Date.now() >= giveUpAt) throw err;
+        if (tried === 0) this.host.recordWaits(err as Error);
+        await new Promise((resolve) => setTimeout(resolve, RECORD_RETRY_MS));
+      }
+    }
     if (this.host.attempts <= 1) for (const { job, outcome } of done) if (!outcome.ok) this.host.deadLettered(deliveryId(job.eventId, job.endpoint), outcome.error!);
   }
 }
