@@ -1,6 +1,6 @@
 import type { Job } from "bullmq";
 import { Redis } from "ioredis";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
@@ -360,7 +360,8 @@ describe("first attempts answered while Redis cannot be reached", () => {
     const proxy = new HoldingProxy(Number(new URL(inject("redisUrl")).port));
     const receiver = await startReceiver(() => "hang");
     const tenantId = uniqueTenantId("wfa");
-    const config = join(mkdtempSync(join(tmpdir(), "laurel-wfa-")), "hooks.yaml");
+    const dir = mkdtempSync(join(tmpdir(), "laurel-wfa-"));
+    const config = join(dir, "hooks.yaml");
     writeFileSync(config, lessonsTenantYaml(tenantId, { url: receiver.url, events: ["achievement.completed"] }));
     const port = await portOutsideEphemeralRange();
     const service = runService({ PORT: String(port), REDIS_URL: await proxy.listen(), LAUREL_CONFIG: config });
@@ -392,6 +393,7 @@ describe("first attempts answered while Redis cannot be reached", () => {
       redis.disconnect();
       await receiver.close();
       await proxy.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
