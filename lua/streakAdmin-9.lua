@@ -18,8 +18,9 @@
   {t}:lbc:<board>:<run>, a tenant key (README, Operations: Scaling, what still assumes one Redis),
   so includes/leaderboards.lua builds the board keys from ARGV[1] as it does for the event script.
 
-  ARGV[1] key prefix {t:s}: (read by includes/leaderboards.lua alone: the script awards no
-          points, so points.lua names no award list or group total with it)
+  ARGV[1] key prefix {t:s}: the includes build KEYS[5] to KEYS[9] from it (the same names) and
+          includes/leaderboards.lua the board keys (the script awards no points, so points.lua
+          names no award list or group total with it)
   ARGV[2] user id
   ARGV[3] now, ms
   ARGV[4] op: "freeze", "restore" or "settle"
@@ -53,12 +54,11 @@
 -- @include "includes/streak.lua"
 -- @include "includes/leaderboards.lua"
 -- @include "includes/hooks.lua"
--- The declared keys the includes use (keysGiven, context.lua), refilled for each call.
-local given = {}
 --@body
-given.sa, given.sd, given.sb, given.sh = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2], nil, given)
-local userKey, streamKey, writerKey, hookStreamKey = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
+-- KEYS[5] to KEYS[9] are the names the includes build from the prefix (streak.lua, state.lua,
+-- hooks.lua appendRecord): declared here, built there, one name each.
+beginCall(tonumber(ARGV[3]), ARGV[1], ARGV[2])
+local userKey, streamKey, writerKey = KEYS[1], KEYS[3], KEYS[4]
 local activeKey, deadlineKey, historyKey = KEYS[6], KEYS[7], KEYS[9]
 local op, tzAssumed = ARGV[4], ARGV[5]
 local nowDay, nowPeriod = tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -162,6 +162,6 @@ updateBoards(boards, 0, (restored or streakOut.lost > 0) and (num('sl') or 0) or
 local pointsReply = flushPoints(outParts)
 flushState(userKey)
 if #outParts > 0 then
-  appendRecord(streamKey, R.wh, 'sa', userId, now, U.tz or 'UTC', op, outParts, hookStreamKey)
+  appendRecord(streamKey, R.wh, 'sa', userId, now, U.tz or 'UTC', op, outParts)
 end
 return reply

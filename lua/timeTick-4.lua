@@ -42,9 +42,10 @@
 -- @include "includes/hooks.lua"
 --@body
 local trigger = R.tt[tonumber(ARGV[3])]
--- The declared keys the includes use (keysGiven, context.lua): the trigger's system's points zset.
-beginCall(tonumber(ARGV[2]), ARGV[1], '', nil, { pz = { [R.sys[trigger.s].key] = KEYS[4] } })
-local streamKey, hookStreamKey, dueKey = KEYS[1], KEYS[2], KEYS[3]
+-- KEYS[2] and KEYS[4] are the names the includes build from the prefix (hooks.lua appendRecord,
+-- points.lua flushPoints): declared here, built there, one name each.
+beginCall(tonumber(ARGV[2]), ARGV[1], '')
+local streamKey, dueKey = KEYS[1], KEYS[3]
 local limit = tonumber(ARGV[4])
 local boards = boardsOf(ARGV[5], 1)
 local readFields = { unpack(ARGV, 7, 6 + tonumber(ARGV[6])) }
@@ -68,7 +69,7 @@ for j = 1, #due, 2 do
     if #pointsReply > 0 then
       paid = paid + 1
       flushState(userKey)
-      appendRecord(streamKey, R.wh, 'tt', user, now, U.tz or 'UTC', trigger.k, outParts, hookStreamKey)
+      appendRecord(streamKey, R.wh, 'tt', user, now, U.tz or 'UTC', trigger.k, outParts)
     end
     rcall('ZADD', dueKey, dueAt + n * trigger.ms, user)
   end

@@ -4,13 +4,6 @@
   beginCall(). Redis runs one call at a time; nothing leaks from one call into the next.
 ]]
 local rcall, now, prefix, userId
--- The shard's keys the call declared in KEYS, by role, or nil: a script that names every key it
--- touches in KEYS (DESIGN.md; lua/streakAdmin-9.lua, lua/timeTick-4.lua) gives them to
--- beginCall, and the includes use them instead of building the names from `prefix`. The event
--- script gives none and builds them, on purpose (an argument costs Redis ~1k instructions; its
--- header). Roles: sa, sd, sb (the shard's streak indexes), sh (the call's user's streak history),
--- pz (system key -> the shard's points zset). A role left out is built from `prefix`.
-local keysGiven
 -- `now` as text (made on first use in a call).
 local nowText
 -- The standard library functions the hot paths call, bound by bindStdlib at a library's first
@@ -68,10 +61,9 @@ end
 
 -- nowDigits: `now` as decimal digits when the caller sent them (the event script: an argument
 -- costs Redis ~1k instructions, a string.format ~3.5k); nil to format them on first use.
--- `keys`: the declared keys by role (keysGiven above), or nil.
-local function beginCall(nowMs, keyPrefix, user, nowDigits, keys)
+local function beginCall(nowMs, keyPrefix, user, nowDigits)
   bindStdlib()
-  now, prefix, nowText, keysGiven = nowMs, keyPrefix, nowDigits, keys
+  now, prefix, nowText = nowMs, keyPrefix, nowDigits
   beginUser(user)
 end
 

@@ -69,10 +69,10 @@ local hookCall
   (every writer's fields, in this order: the stream worker reads them by position), and the same
   fields plus "x", the entry id just added, to the hook stream stream.."h" when W selects the
   record (above). Returns the shard stream's entry id. Fixed arguments, no varargs: the call is
-  the whole price for a tenant without endpoints. `hookStream`: the hook stream's key when the
-  call declared it (lua/streakAdmin-9.lua, timeTick-4.lua); without it, stream.."h".
+  the whole price for a tenant without endpoints. A script that declares the hook stream in KEYS
+  (lua/streakAdmin-9.lua, timeTick-4.lua) declares this same name.
 ]]
-local function appendRecord(stream, W, kind, user, now, zone, detail, parts, hookStream)
+local function appendRecord(stream, W, kind, user, now, zone, detail, parts)
   local call = hookCall
   if not call then
     call = redis.call
@@ -82,7 +82,7 @@ local function appendRecord(stream, W, kind, user, now, zone, detail, parts, hoo
   local outcome = parts[2] and table.concat(parts, ';') or parts[1] or ''
   local id = call('XADD', stream, '*', 'k', kind, 'u', user, 't', now, 'z', zone, 'e', detail, 'o', outcome)
   if W and (W == true or hookWanted(parts, W)) then
-    call('XADD', hookStream or stream .. 'h', '*', 'k', kind, 'u', user, 't', now, 'z', zone, 'e', detail, 'o', outcome, 'x', id)
+    call('XADD', stream .. 'h', '*', 'k', kind, 'u', user, 't', now, 'z', zone, 'e', detail, 'o', outcome, 'x', id)
   end
   return id
 end

@@ -176,22 +176,15 @@ local function flushPoints(outParts, outcomes)
       -- The levels before and after, for the stream record (webhooks' points.level_changed). Users
       -- per level are counted from the points zset at read time, so no counter is kept here.
       local lvBefore, lvAfter = levelIndex(sys.lv, o.before), levelIndex(sys.lv, o.total)
-      -- The shard's points zset key (the call's own when it declared it: keysGiven, context.lua)
-      -- and the head of the user's award list key, kept per system and shard prefix across calls.
-      local pzKeys, awHeads = sys.pzKeys, sys.awHeads
-      if not pzKeys then pzKeys, awHeads = {}, {}; sys.pzKeys, sys.awHeads = pzKeys, awHeads end
-      local pzKey = keysGiven and keysGiven.pz and keysGiven.pz[sys.key]
+      -- The shard's points zset key and the head of the user's award list key, kept per system
+      -- and shard prefix across calls. A script that declares the zset in KEYS (timeTick-4.lua)
+      -- declares this same name.
+      local pzKeys = sys.pzKeys
+      if not pzKeys then pzKeys = {}; sys.pzKeys = pzKeys; sys.awHeads = {} end
+      local pzKey = pzKeys[prefix]
       if not pzKey then
-        pzKey = pzKeys[prefix]
-        if not pzKey then
-          pzKey = prefix .. 'pz:' .. sys.key
-          pzKeys[prefix] = pzKey
-        end
-      end
-      local awHead = awHeads[prefix]
-      if not awHead then
-        awHead = prefix .. 'aw:' .. sys.key .. ':'
-        awHeads[prefix] = awHead
+        pzKey = prefix .. 'pz:' .. sys.key
+        pzKeys[prefix], sys.awHeads[prefix] = pzKey, prefix .. 'aw:' .. sys.key .. ':'
       end
       rcall('ZADD', pzKey, o.total, userId)
       -- The same total in the user's groups by attribute value (points summary filter).
@@ -201,7 +194,7 @@ local function flushPoints(outParts, outcomes)
         local value = U['ua:' .. attr]
         if value then rcall('ZADD', prefix .. 'pa:' .. sys.key .. ':' .. attr .. ':' .. value, o.total, userId) end
       end
-      local listKey = awHead .. userId
+      local listKey = sys.awHeads[prefix] .. userId
       local n = rcall('LPUSH', listKey, unpack(o.recs))
       if n > AWARDS_KEPT + AWARDS_SLACK then rcall('LTRIM', listKey, 0, AWARDS_KEPT - 1) end
       if outcomes then

@@ -228,5 +228,5 @@ local function placeDeadline(nowPeriod, calendar)
   elseif last == nowPeriod - 1 then
     lostAt = calendar[2]
   end
-  rcall('ZADD', keysGiven and keysGiven.sd or prefix .. 'sd', lostAt, userId)
+  rcall('ZADD', prefix .. 'sd', lostAt, userId)
 end

@@ -1,7 +1,7 @@
 --[[
   Streak settlement and extension on the user's calendar (src/domain/streak.ts and model.ts mirror it).
   Needs: S/at/put/set/num, the I_* indexes, lastCovered (state.lua), periodStartDay (math.lua),
-  mfloor (context.lua), fire (points.lua), complete (achievements.lua), R, `now`, `prefix`, `keysGiven`,
+  mfloor (context.lua), fire (points.lua), complete (achievements.lua), R, `now`, `prefix`,
   `userId`.
 
   State: sl length (0 once lost), ss first period, ssd the local day it began (weekly and monthly
@@ -83,14 +83,14 @@ local function settleStreak(nowDay, nowPeriod)
         args[#args + 1] = p
         args[#args + 1] = p .. ':' .. length .. ':f'
       end
-      rcall('ZADD', keysGiven and keysGiven.sh or prefix .. 'sh:' .. userId, unpack(args))
+      rcall('ZADD', prefix .. 'sh:' .. userId, unpack(args))
     end
   end
   if length > 0 and last ~= nil and last < nowPeriod - 1 then
     streakOut.lost = length
     set('sl', 0)
-    rcall('ZREM', keysGiven and keysGiven.sa or prefix .. 'sa', userId)
-    rcall('ZREM', keysGiven and keysGiven.sd or prefix .. 'sd', userId)
+    rcall('ZREM', prefix .. 'sa', userId)
+    rcall('ZREM', prefix .. 'sd', userId)
   end
 end
 
@@ -102,10 +102,10 @@ local function storeStreak(length, lastPeriod, lostAt)
   set('sp', lastPeriod)
   if length > (num('sb') or 0) then
     set('sb', length)
-    rcall('ZADD', keysGiven and keysGiven.sb or prefix .. 'sb', length, userId)
+    rcall('ZADD', prefix .. 'sb', length, userId)
   end
-  rcall('ZADD', keysGiven and keysGiven.sa or prefix .. 'sa', length, userId)
-  rcall('ZADD', keysGiven and keysGiven.sd or prefix .. 'sd', lostAt, userId)
+  rcall('ZADD', prefix .. 'sa', length, userId)
+  rcall('ZADD', prefix .. 'sd', lostAt, userId)
 end
 
 -- Adds this event's value to the period's accumulation and extends the streak the first time
@@ -115,7 +115,7 @@ end
 local function extendStreak(nowPeriod, nowDay, value, calendar)
   local st = R.streak
   if not st or not st.counts then
-    if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', keysGiven and keysGiven.sd or prefix .. 'sd', calendar[2], userId) end
+    if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', prefix .. 'sd', calendar[2], userId) end
     return false
   end
   if at(I_SQ) ~= nowPeriod then
@@ -163,7 +163,7 @@ local function extendStreak(nowPeriod, nowDay, value, calendar)
     put(I_SQK, times)
   end
   if not (met and (last == nil or nowPeriod > last)) then
-    if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', keysGiven and keysGiven.sd or prefix .. 'sd', calendar[2], userId) end
+    if #streakOut.frozen > 0 and streakOut.lost == 0 then rcall('ZADD', prefix .. 'sd', calendar[2], userId) end
     return false
   end
   local length = num('sl') or 0
@@ -177,7 +177,7 @@ local function extendStreak(nowPeriod, nowDay, value, calendar)
   put(I_SXT, now)
   storeStreak(length, nowPeriod, calendar[1])
   -- History: one member per extended period, "period:length".
-  local historyKey = keysGiven and keysGiven.sh or prefix .. 'sh:' .. userId
+  local historyKey = prefix .. 'sh:' .. userId
   rcall('ZADD', historyKey, nowPeriod, nowPeriod .. ':' .. length)
   -- Trimmed to the last historyKept periods, but never inside the live streak: wrapped finds a
   -- streak's start in its history (a streak past 800 days lost its start, and wrapped its date).
