@@ -29,8 +29,9 @@
 //
 // CHAOS_HOOKS=1: outbound webhooks under the same faults. The tenant file is bench/core-tenant.yaml
 // plus one endpoint (`chaos`, subscribed to points.changed) written to a temporary file, pointing
-// at a node:http receiver in this process that records each POST's `webhook-id` and body and
-// answers 200. The services then run with their stream worker and webhook consumer on (the
+// at a node:http receiver on a thread of this process (bench/hook-receiver.mjs: on the main
+// thread, the load generator's busy turns held its answers past Laurel's timeout) that records
+// each POST's `webhook-id` and body and answers 200. The services then run with their stream worker and webhook consumer on (the
 // default: LAUREL_WORKER is not set to off; delivery workers run in every service process), so
 // `term` also stops consumers mid-turn. CHAOS_HOOK_FAIL=f (default 0): each POST is answered 500
 // with probability f (seeded), at most once per webhook-id, so a failed delivery is retried once
@@ -50,11 +51,11 @@
 //   CHAOS_HOOKS=1 CHAOS_HOOK_FAIL=0.1 CHAOS_FAULTS=kill,restart,term node bench/chaos.mjs 60 6
 // Reports; never gates (exit 0 on a mismatch too; exit 1 only when it could not run).
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { portOutsideEphemeralRange, startEmbeddedRedis } from "../dist/embedded-redis.js";
+import { prng, startHookReceiver } from "./hook-receiver.mjs";
 import { Children, listenerCount, runBench } from "./processes.mjs";
 
 const seconds = Number(process.argv[2] ?? 60);
@@ -79,18 +80,6 @@ const cleanup = async () => {
   for (const fn of cleanups.splice(0)) await fn();
 };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/** mulberry32: the faults' times and kinds, reproducible from the seed printed. */
-function prng(s) {
-  let a = s >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const count = (map, key, n = 1) => map.set(key, (map.get(key) ?? 0) + n);
 const show = (map) => [...map].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${n} ${k}`).join("; ") || "none";
@@ -126,10 +115,10 @@ async function main() {
   const services = [];
   const startService = async () => {
     const name = `service-${++serial}`;
-    const before = listenerCount(port);
+    const before = await listenerCount(port);
     await children.start(name, "node", [ENTRY], env, `http://127.0.0.1:${port}/healthz`, 60_000);
     // Another process may have answered the readiness check: wait until this one listens too.
-    while (listenerCount(port) <= before) await sleep(50);
+    while ((await listenerCount(port)) <= before) await sleep(50);
     services.push(name);
   };
   await startService();
@@ -211,6 +200,7 @@ async function main() {
   }
 
   // --- faults ---
+  // mulberry32: the faults' times and kinds, reproducible from the seed printed.
   const rand = prng(seed);
   const done = new Map();
   const faultLog = [];
@@ -337,39 +327,33 @@ async function main() {
   if (hooks) await checkHooks(hooks, users, stored, loadEnds, port, faultStarts);
 }
 
-/**
- * The webhook receiver (CHAOS_HOOKS=1): records every POST (webhook-id, status answered, the
- * body's user, points key, total and added, and when), answering 500 to a seeded fraction
- * (CHAOS_HOOK_FAIL), at most once per id.
- */
+/** The webhook receiver (CHAOS_HOOKS=1), on a thread of its own (hook-receiver.mjs says why). */
 async function startReceiver() {
-  const rand = prng(seed ^ 0x5eed5eed);
-  const deliveries = [];
-  const failedOnce = new Set();
-  const server = createServer((req, res) => {
-    const chunks = [];
-    req.on("data", (c) => chunks.push(c));
-    req.on("end", () => {
-      const id = req.headers["webhook-id"];
-      let body = null;
-      try {
-        body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-      } catch {
-        // recorded as unreadable
-      }
-      const fail = HOOK_FAIL > 0 && !failedOnce.has(id) && rand() < HOOK_FAIL;
-      if (fail) failedOnce.add(id);
-      deliveries.push({ id, status: fail ? 500 : 200, at: Date.now(), type: body?.type, bodyId: body?.id, user: body?.user?.id, system: body?.points?.key, total: body?.points?.total, added: body?.points?.added });
-      res.writeHead(fail ? 500 : 200).end(fail ? "chaos" : "ok");
-    });
-  });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  cleanups.push(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  });
-  server.keepAliveTimeout = 1_000;
-  return { url: `http://127.0.0.1:${server.address().port}/hooks`, deliveries };
+  const receiver = await startHookReceiver({ seed, failRate: HOOK_FAIL });
+  cleanups.push(receiver.stop);
+  return receiver;
+}
+
+/** How many duplicated ids firstAttemptOutcomes reads through the admin API. */
+const DUP_INSPECT = 200;
+
+/**
+ * Why a delivery was sent again after a 200, as Laurel saw its first attempt: the first line of
+ * the delivery's log (GET /admin/v1/webhooks/deliveries/{id}), its time left out. "no answer
+ * within 2000 ms" is an attempt the receiver answered after Laurel's timeout, so Laurel rightly
+ * sent it again; "(none)" is a delivery whose first attempt Laurel recorded as delivered (or never
+ * recorded), so the re-send came from a record processed again.
+ */
+async function firstAttemptOutcomes(byId, port) {
+  const outcomes = new Map();
+  const ids = [...byId].filter(([, e]) => e.ok > 1).map(([id]) => id).slice(0, DUP_INSPECT);
+  for (const id of ids) {
+    const res = await fetch(`http://127.0.0.1:${port}/admin/v1/webhooks/deliveries/${id}.chaos`, { headers: { "x-api-key": "demo-admin-key" } });
+    const delivery = res.ok ? await res.json() : null;
+    const first = delivery?.log?.[0]?.replace(/^\S+ /, "");
+    count(outcomes, first && !/HTTP 2\d\d/.test(first) ? first : res.ok ? "(none: first attempt logged as delivered, or not logged)" : `(admin API ${res.status})`);
+  }
+  return outcomes;
 }
 
 /**
@@ -468,6 +452,7 @@ async function checkHooks(hooks, users, stored, loadEnds, port, faultStarts) {
   console.log(`hooks: POSTs ${deliveries.length} (answered 200: ${ok}, 500 sent by the receiver: ${failed}); distinct webhook-ids ${byId.size}; POSTs beyond one per id ${deliveries.length - byId.size} (ids delivered after a 500: ${retried}; re-sent after a 200, duplicates: ${redelivered})`);
   if (dupLag.length > 0) console.log(`hooks: duplicates by the fault begun within 5 s before the id's first 200: ${show(dupCause)}; re-sent ${(dupLag[0] / 1000).toFixed(1)}-${(dupLag.at(-1) / 1000).toFixed(1)} s (median ${(dupLag[dupLag.length >> 1] / 1000).toFixed(1)}) after it`);
   console.log(`hooks: admin API deliveries ${admin ? JSON.stringify(admin) : "unavailable"}`);
+  if (redelivered > 0) console.log(`hooks: duplicates by what Laurel logged of the id's first attempt (admin API, at most ${DUP_INSPECT} ids): ${show(await firstAttemptOutcomes(byId, port))}`);
   console.log(`hooks: missing (stored change never answered 200): ${missing.length}; one change under two or more ids: ${doubleIds.length}; one id for two or more changes: ${idTwoChanges.length}`);
   console.log(`hooks: deliveries of changes never acknowledged: ${appliedUnacked.length} applied (stored; the client gave up before an answer), ${notStored.length} NOT stored`);
   console.log(`hooks: other POSTs (not an xp change of a chaos user, or odd fields): ${show(other)}`);

@@ -73,7 +73,7 @@ async function round(n, kind) {
   const env = { REDIS_URL: server.url, PORT: String(port), LAUREL_REUSE_PORT: "1", LAUREL_WORKER: "off", LAUREL_CONFIG: "bench/core-tenant.yaml", LOG_LEVEL: "warn" };
   for (const name of ["stopped", "staying"]) await children.start(name, "node", [entry], env, `http://127.0.0.1:${port}/healthz`);
   // Either process may have answered the other's readiness check: wait until both listen.
-  while (listenerCount(port) < 2) await new Promise((r) => setTimeout(r, 50));
+  while ((await listenerCount(port)) < 2) await new Promise((r) => setTimeout(r, 50));
   const post = kind === "new connections" ? postOnNewConnection : postKeptAlive;
   const outcomes = new Map();
   const end = Date.now() + BEFORE_STOP_MS + AFTER_STOP_MS;

@@ -1,6 +1,6 @@
 // Child processes of the bench (the service, the baseline): start, wait until ready, stop.
 // Every child is registered before anything can fail, so stopAll() and the exit hook find it.
-import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { execFile, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -91,7 +91,9 @@ function running(child) {
  * for the count to grow.
  */
 export function listenerCount(port) {
-  return execFileSync("ss", ["-Hltn", `sport = :${port}`], { encoding: "utf8" }).split("\n").filter(Boolean).length;
+  return new Promise((resolve, reject) =>
+    execFile("ss", ["-Hltn", `sport = :${port}`], { encoding: "utf8" }, (err, stdout) => (err ? reject(err) : resolve(stdout.split("\n").filter(Boolean).length))),
+  );
 }
 
 const CLK_TCK = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout) || 100;
