@@ -1,4 +1,6 @@
 import { Redis, type RedisOptions } from "ioredis";
+// ioredis' own handler of a closed socket (no exports map: its built files are its API for this).
+import { closeHandler } from "ioredis/built/redis/event_handler.js";
 import { RedisConnection, createIORedisClient, type ConnectionOptions } from "bullmq";
 import type { Logger } from "pino";
 import { withPasswordFile } from "./redis-password.js";
@@ -166,7 +168,7 @@ function withClientHabits(redis: Redis, env: NodeJS.ProcessEnv): Redis {
 export function queueConnection(redis: Redis): ConnectionOptions {
   hearQueueSocketErrors();
   const { host, port, path, username, password, db, tls, reconnectOnError, sentinels, name, sentinelPassword, enableTLSForSentinelMode, sentinelTLS, Connector } = redis.options;
-  const common = { username, password, db, reconnectOnError };
+  const common = { username, password, db, reconnectOnError, retryStrategy: reconnectDelay };
   if (sentinels && sentinels.length > 0) return { ...common, tls, sentinels, name, sentinelPassword, enableTLSForSentinelMode, sentinelTLS, Connector };
   return path ? { path, ...common } : { host, port, ...common, tls };
 }
@@ -196,11 +198,34 @@ class QueueRedis extends Redis {
     Redis.prototype.defineCommand.call(QueueRedis.prototype, name, definition);
   }
 
+  /**
+   * ioredis' disconnect(), and the client ended when it was waiting to connect again. There,
+   * ioredis clears the wait's timer and closes nothing (there is no socket), so the client never
+   * reaches "end" (redis/ioredis#1247), and BullMQ's Worker.close() waits for its blocking
+   * client's "end" without a bound: a stop within the wait after a dropped connection (up to 20 s
+   * with BullMQ's own reconnect delays) hung there, and the steps after it (the webhook consumer's
+   * stop, its first attempts' grace) never ran. The close handler is what ioredis runs when a
+   * socket closes; after a manual disconnect it ends the client and fails its queued commands.
+   */
+  override disconnect(reconnect = false): void {
+    const waitingToReconnect = !reconnect && this.status === "reconnecting";
+    super.disconnect(reconnect);
+    if (waitingToReconnect && this.status === "reconnecting") closeHandler(this)();
+  }
+
   /** As ioredis' (a client of these options and the override's), a QueueRedis: BullMQ duplicates some of its clients. */
   override duplicate(override?: Partial<RedisOptions>): Redis {
     return QueueRedis.make(undefined, { ...this.options, ...override });
   }
 }
+/**
+ * BullMQ's clients wait between attempts to connect as the process's own do (ioredis' default:
+ * 50 ms more each time, at most 2 s), not as BullMQ's default (e^n seconds, at most 20 s): after
+ * Redis came back, the job workers (streak expiry, time triggers, webhook retries) sat up to
+ * 20 s before they reconnected.
+ */
+export const reconnectDelay = (attempt: number): number => Math.min(attempt * 50, 2_000);
+
 /** What ioredis' defineCommand reads of its `this` besides (each client has its own, which shadow these). */
 const queueScripts: Record<string, unknown> = {};
 Object.defineProperty(QueueRedis.prototype, "options", { value: {}, writable: true, configurable: true });

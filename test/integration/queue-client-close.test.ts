@@ -1,0 +1,67 @@
+import { RedisConnection } from "bullmq";
+import { Redis } from "ioredis";
+import { describe, expect, inject, it } from "vitest";
+import { queueConnection, reconnectDelay } from "../../src/store/redis-client.js";
+import { startTestApp, uniqueTenantId } from "../helpers/app.js";
+import { HoldingProxy } from "../helpers/holding-proxy.js";
+import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
+import { waitFor } from "../helpers/wait-for.js";
+import { startReceiver } from "../helpers/webhook-receiver.js";
+
+/**
+ * BullMQ's clients (src/store/redis-client.ts QueueRedis) closed while they wait to connect
+ * again. ioredis' disconnect() there clears the wait's timer and closes nothing, so the client
+ * never reached "end" (redis/ioredis#1247), and BullMQ's Worker.close() waits for its blocking
+ * client's "end" without a bound: a process stopped within that wait after a dropped connection
+ * hung in its streak expiry's close, and the webhook consumer's stop after it never ran.
+ */
+describe("a job queue's client waiting to connect again", () => {
+  it("ends when BullMQ disconnects it (its Worker.close waits for that)", async () => {
+    const proxy = new HoldingProxy(Number(new URL(inject("redisUrl")).port));
+    const redis = new Redis(await proxy.listen(), { lazyConnect: true });
+    // As a BullMQ worker makes its blocking connection, from the options Laurel gives it.
+    const connection = new RedisConnection(queueConnection(redis), { blocking: true });
+    try {
+      const client = await connection.client;
+      expect(client.status).toBe("ready");
+      proxy.cut();
+      // Redis refuses it: between its attempts the client waits with a timer set, and the
+      // disconnect below comes in that state (the check and the call are in one turn).
+      await waitFor(() => client.status === "reconnecting", "the client waiting to connect again", undefined, undefined, 5);
+      await connection.disconnect(true);
+      expect(client.status).toBe("end");
+    } finally {
+      await connection.close(true);
+      await proxy.close();
+    }
+  });
+
+  it("waits between attempts as the process's own clients do: 50 ms more each time, at most 2 s", () => {
+    const options = queueConnection(new Redis({ lazyConnect: true })) as { retryStrategy?: (attempt: number) => number };
+    // Not BullMQ's default (e^n s, at most 20 s): after Redis came back, the job workers sat up to 20 s before reconnecting.
+    expect(options.retryStrategy).toBe(reconnectDelay);
+    expect([1, 2, 10, 40, 41, 1000].map(reconnectDelay)).toEqual([50, 100, 500, 2000, 2000, 2000]);
+  });
+});
+
+describe("a service process whose Redis connections were cut and came back", () => {
+  it("closes with its background jobs and webhooks on, without waiting for its clients to reconnect first", async () => {
+    const proxy = new HoldingProxy(Number(new URL(inject("redisUrl")).port));
+    const receiver = await startReceiver(() => 200);
+    const tenantId = uniqueTenantId("qcc");
+    const yaml = lessonsTenantYaml(tenantId, { url: receiver.url, events: ["achievement.completed"] });
+    const t = await startTestApp({ yaml, redisUrl: await proxy.listen() });
+    try {
+      expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "q1" }, value: 1 })).status).toBe(201);
+      proxy.cut();
+      await waitFor(() => proxy.refused >= 3, "the clients trying to connect again");
+      proxy.open();
+      // Closed at once: the clients still wait out their delay before they connect again.
+      // Before, the streak expiry's worker waited here for its blocking client's end forever.
+      await t.close();
+    } finally {
+      await proxy.close();
+      await receiver.close();
+    }
+  });
+});
