@@ -210,7 +210,14 @@ class QueueRedis extends Redis {
   override disconnect(reconnect = false): void {
     const waitingToReconnect = !reconnect && this.status === "reconnecting";
     super.disconnect(reconnect);
-    if (waitingToReconnect && this.status === "reconnecting") closeHandler(this)();
+    if (!(waitingToReconnect && this.status === "reconnecting")) return;
+    closeHandler(this)();
+    // The commands on the wire at the drop wait apart to be sent again (prevCommandQueue; the
+    // close handler fails them only while they share the command queue, until a connect): ended,
+    // nothing would send them, nor settle their promises.
+    const stranded = (this as unknown as { prevCommandQueue: { shift(): { command: { reject(err: Error): void } } | undefined } | null }).prevCommandQueue;
+    (this as unknown as { prevCommandQueue: null }).prevCommandQueue = null;
+    for (let item = stranded?.shift(); item !== undefined; item = stranded?.shift()) item.command.reject(new Error("Connection is closed."));
   }
 
   /** As ioredis' (a client of these options and the override's), a QueueRedis: BullMQ duplicates some of its clients. */

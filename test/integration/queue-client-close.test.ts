@@ -36,6 +36,33 @@ describe("a job queue's client waiting to connect again", () => {
     }
   });
 
+  it("fails, when ended, the commands that were on the wire at the drop (kept apart to be sent again)", async () => {
+    const proxy = new HoldingProxy(Number(new URL(inject("redisUrl")).port));
+    const redis = new Redis(await proxy.listen(), { lazyConnect: true });
+    const connection = new RedisConnection(queueConnection(redis), { blocking: true });
+    try {
+      const client = (await connection.client) as unknown as Redis;
+      // A blocking pop that never reaches Redis, on the wire when the connection drops.
+      proxy.hold();
+      const popped = client.bzpopmin(`laurel-test-stranded-${uniqueTenantId("q")}`, 0).catch((err: Error) => err);
+      await waitFor(() => proxy.held().includes("BZPOPMIN") || proxy.held().includes("bzpopmin"), "the pop on the wire");
+      proxy.cut();
+      // Then a connection that opens and never gets ready (its ready check held): ioredis gives
+      // it a command queue of its own, and the pop waits apart, to be sent again once ready.
+      await waitFor(() => client.status === "reconnecting", "the client waiting to connect again", undefined, undefined, 5);
+      proxy.hold();
+      await waitFor(() => client.status === "connect", "a connection that is not ready", undefined, undefined, 5);
+      proxy.cut();
+      await waitFor(() => client.status === "reconnecting", "the client waiting to connect again", undefined, undefined, 5);
+      await connection.disconnect(true);
+      expect(client.status).toBe("end");
+      expect(await popped).toBeInstanceOf(Error);
+    } finally {
+      await connection.close(true);
+      await proxy.close();
+    }
+  });
+
   it("waits between attempts as the process's own clients do: 50 ms more each time, at most 2 s", () => {
     const options = queueConnection(new Redis({ lazyConnect: true })) as { retryStrategy?: (attempt: number) => number };
     // Not BullMQ's default (e^n s, at most 20 s): after Redis came back, the job workers sat up to 20 s before reconnecting.
