@@ -12,7 +12,12 @@
                set so a blocked worker wakes for it;
     dead       the same failed job put in the failed set (a queue whose deliveries get 1 attempt).
 
-  A job id the queue already holds is left alone, as BullMQ's add leaves it. BullMQ's events
+    answered   a late first attempt's 2xx (the consumer stopped waiting for it and wrote it as a
+               retry): the job, while it still waits in the delayed set (no worker took it over),
+               becomes the delivered job above (returnvalue, finishedOn, out of the delayed set);
+               otherwise nothing is written.
+
+  Any other job id the queue already holds is left alone, as BullMQ's add leaves it. BullMQ's events
   stream gets no entry (nothing of Laurel's reads it for these; settled() counts the sets).
   test/integration/webhook-first-attempt.test.ts reads what this writes through BullMQ's API, so
   an upgrade of BullMQ that changes its layout fails there.
@@ -22,8 +27,8 @@
   ARGV[2] now (ms)
   ARGV[3] delivered jobs kept: max age (s)   ARGV[4] delivered jobs kept: max count
   ARGV[5] the jobs' opts (JSON, as BullMQ stores them)
-  ARGV[6 ..] per job, 8 values: kind ("delivered" | "retry" | "dead"), job id, name, data (JSON),
-    attempt start (ms), then for delivered: returnvalue (JSON), the answer's instant (ms), ""; for retry and dead:
+  ARGV[6 ..] per job, 8 values: kind ("delivered" | "retry" | "dead" | "answered"), job id, name, data (JSON),
+    attempt start (ms), then for delivered and answered: returnvalue (JSON), the answer's instant (ms), ""; for retry and dead:
     failedReason, delay before the retry (ms), the attempt's log line
 
   Reply: the number of jobs written (ids already held are not counted)
@@ -50,7 +55,14 @@ local written, delivered, queued = 0, 0, false
 for i = 6, #ARGV, 8 do
   local kind, id, name, data, at = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local jobKey = prefix .. id
-  if rcall('EXISTS', jobKey) == 0 then
+  if kind == 'answered' then
+    if rcall('ZREM', delayedKey, id) == 1 then
+      local finished = ARGV[i + 6]
+      rcall('HSET', jobKey, 'delay', 0, 'finishedOn', finished, 'returnvalue', ARGV[i + 5])
+      rcall('ZADD', completedKey, finished, id)
+      written, delivered = written + 1, delivered + 1
+    end
+  elseif rcall('EXISTS', jobKey) == 0 then
     written = written + 1
     if kind == 'delivered' then
       local finished = ARGV[i + 6]

@@ -216,6 +216,88 @@ describe("a first attempt that succeeds slowly", () => {
   });
 });
 
+describe("a first attempt answered after the consumer's wait, within the endpoint's timeout", () => {
+  // The consumer waits 200 ms; the endpoint allows 60 s, and the receiver answers when the test
+  // says. The retry's backoff is an hour: the queue never takes the job over here.
+  let receiver: Receiver;
+  let t: TestApp;
+  let tenantId: string;
+  beforeAll(async () => {
+    receiver = await startReceiver(() => "hang");
+    tenantId = uniqueTenantId("wfa");
+    const yaml = lessonsTenantYaml(tenantId, { url: receiver.url, events: ["achievement.completed"] }).replace("events: [achievement.completed] }", "events: [achievement.completed], timeoutSeconds: 60 }");
+    t = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: { delivery: { ...SLOW_RETRY, firstAttempt: { timeoutMs: 200 } } } });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await receiver?.close();
+  });
+
+  async function lateDelivery(user: string): Promise<Job<DeliveryJob>> {
+    expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: user }, value: 1 })).status).toBe(201);
+    // The drain ends once the consumer stopped waiting and recorded the attempt; the POST goes on.
+    await t.app.webhooks!.drain();
+    const [delivery] = (await t.call("GET", `/admin/v1/webhooks/deliveries?userId=${user}`, undefined, admin)).body.deliveries;
+    return (await t.app.webhooks!.deliveries(tenantId)!.queue.getJob(delivery.id)) as Job<DeliveryJob>;
+  }
+
+  it("waits for its retry meanwhile, and is delivered by the answer: one POST (cut at the consumer's wait, it was sent again)", async () => {
+    const job = await lateDelivery("late1");
+    expect(await job.getState()).toBe("delayed");
+    expect(job.attemptsMade).toBe(1);
+    const { log } = (await t.call("GET", `/admin/v1/webhooks/deliveries/${job.id}`, undefined, admin)).body;
+    expect(log.map(withoutTimes)).toEqual(["attempt 1: no answer within 200 ms; its answer awaited until the endpoint's timeout (60000 ms)"]);
+    // Due after the endpoint's timeout and the first backoff: the retry never overlaps the attempt.
+    expect(job.delay).toBe(60_000 - 200 + 3_600_000);
+    expect(receiver.hanging).toHaveLength(1);
+    receiver.hanging.shift()!.writeHead(200).end("ok");
+    await waitFor(async () => (await job.getState()) === "completed", "the late answer recorded");
+    const done = (await t.app.webhooks!.deliveries(tenantId)!.queue.getJob(job.id!)) as Job<DeliveryJob>;
+    expect(done.attemptsMade).toBe(1);
+    expect(done.returnvalue).toMatchObject({ status: 200, attempt: 1, by: "consumer" });
+    expect(done.finishedOn).toBe(done.returnvalue.at + done.returnvalue.ms);
+    expect((await t.call("GET", `/admin/v1/webhooks/deliveries/${job.id}`, undefined, admin)).body).toMatchObject({ status: "delivered", attempts: 1, responseStatus: 200, lastError: null });
+    expect((await t.call("GET", "/admin/v1/webhooks", undefined, admin)).body.deliveries).toMatchObject({ retrying: 0, delivered: 1 });
+    expect(receiver.received).toHaveLength(1);
+  });
+
+  it("keeps its retry when the answer is a failure", async () => {
+    const job = await lateDelivery("late2");
+    receiver.hanging.shift()!.writeHead(500).end("no");
+    // The attempt ends (its slot released) in the turn its answer is read, and what it writes
+    // goes on the consumer's connection then: the drain's calls after it see it written.
+    await waitFor(() => t.app.webhooks!.deliveries(tenantId)!.attemptsInFlight === 0, "the late attempt ended");
+    await t.app.webhooks!.drain();
+    expect(await job.getState()).toBe("delayed");
+    expect((await t.call("GET", `/admin/v1/webhooks/deliveries/${job.id}`, undefined, admin)).body).toMatchObject({ status: "retrying", attempts: 1 });
+  });
+});
+
+describe("a stop during a late first attempt", () => {
+  it("cuts its POST and leaves its retry for the queue (the same id, later)", async () => {
+    const receiver = await startReceiver(() => "hang");
+    const tenantId = uniqueTenantId("wfa");
+    const yaml = lessonsTenantYaml(tenantId, { url: receiver.url, events: ["achievement.completed"] }).replace("events: [achievement.completed] }", "events: [achievement.completed], timeoutSeconds: 60 }");
+    const t = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: { delivery: { ...SLOW_RETRY, firstAttempt: { timeoutMs: 200 } } } });
+    const redis = new Redis(inject("redisUrl"));
+    try {
+      expect((await t.call("POST", "/v1/metrics/lessons/event", { user: { id: "late3" }, value: 1 })).status).toBe(201);
+      await t.app.webhooks!.drain();
+      const [delivery] = (await t.call("GET", "/admin/v1/webhooks/deliveries?userId=late3", undefined, admin)).body.deliveries;
+      const held = receiver.hanging[0]!;
+      const dropped = new Promise((resolve) => held.once("close", resolve));
+      await t.close();
+      await dropped;
+      const delayed = await redis.zrange(`{laurel-jobs}:laurel-hooks-${tenantId}:delayed`, 0, -1);
+      expect(delayed).toEqual([delivery.id]);
+      expect(await redis.zcard(`{laurel-jobs}:laurel-hooks-${tenantId}:completed`)).toBe(0);
+    } finally {
+      redis.disconnect();
+      await receiver.close();
+    }
+  });
+});
+
 describe("a queue that allows one attempt", () => {
   const s = useScenario(() => 500, { attempts: 1 });
 

@@ -3,7 +3,8 @@ import type { Redis } from "ioredis";
 import { loadLua } from "../../store/lua-loader.js";
 import { runScript } from "../../store/redis-script.js";
 import { isRedisUnreachable } from "../../store/redis-unreachable.js";
-import { attemptDelivery, outcomeLine, type AttemptOutcome, type AttemptResult, type DeliveryJob, type Target } from "./attempt.js";
+import { deadline } from "../../deadline.js";
+import { attemptDelivery, logLine, outcomeLine, type AttemptOutcome, type AttemptResult, type DeliveryJob, type Target } from "./attempt.js";
 import { deliveryId } from "./keys.js";
 
 /**
@@ -21,10 +22,13 @@ import { deliveryId } from "./keys.js";
  * GET /metrics and replays see one kind of job whoever made the attempt.
  *
  * Bounds, so a slow receiver never holds the consumer (and every other endpoint's deliveries)
- * for long: at most `concurrency` attempts at once, each cut after `timeoutMs` (or the
- * endpoint's own timeout when lower; later attempts get the endpoint's full timeout), and after a
- * failed first attempt, or one that took `slowMs` or more, the endpoint's deliveries go straight
- * to the queue for `pauseMs`.
+ * for long: at most `concurrency` attempts at once, each waited for `timeoutMs` at most (or the
+ * endpoint's own timeout when lower), and after a failed first attempt, or one that took
+ * `slowMs` or more, the endpoint's deliveries go straight to the queue for `pauseMs`. An attempt
+ * not answered within `timeoutMs` is not cut: it is recorded as waiting for its retry, due after
+ * the endpoint's timeout and the first backoff, and its POST goes on until the endpoint's
+ * timeout; a 2xx by then makes the job delivered. Cut at `timeoutMs`, a receiver that took the
+ * delivery but answered in 3 s (a cold start) got it again at the first retry.
  *
  * Exactly one id per change still holds: only records read for the first time come here; a
  * record delivered again (a crashed consumer's, taken over) goes through BullMQ's add, which
@@ -36,7 +40,12 @@ import { deliveryId } from "./keys.js";
 export interface FirstAttemptOptions {
   /** Whether the consumer makes first attempts (false: every delivery goes through the queue). @default true */
   enabled: boolean;
-  /** Longest wait for a first attempt's answer, ms; the endpoint's timeout when lower. @default 2000 */
+  /**
+   * How long the consumer waits for a first attempt's answer, ms (the endpoint's timeout when
+   * lower). Past it the attempt is recorded as waiting for its retry, and its POST goes on until
+   * the endpoint's timeout: a 2xx by then makes the delivery delivered (FirstAttempts.awaitLate).
+   * @default 2000
+   */
   timeoutMs: number;
   /** After a failed or slow first attempt, the endpoint's deliveries go straight to the queue for this long, ms. @default 30000 */
   pauseMs: number;
@@ -70,6 +79,29 @@ export interface FirstAttemptHost {
 }
 
 const script = loadLua("firstAttempts-5");
+
+/** A first attempt made: its outcome, or (late) the consumer stopped waiting while the POST goes on. */
+type Attempted = { job: DeliveryJob; outcome: AttemptOutcome } | { job: DeliveryJob; late: { at: number; waitedMs: number; timeoutMs: number } };
+
+/** The kind of lua/firstAttempts-5.lua's write that completes a late attempt's delayed job. */
+const ANSWERED = "answered";
+
+/** What answeredWithin resolves with when the consumer stops waiting. */
+const LATE = Symbol("late");
+
+/**
+ * The attempt's outcome, or LATE once `ms` passed without it (deadline.ts: an answer that arrived
+ * in time is read first, however late this process runs).
+ */
+function answeredWithin(attempt: Promise<AttemptOutcome>, ms: number): Promise<AttemptOutcome | typeof LATE> {
+  return new Promise((resolve) => {
+    const timer = deadline(ms, () => resolve(LATE));
+    void attempt.then((outcome) => {
+      timer.cancel();
+      resolve(outcome);
+    });
+  });
+}
 
 /**
  * How long the outcome of attempts already made waits for an unreachable Redis, tried again every
@@ -111,7 +143,8 @@ export class FirstAttempts {
   async run(jobs: readonly DeliveryJob[]): Promise<{ left: DeliveryJob[]; cut: number }> {
     const left: DeliveryJob[] = [];
     let cut = 0;
-    const done: { job: DeliveryJob; outcome: AttemptOutcome }[] = [];
+    const done: Attempted[] = [];
+    const late: { job: DeliveryJob; attempt: Promise<AttemptOutcome> }[] = [];
     await Promise.all(
       jobs.map(async (job) => {
         await this.acquire();
@@ -124,7 +157,19 @@ export class FirstAttempts {
           }
           const controller = new AbortController();
           const release = this.host.track(controller);
-          const outcome = await attemptDelivery(endpoint, job, Math.min(endpoint.timeoutMs, this.opts.timeoutMs), controller).finally(release);
+          // The POST has the endpoint's whole timeout; the consumer waits for it `timeoutMs` at
+          // most (awaitLate). A queue that allows one attempt has no retry to hand a late one to.
+          const awaitsLate = endpoint.timeoutMs > this.opts.timeoutMs && this.host.attempts > 1;
+          const startedAt = Date.now();
+          const attempt = attemptDelivery(endpoint, job, awaitsLate ? endpoint.timeoutMs : Math.min(endpoint.timeoutMs, this.opts.timeoutMs), controller).finally(release);
+          const outcome = awaitsLate ? await answeredWithin(attempt, this.opts.timeoutMs) : await attempt;
+          if (outcome === LATE) {
+            // Slow: the endpoint's next deliveries go through the queue for a while, as below.
+            this.pausedUntil.set(job.endpoint, Date.now() + this.opts.pauseMs);
+            late.push({ job, attempt });
+            done.push({ job, late: { at: startedAt, waitedMs: this.opts.timeoutMs, timeoutMs: endpoint.timeoutMs } });
+            return;
+          }
           if (outcome.stopped) {
             cut++;
             return;
@@ -138,7 +183,29 @@ export class FirstAttempts {
       }),
     );
     await this.record(done);
+    // Recorded as waiting for their retry: an answer that comes in the endpoint's time now makes
+    // the job delivered (one write each, in the background: the consumer goes on).
+    for (const { job, attempt } of late) void this.awaitLate(job, attempt);
     return { left, cut };
+  }
+
+  /**
+   * A first attempt the consumer stopped waiting for (`timeoutMs`) goes on for the endpoint's own
+   * timeout. Its job waits in the delayed set meanwhile (recorded by run); a 2xx in time makes it
+   * the delivered job, as if the consumer had waited: a receiver slow to answer (a cold start)
+   * got the delivery again at the first retry, though it had taken it. Any other outcome leaves
+   * the retry as it is; so does a stop that cuts the POST (the queue sends it later, same id).
+   */
+  private async awaitLate(job: DeliveryJob, attempt: Promise<AttemptOutcome>): Promise<void> {
+    const outcome = await attempt;
+    if (!outcome.ok) return;
+    const result: AttemptResult = { status: outcome.status!, ms: outcome.ms, attempt: 1, at: outcome.at, by: "consumer" };
+    try {
+      await this.write([ANSWERED, deliveryId(job.eventId, job.endpoint), job.type, JSON.stringify(job), outcome.at, JSON.stringify(result), outcome.at + outcome.ms, ""]);
+    } catch {
+      // Not written (Redis away past the wait, or the process stopping): the retry stays, and
+      // sends the delivery again (same id), as before this answer.
+    }
   }
 
   /**
@@ -161,37 +228,56 @@ export class FirstAttempts {
   }
 
   /** One script call: each attempt as the BullMQ job it leaves (lua/firstAttempts-5.lua). */
-  private async record(done: readonly { job: DeliveryJob; outcome: AttemptOutcome }[]): Promise<void> {
+  private async record(done: readonly Attempted[]): Promise<void> {
     if (done.length === 0) return;
-    const { queue, keepDelivered } = this.host;
-    const args: (string | number)[] = [queue.toKey(""), Date.now(), keepDelivered.age, keepDelivered.count, this.optsJson];
-    for (const { job, outcome } of done) {
-      const head = [deliveryId(job.eventId, job.endpoint), job.type, JSON.stringify(job), outcome.at];
+    const jobs: (string | number)[] = [];
+    for (const attempted of done) {
+      const { job } = attempted;
+      const id = deliveryId(job.eventId, job.endpoint);
+      if ("late" in attempted) {
+        const { at, waitedMs, timeoutMs } = attempted.late;
+        // Due once the POST's own timeout has passed and then the first retry's wait: the retry
+        // never overlaps the attempt it follows.
+        const error = `no answer within ${waitedMs} ms`;
+        const line = logLine(at, 1, `${error}; its answer awaited until the endpoint's timeout (${timeoutMs} ms)`);
+        jobs.push("retry", id, job.type, JSON.stringify(job), at, error, timeoutMs - waitedMs + this.host.retryDelay(1), line);
+        continue;
+      }
+      const { outcome } = attempted;
+      const head = [id, job.type, JSON.stringify(job), outcome.at];
       if (outcome.ok) {
         const result: AttemptResult = { status: outcome.status!, ms: outcome.ms, attempt: 1, at: outcome.at, by: "consumer" };
         // Finished when the answer came, not when the batch is written (up to a slow attempt later).
-        args.push("delivered", ...head, JSON.stringify(result), outcome.at + outcome.ms, "");
+        jobs.push("delivered", ...head, JSON.stringify(result), outcome.at + outcome.ms, "");
       } else {
         const kind = this.host.attempts <= 1 ? "dead" : "retry";
-        args.push(kind, ...head, outcome.error!, this.host.retryDelay(1), outcomeLine(outcome, 1));
+        jobs.push(kind, ...head, outcome.error!, this.host.retryDelay(1), outcomeLine(outcome, 1));
       }
     }
+    await this.write(jobs);
+    if (this.host.attempts <= 1) for (const a of done) if ("outcome" in a && !a.outcome.ok) this.host.deadLettered(deliveryId(a.job.eventId, a.job.endpoint), a.outcome.error!);
+  }
+
+  /** lua/firstAttempts-5.lua with the jobs' values (8 a job), waiting for an unreachable Redis (RECORD_WAIT_MS). */
+  private async write(jobs: readonly (string | number)[]): Promise<void> {
+    const { queue, keepDelivered } = this.host;
+    const args: (string | number)[] = [queue.toKey(""), Date.now(), keepDelivered.age, keepDelivered.count, this.optsJson, ...jobs];
     const k = queue.keys;
     const keys = [k.completed!, k.delayed!, k.wait!, k.marker!, k.failed!];
-    // The script writes a job only where its id is not held yet, so a try that ran though its
-    // reply was lost is harmless to repeat. Not while the process stops: its records stay pending
-    // for another process, as those of the attempts a stop cuts do.
+    // The script writes a job only where its id is not held yet (and completes one only while it
+    // waits in the delayed set), so a try that ran though its reply was lost is harmless to
+    // repeat. Not while the process stops: its records stay pending for another process, as
+    // those of the attempts a stop cuts do.
     const giveUpAt = Date.now() + RECORD_WAIT_MS;
     for (let tried = 0; ; tried++) {
       try {
         await runScript(this.host.redis, script, keys, args);
-        break;
+        return;
       } catch (err) {
         if (!isRedisUnreachable(err) || this.host.stopping() || Date.now() >= giveUpAt) throw err;
         if (tried === 0) this.host.recordWaits(err as Error);
         await new Promise((resolve) => setTimeout(resolve, RECORD_RETRY_MS));
       }
     }
-    if (this.host.attempts <= 1) for (const { job, outcome } of done) if (!outcome.ok) this.host.deadLettered(deliveryId(job.eventId, job.endpoint), outcome.error!);
   }
 }
