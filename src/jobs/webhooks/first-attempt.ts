@@ -3,7 +3,7 @@ import type { Redis } from "ioredis";
 import { loadLua } from "../../store/lua-loader.js";
 import { runScript } from "../../store/redis-script.js";
 import { isRedisUnreachable } from "../../store/redis-unreachable.js";
-import { deadline } from "../../deadline.js";
+import { answeredWithin } from "../../deadline.js";
 import { attemptDelivery, logLine, outcomeLine, type AttemptOutcome, type AttemptResult, type DeliveryJob, type Target } from "./attempt.js";
 import { deliveryId } from "./keys.js";
 
@@ -86,22 +86,8 @@ type Attempted = { job: DeliveryJob; outcome: AttemptOutcome } | { job: Delivery
 /** The kind of lua/firstAttempts-5.lua's write that completes a late attempt's delayed job. */
 const ANSWERED = "answered";
 
-/** What answeredWithin resolves with when the consumer stops waiting. */
+/** What run() takes when the consumer stops waiting for an attempt. */
 const LATE = Symbol("late");
-
-/**
- * The attempt's outcome, or LATE once `ms` passed without it (deadline.ts: an answer that arrived
- * in time is read first, however late this process runs).
- */
-function answeredWithin(attempt: Promise<AttemptOutcome>, ms: number): Promise<AttemptOutcome | typeof LATE> {
-  return new Promise((resolve) => {
-    const timer = deadline(ms, () => resolve(LATE));
-    void attempt.then((outcome) => {
-      timer.cancel();
-      resolve(outcome);
-    });
-  });
-}
 
 /**
  * How long the outcome of attempts already made waits for an unreachable Redis, tried again every
@@ -162,7 +148,9 @@ export class FirstAttempts {
           const awaitsLate = endpoint.timeoutMs > this.opts.timeoutMs && this.host.attempts > 1;
           const startedAt = Date.now();
           const attempt = attemptDelivery(endpoint, job, awaitsLate ? endpoint.timeoutMs : Math.min(endpoint.timeoutMs, this.opts.timeoutMs), controller).finally(release);
-          const outcome = awaitsLate ? await answeredWithin(attempt, this.opts.timeoutMs) : await attempt;
+          // An attempt never rejects (attemptDelivery): a rejection here is the wait's end, which
+          // reads an answer that arrived in time first, however late this process runs (deadline.ts).
+          const outcome = awaitsLate ? await answeredWithin(attempt, this.opts.timeoutMs).catch((): typeof LATE => LATE) : await attempt;
           if (outcome === LATE) {
             // Slow: the endpoint's next deliveries go through the queue for a while, as below.
             this.pausedUntil.set(job.endpoint, Date.now() + this.opts.pauseMs);
