@@ -16,6 +16,8 @@
                retry): the job, while it still waits in the delayed set (no worker took it over),
                becomes the delivered job above (returnvalue, finishedOn, out of the delayed set);
                otherwise nothing is written.
+    late-failure  a late first attempt's failure: the job, while it waits in the delayed set, gets
+               the failure as its failedReason and its log line; its retry stays as it is.
 
   Any other job id the queue already holds is left alone, as BullMQ's add leaves it. BullMQ's events
   stream gets no entry (nothing of Laurel's reads it for these; settled() counts the sets).
@@ -27,8 +29,9 @@
   ARGV[2] now (ms)
   ARGV[3] delivered jobs kept: max age (s)   ARGV[4] delivered jobs kept: max count
   ARGV[5] the jobs' opts (JSON, as BullMQ stores them)
-  ARGV[6 ..] per job, 8 values: kind ("delivered" | "retry" | "dead" | "answered"), job id, name, data (JSON),
-    attempt start (ms), then for delivered and answered: returnvalue (JSON), the answer's instant (ms), ""; for retry and dead:
+  ARGV[6 ..] per job, 8 values: kind ("delivered" | "retry" | "dead" | "answered" | "late-failure"), job id, name,
+    data (JSON), attempt start (ms), then for delivered and answered: returnvalue (JSON), the answer's instant (ms), "";
+    for retry, dead and late-failure (whose delay is not read):
     failedReason, delay before the retry (ms), the attempt's log line
 
   Reply: the number of jobs written (ids already held are not counted)
@@ -61,6 +64,12 @@ for i = 6, #ARGV, 8 do
       rcall('HSET', jobKey, 'delay', 0, 'finishedOn', finished, 'returnvalue', ARGV[i + 5])
       rcall('ZADD', completedKey, finished, id)
       written, delivered = written + 1, delivered + 1
+    end
+  elseif kind == 'late-failure' then
+    if rcall('ZSCORE', delayedKey, id) then
+      rcall('HSET', jobKey, 'failedReason', ARGV[i + 5])
+      rcall('RPUSH', jobKey .. ':logs', ARGV[i + 7])
+      written = written + 1
     end
   elseif rcall('EXISTS', jobKey) == 0 then
     written = written + 1

@@ -218,7 +218,8 @@ describe("a first attempt that succeeds slowly", () => {
 
 describe("a first attempt answered after the consumer's wait, within the endpoint's timeout", () => {
   // The consumer waits 200 ms; the endpoint allows 60 s, and the receiver answers when the test
-  // says. The retry's backoff is an hour: the queue never takes the job over here.
+  // says. The retry's backoff is an hour: the queue never takes the job over here. No pause after
+  // a slow attempt (pauseMs 0): each test's delivery is a first attempt too.
   let receiver: Receiver;
   let t: TestApp;
   let tenantId: string;
@@ -226,7 +227,7 @@ describe("a first attempt answered after the consumer's wait, within the endpoin
     receiver = await startReceiver(() => "hang");
     tenantId = uniqueTenantId("wfa");
     const yaml = lessonsTenantYaml(tenantId, { url: receiver.url, events: ["achievement.completed"] }).replace("events: [achievement.completed] }", "events: [achievement.completed], timeoutSeconds: 60 }");
-    t = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: { delivery: { ...SLOW_RETRY, firstAttempt: { timeoutMs: 200 } } } });
+    t = await startTestApp({ yaml, manualClock: "2026-06-01T12:00:00Z", webhooks: { delivery: { ...SLOW_RETRY, firstAttempt: { timeoutMs: 200, pauseMs: 0 } } } });
   });
   afterAll(async () => {
     await t?.close();
@@ -261,7 +262,7 @@ describe("a first attempt answered after the consumer's wait, within the endpoin
     expect(receiver.received).toHaveLength(1);
   });
 
-  it("keeps its retry when the answer is a failure", async () => {
+  it("keeps its retry when the answer is a failure, told as the queue's attempts tell theirs", async () => {
     const job = await lateDelivery("late2");
     receiver.hanging.shift()!.writeHead(500).end("no");
     // The attempt ends (its slot released) in the turn its answer is read, and what it writes
@@ -269,7 +270,9 @@ describe("a first attempt answered after the consumer's wait, within the endpoin
     await waitFor(() => t.app.webhooks!.deliveries(tenantId)!.attemptsInFlight === 0, "the late attempt ended");
     await t.app.webhooks!.drain();
     expect(await job.getState()).toBe("delayed");
-    expect((await t.call("GET", `/admin/v1/webhooks/deliveries/${job.id}`, undefined, admin)).body).toMatchObject({ status: "retrying", attempts: 1 });
+    const detail = (await t.call("GET", `/admin/v1/webhooks/deliveries/${job.id}`, undefined, admin)).body;
+    expect(detail).toMatchObject({ status: "retrying", attempts: 1, lastError: "HTTP 500" });
+    expect(detail.log.map(withoutTimes)).toEqual(["attempt 1: no answer within 200 ms; its answer awaited until the endpoint's timeout (60000 ms)", "attempt 1: HTTP 500"]);
   });
 });
 

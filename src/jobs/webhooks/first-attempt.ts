@@ -83,8 +83,9 @@ const script = loadLua("firstAttempts-5");
 /** A first attempt made: its outcome, or (late) the consumer stopped waiting while the POST goes on. */
 type Attempted = { job: DeliveryJob; outcome: AttemptOutcome } | { job: DeliveryJob; late: { at: number; waitedMs: number; timeoutMs: number } };
 
-/** The kind of lua/firstAttempts-5.lua's write that completes a late attempt's delayed job. */
+/** The kinds of lua/firstAttempts-5.lua's writes of a late attempt's outcome to its delayed job. */
 const ANSWERED = "answered";
+const LATE_FAILURE = "late-failure";
 
 /** What run() takes when the consumer stops waiting for an attempt. */
 const LATE = Symbol("late");
@@ -182,14 +183,18 @@ export class FirstAttempts {
    * timeout. Its job waits in the delayed set meanwhile (recorded by run); a 2xx in time makes it
    * the delivered job, as if the consumer had waited: a receiver slow to answer (a cold start)
    * got the delivery again at the first retry, though it had taken it. Any other outcome leaves
-   * the retry as it is; so does a stop that cuts the POST (the queue sends it later, same id).
+   * the retry as it is, with the failure's reason and log line; a stop that cuts the POST leaves
+   * it untouched (the queue sends it later, same id).
    */
   private async awaitLate(job: DeliveryJob, attempt: Promise<AttemptOutcome>): Promise<void> {
     const outcome = await attempt;
-    if (!outcome.ok) return;
+    if (outcome.stopped) return;
+    const head = [deliveryId(job.eventId, job.endpoint), job.type, JSON.stringify(job), outcome.at];
     const result: AttemptResult = { status: outcome.status!, ms: outcome.ms, attempt: 1, at: outcome.at, by: "consumer" };
     try {
-      await this.write([ANSWERED, deliveryId(job.eventId, job.endpoint), job.type, JSON.stringify(job), outcome.at, JSON.stringify(result), outcome.at + outcome.ms, ""]);
+      // A failure is told as the queue's attempts tell theirs: its reason and its log line.
+      if (outcome.ok) await this.write([ANSWERED, ...head, JSON.stringify(result), outcome.at + outcome.ms, ""]);
+      else await this.write([LATE_FAILURE, ...head, outcome.error!, 0, outcomeLine(outcome, 1)]);
     } catch {
       // Not written (Redis away past the wait, or the process stopping): the retry stays, and
       // sends the delivery again (same id), as before this answer.
