@@ -225,6 +225,7 @@ class QueueRedis extends Redis {
     return QueueRedis.make(undefined, { ...this.options, ...override });
   }
 }
+
 /**
  * BullMQ's clients wait between attempts to connect as the process's own do (ioredis' default:
  * 50 ms more each time, at most 2 s), not as BullMQ's default (e^n seconds, at most 20 s): after

@@ -190,11 +190,14 @@ export class FirstAttempts {
     const outcome = await attempt;
     if (outcome.stopped) return;
     const head = [deliveryId(job.eventId, job.endpoint), job.type, JSON.stringify(job), outcome.at];
-    const result: AttemptResult = { status: outcome.status!, ms: outcome.ms, attempt: 1, at: outcome.at, by: "consumer" };
     try {
-      // A failure is told as the queue's attempts tell theirs: its reason and its log line.
-      if (outcome.ok) await this.write([ANSWERED, ...head, JSON.stringify(result), outcome.at + outcome.ms, ""]);
-      else await this.write([LATE_FAILURE, ...head, outcome.error!, 0, outcomeLine(outcome, 1)]);
+      if (outcome.ok) {
+        const result: AttemptResult = { status: outcome.status!, ms: outcome.ms, attempt: 1, at: outcome.at, by: "consumer" };
+        await this.write([ANSWERED, ...head, JSON.stringify(result), outcome.at + outcome.ms, ""]);
+      } else {
+        // Told as the queue's attempts tell theirs: its reason and its log line.
+        await this.write([LATE_FAILURE, ...head, outcome.error!, 0, outcomeLine(outcome, 1)]);
+      }
     } catch {
       // Not written (Redis away past the wait, or the process stopping): the retry stays, and
       // sends the delivery again (same id), as before this answer.
