@@ -89,10 +89,10 @@ function historyJson(tenant: CompiledTenant, members: readonly string[], current
 }
 
 /** Says that a streak read could not be exact (lostStreaksBacklog). */
-export type BacklogWarning = (tenantId: string, read: "rank" | "rankings") => void;
+export type BacklogWarning = (tenantId: string, read: "rank" | "rankings", cap: number) => void;
 
 /**
- * A streak read that could not be exact: a shard held more than LOST_STREAK_CAP lost streaks
+ * A streak read that could not be exact: a shard held more than the cap (LOST_STREAK_CAP) of lost streaks
  * awaiting settlement, so a rank was answered null or a ranking may be short. The expiry sweep
  * settles a lost streak within a minute of its deadline, so it is not running (the process
  * that runs the background jobs is down) or far behind: the API cannot say so (its bodies have no
@@ -100,9 +100,9 @@ export type BacklogWarning = (tenantId: string, read: "rank" | "rankings") => vo
  */
 export function lostStreaksBacklog(logger: Logger): BacklogWarning {
   const throttles = { rank: new LogThrottle(), rankings: new LogThrottle() };
-  return (tenantId, read) =>
+  return (tenantId, read, cap) =>
     throttles[read].run((unlogged) =>
-      logger.warn({ tenant: tenantId, read, cap: LOST_STREAK_CAP, unlogged }, "a shard holds more lost streaks awaiting settlement than a streak read takes out: a rank answered null, a ranking may be short; is the streak expiry sweep running?"),
+      logger.warn({ tenant: tenantId, read, cap, unlogged }, "a shard holds more lost streaks awaiting settlement than a streak read takes out: a rank answered null, a ranking may be short; is the streak expiry sweep running?"),
     );
 }
 
@@ -134,7 +134,7 @@ export function userStreakHandler(tenants: Tenants, clock: Clock, backlog: Backl
     // Null for a live streak only when a shard holds too many lost streaks to tell.
     // Not counting the user: their streak may be longer by now than the length read (read-store.ts streakRank).
     const rank = alive ? await read.streakRank(current.view.length, now, userId) : null;
-    if (alive && rank === null) backlog(tenant.id, "rank");
+    if (alive && rank === null) backlog(tenant.id, "rank", read.lostStreakCap);
     return {
       status: 200,
       body: {
@@ -189,7 +189,7 @@ export function streakRankingsHandler(tenants: Tenants, clock: Clock, backlog: B
     let top: RankedStreak[];
     if (type === "active") {
       const active = await read.activeStreaks(limit, clock.now());
-      if (!active.complete) backlog(tenant.id, "rankings");
+      if (!active.complete) backlog(tenant.id, "rankings", read.lostStreakCap);
       top = active.top;
     } else {
       top = await read.longestStreaks(limit);
