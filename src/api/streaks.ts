@@ -6,7 +6,7 @@ import { formatDay, localDayIndex, periodEndDay, periodOfDay, periodStartDay } f
 import { settleCopy, viewStreak, type StreakView } from "../domain/streak.js";
 import type { ApiReply, ApiRequest } from "../http/router.js";
 import { ReadPlan } from "../store/read-plan.js";
-import { LOST_STREAK_CAP, readStoreOf, type RankedStreak, type Stored } from "../store/read-store.js";
+import { readStoreOf, type RankedStreak, type Stored } from "../store/read-store.js";
 import { LogThrottle } from "../log-throttle.js";
 import type { Tenants } from "../tenants.js";
 import { enumParam, intParam, listParam } from "./query.js";
