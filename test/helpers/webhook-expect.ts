@@ -8,6 +8,7 @@ import { levelIndex } from "../../src/domain/levels.js";
 import { modelBoardOrder, modelRank, streakState, type ModelChange, type ModelState } from "../../src/domain/model.js";
 import { formatDay } from "../../src/domain/periods.js";
 import { viewStreak } from "../../src/domain/streak.js";
+import { coalescedEventId } from "../../src/jobs/webhooks/kinds.js";
 
 /**
  * The outbound events the reference model says a change or a stretch of the clock sends
@@ -152,6 +153,99 @@ export function userBoostHooks(tenant: CompiledTenant, boosts: TrackedUserBoost[
     }
   }
   return out;
+}
+
+/** An endpoint as the test configures it: the types it subscribes to, and the window (minutes) of each coalesced one. */
+export interface EndpointSubscription {
+  key: string;
+  events: ReadonlySet<string>;
+  coalesce: ReadonlyMap<string, number>;
+}
+
+/** A delivery one endpoint should hold: the payload, and the event id when the model knows it (coalesced events). */
+export interface ExpectedDelivery {
+  hook: ExpectedHook;
+  id: string | null;
+}
+
+interface OpenWindow {
+  closes: number;
+  key: string;
+  /** The window's events in the order of their changes (the service orders them by stream id: per user, the order of writing). */
+  hooks: ExpectedHook[];
+}
+
+const MINUTE_MS = 60_000;
+
+/**
+ * What one endpoint should receive (README: Webhooks): every event of a type it subscribes to,
+ * each change apart, except the types it coalesces (README: Coalescing): of those, one event per
+ * user, subject (system, or board and run) and window of N minutes of the service clock
+ * ([k·N, (k+1)·N) since the epoch), due when the clock reaches the window's end. Built here
+ * from the model's changes, in their own terms, not by src/jobs/webhooks/coalesce.ts's merge:
+ * the last change's event with, for points.changed, `added` the sum of the window's `added`,
+ * and for leaderboard.rank_changed the first change's `previousRank`/`previousValue`.
+ */
+export class EndpointExpectation {
+  readonly deliveries: ExpectedDelivery[] = [];
+  private readonly windows = new Map<string, OpenWindow>();
+
+  constructor(
+    private readonly tenant: CompiledTenant,
+    readonly endpoint: EndpointSubscription,
+  ) {}
+
+  /** The events of one change (changeHooks): each subscribed one sent, or held in its window when its type is coalesced. */
+  change(change: ModelChange, hooks: readonly ExpectedHook[]): void {
+    for (const hook of hooks) {
+      if (!this.endpoint.events.has(hook.type)) continue;
+      const minutes = this.endpoint.coalesce.get(hook.type);
+      if (minutes === undefined) this.deliveries.push({ hook, id: null });
+      else this.hold(change, hook, minutes * MINUTE_MS);
+    }
+  }
+
+  /** Events of no change (calendar boundaries, user boosts): never coalesced. */
+  timeline(hooks: readonly ExpectedHook[]): void {
+    for (const hook of hooks) if (this.endpoint.events.has(hook.type)) this.deliveries.push({ hook, id: null });
+  }
+
+  /** The windows the clock has closed by `now`: one event each, under the id of its endpoint, type, user, subject and window. */
+  closeWindows(now: number): void {
+    for (const [key, w] of this.windows) {
+      if (w.closes > now) continue;
+      this.windows.delete(key);
+      this.deliveries.push({ hook: mergedHook(w.hooks), id: coalescedEventId(this.tenant.ns, this.tenant.id, w.key) });
+    }
+  }
+
+  private hold(change: ModelChange, hook: ExpectedHook, windowMs: number): void {
+    const window = Math.floor(change.ms / windowMs);
+    const key = [this.endpoint.key, hook.type, change.userId, coalesceSubject(change, hook), window].join("|");
+    const open = this.windows.get(key) ?? { closes: (window + 1) * windowMs, key, hooks: [] };
+    open.hooks.push(hook);
+    this.windows.set(key, open);
+  }
+}
+
+/** The subject a coalesced event is kept per: the points system, or the board and run (the run's number, as the event ids name it). */
+function coalesceSubject(change: ModelChange, hook: ExpectedHook): string {
+  if (hook.type === "points.changed") return (hook.points as { key: string }).key;
+  const boardKey = (hook.leaderboard as { key: string }).key;
+  const part = change.boards.find((b) => b.boardKey === boardKey)!;
+  return `${boardKey}:${part.run}`;
+}
+
+/** A window's one event: the last change's, with what README says spans the window. */
+function mergedHook(hooks: readonly ExpectedHook[]): ExpectedHook {
+  const first = hooks[0]!;
+  const last = hooks.at(-1)!;
+  if (last.type === "points.changed") {
+    const added = hooks.reduce((sum, h) => sum + (h.points as { added: number }).added, 0);
+    return { ...last, points: { ...(last.points as object), added } };
+  }
+  const { previousRank, previousValue } = first.leaderboard as { previousRank: unknown; previousValue: unknown };
+  return { ...last, leaderboard: { ...(last.leaderboard as object), previousRank, previousValue } };
 }
 
 /** JSON with every object's keys sorted: a canonical text to order and compare payloads by. */

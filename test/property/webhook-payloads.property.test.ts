@@ -11,8 +11,8 @@ import { WEBHOOK_EVENT_TYPES } from "../../src/jobs/webhooks/kinds.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
 import { propertyParameters } from "../helpers/property.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
-import { calendarHooks, canonical, changeHooks, userBoostHooks, type ExpectedHook, type TrackedUserBoost } from "../helpers/webhook-expect.js";
-import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
+import { calendarHooks, canonical, changeHooks, EndpointExpectation, userBoostHooks, type TrackedUserBoost } from "../helpers/webhook-expect.js";
+import { startReceiver, verifyStandard, verifyTrophy, type Receiver } from "../helpers/webhook-receiver.js";
 import { spelled } from "../helpers/zones.js";
 
 /**
@@ -20,11 +20,17 @@ import { spelled } from "../helpers/zones.js";
  * events (with and without zones, replays, batches), identifications, API completions, freezes
  * granted, restores, user boosts and clock jumps across days, weeks and board runs go through the real service (the
  * manual clock, its time triggers and streak sweep, the webhook consumer, timeline and delivery
- * workers) with one endpoint subscribed to every type, a real receiver on loopback; and through
- * the model, whose journal of changes and state say what should have been sent
- * (test/helpers/webhook-expect.ts). Once the deliveries have settled (the admin counts: nothing
- * pending, in flight or waiting for a retry, none dead), the receiver must hold exactly those
- * events, payload for payload, each change under one event id of its own. The records are
+ * workers) and through the model, whose journal of changes and state say what should have been
+ * sent (test/helpers/webhook-expect.ts). The tenant has up to three endpoints, each at a path of
+ * its own on one real receiver on loopback and with secrets of its own: `all` (every type; in most
+ * runs), `some` (a subset of the types drawn per run) and `digest` (points.changed and/or
+ * leaderboard.rank_changed coalesced over a window drawn per run, README: Coalescing, and a
+ * subset of the other types). Once the deliveries have settled (the admin counts: nothing
+ * pending, in flight or waiting for a retry, none dead), each endpoint must hold exactly the
+ * events of its subscription, payload for payload, each change under one event id of its own,
+ * the same id at every endpoint that takes the change apart (the delivery id is
+ * `<event id>.<endpoint>`), and each closed window under the id of its endpoint, type, user,
+ * subject and window; windows still open at the end are not sent. The records are
  * drained after every command, so what a payload reads besides the change (the user, the freezes
  * held) is the state right after it, as the model holds it then; a batch's records are drained
  * together, as a consumer behind reads them. Rerun a failure with FC_SEED=<seed> (FC_RUNS for more runs).
@@ -38,7 +44,25 @@ const DAY = 24 * HOUR;
 const USERS = ["w0", "w1", "w2"];
 const admin = { "x-api-key": "demo-admin-key" };
 
-function yaml(tenantId: string, url: string): string {
+/** One endpoint of the tenant file: its key is also its path on the receiver. */
+interface EndpointPlan {
+  key: "all" | "some" | "digest";
+  secrets: string[];
+  events: string[];
+  /** Minutes per coalesced type. */
+  coalesce: Record<string, number>;
+}
+
+const ALL_ENDPOINT: EndpointPlan = { key: "all", secrets: ["a-test-secret-0123456789"], events: [...WEBHOOK_EVENT_TYPES], coalesce: {} };
+
+function endpointYaml(plan: EndpointPlan, receiverUrl: string): string {
+  const secrets = plan.secrets.length === 1 ? { secret: plan.secrets[0] } : { secrets: plan.secrets };
+  const coalesce = Object.keys(plan.coalesce).length > 0 ? { coalesce: plan.coalesce } : {};
+  // JSON is YAML: the URL's colons and the types' dots need no quoting rules.
+  return `      - ${JSON.stringify({ key: plan.key, url: `${receiverUrl}/${plan.key}`, ...secrets, events: plan.events, ...coalesce })}`;
+}
+
+function yaml(tenantId: string, receiverUrl: string, endpoints: readonly EndpointPlan[]): string {
   return tenantYaml(
     tenantId,
     `
@@ -97,10 +121,7 @@ function yaml(tenantId: string, url: string): string {
       - { key: streaks, name: Streaks, rankBy: streak, start: "2026-03-01", ranking: dense }
       - { key: minutes-region, name: Minutes by region, rankBy: metric, metric: minutes, start: "2026-03-02", runUnit: day, runInterval: 7, breakdownAttribute: region }
     webhooks:
-      - key: main
-        url: ${url}
-        secret: a-test-secret-0123456789
-        events: [${WEBHOOK_EVENT_TYPES.join(", ")}]
+${endpoints.map((e) => endpointYaml(e, receiverUrl)).join("\n")}
 `,
   );
 }
@@ -169,6 +190,35 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
   },
 );
 
+const COALESCIBLE = ["points.changed", "leaderboard.rank_changed"] as const;
+/**
+ * Windows from one minute (each closes at the next move of the clock: the changes of one instant,
+ * a batch's) to a day (changes across several moves); the moves are 1 minute to 9 days.
+ */
+const windowMinutesArb = fc.constantFrom(1, 30, 180, 1440);
+const typesArb = (types: readonly string[], minLength: number) => fc.subarray([...types], { minLength });
+const endpointsArb: fc.Arbitrary<EndpointPlan[]> = fc
+  .record({
+    // Without `all`, the hook streams get only the records the other two want (lua/includes/hooks.lua's selection).
+    withAll: fc.constantFrom(true, true, false),
+    some: typesArb(WEBHOOK_EVENT_TYPES, 1),
+    coalesced: typesArb(COALESCIBLE, 1),
+    minutes: fc.tuple(windowMinutesArb, windowMinutesArb),
+    // Other types, each change apart (a coalescible type the endpoint does not coalesce among them).
+    others: typesArb(WEBHOOK_EVENT_TYPES, 0),
+  })
+  .map(({ withAll, some, coalesced, minutes, others }): EndpointPlan[] => [
+    ...(withAll ? [ALL_ENDPOINT] : []),
+    { key: "some", secrets: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"], events: some, coalesce: {} },
+    // Two secrets (a rotation): the Standard Webhooks header carries a signature for each.
+    {
+      key: "digest",
+      secrets: ["digest-secret-new-0123456789", "digest-secret-old-0123456789"],
+      events: [...coalesced, ...others.filter((t) => !(coalesced as string[]).includes(t))],
+      coalesce: Object.fromEntries(coalesced.map((type, i) => [type, minutes[i]!])),
+    },
+  ]);
+
 let receiver: Receiver;
 beforeAll(async () => {
   receiver = await startReceiver();
@@ -181,26 +231,26 @@ function withoutId(body: Record<string, unknown>): Record<string, unknown> {
   return rest;
 }
 
-async function runSequence(commands: readonly Command[]): Promise<void> {
+async function runSequence(commands: readonly Command[], endpoints: readonly EndpointPlan[] = [ALL_ENDPOINT]): Promise<void> {
   receiver.received.length = 0;
   const tenantId = uniqueTenantId("whp");
   // Retries without waiting: a delivery whose attempt failed (a connection reset on a loaded box) settles at once.
   const webhooks = { delivery: { backoff: { firstMs: 0, factor: 1, jitter: 0, maxMs: 0 } } };
-  const t: TestApp = await startTestApp({ yaml: yaml(tenantId, receiver.url), manualClock: new Date(START).toISOString(), webhooks });
+  const t: TestApp = await startTestApp({ yaml: yaml(tenantId, receiver.url, endpoints), manualClock: new Date(START).toISOString(), webhooks });
   try {
-    await runOn(t, tenantId, commands);
+    await runOn(t, tenantId, commands, endpoints);
   } finally {
     await t.close();
   }
 }
 
-async function runOn(t: TestApp, tenantId: string, commands: readonly Command[]): Promise<void> {
+async function runOn(t: TestApp, tenantId: string, commands: readonly Command[], endpoints: readonly EndpointPlan[]): Promise<void> {
   const tenant: CompiledTenant = t.tenants.find((x) => x.id === tenantId)!;
   const clock = t.clock as ManualClock;
   const model: ModelState = { ...emptyState(), journal: [] };
   refreshThresholds(tenant, model, START);
   const boosts: TrackedUserBoost[] = [];
-  const expected: ExpectedHook[] = [];
+  const expectations = endpoints.map((e) => new EndpointExpectation(tenant, { key: e.key, events: new Set(e.events), coalesce: new Map(Object.entries(e.coalesce)) }));
   let seen = 0;
 
   /** After a step: the records drained into deliveries, and what the model's new changes and the clock's stretch send. */
@@ -215,10 +265,16 @@ async function runOn(t: TestApp, tenantId: string, commands: readonly Command[])
         expect(res.status, `user ${change.userId}`).toBe(200);
         users.set(change.userId, res.body);
       }
-      expected.push(...changeHooks(tenant, model, change, users.get(change.userId)));
+      const hooks = changeHooks(tenant, model, change, users.get(change.userId));
+      for (const e of expectations) e.change(change, hooks);
     }
-    expected.push(...calendarHooks(tenant, model, from, to));
-    expected.push(...userBoostHooks(tenant, boosts, to));
+    const timeline = [...calendarHooks(tenant, model, from, to), ...userBoostHooks(tenant, boosts, to)];
+    // The clock's tick (Webhooks.runDue) sends the windows it closed, the changes just drained among them
+    // (a time trigger's change at a window's last instant).
+    for (const e of expectations) {
+      e.timeline(timeline);
+      e.closeWindows(to);
+    }
   };
 
   for (const cmd of commands) {
@@ -328,29 +384,89 @@ async function runOn(t: TestApp, tenantId: string, commands: readonly Command[])
   await t.app.webhooks!.settled(tenantId);
   const counts = (await t.call("GET", "/admin/v1/webhooks", undefined, admin)).body.deliveries;
 
-  // One id per change: each change's payload under one id, its header the body's. Delivery is at
-  // least once: an id received twice (an attempt retried after the receiver had it) must carry the
-  // same body, and counts once.
+  for (const e of expectations) checkEndpoint(endpoints.find((p) => p.key === e.endpoint.key)!, e);
+  checkIdsAcrossEndpoints(endpoints);
+  const delivered = expectations.reduce((n, e) => n + e.deliveries.length, 0);
+  expect(counts, "delivery counts").toEqual({ pending: 0, delivering: 0, retrying: 0, delivered, dead: 0 });
+}
+
+/**
+ * An endpoint's deliveries, each id once. Delivery is at least once: an id received twice (an
+ * attempt retried after the receiver had it) must carry the same body, and counts once. Each is
+ * signed with the endpoint's own secrets, and its webhook-id header is the body's id.
+ */
+function receivedAt(plan: EndpointPlan): Record<string, unknown>[] {
   const byId = new Map<string, string>();
-  for (const r of receiver.received) {
+  for (const r of receiver.received.filter((x) => x.target === `/hooks/${plan.key}`)) {
     expect(r.headers["webhook-id"]).toBe(r.body.id);
-    expect(byId.get(r.body.id) ?? r.raw, `body of ${r.body.id} each time`).toBe(r.raw);
+    expect(verifyTrophy(r, plan.secrets[0]!), `${plan.key}: X-Trophy-Signature with its first secret`).toBe(true);
+    for (const secret of plan.secrets) expect(verifyStandard(r, secret), `${plan.key}: webhook-signature for each secret`).toBe(true);
+    expect(byId.get(r.body.id) ?? r.raw, `${plan.key}: body of ${r.body.id} each time`).toBe(r.raw);
     byId.set(r.body.id, r.raw);
   }
-  const received = [...byId.values()].map((raw) => ({ body: JSON.parse(raw) as Record<string, unknown> }));
+  return [...byId.values()].map((raw) => JSON.parse(raw) as Record<string, unknown>);
+}
 
-  const order = (hooks: Record<string, unknown>[]) => hooks.map((h) => [canonical(h), h] as const).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, h]) => h);
-  expect(order(received.map((r) => withoutId(r.body))), "delivered payloads").toEqual(order(expected));
-  expect(counts, "delivery counts").toEqual({ pending: 0, delivering: 0, retrying: 0, delivered: expected.length, dead: 0 });
+const sortedTexts = (texts: string[]) => texts.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+const payloadTexts = (hooks: Record<string, unknown>[]) => sortedTexts(hooks.map((h) => canonical(withoutId(h))));
+/** A payload with its id, as one text: two endpoints hold the same event when these are equal. */
+const withIdText = (id: string, hook: Record<string, unknown>) => `${id} ${canonical(withoutId(hook))}`;
+
+/**
+ * Exactly the events of the endpoint's subscription, payload for payload (README: Event types
+ * and payloads; Coalescing), and each coalesced event under the id of its endpoint, type, user,
+ * subject and window. Every id is one change's (or one window's): a second change under an id
+ * would be missing here, its payload left out.
+ */
+function checkEndpoint(plan: EndpointPlan, expectation: EndpointExpectation): void {
+  const received = receivedAt(plan);
+  expect(payloadTexts(received), `${plan.key}: delivered payloads`).toEqual(payloadTexts(expectation.deliveries.map((d) => d.hook)));
+  const coalesced = new Set(Object.keys(plan.coalesce));
+  const receivedCoalesced = received.filter((h) => coalesced.has(h.type as string)).map((h) => withIdText(h.id as string, h));
+  const expectedCoalesced = expectation.deliveries.filter((d) => coalesced.has(d.hook.type)).map((d) => withIdText(d.id!, d.hook));
+  expect(sortedTexts(receivedCoalesced), `${plan.key}: coalesced events' ids`).toEqual(sortedTexts(expectedCoalesced));
+}
+
+/**
+ * README, Exactly one event id per change: an event's id derives from the change (or the
+ * boundary), not from the endpoint, so every endpoint that takes a type change by change gets
+ * each event under the same id (its delivery `<event id>.<endpoint>`).
+ */
+function checkIdsAcrossEndpoints(plans: readonly EndpointPlan[]): void {
+  const apart = (plan: EndpointPlan) => new Set(plan.events.filter((t) => !(t in plan.coalesce)));
+  for (const a of plans) {
+    for (const b of plans) {
+      if (a.key >= b.key) continue;
+      const shared = new Set([...apart(a)].filter((t) => apart(b).has(t)));
+      const texts = (plan: EndpointPlan) => sortedTexts(receivedAt(plan).filter((h) => shared.has(h.type as string)).map((h) => withIdText(h.id as string, h)));
+      expect(texts(a), `the ids of ${a.key} and ${b.key}'s shared events`).toEqual(texts(b));
+    }
+  }
 }
 
 describe("webhooks: the delivered payloads equal the reference model's", () => {
   it("agrees on random sequences of events, identifications, completions, freezes, boosts and clock jumps", async () => {
-    await fc.assert(fc.asyncProperty(fc.array(commandArb, { minLength: 1, maxLength: 40, size: "max" }), (commands) => runSequence(commands)), propertyParameters(25));
+    await fc.assert(
+      fc.asyncProperty(fc.array(commandArb, { minLength: 1, maxLength: 40, size: "max" }), endpointsArb, (commands, endpoints) => runSequence(commands, endpoints)),
+      propertyParameters(25),
+    );
   });
 
   it("agrees on two changes of a user at one instant that end at the same total", async () => {
     const event = (metric: "lessons" | "minutes", value: number): EventCommand => ({ kind: "event", user: "w0", metric, value, tz: null, idem: null });
     await runSequence([event("lessons", 3), { kind: "batch", events: [event("minutes", 3), event("lessons", 3), event("minutes", 3), event("lessons", 3)] }]);
+  });
+
+  it("sends a coalesced window whose changes net to nothing, with added 0", async () => {
+    // Gems: 20 at creation (the 09:00 window), then in the 10:00 window +6 for 3 lessons and -6 for 3 minutes.
+    const event = (metric: "lessons" | "minutes", value: number): EventCommand => ({ kind: "event", user: "w0", metric, value, tz: null, idem: null });
+    const digest: EndpointPlan = { key: "digest", secrets: ["digest-secret-0123456789"], events: ["points.changed", "leaderboard.rank_changed"], coalesce: { "points.changed": 60, "leaderboard.rank_changed": 60 } };
+    const identify: Command = { kind: "identify", user: "w0", tz: null, region: null, name: null };
+    await runSequence([identify, { kind: "advance", ms: HOUR }, event("lessons", 3), { kind: "advance", ms: 60_000 }, event("minutes", 3), { kind: "advance", ms: HOUR }], [ALL_ENDPOINT, digest]);
+    const gems = receiver.received.filter((r) => r.target === "/hooks/digest" && r.body.type === "points.changed" && r.body.points.key === "gems");
+    expect(gems.map((r) => [r.body.timestamp, r.body.points.total, r.body.points.added])).toEqual([
+      ["2026-03-05T09:00:00.000Z", 20, 20],
+      ["2026-03-05T10:01:00.000Z", 20, 0],
+    ]);
   });
 });
