@@ -30,7 +30,10 @@ import { spelled } from "../helpers/zones.js";
  * events of its subscription, payload for payload, each change under one event id of its own,
  * the same id at every endpoint that takes the change apart (the delivery id is
  * `<event id>.<endpoint>`), and each closed window under the id of its endpoint, type, user,
- * subject and window; windows still open at the end are not sent. The records are
+ * subject and window; windows still open at the end are not sent. The clock also moves back
+ * (within the UTC day, rewoundTo): README, Time-driven events, global boosts' and runs' boundaries
+ * are not sent again nor late before its highest point, user boosts' once each at their instant;
+ * README, Coalescing, a change into a window already sent queues its id again, which is ignored. The records are
  * drained after every command, so what a payload reads besides the change (the user, the freezes
  * held) is the state right after it, as the model holds it then; a batch's records are drained
  * together, as a consumer behind reads them. Rerun a failure with FC_SEED=<seed> (FC_RUNS for more runs).
@@ -136,7 +139,8 @@ type Command =
   | { kind: "restore"; user: string }
   | { kind: "boost"; user: string; multiplier: number; startIn: number; length: number | null }
   | { kind: "endBoost"; pick: number }
-  | { kind: "advance"; ms: number };
+  | { kind: "advance"; ms: number }
+  | { kind: "rewind"; ms: number; toSeen: number | null };
 
 const ZONES = [null, "UTC", "Asia/Tokyo", "America/New_York", "Pacific/Kiritimati", "Pacific/Pago_Pago"];
 const eventArb = fc.record({
@@ -188,6 +192,18 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
       ms: fc.oneof(fc.integer({ min: 60_000, max: 5 * HOUR }), fc.integer({ min: 20 * HOUR, max: 26 * HOUR }), fc.integer({ min: 44 * HOUR, max: 50 * HOUR }), fc.integer({ min: 3 * DAY, max: 9 * DAY })),
     }),
   },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant("rewind" as const),
+      // The manual clock set back within the hour or to the day's start (rewoundTo: never before
+      // the current UTC day), or to an instant of the day the run has been at (toSeen picks one):
+      // back into a coalescing window already sent, with changes of the same users and subjects,
+      // or before boost boundaries already announced.
+      ms: fc.oneof(fc.integer({ min: 60_000, max: 5 * HOUR }), fc.constant(DAY)),
+      toSeen: fc.option(fc.nat(40)),
+    }),
+  },
 );
 
 const COALESCIBLE = ["points.changed", "leaderboard.rank_changed"] as const;
@@ -218,6 +234,20 @@ const endpointsArb: fc.Arbitrary<EndpointPlan[]> = fc
       coalesce: Object.fromEntries(coalesced.map((type, i) => [type, minutes[i]!])),
     },
   ]);
+
+/**
+ * Where a rewind sets the clock: an earlier instant the run has been at, or `ms` back; never
+ * before START, nor before the current UTC day. Every board's runs begin at UTC midnight, so a
+ * rewind never goes back into an earlier run of a board: the service and the model disagree on
+ * ranks after that (see the skipped test below), and README promises nothing for it ("the engine
+ * tolerates it"). Global and user boosts' boundaries and coalescing windows still lie behind.
+ */
+function rewoundTo(cmd: { ms: number; toSeen: number | null }, now: number, instants: readonly number[]): number {
+  const floor = Math.max(START, Math.floor(now / DAY) * DAY);
+  const earlier = instants.filter((at) => at < now && at >= floor);
+  if (cmd.toSeen !== null && earlier.length > 0) return earlier[cmd.toSeen % earlier.length]!;
+  return Math.max(floor, now - cmd.ms);
+}
 
 let receiver: Receiver;
 beforeAll(async () => {
@@ -250,6 +280,10 @@ async function runOn(t: TestApp, tenantId: string, commands: readonly Command[],
   const model: ModelState = { ...emptyState(), journal: [] };
   refreshThresholds(tenant, model, START);
   const boosts: TrackedUserBoost[] = [];
+  // The clock's highest point so far: calendar boundaries up to it were announced, or never will be.
+  let highest = START;
+  /** The instants the clock has been at, in order, each once: where a rewind may go back to. */
+  const instants = [START];
   const expectations = endpoints.map((e) => new EndpointExpectation(tenant, { key: e.key, events: new Set(e.events), coalesce: new Map(Object.entries(e.coalesce)) }));
   let seen = 0;
 
@@ -268,7 +302,11 @@ async function runOn(t: TestApp, tenantId: string, commands: readonly Command[],
       const hooks = changeHooks(tenant, model, change, users.get(change.userId));
       for (const e of expectations) e.change(change, hooks);
     }
-    const timeline = [...calendarHooks(tenant, model, from, to), ...userBoostHooks(tenant, boosts, to)];
+    // README, Time-driven events: after the clock moves back, the boundaries it moves through again
+    // are not sent again, nor for the first time if they lie before its highest point so far; the
+    // user boosts' are sent by instant, once each.
+    const timeline = [...calendarHooks(tenant, model, Math.max(from, highest), to), ...userBoostHooks(tenant, boosts, to)];
+    highest = Math.max(highest, to);
     // The clock's tick (Webhooks.runDue) sends the windows it closed, the changes just drained among them
     // (a time trigger's change at a window's last instant).
     for (const e of expectations) {
@@ -280,13 +318,16 @@ async function runOn(t: TestApp, tenantId: string, commands: readonly Command[],
   for (const cmd of commands) {
     const now = clock.now();
     switch (cmd.kind) {
-      case "advance": {
+      case "advance":
+      case "rewind": {
         // The manual clock's move runs the time triggers, the streak sweep, the threshold refresh
-        // and then the webhooks' tick (src/app.ts), in that order: the model likewise.
-        await clock.set(now + cmd.ms);
+        // and then the webhooks' tick (src/app.ts), in that order: the model likewise. Thresholds
+        // are stamped with the clock's highest point (a clock set back must not make earlier entries look later).
+        await clock.set(cmd.kind === "advance" ? now + cmd.ms : rewoundTo(cmd, now, instants));
+        if (!instants.includes(clock.now())) instants.push(clock.now());
         applyTimeTicks(tenant, model, clock.now());
         applyStreakSweep(tenant, model, clock.now());
-        refreshThresholds(tenant, model, clock.now());
+        refreshThresholds(tenant, model, clock.now(), clock.highest());
         await settleStep(now, clock.now());
         continue;
       }
@@ -445,10 +486,61 @@ function checkIdsAcrossEndpoints(plans: readonly EndpointPlan[]): void {
 }
 
 describe("webhooks: the delivered payloads equal the reference model's", () => {
+  it("sends a boundary and a coalesced window once when the clock goes back before them", async () => {
+    // Rush (xp) ends 2026-03-09T06:00Z; the digest coalesces xp's points.changed over 30 minutes.
+    const lesson: EventCommand = { kind: "event", user: "w0", metric: "lessons", value: 1, tz: null, idem: null };
+    const rewind = (ms: number): Command => ({ kind: "rewind", ms, toSeen: null });
+    const digest: EndpointPlan = { key: "digest", secrets: ["digest-secret-0123456789"], events: ["points.changed"], coalesce: { "points.changed": 30 } };
+    const toRushEnd = Date.parse("2026-03-09T06:00:00Z") - START;
+    await runSequence(
+      [
+        { kind: "advance", ms: toRushEnd },
+        lesson, // 06:00, window 06:00-06:30
+        { kind: "advance", ms: 30 * 60_000 }, // 06:30: the window sent
+        rewind(31 * 60_000), // 05:59: before the rush's end again
+        lesson, // window 05:30-06:00, not sent yet
+        { kind: "advance", ms: 2 * 60_000 }, // 06:01: the end passed again (not sent again), window 05:30 sent
+        rewind(60_000), // 06:00
+        lesson, // into the window sent at 06:30: its id queued again, ignored
+        { kind: "advance", ms: HOUR },
+      ],
+      [ALL_ENDPOINT, digest],
+    );
+    const at = (path: string, type: string) => receiver.received.filter((r) => r.target === path && r.body.type === type);
+    expect(at("/hooks/all", "points.boost_finished").filter((r) => r.body.boost.key === "rush")).toHaveLength(1);
+    const xp = at("/hooks/digest", "points.changed").filter((r) => r.body.points.key === "xp");
+    expect(xp.map((r) => r.body.timestamp).sort()).toEqual(["2026-03-09T05:59:00.000Z", "2026-03-09T06:00:00.000Z"]);
+  });
+
+  /**
+   * Found by the property (FC_SEED=15, before rewinds were kept within the UTC day), left open:
+   * the clock set back into an earlier run of lessons-3d (runs of 3 days from 03-01, at most 2
+   * participants) and forward again. w2 is on run 03-07 with 1 lesson at 03-07 05:00; the clock
+   * goes back to 03-06 09:00 (run 03-04), where w0 and w2 each record 1 lesson; it goes forward
+   * to 03-07 05:00:00.001, where w2 records 0.5. Both sides say w2 had no value in run 03-07
+   * before (previousValue null, value 0.5: w2's earlier value of the run is forgotten once
+   * w2 changed in an earlier run); the model ranks w2 1st, the event script 2nd, as if the
+   * forgotten entry (value 1) still stood on the board. Which is right is not said: README
+   * (POST /admin/v1/clock) says only that the engine tolerates a clock moved back. Not a
+   * webhook matter: the rank is the event script's (lua/includes, the record's board part).
+   */
+  it.skip("agrees after the clock goes back into an earlier board run and forward again (open: rank 2 sent, model says 1)", async () => {
+    const lesson = (user: string, value: number): EventCommand => ({ kind: "event", user, metric: "lessons", value, tz: null, idem: null });
+    await runSequence([
+      { kind: "advance", ms: 44 * HOUR },
+      lesson("w2", 1),
+      { kind: "advance", ms: -20 * HOUR },
+      { kind: "batch", events: [lesson("w0", 1), lesson("w2", 1)] },
+      { kind: "advance", ms: 20 * HOUR + 1 },
+      lesson("w2", 0.5),
+      { kind: "advance", ms: 20 * HOUR },
+    ]);
+  });
+
   it("agrees on random sequences of events, identifications, completions, freezes, boosts and clock jumps", async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(commandArb, { minLength: 1, maxLength: 40, size: "max" }), endpointsArb, (commands, endpoints) => runSequence(commands, endpoints)),
-      propertyParameters(25),
+      propertyParameters(50),
     );
   });
 
