@@ -160,15 +160,19 @@ function withClientHabits(redis: Redis, env: NodeJS.ProcessEnv): Redis {
 /**
  * BullMQ's connection options for the Redis a client talks to: its address (TCP host and port,
  * a Unix socket path, or the sentinels and the group they name the primary of), credentials,
- * database and TLS settings, and its reconnect on a read-only replica, so that the queues reach
+ * database and TLS settings, its waits between attempts to connect, and its reconnect on a
+ * read-only replica, so that the queues reach
  * the same server the same way (a rediss:// URL keeps its TLS, a socket path its socket, and
  * with sentinels the queues follow a failover as the event path does, over TLS to the sentinels
  * and the primary when the process's client uses it).
  */
 export function queueConnection(redis: Redis): ConnectionOptions {
   hearQueueSocketErrors();
-  const { host, port, path, username, password, db, tls, reconnectOnError, sentinels, name, sentinelPassword, enableTLSForSentinelMode, sentinelTLS, Connector } = redis.options;
-  const common = { username, password, db, reconnectOnError, retryStrategy: reconnectDelay };
+  const { host, port, path, username, password, db, tls, reconnectOnError, retryStrategy, sentinels, name, sentinelPassword, enableTLSForSentinelMode, sentinelTLS, Connector } = redis.options;
+  // The client's own waits between attempts to connect (ioredis' default: 50 ms more each time,
+  // at most 2 s), not BullMQ's (e^n s, at most 20 s): after Redis came back, the job workers
+  // (streak expiry, time triggers, webhook retries) sat up to 20 s before they reconnected.
+  const common = { username, password, db, reconnectOnError, retryStrategy: retryStrategy as ((times: number) => number) | undefined };
   if (sentinels && sentinels.length > 0) return { ...common, tls, sentinels, name, sentinelPassword, enableTLSForSentinelMode, sentinelTLS, Connector };
   return path ? { path, ...common } : { host, port, ...common, tls };
 }
@@ -225,14 +229,6 @@ class QueueRedis extends Redis {
     return QueueRedis.make(undefined, { ...this.options, ...override });
   }
 }
-
-/**
- * BullMQ's clients wait between attempts to connect as the process's own do (ioredis' default:
- * 50 ms more each time, at most 2 s), not as BullMQ's default (e^n seconds, at most 20 s): after
- * Redis came back, the job workers (streak expiry, time triggers, webhook retries) sat up to
- * 20 s before they reconnected.
- */
-export const reconnectDelay = (attempt: number): number => Math.min(attempt * 50, 2_000);
 
 /** What ioredis' defineCommand reads of its `this` besides (each client has its own, which shadow these). */
 const queueScripts: Record<string, unknown> = {};

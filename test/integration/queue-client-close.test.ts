@@ -1,7 +1,7 @@
 import { RedisConnection } from "bullmq";
 import { Redis } from "ioredis";
 import { describe, expect, inject, it } from "vitest";
-import { queueConnection, reconnectDelay } from "../../src/store/redis-client.js";
+import { createRedisClient, queueConnection } from "../../src/store/redis-client.js";
 import { startTestApp, uniqueTenantId } from "../helpers/app.js";
 import { HoldingProxy } from "../helpers/holding-proxy.js";
 import { lessonsTenantYaml } from "../helpers/tenant-yaml.js";
@@ -15,16 +15,28 @@ import { startReceiver } from "../helpers/webhook-receiver.js";
  * client's "end" without a bound: a process stopped within that wait after a dropped connection
  * hung in its streak expiry's close, and the webhook consumer's stop after it never ran.
  */
+/** A blocking client as a BullMQ worker makes it from the options Laurel gives it, its Redis behind a proxy. */
+async function blockingClientBehindProxy(): Promise<{ proxy: HoldingProxy; connection: RedisConnection; client: Redis; close(): Promise<void> }> {
+  const proxy = new HoldingProxy(Number(new URL(inject("redisUrl")).port));
+  const connection = new RedisConnection(queueConnection(createRedisClient(await proxy.listen(), { lazyConnect: true })), { blocking: true });
+  // As a BullMQ worker listens on its connections: the drops the tests make are errors it hears.
+  connection.on("error", () => undefined);
+  const client = (await connection.client) as unknown as Redis;
+  return {
+    proxy,
+    connection,
+    client,
+    async close() {
+      await connection.close(true);
+      await proxy.close();
+    },
+  };
+}
+
 describe("a job queue's client waiting to connect again", () => {
   it("ends when BullMQ disconnects it (its Worker.close waits for that)", async () => {
-    const proxy = new HoldingProxy(Number(new URL(inject("redisUrl")).port));
-    const redis = new Redis(await proxy.listen(), { lazyConnect: true });
-    // As a BullMQ worker makes its blocking connection, from the options Laurel gives it.
-    const connection = new RedisConnection(queueConnection(redis), { blocking: true });
-    // As a BullMQ worker listens on its connections: the drops below are errors it hears.
-    connection.on("error", () => undefined);
+    const { proxy, connection, client, close } = await blockingClientBehindProxy();
     try {
-      const client = await connection.client;
       expect(client.status).toBe("ready");
       proxy.cut();
       // Redis refuses it: between its attempts the client waits with a timer set, and the
@@ -33,19 +45,13 @@ describe("a job queue's client waiting to connect again", () => {
       await connection.disconnect(true);
       expect(client.status).toBe("end");
     } finally {
-      await connection.close(true);
-      await proxy.close();
+      await close();
     }
   });
 
   it("fails, when ended, the commands that were on the wire at the drop (kept apart to be sent again)", async () => {
-    const proxy = new HoldingProxy(Number(new URL(inject("redisUrl")).port));
-    const redis = new Redis(await proxy.listen(), { lazyConnect: true });
-    const connection = new RedisConnection(queueConnection(redis), { blocking: true });
-    // As a BullMQ worker listens on its connections: the drops below are errors it hears.
-    connection.on("error", () => undefined);
+    const { proxy, connection, client, close } = await blockingClientBehindProxy();
     try {
-      const client = (await connection.client) as unknown as Redis;
       // A blocking pop that never reaches Redis, on the wire when the connection drops.
       proxy.hold();
       const popped = client.bzpopmin(`laurel-test-stranded-${uniqueTenantId("q")}`, 0).catch((err: Error) => err);
@@ -62,16 +68,19 @@ describe("a job queue's client waiting to connect again", () => {
       expect(client.status).toBe("end");
       expect(await popped).toBeInstanceOf(Error);
     } finally {
-      await connection.close(true);
-      await proxy.close();
+      await close();
     }
   });
 
-  it("waits between attempts as the process's own clients do: 50 ms more each time, at most 2 s", () => {
-    const options = queueConnection(new Redis({ lazyConnect: true })) as { retryStrategy?: (attempt: number) => number };
-    // Not BullMQ's default (e^n s, at most 20 s): after Redis came back, the job workers sat up to 20 s before reconnecting.
-    expect(options.retryStrategy).toBe(reconnectDelay);
-    expect([1, 2, 10, 40, 41, 1000].map(reconnectDelay)).toEqual([50, 100, 500, 2000, 2000, 2000]);
+  it("waits between attempts as the process's own clients do: 50 ms more each time, at most 2 s", async () => {
+    const { client, close } = await blockingClientBehindProxy();
+    try {
+      // Not BullMQ's default (e^n s, at most 20 s): after Redis came back, the job workers sat up to 20 s before reconnecting.
+      const wait = client.options.retryStrategy!;
+      expect([1, 2, 10, 40, 41, 1000].map((attempt) => wait(attempt))).toEqual([50, 100, 500, 2000, 2000, 2000]);
+    } finally {
+      await close();
+    }
   });
 });
 

@@ -81,7 +81,7 @@ export interface FirstAttemptHost {
 const script = loadLua("firstAttempts-5");
 
 /** A first attempt made: its outcome, or (late) the consumer stopped waiting while the POST goes on. */
-type Attempted = { job: DeliveryJob; outcome: AttemptOutcome } | { job: DeliveryJob; late: { at: number; waitedMs: number; timeoutMs: number } };
+type Attempted = { job: DeliveryJob; outcome: AttemptOutcome } | { job: DeliveryJob; late: { attempt: Promise<AttemptOutcome>; at: number; waitedMs: number; timeoutMs: number } };
 
 /** The kinds of lua/firstAttempts-5.lua's writes of a late attempt's outcome to its delayed job. */
 const ANSWERED = "answered";
@@ -131,7 +131,6 @@ export class FirstAttempts {
     const left: DeliveryJob[] = [];
     let cut = 0;
     const done: Attempted[] = [];
-    const late: { job: DeliveryJob; attempt: Promise<AttemptOutcome> }[] = [];
     await Promise.all(
       jobs.map(async (job) => {
         await this.acquire();
@@ -155,8 +154,7 @@ export class FirstAttempts {
           if (outcome === LATE) {
             // Slow: the endpoint's next deliveries go through the queue for a while, as below.
             this.pausedUntil.set(job.endpoint, Date.now() + this.opts.pauseMs);
-            late.push({ job, attempt });
-            done.push({ job, late: { at: startedAt, waitedMs: this.opts.timeoutMs, timeoutMs: endpoint.timeoutMs } });
+            done.push({ job, late: { attempt, at: startedAt, waitedMs: this.opts.timeoutMs, timeoutMs: endpoint.timeoutMs } });
             return;
           }
           if (outcome.stopped) {
@@ -174,7 +172,7 @@ export class FirstAttempts {
     await this.record(done);
     // Recorded as waiting for their retry: an answer that comes in the endpoint's time now makes
     // the job delivered (one write each, in the background: the consumer goes on).
-    for (const { job, attempt } of late) void this.awaitLate(job, attempt);
+    for (const a of done) if ("late" in a) void this.awaitLate(a.job, a.late.attempt);
     return { left, cut };
   }
 
