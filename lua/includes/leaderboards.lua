@@ -84,17 +84,6 @@ for i = 1, #R.lb do
   board.kp = 'lb:' .. board.k .. ':'
 end
 
--- The user's entry of the board's run `run`: value, member, breakdown, rank given (nil: none).
-local function boardEntry(board, run)
-  local stored = S[board.ri]
-  if type(stored) == 'table' then
-    if stored[1] ~= run then return nil end
-    return stored[2], boardMember(stored[3], userId), stored[4], stored[5] or nil
-  end
-  if stored ~= run then return nil end
-  return S[board.vi], S[board.mi], S[board.ki] or '', S[board.rki] or nil
-end
-
 -- Rank number of (value, member) by the board's style (the model's modelRank, src/domain/model.ts).
 -- board.keys holds every shard's "{t:s}:lb:<board>:" (built once per library load).
 -- The run's key in every shard; kept for the last run asked (a Function library keeps it across
@@ -122,6 +111,65 @@ local function shardRunKey(board, runText)
     board.rkByPrefix[prefix] = key
   end
   return key
+end
+
+-- The user's entry in an earlier run than the state's latest (the manual clock was set back into
+-- it: README, Leaderboards, A clock set back), which the state does not keep: value, member,
+-- breakdown, rank given (nil: none). Looked for in the run's sets on this shard (on a breakdown
+-- board, every group the run lists here): first the member the run's rank history names last,
+-- confirmed by its score, else by a ZSCAN for the user's id (O(n) of the shard's set: only after
+-- the clock was set back). The rank given at the user's last change in the run is the history's
+-- newest `r`: a change pushes an entry whenever it or the one before it was ranked
+-- (src/store/leaderboard-store.ts pastEntry reads a past run's entry so too).
+local function pastEntry(board, runText)
+  local runKey = shardRunKey(board, runText)
+  local keys, groups = { runKey }, { '' }
+  if board.bd then
+    groups = rcall('SMEMBERS', prefix .. 'lg:' .. board.k .. ':' .. runText)
+    keys = {}
+    for g = 1, #groups do keys[g] = runKey .. ':' .. groups[g] end
+  end
+  local newest = rcall('LINDEX', prefix .. 'lh:' .. board.k .. ':' .. runText .. ':' .. userId, 0)
+  local rank, t, v = nil, nil, nil
+  if newest then
+    rank = tonumber(string.match(newest, '"r":(%d+)'))
+    t, v = tonumber(string.match(newest, '"t":(%d+)')), tonumber(string.match(newest, '"v":(%-?%d+)'))
+  end
+  if v then
+    local member = boardMember(t, userId)
+    for g = 1, #keys do
+      if tonumber(rcall('ZSCORE', keys[g], member)) == v then return v, member, groups[g], rank end
+    end
+  end
+  -- A member is "<13 digits>|<user id>": the id's glob characters escaped.
+  local pattern = string.rep('?', 13) .. '|' .. (string.gsub(userId, '[%*%?%[%]\\]', '\\%0'))
+  for g = 1, #keys do
+    local cursor = '0'
+    repeat
+      local page = rcall('ZSCAN', keys[g], cursor, 'MATCH', pattern, 'COUNT', 1000)
+      cursor = page[1]
+      if #page[2] > 0 then return tonumber(page[2][2]), page[2][1], groups[g], rank end
+    until cursor == '0'
+  end
+  return nil
+end
+
+-- The user's entry of the board's run `run`: value, member, breakdown, rank given (nil: none),
+-- and whether `run` is earlier than the state's latest run (its entry is not the state's). The
+-- state keeps the entry of the latest run the user moved in, so a later run holds none of the
+-- user's. (A streak board's entry that leaves empties them: a streak board has one run.)
+local function boardEntry(board, run, runText)
+  local stored = S[board.ri]
+  if stored == run then return S[board.vi], S[board.mi], S[board.ki] or '', S[board.rki] or nil end
+  if type(stored) == 'table' then
+    if stored[1] == run then return stored[2], boardMember(stored[3], userId), stored[4], stored[5] or nil end
+    stored = stored[1]
+  end
+  if stored and stored > run then
+    local value, member, breakdown, rank = pastEntry(board, runText)
+    return value, member, breakdown, rank, true
+  end
+  return nil
 end
 
 -- The run's counters (README, Leaderboards: the threshold), a hash {t}:lbc:<board>:<run> that
@@ -256,7 +304,7 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
         absolute = streakLength
       end
       if delta ~= 0 or absolute then
-        local old, oldMember, oldBreakdown, previousRank = boardEntry(board, run)
+        local old, oldMember, oldBreakdown, previousRank, past = boardEntry(board, run, runText)
         local new = absolute or ((old or 0) + delta)
         local runKey = shardRunKey(board, runText)
         if old then rcall('ZREM', oldBreakdown ~= '' and (runKey .. ':' .. oldBreakdown) or runKey, oldMember) end
@@ -264,10 +312,10 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
         local fell = old and (absolute == 0 or new < old) and info[2] == info[2]
         local rank = nil
         -- The five positions are written directly (false: absent), not through put(): a Lua
-        -- call each otherwise.
+        -- call each otherwise. A change in an earlier run (past) leaves them to the latest run.
         stateDirty = true
         if absolute == 0 then
-          S[board.ri], S[board.vi], S[board.mi], S[board.ki], S[board.rki] = false, false, false, false, false
+          if not past then S[board.ri], S[board.vi], S[board.mi], S[board.ki], S[board.rki] = false, false, false, false, false end
         else
           local member = currentMember()
           rcall('ZADD', breakdown ~= '' and (runKey .. ':' .. breakdown) or runKey, new, member)
@@ -292,8 +340,10 @@ local function updateBoards(boards, metricDelta, streakLength, outParts)
           local count = new > threshold or threshold ~= threshold or (old ~= nil and old >= threshold) or (new == threshold and now <= info[7])
           if not count then count = fellSince(board, info) end
           if count then rank = rankOf(board, runText, breakdown, new, member, info) end
-          S[board.ri], S[board.vi], S[board.mi] = run, new, member
-          S[board.ki], S[board.rki] = breakdown ~= '' and breakdown or false, rank or false
+          if not past then
+            S[board.ri], S[board.vi], S[board.mi] = run, new, member
+            S[board.ki], S[board.rki] = breakdown ~= '' and breakdown or false, rank or false
+          end
         end
         if fell then countFall(board, info, old) end
         -- previousRank: the rank this user was given at their previous change in this run.

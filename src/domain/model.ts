@@ -68,8 +68,12 @@ export interface ModelUser {
   /** "<metric>:<key>" → the event it recorded, and until when it is remembered (null: forever). */
   idempotency: Map<string, { eventId: string; until: number | null }>;
   boosts: Map<string, UserBoost[]>;
-  /** Per board: the user's entry in its latest run (state field lb:<board>). */
-  boards: Map<string, { run: number; value: number; reachedAt: number; breakdown: string; rank: number | null }>;
+  /**
+   * Per "<board>:<run>": the user's entry in that run, with the rank given at their last change in
+   * it. The service keeps the latest run's in the user's state (lb:<board>) and finds an earlier
+   * run's, moved after the manual clock was set back, in the run's sets (lua pastEntry).
+   */
+  boards: Map<string, { value: number; reachedAt: number; breakdown: string; rank: number | null }>;
   /** Newest first, at most AWARDS_KEPT. */
   awards: Map<string, AwardRecord[]>;
   /**
@@ -642,13 +646,13 @@ export function updateBoards(
     const threshold = board.breakdownAttribute !== null ? NaN : (read?.value ?? -Infinity);
     // lua fellSince: the run's values fell since the threshold was read.
     const fellSince = () => (state.boardFalls.get(`${board.key}:${run}`) ?? 0) !== (read?.falls ?? 0);
-    const entry = user.boards.get(board.key);
-    const current = entry && entry.run === run ? entry : null;
+    const entryKey = `${board.key}:${run}`;
+    const current = user.boards.get(entryKey) ?? null;
     const oldValue = current ? current.value : null;
     const newValue = absolute ?? (oldValue ?? 0) + delta;
     if (current) state.boards.get(`${board.key}:${run}:${current.breakdown}`)?.delete(userId);
     let rank: number | null = null;
-    if (absolute === 0) user.boards.delete(board.key);
+    if (absolute === 0) user.boards.delete(entryKey);
     else {
       const id = `${board.key}:${run}:${breakdown}`;
       const entries = state.boards.get(id) ?? new Map<string, { value: number; reachedAt: number }>();
@@ -663,7 +667,7 @@ export function updateBoards(
         const place = modelPlace(board, entries, newValue, boardMember(now, userId));
         rank = place.position > board.maxParticipants ? null : place.rank;
       }
-      user.boards.set(board.key, { run, value: newValue, reachedAt: now, breakdown, rank });
+      user.boards.set(entryKey, { value: newValue, reachedAt: now, breakdown, rank });
     }
     // lua countFall: an entry that may have held a place fell (or left the board).
     if (oldValue !== null && (absolute === 0 || newValue < oldValue) && !Number.isNaN(threshold) && (oldValue >= threshold || fellSince())) {

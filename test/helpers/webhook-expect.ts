@@ -183,8 +183,9 @@ const MINUTE_MS = 60_000;
  * user, subject (system, or board and run) and window of N minutes of the service clock
  * ([k·N, (k+1)·N) since the epoch), due when the clock reaches the window's end. Built here
  * from the model's changes, in their own terms, not by src/jobs/webhooks/coalesce.ts's merge:
- * the last change's event with, for points.changed, `added` the sum of the window's `added`,
- * and for leaderboard.rank_changed the first change's `previousRank`/`previousValue`.
+ * the last change's event with, for points.changed, `added` the total after the last change
+ * less the total before the first, and for leaderboard.rank_changed the first change's
+ * `previousRank`/`previousValue`.
  */
 export class EndpointExpectation {
   readonly deliveries: ExpectedDelivery[] = [];
@@ -248,7 +249,11 @@ function mergedHook(hooks: readonly ExpectedHook[]): ExpectedHook {
   const first = hooks[0]!;
   const last = hooks.at(-1)!;
   if (last.type === "points.changed") {
-    const added = hooks.reduce((sum, h) => sum + (h.points as { added: number }).added, 0);
+    // README, Coalescing: the total after the window's last change less the total before its
+    // first. The sum of the window's changes but for a clock set back between them: a change made
+    // meanwhile in another window (an earlier one) moved the total too.
+    const a = first.points as { total: number; added: number };
+    const added = (last.points as { total: number }).total - (a.total - a.added);
     return { ...last, points: { ...(last.points as object), added } };
   }
   const { previousRank, previousValue } = first.leaderboard as { previousRank: unknown; previousValue: unknown };

@@ -1273,3 +1273,92 @@ describe("a user's read of an earlier run of a breakdown board, in a group they 
     expect((await rows(t, "weekly-km", "?run=2026-03-02&userAttributes=region:eu&userId=amy&offset=0&limit=2"))).toEqual([["amy", 1, 5], ["bob", 2, 3]]);
   });
 });
+
+/**
+ * README, Leaderboards, "A clock set back": the user's state keeps the entry of the latest run
+ * they moved; a change in an earlier run (the manual clock set back into it) finds the user's
+ * entry there in the run's sets and leaves the state to the later run, so that neither run lists
+ * the user twice and each run's value adds up every change made in it.
+ */
+describe("a clock set back into an earlier run and forward again", () => {
+  const app = useTenantApp(
+    "lbback",
+    `
+    metrics:
+      - { key: laps, name: Laps }
+      - { key: dives, name: Dives }
+    attributes:
+      user: [region]
+    leaderboards:
+      # Weekly runs from Monday 2 March 2026: run 0 from 2 March, run 1 from 9 March.
+      - { key: laps-weekly, name: Laps, rankBy: metric, metric: laps, start: "2026-03-02", runUnit: day, runInterval: 7 }
+      - { key: laps-regional, name: Laps by region, rankBy: metric, metric: laps, start: "2026-03-02", runUnit: day, runInterval: 7, breakdownAttribute: region }
+      - { key: dives-top, name: Dives, rankBy: metric, metric: dives, start: "2026-03-02", runUnit: day, runInterval: 7, maxParticipants: 1 }
+`,
+    "2026-03-10T12:00:00Z",
+  );
+
+  /** Every member of the board's sets per run and group ("<run>:<group>" → "user=value" sorted), read from Redis. */
+  async function members(t: TestApp, boardKey: string): Promise<Record<string, string[]>> {
+    const out: Record<string, string[]> = {};
+    for (const key of await t.redis.keys(`{${t.tenants[0]!.id}:*}:lb:${boardKey}:*`)) {
+      const list = await t.redis.zrange(key, 0, -1, "WITHSCORES");
+      const id = key.slice(key.indexOf(`:lb:${boardKey}:`) + `:lb:${boardKey}:`.length);
+      for (let i = 0; i < list.length; i += 2) (out[id] ??= []).push(`${memberUser(list[i]!)}=${list[i + 1]}`);
+    }
+    for (const id of Object.keys(out)) out[id]!.sort();
+    return out;
+  }
+
+  it("adds a later change of the later run to the user's entry there, not to a second one", async () => {
+    const t = app();
+    const first = await event(t, "laps", "ann", 3, { region: "eu" });
+    expect(first.leaderboards["laps-weekly"]).toMatchObject({ run: "2026-03-09", rank: 1, previousRank: null });
+    await t.setClock("2026-03-04T12:00:00Z");
+    const back = await event(t, "laps", "ann", 2, { region: "eu" });
+    expect(back.leaderboards["laps-weekly"]).toMatchObject({ run: "2026-03-02", rank: 1, previousRank: null });
+    await event(t, "laps", "bob", 5, { region: "eu" });
+    await t.setClock("2026-03-10T13:00:00Z");
+    const forward = await event(t, "laps", "ann", 1, { region: "eu" });
+    expect(forward.leaderboards["laps-weekly"]).toMatchObject({ run: "2026-03-09", rank: 1, previousRank: 1 });
+    expect(forward.leaderboards["laps-regional"]).toMatchObject({ run: "2026-03-09", rank: 1, previousRank: 1 });
+    expect(await rows(t, "laps-weekly")).toEqual([["ann", 1, 4]]);
+    expect(await rows(t, "laps-regional", "?userAttributes=region:eu")).toEqual([["ann", 1, 4]]);
+    expect(await members(t, "laps-weekly")).toEqual({ "0": ["ann=2000000", "bob=5000000"], "1": ["ann=4000000"] });
+    expect(await members(t, "laps-regional")).toEqual({ "0:eu": ["ann=2000000", "bob=5000000"], "1:eu": ["ann=4000000"] });
+  });
+
+  it("adds a change in the earlier run to the entry the user has there, with the rank given there before", async () => {
+    const t = app();
+    await t.setClock("2026-03-05T12:00:00Z");
+    // ann was given rank 1 at her change of run 0 (bob came in above her after it).
+    const again = await event(t, "laps", "ann", 4, { region: "eu" });
+    expect(again.leaderboards["laps-weekly"]).toMatchObject({ run: "2026-03-02", rank: 1, previousRank: 1 });
+    expect(again.leaderboards["laps-regional"]).toMatchObject({ run: "2026-03-02", rank: 1, previousRank: 1 });
+    expect(await rows(t, "laps-weekly", "?run=2026-03-02")).toEqual([
+      ["ann", 1, 6],
+      ["bob", 2, 5],
+    ]);
+    // The later run's entry, which the state keeps, is untouched; both runs read by the user endpoint.
+    expect(await userBoard(t, "ann", "laps-weekly", "?run=2026-03-02")).toMatchObject({ run: "2026-03-02", rank: 1, value: 6 });
+    expect(await userBoard(t, "ann", "laps-weekly", "?run=2026-03-09")).toMatchObject({ run: "2026-03-09", rank: 1, value: 4 });
+    expect(await members(t, "laps-weekly")).toEqual({ "0": ["ann=6000000", "bob=5000000"], "1": ["ann=4000000"] });
+  });
+
+  it("finds an entry off the board (no history names it) by the user's id alone, glob characters and all", async () => {
+    const t = app();
+    // dives-top lists one: the leader's entry is ranked, the others' are off the board and write no history.
+    await t.setClock("2026-03-11T12:00:00Z");
+    await event(t, "dives", "lead", 100);
+    await event(t, "dives", "g*[1]?", 1);
+    await t.setClock("2026-03-06T12:00:00Z");
+    await event(t, "dives", "lead", 100);
+    // gzz1q matches the id g*[1]? read as a glob; the script escapes it.
+    await event(t, "dives", "gzz1q", 2);
+    const off = await event(t, "dives", "g*[1]?", 3);
+    expect(off.leaderboards["dives-top"]).toMatchObject({ run: "2026-03-02", rank: null, previousRank: null });
+    const more = await event(t, "dives", "g*[1]?", 4);
+    expect(more.leaderboards["dives-top"]).toMatchObject({ rank: null, previousRank: null });
+    expect(await members(t, "dives-top")).toEqual({ "0": ["g*[1]?=7000000", "gzz1q=2000000", "lead=100000000"], "1": ["g*[1]?=1000000", "lead=100000000"] });
+  });
+});

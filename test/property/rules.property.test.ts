@@ -802,15 +802,15 @@ async function expectBoardsEqual(tenant: CompiledTenant, model: ModelState, cmd:
       return;
     }
     const mine = ranked.find((r) => r.userId === cmd.user);
-    // The user's entry in the run: the latest one's, or in an earlier run the one the run kept.
-    const latest = model.users.get(cmd.user)!.boards.get(board.key);
+    // The user's entry in the run: the current one's, or in an earlier run the one the run kept.
+    const latest = run === null ? undefined : model.users.get(cmd.user)!.boards.get(`${board.key}:${run}`);
     // In an earlier run, the user's entry in whichever group of the run holds it (a breakdown
     // board's user is in one group of a run: the attribute's value at their last change in it).
     const prefix = `${board.key}:${run}:`;
     const userId = cmd.user;
     const kept = back === 0 ? undefined : [...model.boards].find(([key, g]) => key.startsWith(prefix) && g.has(userId));
-    const entry = back === 0 ? latest : kept && { run: run!, value: kept[1].get(userId)!.value, breakdown: kept[0].slice(prefix.length) };
-    const onOwnGroup = entry && run !== null && entry.run === run;
+    const entry = back === 0 ? latest : kept && { value: kept[1].get(userId)!.value, breakdown: kept[0].slice(prefix.length) };
+    const onOwnGroup = entry !== undefined;
     // On the board: within the first maxParticipants entries in board order (the listed ones).
     const rank = mine && ranked.indexOf(mine) < board.maxParticipants ? mine.rank : null;
     if (!board.breakdownAttribute) {

@@ -4,6 +4,7 @@ import { profileZone, userProfileFields } from "../../src/api/user-input.js";
 import type { ManualClock } from "../../src/clock.js";
 import type { CompiledTenant } from "../../src/config/compiled.js";
 import { endedBoostEnd } from "../../src/domain/boosts.js";
+import { boardMember } from "../../src/domain/leaderboards.js";
 import { toMicro } from "../../src/domain/decimal.js";
 import { localDayIndex } from "../../src/domain/periods.js";
 import { applyComplete, applyEvent, applyStreakAdmin, applyStreakSweep, applyTimeTicks, applyUpsert, applyUserBoost, emptyState, refreshThresholds, type ModelState } from "../../src/domain/model.js";
@@ -31,7 +32,7 @@ import { spelled } from "../helpers/zones.js";
  * the same id at every endpoint that takes the change apart (the delivery id is
  * `<event id>.<endpoint>`), and each closed window under the id of its endpoint, type, user,
  * subject and window; windows still open at the end are not sent. The clock also moves back
- * (within the UTC day, rewoundTo): README, Time-driven events, global boosts' and runs' boundaries
+ * (across days too, into earlier runs of the boards: rewoundTo): README, Time-driven events, global boosts' and runs' boundaries
  * are not sent again nor late before its highest point, user boosts' once each at their instant;
  * README, Coalescing, a change into a window already sent queues its id again, which is ignored. The records are
  * drained after every command, so what a payload reads besides the change (the user, the freezes
@@ -196,11 +197,11 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     weight: 1,
     arbitrary: fc.record({
       kind: fc.constant("rewind" as const),
-      // The manual clock set back within the hour or to the day's start (rewoundTo: never before
-      // the current UTC day), or to an instant of the day the run has been at (toSeen picks one):
-      // back into a coalescing window already sent, with changes of the same users and subjects,
-      // or before boost boundaries already announced.
-      ms: fc.oneof(fc.integer({ min: 60_000, max: 5 * HOUR }), fc.constant(DAY)),
+      // The manual clock set back within hours, by a day or two (into earlier runs of the boards),
+      // or to an instant the run has been at (toSeen picks one): back into a coalescing window
+      // already sent, with changes of the same users and subjects, or before boost boundaries
+      // already announced.
+      ms: fc.oneof(fc.integer({ min: 60_000, max: 5 * HOUR }), fc.integer({ min: 20 * HOUR, max: 50 * HOUR })),
       toSeen: fc.option(fc.nat(40)),
     }),
   },
@@ -237,13 +238,11 @@ const endpointsArb: fc.Arbitrary<EndpointPlan[]> = fc
 
 /**
  * Where a rewind sets the clock: an earlier instant the run has been at, or `ms` back; never
- * before START, nor before the current UTC day. Every board's runs begin at UTC midnight, so a
- * rewind never goes back into an earlier run of a board: the service and the model disagree on
- * ranks after that (see the skipped test below), and README promises nothing for it ("the engine
- * tolerates it"). Global and user boosts' boundaries and coalescing windows still lie behind.
+ * before START. Back across UTC midnight it goes into earlier runs of the boards (README,
+ * Leaderboards, A clock set back), behind global and user boosts' boundaries and coalescing windows.
  */
 function rewoundTo(cmd: { ms: number; toSeen: number | null }, now: number, instants: readonly number[]): number {
-  const floor = Math.max(START, Math.floor(now / DAY) * DAY);
+  const floor = START;
   const earlier = instants.filter((at) => at < now && at >= floor);
   if (cmd.toSeen !== null && earlier.length > 0) return earlier[cmd.toSeen % earlier.length]!;
   return Math.max(floor, now - cmd.ms);
@@ -427,8 +426,28 @@ async function runOn(t: TestApp, tenantId: string, commands: readonly Command[],
 
   for (const e of expectations) checkEndpoint(endpoints.find((p) => p.key === e.endpoint.key)!, e);
   checkIdsAcrossEndpoints(endpoints);
+  await expectBoardSetsEqual(t, tenant, model);
   const delivered = expectations.reduce((n, e) => n + e.deliveries.length, 0);
   expect(counts, "delivery counts").toEqual({ pending: 0, delivering: 0, retrying: 0, delivered, dead: 0 });
+}
+
+/**
+ * Every board run's sets (each group's, over the shards) hold exactly the model's entries: each
+ * user once, with the value and the instant it was reached (the member). A clock set back into
+ * an earlier run and forward again must leave neither run with a user twice (lua pastEntry).
+ */
+async function expectBoardSetsEqual(t: TestApp, tenant: CompiledTenant, model: ModelState): Promise<void> {
+  const store = t.app.tenants.all.find((c) => c.tenant.id === tenant.id)!.store;
+  for (const [id, entries] of model.boards) {
+    const [boardKey, run, group] = id.split(":") as [string, string, string];
+    const stored: string[] = [];
+    for (let shard = 0; shard < tenant.shards; shard++) {
+      const list = await t.redis.zrange(store.keys.boardRun(shard, boardKey, Number(run), group), 0, -1, "WITHSCORES");
+      for (let i = 0; i < list.length; i += 2) stored.push(`${list[i]}=${list[i + 1]}`);
+    }
+    const expected = [...entries].map(([user, e]) => `${boardMember(e.reachedAt, user)}=${e.value}`);
+    expect(stored.sort(), `board ${id}`).toEqual(expected.sort());
+  }
 }
 
 /**
@@ -513,21 +532,17 @@ describe("webhooks: the delivered payloads equal the reference model's", () => {
   });
 
   /**
-   * Found by the property (FC_SEED=15, before rewinds were kept within the UTC day), left open:
-   * the clock set back into an earlier run of lessons-3d (runs of 3 days from 03-01, at most 2
-   * participants) and forward again. w2 is on run 03-07 with 1 lesson at 03-07 05:00; the clock
-   * goes back to 03-06 09:00 (run 03-04), where w0 and w2 each record 1 lesson; it goes forward
-   * to 03-07 05:00:00.001, where w2 records 0.5. Both sides say w2 had no value in run 03-07
-   * before (previousValue null, value 0.5: a user's entry is kept for the board's latest run
-   * only, lua/includes/leaderboards.lua, so going back to run 03-04 forgot it); the model ranks
-   * w2 1st, the event script 2nd: the forgotten entry (value 1, its own member) is still in run
-   * 03-07's sorted set, and GET /v1/leaderboards/lessons-3d?run=2026-03-07 then lists w2 twice
-   * (rank 1 value 1, rank 2 value 0.5). A user twice on a board is wrong whatever the rule, but
-   * README (POST /admin/v1/clock) promises only that the engine tolerates a clock moved back, and
-   * a fix is in the event path's Lua (drop the stale member, or keep an entry per run): not made
-   * here. Not a webhook matter: the rank is the event script's (the record's board part).
+   * Found by the property (FC_SEED=15, when rewinds could cross days): the clock set back into an
+   * earlier run of lessons-3d (runs of 3 days from 03-01, at most 2 participants) and forward
+   * again. w2 is on run 03-07 with 1 lesson at 03-07 05:00; the clock goes back to 03-06 09:00
+   * (run 03-04), where w0 and w2 each record 1 lesson; it goes forward to 03-07 05:00:00.001,
+   * where w2 records 0.5. The user's state kept the board's latest run only, so going back to
+   * run 03-04 replaced run 03-07's entry, and the 0.5 made a second member of w2 in 03-07's set
+   * (ranked 2nd; the page listed w2 twice). Now the state keeps the latest run's entry and a
+   * change in an earlier run finds the user's entry in that run's sets (lua pastEntry): w2 has
+   * 1.5 in run 03-07, ranked 1st.
    */
-  it.skip("agrees after the clock goes back into an earlier board run and forward again (open: rank 2 sent, model says 1)", async () => {
+  it("agrees after the clock goes back into an earlier board run and forward again", async () => {
     const lesson = (user: string, value: number): EventCommand => ({ kind: "event", user, metric: "lessons", value, tz: null, idem: null });
     await runSequence([
       { kind: "advance", ms: 44 * HOUR },
@@ -537,6 +552,25 @@ describe("webhooks: the delivered payloads equal the reference model's", () => {
       { kind: "advance", ms: 20 * HOUR + 1 },
       lesson("w2", 0.5),
       { kind: "advance", ms: 20 * HOUR },
+    ]);
+  });
+
+  it("names the group of a change made after the clock went back into an earlier run of a breakdown board", async () => {
+    // Found by the property (FC_SEED=1404312725): w0 (region eu) moves minutes-region's run
+    // 03-09; a minute back, in run 03-02, the payload named no group (the state's entry is the
+    // later run's; the group is now read from the earlier run's sets).
+    const event = (metric: "lessons" | "minutes"): EventCommand => ({ kind: "event", user: "w0", metric, value: 1, tz: null, idem: null });
+    await runSequence([
+      { kind: "identify", user: "w0", tz: null, region: "eu", name: null },
+      { kind: "advance", ms: 313_200_000 },
+      { kind: "batch", events: [event("lessons"), event("minutes")] },
+      { kind: "rewind", ms: 60_000, toSeen: null },
+      event("minutes"),
+    ]);
+    const regional = receiver.received.filter((r) => r.target === "/hooks/all" && r.body.type === "leaderboard.rank_changed" && r.body.leaderboard.key === "minutes-region");
+    expect(regional.map((r) => [r.body.leaderboard.run, r.body.leaderboard.breakdownAttributeValue])).toEqual([
+      ["2026-03-09", "eu"],
+      ["2026-03-02", "eu"],
     ]);
   });
 

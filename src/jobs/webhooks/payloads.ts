@@ -10,7 +10,7 @@ import { parseAwardRecord } from "../../domain/outcome.js";
 import { localDayIndex, periodOfDay } from "../../domain/periods.js";
 import { viewStreak } from "../../domain/streak.js";
 import type { StreamRecord } from "../../domain/stream-record.js";
-import { boardEntryKeys, boardEntryOf, boardKeys, boardRank, topEntries } from "../../store/leaderboard-store.js";
+import { boardEntryKeys, boardKeys, boardRank, entryInRun, topEntries } from "../../store/leaderboard-store.js";
 import type { TenantStore } from "../../store/tenant-store.js";
 import { STREAK_START_DAY } from "../../store/state-slots.js";
 import { readUser } from "../../store/user-store.js";
@@ -31,16 +31,17 @@ export interface PayloadContext {
   store: TenantStore;
 }
 
-/** What the payloads of one record need from the user's hash, read once per record. */
+/** What the payloads of one record need from the user's hash, read once per record (`found`: as read, null for no user). */
 interface UserView {
   user: Record<string, unknown>;
   state: Map<string, unknown>;
+  found: Awaited<ReturnType<typeof readUser>>;
 }
 
 async function userView(ctx: PayloadContext, record: StreamRecord, boards: readonly string[]): Promise<UserView> {
   const found = await readUser(ctx.store, record.userId, ["ss", STREAK_START_DAY, "fz", ...boards.flatMap(boardEntryKeys)]);
-  if (!found) return { user: { id: record.userId }, state: new Map() };
-  return { user: userJson(ctx.tenant, record.userId, found.profile), state: found.state };
+  if (!found) return { user: { id: record.userId }, state: new Map(), found };
+  return { user: userJson(ctx.tenant, record.userId, found.profile), state: found.state, found };
 }
 
 const levelOrNull = (level: CompiledLevel | undefined) => (level ? levelJson(level) : null);
@@ -219,8 +220,9 @@ export async function recordPayloads(ctx: PayloadContext, record: StreamRecord, 
         case "leaderboard.rank_changed": {
           const board = ctx.tenant.leaderboardByKey.get(event.board.boardKey);
           if (!board) return null;
-          const entry = boardEntryOf(view.state, board.key, record.userId);
-          const current = entry !== null && entry.run === event.board.run ? entry : null;
+          // The user's entry in the change's run now: the state's for their latest run; in an
+          // earlier one (a change made after the manual clock went back into it), the run's.
+          const current = await entryInRun(ctx.store, board, event.board.run, record.userId, view.found);
           const breakdown = current?.breakdown ?? "";
           const own = current === null ? null : { value: current.value, member: current.member };
           const { rank, previousRank } = await ranksOf(ctx, board, record, event.board.run, event.board, breakdown, own);
