@@ -441,10 +441,8 @@ async function expectBoardSetsEqual(t: TestApp, tenant: CompiledTenant, model: M
   for (const [id, entries] of model.boards) {
     const [boardKey, run, group] = id.split(":") as [string, string, string];
     const stored: string[] = [];
-    for (let shard = 0; shard < tenant.shards; shard++) {
-      const list = await t.redis.zrange(store.keys.boardRun(shard, boardKey, Number(run), group), 0, -1, "WITHSCORES");
-      for (let i = 0; i < list.length; i += 2) stored.push(`${list[i]}=${list[i + 1]}`);
-    }
+    const shards = Array.from({ length: tenant.shards }, (_, shard) => t.redis.zrange(store.keys.boardRun(shard, boardKey, Number(run), group), 0, -1, "WITHSCORES"));
+    for (const list of await Promise.all(shards)) for (let i = 0; i < list.length; i += 2) stored.push(`${list[i]}=${list[i + 1]}`);
     const expected = [...entries].map(([user, e]) => `${boardMember(e.reachedAt, user)}=${e.value}`);
     expect(stored.sort(), `board ${id}`).toEqual(expected.sort());
   }
