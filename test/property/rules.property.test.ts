@@ -44,7 +44,7 @@ import { globalBoostJson, userBoostJson } from "../../src/api/boosts.js";
 import { userFiltersMatch } from "../../src/domain/filters.js";
 import { startAppOnOwnRedis, type TestApp } from "../helpers/app.js";
 import { LOST_STREAK_CAP, readStoreOf } from "../../src/store/read-store.js";
-import { expectStateEqual } from "./state-check.js";
+import { expectBoardSetsEqual, expectStateEqual } from "./state-check.js";
 import { expectEventSummaryEqual, expectRankingsEqual, expectStreakListEqual, expectSummaryEqual, expectUserReadsEqual, expectWrappedEqual, extendedJson } from "./read-check.js";
 import { propertyParameters } from "../helpers/property.js";
 import { spelled } from "../helpers/zones.js";
@@ -89,6 +89,7 @@ type Command =
   | { kind: "advance"; ms: number }
   | { kind: "toDue"; user: string; system: "gems" | "coins" }
   | { kind: "outage"; ms: number }
+  | { kind: "rewind"; ms: number; toSeen: number | null }
   | { kind: "read"; user: string; system: "xp" | "gems" | "coins" }
   | { kind: "streak"; user: string; periods: number }
   | { kind: "lostCap"; cap: number }
@@ -201,13 +202,17 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     kind: fc.constant("outage" as const),
     ms: fc.oneof(fc.integer({ min: 60_000, max: 5 * HOUR }), fc.integer({ min: 20 * HOUR, max: 50 * HOUR }), fc.integer({ min: 49 * HOUR, max: 100 * HOUR })),
   }) },
+  // The manual clock set back (never before START): within a day, or days back, into earlier runs
+  // of the boards, or to an instant the sequence has been at (toSeen picks one), where its users
+  // have changed before.
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("rewind" as const), ms: fc.oneof(fc.integer({ min: 60_000, max: 5 * HOUR }), fc.integer({ min: 20 * HOUR, max: 50 * HOUR }), fc.integer({ min: 6 * 24 * HOUR, max: 8 * 24 * HOUR })), toSeen: fc.option(fc.nat(40)) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("read" as const), user: fc.constantFrom(...USERS), system: fc.constantFrom("xp" as const, "gems" as const, "coins" as const) }) },
   // The streak expiry sweep (src/jobs/streak-expiry.ts, lua/streakAdmin-9.lua "settle"): at now,
   // or with a user, the clock first moved (as an "advance") to that user's deadline itself.
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("sweep" as const), user: fc.option(fc.constantFrom(...USERS), { freq: 2 }) }) },
   { weight: 2, arbitrary: fc.record({
     kind: fc.constant("board" as const),
-    board: fc.constantFrom("xp-ever", "lessons-2d", "streaks", "gems-region", "quiz-monthly", "coins-top", "lessons-yearly", "streaks-region"),
+    board: fc.constantFrom("xp-ever", "lessons-2d", "streaks", "gems-region", "quiz-monthly", "coins-top", "lessons-yearly", "streaks-region", "lessons-daily"),
     region: fc.constantFrom("eu" as const, "us" as const),
     user: fc.option(fc.constantFrom(...USERS), { freq: 2 }),
     offset: fc.integer({ min: -2, max: 2 }),
@@ -334,8 +339,13 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
 
   // Moving the manual clock refreshes the service's thresholds, then the ticks run (with those
   // thresholds), then the retention job: the model in the same order.
+  /** The instants the clock has been moved to, each once (where a rewind may go back to), and the latest of them. */
+  const instants = [START];
+  let highest = START;
   const moveTo = async (at: number) => {
     await clock.set(at);
+    if (!instants.includes(at)) instants.push(at);
+    highest = Math.max(highest, at);
     refreshThresholds(tenant, model, clock.now());
     for (let i = 1; i <= store.tenantRules.rules.tt.length; i++) await runTimeTrigger(store, i, clock.now());
     applyTimeTicks(tenant, model, clock.now());
@@ -390,8 +400,33 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
         expect(changed, "users the sweep changed").toBe(applyStreakSweep(tenant, model, clock.now()));
         break;
       }
+      case "rewind": {
+        // Never before START, nor to where a run the retention job deleted at the clock's highest
+        // point would be kept again (README, Leaderboards, keepFinishedRuns: the keys are gone;
+        // read by an earlier clock such a run would read as kept, and empty): no earlier than the
+        // first UTC day whose first run kept is the one kept then (it moves only at midnight, and
+        // never back as the clock goes on; `now` keeps it, every rewind having kept it).
+        const earlier = instants.filter((at) => at < now);
+        let to = cmd.toSeen !== null && earlier.length > 0 ? earlier[cmd.toSeen % earlier.length]! : Math.max(START, now - cmd.ms);
+        for (const board of tenant.leaderboards) {
+          if (board.keepFinishedRuns === null) continue;
+          const first = modelFirstKeptRun(board, highest);
+          if (modelFirstKeptRun(board, to) >= first) continue;
+          let lo = Math.floor(to / DAY) + 1;
+          let hi = Math.floor(now / DAY);
+          while (lo < hi) {
+            const mid = Math.floor((lo + hi) / 2);
+            if (modelFirstKeptRun(board, mid * DAY) >= first) hi = mid;
+            else lo = mid + 1;
+          }
+          to = Math.min(now, Math.max(to, lo * DAY));
+        }
+        if (to < now) await moveTo(to);
+        break;
+      }
       case "outage": {
         await clock.set(now + cmd.ms);
+        highest = Math.max(highest, now + cmd.ms);
         refreshThresholds(tenant, model, clock.now());
         break;
       }
@@ -683,6 +718,7 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
   }
   await expectStateEqual(t, tenant, model);
   await expectRunsDeleted(tenant, model, clock.now());
+  await expectBoardSetsEqual(t, tenant, model, (key) => modelFirstKeptRun(tenant.leaderboardByKey.get(key)!, clock.now()));
   // The final reads change nothing: all in flight at once (the service gathers those of one turn
   // into shared calls, store/reads-in-batch.ts, which each must still answer as if alone).
   const now = clock.now();
@@ -1193,6 +1229,26 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
   });
 
   // A user's rank history in a run keeps the newest 100 changes (Lua trims to 100 past 120): 101
+  // README, Leaderboards, A clock set back: r0 moves lessons-daily's run of 6 March, the clock goes
+  // back into 5 March's run (r0 moves it: its entry there is not the state's) and forward into 6
+  // March's again, where r0's next lesson adds to the entry it has (one member, not two).
+  it("agrees after the clock goes back into an earlier run of a board and forward again", async () => {
+    const lesson: Command = { kind: "event", user: "r0", metric: "lessons", value: 1, tz: null, source: null, level: null, plan: null, idem: null };
+    const read = (back: number): Command => ({ kind: "board", board: "lessons-daily", region: "eu", user: "r0", offset: 0, limit: 2, back });
+    await runSequence([
+      { kind: "identify", user: "r0", plan: null, region: "eu", tz: null },
+      { kind: "advance", ms: 25 * HOUR },
+      lesson,
+      { kind: "rewind", ms: 20 * HOUR, toSeen: null },
+      lesson,
+      read(0),
+      { kind: "advance", ms: 20 * HOUR },
+      lesson,
+      read(0),
+      read(1),
+    ]);
+  });
+
   // lessons at one instant, each a change of r0's value and rank on lessons-2d, read at numEvents=100.
   it("agrees on the newest 100 rank changes of a user who has more", async () => {
     const lesson: Command = { kind: "event", user: "r0", metric: "lessons", value: 1, tz: null, source: null, level: null, plan: null, idem: null };

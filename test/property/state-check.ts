@@ -1,5 +1,6 @@
 import { expect } from "vitest";
 import type { CompiledTenant } from "../../src/config/compiled.js";
+import { boardMember } from "../../src/domain/leaderboards.js";
 import { usersAtLevels, type ModelState } from "../../src/domain/model.js";
 import { readStoreOf } from "../../src/store/read-store.js";
 import type { TestApp } from "../helpers/app.js";
@@ -76,5 +77,25 @@ export async function expectStateEqual(t: TestApp, tenant: CompiledTenant, model
   }
   for (const [trigger, due] of model.timeDue) {
     expect(await zsetAcrossShards(t, tenant, `tt:${trigger}`), `time trigger ${trigger}`).toEqual(Object.fromEntries(due));
+  }
+}
+
+/**
+ * Every board run's sets (each group's, over the shards) hold exactly the model's entries: each
+ * user once, with the value and the instant it was reached (the member). A clock set back into
+ * an earlier run and forward again must leave neither run with a user twice (lua pastEntry).
+ * `firstKept`: a board's first run still stored (the retention job deletes the runs before it;
+ * the model keeps their entries).
+ */
+export async function expectBoardSetsEqual(t: TestApp, tenant: CompiledTenant, model: ModelState, firstKept: (boardKey: string) => number): Promise<void> {
+  const store = t.app.tenants.all.find((c) => c.tenant.id === tenant.id)!.store;
+  for (const [id, entries] of model.boards) {
+    const [boardKey, run, group] = id.split(":") as [string, string, string];
+    if (Number(run) < firstKept(boardKey)) continue;
+    const stored: string[] = [];
+    const shards = Array.from({ length: tenant.shards }, (_, shard) => t.redis.zrange(store.keys.boardRun(shard, boardKey, Number(run), group), 0, -1, "WITHSCORES"));
+    for (const list of await Promise.all(shards)) for (let i = 0; i < list.length; i += 2) stored.push(`${list[i]}=${list[i + 1]}`);
+    const expected = [...entries].map(([user, e]) => `${boardMember(e.reachedAt, user)}=${e.value}`);
+    expect(stored.sort(), `board ${id}`).toEqual(expected.sort());
   }
 }

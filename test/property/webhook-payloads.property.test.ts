@@ -4,12 +4,12 @@ import { profileZone, userProfileFields } from "../../src/api/user-input.js";
 import type { ManualClock } from "../../src/clock.js";
 import type { CompiledTenant } from "../../src/config/compiled.js";
 import { endedBoostEnd } from "../../src/domain/boosts.js";
-import { boardMember } from "../../src/domain/leaderboards.js";
 import { toMicro } from "../../src/domain/decimal.js";
 import { localDayIndex } from "../../src/domain/periods.js";
 import { applyComplete, applyEvent, applyStreakAdmin, applyStreakSweep, applyTimeTicks, applyUpsert, applyUserBoost, emptyState, refreshThresholds, type ModelState } from "../../src/domain/model.js";
 import { WEBHOOK_EVENT_TYPES } from "../../src/jobs/webhooks/kinds.js";
 import { startTestApp, uniqueTenantId, type TestApp } from "../helpers/app.js";
+import { expectBoardSetsEqual } from "./state-check.js";
 import { propertyParameters } from "../helpers/property.js";
 import { tenantYaml } from "../helpers/tenant-yaml.js";
 import { calendarHooks, canonical, changeHooks, EndpointExpectation, userBoostHooks, type TrackedUserBoost } from "../helpers/webhook-expect.js";
@@ -426,26 +426,9 @@ async function runOn(t: TestApp, tenantId: string, commands: readonly Command[],
 
   for (const e of expectations) checkEndpoint(endpoints.find((p) => p.key === e.endpoint.key)!, e);
   checkIdsAcrossEndpoints(endpoints);
-  await expectBoardSetsEqual(t, tenant, model);
+  await expectBoardSetsEqual(t, tenant, model, () => 0);
   const delivered = expectations.reduce((n, e) => n + e.deliveries.length, 0);
   expect(counts, "delivery counts").toEqual({ pending: 0, delivering: 0, retrying: 0, delivered, dead: 0 });
-}
-
-/**
- * Every board run's sets (each group's, over the shards) hold exactly the model's entries: each
- * user once, with the value and the instant it was reached (the member). A clock set back into
- * an earlier run and forward again must leave neither run with a user twice (lua pastEntry).
- */
-async function expectBoardSetsEqual(t: TestApp, tenant: CompiledTenant, model: ModelState): Promise<void> {
-  const store = t.app.tenants.all.find((c) => c.tenant.id === tenant.id)!.store;
-  for (const [id, entries] of model.boards) {
-    const [boardKey, run, group] = id.split(":") as [string, string, string];
-    const stored: string[] = [];
-    const shards = Array.from({ length: tenant.shards }, (_, shard) => t.redis.zrange(store.keys.boardRun(shard, boardKey, Number(run), group), 0, -1, "WITHSCORES"));
-    for (const list of await Promise.all(shards)) for (let i = 0; i < list.length; i += 2) stored.push(`${list[i]}=${list[i + 1]}`);
-    const expected = [...entries].map(([user, e]) => `${boardMember(e.reachedAt, user)}=${e.value}`);
-    expect(stored.sort(), `board ${id}`).toEqual(expected.sort());
-  }
 }
 
 /**
