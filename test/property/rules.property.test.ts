@@ -337,11 +337,11 @@ async function runSequence(commands: readonly Command[], tenantId = "propx", che
   };
   await deleteRuns(START);
 
-  // Moving the manual clock refreshes the service's thresholds, then the ticks run (with those
-  // thresholds), then the retention job: the model in the same order.
   /** The instants the clock has been moved to, each once (where a rewind may go back to), and the latest of them. */
   const instants = [START];
   let highest = START;
+  // Moving the manual clock refreshes the service's thresholds, then the ticks run (with those
+  // thresholds), then the retention job: the model in the same order.
   const moveTo = async (at: number) => {
     await clock.set(at);
     if (!instants.includes(at)) instants.push(at);
@@ -1228,7 +1228,6 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
     ]);
   });
 
-  // A user's rank history in a run keeps the newest 100 changes (Lua trims to 100 past 120): 101
   // README, Leaderboards, A clock set back: r0 moves lessons-daily's run of 6 March, the clock goes
   // back into 5 March's run (r0 moves it: its entry there is not the state's) and forward into 6
   // March's again, where r0's next lesson adds to the entry it has (one member, not two).
@@ -1249,6 +1248,7 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
     ]);
   });
 
+  // A user's rank history in a run keeps the newest 100 changes (Lua trims to 100 past 120): 101
   // lessons at one instant, each a change of r0's value and rank on lessons-2d, read at numEvents=100.
   it("agrees on the newest 100 rank changes of a user who has more", async () => {
     const lesson: Command = { kind: "event", user: "r0", metric: "lessons", value: 1, tz: null, source: null, level: null, plan: null, idem: null };
