@@ -252,7 +252,7 @@ export const boardEntryKeys = (boardKey: string): string[] => boardStateNames(bo
  * null when the user has none. A state of an earlier version holds the table
  * {run, value, reachedAt, breakdown, rank} at lb:<board> instead.
  */
-export function boardEntryOf(state: ReadonlyMap<string, unknown>, boardKey: string, userId: string): { run: number; value: number; member: string; breakdown: string } | null {
+function boardEntryOf(state: ReadonlyMap<string, unknown>, boardKey: string, userId: string): { run: number; value: number; member: string; breakdown: string } | null {
   const [runName, valueName, memberName, breakdownName] = boardStateNames(boardKey);
   const stored = state.get(runName);
   if (Array.isArray(stored)) return { run: stored[0] as number, value: stored[1] as number, member: boardMember(stored[2] as number, userId), breakdown: (stored[3] as string | undefined) ?? "" };

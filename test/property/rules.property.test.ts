@@ -1230,7 +1230,8 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
 
   // README, Leaderboards, A clock set back: r0 moves lessons-daily's run of 6 March, the clock goes
   // back into 5 March's run (r0 moves it: its entry there is not the state's) and forward into 6
-  // March's again, where r0's next lesson adds to the entry it has (one member, not two).
+  // March's again, where r0's next lesson adds to the entry it has (one member, not two); then back
+  // into 5 March's, where its entry (not the state's) is moved too.
   it("agrees after the clock goes back into an earlier run of a board and forward again", async () => {
     const lesson: Command = { kind: "event", user: "r0", metric: "lessons", value: 1, tz: null, source: null, level: null, plan: null, idem: null };
     const read = (back: number): Command => ({ kind: "board", board: "lessons-daily", region: "eu", user: "r0", offset: 0, limit: 2, back });
@@ -1245,6 +1246,11 @@ describe("every points and achievement rule: HTTP + Lua equals the reference mod
       lesson,
       read(0),
       read(1),
+      // Back again (an hour later than before: a new member): the entry r0 has in 5 March's run is
+      // moved, not left beside a new one.
+      { kind: "rewind", ms: 19 * HOUR, toSeen: null },
+      lesson,
+      read(0),
     ]);
   });
 

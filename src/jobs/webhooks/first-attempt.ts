@@ -187,15 +187,9 @@ export class FirstAttempts {
   private async awaitLate(job: DeliveryJob, attempt: Promise<AttemptOutcome>): Promise<void> {
     const outcome = await attempt;
     if (outcome.stopped) return;
-    const head = [deliveryId(job.eventId, job.endpoint), job.type, JSON.stringify(job), outcome.at];
     try {
-      if (outcome.ok) {
-        const result: AttemptResult = { status: outcome.status!, ms: outcome.ms, attempt: 1, at: outcome.at, by: "consumer" };
-        await this.write([ANSWERED, ...head, JSON.stringify(result), outcome.at + outcome.ms, ""]);
-      } else {
-        // Told as the queue's attempts tell theirs: its reason and its log line.
-        await this.write([LATE_FAILURE, ...head, outcome.error!, 0, outcomeLine(outcome, 1)]);
-      }
+      // A failure told as the queue's attempts tell theirs: its reason and its log line.
+      await this.write(this.jobValues(job, outcome, ANSWERED, LATE_FAILURE));
     } catch {
       // Not written (Redis away past the wait, or the process stopping): the retry stays, and
       // sends the delivery again (same id), as before this answer.
@@ -227,29 +221,32 @@ export class FirstAttempts {
     const jobs: (string | number)[] = [];
     for (const attempted of done) {
       const { job } = attempted;
-      const id = deliveryId(job.eventId, job.endpoint);
-      if ("late" in attempted) {
-        const { at, waitedMs, timeoutMs } = attempted.late;
-        // Due once the POST's own timeout has passed and then the first retry's wait: the retry
-        // never overlaps the attempt it follows.
-        const error = `no answer within ${waitedMs} ms`;
-        const line = logLine(at, 1, `${error}; its answer awaited until the endpoint's timeout (${timeoutMs} ms)`);
-        jobs.push("retry", id, job.type, JSON.stringify(job), at, error, timeoutMs - waitedMs + this.host.retryDelay(1), line);
+      if ("outcome" in attempted) {
+        jobs.push(...this.jobValues(job, attempted.outcome, "delivered", this.host.attempts <= 1 ? "dead" : "retry"));
         continue;
       }
-      const { outcome } = attempted;
-      const head = [id, job.type, JSON.stringify(job), outcome.at];
-      if (outcome.ok) {
-        const result: AttemptResult = { status: outcome.status!, ms: outcome.ms, attempt: 1, at: outcome.at, by: "consumer" };
-        // Finished when the answer came, not when the batch is written (up to a slow attempt later).
-        jobs.push("delivered", ...head, JSON.stringify(result), outcome.at + outcome.ms, "");
-      } else {
-        const kind = this.host.attempts <= 1 ? "dead" : "retry";
-        jobs.push(kind, ...head, outcome.error!, this.host.retryDelay(1), outcomeLine(outcome, 1));
-      }
+      const { at, waitedMs, timeoutMs } = attempted.late;
+      // Due once the POST's own timeout has passed and then the first retry's wait: the retry
+      // never overlaps the attempt it follows.
+      const error = `no answer within ${waitedMs} ms`;
+      const line = logLine(at, 1, `${error}; its answer awaited until the endpoint's timeout (${timeoutMs} ms)`);
+      jobs.push("retry", deliveryId(job.eventId, job.endpoint), job.type, JSON.stringify(job), at, error, timeoutMs - waitedMs + this.host.retryDelay(1), line);
     }
     await this.write(jobs);
     if (this.host.attempts <= 1) for (const a of done) if ("outcome" in a && !a.outcome.ok) this.host.deadLettered(deliveryId(a.job.eventId, a.job.endpoint), a.outcome.error!);
+  }
+
+  /**
+   * A first attempt's outcome as lua/firstAttempts-5.lua's 8 values of a job: an answer (kind
+   * `answered`) with its result and the instant it came (finished then, not when the batch is
+   * written, up to a slow attempt later); a failure (kind `failed`) with its reason, the first
+   * retry's delay and its log line.
+   */
+  private jobValues(job: DeliveryJob, outcome: AttemptOutcome, answered: string, failed: string): (string | number)[] {
+    const head = [deliveryId(job.eventId, job.endpoint), job.type, JSON.stringify(job), outcome.at];
+    if (!outcome.ok) return [failed, ...head, outcome.error!, this.host.retryDelay(1), outcomeLine(outcome, 1)];
+    const result: AttemptResult = { status: outcome.status!, ms: outcome.ms, attempt: 1, at: outcome.at, by: "consumer" };
+    return [answered, ...head, JSON.stringify(result), outcome.at + outcome.ms, ""];
   }
 
   /** lua/firstAttempts-5.lua with the jobs' values (8 a job), waiting for an unreachable Redis (RECORD_WAIT_MS). */
